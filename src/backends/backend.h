@@ -1,0 +1,179 @@
+// The one narrow kernel interface between the model (nn/) and a device (backends/cpu, cuda).
+//
+// Model code includes only this header; a backend never includes model code. All pointers
+// below are the backend's own memory (host memory for the CPU, device memory for CUDA), float32,
+// row-major, obtained from allocate(). A call only enqueues work: on CUDA it returns before the
+// kernel has run, and the calls of one training step are captured once as a CUDA graph and
+// replayed. So nothing that changes from step to step is passed by value: it lives in
+// StepCounters, in backend memory, and is advanced by advance_step() on the device itself.
+//
+// The per-element arithmetic (optimizer updates, the learning-rate schedule, a loss row, softmax)
+// is written once in backends/kernel_math.h and used by every backend, host and device.
+//
+// Shapes are written (rows, columns). A "batch" has m rows (m <= the planned batch size; the
+// ragged last batch of an epoch has fewer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace crossover {
+
+enum class ActivationKind { linear, relu, sigmoid, tanh, softmax };
+
+// Per-step values that kernels read from backend memory (so a captured graph stays valid).
+struct StepCounters {
+  int64_t step = 0;         // optimizer steps taken so far (Adam's t is step + 1)
+  int64_t batch_index = 0;  // batch within the current epoch
+  float learning_rate = 0;  // the schedule's value for this step, written by update_learning_rate
+  float grad_scale = 1;     // 1, or the clip-by-global-norm factor computed this step
+  // Running sums for the epoch's loss and metrics, read by the progress line asynchronously.
+  double loss_sum = 0;      // sum over samples of the per-sample loss
+  double correct_sum = 0;   // number of correctly classified samples
+  double sample_count = 0;  // samples seen
+};
+
+// The learning rate as a function of the optimizer step, evaluated on the device each step.
+// lr(step) = base * decay_rate ^ (staircase ? floor(step / decay_steps) : step / decay_steps);
+// decay_steps == 0 means constant. Epoch-level schedules (ReduceLROnPlateau, step decay per
+// epoch) change `base` between epochs.
+struct LearningRateSchedule {
+  float base = 1e-3f;
+  float decay_rate = 1.0f;
+  int64_t decay_steps = 0;
+  bool staircase = false;
+};
+
+// One parameter tensor and its optimizer state, all of n floats.
+struct ParamSlot {
+  float* value = nullptr;
+  float* grad = nullptr;
+  float* slot1 = nullptr;  // Adam m, SGD velocity, RMSprop mean square
+  float* slot2 = nullptr;  // Adam v, RMSprop mean (centered only); may be null
+  int64_t n = 0;
+  bool decay = true;  // weight decay applies (kernels); not to biases
+};
+
+enum class OptimizerKind { sgd, adam, rmsprop };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::adam;
+  LearningRateSchedule schedule;
+  float beta1 = 0.9f;     // Adam
+  float beta2 = 0.999f;   // Adam
+  float epsilon = 1e-7f;  // Adam, RMSprop (Keras's default)
+  float momentum = 0.0f;  // SGD, RMSprop
+  bool nesterov = false;  // SGD
+  float rho = 0.9f;       // RMSprop
+  float weight_decay = 0.0f;  // decoupled (AdamW-style; Keras's weight_decay argument)
+  float clipnorm = 0.0f;      // clip by global norm when > 0
+  float clipvalue = 0.0f;     // clip each element to [-clipvalue, clipvalue] when > 0
+};
+
+enum class LossKind {
+  sparse_categorical_crossentropy,  // targets: class index per row
+  categorical_crossentropy,         // targets: a probability row per row
+  binary_crossentropy,              // targets: 0/1 per element
+  mean_squared_error,               // targets: a value per element
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda:N".
+  virtual std::string device_name() const = 0;
+
+  // ---- memory ----
+  // Zero-filled block of `bytes`, aligned to at least 64 bytes. Throws Error when out of memory.
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
+  // Starts a download that completes by the next synchronize(); host_dst must stay valid.
+  virtual void download_async(void* host_dst, const void* src, std::size_t bytes) = 0;
+  virtual void fill(float* dst, float value, int64_t n) = 0;
+  // Waits for everything enqueued.
+  virtual void synchronize() = 0;
+
+  // ---- graphs ----
+  // Records the backend calls that `enqueue` makes, once, and returns something that runs them
+  // again. CUDA captures them as a CUDA graph (one launch per replay); the CPU, and CUDA in naive
+  // mode, simply call `enqueue` again on each replay. `enqueue` must make the same calls every
+  // time: whatever varies per step is read from StepCounters.
+  class StepGraph {
+   public:
+    virtual ~StepGraph() = default;
+    virtual void replay() = 0;
+  };
+  virtual std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool use_graph) = 0;
+
+  // ---- batching ----
+  // dst[i, :] = src[indices[batch_index * batch + i], :] for i < m, where src is (N, cols).
+  // Labels are gathered the same way with cols = 1 (or the number of target columns).
+  virtual void gather_rows(const float* src, int64_t cols, const int32_t* indices, int64_t batch,
+                           const StepCounters* counters, int64_t m, float* dst) = 0;
+
+  // ---- dense layer ----
+  // y(m, n) = act(x(m, k) . w(k, n) + b(n)); act is linear or relu (fused); b may be null.
+  virtual void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m,
+                             int64_t k, int64_t n, ActivationKind act) = 0;
+  // dw(k, n) = x(m, k)^T . dy(m, n);  db(n) = column sums of dy (if db is not null).
+  virtual void dense_backward_weights(const float* x, const float* dy, float* dw, float* db,
+                                      int64_t m, int64_t k, int64_t n) = 0;
+  // dx(m, k) = dy(m, n) . w(k, n)^T.
+  virtual void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m,
+                                    int64_t k, int64_t n) = 0;
+
+  // ---- activations (elementwise on (m, n); softmax is per row) ----
+  virtual void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
+                                  int64_t n) = 0;
+  // dx from the forward output y and the incoming gradient dy. dx may alias dy.
+  virtual void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
+                                   int64_t m, int64_t n) = 0;
+
+  // ---- dropout (inverted): y = x * keep / (1 - rate), keep drawn by dropout_keep(seed, layer,
+  // counters->step, row * n + col, rate). mask (m * n bytes) records keep for the backward pass.
+  virtual void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n,
+                               float rate, uint64_t seed, uint32_t layer,
+                               const StepCounters* counters) = 0;
+  virtual void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m,
+                                int64_t n, float rate) = 0;
+  // The fused backward of Dense(relu) followed by Dropout: dz = dy * keep / (1 - rate) * (h > 0),
+  // where h is the ReLU output before dropout (so y = h * keep / (1 - rate)).
+  virtual void relu_dropout_backward(const float* y_after_dropout, const uint8_t* mask,
+                                     const float* dy, float* dz, int64_t m, int64_t n,
+                                     float rate) = 0;
+
+  // ---- loss, fused with the output activation's backward ----
+  // `out` (m, c) is the model output *before* the final activation `act` (logits when act is
+  // softmax or sigmoid). Computes the activated output into `probs` (may be null when not
+  // needed), the gradient of mean-over-batch loss w.r.t. `out` into d_out (if not null), and
+  // adds sum of per-sample losses and the count of correct predictions to counters (if
+  // `counters` is not null). targets: class indices as floats (sparse) or (m, c) values.
+  virtual void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
+                                     const float* targets, float* probs, float* d_out, int64_t m,
+                                     int64_t c, StepCounters* counters) = 0;
+
+  // ---- optimizer: one update of every parameter (one launch on CUDA) ----
+  // Reads counters->step (t = step + 1), writes counters->learning_rate from the schedule,
+  // applies clipping, then increments counters->step and counters->batch_index.
+  virtual void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
+                              StepCounters* counters) = 0;
+  // counters->batch_index += 1 without an update (evaluation steps).
+  virtual void advance_batch(StepCounters* counters) = 0;
+};
+
+// The CPU backend with `threads` threads (0 = all cores). Never null.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+// The CUDA backend on device `ordinal`; throws Error("cuda:N", why) if that device is
+// unavailable or the binary was built without CUDA.
+std::unique_ptr<Backend> make_cuda_backend(int ordinal);
+// Number of CUDA devices visible (0 when built without CUDA or no driver).
+int cuda_device_count();
+
+}  // namespace crossover

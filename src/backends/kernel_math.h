@@ -1,0 +1,216 @@
+// The arithmetic every backend shares: the per-element optimizer updates (Keras's formulas), the
+// learning-rate schedule, and a loss row. Written once, compiled as host code for the CPU and as
+// device code for CUDA (CROSSOVER_HD), so the two devices cannot drift apart in semantics.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "core/philox.h"  // CROSSOVER_HD
+
+namespace crossover {
+
+CROSSOVER_HD float scheduled_learning_rate(const LearningRateSchedule& s, int64_t step) {
+  if (s.decay_steps <= 0 || s.decay_rate == 1.0f) return s.base;
+  double p = static_cast<double>(step) / static_cast<double>(s.decay_steps);
+  if (s.staircase) p = std::floor(p);
+  return static_cast<float>(s.base * std::pow(static_cast<double>(s.decay_rate), p));
+}
+
+// Clip by global norm (Keras's global_clipnorm / torch's clip_grad_norm_): scale = min(1, c/norm).
+CROSSOVER_HD float clipnorm_scale(float clipnorm, double sum_squares) {
+  double norm = std::sqrt(sum_squares);
+  return norm > clipnorm ? static_cast<float>(clipnorm / norm) : 1.0f;
+}
+
+// Per-step constants, computed once per step.
+struct UpdateConstants {
+  float lr = 0;
+  float adam_alpha = 0;  // lr * sqrt(1 - b2^t) / (1 - b1^t)
+};
+
+CROSSOVER_HD UpdateConstants update_constants(const OptimizerConfig& c, float lr, int64_t t) {
+  UpdateConstants u;
+  u.lr = lr;
+  if (c.kind == OptimizerKind::adam) {
+    double b1t = std::pow(static_cast<double>(c.beta1), static_cast<double>(t));
+    double b2t = std::pow(static_cast<double>(c.beta2), static_cast<double>(t));
+    u.adam_alpha = static_cast<float>(lr * std::sqrt(1.0 - b2t) / (1.0 - b1t));
+  }
+  return u;
+}
+
+// One element of one parameter: w[i] with gradient g (already scaled by clipnorm's factor).
+CROSSOVER_HD void update_one(const OptimizerConfig& c, const UpdateConstants& u, float grad_scale,
+                             bool decay, float& w, float g_raw, float* slot1, float* slot2,
+                             int64_t i) {
+  float g = g_raw * grad_scale;
+  if (c.clipvalue > 0.0f) g = fminf(fmaxf(g, -c.clipvalue), c.clipvalue);
+  // Decoupled weight decay, applied before the gradient step as Keras 3 does.
+  if (decay && c.weight_decay > 0.0f) w -= w * c.weight_decay * u.lr;
+  switch (c.kind) {
+    case OptimizerKind::adam: {
+      float m = slot1[i] = c.beta1 * slot1[i] + (1.0f - c.beta1) * g;
+      float v = slot2[i] = c.beta2 * slot2[i] + (1.0f - c.beta2) * g * g;
+      w -= u.adam_alpha * m / (std::sqrt(v) + c.epsilon);
+      return;
+    }
+    case OptimizerKind::sgd: {
+      if (c.momentum == 0.0f) {
+        w -= u.lr * g;
+        return;
+      }
+      float vel = slot1[i] = c.momentum * slot1[i] - u.lr * g;
+      w += c.nesterov ? c.momentum * vel - u.lr * g : vel;
+      return;
+    }
+    case OptimizerKind::rmsprop: {
+      float ms = slot1[i] = c.rho * slot1[i] + (1.0f - c.rho) * g * g;
+      float step = u.lr * g / (std::sqrt(ms) + c.epsilon);
+      if (c.momentum > 0.0f) {
+        float mom = slot2[i] = c.momentum * slot2[i] + step;
+        w -= mom;
+      } else {
+        w -= step;
+      }
+      return;
+    }
+  }
+}
+
+// Numerically stable softmax of one row of n logits.
+CROSSOVER_HD void softmax_row(const float* z, float* p, int64_t n) {
+  float mx = z[0];
+  for (int64_t j = 1; j < n; ++j) mx = fmaxf(mx, z[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(z[j] - mx));
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+}
+
+CROSSOVER_HD int64_t argmax_row(const float* p, int64_t n) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < n; ++j)
+    if (p[j] > p[best]) best = j;
+  return best;
+}
+
+struct LossRow {
+  double loss = 0;     // this sample's loss
+  double correct = 0;  // 1 if right (binary: fraction of elements right)
+};
+
+// Keras's clipping of probabilities in binary cross-entropy.
+inline constexpr float kProbabilityEpsilon = 1e-7f;
+
+// One sample (row r): activation `act` of the logits z (c values) into p, the loss and whether it
+// is right, and the gradient of (loss / m) with respect to z into d (when d is not null).
+// Softmax with a cross-entropy and sigmoid with binary cross-entropy use the fused gradient
+// (p - t); other pairs chain the loss gradient through the activation.
+CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z, const float* targets,
+                              int64_t r, int64_t c, float* p, float* d, float inv_m) {
+  LossRow out;
+  // Activated output.
+  if (act == ActivationKind::softmax) {
+    softmax_row(z, p, c);
+  } else {
+    for (int64_t j = 0; j < c; ++j) {
+      float x = z[j];
+      p[j] = act == ActivationKind::relu      ? fmaxf(x, 0.0f)
+             : act == ActivationKind::sigmoid ? 1.0f / (1.0f + std::exp(-x))
+             : act == ActivationKind::tanh    ? std::tanh(x)
+                                          : x;
+    }
+  }
+  switch (loss) {
+    case LossKind::sparse_categorical_crossentropy:
+    case LossKind::categorical_crossentropy: {
+      const bool sparse = loss == LossKind::sparse_categorical_crossentropy;
+      const int64_t label = sparse ? static_cast<int64_t>(targets[r]) : -1;
+      const float* t = sparse ? nullptr : targets + r * c;
+      if (act == ActivationKind::softmax) {
+        // loss = logsumexp(z) - sum_j t_j z_j, computed from the logits.
+        float mx = z[0];
+        for (int64_t j = 1; j < c; ++j) mx = fmaxf(mx, z[j]);
+        double s = 0.0;
+        for (int64_t j = 0; j < c; ++j) s += std::exp(static_cast<double>(z[j] - mx));
+        const double lse = static_cast<double>(mx) + std::log(s);
+        if (sparse) {
+          out.loss = lse - z[label];
+        } else {
+          double tz = 0.0, tsum = 0.0;
+          for (int64_t j = 0; j < c; ++j) tz += static_cast<double>(t[j]) * z[j], tsum += t[j];
+          out.loss = tsum * lse - tz;
+        }
+        if (d)
+          for (int64_t j = 0; j < c; ++j)
+            d[j] = (p[j] - (sparse ? (j == label ? 1.0f : 0.0f) : t[j])) * inv_m;
+      } else {
+        // Probabilities given directly (Keras clips them): loss = -sum t log p.
+        double l = 0.0;
+        for (int64_t j = 0; j < c; ++j) {
+          const float tj = sparse ? (j == label ? 1.0f : 0.0f) : t[j];
+          const float pj = fminf(fmaxf(p[j], kProbabilityEpsilon), 1.0f - kProbabilityEpsilon);
+          l -= tj * std::log(static_cast<double>(pj));
+          if (d) d[j] = -tj / pj * inv_m;
+        }
+        out.loss = l;
+      }
+      const int64_t truth = sparse ? label : argmax_row(t, c);
+      out.correct = argmax_row(p, c) == truth ? 1.0 : 0.0;
+      break;
+    }
+    case LossKind::binary_crossentropy: {
+      const float* t = targets + r * c;
+      double l = 0.0, right = 0.0;
+      for (int64_t j = 0; j < c; ++j) {
+        const float pj = fminf(fmaxf(p[j], kProbabilityEpsilon), 1.0f - kProbabilityEpsilon);
+        l -= t[j] * std::log(static_cast<double>(pj)) + (1.0f - t[j]) * std::log1p(-static_cast<double>(pj));
+        right += ((p[j] > 0.5f) == (t[j] > 0.5f)) ? 1.0 : 0.0;
+        if (d) {
+          d[j] = act == ActivationKind::sigmoid ? (p[j] - t[j]) / static_cast<float>(c) * inv_m
+                                            : (pj - t[j]) / (pj * (1.0f - pj)) /
+                                                  static_cast<float>(c) * inv_m;
+        }
+      }
+      out.loss = l / static_cast<double>(c);
+      out.correct = right / static_cast<double>(c);
+      break;
+    }
+    case LossKind::mean_squared_error: {
+      const float* t = targets + r * c;
+      double l = 0.0;
+      for (int64_t j = 0; j < c; ++j) {
+        const float e = p[j] - t[j];
+        l += static_cast<double>(e) * e;
+        if (d) d[j] = 2.0f * e / static_cast<float>(c) * inv_m;
+      }
+      out.loss = l / static_cast<double>(c);
+      out.correct = argmax_row(p, c) == argmax_row(t, c) ? 1.0 : 0.0;
+      break;
+    }
+  }
+  // Chain the gradient through an activation that is not fused with the loss above.
+  const bool fused = (act == ActivationKind::softmax &&
+                      (loss == LossKind::sparse_categorical_crossentropy ||
+                       loss == LossKind::categorical_crossentropy)) ||
+                     (act == ActivationKind::sigmoid && loss == LossKind::binary_crossentropy);
+  if (d && !fused && act != ActivationKind::linear) {
+    if (act == ActivationKind::softmax) {
+      float dot = 0.0f;
+      for (int64_t j = 0; j < c; ++j) dot += d[j] * p[j];
+      for (int64_t j = 0; j < c; ++j) d[j] = p[j] * (d[j] - dot);
+    } else {
+      for (int64_t j = 0; j < c; ++j) {
+        const float y = p[j];
+        d[j] *= act == ActivationKind::relu      ? (y > 0.0f ? 1.0f : 0.0f)
+                : act == ActivationKind::sigmoid ? y * (1.0f - y)
+                                             : 1.0f - y * y;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace crossover

@@ -1,0 +1,38 @@
+// The crossover command: shared pieces of its subcommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nn/sequential.h"
+
+namespace crossover::cli {
+
+// Messages on stdout unless --quiet; warnings and errors always go to stderr.
+struct Output {
+  bool quiet = false;
+  void say(const std::string& line) const {
+    if (!quiet) std::printf("%s\n", line.c_str());
+  }
+};
+
+// --model: "small", "big", a layer list ("dense:128:relu,dropout:0.2,dense:10:softmax", input
+// flattened), or a Keras model JSON file. sample_shape: the data's per-sample shape.
+Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes);
+
+// Refuses, before any work, an output path that cannot be written (missing folder, a folder in
+// the way, no permission). Throws Error naming the flag and the path.
+void check_writable(const std::string& flag, const std::string& path);
+// Writes `doc` to path atomically (temporary file in the same folder, then rename).
+void write_json_file(const std::string& flag, const std::string& path, const nlohmann::json& doc);
+
+// "cpu" plus the CPU's model name, or "cuda:N".
+std::string device_description(const std::string& device);
+
+// The subcommands.
+void add_train(CLI::App& app);
+void add_devices(CLI::App& app);
+
+}  // namespace crossover::cli

@@ -1,0 +1,110 @@
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "perf/machine.h"
+
+namespace crossover::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  if (!s.empty() && s.back() == sep) parts.emplace_back();
+  return parts;
+}
+
+Layer parse_layer(const std::string& item) {
+  const auto f = split(item, ':');
+  const std::string bad = "'" + item + "' is not a layer: expected dense:UNITS[:ACTIVATION], "
+                          "dropout:RATE or activation:NAME";
+  try {
+    if (f.size() >= 2 && f.size() <= 3 && f[0] == "dense") {
+      std::size_t used = 0;
+      const long long units = std::stoll(f[1], &used);
+      if (used != f[1].size()) throw Error("--model", bad);
+      return Dense(units, f.size() == 3 ? f[2] : "linear");
+    }
+    if (f.size() == 2 && f[0] == "dropout") {
+      std::size_t used = 0;
+      const double rate = std::stod(f[1], &used);
+      if (used != f[1].size()) throw Error("--model", bad);
+      return Dropout(rate);
+    }
+    if (f.size() == 2 && f[0] == "activation") return Activation(f[1]);
+  } catch (const Error& e) {
+    throw Error("--model", std::string(e.what()));
+  } catch (const std::exception&) {
+  }
+  throw Error("--model", bad);
+}
+
+Sequential model_from_json_file(const std::string& path, const Shape&) {
+  throw Error("--model " + path, "Keras JSON models are not supported yet");
+}
+
+}  // namespace
+
+Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes) {
+  const std::string out = std::to_string(num_classes) + ":softmax";
+  std::string list;
+  if (spec == "small") list = "dense:128:relu,dropout:0.2,dense:" + out;
+  else if (spec == "big") list = "dense:1000:relu,dropout:0.2,dense:1000:relu,dropout:0.2,dense:" + out;
+  else if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") return model_from_json_file(spec, sample_shape);
+  else list = spec;
+  if (list.empty()) throw Error("--model", "empty model: give small, big, a layer list or a .json file");
+  std::vector<Layer> layers{Flatten(sample_shape)};
+  for (const std::string& item : split(list, ',')) layers.push_back(parse_layer(item));
+  return Sequential(std::move(layers), spec == "small" || spec == "big" ? spec : "sequential");
+}
+
+void check_writable(const std::string& flag, const std::string& path) {
+  if (path.empty()) throw Error(flag, "the output path is empty");
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) throw Error(flag + " " + path, "is a folder, not a file");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw Error(flag + " " + path, "cannot be written: folder " + dir.string() + " does not exist");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(flag + " " + path, "cannot be written: no permission to write in " + dir.string());
+  if (fs::exists(p, ec) && ::access(p.c_str(), W_OK) != 0)
+    throw Error(flag + " " + path, "cannot be written: the file is read-only");
+}
+
+void write_json_file(const std::string& flag, const std::string& path, const nlohmann::json& doc) {
+  const fs::path p(path);
+  const fs::path tmp = p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  {
+    std::ofstream f(tmp);
+    f << doc.dump(2) << '\n';
+    f.flush();
+    if (!f) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw Error(flag + " " + path, "could not be written");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(flag + " " + path, "could not be written: " + ec.message());
+  }
+}
+
+std::string device_description(const std::string& device) {
+  if (device == "cpu") return "cpu (" + perf::cpu_info().model + ")";
+  return device;
+}
+
+}  // namespace crossover::cli

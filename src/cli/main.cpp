@@ -1,0 +1,48 @@
+// crossover: train, compare and explain on CPU and GPU. Exit codes: 0 success; 2 bad usage, bad
+// input or an unavailable device (one line on stderr); 1 internal error.
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "cli/cli.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"crossover: the same training on CPU and GPU, and why one is faster", "crossover"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for all subcommands");
+  crossover::cli::add_train(app);
+  crossover::cli::add_devices(app);
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::puts("crossover 0.1.0");
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      std::fputs(app.help().c_str(), stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "crossover: error: %s (see crossover --help)\n", e.what());
+    return 2;
+  } catch (const crossover::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "crossover: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "crossover: internal error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "crossover: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,85 @@
+// What fit reports, and what can be hooked into it between epochs.
+//
+// Callbacks run on the host between epochs only (never inside an epoch), so they cost nothing
+// per step and never force a device synchronisation inside an epoch.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crossover {
+
+class Sequential;
+
+// One epoch's numbers: "loss", "accuracy", "val_loss", "val_accuracy", "lr".
+using Logs = std::map<std::string, double>;
+
+struct EpochRecord {
+  int epoch = 0;                 // 1-based
+  double loss = 0;
+  double accuracy = 0;
+  double seconds = 0;            // training time of this epoch alone
+  int64_t steps = 0;
+  std::optional<double> val_loss, val_accuracy, val_seconds;
+  double learning_rate = 0;      // at the end of the epoch
+};
+
+// Keras's History: one record per epoch, and the same numbers by key.
+struct History {
+  std::vector<EpochRecord> epochs;
+  std::map<std::string, std::vector<double>> history;  // "loss" -> per-epoch values, ...
+  bool interrupted = false;       // Ctrl-C stopped training after a step
+  bool stopped_early = false;     // a callback asked to stop
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(Sequential&) {}
+  virtual void on_epoch_begin(Sequential&, int /*epoch*/) {}
+  // May call model.stop_training() or model.set_learning_rate().
+  virtual void on_epoch_end(Sequential&, int /*epoch*/, const Logs&) {}
+  virtual void on_train_end(Sequential&) {}
+};
+
+// Stops when `monitor` has not improved by more than min_delta for `patience` epochs;
+// optionally puts back the best weights seen.
+struct EarlyStoppingOptions {
+  std::string monitor = "val_loss";
+  double min_delta = 0;
+  int patience = 0;
+  std::string mode = "auto";  // "min", "max", or "auto" (max for accuracy, min otherwise)
+  bool restore_best_weights = false;
+};
+std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options = {});
+
+// Saves the model (safetensors) at the end of every epoch, or only when `monitor` improved.
+struct ModelCheckpointOptions {
+  std::string monitor = "val_loss";
+  bool save_best_only = false;
+  std::string mode = "auto";
+};
+std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options = {});
+
+// Keras's LearningRateScheduler: lr for the next epoch = schedule(epoch (0-based), lr).
+std::shared_ptr<Callback> LearningRateScheduler(std::function<double(int, double)> schedule);
+// Step decay: lr = initial * drop ^ floor(epoch / epochs_per_drop).
+std::shared_ptr<Callback> StepDecay(double initial_learning_rate, double drop, int epochs_per_drop);
+
+// Keras's ReduceLROnPlateau.
+struct ReduceLROnPlateauOptions {
+  std::string monitor = "val_loss";
+  double factor = 0.1;
+  int patience = 10;
+  double min_delta = 1e-4;
+  int cooldown = 0;
+  double min_lr = 0;
+  std::string mode = "auto";
+};
+std::shared_ptr<Callback> ReduceLROnPlateau(ReduceLROnPlateauOptions options = {});
+
+}  // namespace crossover

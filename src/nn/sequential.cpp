@@ -1,0 +1,907 @@
+// Sequential: from a list of layers to a static plan of buffers and kernel calls.
+//
+// compile() fixes the parameters and their optimizer state in one block of device memory; the
+// first fit/evaluate/predict at a batch size fixes every activation and gradient buffer for that
+// batch size. A step is then a fixed list of backend calls on fixed buffers (captured once as a
+// CUDA graph on a GPU); nothing is allocated inside an epoch, and nothing is read back from the
+// device inside an epoch except the progress counters, a few times a second.
+#include "nn/sequential.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "nn/device_memory.h"
+#include "nn/interrupt.h"
+#include "nn/progress.h"
+
+namespace crossover {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+LossKind parse_loss(std::string_view name) {
+  if (name == "sparse_categorical_crossentropy") return LossKind::sparse_categorical_crossentropy;
+  if (name == "categorical_crossentropy") return LossKind::categorical_crossentropy;
+  if (name == "binary_crossentropy") return LossKind::binary_crossentropy;
+  if (name == "mean_squared_error" || name == "mse") return LossKind::mean_squared_error;
+  throw Error("compile", "unknown loss '" + std::string(name) +
+                             "': expected sparse_categorical_crossentropy, "
+                             "categorical_crossentropy, binary_crossentropy or mean_squared_error");
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
+  if (device == "cpu") return make_cpu_backend(threads);
+  if (device == "cuda") return make_cuda_backend(0);
+  if (device.rfind("cuda:", 0) == 0) {
+    const std::string n = device.substr(5);
+    if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), ::isdigit))
+      throw Error("device '" + device + "'", "expected cpu, cuda or cuda:N");
+    return make_cuda_backend(std::stoi(n));
+  }
+  throw Error("device '" + device + "'", "unknown device: expected cpu, cuda or cuda:N");
+}
+
+// Fisher-Yates with Philox draws: the same permutation on every device and thread count.
+void shuffled_indices(uint64_t seed, uint64_t epoch, std::vector<int32_t>& idx) {
+  std::iota(idx.begin(), idx.end(), 0);
+  for (int64_t i = static_cast<int64_t>(idx.size()) - 1; i > 0; --i) {
+    const float u = philox_uniform(seed, RngStream::shuffle, 0, epoch, static_cast<uint64_t>(i));
+    int64_t j = static_cast<int64_t>(u * static_cast<float>(i + 1));
+    if (j > i) j = i;
+    std::swap(idx[static_cast<std::size_t>(i)], idx[static_cast<std::size_t>(j)]);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+struct Sequential::Impl {
+  struct Param {
+    std::string name;  // "dense/kernel"
+    Shape shape;
+    int64_t n = 0;
+    int64_t offset = 0;  // in floats, within each of the four arena sections
+    int layer = 0;
+  };
+  // Per layer, derived by build().
+  struct LayerInfo {
+    int64_t in_width = 0, out_width = 0;
+    Shape out_shape;            // per sample, for summary()
+    int kernel = -1, bias = -1;  // indices into params
+    bool aliases_input = false;  // flatten/input, and dropout outside training
+  };
+  // The buffers of one batch size.
+  struct Plan {
+    int64_t batch = 0;
+    DeviceBlock input, targets, grad_a, grad_b;
+    std::vector<DeviceBlock> outputs;  // per layer (empty block when the layer aliases)
+    std::vector<DeviceBlock> masks;    // per dropout layer
+  };
+  // Data copied to the device once per fit/evaluate.
+  struct DeviceData {
+    DeviceBlock x, y, indices;
+    int64_t n = 0, x_cols = 0, y_cols = 0;
+  };
+
+  std::vector<Layer> layers;
+  std::string name;
+  Shape input_shape;
+  bool built = false;
+  std::vector<LayerInfo> info;
+  std::vector<Param> params;
+  int64_t arena_floats = 0;
+
+  bool is_compiled = false;
+  OptimizerConfig opt;
+  std::string loss_name;
+  LossKind loss = LossKind::sparse_categorical_crossentropy;
+  bool accuracy = false;
+  CompileOptions copts;
+  std::unique_ptr<Backend> backend;
+  DeviceBlock arena;     // values | grads | slot1 | slot2, each arena_floats
+  DeviceBlock counters;  // StepCounters for training, then one for evaluation
+  std::vector<ParamSlot> slots;
+  std::map<int64_t, Plan> plans;
+  bool stop_requested = false;
+  bool graphs_dirty = false;
+
+  // ---- structure ----
+  void name_layers() {
+    std::map<std::string, int> counts;
+    for (Layer& l : layers) {
+      if (!l.name.empty()) continue;
+      std::string base = l.type == LayerType::input      ? "input_layer"
+                         : l.type == LayerType::flatten  ? "flatten"
+                         : l.type == LayerType::dense    ? "dense"
+                         : l.type == LayerType::dropout  ? "dropout"
+                                                         : "activation";
+      int& c = counts[base];
+      l.name = c == 0 ? base : base + "_" + std::to_string(c);
+      ++c;
+    }
+  }
+
+  void build(const Shape& sample_shape) {
+    if (built) {
+      if (sample_shape != input_shape)
+        throw Error("input", "the model expects samples of shape " + shape_to_string(input_shape) +
+                                 ", got " + shape_to_string(sample_shape));
+      return;
+    }
+    if (sample_shape.empty()) throw Error("input", "samples must have at least one dimension");
+    input_shape = sample_shape;
+    info.assign(layers.size(), {});
+    params.clear();
+    Shape shape = sample_shape;
+    int64_t offset = 0;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const Layer& l = layers[i];
+      LayerInfo& li = info[i];
+      li.in_width = shape_size(shape, l.name);
+      switch (l.type) {
+        case LayerType::input:
+        case LayerType::flatten:
+          if (!l.input_shape.empty() && l.input_shape != shape)
+            throw Error(l.name, "declared input shape " + shape_to_string(l.input_shape) +
+                                    " but receives " + shape_to_string(shape));
+          if (l.type == LayerType::flatten) shape = {li.in_width};
+          li.aliases_input = true;
+          break;
+        case LayerType::dense: {
+          if (shape.size() != 1)
+            throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
+                                    shape_to_string(shape) + ": add Flatten() before it");
+          li.kernel = static_cast<int>(params.size());
+          params.push_back({l.name + "/kernel", {li.in_width, l.units}, li.in_width * l.units,
+                            offset, static_cast<int>(i)});
+          offset += round_up16(li.in_width * l.units);
+          if (l.use_bias) {
+            li.bias = static_cast<int>(params.size());
+            params.push_back({l.name + "/bias", {l.units}, l.units, offset, static_cast<int>(i)});
+            offset += round_up16(l.units);
+          }
+          shape = {l.units};
+          break;
+        }
+        case LayerType::dropout:
+        case LayerType::activation:
+          break;
+      }
+      li.out_shape = shape;
+      li.out_width = shape_size(shape, l.name);
+    }
+    if (layers_output_shape().size() != 1)
+      throw Error(name, "the model's output must be flat (samples of shape (C,)), got " +
+                            shape_to_string(layers_output_shape()));
+    arena_floats = offset;
+    built = true;
+  }
+
+  const Shape& layers_output_shape() const { return info.back().out_shape; }
+  int64_t output_width() const { return info.back().out_width; }
+
+  // The activation applied by the loss op: that of the last layer if it is Dense or Activation.
+  int final_activation_layer() const {
+    const Layer& l = layers.back();
+    return (l.type == LayerType::dense || l.type == LayerType::activation)
+               ? static_cast<int>(layers.size()) - 1
+               : -1;
+  }
+  ActivationKind final_activation() const {
+    const int f = final_activation_layer();
+    return f >= 0 ? layers[static_cast<std::size_t>(f)].activation : ActivationKind::linear;
+  }
+
+  // ---- parameters ----
+  float* value(const Param& p) const { return arena.as<float>() + p.offset; }
+  float* grad(const Param& p) const { return arena.as<float>() + arena_floats + p.offset; }
+  float* slot(const Param& p, int k) const {
+    return arena.as<float>() + arena_floats * (1 + k) + p.offset;
+  }
+
+  void allocate_parameters() {
+    plans.clear();
+    arena = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(arena_floats, 16)) *
+                                      4 * sizeof(float));
+    counters = DeviceBlock(*backend, 2 * sizeof(StepCounters));
+    StepCounters zero[2];
+    backend->upload(counters.as<void>(), zero, sizeof zero);
+    slots.clear();
+    for (const Param& p : params)
+      slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
+    initialize_weights(copts.seed);
+  }
+
+  // Keras's defaults: kernels glorot-uniform, limit sqrt(6 / (fan_in + fan_out)); biases zero.
+  void initialize_weights(uint64_t seed) {
+    for (const Param& p : params) {
+      std::vector<float> host(static_cast<std::size_t>(p.n), 0.0f);
+      if (p.shape.size() == 2) {
+        const double limit = std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
+        for (int64_t e = 0; e < p.n; ++e) {
+          const float u = philox_uniform(seed, RngStream::init, static_cast<uint32_t>(p.layer), 0,
+                                         static_cast<uint64_t>(e));
+          host[static_cast<std::size_t>(e)] = static_cast<float>((2.0 * u - 1.0) * limit);
+        }
+      }
+      backend->upload(value(p), host.data(), host.size() * sizeof(float));
+    }
+  }
+
+  StepCounters* train_counters() const { return counters.as<StepCounters>(); }
+  StepCounters* eval_counters() const { return counters.as<StepCounters>() + 1; }
+
+  StepCounters read_counters(const StepCounters* c) const {
+    StepCounters h;
+    backend->synchronize();
+    backend->download(&h, c, sizeof h);
+    return h;
+  }
+  void write_counters(StepCounters* c, const StepCounters& h) {
+    backend->synchronize();
+    backend->upload(c, &h, sizeof h);
+  }
+
+  // ---- plans ----
+  Plan& plan_for(int64_t batch) {
+    auto it = plans.find(batch);
+    if (it != plans.end()) return it->second;
+    Plan& p = plans[batch];
+    p.batch = batch;
+    auto floats = [&](int64_t n) {
+      return DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(n, 16)) * sizeof(float));
+    };
+    int64_t max_width = info.front().in_width;
+    for (const LayerInfo& li : info) max_width = std::max({max_width, li.in_width, li.out_width});
+    p.input = floats(batch * info.front().in_width);
+    p.targets = floats(batch * output_width());
+    p.grad_a = floats(batch * max_width);
+    p.grad_b = floats(batch * max_width);
+    p.outputs.resize(layers.size());
+    p.masks.resize(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (!info[i].aliases_input) p.outputs[i] = floats(batch * info[i].out_width);
+      if (layers[i].type == LayerType::dropout)
+        p.masks[i] = DeviceBlock(*backend, static_cast<std::size_t>(batch * info[i].out_width));
+    }
+    return p;
+  }
+
+  // The output of layer i in `plan` during a pass (dropout aliases its input outside training).
+  const float* layer_output(const Plan& plan, std::size_t i, bool training) const {
+    for (;;) {
+      const bool alias = info[i].aliases_input ||
+                         (layers[i].type == LayerType::dropout && !training);
+      if (!alias) return plan.outputs[i].as<float>();
+      if (i == 0) return plan.input.as<float>();
+      --i;
+    }
+  }
+  const float* layer_input(const Plan& plan, std::size_t i, bool training) const {
+    return i == 0 ? plan.input.as<float>() : layer_output(plan, i - 1, training);
+  }
+
+  // Forward over m rows of plan.input. In training the final activation is left to the loss op;
+  // with `final_activation` (predict) it is applied.
+  void forward(Plan& plan, int64_t m, bool training, bool final_activation, uint64_t seed,
+               StepCounters* ctr) {
+    const int deferred = final_activation ? -1 : final_activation_layer();
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const Layer& l = layers[i];
+      const LayerInfo& li = info[i];
+      const float* x = layer_input(plan, i, training);
+      float* y = plan.outputs[i].as<float>();
+      const bool defer = static_cast<int>(i) == deferred;
+      switch (l.type) {
+        case LayerType::input:
+        case LayerType::flatten:
+          break;
+        case LayerType::dense: {
+          const ActivationKind act = defer ? ActivationKind::linear : l.activation;
+          const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
+          backend->dense_forward(x, value(params[static_cast<std::size_t>(li.kernel)]),
+                                 li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr,
+                                 y, m, li.in_width, li.out_width,
+                                 fused ? act : ActivationKind::linear);
+          if (!fused) backend->activation_forward(act, y, y, m, li.out_width);
+          break;
+        }
+        case LayerType::dropout:
+          if (training)
+            backend->dropout_forward(x, y, plan.masks[i].as<uint8_t>(), m, li.out_width, l.rate,
+                                     seed, static_cast<uint32_t>(i), ctr);
+          break;
+        case LayerType::activation:
+          backend->activation_forward(defer ? ActivationKind::linear : l.activation, x, y, m,
+                                      li.out_width);
+          break;
+      }
+    }
+  }
+
+  // Backward from d_out (the gradient with respect to the deferred final pre-activation output,
+  // already in plan.grad_a) down to the first layer with parameters.
+  void backward(Plan& plan, int64_t m) {
+    int first_param_layer = -1;
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (info[i].kernel >= 0) {
+        first_param_layer = static_cast<int>(i);
+        break;
+      }
+    if (first_param_layer < 0) return;
+    float* g = plan.grad_a.as<float>();
+    float* spare = plan.grad_b.as<float>();
+    bool activation_done = true;  // the final layer's activation was handled by the loss op
+    for (int i = static_cast<int>(layers.size()) - 1; i >= first_param_layer; --i) {
+      const auto ui = static_cast<std::size_t>(i);
+      const Layer& l = layers[ui];
+      const LayerInfo& li = info[ui];
+      const float* y = layer_output(plan, ui, true);
+      switch (l.type) {
+        case LayerType::input:
+        case LayerType::flatten:
+          activation_done = false;
+          break;
+        case LayerType::dense: {
+          if (!activation_done) backend->activation_backward(l.activation, y, g, g, m, li.out_width);
+          backend->dense_backward_weights(
+              layer_input(plan, ui, true), g, grad(params[static_cast<std::size_t>(li.kernel)]),
+              li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m,
+              li.in_width, li.out_width);
+          if (i > first_param_layer) {
+            backend->dense_backward_input(g, value(params[static_cast<std::size_t>(li.kernel)]),
+                                          spare, m, li.in_width, li.out_width);
+            std::swap(g, spare);
+          }
+          activation_done = false;
+          break;
+        }
+        case LayerType::dropout: {
+          const Layer& prev = layers[ui - 1];
+          const bool relu_before = i > 0 &&
+                                   (prev.type == LayerType::dense || prev.type == LayerType::activation) &&
+                                   prev.activation == ActivationKind::relu;
+          if (relu_before) {
+            backend->relu_dropout_backward(y, plan.masks[ui].as<uint8_t>(), g, spare, m,
+                                           li.out_width, l.rate);
+            activation_done = true;
+          } else {
+            backend->dropout_backward(g, plan.masks[ui].as<uint8_t>(), spare, m, li.out_width,
+                                      l.rate);
+            activation_done = false;
+          }
+          std::swap(g, spare);
+          break;
+        }
+        case LayerType::activation:
+          if (!activation_done) backend->activation_backward(l.activation, y, g, g, m, li.out_width);
+          activation_done = false;
+          break;
+      }
+    }
+  }
+
+  const float* final_output(const Plan& plan, bool training) const {
+    return layer_output(plan, layers.size() - 1, training);
+  }
+
+  void train_step(Plan& plan, const DeviceData& d, int64_t m, uint64_t seed) {
+    StepCounters* ctr = train_counters();
+    backend->gather_rows(d.x.as<float>(), d.x_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
+                         plan.input.as<float>());
+    backend->gather_rows(d.y.as<float>(), d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
+                         plan.targets.as<float>());
+    forward(plan, m, true, false, seed, ctr);
+    backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
+                                   plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), m,
+                                   output_width(), ctr);
+    backward(plan, m);
+    backend->optimizer_step(opt, slots, ctr);
+  }
+
+  void eval_step(Plan& plan, const DeviceData& d, int64_t m) {
+    StepCounters* ctr = eval_counters();
+    backend->gather_rows(d.x.as<float>(), d.x_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
+                         plan.input.as<float>());
+    backend->gather_rows(d.y.as<float>(), d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
+                         plan.targets.as<float>());
+    forward(plan, m, false, false, 0, ctr);
+    backend->loss_forward_backward(loss, final_activation(), final_output(plan, false),
+                                   plan.targets.as<float>(), nullptr, nullptr, m, output_width(),
+                                   ctr);
+    backend->advance_batch(ctr);
+  }
+
+  // ---- data ----
+  int64_t target_columns() const {
+    return loss == LossKind::sparse_categorical_crossentropy ? 1 : output_width();
+  }
+
+  void check_xy(const Tensor& x, const Tensor& y, const char* who) const {
+    if (x.rank() < 2)
+      throw Error(who, "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+    const int64_t n = x.dim(0);
+    const int64_t c = output_width();
+    if (loss == LossKind::sparse_categorical_crossentropy) {
+      if (!(y.rank() == 1 || (y.rank() == 2 && y.dim(1) == 1)) || y.dim(0) != n)
+        throw Error(who, "y must hold one class index per sample, shape (" + std::to_string(n) +
+                             ",), got " + shape_to_string(y.shape()));
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[i];
+        if (!(v >= 0.0f && v < static_cast<float>(c)) || v != std::floor(v))
+          throw Error(who, fmt::format("label {} at index {} is not a class index in 0..{}", v, i,
+                                       c - 1));
+      }
+    } else {
+      if (y.rank() != 2 || y.dim(0) != n || y.dim(1) != c)
+        throw Error(who, "y must have shape (" + std::to_string(n) + ", " + std::to_string(c) +
+                             ") for " + loss_name + ", got " + shape_to_string(y.shape()));
+    }
+  }
+
+  DeviceData upload_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end) {
+    DeviceData d;
+    d.n = end - begin;
+    d.x_cols = info.front().in_width;
+    d.y_cols = target_columns();
+    d.x = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.x_cols, 16)) * 4);
+    d.y = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.y_cols, 16)) * 4);
+    d.indices = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n, 16)) * 4);
+    backend->upload(d.x.as<void>(), x.data() + begin * d.x_cols,
+                    static_cast<std::size_t>(d.n * d.x_cols) * sizeof(float));
+    backend->upload(d.y.as<void>(), y.data() + begin * d.y_cols,
+                    static_cast<std::size_t>(d.n * d.y_cols) * sizeof(float));
+    std::vector<int32_t> iota(static_cast<std::size_t>(d.n));
+    std::iota(iota.begin(), iota.end(), 0);
+    backend->upload(d.indices.as<void>(), iota.data(), iota.size() * sizeof(int32_t));
+    return d;
+  }
+
+  void require_compiled(const char* who) const {
+    if (!is_compiled) throw Error(who, "the model must be compiled first: call compile()");
+  }
+
+  Shape sample_shape_of(const Tensor& x) const {
+    return Shape(x.shape().begin() + 1, x.shape().end());
+  }
+
+  std::vector<std::pair<std::string, double>> metric_values(const StepCounters& c,
+                                                            const std::string& prefix) const {
+    std::vector<std::pair<std::string, double>> v;
+    const double n = std::max(c.sample_count, 1.0);
+    v.emplace_back(prefix + "loss", c.loss_sum / n);
+    if (accuracy) v.emplace_back(prefix + "accuracy", c.correct_sum / n);
+    return v;
+  }
+
+  EvaluateResult run_evaluation(const DeviceData& d, int64_t batch, bool use_graphs) {
+    Plan& plan = plan_for(batch);
+    StepCounters start;
+    write_counters(eval_counters(), start);
+    const int64_t full = d.n / batch, rest = d.n % batch;
+    const auto t0 = Clock::now();
+    if (full > 0) {
+      auto g = backend->capture([&] { eval_step(plan, d, batch); }, use_graphs);
+      for (int64_t s = 0; s < full; ++s) g->replay();
+    }
+    if (rest > 0) eval_step(plan, d, rest);
+    const StepCounters c = read_counters(eval_counters());
+    EvaluateResult r;
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.samples = d.n;
+    r.loss = c.loss_sum / std::max(c.sample_count, 1.0);
+    r.accuracy = c.correct_sum / std::max(c.sample_count, 1.0);
+    return r;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+Sequential::Sequential(std::vector<Layer> layers, std::string name) : impl_(std::make_unique<Impl>()) {
+  if (layers.empty()) throw Error("Sequential", "a model needs at least one layer");
+  impl_->layers = std::move(layers);
+  impl_->name = std::move(name);
+  impl_->name_layers();
+  for (std::size_t i = 0; i < impl_->layers.size(); ++i) {
+    const Layer& l = impl_->layers[i];
+    if (l.type == LayerType::input && i != 0)
+      throw Error(l.name, "an InputLayer can only be the first layer");
+  }
+  const Layer& first = impl_->layers.front();
+  if ((first.type == LayerType::input || first.type == LayerType::flatten) &&
+      !first.input_shape.empty())
+    impl_->build(first.input_shape);
+}
+
+Sequential::~Sequential() = default;
+Sequential::Sequential(Sequential&&) noexcept = default;
+Sequential& Sequential::operator=(Sequential&&) noexcept = default;
+
+void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
+                         std::vector<std::string> metrics, CompileOptions options) {
+  Impl& m = *impl_;
+  m.loss = parse_loss(loss);
+  m.loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
+  m.accuracy = false;
+  for (const std::string& metric : metrics) {
+    if (metric == "accuracy" || metric == "acc") m.accuracy = true;
+    else throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
+  }
+  if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
+  auto backend = make_backend(options.device, options.threads);
+  if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
+  m.plans.clear();
+  m.arena.reset();
+  m.counters.reset();
+  m.backend = std::move(backend);
+  m.opt = optimizer;
+  m.copts = options;
+  m.is_compiled = true;
+  if (m.built) m.allocate_parameters();
+}
+
+History Sequential::fit(std::span<const float> x, Shape x_shape, std::span<const float> y,
+                        Shape y_shape, FitOptions options) {
+  return fit(Tensor(std::move(x_shape), x), Tensor(std::move(y_shape), y), std::move(options));
+}
+
+History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
+  Impl& m = *impl_;
+  m.require_compiled("fit");
+  if (o.epochs < 0) throw Error("fit", "epochs must not be negative");
+  if (o.batch_size < 1) throw Error("fit", "batch_size must be at least 1");
+  if (!(o.validation_split >= 0.0 && o.validation_split < 1.0))
+    throw Error("fit", "validation_split must be in [0, 1)");
+  if ((o.validation_x == nullptr) != (o.validation_y == nullptr))
+    throw Error("fit", "validation_data needs both x and y");
+  if (x.rank() < 2) throw Error("fit", "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  const bool was_built = m.built;
+  m.build(m.sample_shape_of(x));
+  if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
+  m.check_xy(x, y, "fit");
+
+  const int64_t n_all = x.dim(0);
+  int64_t n_train = n_all;
+  if (o.validation_split > 0.0)
+    n_train = static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
+  if (n_train < 1) throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
+
+  Impl::DeviceData train = m.upload_data(x, y, 0, n_train);
+  std::optional<Impl::DeviceData> val;
+  if (o.validation_x) {
+    m.build(m.sample_shape_of(*o.validation_x));
+    m.check_xy(*o.validation_x, *o.validation_y, "fit (validation_data)");
+    val = m.upload_data(*o.validation_x, *o.validation_y, 0, o.validation_x->dim(0));
+  } else if (n_train < n_all) {
+    val = m.upload_data(x, y, n_train, n_all);
+  }
+
+  const uint64_t seed = o.seed.value_or(m.copts.seed);
+  const int64_t batch = std::min<int64_t>(o.batch_size, n_train);
+  Impl::Plan& plan = m.plan_for(batch);
+  const int64_t full = n_train / batch, rest = n_train % batch;
+  const int64_t steps = full + (rest ? 1 : 0);
+  std::vector<int32_t> order(static_cast<std::size_t>(n_train));
+
+  History h;
+  m.stop_requested = false;
+  InterruptGuard guard;
+  const bool show = o.verbose > 0;
+  const bool interactive = show && o.verbose == 1 && is_terminal(stdout);
+  for (auto& cb : o.callbacks) cb->on_train_begin(*this);
+
+  std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
+  auto capture = [&] {
+    full_graph = full > 0 ? m.backend->capture([&m, &plan, &train, batch, seed] {
+                              m.train_step(plan, train, batch, seed);
+                            }, m.copts.graphs)
+                          : nullptr;
+    rest_graph = rest > 0 ? m.backend->capture([&m, &plan, &train, rest, seed] {
+                              m.train_step(plan, train, rest, seed);
+                            }, m.copts.graphs)
+                          : nullptr;
+    m.graphs_dirty = false;
+  };
+  capture();
+
+  for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
+    for (auto& cb : o.callbacks) cb->on_epoch_begin(*this, epoch);
+    if (m.graphs_dirty) capture();
+    if (o.shuffle) {
+      shuffled_indices(seed, static_cast<uint64_t>(epoch), order);
+    } else {
+      std::iota(order.begin(), order.end(), 0);
+    }
+    StepCounters c = m.read_counters(m.train_counters());
+    c.batch_index = 0;
+    c.loss_sum = c.correct_sum = c.sample_count = 0;
+    m.write_counters(m.train_counters(), c);
+    m.backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
+    m.backend->synchronize();
+
+    if (show) std::printf("Epoch %d/%d\n", epoch + 1, o.epochs);
+    ProgressBar bar(stdout, steps, interactive);
+    const auto t0 = Clock::now();
+    int64_t done = 0;
+    for (; done < steps; ++done) {
+      if (done < full) full_graph->replay();
+      else rest_graph->replay();
+      if (o.stop_on_interrupt && InterruptGuard::requested()) {
+        ++done;
+        break;
+      }
+      if (interactive) {
+        const auto now = Clock::now();
+        if (bar.due(now)) {
+          StepCounters snap;
+          m.backend->download_async(&snap, m.train_counters(), sizeof snap);
+          bar.update(done + 1, m.metric_values(snap, ""), now);
+        }
+      }
+    }
+    m.backend->synchronize();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const StepCounters end = m.read_counters(m.train_counters());
+
+    EpochRecord rec;
+    rec.epoch = epoch + 1;
+    rec.steps = done;
+    rec.seconds = seconds;
+    rec.loss = end.loss_sum / std::max(end.sample_count, 1.0);
+    rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
+    rec.learning_rate = end.learning_rate;
+    auto values = m.metric_values(end, "");
+    if (val) {
+      EvaluateResult v = m.run_evaluation(*val, std::min<int64_t>(batch, val->n), m.copts.graphs);
+      rec.val_loss = v.loss;
+      rec.val_accuracy = v.accuracy;
+      rec.val_seconds = v.seconds;
+      values.emplace_back("val_loss", v.loss);
+      if (m.accuracy) values.emplace_back("val_accuracy", v.accuracy);
+    }
+    if (show) bar.finish(done, seconds, values);
+
+    Logs logs;
+    for (const auto& [k, v] : values) logs[k] = v;
+    logs["lr"] = rec.learning_rate;
+    h.epochs.push_back(rec);
+    for (const auto& [k, v] : logs) h.history[k].push_back(v);
+    if (InterruptGuard::requested() && o.stop_on_interrupt) {
+      h.interrupted = true;
+      if (show) std::printf("Interrupted: training stopped after step %lld of epoch %d; the model keeps its weights.\n",
+                            static_cast<long long>(done), epoch + 1);
+      break;
+    }
+    for (auto& cb : o.callbacks) cb->on_epoch_end(*this, epoch, logs);
+    if (m.stop_requested) {
+      h.stopped_early = true;
+      break;
+    }
+  }
+  for (auto& cb : o.callbacks) cb->on_train_end(*this);
+  return h;
+}
+
+EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions o) {
+  Impl& m = *impl_;
+  m.require_compiled("evaluate");
+  if (o.batch_size < 1) throw Error("evaluate", "batch_size must be at least 1");
+  if (x.rank() < 2) throw Error("evaluate", "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  const bool was_built = m.built;
+  m.build(m.sample_shape_of(x));
+  if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
+  m.check_xy(x, y, "evaluate");
+  if (x.dim(0) == 0) throw Error("evaluate", "x holds no samples");
+  Impl::DeviceData d = m.upload_data(x, y, 0, x.dim(0));
+  const int64_t batch = std::min<int64_t>(o.batch_size, d.n);
+  EvaluateResult r = m.run_evaluation(d, batch, m.copts.graphs);
+  if (o.verbose > 0) {
+    const int64_t steps = (d.n + batch - 1) / batch;
+    ProgressBar bar(stdout, steps, false);
+    StepCounters c;
+    c.loss_sum = r.loss;
+    c.correct_sum = r.accuracy;
+    c.sample_count = 1;
+    bar.finish(steps, r.seconds, m.metric_values(c, ""));
+  }
+  return r;
+}
+
+Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
+  Impl& m = *impl_;
+  m.require_compiled("predict");
+  if (batch_size < 1) throw Error("predict", "batch_size must be at least 1");
+  if (x.rank() < 2) throw Error("predict", "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  const bool was_built = m.built;
+  m.build(m.sample_shape_of(x));
+  if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
+  const int64_t n = x.dim(0), c = m.output_width(), cols = m.info.front().in_width;
+  Tensor out({n, c});
+  if (n == 0) return out;
+  const int64_t batch = std::min(batch_size, n);
+  Impl::Plan& plan = m.plan_for(batch);
+  for (int64_t b = 0; b < n; b += batch) {
+    const int64_t rows = std::min(batch, n - b);
+    m.backend->upload(plan.input.as<void>(), x.data() + b * cols,
+                      static_cast<std::size_t>(rows * cols) * sizeof(float));
+    m.forward(plan, rows, false, true, 0, m.eval_counters());
+    m.backend->download(out.data() + b * c, m.final_output(plan, false),
+                        static_cast<std::size_t>(rows * c) * sizeof(float));
+  }
+  return out;
+}
+
+std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y) {
+  Impl& m = *impl_;
+  m.require_compiled("gradients");
+  const bool was_built = m.built;
+  m.build(m.sample_shape_of(x));
+  if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
+  m.check_xy(x, y, "gradients");
+  const int64_t n = x.dim(0);
+  Impl::Plan& plan = m.plan_for(n);
+  m.backend->upload(plan.input.as<void>(), x.data(), static_cast<std::size_t>(x.size()) * 4);
+  m.backend->upload(plan.targets.as<void>(), y.data(), static_cast<std::size_t>(y.size()) * 4);
+  // Dropout off: a pass in evaluation mode, then the backward pass of the same graph.
+  m.forward(plan, n, false, false, 0, m.eval_counters());
+  m.backend->loss_forward_backward(m.loss, m.final_activation(), m.final_output(plan, false),
+                                   plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), n,
+                                   m.output_width(), nullptr);
+  for (std::size_t i = 0; i < m.layers.size(); ++i)
+    if (m.layers[i].type == LayerType::dropout && m.layers[i].rate > 0.0f)
+      throw Error("gradients", "dropout layers must have rate 0 for a deterministic gradient");
+  m.backward(plan, n);
+  m.backend->synchronize();
+  std::vector<NamedTensor> out;
+  for (const Impl::Param& p : m.params) {
+    Tensor t(p.shape);
+    m.backend->download(t.data(), m.grad(p), static_cast<std::size_t>(p.n) * 4);
+    out.push_back({p.name, std::move(t)});
+  }
+  return out;
+}
+
+// ---- introspection and weights --------------------------------------------------------------
+std::string Sequential::summary() const {
+  const Impl& m = *impl_;
+  std::string s = fmt::format("Model: \"{}\"\n", m.name);
+  const std::string rule(65, '_');
+  const std::string thick(65, '=');
+  s += rule + "\n";
+  s += fmt::format("{:<29}{:<26}{:>10}\n", " Layer (type)", "Output Shape", "Param #");
+  s += thick + "\n";
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
+    std::string shape = "?";
+    int64_t count = 0;
+    if (m.built) {
+      Shape full = {-1};
+      for (int64_t d : m.info[i].out_shape) full.push_back(d);
+      shape = shape_to_string(full);
+      shape.replace(shape.find("-1"), 2, "None");
+      for (const auto& p : m.params)
+        if (p.layer == static_cast<int>(i)) count += p.n;
+    }
+    s += fmt::format("{:<29}{:<26}{:>10}\n",
+                     " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")", shape,
+                     count);
+    s += (i + 1 == m.layers.size() ? thick : std::string(65, ' ')) + "\n";
+  }
+  const int64_t total = count_params();
+  s += fmt::format("Total params: {} ({:.2f} KB)\n", total, static_cast<double>(total) * 4 / 1024);
+  s += fmt::format("Trainable params: {} ({:.2f} KB)\n", total, static_cast<double>(total) * 4 / 1024);
+  s += "Non-trainable params: 0 (0.00 B)\n";
+  s += rule + "\n";
+  return s;
+}
+
+int64_t Sequential::count_params() const {
+  int64_t n = 0;
+  for (const auto& p : impl_->params) n += p.n;
+  return n;
+}
+const std::vector<Layer>& Sequential::layers() const { return impl_->layers; }
+const std::string& Sequential::name() const { return impl_->name; }
+Shape Sequential::input_shape() const { return impl_->input_shape; }
+bool Sequential::compiled() const { return impl_->is_compiled; }
+std::string Sequential::device_name() const {
+  return impl_->backend ? impl_->backend->device_name() : "none";
+}
+const OptimizerConfig& Sequential::optimizer() const { return impl_->opt; }
+const std::string& Sequential::loss_name() const { return impl_->loss_name; }
+
+std::vector<NamedTensor> Sequential::get_weights() const {
+  const Impl& m = *impl_;
+  std::vector<NamedTensor> out;
+  if (!m.built || m.arena.bytes() == 0) return out;
+  m.backend->synchronize();
+  for (const auto& p : m.params) {
+    Tensor t(p.shape);
+    m.backend->download(t.data(), m.value(p), static_cast<std::size_t>(p.n) * 4);
+    out.push_back({p.name, std::move(t)});
+  }
+  return out;
+}
+
+void Sequential::set_weights(const std::vector<NamedTensor>& weights) {
+  Impl& m = *impl_;
+  m.require_compiled("set_weights");
+  if (!m.built) throw Error("set_weights", "the model's input shape is not known yet");
+  if (m.arena.bytes() == 0) m.allocate_parameters();
+  if (weights.size() != m.params.size())
+    throw Error("set_weights", fmt::format("the model has {} weight tensors, {} were given",
+                                           m.params.size(), weights.size()));
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const auto& p = m.params[i];
+    if (weights[i].name != p.name || weights[i].value.shape() != p.shape)
+      throw Error("set_weights", fmt::format("weight {} is '{}' of shape {}, expected '{}' of shape {}",
+                                             i, weights[i].name, shape_to_string(weights[i].value.shape()),
+                                             p.name, shape_to_string(p.shape)));
+  }
+  m.backend->synchronize();
+  for (std::size_t i = 0; i < weights.size(); ++i)
+    m.backend->upload(m.value(m.params[i]), weights[i].value.data(),
+                      static_cast<std::size_t>(m.params[i].n) * 4);
+}
+
+std::vector<NamedTensor> Sequential::get_optimizer_state() const {
+  const Impl& m = *impl_;
+  std::vector<NamedTensor> out;
+  if (!m.built || m.arena.bytes() == 0) return out;
+  m.backend->synchronize();
+  for (const auto& p : m.params)
+    for (int k = 1; k <= 2; ++k) {
+      Tensor t(p.shape);
+      m.backend->download(t.data(), m.slot(p, k), static_cast<std::size_t>(p.n) * 4);
+      out.push_back({p.name + (k == 1 ? "/slot1" : "/slot2"), std::move(t)});
+    }
+  StepCounters c = m.read_counters(m.train_counters());
+  out.push_back({"optimizer/step", Tensor({1}, {static_cast<float>(c.step)})});
+  return out;
+}
+
+void Sequential::set_optimizer_state(const std::vector<NamedTensor>& state) {
+  Impl& m = *impl_;
+  m.require_compiled("set_optimizer_state");
+  if (!m.built) throw Error("set_optimizer_state", "the model's input shape is not known yet");
+  if (m.arena.bytes() == 0) m.allocate_parameters();
+  if (state.size() != m.params.size() * 2 + 1)
+    throw Error("set_optimizer_state", "the optimizer state does not match this model");
+  std::size_t i = 0;
+  for (const auto& p : m.params)
+    for (int k = 1; k <= 2; ++k, ++i) {
+      if (state[i].value.shape() != p.shape)
+        throw Error("set_optimizer_state", "state '" + state[i].name + "' has shape " +
+                                               shape_to_string(state[i].value.shape()) +
+                                               ", expected " + shape_to_string(p.shape));
+      m.backend->upload(m.slot(p, k), state[i].value.data(), static_cast<std::size_t>(p.n) * 4);
+    }
+  StepCounters c = m.read_counters(m.train_counters());
+  c.step = static_cast<int64_t>(state.back().value[0]);
+  m.write_counters(m.train_counters(), c);
+}
+
+int64_t Sequential::optimizer_steps() const {
+  if (!impl_->is_compiled || impl_->counters.bytes() == 0) return 0;
+  return impl_->read_counters(impl_->train_counters()).step;
+}
+
+void Sequential::stop_training() { impl_->stop_requested = true; }
+double Sequential::learning_rate() const { return impl_->opt.schedule.base; }
+void Sequential::set_learning_rate(double lr) {
+  if (!(lr > 0)) throw Error("set_learning_rate", "the learning rate must be positive");
+  impl_->opt.schedule.base = static_cast<float>(lr);
+  impl_->graphs_dirty = true;  // a captured step holds the optimizer's settings
+}
+
+}  // namespace crossover

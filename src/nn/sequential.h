@@ -1,0 +1,128 @@
+// Sequential: Keras's model of a stack of layers, with compile, fit, evaluate and predict.
+//
+//   Sequential model({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
+//   model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"});
+//   History h = model.fit(x_train, y_train, {.epochs = 10});
+//   model.evaluate(x_test, y_test);
+//
+// Errors are crossover::Error with a one-line message naming the argument or layer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/tensor.h"
+#include "nn/callbacks.h"
+#include "nn/layers.h"
+#include "nn/optimizers.h"
+
+namespace crossover {
+
+struct CompileOptions {
+  std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
+  int threads = 0;             // CPU threads; 0 = all cores
+  uint64_t seed = 0;           // initial weights (and, unless fit says otherwise, shuffle and dropout)
+  bool graphs = true;          // CUDA: capture steps as graphs (false: one launch per op, "naive")
+  // Optional: wraps the device's backend (perf/ uses it to time every kernel call by phase).
+  std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend;
+};
+
+// How fit reports progress: Keras's verbose=1 (a bar, redrawn), 2 (a line per epoch), 0 (none).
+struct FitOptions {
+  int epochs = 10;
+  int64_t batch_size = 32;
+  bool shuffle = true;
+  double validation_split = 0.0;  // the last fraction of (x, y), before shuffling, as Keras does
+  const Tensor* validation_x = nullptr;  // validation_data
+  const Tensor* validation_y = nullptr;
+  std::optional<uint64_t> seed;          // shuffle and dropout; default: the compile seed
+  int verbose = 1;  // 1: progress bar (redrawn on a terminal; a line per epoch otherwise), 0: none
+  int initial_epoch = 0;  // resume: epochs before this one are counted as done
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  bool stop_on_interrupt = true;  // Ctrl-C stops after the current step; the model is kept
+};
+
+struct EvaluateOptions {
+  int64_t batch_size = 32;
+  int verbose = 1;
+};
+
+struct EvaluateResult {
+  double loss = 0;
+  double accuracy = 0;
+  double seconds = 0;
+  int64_t samples = 0;
+};
+
+// A named parameter as Keras stores it: "dense/kernel" (inputs, units), "dense/bias" (units).
+struct NamedTensor {
+  std::string name;
+  Tensor value;
+};
+
+class Sequential {
+ public:
+  // Requires: at least one layer; the first layer that needs it (Dense) knows its input size
+  // from a Flatten/Input shape or from the data at the first fit/evaluate/predict.
+  explicit Sequential(std::vector<Layer> layers, std::string name = "sequential");
+  ~Sequential();
+  Sequential(Sequential&&) noexcept;
+  Sequential& operator=(Sequential&&) noexcept;
+
+  // Losses: "sparse_categorical_crossentropy", "categorical_crossentropy",
+  // "binary_crossentropy", "mean_squared_error" (or "mse"). Metrics: {"accuracy"} or {}.
+  void compile(OptimizerConfig optimizer, std::string_view loss,
+               std::vector<std::string> metrics = {}, CompileOptions options = {});
+
+  // x: (N, features...) floats; y: (N,) class indices (sparse losses) or (N, C) targets.
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  // The same on a caller's buffers: x holds N * product(sample_shape) floats, y N labels.
+  History fit(std::span<const float> x, Shape x_shape, std::span<const float> y, Shape y_shape,
+              FitOptions options = {});
+  EvaluateResult evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
+  // (N, outputs): the final layer's activations (probabilities for softmax).
+  Tensor predict(const Tensor& x, int64_t batch_size = 32);
+
+  // Keras-like table: layer (type), output shape, parameters; then totals.
+  std::string summary() const;
+  int64_t count_params() const;
+  const std::vector<Layer>& layers() const;
+  const std::string& name() const;
+  // The per-sample input shape, once known (empty before).
+  Shape input_shape() const;
+  bool compiled() const;
+  std::string device_name() const;
+
+  // Parameters, named as Keras stores them, copied to/from the device.
+  std::vector<NamedTensor> get_weights() const;
+  // Requires the same names and shapes as get_weights(); throws Error naming the first mismatch.
+  void set_weights(const std::vector<NamedTensor>& weights);
+  // Optimizer state ("dense/kernel/m", ...) and step counter, for checkpoints.
+  std::vector<NamedTensor> get_optimizer_state() const;
+  void set_optimizer_state(const std::vector<NamedTensor>& state);
+  int64_t optimizer_steps() const;
+  const OptimizerConfig& optimizer() const;
+  const std::string& loss_name() const;
+
+  // For callbacks.
+  void stop_training();
+  double learning_rate() const;
+  void set_learning_rate(double lr);
+
+  // The gradients of the mean batch loss for one batch (x, y) with dropout off: for tests
+  // (finite-difference checks) and tools; does not update the weights.
+  std::vector<NamedTensor> gradients(const Tensor& x, const Tensor& y);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace crossover
