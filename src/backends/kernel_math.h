@@ -41,41 +41,68 @@ CROSSOVER_HD UpdateConstants update_constants(const OptimizerConfig& c, float lr
   return u;
 }
 
-// One element of one parameter: w[i] with gradient g (already scaled by clipnorm's factor).
+// One element of one parameter, one function per optimizer, branch-free so that a loop over
+// elements vectorises. g is the raw gradient; grad_scale is 1 or clipnorm's factor; decay is
+// lr * weight_decay for kernels and 0 for biases (decoupled, applied before the step as Keras 3
+// does).
+CROSSOVER_HD float clipped_gradient(const OptimizerConfig& c, float g, float grad_scale) {
+  g *= grad_scale;
+  if (c.clipvalue <= 0.0f) return g;
+  return g < -c.clipvalue ? -c.clipvalue : (g > c.clipvalue ? c.clipvalue : g);
+}
+
+CROSSOVER_HD void adam_update(float beta1, float beta2, float epsilon, float alpha, float decay,
+                              float& w, float g, float& m, float& v) {
+  w -= w * decay;
+  m = beta1 * m + (1.0f - beta1) * g;
+  v = beta2 * v + (1.0f - beta2) * g * g;
+  w -= alpha * m / (std::sqrt(v) + epsilon);
+}
+
+CROSSOVER_HD void adam_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
+                               float& w, float g, float& m, float& v) {
+  adam_update(c.beta1, c.beta2, c.epsilon, u.adam_alpha, decay, w, g, m, v);
+}
+
+CROSSOVER_HD void sgd_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
+                              float& w, float g, float* velocity) {
+  w -= w * decay;
+  if (c.momentum == 0.0f) {
+    w -= u.lr * g;
+    return;
+  }
+  const float vel = *velocity = c.momentum * *velocity - u.lr * g;
+  w += c.nesterov ? c.momentum * vel - u.lr * g : vel;
+}
+
+CROSSOVER_HD void rmsprop_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
+                                  float& w, float g, float& mean_square, float* momentum) {
+  w -= w * decay;
+  mean_square = c.rho * mean_square + (1.0f - c.rho) * g * g;
+  const float step = u.lr * g / (std::sqrt(mean_square) + c.epsilon);
+  if (c.momentum > 0.0f) {
+    *momentum = c.momentum * *momentum + step;
+    w -= *momentum;
+  } else {
+    w -= step;
+  }
+}
+
+// The decay factor of one parameter tensor for this step.
+CROSSOVER_HD float decay_factor(const OptimizerConfig& c, const UpdateConstants& u, bool decay) {
+  return decay ? c.weight_decay * u.lr : 0.0f;
+}
+
+// One element of any optimizer (device code calls this; the CPU loops per kind).
 CROSSOVER_HD void update_one(const OptimizerConfig& c, const UpdateConstants& u, float grad_scale,
                              bool decay, float& w, float g_raw, float* slot1, float* slot2,
                              int64_t i) {
-  float g = g_raw * grad_scale;
-  if (c.clipvalue > 0.0f) g = fminf(fmaxf(g, -c.clipvalue), c.clipvalue);
-  // Decoupled weight decay, applied before the gradient step as Keras 3 does.
-  if (decay && c.weight_decay > 0.0f) w -= w * c.weight_decay * u.lr;
+  const float g = clipped_gradient(c, g_raw, grad_scale);
+  const float d = decay_factor(c, u, decay);
   switch (c.kind) {
-    case OptimizerKind::adam: {
-      float m = slot1[i] = c.beta1 * slot1[i] + (1.0f - c.beta1) * g;
-      float v = slot2[i] = c.beta2 * slot2[i] + (1.0f - c.beta2) * g * g;
-      w -= u.adam_alpha * m / (std::sqrt(v) + c.epsilon);
-      return;
-    }
-    case OptimizerKind::sgd: {
-      if (c.momentum == 0.0f) {
-        w -= u.lr * g;
-        return;
-      }
-      float vel = slot1[i] = c.momentum * slot1[i] - u.lr * g;
-      w += c.nesterov ? c.momentum * vel - u.lr * g : vel;
-      return;
-    }
-    case OptimizerKind::rmsprop: {
-      float ms = slot1[i] = c.rho * slot1[i] + (1.0f - c.rho) * g * g;
-      float step = u.lr * g / (std::sqrt(ms) + c.epsilon);
-      if (c.momentum > 0.0f) {
-        float mom = slot2[i] = c.momentum * slot2[i] + step;
-        w -= mom;
-      } else {
-        w -= step;
-      }
-      return;
-    }
+    case OptimizerKind::adam: adam_element(c, u, d, w, g, slot1[i], slot2[i]); return;
+    case OptimizerKind::sgd: sgd_element(c, u, d, w, g, slot1 + i); return;
+    case OptimizerKind::rmsprop: rmsprop_element(c, u, d, w, g, slot1[i], slot2 + i); return;
   }
 }
 

@@ -48,15 +48,21 @@ CROSSOVER_HD float uniform01(uint32_t bits) { return static_cast<float>(bits >> 
 // The streams crossover draws from. One seed fixes all of them.
 enum class RngStream : uint32_t { init = 1, shuffle = 2, dropout = 3 };
 
-// The uniform number for element `index` of draw `draw` (a step, an epoch) of stream `stream`
-// belonging to `owner` (a layer), under `seed`. Four consecutive elements share one Philox call.
+// The four 32-bit draws for elements 4*block .. 4*block+3 of draw `draw` (a step, an epoch) of
+// stream `stream` belonging to `owner` (a layer), under `seed`.
+CROSSOVER_HD Philox4x32 philox_block(uint64_t seed, RngStream stream, uint32_t owner, uint64_t draw,
+                                     uint64_t block) {
+  return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                       static_cast<uint32_t>(draw),
+                       static_cast<uint32_t>(draw >> 32) ^ (static_cast<uint32_t>(stream) << 24) ^
+                           (owner << 4),
+                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// The uniform number in [0, 1) for element `index`: one of the four of its block.
 CROSSOVER_HD float philox_uniform(uint64_t seed, RngStream stream, uint32_t owner, uint64_t draw,
                                   uint64_t index) {
-  Philox4x32 r = philox4x32_10(static_cast<uint32_t>(index >> 2), static_cast<uint32_t>(index >> 34),
-                               static_cast<uint32_t>(draw), static_cast<uint32_t>(draw >> 32) ^
-                                   (static_cast<uint32_t>(stream) << 24) ^ (owner << 4),
-                               static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return uniform01(r.v[index & 3]);
+  return uniform01(philox_block(seed, stream, owner, draw, index >> 2).v[index & 3]);
 }
 
 // Dropout keeps element `index` of step `step` in layer `layer` when its uniform is >= rate.

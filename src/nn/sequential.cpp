@@ -752,14 +752,14 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   Impl::Plan& plan = m.plan_for(n);
   m.backend->upload(plan.input.as<void>(), x.data(), static_cast<std::size_t>(x.size()) * 4);
   m.backend->upload(plan.targets.as<void>(), y.data(), static_cast<std::size_t>(y.size()) * 4);
-  // Dropout off: a pass in evaluation mode, then the backward pass of the same graph.
-  m.forward(plan, n, false, false, 0, m.eval_counters());
-  m.backend->loss_forward_backward(m.loss, m.final_activation(), m.final_output(plan, false),
-                                   plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), n,
-                                   m.output_width(), nullptr);
   for (std::size_t i = 0; i < m.layers.size(); ++i)
     if (m.layers[i].type == LayerType::dropout && m.layers[i].rate > 0.0f)
       throw Error("gradients", "dropout layers must have rate 0 for a deterministic gradient");
+  // A training pass (dropout at rate 0 keeps every unit), then its backward pass.
+  m.forward(plan, n, true, false, 0, m.eval_counters());
+  m.backend->loss_forward_backward(m.loss, m.final_activation(), m.final_output(plan, true),
+                                   plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), n,
+                                   m.output_width(), nullptr);
   m.backward(plan, n);
   m.backend->synchronize();
   std::vector<NamedTensor> out;
@@ -894,6 +894,22 @@ void Sequential::set_optimizer_state(const std::vector<NamedTensor>& state) {
 int64_t Sequential::optimizer_steps() const {
   if (!impl_->is_compiled || impl_->counters.bytes() == 0) return 0;
   return impl_->read_counters(impl_->train_counters()).step;
+}
+
+void Sequential::set_optimizer_steps(int64_t steps) {
+  Impl& m = *impl_;
+  m.require_compiled("set_optimizer_steps");
+  if (steps < 0) throw Error("set_optimizer_steps", "the step count must not be negative");
+  if (!m.built) throw Error("set_optimizer_steps", "the model's input shape is not known yet");
+  if (m.arena.bytes() == 0) m.allocate_parameters();
+  StepCounters c = m.read_counters(m.train_counters());
+  c.step = steps;
+  m.write_counters(m.train_counters(), c);
+}
+
+std::vector<std::string> Sequential::metrics() const {
+  if (impl_->accuracy) return {"accuracy"};
+  return {};
 }
 
 void Sequential::stop_training() { impl_->stop_requested = true; }

@@ -107,8 +107,13 @@ class Sequential {
   std::vector<NamedTensor> get_optimizer_state() const;
   void set_optimizer_state(const std::vector<NamedTensor>& state);
   int64_t optimizer_steps() const;
+  // Sets the optimizer step counter exactly (set_optimizer_state carries it as a float, exact
+  // only up to 2^24 steps); for checkpoints.
+  void set_optimizer_steps(int64_t steps);
   const OptimizerConfig& optimizer() const;
   const std::string& loss_name() const;
+  // The metrics given to compile(), normalized: {"accuracy"} or {}.
+  std::vector<std::string> metrics() const;
 
   // For callbacks.
   void stop_training();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <oneapi/dnnl/dnnl.h>
 #include <string>
 
@@ -29,6 +30,17 @@ void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
     throw Error("cpu", "oneDNN sgemm failed (status " + std::to_string(static_cast<int>(s)) +
                            ") for shape m=" + std::to_string(m) + " n=" + std::to_string(n) +
                            " k=" + std::to_string(k));
+}
+
+// Adam over n elements: a plain function of restrict pointers, so that it vectorises.
+__attribute__((noinline)) void adam_range(float beta1, float beta2, float epsilon, float alpha,
+                                          float decay, float grad_scale, float lo, float hi,
+                                          float* __restrict w, const float* __restrict g,
+                                          float* __restrict m, float* __restrict v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = std::min(std::max(g[i] * grad_scale, lo), hi);
+    adam_update(beta1, beta2, epsilon, alpha, decay, w[i], gi, m[i], v[i]);
+  }
 }
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -76,40 +88,52 @@ class CpuBackend final : public Backend {
       std::memcpy(dst + i * cols, src + static_cast<int64_t>(idx[i]) * cols, row_bytes);
   }
 
+  // The dense ops split their output into one block per thread and call oneDNN's sgemm on each
+  // block from inside our own parallel region (oneDNN then runs single-threaded): a block's bias,
+  // activation or bias gradient is applied by the same thread while the block is in its cache,
+  // and no call allocates (oneDNN's own threading allocates per call; docs/GEMM.md).
   void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m,
                      int64_t k, int64_t n, ActivationKind act) override {
-    sgemm('N', 'N', m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
-    if (b == nullptr && act == ActivationKind::linear) return;
-    // The output tile is still in cache: adding the bias and clamping now costs one pass of L2.
-    parallel_rows(m, n, [&](int64_t r) {
-      float* row = y + r * n;
-      if (b) {
-        if (act == ActivationKind::relu) {
-          for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
+    // y(m, n) = x(m, k) . w(k, n): blocks of columns of y.
+    for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
+      if (c1 <= c0) return;
+      sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
+      if (b == nullptr && act == ActivationKind::linear) return;
+      for (int64_t r = 0; r < m; ++r) {
+        float* row = y + r * n;
+        if (b && act == ActivationKind::relu) {
+          for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
+        } else if (b) {
+          for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
         } else {
-          for (int64_t j = 0; j < n; ++j) row[j] += b[j];
+          for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j], 0.0f);
         }
-      } else if (act == ActivationKind::relu) {
-        for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j], 0.0f);
       }
     });
   }
 
   void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
                               int64_t k, int64_t n) override {
-    sgemm('T', 'N', k, n, m, 1.0f, x, k, dy, n, 0.0f, dw, n);
-    if (db) {
-      std::fill(db, db + n, 0.0f);
+    // dw(k, n) = x(m, k)^T . dy(m, n): blocks of rows of dw; db: blocks of its columns.
+    for_blocks_with_index(k, 2 * m * n * k, [&](int64_t r0, int64_t r1, int64_t t, int64_t nt) {
+      if (r1 > r0) sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
+      if (db == nullptr) return;
+      const int64_t c0 = n * t / nt, c1 = n * (t + 1) / nt;
+      for (int64_t j = c0; j < c1; ++j) db[j] = 0.0f;
       for (int64_t r = 0; r < m; ++r) {
         const float* row = dy + r * n;
-        for (int64_t j = 0; j < n; ++j) db[j] += row[j];
+        for (int64_t j = c0; j < c1; ++j) db[j] += row[j];
       }
-    }
+    });
   }
 
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override {
-    sgemm('N', 'T', m, k, n, 1.0f, dy, n, w, n, 0.0f, dx, k);
+    // dx(m, k) = dy(m, n) . w(k, n)^T: blocks of columns of dx (rows of w).
+    for_blocks(k, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
+      if (c1 <= c0) return;
+      sgemm('N', 'T', m, c1 - c0, n, 1.0f, dy, n, w + c0 * n, n, 0.0f, dx + c0, k);
+    });
   }
 
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
@@ -168,10 +192,18 @@ class CpuBackend final : public Backend {
                        uint64_t seed, uint32_t layer, const StepCounters* counters) override {
     const float scale = 1.0f / (1.0f - rate);
     const uint64_t step = static_cast<uint64_t>(counters->step);
-    parallel_for(m * n, [&](int64_t i) {
-      const bool keep = dropout_keep(seed, layer, step, static_cast<uint64_t>(i), rate);
-      mask[i] = keep;
-      y[i] = keep ? x[i] * scale : 0.0f;
+    const int64_t total = m * n;
+    // One Philox call gives the draws of four consecutive elements (the same on every device).
+    parallel_for((total + 3) / 4, [&](int64_t block) {
+      const Philox4x32 r =
+          philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(block));
+      const int64_t end = std::min<int64_t>(4, total - block * 4);
+      for (int64_t k = 0; k < end; ++k) {
+        const int64_t i = block * 4 + k;
+        const bool keep = uniform01(r.v[k]) >= rate;
+        mask[i] = keep;
+        y[i] = keep ? x[i] * scale : 0.0f;
+      }
     });
   }
 
@@ -224,11 +256,7 @@ class CpuBackend final : public Backend {
     }
     counters->grad_scale = grad_scale;
     const UpdateConstants uc = update_constants(config, lr, t);
-    for (const ParamSlot& p : params) {
-      parallel_for(p.n, [&](int64_t i) {
-        update_one(config, uc, grad_scale, p.decay, p.value[i], p.grad[i], p.slot1, p.slot2, i);
-      });
-    }
+    for (const ParamSlot& p : params) update_tensor(config, uc, grad_scale, p);
     counters->step += 1;
     counters->batch_index += 1;
   }
@@ -253,6 +281,83 @@ class CpuBackend final : public Backend {
     }
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m; ++r) f(r);
+  }
+
+  // One parameter tensor, a loop per optimizer; chunks of it per thread. The constants are
+  // loaded into locals first and clipping is a branch-free clamp, so each loop vectorises.
+  void update_tensor(const OptimizerConfig& config, const UpdateConstants& constants,
+                     float grad_scale, const ParamSlot& p) {
+    const OptimizerConfig c = config;
+    const UpdateConstants u = constants;
+    const float decay = decay_factor(c, u, p.decay);
+    const float hi = c.clipvalue > 0.0f ? c.clipvalue : std::numeric_limits<float>::infinity();
+    const float lo = -hi;
+    float* __restrict w = p.value;
+    const float* __restrict g = p.grad;
+    float* __restrict s1 = p.slot1;
+    float* __restrict s2 = p.slot2;
+    parallel_chunks(p.n, [=](int64_t begin, int64_t end) {
+      switch (c.kind) {
+        case OptimizerKind::adam:
+          adam_range(c.beta1, c.beta2, c.epsilon, u.adam_alpha, decay, grad_scale, lo, hi,
+                     w + begin, g + begin, s1 + begin, s2 + begin, end - begin);
+          return;
+        case OptimizerKind::sgd:
+          for (int64_t i = begin; i < end; ++i)
+            sgd_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1 + i);
+          return;
+        case OptimizerKind::rmsprop:
+          for (int64_t i = begin; i < end; ++i)
+            rmsprop_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i],
+                            s2 + i);
+          return;
+      }
+    });
+  }
+
+  // Below this many flops a GEMM runs on one thread: a fork-join costs a few microseconds.
+  static constexpr int64_t kParallelGemmFlops = 1 << 19;
+
+  // f(begin, end, thread, threads) over [0, extent) in blocks of multiples of 16 (whole cache
+  // lines and vectors), one per thread; one thread when the work is small.
+  template <class F>
+  void for_blocks_with_index(int64_t extent, int64_t flops, F&& f) {
+    const int64_t nt = std::min<int64_t>(threads_, std::max<int64_t>(1, extent / 16));
+    if (nt == 1 || flops < kParallelGemmFlops) {
+      // oneDNN would otherwise open its own parallel region, which allocates on every call.
+      omp_set_num_threads(1);
+      f(0, extent, 0, 1);
+      omp_set_num_threads(threads_);
+      return;
+    }
+#pragma omp parallel num_threads(static_cast<int>(nt))
+    {
+      const int64_t t = omp_get_thread_num();
+      const int64_t n = omp_get_num_threads();
+      const int64_t begin = std::min(extent, (extent * t / n + 15) / 16 * 16);
+      const int64_t end = t + 1 == n ? extent : std::min(extent, (extent * (t + 1) / n + 15) / 16 * 16);
+      f(begin, end, t, n);  // also when empty: f may have other work for thread t
+    }
+  }
+  template <class F>
+  void for_blocks(int64_t extent, int64_t flops, F&& f) {
+    for_blocks_with_index(extent, flops, [&](int64_t b, int64_t e, int64_t, int64_t) { f(b, e); });
+  }
+
+  // f(begin, end) over [0, total) split evenly across the threads.
+  template <class F>
+  void parallel_chunks(int64_t total, F&& f) {
+    if (total < kParallelThreshold || threads_ == 1) {
+      f(0, total);
+      return;
+    }
+#pragma omp parallel
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t chunk = (total + nt - 1) / nt;
+      const int64_t begin = std::min(total, t * chunk), end = std::min(total, begin + chunk);
+      if (begin < end) f(begin, end);
+    }
   }
 
   float* scratch_row(int64_t c) {

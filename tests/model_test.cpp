@@ -1,0 +1,285 @@
+// The behaviour of Sequential a Keras user relies on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "data/dataset.h"
+#include "nn/interrupt.h"
+#include "nn/sequential.h"
+#include "test_util.h"
+
+// Counts every operator new in this process, to show that fit's step loop allocates nothing.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+std::size_t g_allocations = 0;
+}
+void* operator new(std::size_t n) {
+  ++g_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace crossover {
+namespace {
+
+using testing_util::random_tensor;
+
+Sequential small_model() {
+  return Sequential({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
+}
+
+struct Mnist10k {
+  Tensor x_train, y_train, x_test, y_test;
+  static const Mnist10k& get() {
+    static const Mnist10k d = [] {
+      data::DataSplits s = data::read_mnist10k(data::mnist10k_folder());
+      return Mnist10k{data::to_float_images(s.train), data::to_float_labels(s.train),
+                      data::to_float_images(s.test), data::to_float_labels(s.test)};
+    }();
+    return d;
+  }
+};
+
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  Philox4x32 a = philox4x32_10(0, 0, 0, 0, 0, 0);
+  EXPECT_EQ(a.v[0], 0x6627e8d5u);
+  EXPECT_EQ(a.v[1], 0xe169c58du);
+  EXPECT_EQ(a.v[2], 0xbc57ac4cu);
+  EXPECT_EQ(a.v[3], 0x9b00dbd8u);
+  Philox4x32 b = philox4x32_10(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
+  EXPECT_EQ(b.v[0], 0x408f276du);
+  EXPECT_EQ(b.v[1], 0x41c83b0eu);
+  EXPECT_EQ(b.v[2], 0xa20bc7c6u);
+  EXPECT_EQ(b.v[3], 0x6d5451fdu);
+  Philox4x32 c = philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u,
+                               0x299f31d0u);
+  EXPECT_EQ(c.v[0], 0xd16cfe09u);
+  EXPECT_EQ(c.v[1], 0x94fdccebu);
+  EXPECT_EQ(c.v[2], 0x5001e420u);
+  EXPECT_EQ(c.v[3], 0x24126ea1u);
+}
+
+TEST(Model, SummaryOfTheSeedModelCounts101770Parameters) {
+  Sequential model = small_model();
+  EXPECT_EQ(model.count_params(), 101770);
+  const std::string s = model.summary();
+  EXPECT_NE(s.find("dense (Dense)"), std::string::npos);
+  EXPECT_NE(s.find("(None, 128)"), std::string::npos);
+  EXPECT_NE(s.find("100480"), std::string::npos);
+  EXPECT_NE(s.find("Total params: 101770"), std::string::npos);
+}
+
+TEST(Model, KernelsAreGlorotUniformAndBiasesZero) {
+  Sequential model({Input({300}), Dense(200, "relu")});
+  model.compile(Adam(), "mse", {}, {.threads = 1});
+  const auto w = model.get_weights();
+  ASSERT_EQ(w.size(), 2u);
+  const double limit = std::sqrt(6.0 / (300 + 200));
+  double sum = 0, sum_sq = 0, max_abs = 0;
+  for (float v : w[0].value.values()) {
+    sum += v;
+    sum_sq += static_cast<double>(v) * v;
+    max_abs = std::max(max_abs, static_cast<double>(std::abs(v)));
+  }
+  const double n = static_cast<double>(w[0].value.size());
+  EXPECT_LE(max_abs, limit);
+  EXPECT_GT(max_abs, 0.99 * limit);
+  EXPECT_NEAR(sum / n, 0.0, 0.01 * limit);
+  EXPECT_NEAR(sum_sq / n, limit * limit / 3.0, 0.02 * limit * limit);  // variance of U(-l, l)
+  for (float v : w[1].value.values()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Dropout, KeepsAboutOneMinusRateAndScalesKeptUnits) {
+  auto be = make_cpu_backend(1);
+  const int64_t m = 64, n = 1000;
+  std::vector<float> x(static_cast<std::size_t>(m * n), 1.5f), y(x.size());
+  std::vector<uint8_t> mask(x.size());
+  StepCounters c;
+  be->dropout_forward(x.data(), y.data(), mask.data(), m, n, 0.2f, 42, 3, &c);
+  int64_t kept = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (mask[i]) {
+      ++kept;
+      EXPECT_FLOAT_EQ(y[i], 1.5f / 0.8f);
+    } else {
+      EXPECT_EQ(y[i], 0.0f);
+    }
+  }
+  // 64,000 Bernoulli(0.8) draws: mean 51,200, standard deviation 101.
+  EXPECT_NEAR(static_cast<double>(kept), 51200.0, 600.0);
+  // Another step draws another mask.
+  std::vector<uint8_t> mask2(x.size());
+  c.step = 1;
+  be->dropout_forward(x.data(), y.data(), mask2.data(), m, n, 0.2f, 42, 3, &c);
+  EXPECT_NE(mask, mask2);
+}
+
+TEST(Dropout, IsTheIdentityInEvaluateAndPredict) {
+  Sequential with({Input({20}), Dense(16, "relu"), Dropout(0.5), Dense(4, "softmax")});
+  Sequential without({Input({20}), Dense(16, "relu"), Dense(4, "softmax")});
+  with.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1, .seed = 5});
+  without.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1, .seed = 5});
+  without.set_weights(with.get_weights());
+  const Tensor x = random_tensor({10, 20}, 9);
+  const Tensor a = with.predict(x), b = without.predict(x);
+  for (int64_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
+  Tensor y({10});
+  EXPECT_EQ(with.evaluate(x, y, {.verbose = 0}).loss, without.evaluate(x, y, {.verbose = 0}).loss);
+}
+
+History train_small(uint64_t seed, int threads, Sequential& model, int64_t samples = 2000) {
+  const Mnist10k& d = Mnist10k::get();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                {.threads = threads, .seed = seed});
+  return model.fit(d.x_train.rows(0, samples), d.y_train.rows(0, samples),
+                   {.epochs = 1, .verbose = 0});
+}
+
+TEST(Determinism, SameSeedAndThreadsGiveBitIdenticalWeights) {
+  Sequential a = small_model(), b = small_model(), c = small_model();
+  train_small(1, 2, a);
+  train_small(1, 2, b);
+  train_small(2, 2, c);
+  const auto wa = a.get_weights(), wb = b.get_weights(), wc = c.get_weights();
+  bool differs = false;
+  for (std::size_t t = 0; t < wa.size(); ++t)
+    for (int64_t i = 0; i < wa[t].value.size(); ++i) {
+      ASSERT_EQ(wa[t].value[i], wb[t].value[i]) << wa[t].name << "[" << i << "]";
+      differs = differs || wa[t].value[i] != wc[t].value[i];
+    }
+  EXPECT_TRUE(differs) << "another seed must give other weights";
+}
+
+TEST(Training, SmallModelReachesKerasAccuracyOnTenThousandRealDigits) {
+  // PyTorch, same model and optimizer: 92.5% after 5 epochs, 94.4% after 10.
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.seed = 0});
+  History h = model.fit(d.x_train, d.y_train, {.epochs = 10, .verbose = 0});
+  ASSERT_EQ(h.epochs.size(), 10u);
+  EXPECT_EQ(h.epochs[0].steps, 250);
+  EXPECT_LT(h.epochs[9].loss, h.epochs[0].loss);
+  EvaluateResult r = model.evaluate(d.x_test, d.y_test, {.verbose = 0});
+  EXPECT_GE(r.accuracy, 0.935);
+  EXPECT_EQ(r.samples, 2000);
+}
+
+TEST(Training, StepLoopMakesNoHeapAllocation) {
+  // Allocations happen while planning, never per step: ten times the steps, the same count.
+  const Mnist10k& d = Mnist10k::get();
+  auto count = [&](int64_t samples) {
+    Sequential model = small_model();
+    model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 2});
+    const Tensor x = d.x_train.rows(0, samples), y = d.y_train.rows(0, samples);
+    const std::size_t before = g_allocations;
+    model.fit(x, y, {.epochs = 2, .verbose = 0});
+    return g_allocations - before;
+  };
+  count(320);  // warm up one-time library state
+  EXPECT_EQ(count(320), count(3200));
+}
+
+TEST(Training, ValidationSplitHoldsOutTheLastSamples) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  History h = model.fit(d.x_train.rows(0, 1000), d.y_train.rows(0, 1000),
+                        {.epochs = 2, .validation_split = 0.2, .verbose = 0});
+  ASSERT_EQ(h.epochs.size(), 2u);
+  EXPECT_EQ(h.epochs[0].steps, 25);  // 800 / 32
+  ASSERT_TRUE(h.epochs[0].val_loss.has_value());
+  EXPECT_EQ(h.history.at("val_accuracy").size(), 2u);
+}
+
+TEST(Training, AcceptsCallerBuffersOfAnyFeatureShapeAndOneHotTargets) {
+  // 3 features, 2 classes, one-hot: a linearly separable problem.
+  std::vector<float> x, y;
+  for (int i = 0; i < 256; ++i) {
+    const float a = static_cast<float>(i % 16) / 8.0f - 1.0f, b = static_cast<float>(i / 16) / 8.0f - 1.0f;
+    x.insert(x.end(), {a, b, 0.5f});
+    const bool positive = a + b > 0;
+    y.insert(y.end(), {positive ? 0.0f : 1.0f, positive ? 1.0f : 0.0f});
+  }
+  Sequential model({Dense(8, "tanh"), Dense(2, "softmax")});
+  model.compile(Adam({.learning_rate = 0.05}), "categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  History h = model.fit(x, {256, 3}, y, {256, 2}, {.epochs = 30, .batch_size = 16, .verbose = 0});
+  EXPECT_GT(h.epochs.back().accuracy, 0.95);
+  EXPECT_EQ(model.input_shape(), (Shape{3}));
+}
+
+TEST(Training, BadLabelsAndShapesAreRefusedWithOneClearLine) {
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  Tensor x({4, 28, 28}), y({4}, {0, 1, 12, 3});
+  try {
+    model.fit(x, y, {.verbose = 0});
+    FAIL() << "label 12 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("label 12 at index 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(model.fit(Tensor({4, 10, 10}), Tensor({4}), {.verbose = 0}), Error);
+  EXPECT_THROW(model.fit(x, Tensor({3}), {.verbose = 0}), Error);
+  Sequential uncompiled = small_model();
+  EXPECT_THROW(uncompiled.fit(x, Tensor({4}), {.verbose = 0}), Error);
+  EXPECT_THROW(Dense(0), Error);
+  EXPECT_THROW(Dropout(1.0), Error);
+  EXPECT_THROW(Dense(3, "swish"), Error);
+}
+
+TEST(Training, CtrlCStopsAfterTheCurrentStepAndKeepsTheModel) {
+  struct Interrupter : Callback {
+    void on_epoch_begin(Sequential&, int epoch) override {
+      if (epoch == 1) InterruptGuard::request();
+    }
+  };
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  History h = model.fit(d.x_train.rows(0, 640), d.y_train.rows(0, 640),
+                        {.epochs = 5, .verbose = 0, .callbacks = {std::make_shared<Interrupter>()}});
+  EXPECT_TRUE(h.interrupted);
+  ASSERT_EQ(h.epochs.size(), 2u);
+  EXPECT_EQ(h.epochs[1].steps, 1);
+  EXPECT_EQ(model.optimizer_steps(), 21);
+  EXPECT_GT(model.evaluate(d.x_test, d.y_test, {.verbose = 0}).accuracy, 0.5);
+}
+
+TEST(Callbacks, EarlyStoppingStopsWhenTheMonitorStalls) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  // A learning rate so small that nothing improves by min_delta.
+  model.compile(SGD({.learning_rate = 1e-9}), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  History h = model.fit(d.x_train.rows(0, 320), d.y_train.rows(0, 320),
+                        {.epochs = 20, .verbose = 0,
+                         .callbacks = {EarlyStopping({.monitor = "loss", .min_delta = 0.01, .patience = 2})}});
+  EXPECT_TRUE(h.stopped_early);
+  EXPECT_EQ(h.epochs.size(), 4u);  // the first sets the best, then 3 without improvement
+}
+
+TEST(Callbacks, ReduceLROnPlateauAndStepDecayChangeTheLearningRate) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(SGD({.learning_rate = 1e-9}), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  History h = model.fit(d.x_train.rows(0, 320), d.y_train.rows(0, 320),
+                        {.epochs = 3, .verbose = 0,
+                         .callbacks = {ReduceLROnPlateau({.monitor = "loss", .factor = 0.5,
+                                                          .patience = 1, .min_delta = 0.01})}});
+  EXPECT_NEAR(model.learning_rate(), 1e-9 * 0.25, 1e-15);
+  Sequential stepped = small_model();
+  stepped.compile(SGD({.learning_rate = 0.1}), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  History s = stepped.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
+                          {.epochs = 4, .verbose = 0, .callbacks = {StepDecay(0.1, 0.5, 2)}});
+  ASSERT_EQ(s.history.at("lr").size(), 4u);
+  EXPECT_NEAR(s.history.at("lr")[0], 0.1, 1e-7);
+  EXPECT_NEAR(s.history.at("lr")[2], 0.05, 1e-7);
+}
+
+}  // namespace
+}  // namespace crossover

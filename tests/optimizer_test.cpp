@@ -1,0 +1,94 @@
+// Two optimizer steps on w = (1, -2, 0.5) with the gradient (0.1, -0.2, 0.3) and lr 0.1, against
+// values computed by hand (in float64, from Keras's formulas; see the comment of each case).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "nn/optimizers.h"
+
+namespace crossover {
+namespace {
+
+std::vector<float> two_steps(OptimizerConfig config) {
+  auto be = make_cpu_backend(1);
+  std::vector<float> w{1.0f, -2.0f, 0.5f}, g{0.1f, -0.2f, 0.3f}, s1(3, 0.0f), s2(3, 0.0f);
+  ParamSlot slot{w.data(), g.data(), s1.data(), s2.data(), 3, true};
+  StepCounters c;
+  be->optimizer_step(config, {&slot, 1}, &c);
+  be->optimizer_step(config, {&slot, 1}, &c);
+  EXPECT_EQ(c.step, 2);
+  EXPECT_EQ(c.batch_index, 2);
+  return w;
+}
+
+void expect_values(const std::vector<float>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << "w[" << i << "]";
+}
+
+TEST(Optimizers, AdamFollowsKerasEpsilonHatFormula) {
+  // alpha_t = lr sqrt(1 - 0.999^t) / (1 - 0.9^t); w -= alpha_t m / (sqrt(v) + 1e-7)
+  expect_values(two_steps(Adam({.learning_rate = 0.1})),
+                {0.8000053987548442, -1.800002699414927, 0.3000017996182861});
+}
+
+TEST(Optimizers, AdamWDecaysWeightsBeforeTheStep) {
+  // w -= w * 0.1 * lr, then the Adam step.
+  expect_values(two_steps(AdamW({.learning_rate = 0.1, .weight_decay = 0.1})),
+                {0.7811053671330676, -1.7612026836037886, 0.29105178907747165});
+}
+
+TEST(Optimizers, ClipnormScalesTheGradientToTheGlobalNorm) {
+  // |g| = sqrt(0.14); g *= 0.1 / |g| before Adam.
+  expect_values(two_steps(Adam({.learning_rate = 0.1, .clipnorm = 0.1})),
+                {0.8000201987521409, -1.8000100999010742, 0.3000067333840587});
+}
+
+TEST(Optimizers, ClipvalueClampsEachElement) {
+  // g = (0.1, -0.15, 0.15) after clipping; SGD: w -= 2 * 0.1 * g.
+  expect_values(two_steps(SGD({.learning_rate = 0.1, .clipvalue = 0.15})), {0.98, -1.97, 0.47});
+}
+
+TEST(Optimizers, PlainSgdStepsAgainstTheGradient) {
+  expect_values(two_steps(SGD({.learning_rate = 0.1})), {0.98, -1.96, 0.44});
+}
+
+TEST(Optimizers, SgdMomentumAccumulatesVelocity) {
+  // v = 0.9 v - lr g; w += v
+  expect_values(two_steps(SGD({.learning_rate = 0.1, .momentum = 0.9})), {0.971, -1.942, 0.413});
+}
+
+TEST(Optimizers, SgdNesterovLooksAhead) {
+  // v = 0.9 v - lr g; w += 0.9 v - lr g
+  expect_values(two_steps(SGD({.learning_rate = 0.1, .momentum = 0.9, .nesterov = true})),
+                {0.9539, -1.9078, 0.3617});
+}
+
+TEST(Optimizers, RmspropDividesByTheRootMeanSquare) {
+  // ms = 0.9 ms + 0.1 g^2; w -= lr g / (sqrt(ms) + 1e-7)
+  expect_values(two_steps(RMSprop({.learning_rate = 0.1})),
+                {0.45435802642402, -1.4543572632694026, -0.04564299111595538});
+}
+
+TEST(Optimizers, RmspropWithMomentum) {
+  expect_values(two_steps(RMSprop({.learning_rate = 0.1, .momentum = 0.5})),
+                {0.29624464341401996, -1.2962436302605884, -0.20375670745788338});
+}
+
+TEST(Optimizers, ExponentialDecayIsEvaluatedPerStep) {
+  // lr(step) = 0.1 * 0.5^(step / 1): steps of 0.1 then 0.05.
+  auto config = with_exponential_decay(SGD({.learning_rate = 0.1}), 1, 0.5);
+  expect_values(two_steps(config), {1.0 - 0.15 * 0.1, -2.0 + 0.15 * 0.2, 0.5 - 0.15 * 0.3});
+}
+
+TEST(Optimizers, InvalidSettingsAreRefusedByName) {
+  EXPECT_THROW(Adam({.learning_rate = -1}), Error);
+  EXPECT_THROW(SGD({.momentum = 1.5}), Error);
+  EXPECT_THROW(optimizer_from_name("adagrad"), Error);
+}
+
+}  // namespace
+}  // namespace crossover

@@ -1,0 +1,34 @@
+// Helpers shared by the tests.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/philox.h"
+#include "core/tensor.h"
+
+namespace crossover::testing_util {
+
+// Deterministic uniform values in [lo, hi).
+inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t(std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i)
+    t[i] = lo + (hi - lo) * philox_uniform(seed, RngStream::init, 999, 0, static_cast<uint64_t>(i));
+  return t;
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the crossover binary with `args` (a shell-quoted string), capturing stdout and stderr.
+CommandResult run_crossover(const std::string& args);
+
+// A fresh empty folder under the test temp dir.
+std::string temp_folder(const std::string& name);
+
+}  // namespace crossover::testing_util
