@@ -38,16 +38,21 @@ Tensor to_float_labels(const ImageSet& set);
 
 // --- IDX (LeCun's format), gzip-compressed or raw; only unsigned-byte data (type 0x08). ---
 // Reads an IDX file with `expected_rank` dimensions (3 for images, 1 for labels).
-// Returns the dimensions in `dims` and the bytes.
+// Returns the dimensions in `dims` and the bytes. Refuses zero dimensions and data over 2^31
+// bytes (the same cap applies to .npz arrays).
 std::vector<uint8_t> read_idx(const std::string& path, int expected_rank, Shape& dims);
 // An images file and a labels file of equal count; labels must be < num_classes.
 ImageSet read_idx_pair(const std::string& images_path, const std::string& labels_path,
                        int num_classes = 10);
 // A folder with train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
 // t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz] (MNIST and Fashion-MNIST naming).
+// The two sets look alike on disk, so the name comes from the path: "fashion-mnist" if it
+// contains "fashion" (any case), else "mnist". Same rule for read_npz.
 DataSplits read_idx_folder(const std::string& folder);
 
 // --- Keras's cache file mnist.npz: a zip of x_train, y_train, x_test, y_test .npy arrays. ---
+// Images uint8 (N, H, W); labels uint8, int64 or int32 (N,), little-endian, C order. The .npy
+// header parser is in data/npy.h.
 DataSplits read_npz(const std::string& path);
 
 // --- The 10,000 real digits shipped in the repo (data/mnist-10k): first 8,000 train, last
