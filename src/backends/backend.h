@@ -104,7 +104,9 @@ class Backend {
   // Records the backend calls that `enqueue` makes, once, and returns something that runs them
   // again. CUDA captures them as a CUDA graph (one launch per replay); the CPU, and CUDA in naive
   // mode, simply call `enqueue` again on each replay. `enqueue` must make the same calls every
-  // time: whatever varies per step is read from StepCounters.
+  // time: whatever varies per step is read from StepCounters. CUDA calls `enqueue` once more
+  // beforehand as a planning pass (it creates GEMM plans but launches nothing on the model's
+  // buffers), so `enqueue` must not change host state either.
   class StepGraph {
    public:
     virtual ~StepGraph() = default;

@@ -1,0 +1,515 @@
+// The CUDA backend's kernels. Semantics are the CPU reference's (backends/cpu/cpu_backend.cpp);
+// the per-element arithmetic that must not drift between the two (optimizer updates, the
+// learning-rate schedule, a loss row, Philox dropout draws) is the shared code of
+// backends/kernel_math.h and core/philox.h, compiled here as device code.
+//
+// Sizes in this model are small (a batch is 32 rows; the widest layer 1000 columns), so most
+// kernels are launch-bound: they are written plainly, with grid-stride loops, and the training
+// step's launches are what the CUDA graph amortises.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "backends/cuda/kernels.h"
+#include "backends/kernel_math.h"
+#include "core/philox.h"
+
+namespace crossover::cuda {
+namespace {
+
+int blocks_for(int64_t n, int threads = kThreads, int max_blocks = kMaxBlocks) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > max_blocks) b = max_blocks;
+  return static_cast<int>(b);
+}
+
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum of one double per thread over the block, in a fixed order (a shared-memory tree), into
+// thread 0's return value. blockDim.x must be a power of two <= 1024; `sh` holds blockDim.x.
+__device__ double block_sum(double v, double* sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// Thread 0 of each block calls this after writing its partial: returns true in the one block
+// that finishes last (which then owns all partials and must reset *ticket to 0).
+__device__ bool last_block_done(unsigned int* ticket) {
+  __threadfence();
+  unsigned int t = atomicAdd(ticket, 1u);
+  return t == gridDim.x - 1;
+}
+
+__device__ __forceinline__ float activate(ActivationKind act, float x) {
+  switch (act) {
+    case ActivationKind::relu: return fmaxf(x, 0.0f);
+    case ActivationKind::sigmoid: return 1.0f / (1.0f + expf(-x));
+    case ActivationKind::tanh: return tanhf(x);
+    default: return x;  // linear (softmax is per row, never here)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+__global__ void fill_kernel(float* dst, float value, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_stride()) dst[i] = value;
+}
+
+// dst[i, :] = src[indices[batch_index * batch + i], :]; batch_index read on the device.
+__global__ void gather_rows_kernel(const float* __restrict__ src, int64_t cols,
+                                   const int32_t* __restrict__ indices, int64_t batch,
+                                   const StepCounters* counters, int64_t m, float* __restrict__ dst) {
+  const int32_t* idx = indices + counters->batch_index * batch;
+  const int64_t total = m * cols;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const int64_t i = e / cols, j = e - i * cols;
+    dst[e] = src[static_cast<int64_t>(idx[i]) * cols + j];
+  }
+}
+
+__global__ void bias_activation_kernel(float* y, const float* __restrict__ b, int64_t m, int64_t n,
+                                       ActivationKind act) {
+  const int64_t total = m * n;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    float v = y[e];
+    if (b) v += b[e % n];
+    y[e] = activate(act, v);
+  }
+}
+
+// Blocks of 32 x 8 threads; block x owns 32 columns, its 8 rows of threads stride over the rows.
+__global__ void column_sums_kernel(const float* __restrict__ dy, float* __restrict__ db, int64_t m,
+                                   int64_t n) {
+  __shared__ float sh[8][33];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (j < n)
+    for (int64_t r = threadIdx.y; r < m; r += 8) acc += dy[r * n + j];
+  sh[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    float s = 0.0f;
+    for (int y = 0; y < 8; ++y) s += sh[y][threadIdx.x];
+    db[j] = s;
+  }
+}
+
+__global__ void to_bf16_kernel(const float* __restrict__ a, __nv_bfloat16* __restrict__ a16,
+                               int64_t na, const float* __restrict__ b,
+                               __nv_bfloat16* __restrict__ b16, int64_t nb) {
+  for (int64_t e = global_thread(); e < na + nb; e += grid_stride()) {
+    if (e < na)
+      a16[e] = __float2bfloat16_rn(a[e]);
+    else
+      b16[e - na] = __float2bfloat16_rn(b[e - na]);
+  }
+}
+
+__global__ void activation_forward_kernel(ActivationKind act, const float* x, float* y,
+                                          int64_t total) {
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) y[e] = activate(act, x[e]);
+}
+
+// One warp per row: max, sum of exp(x - max), then the normalised row. x may alias y.
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t m, int64_t n) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= m) return;
+  const float* xr = x + row * n;
+  float* yr = y + row * n;
+  float mx = -INFINITY;
+  for (int64_t j = lane; j < n; j += 32) mx = fmaxf(mx, xr[j]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int64_t j = lane; j < n; j += 32) sum += expf(xr[j] - mx);
+  const float inv = 1.0f / warp_sum(sum);
+  for (int64_t j = lane; j < n; j += 32) yr[j] = expf(xr[j] - mx) * inv;
+}
+
+__global__ void activation_backward_kernel(ActivationKind act, const float* y, const float* dy,
+                                           float* dx, int64_t total) {
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const float yv = y[e], g = dy[e];
+    float d;
+    switch (act) {
+      case ActivationKind::relu: d = yv > 0.0f ? g : 0.0f; break;
+      case ActivationKind::sigmoid: d = g * yv * (1.0f - yv); break;
+      case ActivationKind::tanh: d = g * (1.0f - yv * yv); break;
+      default: d = g; break;
+    }
+    dx[e] = d;
+  }
+}
+
+// dx_j = y_j * (dy_j - sum_i dy_i y_i), one warp per row. dx may alias dy: every lane reads its
+// elements for the dot product before any lane writes, and then reads and writes only its own.
+__global__ void softmax_backward_rows_kernel(const float* y, const float* dy, float* dx, int64_t m,
+                                             int64_t n) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= m) return;
+  const float* yr = y + row * n;
+  const float* dyr = dy + row * n;
+  float* dxr = dx + row * n;
+  float dot = 0.0f;
+  for (int64_t j = lane; j < n; j += 32) dot += dyr[j] * yr[j];
+  dot = warp_sum(dot);
+  for (int64_t j = lane; j < n; j += 32) dxr[j] = yr[j] * (dyr[j] - dot);
+}
+
+// keep drawn exactly as on the CPU: dropout_keep(seed, layer, step, row * n + col, rate).
+__global__ void dropout_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                       uint8_t* __restrict__ mask, int64_t total, float rate,
+                                       float scale, uint64_t seed, uint32_t layer,
+                                       const StepCounters* counters) {
+  const uint64_t step = static_cast<uint64_t>(counters->step);
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const bool keep = dropout_keep(seed, layer, step, static_cast<uint64_t>(e), rate);
+    mask[e] = keep ? 1 : 0;
+    y[e] = keep ? x[e] * scale : 0.0f;
+  }
+}
+
+__global__ void dropout_backward_kernel(const float* __restrict__ dy, const uint8_t* __restrict__ mask,
+                                        float* __restrict__ dx, int64_t total, float scale) {
+  for (int64_t e = global_thread(); e < total; e += grid_stride())
+    dx[e] = mask[e] ? dy[e] * scale : 0.0f;
+}
+
+// y_after_dropout > 0 exactly when the unit was kept and its ReLU output was positive.
+__global__ void relu_dropout_backward_kernel(const float* __restrict__ y, const float* __restrict__ dy,
+                                             float* __restrict__ dz, int64_t total, float scale) {
+  for (int64_t e = global_thread(); e < total; e += grid_stride())
+    dz[e] = y[e] > 0.0f ? dy[e] * scale : 0.0f;
+}
+
+// One thread per row runs the shared loss_row; per-block sums, then the last block adds them to
+// the counters in block order.
+constexpr int kLossThreads = 128;
+__global__ void loss_kernel(LossKind loss, ActivationKind act, const float* __restrict__ out,
+                            const float* __restrict__ targets, float* __restrict__ probs,
+                            float* __restrict__ d_out, int64_t m, int64_t c, float inv_m,
+                            StepCounters* counters, double* partials, unsigned int* ticket) {
+  double l = 0.0, right = 0.0;
+  for (int64_t r = global_thread(); r < m; r += grid_stride()) {
+    LossRow row = loss_row(loss, act, out + r * c, targets, r, c, probs + r * c,
+                           d_out ? d_out + r * c : nullptr, inv_m);
+    l += row.loss;
+    right += row.correct;
+  }
+  if (counters == nullptr) return;  // the same for every block
+  __shared__ double sh[kLossThreads];
+  __shared__ bool last;
+  l = block_sum(l, sh);
+  right = block_sum(right, sh);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = l;
+    partials[2 * blockIdx.x + 1] = right;
+    last = last_block_done(ticket);
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    double ls = 0.0, rs = 0.0;
+    for (unsigned b = 0; b < gridDim.x; ++b) {
+      ls += __ldcg(partials + 2 * b);
+      rs += __ldcg(partials + 2 * b + 1);
+    }
+    counters->loss_sum += ls;
+    counters->correct_sum += rs;
+    counters->sample_count += static_cast<double>(m);
+    *ticket = 0;
+  }
+}
+
+// ---- optimizer ------------------------------------------------------------------------------
+// The launch's index space is the concatenation of all slots; block chunks of kChunk elements
+// stride over it, and each chunk walks the slots it overlaps (found by binary search).
+constexpr int kOptThreads = 256;
+constexpr int64_t kChunk = kOptThreads * 8;
+
+__device__ int first_slot_ending_after(const SlotDescriptor* slots, int nslots, int64_t begin) {
+  int lo = 0, hi = nslots;  // first s with offset + n > begin
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (slots[mid].offset + slots[mid].n > begin)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+__global__ void gradient_norm_kernel(const SlotDescriptor* __restrict__ slots, int nslots,
+                                     int64_t total, float clipnorm, StepCounters* counters,
+                                     double* partials, unsigned int* ticket) {
+  double acc = 0.0;
+  for (int64_t chunk = blockIdx.x; chunk * kChunk < total; chunk += gridDim.x) {
+    const int64_t begin = chunk * kChunk;
+    const int64_t end = begin + kChunk < total ? begin + kChunk : total;
+    for (int s = first_slot_ending_after(slots, nslots, begin); s < nslots && slots[s].offset < end;
+         ++s) {
+      const SlotDescriptor d = slots[s];
+      const int64_t lo = (begin > d.offset ? begin : d.offset) - d.offset;
+      const int64_t hi = (end < d.offset + d.n ? end : d.offset + d.n) - d.offset;
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        const double g = d.grad[i];
+        acc += g * g;
+      }
+    }
+  }
+  __shared__ double sh[kOptThreads];
+  __shared__ bool last;
+  acc = block_sum(acc, sh);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = acc;
+    last = last_block_done(ticket);
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    double sum = 0.0;
+    for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partials + b);
+    counters->grad_scale = clipnorm_scale(clipnorm, sum);
+    *ticket = 0;
+  }
+}
+
+__global__ void optimizer_update_kernel(OptimizerConfig config,
+                                        const SlotDescriptor* __restrict__ slots, int nslots,
+                                        int64_t total, StepCounters* counters,
+                                        unsigned int* ticket) {
+  // Every block reads the step before any block can finish, so the last block may advance it.
+  __shared__ float s_lr, s_alpha, s_scale;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    const int64_t step = counters->step;
+    const float lr = scheduled_learning_rate(config.schedule, step);
+    const UpdateConstants u = update_constants(config, lr, step + 1);
+    s_lr = u.lr;
+    s_alpha = u.adam_alpha;
+    s_scale = config.clipnorm > 0.0f ? counters->grad_scale : 1.0f;
+  }
+  __syncthreads();
+  UpdateConstants u;
+  u.lr = s_lr;
+  u.adam_alpha = s_alpha;
+  const float grad_scale = s_scale;
+  for (int64_t chunk = blockIdx.x; chunk * kChunk < total; chunk += gridDim.x) {
+    const int64_t begin = chunk * kChunk;
+    const int64_t end = begin + kChunk < total ? begin + kChunk : total;
+    for (int s = first_slot_ending_after(slots, nslots, begin); s < nslots && slots[s].offset < end;
+         ++s) {
+      const SlotDescriptor d = slots[s];
+      const int64_t lo = (begin > d.offset ? begin : d.offset) - d.offset;
+      const int64_t hi = (end < d.offset + d.n ? end : d.offset + d.n) - d.offset;
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        float w = d.value[i];
+        update_one(config, u, grad_scale, d.decay != 0, w, d.grad[i], d.slot1, d.slot2, i);
+        d.value[i] = w;
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) last = last_block_done(ticket);
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    counters->learning_rate = u.lr;
+    if (!(config.clipnorm > 0.0f)) counters->grad_scale = 1.0f;
+    counters->step += 1;
+    counters->batch_index += 1;
+    *ticket = 0;
+  }
+}
+
+__global__ void advance_batch_kernel(StepCounters* counters) { counters->batch_index += 1; }
+
+}  // namespace
+
+// ---- launchers ----------------------------------------------------------------------------------
+
+cudaError_t launch_fill(cudaStream_t s, float* dst, float value, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(dst, value, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(cudaStream_t s, const float* src, int64_t cols,
+                               const int32_t* indices, int64_t batch,
+                               const StepCounters* counters, int64_t m, float* dst) {
+  if (m <= 0 || cols <= 0) return cudaSuccess;
+  gather_rows_kernel<<<blocks_for(m * cols), kThreads, 0, s>>>(src, cols, indices, batch, counters,
+                                                              m, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_bias_activation(cudaStream_t s, float* y, const float* b, int64_t m, int64_t n,
+                                   ActivationKind act) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  bias_activation_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(y, b, m, n, act);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_column_sums(cudaStream_t s, const float* dy, float* db, int64_t m, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  const dim3 block(32, 8);
+  const dim3 grid(static_cast<unsigned>((n + 31) / 32));
+  column_sums_kernel<<<grid, block, 0, s>>>(dy, db, m, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_to_bf16(cudaStream_t s, const float* a, void* a16, int64_t na, const float* b,
+                           void* b16, int64_t nb) {
+  if (na + nb <= 0) return cudaSuccess;
+  to_bf16_kernel<<<blocks_for(na + nb), kThreads, 0, s>>>(
+      a, static_cast<__nv_bfloat16*>(a16), na, b, static_cast<__nv_bfloat16*>(b16), nb);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, const float* x, float* y,
+                                      int64_t m, int64_t n) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  if (act == ActivationKind::softmax) {
+    const int rows_per_block = kThreads / 32;
+    const int64_t blocks = (m + rows_per_block - 1) / rows_per_block;
+    softmax_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(x, y, m, n);
+  } else if (act == ActivationKind::linear) {
+    if (x == y) return cudaSuccess;
+    return cudaMemcpyAsync(y, x, static_cast<size_t>(m * n) * sizeof(float),
+                           cudaMemcpyDeviceToDevice, s);
+  } else {
+    activation_forward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(act, x, y, m * n);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const float* y,
+                                       const float* dy, float* dx, int64_t m, int64_t n) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  if (act == ActivationKind::softmax) {
+    const int rows_per_block = kThreads / 32;
+    const int64_t blocks = (m + rows_per_block - 1) / rows_per_block;
+    softmax_backward_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(y, dy, dx, m, n);
+  } else if (act == ActivationKind::linear) {
+    if (dx == dy) return cudaSuccess;
+    return cudaMemcpyAsync(dx, dy, static_cast<size_t>(m * n) * sizeof(float),
+                           cudaMemcpyDeviceToDevice, s);
+  } else {
+    activation_backward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(act, y, dy, dx, m * n);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
+                                   int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,
+                                   const StepCounters* counters) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  const float scale = 1.0f / (1.0f - rate);  // as the CPU computes it
+  dropout_forward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(x, y, mask, m * n, rate, scale,
+                                                                seed, layer, counters);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx,
+                                    int64_t total, float rate) {
+  if (total <= 0) return cudaSuccess;
+  const float scale = 1.0f / (1.0f - rate);
+  dropout_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, mask, dx, total, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dropout,
+                                         const float* dy, float* dz, int64_t total, float rate) {
+  if (total <= 0) return cudaSuccess;
+  const float scale = 1.0f / (1.0f - rate);
+  relu_dropout_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(y_after_dropout, dy, dz,
+                                                                      total, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
+                        const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
+                        StepCounters* counters, const ReductionScratch& scratch) {
+  if (m <= 0) return cudaSuccess;
+  const float inv_m = 1.0f / static_cast<float>(m);
+  const int blocks = blocks_for(m, kLossThreads, kLossMaxBlocks);
+  loss_kernel<<<blocks, kLossThreads, 0, s>>>(loss, act, out, targets, probs, d_out, m, c, inv_m,
+                                              counters, scratch.loss_partials, scratch.tickets + 0);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gradient_norm(cudaStream_t s, const SlotDescriptor* slots, int nslots,
+                                 int64_t total, float clipnorm, StepCounters* counters,
+                                 const ReductionScratch& scratch) {
+  const int blocks =
+      blocks_for((total + kChunk - 1) / kChunk, 1, kNormMaxBlocks);  // one chunk per block
+  gradient_norm_kernel<<<blocks, kOptThreads, 0, s>>>(slots, nslots, total, clipnorm, counters,
+                                                      scratch.norm_partials, scratch.tickets + 1);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_optimizer_update(cudaStream_t s, const OptimizerConfig& config,
+                                    const SlotDescriptor* slots, int nslots, int64_t total,
+                                    StepCounters* counters, const ReductionScratch& scratch,
+                                    int max_blocks) {
+  const int blocks = blocks_for((total + kChunk - 1) / kChunk, 1, max_blocks);
+  optimizer_update_kernel<<<blocks, kOptThreads, 0, s>>>(config, slots, nslots, total, counters,
+                                                         scratch.tickets + 2);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_advance_batch(cudaStream_t s, StepCounters* counters) {
+  advance_batch_kernel<<<1, 1, 0, s>>>(counters);
+  return cudaGetLastError();
+}
+
+cudaError_t preload_kernels() {
+  const void* kernels[] = {
+      reinterpret_cast<const void*>(fill_kernel),
+      reinterpret_cast<const void*>(gather_rows_kernel),
+      reinterpret_cast<const void*>(bias_activation_kernel),
+      reinterpret_cast<const void*>(column_sums_kernel),
+      reinterpret_cast<const void*>(to_bf16_kernel),
+      reinterpret_cast<const void*>(activation_forward_kernel),
+      reinterpret_cast<const void*>(softmax_rows_kernel),
+      reinterpret_cast<const void*>(activation_backward_kernel),
+      reinterpret_cast<const void*>(softmax_backward_rows_kernel),
+      reinterpret_cast<const void*>(dropout_forward_kernel),
+      reinterpret_cast<const void*>(dropout_backward_kernel),
+      reinterpret_cast<const void*>(relu_dropout_backward_kernel),
+      reinterpret_cast<const void*>(loss_kernel),
+      reinterpret_cast<const void*>(gradient_norm_kernel),
+      reinterpret_cast<const void*>(optimizer_update_kernel),
+      reinterpret_cast<const void*>(advance_batch_kernel),
+  };
+  for (const void* k : kernels) {
+    cudaFuncAttributes attr;
+    const cudaError_t e = cudaFuncGetAttributes(&attr, k);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace crossover::cuda

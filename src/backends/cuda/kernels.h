@@ -1,0 +1,93 @@
+// The CUDA backend's own kernels (everything but the matrix products, which are cuBLASLt's).
+//
+// Each launch_* enqueues one kernel on `stream` and returns cudaGetLastError() (the launch
+// status); the backend turns a failure into Error. Shapes as in backend.h: (rows, columns),
+// row-major. Per-element arithmetic that the CPU shares comes from backends/kernel_math.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backends/backend.h"
+
+namespace crossover::cuda {
+
+// Grid sizes: blocks of this many threads, at most kMaxBlocks of them (grid-stride loops).
+inline constexpr int kThreads = 256;
+inline constexpr int kMaxBlocks = 4096;
+
+// ---- scratch the reductions below need, allocated once per backend ----
+// Deterministic reductions: each block writes a partial, the last block to finish (by an atomic
+// ticket) adds the partials in block order, so sums do not depend on scheduling.
+inline constexpr int kLossMaxBlocks = 256;   // loss: blocks of 128 rows
+inline constexpr int kNormMaxBlocks = 1024;  // gradient norm
+struct ReductionScratch {
+  double* loss_partials;     // 2 * kLossMaxBlocks (loss, correct)
+  double* norm_partials;     // kNormMaxBlocks
+  unsigned int* tickets;     // 4, zero between launches
+};
+
+// One ParamSlot as the optimizer kernel reads it: `offset` is where the slot starts in the
+// concatenation of all slots (the launch's index space).
+struct SlotDescriptor {
+  float* value;
+  const float* grad;
+  float* slot1;
+  float* slot2;
+  int64_t n;
+  int64_t offset;
+  int32_t decay;
+  int32_t pad;
+};
+
+cudaError_t launch_fill(cudaStream_t s, float* dst, float value, int64_t n);
+
+cudaError_t launch_gather_rows(cudaStream_t s, const float* src, int64_t cols,
+                               const int32_t* indices, int64_t batch,
+                               const StepCounters* counters, int64_t m, float* dst);
+
+// y(m, n) = act(y + b) in place (b may be null): the GEMM epilogue when cuBLASLt cannot fuse it.
+cudaError_t launch_bias_activation(cudaStream_t s, float* y, const float* b, int64_t m, int64_t n,
+                                   ActivationKind act);
+// db(n) = column sums of dy(m, n) (the bias gradient when cuBLASLt cannot fuse it).
+cudaError_t launch_column_sums(cudaStream_t s, const float* dy, float* db, int64_t m, int64_t n);
+// bf16 copies of two float arrays, one launch (the operands of a bf16 product).
+cudaError_t launch_to_bf16(cudaStream_t s, const float* a, void* a16, int64_t na, const float* b,
+                           void* b16, int64_t nb);
+
+cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, const float* x, float* y,
+                                      int64_t m, int64_t n);
+cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const float* y,
+                                       const float* dy, float* dx, int64_t m, int64_t n);
+
+cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
+                                   int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,
+                                   const StepCounters* counters);
+cudaError_t launch_dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx,
+                                    int64_t total, float rate);
+cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dropout,
+                                         const float* dy, float* dz, int64_t total, float rate);
+
+// probs must not be null (the backend passes scratch when the caller's is).
+cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
+                        const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
+                        StepCounters* counters, const ReductionScratch& scratch);
+
+// Clip-by-global-norm factor into counters->grad_scale (one launch, deterministic).
+cudaError_t launch_gradient_norm(cudaStream_t s, const SlotDescriptor* slots, int nslots,
+                                 int64_t total, float clipnorm, StepCounters* counters,
+                                 const ReductionScratch& scratch);
+// Every parameter's update, one launch; then (last block) learning_rate, grad_scale (when no
+// clipnorm), step += 1, batch_index += 1.
+cudaError_t launch_optimizer_update(cudaStream_t s, const OptimizerConfig& config,
+                                    const SlotDescriptor* slots, int nslots, int64_t total,
+                                    StepCounters* counters, const ReductionScratch& scratch,
+                                    int max_blocks);
+cudaError_t launch_advance_batch(cudaStream_t s, StepCounters* counters);
+
+// Loads every kernel above now (CUDA loads modules lazily, at a kernel's first launch), so that
+// no module is first loaded while a stream is being captured.
+cudaError_t preload_kernels();
+
+}  // namespace crossover::cuda

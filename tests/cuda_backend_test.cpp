@@ -1,0 +1,707 @@
+// The CUDA backend against the CPU reference: every op on the same random inputs (odd shapes and
+// the ragged last batch), outputs poisoned with NaN first so an unwritten element fails; the
+// captured CUDA graph against the same calls made eagerly. Skipped where there is no GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda_info.h"
+#include "core/error.h"
+
+namespace crossover {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::vector<float> random_values(std::size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Sparse labels as floats, one-hot rows, or 0/1 per element.
+std::vector<float> random_labels(int64_t m, int64_t c, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> v(static_cast<std::size_t>(m));
+  for (float& x : v) x = static_cast<float>(gen() % static_cast<uint32_t>(c));
+  return v;
+}
+
+// |got - want| <= atol + rtol |want| everywhere (NaN never passes); reports the first few misses.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol,
+                  double atol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    if (!(std::abs(g - w) <= atol + rtol * std::abs(w))) {
+      if (bad < 5) ADD_FAILURE() << what << "[" << i << "]: cuda " << g << ", cpu " << w;
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements differ";
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+// Blocks of one backend, released at the end of the test.
+class Memory {
+ public:
+  explicit Memory(Backend& b) : b_(b) {}
+  ~Memory() {
+    for (void* p : blocks_) b_.release(p);
+  }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+
+  Backend& backend() { return b_; }
+
+  template <class T>
+  T* alloc(std::size_t n) {
+    void* p = b_.allocate(n * sizeof(T) + 64);  // room for a deliberately misaligned view
+    blocks_.push_back(p);
+    return static_cast<T*>(p);
+  }
+  float* values(const std::vector<float>& host) {
+    float* p = alloc<float>(host.size());
+    b_.upload(p, host.data(), host.size() * sizeof(float));
+    return p;
+  }
+  float* poisoned(std::size_t n) {
+    float* p = alloc<float>(n + 16);
+    b_.fill(p, kNaN, static_cast<int64_t>(n + 16));
+    return p;
+  }
+  StepCounters* counters(const StepCounters& c) {
+    auto* p = alloc<StepCounters>(1);
+    b_.upload(p, &c, sizeof c);
+    return p;
+  }
+  std::vector<float> get(const float* p, std::size_t n) {
+    std::vector<float> v(n);
+    b_.download(v.data(), p, n * sizeof(float));
+    return v;
+  }
+  template <class T>
+  std::vector<T> get_raw(const T* p, std::size_t n) {
+    std::vector<T> v(n);
+    b_.download(v.data(), p, n * sizeof(T));
+    return v;
+  }
+  StepCounters get_counters(const StepCounters* p) {
+    StepCounters c;
+    b_.download(&c, p, sizeof c);
+    return c;
+  }
+
+ private:
+  Backend& b_;
+  std::vector<void*> blocks_;
+};
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device: cuda_device_count() is 0 (no GPU, no driver, or a build "
+                      "without nvcc)";
+    cpu_ = make_cpu_backend(1);
+    gpu_ = make_cuda_backend(0);
+  }
+  std::unique_ptr<Backend> cpu_, gpu_;
+};
+
+struct Shape3 {
+  int64_t m, k, n;
+};
+const Shape3 kShapes[] = {{33, 97, 13}, {7, 97, 13}, {32, 784, 128}, {1, 1, 1}, {7, 128, 10}};
+
+std::string shape_name(const Shape3& s) {
+  return "m=" + std::to_string(s.m) + " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n);
+}
+
+const char* act_name(ActivationKind a) {
+  switch (a) {
+    case ActivationKind::linear: return "linear";
+    case ActivationKind::relu: return "relu";
+    case ActivationKind::sigmoid: return "sigmoid";
+    case ActivationKind::tanh: return "tanh";
+    case ActivationKind::softmax: return "softmax";
+  }
+  return "?";
+}
+
+// ---- errors -------------------------------------------------------------------------------------
+
+TEST(CudaBackendErrors, UnavailableDeviceIsAnErrorNamingTheDevice) {
+  // Runs everywhere: without a GPU (or without nvcc) cuda:0 is unavailable; with one, an ordinal
+  // past the last device is.
+  const int count = cuda_device_count();
+  const std::string where = "cuda:" + std::to_string(count);
+  try {
+    make_cuda_backend(count);
+    FAIL() << "make_cuda_backend(" << count << ") did not throw";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(where + ": ", 0), 0u) << msg;
+    if (count == 0) {
+      EXPECT_TRUE(msg.find("no CUDA device is available (cudaGetDeviceCount: ") != std::string::npos ||
+                  msg.find("has no CUDA backend") != std::string::npos)
+          << msg;
+      EXPECT_TRUE(cuda_devices().empty());
+    }
+  }
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+TEST_F(CudaBackendTest, AllocateIsZeroFilledAndTransfersRoundTrip) {
+  Memory g(*gpu_);
+  float* z = g.alloc<float>(1000);
+  for (float v : g.get(z, 1000)) ASSERT_EQ(v, 0.0f);
+
+  const auto host = random_values(4097, 1);
+  float* p = g.values(host);
+  EXPECT_EQ(g.get(p, host.size()), host);
+
+  gpu_->fill(p, 2.5f, 33);
+  std::vector<float> a(33, 0.0f), b(4097 - 33, 0.0f);
+  gpu_->download_async(a.data(), p, 33 * sizeof(float));
+  gpu_->download_async(b.data(), p + 33, b.size() * sizeof(float));
+  gpu_->synchronize();
+  for (float v : a) EXPECT_EQ(v, 2.5f);
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), host.begin() + 33));
+}
+
+TEST_F(CudaBackendTest, ReleasedBlocksAreReusedAndZeroedAgain) {
+  void* p = gpu_->allocate(12345);
+  gpu_->fill(static_cast<float*>(p), 7.0f, 12345 / 4);
+  gpu_->release(p);
+  void* q = gpu_->allocate(12000);  // same size class
+  std::vector<float> v(3000);
+  gpu_->download(v.data(), q, v.size() * sizeof(float));
+  for (float x : v) ASSERT_EQ(x, 0.0f);
+  gpu_->release(q);
+}
+
+// ---- dense layer --------------------------------------------------------------------------------
+
+TEST_F(CudaBackendTest, DenseForwardMatchesCpu) {
+  const ActivationKind acts[] = {ActivationKind::linear, ActivationKind::relu,
+                                 ActivationKind::sigmoid, ActivationKind::softmax};
+  uint32_t seed = 10;
+  for (const Shape3& s : kShapes)
+    for (ActivationKind act : acts)
+      for (bool bias : {true, false}) {
+        SCOPED_TRACE(shape_name(s) + " " + act_name(act) + (bias ? " bias" : " no bias"));
+        const auto x = random_values(s.m * s.k, ++seed), w = random_values(s.k * s.n, ++seed),
+                   b = random_values(s.n, ++seed);
+        Memory c(*cpu_), g(*gpu_);
+        float* yc = c.poisoned(s.m * s.n);
+        float* yg = g.poisoned(s.m * s.n);
+        cpu_->dense_forward(c.values(x), c.values(w), bias ? c.values(b) : nullptr, yc, s.m, s.k,
+                            s.n, act);
+        gpu_->dense_forward(g.values(x), g.values(w), bias ? g.values(b) : nullptr, yg, s.m, s.k,
+                            s.n, act);
+        expect_close(g.get(yg, s.m * s.n), c.get(yc, s.m * s.n), 1e-4, 1e-4, "y");
+      }
+}
+
+// Pointers off 256-byte alignment (the model may pass views into a larger buffer): cuBLASLt must
+// pick a kernel for the real alignment, and an unaligned bias takes the unfused path.
+TEST_F(CudaBackendTest, DenseWithUnalignedPointersMatchesCpu) {
+  const Shape3 s{33, 97, 13};
+  const auto x = random_values(s.m * s.k, 51), w = random_values(s.k * s.n, 52),
+             b = random_values(s.n, 53), dy = random_values(s.m * s.n, 54);
+  Memory c(*cpu_), g(*gpu_);
+  auto view = [](Memory& mem, const std::vector<float>& host) {
+    float* p = mem.alloc<float>(host.size() + 1) + 1;  // 4-byte aligned only
+    mem.backend().upload(p, host.data(), host.size() * sizeof(float));
+    return p;
+  };
+  float* yc = c.poisoned(s.m * s.n);
+  float* yg = g.poisoned(s.m * s.n + 1) + 1;
+  cpu_->dense_forward(view(c, x), view(c, w), view(c, b), yc, s.m, s.k, s.n, ActivationKind::relu);
+  gpu_->dense_forward(view(g, x), view(g, w), view(g, b), yg, s.m, s.k, s.n, ActivationKind::relu);
+  expect_close(g.get(yg, s.m * s.n), c.get(yc, s.m * s.n), 1e-4, 1e-4, "y");
+
+  float* dwc = c.poisoned(s.k * s.n);
+  float* dbc = c.poisoned(s.n);
+  float* dwg = g.poisoned(s.k * s.n + 1) + 1;
+  float* dbg = g.poisoned(s.n + 1) + 1;
+  cpu_->dense_backward_weights(view(c, x), view(c, dy), dwc, dbc, s.m, s.k, s.n);
+  gpu_->dense_backward_weights(view(g, x), view(g, dy), dwg, dbg, s.m, s.k, s.n);
+  expect_close(g.get(dwg, s.k * s.n), c.get(dwc, s.k * s.n), 1e-4, 1e-4, "dw");
+  expect_close(g.get(dbg, s.n), c.get(dbc, s.n), 1e-4, 1e-4, "db");
+}
+
+TEST_F(CudaBackendTest, DenseBackwardWeightsMatchesCpu) {
+  uint32_t seed = 100;
+  for (const Shape3& s : kShapes)
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(shape_name(s) + (bias ? " with db" : " without db"));
+      const auto x = random_values(s.m * s.k, ++seed), dy = random_values(s.m * s.n, ++seed);
+      Memory c(*cpu_), g(*gpu_);
+      float* dwc = c.poisoned(s.k * s.n);
+      float* dwg = g.poisoned(s.k * s.n);
+      float* dbc = bias ? c.poisoned(s.n) : nullptr;
+      float* dbg = bias ? g.poisoned(s.n) : nullptr;
+      cpu_->dense_backward_weights(c.values(x), c.values(dy), dwc, dbc, s.m, s.k, s.n);
+      gpu_->dense_backward_weights(g.values(x), g.values(dy), dwg, dbg, s.m, s.k, s.n);
+      expect_close(g.get(dwg, s.k * s.n), c.get(dwc, s.k * s.n), 1e-4, 1e-4, "dw");
+      if (bias) expect_close(g.get(dbg, s.n), c.get(dbc, s.n), 1e-4, 1e-4, "db");
+    }
+}
+
+TEST_F(CudaBackendTest, DenseBackwardInputMatchesCpu) {
+  uint32_t seed = 200;
+  for (const Shape3& s : kShapes) {
+    SCOPED_TRACE(shape_name(s));
+    const auto dy = random_values(s.m * s.n, ++seed), w = random_values(s.k * s.n, ++seed);
+    Memory c(*cpu_), g(*gpu_);
+    float* dxc = c.poisoned(s.m * s.k);
+    float* dxg = g.poisoned(s.m * s.k);
+    cpu_->dense_backward_input(c.values(dy), c.values(w), dxc, s.m, s.k, s.n);
+    gpu_->dense_backward_input(g.values(dy), g.values(w), dxg, s.m, s.k, s.n);
+    expect_close(g.get(dxg, s.m * s.k), c.get(dxc, s.m * s.k), 1e-4, 1e-4, "dx");
+  }
+}
+
+TEST_F(CudaBackendTest, ReducedPrecisionProductsStayNearFloat32) {
+  const Shape3 s{33, 784, 128};
+  const auto x = random_values(s.m * s.k, 300), w = random_values(s.k * s.n, 301),
+             b = random_values(s.n, 302);
+  Memory c(*cpu_);
+  float* yc = c.poisoned(s.m * s.n);
+  cpu_->dense_forward(c.values(x), c.values(w), c.values(b), yc, s.m, s.k, s.n,
+                      ActivationKind::linear);
+  const auto want = c.get(yc, s.m * s.n);
+  for (auto [precision, bound] : {std::pair{Precision::tf32, 3e-3}, std::pair{Precision::bf16, 2e-2}}) {
+    SCOPED_TRACE(precision_name(precision));
+    auto backend = make_cuda_backend(0, precision);
+    Memory g(*backend);
+    float* yg = g.poisoned(s.m * s.n);
+    backend->dense_forward(g.values(x), g.values(w), g.values(b), yg, s.m, s.k, s.n,
+                           ActivationKind::linear);
+    const auto got = g.get(yg, s.m * s.n);
+    for (float v : got) ASSERT_FALSE(std::isnan(v));
+    EXPECT_LT(relative_error(got, want), bound);
+  }
+}
+
+// ---- activations, dropout, batching -------------------------------------------------------------
+
+TEST_F(CudaBackendTest, ActivationsMatchCpu) {
+  const ActivationKind acts[] = {ActivationKind::linear, ActivationKind::relu,
+                                 ActivationKind::sigmoid, ActivationKind::tanh,
+                                 ActivationKind::softmax};
+  const std::pair<int64_t, int64_t> shapes[] = {{33, 13}, {7, 1000}, {1, 1}};
+  uint32_t seed = 400;
+  for (auto [m, n] : shapes)
+    for (ActivationKind act : acts) {
+      SCOPED_TRACE(std::string(act_name(act)) + " m=" + std::to_string(m) + " n=" + std::to_string(n));
+      const std::size_t total = static_cast<std::size_t>(m * n);
+      const auto x = random_values(total, ++seed, -4.0f, 4.0f), dy = random_values(total, ++seed);
+      Memory c(*cpu_), g(*gpu_);
+      float* yc = c.poisoned(total);
+      float* yg = g.poisoned(total);
+      cpu_->activation_forward(act, c.values(x), yc, m, n);
+      gpu_->activation_forward(act, g.values(x), yg, m, n);
+      expect_close(g.get(yg, total), c.get(yc, total), 1e-5, 1e-6, "y");
+
+      float* dxc = c.poisoned(total);
+      float* dxg = g.poisoned(total);
+      cpu_->activation_backward(act, yc, c.values(dy), dxc, m, n);
+      gpu_->activation_backward(act, yg, g.values(dy), dxg, m, n);
+      expect_close(g.get(dxg, total), c.get(dxc, total), 1e-4, 1e-6, "dx");
+
+      // dx may alias dy.
+      float* dyc = c.values(dy);
+      float* dyg = g.values(dy);
+      cpu_->activation_backward(act, yc, dyc, dyc, m, n);
+      gpu_->activation_backward(act, yg, dyg, dyg, m, n);
+      expect_close(g.get(dyg, total), c.get(dyc, total), 1e-4, 1e-6, "dx aliasing dy");
+    }
+}
+
+TEST_F(CudaBackendTest, DropoutDrawsTheCpuMaskExactly) {
+  for (auto [m, n, rate] : {std::tuple{33, 97, 0.2f}, std::tuple{7, 1000, 0.5f}, std::tuple{3, 5, 0.0f}}) {
+    SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " rate=" + std::to_string(rate));
+    const std::size_t total = static_cast<std::size_t>(m) * n;
+    const auto x = random_values(total, 500, -1.0f, 1.0f), dy = random_values(total, 501);
+    StepCounters counters;
+    counters.step = 1234567;
+    Memory c(*cpu_), g(*gpu_);
+    uint8_t* mc = c.alloc<uint8_t>(total);
+    uint8_t* mg = g.alloc<uint8_t>(total);
+    float* yc = c.poisoned(total);
+    float* yg = g.poisoned(total);
+    cpu_->dropout_forward(c.values(x), yc, mc, m, n, rate, 42, 3, c.counters(counters));
+    gpu_->dropout_forward(g.values(x), yg, mg, m, n, rate, 42, 3, g.counters(counters));
+    EXPECT_EQ(g.get_raw(mg, total), c.get_raw(mc, total));
+    EXPECT_EQ(g.get(yg, total), c.get(yc, total));
+
+    float* dxc = c.poisoned(total);
+    float* dxg = g.poisoned(total);
+    cpu_->dropout_backward(c.values(dy), mc, dxc, m, n, rate);
+    gpu_->dropout_backward(g.values(dy), mg, dxg, m, n, rate);
+    EXPECT_EQ(g.get(dxg, total), c.get(dxc, total));
+
+    // The fused ReLU + dropout backward, from the output of ReLU then dropout.
+    cpu_->activation_forward(ActivationKind::relu, yc, yc, m, n);
+    gpu_->activation_forward(ActivationKind::relu, yg, yg, m, n);
+    float* dzc = c.poisoned(total);
+    float* dzg = g.poisoned(total);
+    cpu_->relu_dropout_backward(yc, mc, c.values(dy), dzc, m, n, rate);
+    gpu_->relu_dropout_backward(yg, mg, g.values(dy), dzg, m, n, rate);
+    EXPECT_EQ(g.get(dzg, total), c.get(dzc, total));
+  }
+}
+
+TEST_F(CudaBackendTest, GatherRowsReadsTheBatchIndexOnTheDevice) {
+  const int64_t rows = 50, cols = 13, batch = 8;
+  const auto src = random_values(rows * cols, 600);
+  std::vector<int32_t> order(rows);
+  for (int64_t i = 0; i < rows; ++i) order[i] = static_cast<int32_t>((i * 17 + 5) % rows);
+  const auto labels = random_labels(rows, 10, 601);
+  for (auto [batch_index, m] : {std::pair<int64_t, int64_t>{2, 8}, std::pair<int64_t, int64_t>{6, 2}}) {
+    SCOPED_TRACE("batch_index=" + std::to_string(batch_index) + " m=" + std::to_string(m));
+    StepCounters counters;
+    counters.batch_index = batch_index;
+    Memory c(*cpu_), g(*gpu_);
+    auto* ic = c.alloc<int32_t>(rows);
+    auto* ig = g.alloc<int32_t>(rows);
+    cpu_->upload(ic, order.data(), rows * sizeof(int32_t));
+    gpu_->upload(ig, order.data(), rows * sizeof(int32_t));
+    float* dc = c.poisoned(m * cols);
+    float* dg = g.poisoned(m * cols);
+    cpu_->gather_rows(c.values(src), cols, ic, batch, c.counters(counters), m, dc);
+    gpu_->gather_rows(g.values(src), cols, ig, batch, g.counters(counters), m, dg);
+    EXPECT_EQ(g.get(dg, m * cols), c.get(dc, m * cols));
+    float* lc = c.poisoned(m);
+    float* lg = g.poisoned(m);
+    cpu_->gather_rows(c.values(labels), 1, ic, batch, c.counters(counters), m, lc);
+    gpu_->gather_rows(g.values(labels), 1, ig, batch, g.counters(counters), m, lg);
+    EXPECT_EQ(g.get(lg, m), c.get(lc, m));
+  }
+}
+
+// ---- loss ---------------------------------------------------------------------------------------
+
+TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
+  struct Case {
+    LossKind loss;
+    ActivationKind act;
+    const char* name;
+  };
+  const Case cases[] = {
+      {LossKind::sparse_categorical_crossentropy, ActivationKind::softmax, "sparse CE + softmax"},
+      {LossKind::categorical_crossentropy, ActivationKind::softmax, "CE + softmax"},
+      {LossKind::binary_crossentropy, ActivationKind::sigmoid, "BCE + sigmoid"},
+      {LossKind::mean_squared_error, ActivationKind::linear, "MSE + linear"},
+      {LossKind::mean_squared_error, ActivationKind::sigmoid, "MSE + sigmoid"},
+      {LossKind::mean_squared_error, ActivationKind::softmax, "MSE + softmax"},
+      {LossKind::binary_crossentropy, ActivationKind::linear, "BCE + linear (probabilities)"},
+      {LossKind::categorical_crossentropy, ActivationKind::linear, "CE + linear (probabilities)"},
+      {LossKind::sparse_categorical_crossentropy, ActivationKind::linear, "sparse CE + linear"},
+  };
+  uint32_t seed = 700;
+  for (const Case& k : cases)
+    for (auto [m, c] : {std::pair<int64_t, int64_t>{33, 10}, std::pair<int64_t, int64_t>{7, 13}})
+      for (bool outputs : {true, false}) {
+        SCOPED_TRACE(std::string(k.name) + " m=" + std::to_string(m) + " c=" + std::to_string(c) +
+                     (outputs ? " with probs and d_out" : " without probs or d_out"));
+        const std::size_t total = static_cast<std::size_t>(m * c);
+        // Probabilities-given cases take values in (0, 1); logits anywhere.
+        const bool probabilities = k.act == ActivationKind::linear && k.loss != LossKind::mean_squared_error;
+        const auto out = probabilities ? random_values(total, ++seed, 0.01f, 0.99f)
+                                       : random_values(total, ++seed, -3.0f, 3.0f);
+        std::vector<float> targets;
+        if (k.loss == LossKind::sparse_categorical_crossentropy) {
+          targets = random_labels(m, c, ++seed);
+        } else if (k.loss == LossKind::categorical_crossentropy) {
+          targets.assign(total, 0.0f);
+          const auto lab = random_labels(m, c, ++seed);
+          for (int64_t r = 0; r < m; ++r) targets[r * c + static_cast<int64_t>(lab[r])] = 1.0f;
+        } else if (k.loss == LossKind::binary_crossentropy) {
+          targets = random_values(total, ++seed, 0.0f, 1.0f);
+          for (float& t : targets) t = t > 0.5f ? 1.0f : 0.0f;
+        } else {
+          targets = random_values(total, ++seed);
+        }
+        StepCounters start;
+        start.loss_sum = 1.5;
+        start.correct_sum = 2;
+        start.sample_count = 3;
+        Memory cm(*cpu_), gm(*gpu_);
+        StepCounters* cc = cm.counters(start);
+        StepCounters* gc = gm.counters(start);
+        float* pc = outputs ? cm.poisoned(total) : nullptr;
+        float* pg = outputs ? gm.poisoned(total) : nullptr;
+        float* dc = outputs ? cm.poisoned(total) : nullptr;
+        float* dg = outputs ? gm.poisoned(total) : nullptr;
+        cpu_->loss_forward_backward(k.loss, k.act, cm.values(out), cm.values(targets), pc, dc, m, c, cc);
+        gpu_->loss_forward_backward(k.loss, k.act, gm.values(out), gm.values(targets), pg, dg, m, c, gc);
+        if (outputs) {
+          expect_close(gm.get(pg, total), cm.get(pc, total), 1e-5, 1e-7, "probs");
+          expect_close(gm.get(dg, total), cm.get(dc, total), 1e-4, 1e-7, "d_out");
+        }
+        const StepCounters want = cm.get_counters(cc), got = gm.get_counters(gc);
+        EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-5 * std::abs(want.loss_sum) + 1e-6);
+        EXPECT_EQ(got.correct_sum, want.correct_sum);
+        EXPECT_EQ(got.sample_count, want.sample_count);
+      }
+}
+
+// ---- optimizer ----------------------------------------------------------------------------------
+
+TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
+  struct Case {
+    const char* name;
+    OptimizerConfig config;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"adam", OptimizerConfig{}});
+  {
+    OptimizerConfig c;
+    c.weight_decay = 0.01f;
+    c.clipnorm = 0.5f;
+    c.schedule = {1e-2f, 0.5f, 2, true};
+    cases.push_back({"adam + weight decay + clipnorm + staircase schedule", c});
+  }
+  {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::sgd;
+    c.schedule.base = 0.1f;
+    c.schedule.decay_rate = 0.9f;
+    c.schedule.decay_steps = 3;
+    cases.push_back({"sgd + smooth schedule", c});
+  }
+  {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::sgd;
+    c.schedule.base = 0.05f;
+    c.momentum = 0.9f;
+    c.nesterov = true;
+    c.clipvalue = 0.3f;
+    cases.push_back({"sgd nesterov + clipvalue", c});
+  }
+  {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::rmsprop;
+    cases.push_back({"rmsprop", c});
+  }
+  {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::rmsprop;
+    c.momentum = 0.5f;
+    c.clipnorm = 1e3f;  // larger than the norm: factor 1
+    cases.push_back({"rmsprop + momentum", c});
+  }
+  // Sizes that cross the kernel's chunk boundaries inside and between slots.
+  const int64_t sizes[] = {97 * 13, 13, 300007, 1};
+  uint32_t seed = 800;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    Memory c(*cpu_), g(*gpu_);
+    std::vector<ParamSlot> pc, pg;
+    for (std::size_t i = 0; i < std::size(sizes); ++i) {
+      const int64_t n = sizes[i];
+      const auto w = random_values(n, ++seed), grad = random_values(n, ++seed, -2.0f, 2.0f);
+      const auto s1 = random_values(n, ++seed, -0.1f, 0.1f), s2 = random_values(n, ++seed, 0.0f, 0.1f);
+      ParamSlot a{c.values(w), c.values(grad), c.values(s1), c.values(s2), n, i % 2 == 0};
+      ParamSlot b{g.values(w), g.values(grad), g.values(s1), g.values(s2), n, i % 2 == 0};
+      pc.push_back(a);
+      pg.push_back(b);
+    }
+    StepCounters start;
+    start.step = 4;
+    start.batch_index = 9;
+    StepCounters* cc = c.counters(start);
+    StepCounters* gc = g.counters(start);
+    for (int step = 0; step < 3; ++step) {
+      cpu_->optimizer_step(k.config, pc, cc);
+      gpu_->optimizer_step(k.config, pg, gc);
+    }
+    for (std::size_t i = 0; i < pc.size(); ++i) {
+      const auto n = static_cast<std::size_t>(sizes[i]);
+      SCOPED_TRACE("slot " + std::to_string(i));
+      expect_close(g.get(pg[i].value, n), c.get(pc[i].value, n), 1e-5, 1e-6, "value");
+      expect_close(g.get(pg[i].slot1, n), c.get(pc[i].slot1, n), 1e-5, 1e-7, "slot1");
+      expect_close(g.get(pg[i].slot2, n), c.get(pc[i].slot2, n), 1e-5, 1e-7, "slot2");
+    }
+    const StepCounters want = c.get_counters(cc), got = g.get_counters(gc);
+    EXPECT_EQ(got.step, want.step);
+    EXPECT_EQ(got.batch_index, want.batch_index);
+    EXPECT_FLOAT_EQ(got.learning_rate, want.learning_rate);
+    EXPECT_NEAR(got.grad_scale, want.grad_scale, 1e-6);
+  }
+}
+
+TEST_F(CudaBackendTest, AdvanceBatchCountsOnTheDevice) {
+  Memory g(*gpu_);
+  StepCounters start;
+  start.batch_index = 5;
+  StepCounters* gc = g.counters(start);
+  gpu_->advance_batch(gc);
+  gpu_->advance_batch(gc);
+  const StepCounters got = g.get_counters(gc);
+  EXPECT_EQ(got.batch_index, 7);
+  EXPECT_EQ(got.step, 0);
+}
+
+// ---- graphs -------------------------------------------------------------------------------------
+
+// A two-layer training step with every kind of call the model makes, on buffers of one backend.
+struct TinyModel {
+  static constexpr int64_t kRows = 40, kIn = 20, kHidden = 16, kOut = 5, kBatch = 8;
+  static constexpr float kRate = 0.25f;
+
+  TinyModel(Memory& mem, int64_t m) : mem_(mem), b_(mem.backend()), m_(m) {
+    data = mem.values(random_values(kRows * kIn, 900));
+    labels = mem.values(random_labels(kRows, kOut, 901));
+    std::vector<int32_t> order(kRows);
+    for (int64_t i = 0; i < kRows; ++i) order[i] = static_cast<int32_t>((i * 7 + 3) % kRows);
+    indices = mem.alloc<int32_t>(kRows);
+    b_.upload(indices, order.data(), kRows * sizeof(int32_t));
+    counters = mem.counters(StepCounters{});
+    w1 = mem.values(random_values(kIn * kHidden, 902, -0.4f, 0.4f));
+    b1 = mem.values(random_values(kHidden, 903, -0.1f, 0.1f));
+    w2 = mem.values(random_values(kHidden * kOut, 904, -0.4f, 0.4f));
+    b2 = mem.values(random_values(kOut, 905, -0.1f, 0.1f));
+    for (float** p : {&x, &y, &h, &hd, &z, &probs, &dz, &dhd, &dh, &dw1, &db1, &dw2, &db2})
+      *p = mem.alloc<float>(kRows * kIn);
+    mask = mem.alloc<uint8_t>(kBatch * kHidden);
+    float* params[] = {w1, b1, w2, b2};
+    float* grads[] = {dw1, db1, dw2, db2};
+    const int64_t sizes[] = {kIn * kHidden, kHidden, kHidden * kOut, kOut};
+    for (int i = 0; i < 4; ++i)
+      slots.push_back({params[i], grads[i], mem.alloc<float>(sizes[i]), mem.alloc<float>(sizes[i]),
+                       sizes[i], i % 2 == 0});
+  }
+
+  void step() {
+    b_.gather_rows(data, kIn, indices, kBatch, counters, m_, x);
+    b_.gather_rows(labels, 1, indices, kBatch, counters, m_, y);
+    b_.dense_forward(x, w1, b1, h, m_, kIn, kHidden, ActivationKind::relu);
+    b_.dropout_forward(h, hd, mask, m_, kHidden, kRate, 77, 1, counters);
+    b_.dense_forward(hd, w2, b2, z, m_, kHidden, kOut, ActivationKind::linear);
+    b_.loss_forward_backward(LossKind::sparse_categorical_crossentropy, ActivationKind::softmax, z,
+                             y, probs, dz, m_, kOut, counters);
+    b_.dense_backward_weights(hd, dz, dw2, db2, m_, kHidden, kOut);
+    b_.dense_backward_input(dz, w2, dhd, m_, kHidden, kOut);
+    b_.relu_dropout_backward(hd, mask, dhd, dh, m_, kHidden, kRate);
+    b_.dense_backward_weights(x, dh, dw1, db1, m_, kIn, kHidden);
+    b_.optimizer_step(OptimizerConfig{}, slots, counters);
+  }
+
+  Memory& mem_;
+  Backend& b_;
+  int64_t m_;
+  float *data, *labels, *x, *y, *h, *hd, *z, *probs, *dz, *dhd, *dh;
+  float *w1, *b1, *w2, *b2, *dw1, *db1, *dw2, *db2;
+  int32_t* indices;
+  uint8_t* mask;
+  StepCounters* counters;
+  std::vector<ParamSlot> slots;
+};
+
+TEST_F(CudaBackendTest, CapturedGraphMatchesEagerCallsAndTheCpu) {
+  for (int64_t m : {TinyModel::kBatch, int64_t{7}}) {  // full batch, and a ragged last batch
+    SCOPED_TRACE("m=" + std::to_string(m));
+    auto gpu2 = make_cuda_backend(0);
+    Memory gm(*gpu_), em(*gpu2), cm(*cpu_);
+    TinyModel graphed(gm, m), eager(em, m), reference(cm, m);
+    auto g = gpu_->capture([&] { graphed.step(); }, true);
+    auto e = gpu2->capture([&] { eager.step(); }, false);
+    // Capturing runs nothing.
+    EXPECT_EQ(gm.get_counters(graphed.counters).step, 0);
+    for (int i = 0; i < 5; ++i) {
+      g->replay();
+      e->replay();
+      reference.step();
+    }
+    gpu_->synchronize();
+    const StepCounters cg = gm.get_counters(graphed.counters), ce = em.get_counters(eager.counters),
+                       cc = cm.get_counters(reference.counters);
+    EXPECT_EQ(cg.step, 5);
+    EXPECT_EQ(cg.batch_index, 5);
+    EXPECT_EQ(cg.sample_count, 5.0 * m);
+    EXPECT_EQ(ce.step, cg.step);
+    EXPECT_EQ(cg.correct_sum, ce.correct_sum);
+    EXPECT_NEAR(cg.loss_sum, ce.loss_sum, 1e-9 * std::abs(ce.loss_sum));
+    EXPECT_NEAR(cg.loss_sum, cc.loss_sum, 1e-4 * std::abs(cc.loss_sum));
+    EXPECT_EQ(cg.correct_sum, cc.correct_sum);
+    const std::pair<float*, int64_t> gp[] = {{graphed.w1, TinyModel::kIn * TinyModel::kHidden},
+                                             {graphed.b1, TinyModel::kHidden},
+                                             {graphed.w2, TinyModel::kHidden * TinyModel::kOut},
+                                             {graphed.b2, TinyModel::kOut}};
+    float* ep[] = {eager.w1, eager.b1, eager.w2, eager.b2};
+    float* cp[] = {reference.w1, reference.b1, reference.w2, reference.b2};
+    for (int i = 0; i < 4; ++i) {
+      const auto n = static_cast<std::size_t>(gp[i].second);
+      const auto got = gm.get(gp[i].first, n);
+      expect_close(got, em.get(ep[i], n), 1e-6, 1e-7, "graph vs eager param " + std::to_string(i));
+      expect_close(got, cm.get(cp[i], n), 1e-3, 1e-4, "graph vs cpu param " + std::to_string(i));
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, CaptureRunsNothingAndEachReplayRunsOnce) {
+  Memory g(*gpu_);
+  StepCounters* c = g.counters(StepCounters{});
+  for (bool use_graph : {true, false}) {
+    SCOPED_TRACE(use_graph ? "graph" : "naive");
+    const int64_t before = g.get_counters(c).batch_index;
+    auto graph = gpu_->capture([&] { gpu_->advance_batch(c); }, use_graph);
+    EXPECT_EQ(g.get_counters(c).batch_index, before);
+    graph->replay();
+    graph->replay();
+    gpu_->synchronize();
+    EXPECT_EQ(g.get_counters(c).batch_index, before + 2);
+  }
+}
+
+TEST_F(CudaBackendTest, ACallNotSeenWhilePlanningIsAnErrorDuringCapture) {
+  // A function that does not make the same calls every time: the second (captured) pass meets a
+  // product shape the planning pass did not make a plan for.
+  Memory g(*gpu_);
+  float* x = g.alloc<float>(64);
+  float* w = g.alloc<float>(64);
+  float* y = g.alloc<float>(64);
+  int calls = 0;
+  EXPECT_THROW(gpu_->capture(
+                   [&] {
+                     const int64_t k = ++calls == 1 ? 3 : 5;
+                     gpu_->dense_forward(x, w, nullptr, y, 2, k, 4, ActivationKind::linear);
+                   },
+                   true),
+               Error);
+  // The stream is usable afterwards.
+  gpu_->dense_forward(x, w, nullptr, y, 2, 5, 4, ActivationKind::linear);
+  gpu_->synchronize();
+}
+
+}  // namespace
+}  // namespace crossover
