@@ -1,0 +1,269 @@
+#include "perf/backend_wrappers.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace crossover::perf {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+double PhaseTimes::unattributed_seconds() const {
+  double attributed = 0;
+  for (double s : seconds) attributed += s;
+  return std::max(0.0, step_wall_seconds - attributed - instrument_seconds);
+}
+
+// ---- TimingBackend ----------------------------------------------------------------------------
+TimingBackend::TimingBackend(std::unique_ptr<Backend> inner, bool instrument)
+    : ForwardingBackend(std::move(inner)), instrument_(instrument) {
+  if (instrument_) {
+    // The round trip of a synchronize() with nothing to wait for: the part of each bracketing
+    // wait that is not the call's work. The median of a few.
+    std::vector<double> t;
+    inner_->synchronize();
+    for (int i = 0; i < 31; ++i) {
+      const auto a = Clock::now();
+      inner_->synchronize();
+      t.push_back(since(a, Clock::now()));
+    }
+    std::nth_element(t.begin(), t.begin() + 15, t.end());
+    sync_floor_ = t[15];
+  }
+}
+
+template <class F>
+void TimingBackend::timed(Phase phase, bool host_is_phase, F&& f) {
+  if (!enabled_ || !in_step_) {
+    f();
+    return;
+  }
+  const auto a = Clock::now();
+  if (instrument_) inner_->synchronize();
+  const auto t0 = Clock::now();
+  f();
+  const auto t1 = Clock::now();
+  const auto p = static_cast<std::size_t>(phase);
+  ++times_.calls;
+  if (times_.by_position.size() <= position_) times_.by_position.resize(position_ + 1, 0.0);
+  double& at = times_.by_position[position_++];
+  if (!instrument_) {
+    times_.seconds[p] += since(t0, t1);
+    at += since(t0, t1);
+    return;
+  }
+  inner_->synchronize();
+  const auto t2 = Clock::now();
+  const double host = since(t0, t1), wait = since(t1, t2);
+  times_.seconds[host_is_phase ? p : static_cast<std::size_t>(Phase::host_overhead)] += host;
+  times_.seconds[p] += std::max(0.0, wait - sync_floor_);
+  at += (host_is_phase ? host : 0.0) + std::max(0.0, wait - sync_floor_);
+  times_.instrument_seconds += since(a, t0) + std::min(wait, sync_floor_);
+}
+
+class TimedGraph final : public Backend::StepGraph {
+ public:
+  TimedGraph(TimingBackend& owner, std::unique_ptr<Backend::StepGraph> inner)
+      : owner_(owner), inner_(std::move(inner)) {}
+  void replay() override {
+    if (!owner_.enabled_) {
+      inner_->replay();
+      return;
+    }
+    owner_.in_step_ = true;
+    owner_.position_ = 0;
+    const auto t0 = Clock::now();
+    try {
+      inner_->replay();
+    } catch (...) {
+      owner_.in_step_ = false;
+      throw;
+    }
+    owner_.times_.step_wall_seconds += since(t0, Clock::now());
+    owner_.times_.steps += 1;
+    owner_.in_step_ = false;
+  }
+
+ private:
+  TimingBackend& owner_;
+  std::unique_ptr<Backend::StepGraph> inner_;
+};
+
+void TimingBackend::upload(void* dst, const void* src, std::size_t bytes) {
+  timed(Phase::h2d_copy, true, [&] { inner_->upload(dst, src, bytes); });
+}
+void TimingBackend::download(void* dst, const void* src, std::size_t bytes) {
+  timed(Phase::d2h_copy, true, [&] { inner_->download(dst, src, bytes); });
+}
+void TimingBackend::download_async(void* dst, const void* src, std::size_t bytes) {
+  timed(Phase::d2h_copy, true, [&] { inner_->download_async(dst, src, bytes); });
+}
+void TimingBackend::fill(float* dst, float value, int64_t n) {
+  timed(Phase::elementwise, false, [&] { inner_->fill(dst, value, n); });
+}
+void TimingBackend::synchronize() {
+  if (!enabled_ || !in_step_ || !instrument_) {
+    timed(Phase::sync_wait, true, [&] { inner_->synchronize(); });
+    return;
+  }
+  // Instrumented: everything before was already waited for; this costs the round trip.
+  const auto t0 = Clock::now();
+  inner_->synchronize();
+  const double t = since(t0, Clock::now());
+  times_.seconds[static_cast<std::size_t>(Phase::sync_wait)] += t;
+  ++times_.calls;
+  if (times_.by_position.size() <= position_) times_.by_position.resize(position_ + 1, 0.0);
+  times_.by_position[position_++] += t;
+}
+std::unique_ptr<Backend::StepGraph> TimingBackend::capture(std::function<void()> enqueue,
+                                                           bool use_graph) {
+  return std::make_unique<TimedGraph>(*this, inner_->capture(std::move(enqueue), use_graph));
+}
+void TimingBackend::gather_rows(const float* src, int64_t cols, const int32_t* indices,
+                                int64_t batch, const StepCounters* counters, int64_t m, float* dst) {
+  timed(Phase::elementwise, false,
+        [&] { inner_->gather_rows(src, cols, indices, batch, counters, m, dst); });
+}
+void TimingBackend::dense_forward(const float* x, const float* w, const float* b, float* y,
+                                  int64_t m, int64_t k, int64_t n, ActivationKind act) {
+  timed(Phase::gemm, false, [&] { inner_->dense_forward(x, w, b, y, m, k, n, act); });
+}
+void TimingBackend::dense_backward_weights(const float* x, const float* dy, float* dw, float* db,
+                                           int64_t m, int64_t k, int64_t n) {
+  timed(Phase::gemm, false, [&] { inner_->dense_backward_weights(x, dy, dw, db, m, k, n); });
+}
+void TimingBackend::dense_backward_input(const float* dy, const float* w, float* dx, int64_t m,
+                                         int64_t k, int64_t n) {
+  timed(Phase::gemm, false, [&] { inner_->dense_backward_input(dy, w, dx, m, k, n); });
+}
+void TimingBackend::activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
+                                       int64_t n) {
+  timed(Phase::elementwise, false, [&] { inner_->activation_forward(act, x, y, m, n); });
+}
+void TimingBackend::activation_backward(ActivationKind act, const float* y, const float* dy,
+                                        float* dx, int64_t m, int64_t n) {
+  timed(Phase::elementwise, false, [&] { inner_->activation_backward(act, y, dy, dx, m, n); });
+}
+void TimingBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n,
+                                    float rate, uint64_t seed, uint32_t layer,
+                                    const StepCounters* counters) {
+  timed(Phase::elementwise, false,
+        [&] { inner_->dropout_forward(x, y, mask, m, n, rate, seed, layer, counters); });
+}
+void TimingBackend::dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m,
+                                     int64_t n, float rate) {
+  timed(Phase::elementwise, false, [&] { inner_->dropout_backward(dy, mask, dx, m, n, rate); });
+}
+void TimingBackend::relu_dropout_backward(const float* y, const uint8_t* mask, const float* dy,
+                                          float* dz, int64_t m, int64_t n, float rate) {
+  timed(Phase::elementwise, false,
+        [&] { inner_->relu_dropout_backward(y, mask, dy, dz, m, n, rate); });
+}
+void TimingBackend::loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
+                                          const float* targets, float* probs, float* d_out,
+                                          int64_t m, int64_t c, StepCounters* counters) {
+  timed(Phase::elementwise, false, [&] {
+    inner_->loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters);
+  });
+}
+void TimingBackend::optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
+                                   StepCounters* counters) {
+  timed(Phase::optimizer, false, [&] { inner_->optimizer_step(config, params, counters); });
+}
+void TimingBackend::advance_batch(StepCounters* counters) {
+  timed(Phase::elementwise, false, [&] { inner_->advance_batch(counters); });
+}
+
+// ---- NaiveBackend -----------------------------------------------------------------------------
+unsigned char* NaiveBackend::shadow(const void* p, std::size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = shadows_.upper_bound(a);
+  if (it == shadows_.begin()) return nullptr;
+  --it;
+  if (a + bytes > it->first + it->second.size()) return nullptr;
+  return it->second.data() + (a - it->first);
+}
+
+void NaiveBackend::release(void* p) noexcept {
+  shadows_.erase(reinterpret_cast<uintptr_t>(p));
+  inner_->release(p);
+}
+
+void NaiveBackend::upload(void* dst, const void* src, std::size_t bytes) {
+  inner_->upload(dst, src, bytes);
+  if (bytes == 0) return;
+  if (unsigned char* s = shadow(dst, bytes)) {
+    std::memcpy(s, src, bytes);
+    return;
+  }
+  // A new region: drop any older one it overlaps.
+  const auto a = reinterpret_cast<uintptr_t>(dst);
+  auto it = shadows_.upper_bound(a);
+  if (it != shadows_.begin() && std::prev(it)->first + std::prev(it)->second.size() > a) --it;
+  while (it != shadows_.end() && it->first < a + bytes) it = shadows_.erase(it);
+  const auto* from = static_cast<const unsigned char*>(src);
+  shadows_.emplace(a, std::vector<unsigned char>(from, from + bytes));
+}
+
+std::unique_ptr<Backend::StepGraph> NaiveBackend::capture(std::function<void()> enqueue, bool) {
+  return inner_->capture(std::move(enqueue), false);
+}
+
+void NaiveBackend::read_back(StepCounters* counters) {
+  // What a typical loop does after each step (loss.item()): read the step's numbers, waiting for
+  // the device. The host copy then knows the next batch index.
+  if (unsigned char* s = shadow(counters, sizeof(StepCounters))) inner_->download_async(s, counters, sizeof(StepCounters));
+  inner_->synchronize();
+}
+
+void NaiveBackend::gather_rows(const float* src, int64_t cols, const int32_t* indices, int64_t batch,
+                               const StepCounters* counters, int64_t m, float* dst) {
+  const auto* ctr = reinterpret_cast<const StepCounters*>(shadow(counters, sizeof(StepCounters)));
+  if (ctr == nullptr) {
+    // Never uploaded: read it once.
+    StepCounters c;
+    inner_->synchronize();
+    inner_->download(&c, counters, sizeof c);
+    upload(const_cast<StepCounters*>(counters), &c, sizeof c);
+    ctr = reinterpret_cast<const StepCounters*>(shadow(counters, sizeof(StepCounters)));
+  }
+  const int64_t first = ctr->batch_index * batch;
+  const auto* idx = reinterpret_cast<const int32_t*>(
+      shadow(indices + first, static_cast<std::size_t>(m) * sizeof(int32_t)));
+  if (idx == nullptr) throw std::logic_error("naive mode: the batch order was not uploaded through the backend");
+  const auto a = reinterpret_cast<uintptr_t>(src);
+  auto it = shadows_.upper_bound(a);
+  if (it == shadows_.begin()) throw std::logic_error("naive mode: the data set was not uploaded through the backend");
+  --it;
+  const auto* base = reinterpret_cast<const float*>(it->second.data() + (a - it->first));
+  const std::size_t available = (it->first + it->second.size() - a) / sizeof(float);
+  staging_.resize(static_cast<std::size_t>(m * cols));
+  for (int64_t i = 0; i < m; ++i) {
+    const auto row = static_cast<std::size_t>(idx[i]);
+    if ((row + 1) * static_cast<std::size_t>(cols) > available)
+      throw std::logic_error("naive mode: a batch row lies outside the uploaded data set");
+    std::memcpy(staging_.data() + i * cols, base + row * static_cast<std::size_t>(cols),
+                static_cast<std::size_t>(cols) * sizeof(float));
+  }
+  // The batch, from pageable host memory to the device (a copy the resident mode never makes).
+  inner_->upload(dst, staging_.data(), staging_.size() * sizeof(float));
+  ++host_batches_;
+}
+
+void NaiveBackend::optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
+                                  StepCounters* counters) {
+  inner_->optimizer_step(config, params, counters);
+  read_back(counters);
+}
+
+void NaiveBackend::advance_batch(StepCounters* counters) {
+  inner_->advance_batch(counters);
+  read_back(counters);
+}
+
+}  // namespace crossover::perf

@@ -1,0 +1,109 @@
+// The cost model: the ops of one training step of a Dense model, their arithmetic (FLOPs, bytes,
+// launches, host-device transfers), and a predicted time for each from a calibration profile.
+//
+// The op list mirrors, call for call, what Sequential's training step asks of the backend
+// (nn/sequential.cpp: gather, forward, loss, backward, optimizer), plus what the execution mode
+// adds around it: a graph launch per step (GPU resident), or per-op launches, a pageable copy of
+// each batch and a sync per step (GPU naive). docs/PERF.md explains each formula.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "nn/layers.h"
+#include "perf/profile.h"
+
+namespace crossover {
+class Sequential;
+}
+
+namespace crossover::perf {
+
+// Where a step's time goes.
+enum class Phase { host_overhead, h2d_copy, d2h_copy, gemm, elementwise, optimizer, sync_wait };
+inline constexpr int kPhaseCount = 7;
+const char* phase_name(Phase p);
+// Throws Error for an unknown name.
+Phase parse_phase(const std::string& name);
+
+enum class DeviceKind { cpu, gpu };
+// resident: data on the device, graph-captured steps, no per-step sync (a GPU's default; the only
+//           mode of the CPU). naive: each batch copied from pageable host memory, one launch per
+//           op with no fused epilogues and no graph, a sync every step.
+enum class Mode { resident, naive };
+const char* mode_name(Mode m);
+// "resident" | "naive"; throws Error(where, ...) otherwise.
+Mode parse_mode(const std::string& text, const std::string& where = "--mode");
+
+// What the model needs to know about a network: the layer list and the input width.
+struct ModelDesc {
+  int64_t input_width = 0;  // features per sample after Flatten (784 for MNIST)
+  std::vector<Layer> layers;
+  OptimizerKind optimizer = OptimizerKind::adam;
+  LossKind loss = LossKind::sparse_categorical_crossentropy;
+  int64_t parameters() const;
+};
+// From a built model (its input shape known); throws Error otherwise.
+ModelDesc describe(const Sequential& model);
+// Flatten(input_width) -> [Dense(width, relu) -> Dropout(dropout)] x hidden -> Dense(classes, softmax):
+// SMALL is mlp(784, {128}, 10, 0.2); BIG mlp(784, {1000, 1000}, 10, 0.2).
+ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t classes, double dropout);
+
+struct Op {
+  std::string name;    // "dense forward 784->128"
+  std::string layer;   // "dense", "" for step-level ops
+  Phase phase = Phase::elementwise;
+  std::string kernel;  // profile key: "gemm_forward", "dropout_forward", "adam", "h2d_pageable", ...
+  int64_t flops = 0;          // GEMM floating-point operations (2 m n k); 0 for other ops
+  int64_t bytes_read = 0;     // from memory (minimum, as the op's arguments imply)
+  int64_t bytes_written = 0;
+  int64_t elements = 0;       // the size the op's time scales with (m n for a GEMM's output)
+  int64_t launches = 0;       // GPU kernel launches (graph nodes in resident mode); 0 on the CPU
+  int64_t transfer_bytes = 0; // host <-> device bytes
+  int64_t calls = 0;          // backend calls the op is made of
+  // GEMMs: the dense layer's shape (m, n, k follow from op; see GemmSample).
+  int64_t batch = 0, in = 0, out = 0;
+  std::vector<int64_t> segments;  // optimizer: elements of each parameter tensor
+};
+
+// The ops of one training step on `rows` rows (<= the batch size), in call order.
+std::vector<Op> step_ops(const ModelDesc& model, int64_t rows, DeviceKind device, Mode mode);
+
+struct Prediction {
+  std::vector<double> op_seconds;              // per op of the list
+  std::array<double, kPhaseCount> phase_seconds{};
+  double step_seconds = 0;
+};
+// Each op's time from the profile (docs/PERF.md): GEMM flops / rate interpolated at its shape;
+// elementwise and optimizer ops from the kernel's time-by-size curve (or bytes / bandwidth plus
+// a per-call floor when the profile has no curve for it); on a GPU, per-op launch or graph-node
+// floors, copies at the measured host-device bandwidth, a sync per step in naive mode.
+Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode);
+
+// One epoch of `samples` samples at `batch` (full batches, then the ragged last one).
+struct EpochPrediction {
+  double seconds = 0;
+  int64_t steps = 0;
+  Prediction full_step;  // a full batch's step
+};
+EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t batch,
+                              const Profile& profile, Mode mode);
+
+// GEMM FLOPs of one epoch (what the arithmetic tests check: SMALL 24.5 GFLOP, BIG 552 GFLOP for
+// 60,000 samples at batch 32).
+int64_t epoch_gemm_flops(const ModelDesc& model, int64_t samples, int64_t batch);
+
+// The rate the profile gives a dense GEMM (op "forward", "backward_weights", "backward_input") of
+// a layer in -> out at `batch` rows: trilinear interpolation of log(rate) over log(batch),
+// log(in), log(out) on the profile's grid, clamped at its edges (inverse-distance weighting when
+// the samples do not form a grid).
+double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in, int64_t out);
+// The time of one call of `kernel` on `elements` elements: piecewise-linear interpolation over
+// the kernel's samples, linear extrapolation in elements above, the smallest sample's time below.
+// Returns a negative number when the profile has no curve for it.
+double kernel_seconds(const Profile& profile, const std::string& kernel, int64_t elements);
+
+}  // namespace crossover::perf

@@ -1,0 +1,238 @@
+#include "perf/explain.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "perf/measure.h"
+
+namespace crossover::perf {
+
+std::string human_seconds(double s) {
+  if (!std::isfinite(s)) return "n/a";
+  const double a = std::fabs(s);
+  if (a >= 1.0) return fmt::format("{:.2f} s", s);
+  if (a >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  if (a >= 1e-5) return fmt::format("{:.0f} us", s * 1e6);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+namespace {
+
+const char* phase_words(Phase p) {
+  switch (p) {
+    case Phase::host_overhead: return "host overhead (the host's own work between backend calls, and launches)";
+    case Phase::h2d_copy: return "copying batches from host to device";
+    case Phase::d2h_copy: return "copying results back to the host";
+    case Phase::gemm: return "GEMM (the dense layers' matrix products)";
+    case Phase::elementwise: return "elementwise work (batch gather, dropout, activations, loss)";
+    case Phase::optimizer: return "the optimizer update";
+    case Phase::sync_wait: return "waiting on synchronisation";
+  }
+  return "?";
+}
+
+int pct(double part, double whole) { return whole > 0 ? static_cast<int>(std::lround(100.0 * part / whole)) : 0; }
+
+// What would change it: one sentence, with numbers from the cost model.
+std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelDesc& desc, Phase top) {
+  if (!c.profile) return "";
+  const Profile& p = *c.profile;
+  const bool gpu = p.kind == "gpu";
+  const DeviceKind dev = gpu ? DeviceKind::gpu : DeviceKind::cpu;
+  const int64_t B = r.batch;
+  auto step_at = [&](int64_t batch, Mode mode, const Profile& prof) {
+    return predict(step_ops(desc, batch, prof.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu, mode), prof, mode)
+        .step_seconds;
+  };
+  const double per_sample = r.step_predicted / static_cast<double>(B);
+  switch (top) {
+    case Phase::host_overhead:
+    case Phase::h2d_copy:
+    case Phase::sync_wait:
+    case Phase::d2h_copy:
+      if (gpu && c.mode == Mode::naive) {
+        int64_t launches = 0;
+        for (const Op& o : r.ops) launches += o.launches;
+        const double resident = step_at(B, Mode::resident, p);
+        return fmt::format("The GPU is idle most of the step: {} launches at {} each, a pageable copy of each batch "
+                           "and a sync every step; resident mode (data on the device, one graph launch per step, no "
+                           "per-step sync) is predicted at {} per step instead of {} ({:.1f}x).",
+                           launches, human_seconds(p.launch_seconds), human_seconds(resident),
+                           human_seconds(r.step_predicted), r.step_predicted / std::max(resident, 1e-12));
+      }
+      if (gpu) {
+        const int64_t B4 = B * 4;
+        return fmt::format("The step is too small to keep the GPU busy: a batch of {} is predicted at {} per sample "
+                           "instead of {} ({:.1f}x less per epoch).",
+                           B4, human_seconds(step_at(B4, Mode::resident, p) / double(B4)), human_seconds(per_sample),
+                           per_sample / std::max(step_at(B4, Mode::resident, p) / double(B4), 1e-15));
+      }
+      return fmt::format("Per step the host makes {} backend calls; at this size their fixed costs (OpenMP fork-join "
+                         "{} each where a loop is threaded) weigh more than the arithmetic; a larger batch amortises "
+                         "them: batch {} is predicted at {} per sample instead of {}.",
+                         r.ops.empty() ? 0 : r.ops.front().elements, human_seconds(p.fork_join_seconds), B * 4,
+                         human_seconds(step_at(B * 4, Mode::resident, p) / double(B * 4)), human_seconds(per_sample));
+    case Phase::gemm: {
+      const int64_t B4 = B * 4;
+      const double s4 = step_at(B4, c.mode, p) / double(B4);
+      std::string s = fmt::format("The step is compute-bound; the GEMMs run at {:.1f} GFLOP/s here; a batch of {} "
+                                  "is predicted at {} per sample instead of {} ({:.1f}x less per epoch)",
+                                  [&] {
+                                    int64_t f = 0;
+                                    for (const Op& o : r.ops) f += o.flops;
+                                    return r.predicted[static_cast<std::size_t>(Phase::gemm)] > 0
+                                               ? double(f) / r.predicted[static_cast<std::size_t>(Phase::gemm)] / 1e9
+                                               : 0.0;
+                                  }(),
+                                  B4, human_seconds(s4), human_seconds(per_sample), per_sample / std::max(s4, 1e-15));
+      for (const Profile& g : c.other_profiles)
+        if (g.kind == "gpu" && !gpu) {
+          const double t = step_at(B, Mode::resident, g);
+          s += fmt::format("; on {} (resident mode) this step is predicted at {} ({:.1f}x {})", g.name, human_seconds(t),
+                           t < r.step_predicted ? r.step_predicted / t : t / r.step_predicted,
+                           t < r.step_predicted ? "faster" : "slower");
+          break;
+        }
+      return s + ".";
+    }
+    case Phase::optimizer: {
+      const Op* opt = nullptr;
+      for (const Op& o : r.ops)
+        if (o.phase == Phase::optimizer) opt = &o;
+      if (!opt) return "";
+      const int64_t B4 = B * 4;
+      const Prediction p4 = predict(step_ops(desc, B4, dev, c.mode), p, c.mode);
+      return fmt::format("The optimizer reads and writes {:.1f} MB per step ({} parameters) whatever the batch size, "
+                         "so a larger batch amortises it: at batch {} it is predicted at {}% of the step ({} per "
+                         "sample instead of {}).",
+                         double(opt->bytes_read + opt->bytes_written) / 1e6, opt->elements, B4,
+                         pct(p4.phase_seconds[static_cast<std::size_t>(Phase::optimizer)], p4.step_seconds),
+                         human_seconds(p4.step_seconds / double(B4)), human_seconds(per_sample));
+    }
+    case Phase::elementwise: {
+      std::size_t worst = r.ops.size();
+      for (std::size_t i = 0; i < r.ops.size(); ++i)
+        if (r.ops[i].phase == Phase::elementwise &&
+            (worst == r.ops.size() || r.prediction.op_seconds[i] > r.prediction.op_seconds[worst]))
+          worst = i;
+      if (worst == r.ops.size()) return "";
+      return fmt::format("The largest elementwise op is {} at a predicted {}; these loops scale with batch x width "
+                         "like the GEMMs but do little arithmetic per byte, so only fewer passes (fusion) would shrink them.",
+                         r.ops[worst].name, human_seconds(r.prediction.op_seconds[worst]));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+ExplainResult run_explain(const ExplainConfig& c) {
+  if (!c.x || !c.y || !c.make_model) throw Error("explain", "no data or model");
+  ExplainResult r;
+  const bool gpu = is_gpu_device(c.device);
+
+  // 1. The plain run: the true step time.
+  Sequential plain = c.make_model();
+  compile_for(plain, {.device = c.device, .mode = c.mode, .threads = c.threads, .seed = c.seed});
+  const StepTiming t = time_steps(plain, *c.x, *c.y, c.batch, c.steps, c.max_seconds);
+  r.batch = t.batch;
+  r.steps_measured = t.steps;
+  r.step_measured = t.seconds_per_step;
+  const ModelDesc desc = describe(plain);
+
+  // 2. The timed run.
+  TimingBackend* timing = nullptr;
+  Sequential timed = c.make_model();
+  compile_for(timed, {.device = c.device, .mode = c.mode, .threads = c.threads, .seed = c.seed,
+                      .no_graph = gpu, .timing = &timing});
+  const StepTiming tt = time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1), c.max_seconds, timing);
+  r.raw = timing->times();
+  const double steps = static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
+  r.timed_step_wall = r.raw.step_wall_seconds / steps;
+  (void)tt;
+  if (!gpu) {
+    std::array<double, kPhaseCount> per{};
+    for (int i = 0; i < kPhaseCount; ++i) per[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
+    per[static_cast<std::size_t>(Phase::host_overhead)] += r.raw.unattributed_seconds() / steps;
+    double sum = 0;
+    for (double v : per) sum += v;
+    const double scale = sum > 0 ? r.step_measured / sum : 0;
+    for (int i = 0; i < kPhaseCount; ++i) r.measured[static_cast<std::size_t>(i)] = per[static_cast<std::size_t>(i)] * scale;
+    r.method = fmt::format("CPU calls are synchronous: each backend call of {} timed steps was timed by the wall clock "
+                           "(host overhead: the rest of the step), then the split was scaled to the {} step of an "
+                           "untimed run (the timed run's step was {})",
+                           r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall));
+  } else {
+    double device = 0;
+    for (int i = 0; i < kPhaseCount; ++i)
+      if (static_cast<Phase>(i) != Phase::host_overhead) {
+        r.measured[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
+        device += r.measured[static_cast<std::size_t>(i)];
+      }
+    const auto h = static_cast<std::size_t>(Phase::host_overhead);
+    if (device <= r.step_measured) {
+      r.measured[h] = r.step_measured - device;
+    } else {
+      for (int i = 0; i < kPhaseCount; ++i) r.measured[static_cast<std::size_t>(i)] *= r.step_measured / device;
+      r.measured[h] = 0;
+    }
+    r.method = fmt::format("instrumented: {} steps without a graph, synchronize() around each backend call, the wait "
+                           "after each call counted as its phase's device time; host overhead is the rest of the {} "
+                           "step of an untimed {} run",
+                           r.raw.steps, human_seconds(r.step_measured),
+                           c.mode == Mode::resident ? "graph-captured" : "naive");
+  }
+
+  // 3. The prediction.
+  r.ops = step_ops(desc, r.batch, gpu ? DeviceKind::gpu : DeviceKind::cpu, c.mode);
+  if (c.profile) {
+    r.prediction = predict(r.ops, *c.profile, c.mode);
+    r.has_prediction = true;
+    r.predicted = r.prediction.phase_seconds;
+    r.step_predicted = r.prediction.step_seconds;
+  }
+
+  // Per op: the n-th timed call of a step is the n-th op of the list (less the host op).
+  {
+    std::vector<std::size_t> call_ops;
+    for (std::size_t i = 0; i < r.ops.size(); ++i)
+      if (r.ops[i].phase != Phase::host_overhead) call_ops.push_back(i);
+    if (r.raw.by_position.size() == call_ops.size()) {
+      const double total_timed = r.timed_step_wall > 0 ? r.timed_step_wall : 1;
+      double attributed = 0;
+      for (double s : r.raw.by_position) attributed += s / steps;
+      // The same scaling as the phases: CPU to the plain run's step; GPU device times as measured
+      // (scaled down only when they exceed the step).
+      const double scale = !gpu ? r.step_measured / total_timed
+                                : (attributed > r.step_measured && attributed > 0 ? r.step_measured / attributed : 1.0);
+      r.op_measured.assign(r.ops.size(), 0.0);
+      for (std::size_t n = 0; n < call_ops.size(); ++n) r.op_measured[call_ops[n]] = r.raw.by_position[n] / steps * scale;
+      for (std::size_t i = 0; i < r.ops.size(); ++i)
+        if (r.ops[i].phase == Phase::host_overhead) r.op_measured[i] = r.measured[static_cast<std::size_t>(Phase::host_overhead)];
+    }
+  }
+
+  // 4. The sentences.
+  std::size_t top = 0, second = 1;
+  for (std::size_t i = 0; i < r.measured.size(); ++i)
+    if (r.measured[i] > r.measured[top]) top = i;
+  second = top == 0 ? 1 : 0;
+  for (std::size_t i = 0; i < r.measured.size(); ++i)
+    if (i != top && r.measured[i] > r.measured[second]) second = i;
+  const Phase tp = static_cast<Phase>(top), sp = static_cast<Phase>(second);
+  std::string s1 = fmt::format("On {}, {} dominates: {} of the {} step ({}%){}; next is {} at {}%.", c.device,
+                               phase_words(tp), human_seconds(r.measured[top]), human_seconds(r.step_measured),
+                               pct(r.measured[top], r.step_measured),
+                               r.has_prediction ? fmt::format(", predicted {}", human_seconds(r.predicted[top])) : "",
+                               phase_words(sp), pct(r.measured[second], r.step_measured));
+  r.sentences.push_back(s1);
+  if (r.has_prediction) {
+    const std::string w = what_if(c, r, desc, tp);
+    if (!w.empty()) r.sentences.push_back(w);
+  }
+  return r;
+}
+
+}  // namespace crossover::perf

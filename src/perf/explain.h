@@ -1,0 +1,65 @@
+// explain: where one training step's time goes, measured and predicted, phase by phase, and what
+// would change it.
+//
+// Method (docs/PERF.md):
+//  1. A plain run (no decorator) of N steps gives the true step time T (fit's own timing).
+//  2. A timed run of the same N steps, the backend wrapped in a TimingBackend, gives each
+//     phase's share. CPU: every call is synchronous, so a call's wall time is exact; the rest of
+//     the step's wall time is host overhead; the split is scaled to T (the decorator's own cost
+//     is small but not zero). GPU: the timed run is instrumented (synchronize() around each
+//     call, no graph); each phase gets the device time its calls waited for, and host overhead
+//     is what T holds beyond them (if they add up to more than T, they are scaled down to it).
+//  3. The cost model predicts each phase from the profile.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/sequential.h"
+#include "perf/backend_wrappers.h"
+#include "perf/cost_model.h"
+#include "perf/profile.h"
+
+namespace crossover::perf {
+
+struct ExplainConfig {
+  std::function<Sequential()> make_model;  // a fresh, uncompiled model
+  const Tensor* x = nullptr;               // training data
+  const Tensor* y = nullptr;
+  int64_t batch = 32;
+  std::string device = "cpu";
+  Mode mode = Mode::resident;
+  int threads = 0;
+  uint64_t seed = 0;
+  int64_t steps = 200;
+  double max_seconds = 20;  // per run (plain, timed)
+  std::optional<Profile> profile;      // to predict with (nullopt: no prediction)
+  std::vector<Profile> other_profiles; // for what-if sentences (a GPU profile, on the CPU)
+};
+
+struct ExplainResult {
+  std::array<double, kPhaseCount> measured{};   // seconds per step
+  std::array<double, kPhaseCount> predicted{};  // seconds per step (0 without a profile)
+  bool has_prediction = false;
+  double step_measured = 0, step_predicted = 0;
+  int64_t steps_measured = 0, batch = 0;
+  std::string method;                  // how the split was measured, one sentence
+  std::vector<Op> ops;                 // the cost model's op list
+  Prediction prediction;               // per op
+  std::vector<double> op_measured;     // per op, seconds per step (scaled as the phases); empty
+                                       // when the calls did not line up with the op list
+  std::vector<std::string> sentences;  // what dominates and what would change it
+  PhaseTimes raw;                      // the timed run's totals
+  double timed_step_wall = 0;          // the timed run's seconds per step
+};
+
+ExplainResult run_explain(const ExplainConfig& config);
+
+// "1.23 ms", "456 us", "2.31 s".
+std::string human_seconds(double seconds);
+
+}  // namespace crossover::perf

@@ -1,0 +1,118 @@
+// A calibration profile: what `crossover calibrate` measured about one device, saved as JSON
+// (docs/PROFILE.md) and read by the cost model (perf/cost_model.h).
+//
+// Every number was measured through the engine's own code paths (the Backend interface), so a
+// profile describes the device as crossover drives it, not a data sheet.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crossover::perf {
+
+// One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
+//   "forward":          y(batch, out) = x(batch, in) . w(in, out), with the bias+ReLU epilogue
+//                       (m = batch, n = out, k = in)
+//   "backward_weights": dw(in, out) = x^T . dy, with the bias gradient (m = in, n = out, k = batch)
+//   "backward_input":   dx(batch, in) = dy . w^T (m = batch, n = in, k = out)
+//   "" (any):           a plain product, used for every op when nothing better is known
+struct GemmSample {
+  std::string op;
+  int64_t m = 0, n = 0, k = 0;
+  double flops_per_second = 0;  // 2 m n k / seconds per call (call overhead included)
+};
+
+// One point of a kernel's time-by-size curve: the seconds of one call on `elements` elements.
+struct KernelSample {
+  int64_t elements = 0;
+  double seconds = 0;
+};
+
+// Host-device bandwidth; null where it does not apply (the CPU) or was not measured.
+struct TransferRates {
+  std::optional<double> pageable, pinned;
+};
+
+struct Profile {
+  // ---- the device ----
+  std::string kind = "cpu";  // "cpu" or "gpu"
+  std::string name;          // "Intel(R) Xeon(R) Processor", "NVIDIA H200"
+  std::string id = "cpu";    // the device it was measured as: "cpu", "cuda:0"
+  int threads = 0;           // CPU threads the backend ran with (cpu)
+  int cores = 0;             // logical cores (cpu), streaming multiprocessors (gpu)
+  std::vector<std::string> isa;  // SIMD extensions (cpu)
+  int64_t memory_bytes = 0;      // device memory (gpu); 0 for the CPU
+
+  // ---- latencies (0 on the CPU, where nothing is launched and nothing waited for) ----
+  double launch_seconds = 0;        // one kernel launch, back to back (naive mode's per-op floor)
+  double graph_launch_seconds = 0;  // launching a captured graph (resident mode, once per step)
+  double graph_node_seconds = 0;    // each node of a replayed graph
+  double sync_seconds = 0;          // the round trip of a synchronize() on a just-enqueued op
+  double h2d_latency_seconds = 0;   // a tiny pageable host-to-device copy
+  double d2h_latency_seconds = 0;   // a tiny device-to-host copy
+
+  // ---- bandwidth ----
+  TransferRates h2d_bytes_per_second, d2h_bytes_per_second;  // null on the CPU
+  double memory_bytes_per_second = 0;  // streaming read+write through an elementwise kernel
+
+  // ---- host side ----
+  double call_seconds = 0;       // one backend call that does (almost) nothing
+  double fork_join_seconds = 0;  // an empty OpenMP parallel region (cpu)
+
+  // ---- compute ----
+  std::vector<GemmSample> gemm;
+  // Time-by-size of each elementwise kernel, by name (see docs/PROFILE.md): gather_rows,
+  // gather_labels, dropout_forward, dropout_backward, relu_dropout_backward, relu_forward,
+  // relu_backward, sigmoid_forward, ..., loss_sparse_softmax, adam. Sizes ascend.
+  std::map<std::string, std::vector<KernelSample>> kernels;
+
+  // ---- how it was made ----
+  std::string created;            // ISO 8601 UTC
+  std::string crossover_version;  // "0.1.0"
+  bool quick = false;             // made with --quick (a coarser grid, fewer repeats)
+  double calibration_seconds = 0;
+  std::string source;             // where it was loaded from (not saved)
+};
+
+// The profile as JSON (docs/PROFILE.md).
+nlohmann::json profile_to_json(const Profile& p);
+// Validates every field; throws Error(where, "field 'gemm[3].flops_per_second': ...") naming the
+// first bad field.
+Profile profile_from_json(const nlohmann::json& j, const std::string& where = "profile");
+// Reads and validates a profile file; throws Error(path, ...).
+Profile load_profile(const std::string& path);
+// Writes atomically (temporary file, then rename); throws Error(path, ...).
+void save_profile(const Profile& p, const std::string& path);
+
+// A file-name-safe name for the profile: "cpu-intel-xeon-avx512-amx-2c", "gpu-nvidia-h200".
+std::string profile_slug(const Profile& p);
+
+// The folders searched for profiles, in order: $CROSSOVER_PROFILES (':'-separated),
+// ~/.local/share/crossover/profiles (where calibrate saves by default), the source tree's
+// profiles/, the installed share/crossover/profiles.
+std::vector<std::string> profile_dirs();
+// The default output of `crossover calibrate` for a device: <user folder>/<slug>.json.
+std::string default_profile_path(const Profile& p);
+
+// Every readable, valid profile in profile_dirs() (invalid ones are skipped; `skipped` gets one
+// line per skipped file when not null).
+std::vector<Profile> find_profiles(std::vector<std::string>* skipped = nullptr);
+
+// The CPU profile to predict this machine with: `explicit_path` if not empty; else the first
+// found whose device name and thread count match this CPU, else the first CPU profile. `note`
+// says which was chosen and why. nullopt when there is none.
+std::optional<Profile> cpu_profile_for_this_machine(const std::string& explicit_path, int threads,
+                                                    std::string& note);
+// The GPU profiles found (device.kind "gpu"); with `name` not empty, only those for that GPU.
+std::vector<Profile> gpu_profiles(const std::string& name = "");
+// The profile to predict `device` ("cpu", "cuda:N") with: `explicit_path` if given, else the CPU's
+// (cpu_profile_for_this_machine) or the first GPU profile for that GPU's model. `note` says which
+// and why; nullopt when there is none.
+std::optional<Profile> profile_for_device(const std::string& device, const std::string& explicit_path,
+                                          int threads, std::string& note);
+
+}  // namespace crossover::perf

@@ -1,0 +1,588 @@
+// perf/: the cost model's arithmetic (exact), profiles (round trip, validation), the backend
+// wrappers, and calibrate / explain / compare / sweep end to end through the binary. Nothing
+// here asserts on a timing.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "nn/optimizers.h"
+#include "nn/sequential.h"
+#include "perf/backend_wrappers.h"
+#include "perf/choose.h"
+#include "perf/cost_model.h"
+#include "perf/measure.h"
+#include "perf/plot.h"
+#include "perf/profile.h"
+
+namespace crossover {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using perf::DeviceKind;
+using perf::Mode;
+using perf::Op;
+using perf::Phase;
+
+const perf::ModelDesc kSmall = perf::mlp(784, {128}, 10, 0.2);
+const perf::ModelDesc kBig = perf::mlp(784, {1000, 1000}, 10, 0.2);
+
+const Op& find_op(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& o : ops)
+    if (o.name == name) return o;
+  ADD_FAILURE() << "no op named '" << name << "'";
+  static const Op none;
+  return none;
+}
+
+bool has_op(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& o : ops)
+    if (o.name == name) return true;
+  return false;
+}
+
+// ---- the cost model's arithmetic ------------------------------------------------------------
+TEST(CostModel, SmallAtBatch32OpByOp) {
+  const std::vector<Op> ops = perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::resident);
+  std::vector<std::string> names;
+  for (const Op& o : ops) names.push_back(o.name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "host: step dispatch (11 backend calls)", "gather batch x", "gather batch y",
+                       "dense forward 784->128", "dropout forward", "dense_1 forward 128->10",
+                       "loss forward+backward", "dense_1 backward weights 128->10",
+                       "dense_1 backward input 128->10", "dropout + relu backward",
+                       "dense backward weights 784->128", "adam update"}));
+
+  const Op& x = find_op(ops, "gather batch x");
+  EXPECT_EQ(x.elements, 32 * 784);
+  EXPECT_EQ(x.bytes_read, 32 * 784 * 4 + 32 * 4);
+  EXPECT_EQ(x.bytes_written, 32 * 784 * 4);
+  EXPECT_EQ(x.phase, Phase::elementwise);
+
+  const Op& f1 = find_op(ops, "dense forward 784->128");
+  EXPECT_EQ(f1.flops, 2 * 32 * 784 * 128);
+  EXPECT_EQ(f1.bytes_read, 4 * (32 * 784 + 784 * 128 + 128));
+  EXPECT_EQ(f1.bytes_written, 4 * 32 * 128);
+  EXPECT_EQ(f1.phase, Phase::gemm);
+  EXPECT_EQ(f1.launches, 0);  // the CPU launches nothing
+
+  const Op& d = find_op(ops, "dropout forward");
+  EXPECT_EQ(d.elements, 32 * 128);
+  EXPECT_EQ(d.bytes_read, 4 * 32 * 128);
+  EXPECT_EQ(d.bytes_written, 4 * 32 * 128 + 32 * 128);  // output and the mask
+
+  EXPECT_EQ(find_op(ops, "dense_1 forward 128->10").flops, 2 * 32 * 128 * 10);
+  const Op& loss = find_op(ops, "loss forward+backward");
+  EXPECT_EQ(loss.elements, 32 * 10);
+  EXPECT_EQ(loss.bytes_read, 4 * (32 * 10 + 32));
+  EXPECT_EQ(loss.bytes_written, 4 * 32 * 10);
+
+  const Op& w2 = find_op(ops, "dense_1 backward weights 128->10");
+  EXPECT_EQ(w2.flops, 2 * 128 * 10 * 32);
+  EXPECT_EQ(w2.bytes_read, 4 * (32 * 128 + 32 * 10));
+  EXPECT_EQ(w2.bytes_written, 4 * (128 * 10 + 10));
+  const Op& i2 = find_op(ops, "dense_1 backward input 128->10");
+  EXPECT_EQ(i2.flops, 2 * 32 * 128 * 10);
+  EXPECT_EQ(i2.bytes_read, 4 * (32 * 10 + 128 * 10));
+  EXPECT_EQ(i2.bytes_written, 4 * 32 * 128);
+
+  const Op& rd = find_op(ops, "dropout + relu backward");
+  EXPECT_EQ(rd.bytes_read, 2 * 4 * 32 * 128);
+  EXPECT_EQ(rd.bytes_written, 4 * 32 * 128);
+
+  const Op& w1 = find_op(ops, "dense backward weights 784->128");
+  EXPECT_EQ(w1.flops, 2 * 784 * 128 * 32);
+  EXPECT_EQ(w1.bytes_read, 4 * (32 * 784 + 32 * 128));
+  EXPECT_EQ(w1.bytes_written, 4 * (784 * 128 + 128));
+  // The first layer needs no input gradient.
+  EXPECT_FALSE(has_op(ops, "dense backward input 784->128"));
+
+  const Op& adam = find_op(ops, "adam update");
+  EXPECT_EQ(adam.elements, 101770);  // SMALL's parameters
+  EXPECT_EQ(adam.segments, (std::vector<int64_t>{784 * 128, 128, 128 * 10, 10}));
+  EXPECT_EQ(adam.bytes_read, 16 * 101770);  // value, gradient, m, v
+  EXPECT_EQ(adam.bytes_written, 12 * 101770);
+  EXPECT_EQ(adam.phase, Phase::optimizer);
+  EXPECT_EQ(kSmall.parameters(), 101770);
+}
+
+TEST(CostModel, EpochGemmFlopsOfSmallAndBig) {
+  // Per step: forward and weight gradient of every layer, input gradient of all but the first.
+  const int64_t small_step = 2 * 32 * (784 * 128 + 128 * 10) * 2 + 2 * 32 * 128 * 10;
+  EXPECT_EQ(small_step, 13090816);
+  EXPECT_EQ(perf::epoch_gemm_flops(kSmall, 60000, 32), 1875 * small_step);
+  EXPECT_EQ(perf::epoch_gemm_flops(kSmall, 60000, 32), 24545280000);  // 24.5 GFLOP
+  const int64_t big_step = 2 * 32 * (784 * 1000 + 1000 * 1000 + 1000 * 10) * 2 + 2 * 32 * (1000 * 1000 + 1000 * 10);
+  EXPECT_EQ(perf::epoch_gemm_flops(kBig, 60000, 32), 1875 * big_step);
+  EXPECT_EQ(perf::epoch_gemm_flops(kBig, 60000, 32), 551760000000);  // 552 GFLOP
+  EXPECT_EQ(kBig.parameters(), 784 * 1000 + 1000 + 1000 * 1000 + 1000 + 1000 * 10 + 10);
+  // A ragged last batch: 100 samples at batch 32 is 3 full steps and one of 4 rows.
+  const int64_t step4 = 2 * 4 * (784 * 128 + 128 * 10) * 2 + 2 * 4 * 128 * 10;
+  EXPECT_EQ(perf::epoch_gemm_flops(kSmall, 100, 32), 3 * small_step + step4);
+}
+
+TEST(CostModel, BigAtBatch32Shapes) {
+  const std::vector<Op> ops = perf::step_ops(kBig, 32, DeviceKind::cpu, Mode::resident);
+  EXPECT_EQ(find_op(ops, "dense forward 784->1000").flops, 2 * 32 * 784 * 1000);
+  EXPECT_EQ(find_op(ops, "dense_1 forward 1000->1000").flops, 2 * 32 * 1000 * 1000);
+  EXPECT_EQ(find_op(ops, "dense_2 forward 1000->10").flops, 2 * 32 * 1000 * 10);
+  EXPECT_EQ(find_op(ops, "dense_1 backward input 1000->1000").flops, 2 * 32 * 1000 * 1000);
+  EXPECT_EQ(find_op(ops, "dense_1 backward input 1000->1000").bytes_written, 4 * 32 * 1000);
+  EXPECT_FALSE(has_op(ops, "dense backward input 784->1000"));
+  EXPECT_EQ(find_op(ops, "dropout_1 forward").elements, 32 * 1000);
+  EXPECT_EQ(find_op(ops, "adam update").elements, kBig.parameters());
+  int64_t calls = 0;
+  for (const Op& o : ops)
+    if (o.phase != Phase::host_overhead) calls += o.calls;
+  EXPECT_EQ(calls, 16);
+}
+
+TEST(CostModel, GpuModesAddLaunchesCopiesAndSyncs) {
+  const auto resident = perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::resident);
+  const auto naive = perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::naive);
+  int64_t lr = 0, ln = 0, tn = 0;
+  for (const Op& o : resident) lr += o.launches;
+  for (const Op& o : naive) ln += o.launches, tn += o.transfer_bytes;
+  EXPECT_EQ(lr, 11);  // one graph node per backend call, epilogues fused
+  // Naive: the batch is copied (no gather kernels: -2), the forward epilogues (bias+ReLU, bias)
+  // and the bias gradients run as their own kernels (+4).
+  EXPECT_EQ(ln, 11 - 2 + 4);
+  EXPECT_EQ(tn, 32 * 784 * 4 + 32 * 4 + static_cast<int64_t>(sizeof(StepCounters)));
+  EXPECT_EQ(find_op(resident, "host: graph launch").phase, Phase::host_overhead);
+  EXPECT_EQ(find_op(naive, "copy batch x to device (pageable)").phase, Phase::h2d_copy);
+  EXPECT_EQ(find_op(naive, "synchronize (each step)").phase, Phase::sync_wait);
+  EXPECT_THROW(perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::naive), Error);
+}
+
+perf::Profile flat_profile(const std::string& kind, double gemm_rate, double bandwidth) {
+  perf::Profile p;
+  p.kind = kind;
+  p.name = kind == "cpu" ? "test cpu" : "test gpu";
+  p.id = kind == "cpu" ? "cpu" : "cuda:0";
+  p.memory_bytes_per_second = bandwidth;
+  p.gemm.push_back({"", 64, 64, 64, gemm_rate});
+  if (kind == "gpu") {
+    p.launch_seconds = 5e-6;
+    p.graph_launch_seconds = 4e-6;
+    p.graph_node_seconds = 1e-6;
+    p.sync_seconds = 10e-6;
+    p.h2d_latency_seconds = 8e-6;
+    p.d2h_latency_seconds = 6e-6;
+    p.h2d_bytes_per_second = {2e9, 2e10};
+    p.d2h_bytes_per_second = {3e9, 2e10};
+  }
+  return p;
+}
+
+TEST(CostModel, PredictionFromAFlatProfileIsTheArithmetic) {
+  const perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  const auto ops = perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::resident);
+  const perf::Prediction r = perf::predict(ops, p, Mode::resident);
+  double flops = 0, bytes_ew = 0, bytes_opt = 0;
+  for (const Op& o : ops) {
+    flops += double(o.flops);
+    if (o.phase == Phase::elementwise) bytes_ew += double(o.bytes_read + o.bytes_written);
+    if (o.phase == Phase::optimizer) bytes_opt += double(o.bytes_read + o.bytes_written);
+  }
+  EXPECT_NEAR(r.phase_seconds[size_t(Phase::gemm)], flops / 1e11, 1e-12 * flops / 1e11);
+  EXPECT_NEAR(r.phase_seconds[size_t(Phase::elementwise)], bytes_ew / 1e10, 1e-15);
+  EXPECT_NEAR(r.phase_seconds[size_t(Phase::optimizer)], bytes_opt / 1e10, 1e-15);
+  double sum = 0;
+  for (double s : r.op_seconds) sum += s;
+  EXPECT_NEAR(sum, r.step_seconds, 1e-15);
+}
+
+TEST(CostModel, GpuNaiveIsLaunchBoundAndResidentIsNot) {
+  const perf::Profile g = flat_profile("gpu", 1e13, 1e12);
+  const auto naive = perf::predict(perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::naive), g, Mode::naive);
+  const auto resident = perf::predict(perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::resident), g, Mode::resident);
+  // Naive: 13 launches at 5 us dominate tiny kernels; the copy is 8 us + bytes / 2 GB/s; a sync.
+  EXPECT_NEAR(naive.phase_seconds[size_t(Phase::sync_wait)], 10e-6, 1e-12);
+  EXPECT_NEAR(naive.phase_seconds[size_t(Phase::h2d_copy)], 2 * 8e-6 + (32 * 784 * 4 + 32 * 4) / 2e9, 1e-12);
+  EXPECT_GT(naive.phase_seconds[size_t(Phase::host_overhead)], 40e-6);
+  EXPECT_NEAR(resident.phase_seconds[size_t(Phase::host_overhead)], 4e-6, 1e-12);
+  EXPECT_LT(resident.step_seconds, naive.step_seconds);
+}
+
+TEST(CostModel, GemmRateInterpolatesInLogSpaceOnAGrid) {
+  perf::Profile p = flat_profile("cpu", 1, 1e10);
+  p.gemm.clear();
+  // rate = 1e9 * batch: varies with batch only.
+  for (int64_t b : {16, 64})
+    for (int64_t i : {32, 128})
+      for (int64_t o : {10, 100}) p.gemm.push_back({"forward", b, o, i, 1e9 * double(b)});
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 16, 32, 10), 16e9, 1e-3);
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 64, 128, 100), 64e9, 1e-3);
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 32, 50, 30), 32e9, 1e-2);  // geometric midpoint of 16 and 64
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 4096, 50, 30), 64e9, 1e-3);  // clamped at the edge
+  // No samples for this op: the others serve.
+  EXPECT_NEAR(perf::gemm_rate(p, "backward_input", 16, 32, 10), 16e9, 1e-3);
+}
+
+TEST(CostModel, KernelCurvesInterpolateLinearly) {
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  p.kernels["relu_forward"] = {{100, 1e-6}, {200, 3e-6}, {400, 5e-6}};
+  EXPECT_DOUBLE_EQ(perf::kernel_seconds(p, "relu_forward", 50), 1e-6);
+  EXPECT_DOUBLE_EQ(perf::kernel_seconds(p, "relu_forward", 150), 2e-6);
+  EXPECT_DOUBLE_EQ(perf::kernel_seconds(p, "relu_forward", 800), 10e-6);
+  EXPECT_LT(perf::kernel_seconds(p, "tanh_forward", 100), 0);
+}
+
+// ---- profiles --------------------------------------------------------------------------------
+TEST(Profile, JsonRoundTrip) {
+  perf::Profile p = flat_profile("gpu", 5e13, 3e12);
+  p.name = "NVIDIA H200";
+  p.cores = 132;
+  p.memory_bytes = int64_t{141} << 30;
+  p.d2h_bytes_per_second.pinned.reset();
+  p.gemm.push_back({"backward_weights", 784, 128, 32, 1.5e12});
+  p.kernels["adam"] = {{1023, 2e-6}, {1024, 2.1e-6}};
+  p.quick = true;
+  p.created = "2025-01-01T00:00:00Z";
+  const json j = perf::profile_to_json(p);
+  EXPECT_TRUE(j["d2h_bytes_per_second"]["pinned"].is_null());
+  EXPECT_EQ(j["device"]["name"], "NVIDIA H200");
+  const perf::Profile q = perf::profile_from_json(j);
+  EXPECT_EQ(perf::profile_to_json(q), j);
+  EXPECT_EQ(q.gemm.size(), 2u);
+  EXPECT_EQ(q.gemm[1].op, "backward_weights");
+  EXPECT_EQ(q.kernels.at("adam")[1].elements, 1024);
+  EXPECT_FALSE(q.d2h_bytes_per_second.pinned.has_value());
+  EXPECT_DOUBLE_EQ(*q.h2d_bytes_per_second.pinned, 2e10);
+}
+
+std::string error_of(const json& j) {
+  try {
+    perf::profile_from_json(j, "p.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Profile, ValidationNamesTheBadField) {
+  const json good = perf::profile_to_json(flat_profile("cpu", 1e11, 1e10));
+  EXPECT_EQ(error_of(good), "");
+  json j = good;
+  j["gemm"][0].erase("flops_per_second");
+  EXPECT_NE(error_of(j).find("'gemm[0].flops_per_second' is missing"), std::string::npos) << error_of(j);
+  j = good;
+  j["gemm"][0]["flops_per_second"] = -3;
+  EXPECT_NE(error_of(j).find("gemm[0].flops_per_second"), std::string::npos);
+  j = good;
+  j["memory_bytes_per_second"] = "fast";
+  EXPECT_NE(error_of(j).find("'memory_bytes_per_second' must be a number"), std::string::npos);
+  j = good;
+  j["device"]["kind"] = "tpu";
+  EXPECT_NE(error_of(j).find("device.kind"), std::string::npos);
+  j = good;
+  j.erase("device");
+  EXPECT_NE(error_of(j).find("'device' is missing"), std::string::npos);
+  j = good;
+  j["h2d_bytes_per_second"] = 5;
+  EXPECT_NE(error_of(j).find("h2d_bytes_per_second"), std::string::npos);
+  j = good;
+  j["gemm"] = json::array();
+  EXPECT_NE(error_of(j).find("'gemm'"), std::string::npos);
+  j = good;
+  j["kernels"] = {{"adam", {{{"elements", 10}, {"seconds", 1e-6}}, {{"elements", 5}, {"seconds", 1e-6}}}}};
+  EXPECT_NE(error_of(j).find("kernels.adam[1].elements"), std::string::npos);
+  // A GPU profile must have its latencies and copies.
+  j = perf::profile_to_json(flat_profile("gpu", 1e13, 1e12));
+  j["launch_seconds"] = 0;
+  EXPECT_NE(error_of(j).find("launch_seconds"), std::string::npos);
+  EXPECT_NE(error_of(j).find("p.json"), std::string::npos);
+}
+
+TEST(Profile, LoadAndSaveFiles) {
+  const fs::path dir = fs::temp_directory_path() / ("crossover_perf_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "p.json").string();
+  perf::save_profile(flat_profile("cpu", 1e11, 1e10), path);
+  const perf::Profile q = perf::load_profile(path);
+  EXPECT_EQ(q.source, path);
+  EXPECT_EQ(q.name, "test cpu");
+  std::ofstream(dir / "bad.json") << "{ not json";
+  EXPECT_THROW(perf::load_profile((dir / "bad.json").string()), Error);
+  EXPECT_THROW(perf::load_profile((dir / "missing.json").string()), Error);
+  fs::remove_all(dir);
+}
+
+TEST(Profile, ShippedProfilesAreValid) {
+  const fs::path dir = fs::path(CROSSOVER_SOURCE_DIR) / "profiles";
+  int count = 0;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".json") {
+        EXPECT_NO_THROW(perf::load_profile(e.path().string())) << e.path();
+        ++count;
+      }
+  RecordProperty("shipped_profiles", count);
+}
+
+// ---- the wrappers, on the CPU -----------------------------------------------------------------
+struct TinyData {
+  Tensor x, y;
+};
+TinyData tiny_data(int64_t n) {
+  TinyData d{Tensor({n, 6, 6}), Tensor({n})};
+  for (int64_t i = 0; i < d.x.size(); ++i) d.x[i] = philox_uniform(7, RngStream::init, 1, 0, uint64_t(i));
+  for (int64_t i = 0; i < n; ++i) d.y[i] = float(i % 3);
+  return d;
+}
+
+Sequential tiny_model() {
+  return Sequential({Flatten({6, 6}), Dense(16, "relu"), Dropout(0.25), Dense(3, "softmax")});
+}
+
+TEST(BackendWrappers, NaiveModeTrainsExactlyAsResidentOnTheCpu) {
+  const TinyData d = tiny_data(100);  // 3 full batches of 32 and a ragged one of 4
+  Sequential plain = tiny_model();
+  plain.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.device = "cpu", .threads = 1, .seed = 3});
+  const History hp = plain.fit(d.x, d.y, {.epochs = 2, .batch_size = 32, .verbose = 0});
+
+  perf::NaiveBackend* naive = nullptr;
+  Sequential wrapped = tiny_model();
+  CompileOptions o{.device = "cpu", .threads = 1, .seed = 3, .graphs = false};
+  o.wrap_backend = [&](std::unique_ptr<Backend> b) -> std::unique_ptr<Backend> {
+    auto n = std::make_unique<perf::NaiveBackend>(std::move(b));
+    naive = n.get();
+    return n;
+  };
+  wrapped.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, o);
+  const History hn = wrapped.fit(d.x, d.y, {.epochs = 2, .batch_size = 32, .verbose = 0});
+  ASSERT_NE(naive, nullptr);
+  EXPECT_EQ(naive->host_batches(), 2 * 4 * 2);  // x and y, 4 steps, 2 epochs
+  ASSERT_EQ(hp.epochs.size(), hn.epochs.size());
+  for (std::size_t e = 0; e < hp.epochs.size(); ++e) EXPECT_EQ(hp.epochs[e].loss, hn.epochs[e].loss);
+  EXPECT_EQ(perf::max_relative_weight_difference(plain.get_weights(), wrapped.get_weights()), 0.0);
+  // Evaluation goes through the host too, and agrees.
+  const EvaluateResult ep = plain.evaluate(d.x, d.y, {.batch_size = 32, .verbose = 0});
+  const EvaluateResult en = wrapped.evaluate(d.x, d.y, {.batch_size = 32, .verbose = 0});
+  EXPECT_EQ(ep.loss, en.loss);
+  EXPECT_EQ(ep.accuracy, en.accuracy);
+}
+
+TEST(BackendWrappers, TimingCountsEveryCallOfTheCostModelsOpList) {
+  const TinyData d = tiny_data(64);
+  perf::TimingBackend* timing = nullptr;
+  Sequential m = tiny_model();
+  perf::compile_for(m, {.device = "cpu", .threads = 1, .seed = 1, .timing = &timing});
+  ASSERT_NE(timing, nullptr);
+  const perf::StepTiming t = perf::time_steps(m, d.x, d.y, 16, 8, 0, timing);
+  EXPECT_EQ(t.steps, 8);
+  const perf::PhaseTimes& pt = timing->times();
+  EXPECT_EQ(pt.steps, 8);
+  int64_t calls = 0;
+  for (const Op& o : perf::step_ops(perf::describe(m), 16, DeviceKind::cpu, Mode::resident))
+    if (o.phase != Phase::host_overhead) calls += o.calls;
+  EXPECT_EQ(pt.calls, 8 * calls);
+  double attributed = 0;
+  for (double s : pt.seconds) attributed += s;
+  EXPECT_LE(attributed, pt.step_wall_seconds * (1 + 1e-9));
+  EXPECT_EQ(pt.seconds[size_t(Phase::h2d_copy)], 0.0);  // nothing copied inside a resident step
+}
+
+TEST(ChooseDevice, WithoutAGpuItIsTheCpuAndSaysWhy) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  const Sequential m = tiny_model();
+  std::string why;
+  EXPECT_EQ(perf::choose_device(m, 32, why), "cpu");
+  EXPECT_NE(why.find("no GPU present"), std::string::npos) << why;
+}
+
+TEST(Plot, SvgHasPanelsLinesAndTheCrossover) {
+  perf::PlotSpec s;
+  s.title = "t <&>";
+  s.x_label = "width";
+  s.y_label = "seconds";
+  perf::PlotPanel p;
+  p.title = "batch 32";
+  p.series.push_back({"cpu (measured)", "#000", false, {{32, 1.0}, {64, 2.0}, {128, 4.0}}});
+  p.series.push_back({"gpu (predicted)", "#f00", true, {{32, 3.0}, {64, 2.5}, {128, 2.0}}});
+  p.marker_x = 64;
+  p.marker_label = "crossover: width 64";
+  s.panels.push_back(p);
+  const std::string svg = perf::svg_plot(s);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("t &lt;&amp;&gt;"), std::string::npos);
+  std::size_t polylines = 0;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  EXPECT_EQ(polylines, 2u);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);
+  EXPECT_NE(svg.find("crossover: width 64"), std::string::npos);
+}
+
+// ---- the commands, end to end -------------------------------------------------------------------
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path();
+  const std::string tag = std::to_string(::getpid());
+  const std::string o = (dir / ("perf_out_" + tag)).string(), e = (dir / ("perf_err_" + tag)).string();
+  const std::string cmd = std::string("'") + CROSSOVER_BINARY + "' " + args + " >'" + o + "' 2>'" + e + "'";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  r.out = slurp(o);
+  r.err = slurp(e);
+  fs::remove(o);
+  fs::remove(e);
+  return r;
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream f(p);
+  return json::parse(f);
+}
+
+bool gpu_profile_shipped() {
+  const fs::path dir = fs::path(CROSSOVER_SOURCE_DIR) / "profiles";
+  if (!fs::is_directory(dir)) return false;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".json") {
+      try {
+        if (perf::load_profile(e.path().string()).kind == "gpu") return true;
+      } catch (const Error&) {
+      }
+    }
+  return false;
+}
+
+class PerfCommands : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("crossover_perf_cmd_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(PerfCommands, CalibrateQuickWritesAValidProfile) {
+  const Result r = run("calibrate --quick --threads 1 --quiet --out '" + path("cpu.json") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = read_json(path("cpu.json"));
+  for (const char* k : {"launch_seconds", "graph_node_seconds", "sync_seconds", "h2d_bytes_per_second",
+                        "d2h_bytes_per_second", "memory_bytes_per_second", "gemm"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["device"]["kind"], "cpu");
+  EXPECT_FALSE(j["device"]["name"].get<std::string>().empty());
+  EXPECT_EQ(j["launch_seconds"], 0);
+  EXPECT_TRUE(j["h2d_bytes_per_second"]["pageable"].is_null());
+  EXPECT_TRUE(j["d2h_bytes_per_second"]["pinned"].is_null());
+  ASSERT_FALSE(j["gemm"].empty());
+  for (const char* k : {"m", "n", "k", "flops_per_second"}) EXPECT_TRUE(j["gemm"][0].contains(k)) << k;
+  EXPECT_NO_THROW(perf::load_profile(path("cpu.json")));
+  EXPECT_EQ(run("calibrate --quick --device cuda:7 --out '" + path("g.json") + "'").code, 2);
+  EXPECT_EQ(run("calibrate --quick --out /nonexistent-folder/p.json").code, 2);
+}
+
+TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
+  const Result r = run("explain --model small --data mnist-10k --batch-size 32 --steps 6 --json '" + path("e.json") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("dominates"), std::string::npos) << r.out;
+  const json j = read_json(path("e.json"));
+  ASSERT_EQ(j["phases"].size(), 7u);
+  std::vector<std::string> names;
+  double sum = 0;
+  for (const json& p : j["phases"]) {
+    names.push_back(p["name"]);
+    EXPECT_TRUE(p.contains("measured_seconds"));
+    EXPECT_TRUE(p.contains("predicted_seconds"));
+    sum += p["measured_seconds"].get<double>();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"host_overhead", "h2d_copy", "d2h_copy", "gemm", "elementwise", "optimizer",
+                                             "sync_wait"}));
+  const double step = j["step_seconds"]["measured"];
+  EXPECT_GT(step, 0);
+  EXPECT_NEAR(sum, step, 1e-9 * std::max(1.0, step));  // the phases add up to the step
+  EXPECT_TRUE(j["step_seconds"].contains("predicted"));
+  EXPECT_FALSE(j["ops"].empty());
+  EXPECT_EQ(run("explain --model small --data mnist-10k --device cpu --mode naive").code, 2);
+  EXPECT_EQ(run("explain --model small --data mnist-10k --mode sideways").code, 2);
+}
+
+TEST_F(PerfCommands, CompareRunsTheCpuAndSaysWhatIsMissing) {
+  const Result r = run("compare --model small --data mnist-10k --epochs 1 --batch-size 128 --seed 1 --json '" +
+                       path("c.json") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = read_json(path("c.json"));
+  ASSERT_GE(j["runs"].size(), 1u);
+  const json& cpu = j["runs"][0];
+  EXPECT_EQ(cpu["device"], "cpu");
+  EXPECT_EQ(cpu["mode"], "resident");
+  EXPECT_EQ(cpu["measured"], true);
+  EXPECT_GT(cpu["seconds_per_epoch"].get<double>(), 0);
+  EXPECT_GT(cpu["seconds_per_step"].get<double>(), 0);
+  EXPECT_GT(cpu["test_accuracy"].get<double>(), 0.5);
+  EXPECT_EQ(j["winner"]["device"], "cpu");
+  EXPECT_TRUE(j["notes"].is_array());
+  if (cuda_device_count() == 0) {
+    const std::string notes = j["notes"].dump();
+    EXPECT_NE(notes.find("no GPU present"), std::string::npos);
+    if (!gpu_profile_shipped()) {
+      EXPECT_NE(notes.find("no GPU calibration profile is shipped yet: GPU rows omitted"), std::string::npos);
+      EXPECT_EQ(j["runs"].size(), 1u);
+    } else {
+      for (std::size_t i = 1; i < j["runs"].size(); ++i) EXPECT_EQ(j["runs"][i]["measured"], false);
+    }
+  }
+}
+
+TEST_F(PerfCommands, SweepWritesJsonCsvAndAPlot) {
+  const Result r = run("sweep --data mnist-10k --widths 32,64 --batch-sizes 64 --steps 4 --max-seconds 1 --json '" +
+                       path("s.json") + "' --csv '" + path("s.csv") + "' --plot '" + path("s.svg") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = read_json(path("s.json"));
+  int measured = 0;
+  for (const json& p : j["points"]) {
+    for (const char* k : {"width", "batch_size", "device", "mode", "seconds_per_epoch", "measured"})
+      EXPECT_TRUE(p.contains(k)) << k;
+    if (p["measured"] == true) ++measured;
+  }
+  EXPECT_EQ(measured, 2);  // two widths on the CPU
+  ASSERT_EQ(j["crossover"].size(), 1u);
+  EXPECT_EQ(j["crossover"][0]["batch_size"], 64);
+  EXPECT_TRUE(j["crossover"][0].contains("width"));
+  std::ifstream csv(path("s.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("width,batch_size,device,mode,measured,seconds_per_epoch", 0), 0u);
+  std::ifstream svg_file(path("s.svg"));
+  std::stringstream svg;
+  svg << svg_file.rdbuf();
+  EXPECT_EQ(svg.str().rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.str().find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
+  EXPECT_EQ(run("sweep --data mnist-10k --widths 32,x --batch-sizes 64").code, 2);
+  EXPECT_EQ(run("sweep --data mnist-10k --widths 32 --batch-sizes 64 --layers 3").code, 2);
+  EXPECT_EQ(run("sweep --data mnist-10k --widths 32 --batch-sizes 64 --plot '" + path("p.png") + "'").code, 2);
+}
+
+}  // namespace
+}  // namespace crossover
