@@ -51,7 +51,46 @@ __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* 
                                               float scale, uint64_t seed, uint32_t layer,
                                               uint64_t step, int64_t b0, int64_t b1) {
   const int64_t full = std::min(b1, total / 4);
-  for (int64_t b = b0; b < full; ++b) {
+  int64_t b = b0;
+  // Eight Philox blocks at a time, lane by lane, so that the rounds vectorise: the same
+  // arithmetic as philox4x32_10, in the same order.
+  for (; b + 8 <= full; b += 8) {
+    uint32_t c0[8], c1[8], c2[8], c3[8];
+    const uint32_t draw_lo = static_cast<uint32_t>(step);
+    const uint32_t draw_hi = static_cast<uint32_t>(step >> 32) ^
+                             (static_cast<uint32_t>(RngStream::dropout) << 24) ^ (layer << 4);
+    for (int j = 0; j < 8; ++j) {
+      c0[j] = static_cast<uint32_t>(b + j);
+      c1[j] = static_cast<uint32_t>(static_cast<uint64_t>(b + j) >> 32);
+      c2[j] = draw_lo;
+      c3[j] = draw_hi;
+    }
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      for (int j = 0; j < 8; ++j) {
+        const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[j];
+        const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[j];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[j] ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[j] ^ k1;
+        c1[j] = static_cast<uint32_t>(p1);
+        c3[j] = static_cast<uint32_t>(p0);
+        c0[j] = n0;
+        c2[j] = n2;
+      }
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t words[4] = {c0[j], c1[j], c2[j], c3[j]};
+      for (int k = 0; k < 4; ++k) {
+        const int64_t i = (b + j) * 4 + k;
+        const bool keep = uniform01(words[k]) >= rate;
+        mask[i] = keep;
+        y[i] = x[i] * (keep ? scale : 0.0f);
+      }
+    }
+  }
+  for (; b < full; ++b) {
     const Philox4x32 r = philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(b));
     for (int k = 0; k < 4; ++k) {
       const int64_t i = b * 4 + k;
