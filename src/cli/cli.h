@@ -33,6 +33,12 @@ std::string device_description(const std::string& device);
 
 // The subcommands.
 void add_train(CLI::App& app);
+void add_evaluate(CLI::App& app);
+void add_predict(CLI::App& app);
 void add_devices(CLI::App& app);
+void add_calibrate(CLI::App& app);
+void add_explain(CLI::App& app);
+void add_compare(CLI::App& app);
+void add_sweep(CLI::App& app);
 
 }  // namespace crossover::cli

@@ -5,6 +5,8 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "nn/checkpoint.h"
+#include "nn/weights_io.h"
 #include "perf/machine.h"
 
 namespace crossover::cli {
@@ -22,7 +24,39 @@ struct TrainOptions {
   std::string json;
   bool quiet = false;
   double validation_split = 0.0;
+  std::string save;        // --save FILE: the trained model (safetensors)
+  std::string checkpoint;  // --checkpoint CKPT: weights + optimizer state after every epoch
+  std::string resume;      // --resume CKPT: continue a run from its checkpoint
+  bool model_given = false, seed_given = false, batch_given = false;
 };
+
+// --checkpoint: a checkpoint after every completed epoch, with what --resume needs to continue
+// the same trajectory (the seed and batch size).
+class CheckpointEachEpoch : public Callback {
+ public:
+  CheckpointEachEpoch(std::string path, std::map<std::string, std::string> extra)
+      : path_(std::move(path)), extra_(std::move(extra)) {}
+  void on_epoch_end(Sequential& model, int epoch, const Logs&) override {
+    save_checkpoint(model, path_, epoch + 1, extra_);
+  }
+
+ private:
+  std::string path_;
+  std::map<std::string, std::string> extra_;
+};
+
+uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t fallback,
+                           const std::string& path) {
+  auto it = info.metadata.find(key);
+  if (it == info.metadata.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    const unsigned long long v = std::stoull(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error("--resume " + path, std::string("the checkpoint's ") + key + " '" + it->second + "' is not a number");
+}
 
 nlohmann::json model_json(const Sequential& model, const std::string& spec) {
   nlohmann::json layers = nlohmann::json::array();
@@ -44,31 +78,63 @@ nlohmann::json model_json(const Sequential& model, const std::string& spec) {
 void run_train(const TrainOptions& o) {
   Output out{o.quiet};
   if (!o.json.empty()) check_writable("--json", o.json);
+  if (!o.save.empty()) check_writable("--save", o.save);
+  if (!o.checkpoint.empty()) check_writable("--checkpoint", o.checkpoint);
+  if (!o.resume.empty() && o.model_given)
+    throw Error("--resume", "the model comes from the checkpoint: drop --model");
+  // Resuming: the checkpoint's seed and batch size, unless given again, keep the trajectory.
+  uint64_t seed = o.seed;
+  int64_t batch_size = o.batch_size;
+  if (!o.resume.empty()) {
+    const CheckpointInfo info = read_checkpoint_info(o.resume);
+    if (!o.seed_given) seed = checkpoint_number(info, "seed", seed, o.resume);
+    if (!o.batch_given) batch_size = static_cast<int64_t>(checkpoint_number(info, "batch_size", static_cast<uint64_t>(batch_size), o.resume));
+  }
   if (o.epochs < 0) throw Error("--epochs", "must not be negative");
-  if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
+  if (batch_size < 1) throw Error("--batch-size", "must be at least 1");
   if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
 
   data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
   const Tensor x_train = data::to_float_images(d.train), y_train = data::to_float_labels(d.train);
   const Tensor x_test = data::to_float_images(d.test), y_test = data::to_float_labels(d.test);
 
-  Sequential model = model_from_spec(o.model, d.train.item_shape, d.num_classes);
-  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
-                {.device = o.device, .threads = o.threads, .seed = o.seed});
+  int initial_epoch = 0;
+  const CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
+  Sequential model = [&] {
+    if (!o.resume.empty()) return model_from_checkpoint(o.resume, copts, &initial_epoch);
+    Sequential m = model_from_spec(o.model, d.train.item_shape, d.num_classes);
+    m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, copts);
+    return m;
+  }();
+  if (!o.resume.empty())
+    out.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o.resume, initial_epoch,
+                        model.optimizer_steps()));
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  if (!o.checkpoint.empty())
+    callbacks.push_back(std::make_shared<CheckpointEachEpoch>(
+        o.checkpoint, std::map<std::string, std::string>{{"seed", std::to_string(seed)},
+                                                         {"batch_size", std::to_string(batch_size)},
+                                                         {"data", d.name}}));
   const int threads = o.threads > 0 ? o.threads : perf::cpu_info().logical_cores;
   out.say(fmt::format("model: {} ({} parameters) on {}{}, batch {}, seed {}", o.model,
                       model.count_params(), device_description(model.device_name()),
                       model.device_name() == "cpu" ? fmt::format(" with {} threads", threads) : "",
-                      o.batch_size, o.seed));
+                      batch_size, seed));
   if (!o.quiet) std::fputs(model.summary().c_str(), stdout);
 
   History h = model.fit(x_train, y_train,
                         {.epochs = o.epochs,
-                         .batch_size = o.batch_size,
+                         .batch_size = batch_size,
                          .validation_split = o.validation_split,
-                         .verbose = o.quiet ? 0 : 1});
+                         .verbose = o.quiet ? 0 : 1,
+                         .initial_epoch = initial_epoch,
+                         .callbacks = callbacks});
+  if (!o.save.empty()) {
+    save_weights(model, o.save);
+    out.say("saved: " + o.save);
+  }
   if (!o.quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
-  EvaluateResult test = model.evaluate(x_test, y_test, {.batch_size = o.batch_size, .verbose = o.quiet ? 0 : 1});
+  EvaluateResult test = model.evaluate(x_test, y_test, {.batch_size = batch_size, .verbose = o.quiet ? 0 : 1});
 
   if (o.json.empty()) return;
   nlohmann::json hist = nlohmann::json::array();
@@ -89,14 +155,18 @@ void run_train(const TrainOptions& o) {
       {"threads", model.device_name() == "cpu" ? threads : 0},
       {"model", model_json(model, o.model)},
       {"data", {{"name", d.name}, {"path", d.path}, {"train", d.train.count}, {"test", d.test.count}}},
-      {"batch_size", o.batch_size},
+      {"batch_size", batch_size},
       {"epochs", o.epochs},
-      {"seed", o.seed},
+      {"initial_epoch", initial_epoch},
+      {"seed", seed},
       {"optimizer", "adam"},
       {"loss", "sparse_categorical_crossentropy"},
       {"history", hist},
       {"interrupted", h.interrupted},
       {"test", {{"loss", test.loss}, {"accuracy", test.accuracy}, {"seconds", test.seconds}, {"samples", test.samples}}}};
+  if (!o.save.empty()) doc["save"] = o.save;
+  if (!o.checkpoint.empty()) doc["checkpoint"] = o.checkpoint;
+  if (!o.resume.empty()) doc["resume"] = o.resume;
   write_json_file("--json", o.json, doc);
 }
 
@@ -105,17 +175,25 @@ void run_train(const TrainOptions& o) {
 void add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto* cmd = app.add_subcommand("train", "Train a model (the seed experiment by default) and test it");
-  cmd->add_option("--model", o->model, "small, big, a layer list such as dense:128:relu,dropout:0.2,dense:10:softmax, or a Keras model .json")->capture_default_str();
+  auto* model_opt = cmd->add_option("--model", o->model, "small, big, a layer list such as dense:128:relu,dropout:0.2,dense:10:softmax, or a Keras model .json (model.to_json(), Keras 2 or 3)")->capture_default_str();
   cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of the four IDX files, or a .npz file")->capture_default_str();
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
-  cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
+  auto* batch_opt = cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")->capture_default_str();
+  auto* seed_opt = cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--validation-split", o->validation_split, "Fraction of training data held out for validation")->capture_default_str();
   cmd->add_option("--json", o->json, "Write a JSON record (docs/JSON.md) to this file");
+  cmd->add_option("--save", o->save, "Save the trained model here (safetensors; crossover evaluate/predict --load it)");
+  cmd->add_option("--checkpoint", o->checkpoint, "Write a checkpoint (weights, optimizer state, epoch) here after every epoch");
+  cmd->add_option("--resume", o->resume, "Continue the run saved in this checkpoint (up to --epochs in all)");
   cmd->add_flag("--quiet", o->quiet, "No progress or information on stdout");
-  cmd->callback([o] { run_train(*o); });
+  cmd->callback([o, model_opt, seed_opt, batch_opt] {
+    o->model_given = model_opt->count() > 0;
+    o->seed_given = seed_opt->count() > 0;
+    o->batch_given = batch_opt->count() > 0;
+    run_train(*o);
+  });
 }
 
 }  // namespace crossover::cli

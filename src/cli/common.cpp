@@ -1,12 +1,16 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "nn/model_config.h"
 #include "perf/machine.h"
 
 namespace crossover::cli {
@@ -48,8 +52,36 @@ Layer parse_layer(const std::string& item) {
   throw Error("--model", bad);
 }
 
-Sequential model_from_json_file(const std::string& path, const Shape&) {
-  throw Error("--model " + path, "Keras JSON models are not supported yet");
+// A Keras model.to_json() file, fitted to the data's sample shape: a model declared on flat
+// (784,) inputs takes (28, 28) images through a Flatten; a model without an input shape gets one.
+Sequential model_from_json_file(const std::string& path, const Shape& sample_shape) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("--model " + path, "cannot be read: " + std::string(std::strerror(errno)));
+  std::stringstream text;
+  text << f.rdbuf();
+  if (f.bad()) throw Error("--model " + path, "cannot be read");
+  Sequential keras = model_from_json(text.str(), path);
+  const Shape in = keras.input_shape();
+  if (in == sample_shape) return keras;
+  if (!in.empty() && shape_size(in) != shape_size(sample_shape))
+    throw Error("--model " + path, "the model takes samples of shape " + shape_to_string(in) +
+                                       " but the data's samples have shape " + shape_to_string(sample_shape));
+  std::vector<Layer> layers = keras.layers();
+  std::string flatten_name = "flatten";
+  for (int k = 1; std::any_of(layers.begin(), layers.end(), [&](const Layer& l) { return l.name == flatten_name; }); ++k)
+    flatten_name = "flatten_" + std::to_string(k);
+  if (layers[0].type == LayerType::flatten) {
+    layers[0].input_shape = sample_shape;
+  } else if (layers[0].type == LayerType::input) {
+    const std::string name = layers[0].name;
+    layers[0] = Flatten(sample_shape);
+    layers[0].name = name;
+  } else {
+    Layer flat = Flatten(sample_shape);
+    flat.name = flatten_name;
+    layers.insert(layers.begin(), flat);
+  }
+  return Sequential(std::move(layers), keras.name());
 }
 
 }  // namespace

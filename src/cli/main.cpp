@@ -12,7 +12,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for all subcommands");
   crossover::cli::add_train(app);
+  crossover::cli::add_evaluate(app);
+  crossover::cli::add_predict(app);
   crossover::cli::add_devices(app);
+  crossover::cli::add_calibrate(app);
+  crossover::cli::add_explain(app);
+  crossover::cli::add_compare(app);
+  crossover::cli::add_sweep(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -1,0 +1,99 @@
+// crossover evaluate: a saved model (crossover train --save, or save_weights) on a data set's test
+// split, Keras-style output, and the same "test" JSON object as train's.
+#include <fmt/format.h>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "nn/weights_io.h"
+
+namespace crossover::cli {
+
+namespace {
+
+struct EvaluateOptionsCli {
+  std::string load;
+  std::string data = "auto";
+  std::string device = "cpu";
+  int threads = 0;
+  int64_t batch_size = 32;
+  std::string json;
+  bool quiet = false;
+};
+
+// The data's samples in the shape the model takes (the same number of values, e.g. (28, 28)
+// images for a model declared on (784,)); refused otherwise.
+Tensor fit_to_model(const Tensor& x, const Sequential& model, const std::string& load,
+                    const std::string& data) {
+  const Shape want = model.input_shape();
+  const Shape have(x.shape().begin() + 1, x.shape().end());
+  if (want == have) return x;
+  if (shape_size(want) == shape_size(have)) {
+    Shape s{x.dim(0)};
+    s.insert(s.end(), want.begin(), want.end());
+    return x.reshaped(s);
+  }
+  throw Error("--load " + load, "the model takes samples of shape " + shape_to_string(want) +
+                                    " but " + data + " has samples of shape " +
+                                    shape_to_string(have));
+}
+
+void run_evaluate(const EvaluateOptionsCli& o) {
+  Output out{o.quiet};
+  if (!o.json.empty()) check_writable("--json", o.json);
+  if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
+  if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
+  Sequential model = load_model(o.load, {.device = o.device, .threads = o.threads});
+  out.say(fmt::format("model: {} ({} parameters) on {}", o.load, model.count_params(),
+                      device_description(model.device_name())));
+  data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
+  const Tensor x_test = fit_to_model(data::to_float_images(d.test), model, o.load, d.name);
+  const Tensor y_test = data::to_float_labels(d.test);
+  if (!o.quiet)
+    std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
+  const EvaluateResult test =
+      model.evaluate(x_test, y_test, {.batch_size = o.batch_size, .verbose = o.quiet ? 0 : 1});
+  if (o.json.empty()) return;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const Layer& l : model.layers())
+    layers.push_back({{"name", l.name}, {"type", layer_type_name(l.type)}});
+  nlohmann::json doc{{"command", "evaluate"},
+                     {"device", model.device_name()},
+                     {"device_name", device_description(model.device_name())},
+                     {"load", o.load},
+                     {"model",
+                      {{"name", model.name()},
+                       {"layers", layers},
+                       {"parameters", model.count_params()},
+                       {"input_shape", model.input_shape()}}},
+                     {"data", {{"name", d.name}, {"path", d.path}, {"test", d.test.count}}},
+                     {"batch_size", o.batch_size},
+                     {"test",
+                      {{"loss", test.loss},
+                       {"accuracy", test.accuracy},
+                       {"seconds", test.seconds},
+                       {"samples", test.samples}}}};
+  write_json_file("--json", o.json, doc);
+}
+
+}  // namespace
+
+void add_evaluate(CLI::App& app) {
+  auto o = std::make_shared<EvaluateOptionsCli>();
+  auto* cmd = app.add_subcommand(
+      "evaluate", "Test a saved model (crossover train --save) on a data set's test split");
+  cmd->add_option("--load", o->load, "The model file (.safetensors) written by train --save")
+      ->required();
+  cmd->add_option("--data", o->data,
+                  "auto, mnist-10k, a folder of the four IDX files, or a .npz file")
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
+  cmd->add_option("--json", o->json,
+                  "Write a JSON record with the same \"test\" object as train's");
+  cmd->add_flag("--quiet", o->quiet, "No progress or information on stdout");
+  cmd->callback([o] { run_evaluate(*o); });
+}
+
+}  // namespace crossover::cli

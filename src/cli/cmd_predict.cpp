@@ -1,0 +1,71 @@
+// crossover predict: the class a saved model gives one digit image (an 8-bit grey 28x28 PNG, as
+// MNIST's: a white digit on black), with the probabilities of every class.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "data/png.h"
+#include "nn/weights_io.h"
+
+namespace crossover::cli {
+
+namespace {
+
+struct PredictOptions {
+  std::string load;
+  std::string image;
+  std::string device = "cpu";
+  std::string json;
+  bool quiet = false;
+};
+
+void run_predict(const PredictOptions& o) {
+  if (!o.json.empty()) check_writable("--json", o.json);
+  Sequential model = load_model(o.load, {.device = o.device, .threads = 1});
+  Tensor x = data::read_png_gray28(o.image);  // (1, 28, 28)
+  const Shape want = model.input_shape();
+  if (shape_size(want) != 28 * 28)
+    throw Error("--load " + o.load,
+                "the model takes samples of shape " + shape_to_string(want) + ", not 28x28 images");
+  Shape s{1};
+  s.insert(s.end(), want.begin(), want.end());
+  x = x.reshaped(s);
+  const Tensor p = model.predict(x);
+  const int64_t classes = p.dim(1);
+  const int64_t best = std::max_element(p.data(), p.data() + classes) - p.data();
+  std::printf("%s: class %lld (probability %.4f)\n", o.image.c_str(), static_cast<long long>(best),
+              static_cast<double>(p[best]));
+  if (!o.quiet)
+    for (int64_t c = 0; c < classes; ++c)
+      std::printf("  %2lld  %.4f%s\n", static_cast<long long>(c), static_cast<double>(p[c]),
+                  c == best ? "  <" : "");
+  if (o.json.empty()) return;
+  nlohmann::json probs = nlohmann::json::array();
+  for (int64_t c = 0; c < classes; ++c) probs.push_back(p[c]);
+  write_json_file("--json", o.json,
+                  {{"command", "predict"},
+                   {"load", o.load},
+                   {"image", o.image},
+                   {"device", model.device_name()},
+                   {"class", best},
+                   {"probabilities", probs}});
+}
+
+}  // namespace
+
+void add_predict(CLI::App& app) {
+  auto o = std::make_shared<PredictOptions>();
+  auto* cmd = app.add_subcommand("predict", "Classify one digit image with a saved model");
+  cmd->add_option("--load", o->load, "The model file (.safetensors) written by train --save")
+      ->required();
+  cmd->add_option("--image", o->image, "An 8-bit grey 28x28 PNG (white digit on black, as MNIST)")
+      ->required();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--json", o->json, "Write the class and probabilities as JSON to this file");
+  cmd->add_flag("--quiet", o->quiet, "Only the line with the predicted class");
+  cmd->callback([o] { run_predict(*o); });
+}
+
+}  // namespace crossover::cli

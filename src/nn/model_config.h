@@ -1,0 +1,57 @@
+// Keras model JSON: what `model.to_json()` writes, in and out, for Sequential models.
+//
+//   std::string json = model_to_json(model);            // Keras 3's format
+//   Sequential model = model_from_json(text, "model.json");  // Keras 2 (tf.keras 2.x) or Keras 3
+//
+// crossover reads Sequential models made of InputLayer, Flatten, Dense (units, activation,
+// use_bias), Dropout (rate) and Activation, with Keras's defaults where a field is absent.
+// Anything it cannot run as written (another layer class, a regularizer, a constraint, an
+// initializer other than GlorotUniform kernels and Zeros biases, a dtype other than float32,
+// a frozen layer, a functional model) is refused with one line naming the layer and the field,
+// e.g. "model.json: layer 3 'conv2d' (Conv2D) is not supported: crossover reads InputLayer,
+// Flatten, Dense, Dropout, Activation" (layers are counted from 1, in the file's order).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "nn/sequential.h"
+
+namespace crossover {
+
+// Keras 3's `model.to_json()` for this model: {"module": "keras", "class_name": "Sequential",
+// "config": {"name", "trainable", "dtype", "layers": [...], "build_input_shape"},
+// "registered_name", "build_config", and "compile_config" when the model is compiled}.
+// Each layer has "module", "class_name", "config", "registered_name" and, once the model knows
+// its input shape, "build_config". model_from_json(model_to_json(m)) rebuilds the same layers.
+std::string model_to_json(const Sequential& model);
+
+// Rebuilds a Sequential model (uncompiled: call compile() before fit or loading weights) from
+// what Keras 2 or Keras 3 `to_json()` writes. `where` names the source in error messages (a
+// file name). Throws Error("<where>", ...) for malformed JSON (with nlohmann's byte position)
+// and for anything crossover does not support, naming the layer and the field.
+Sequential model_from_json(std::string_view json, std::string_view where);
+
+// Keras's compile_config: the optimizer, loss and metrics that `compile()` was given.
+struct TrainingConfig {
+  OptimizerConfig optimizer;
+  std::string loss;
+  std::vector<std::string> metrics;
+};
+
+// The model's compile settings in Keras 3's compile_config form ({"optimizer": {"module":
+// "keras.optimizers", "class_name": "Adam", "config": {...}}, "loss": ..., "metrics": [...]}),
+// as JSON text. Requires a compiled model.
+std::string training_config_to_json(const Sequential& model);
+
+// The "compile_config" of a Keras 3 model JSON (or a bare compile_config object), if there is
+// one: Adam/AdamW, SGD and RMSprop with their settings (a constant learning rate or
+// ExponentialDecay), the loss (a name), and the metrics crossover knows ("accuracy"; others are
+// refused naming them). Returns nullopt when the JSON has no compile_config.
+std::optional<TrainingConfig> training_config_from_json(std::string_view json,
+                                                        std::string_view where);
+
+}  // namespace crossover

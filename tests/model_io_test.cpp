@@ -1,0 +1,981 @@
+// Models in and out: Keras model JSON (Keras 2 and 3), safetensors weights, checkpoints that
+// resume the same trajectory, PNG digits, and hostile files of each kind.
+#include <gtest/gtest.h>
+#include <png.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "data/png.h"
+#include "nn/checkpoint.h"
+#include "nn/model_config.h"
+#include "nn/optimizers.h"
+#include "nn/sequential.h"
+#include "nn/weights_io.h"
+#include "test_util.h"
+
+namespace crossover {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing_util::random_tensor;
+using testing_util::temp_folder;
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+std::vector<uint8_t> slurp_bytes(const std::string& path) {
+  const std::string s = slurp(path);
+  return {s.begin(), s.end()};
+}
+void write_bytes(const std::string& path, std::span<const uint8_t> b) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+std::string keras_file(const std::string& name) {
+  return std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/" + name;
+}
+
+// The message of the Error that `f` throws ("" if it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_ERROR_HAS(stmt, text)                                                    \
+  do {                                                                                  \
+    const std::string msg_ = error_of([&] { stmt; });                                   \
+    EXPECT_NE(msg_.find(text), std::string::npos)                                       \
+        << "expected an Error containing \"" << (text) << "\", got \"" << msg_ << "\""; \
+    EXPECT_EQ(msg_.find('\n'), std::string::npos) << msg_;                              \
+  } while (0)
+
+Sequential tiny_model() {
+  return Sequential({Flatten({4, 4}), Dense(8, "relu"), Dense(3, "softmax")});
+}
+
+void compile_cpu(Sequential& m, uint64_t seed = 1, OptimizerConfig opt = Adam()) {
+  m.compile(opt, "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1, .seed = seed});
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.size()) * sizeof(float)) == 0;
+}
+
+void expect_same_weights(const Sequential& a, const Sequential& b) {
+  const auto wa = a.get_weights(), wb = b.get_weights();
+  ASSERT_EQ(wa.size(), wb.size());
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    EXPECT_EQ(wa[i].name, wb[i].name);
+    EXPECT_TRUE(same_bits(wa[i].value, wb[i].value)) << wa[i].name << " differs";
+  }
+}
+
+std::vector<std::string> temp_leftovers(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos)
+      out.push_back(e.path().string());
+  return out;
+}
+
+// ============================== Keras model JSON ================================================
+
+TEST(ModelIoKerasJson, Keras2SmallModelGivesTheSeedSummaryWith101770Parameters) {
+  Sequential m = model_from_json(slurp(keras_file("small_keras2.json")), "small_keras2.json");
+  EXPECT_EQ(m.count_params(), 101770);
+  EXPECT_NE(m.summary().find("Total params: 101770"), std::string::npos) << m.summary();
+  const auto& l = m.layers();
+  ASSERT_EQ(l.size(), 4u);  // InputLayer + Flatten become one Flatten((28, 28)), as Keras shows it
+  EXPECT_EQ(l[0].type, LayerType::flatten);
+  EXPECT_EQ(l[0].input_shape, (Shape{28, 28}));
+  EXPECT_EQ(l[1].name, "dense");
+  EXPECT_EQ(l[1].units, 128);
+  EXPECT_EQ(l[1].activation, ActivationKind::relu);
+  EXPECT_TRUE(l[1].use_bias);
+  EXPECT_EQ(l[2].type, LayerType::dropout);
+  EXPECT_FLOAT_EQ(l[2].rate, 0.2f);
+  EXPECT_EQ(l[3].name, "dense_1");
+  EXPECT_EQ(l[3].activation, ActivationKind::softmax);
+  EXPECT_EQ(m.name(), "sequential");
+  // No compile_config in the Keras 2 format.
+  EXPECT_FALSE(training_config_from_json(slurp(keras_file("small_keras2.json")), "k2").has_value());
+}
+
+TEST(ModelIoKerasJson, Keras3SmallModelGivesTheSameModelAndItsCompileConfig) {
+  const std::string text = slurp(keras_file("small_keras3.json"));
+  Sequential m = model_from_json(text, "small_keras3.json");
+  EXPECT_EQ(m.count_params(), 101770);
+  EXPECT_NE(m.summary().find("Total params: 101770"), std::string::npos);
+  ASSERT_EQ(m.layers().size(), 4u);
+  EXPECT_EQ(m.input_shape(), (Shape{28, 28}));
+  auto tc = training_config_from_json(text, "small_keras3.json");
+  ASSERT_TRUE(tc.has_value());
+  EXPECT_EQ(tc->optimizer.kind, OptimizerKind::adam);
+  EXPECT_EQ(tc->optimizer.schedule.base, 1e-3f);
+  EXPECT_EQ(tc->optimizer.beta2, 0.999f);
+  EXPECT_EQ(tc->optimizer.epsilon, 1e-7f);
+  EXPECT_EQ(tc->loss, "sparse_categorical_crossentropy");
+  EXPECT_EQ(tc->metrics, std::vector<std::string>{"accuracy"});
+  // The weights are named as Keras names them.
+  m.compile(tc->optimizer, tc->loss, tc->metrics, {.threads = 1});
+  const auto w = m.get_weights();
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[0].name, "dense/kernel");
+  EXPECT_EQ(w[0].value.shape(), (Shape{784, 128}));
+  EXPECT_EQ(w[3].name, "dense_1/bias");
+}
+
+TEST(ModelIoKerasJson, Keras2DenseWithInputShapeAndNoFlatten) {
+  Sequential m = model_from_json(slurp(keras_file("big_keras2_dense_input.json")), "big.json");
+  EXPECT_EQ(m.count_params(), 1796010);  // the seed's BIG model
+  EXPECT_EQ(m.layers()[0].type, LayerType::input);
+  EXPECT_EQ(m.layers()[0].name, "dense_2_input");
+  EXPECT_EQ(m.input_shape(), (Shape{784}));
+}
+
+TEST(ModelIoKerasJson, KerasDefaultsApplyWhereFieldsAreAbsent) {
+  Sequential m = model_from_json(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "Dense", "config": {"units": 5, "batch_input_shape": [null, 3]}},
+      {"class_name": "Activation", "config": {"activation": "tanh"}},
+      {"class_name": "Dense", "config": {"units": 2, "use_bias": false, "activation": null,
+                                          "lora_rank": null, "quantization_config": null}}]}})",
+                                 "defaults.json");
+  const auto& l = m.layers();
+  ASSERT_EQ(l.size(), 4u);
+  EXPECT_EQ(l[0].type, LayerType::input);
+  EXPECT_EQ(l[1].activation, ActivationKind::linear);
+  EXPECT_TRUE(l[1].use_bias);
+  EXPECT_EQ(l[2].activation, ActivationKind::tanh);
+  EXPECT_FALSE(l[3].use_bias);
+  EXPECT_EQ(m.count_params(), 3 * 5 + 5 + 5 * 2);
+  EXPECT_EQ(m.name(), "sequential");
+}
+
+TEST(ModelIoKerasJson, ToJsonWritesKeras3FormatAndReadsBack) {
+  Sequential m({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
+  m.compile(with_exponential_decay(Adam({.learning_rate = 0.002}), 100, 0.9),
+            "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  const std::string text = model_to_json(m);
+  const json j = json::parse(text);
+  EXPECT_EQ(j["module"], "keras");
+  EXPECT_EQ(j["class_name"], "Sequential");
+  EXPECT_EQ(j["config"]["build_input_shape"], json::parse("[null, 28, 28]"));
+  const json& layers = j["config"]["layers"];
+  ASSERT_EQ(layers.size(), 5u);
+  EXPECT_EQ(layers[0]["class_name"], "InputLayer");
+  EXPECT_EQ(layers[0]["config"]["batch_shape"], json::parse("[null, 28, 28]"));
+  EXPECT_EQ(layers[2]["class_name"], "Dense");
+  EXPECT_EQ(layers[2]["module"], "keras.layers");
+  EXPECT_EQ(layers[2]["config"]["units"], 128);
+  EXPECT_EQ(layers[2]["config"]["kernel_initializer"]["class_name"], "GlorotUniform");
+  EXPECT_EQ(layers[2]["build_config"]["input_shape"], json::parse("[null, 784]"));
+  EXPECT_EQ(layers[3]["config"]["rate"], 0.2);
+  EXPECT_EQ(j["compile_config"]["loss"], "sparse_categorical_crossentropy");
+  EXPECT_EQ(j["compile_config"]["optimizer"]["class_name"], "Adam");
+  EXPECT_EQ(j["compile_config"]["optimizer"]["config"]["learning_rate"]["class_name"],
+            "ExponentialDecay");
+
+  Sequential back = model_from_json(text, "roundtrip");
+  ASSERT_EQ(back.layers().size(), m.layers().size());
+  for (std::size_t i = 0; i < m.layers().size(); ++i) {
+    EXPECT_EQ(back.layers()[i].type, m.layers()[i].type);
+    EXPECT_EQ(back.layers()[i].name, m.layers()[i].name);
+    EXPECT_EQ(back.layers()[i].units, m.layers()[i].units);
+    EXPECT_EQ(back.layers()[i].activation, m.layers()[i].activation);
+    EXPECT_EQ(back.layers()[i].rate, m.layers()[i].rate);
+  }
+  auto tc = training_config_from_json(text, "roundtrip");
+  ASSERT_TRUE(tc);
+  EXPECT_EQ(tc->optimizer.schedule.base, 0.002f);
+  EXPECT_EQ(tc->optimizer.schedule.decay_steps, 100);
+  EXPECT_EQ(tc->optimizer.schedule.decay_rate, 0.9f);
+  // An uncompiled model without a known input shape: no build or compile config.
+  const json u = json::parse(model_to_json(Sequential({Dense(3)})));
+  EXPECT_FALSE(u.contains("compile_config"));
+  EXPECT_FALSE(u.contains("build_config"));
+}
+
+// A Keras 3 SMALL model with one layer's config field replaced.
+std::string keras3_with(const std::string& layer_name, const std::string& field,
+                        const json& value) {
+  json j = json::parse(slurp(keras_file("small_keras3.json")));
+  for (json& l : j["config"]["layers"])
+    if (l["config"]["name"] == layer_name) l["config"][field] = value;
+  return j.dump();
+}
+
+TEST(ModelIoKerasJson, RefusesWhatItCannotRunWithOneLineNamingLayerAndField) {
+  EXPECT_ERROR_HAS(model_from_json(slurp(keras_file("cnn_keras3.json")), "cnn.json"),
+                   "cnn.json: layer 2 'conv2d' (Conv2D) is not supported: crossover reads "
+                   "InputLayer, Flatten, Dense, Dropout, Activation");
+  EXPECT_ERROR_HAS(model_from_json(slurp(keras_file("functional_keras3.json")), "f.json"),
+                   "f.json: class_name Functional is not supported: only Sequential models");
+  EXPECT_ERROR_HAS(model_from_json(R"({"class_name": "Model", "config": {"layers": []}})", "m"),
+                   "class_name Model is not supported: only Sequential models");
+  const json l2 = json::parse(R"({"module": "keras.regularizers", "class_name": "L2",
+                                   "config": {"l2": 0.01}, "registered_name": null})");
+  EXPECT_ERROR_HAS(
+      model_from_json(keras3_with("dense", "kernel_regularizer", l2), "r.json"),
+      "r.json: layer 'dense' field kernel_regularizer: regularizers are not supported");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense_1", "activity_regularizer", l2), "r"),
+                   "layer 'dense_1' field activity_regularizer: regularizers are not supported");
+  const json maxnorm = json::parse(R"({"class_name": "MaxNorm", "config": {"max_value": 2}})");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "bias_constraint", maxnorm), "c"),
+                   "layer 'dense' field bias_constraint: constraints are not supported");
+  const json he = json::parse(R"({"module": "keras.initializers", "class_name": "HeNormal",
+                                   "config": {"seed": null}, "registered_name": null})");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "kernel_initializer", he), "i"),
+                   "layer 'dense' field kernel_initializer: initializer HeNormal is not supported");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "bias_initializer", json("ones")), "i"),
+                   "layer 'dense' field bias_initializer: initializer ones is not supported");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "dtype", json("float16")), "d"),
+                   "layer 'dense' field dtype: dtype 'float16' is not supported");
+  const json mixed = json::parse(R"({"module": "keras", "class_name": "DTypePolicy",
+                                      "config": {"name": "mixed_float16"}, "registered_name": null})");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense_1", "dtype", mixed), "d"),
+                   "layer 'dense_1' field dtype: dtype 'mixed_float16' is not supported");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "trainable", json(false)), "t"),
+                   "layer 'dense' field trainable: frozen layers");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "activation", json("gelu")), "a"),
+                   "layer 'dense' field activation: activation 'gelu' is not supported");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "units", json(0)), "u"),
+                   "layer 'dense' field units: units must be a whole number");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "units", json("128")), "u"),
+                   "layer 'dense' field units");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dropout", "rate", json(1.5)), "r"),
+                   "layer 'dropout' field rate: rate must be a number in [0, 1)");
+  EXPECT_ERROR_HAS(
+      model_from_json(keras3_with("dropout", "noise_shape", json::parse("[null, 1]")), "n"),
+      "layer 'dropout' field noise_shape");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "lora_rank", json(4)), "l"),
+                   "layer 'dense' field lora_rank: crossover does not support this field");
+  EXPECT_ERROR_HAS(
+      model_from_json(keras3_with("flatten", "data_format", json("channels_first")), "f"),
+      "layer 'flatten' field data_format");
+  EXPECT_ERROR_HAS(
+      model_from_json(keras3_with("input_layer", "batch_shape", json::parse("[null, null, 28]")),
+                      "s"),
+      "layer 'input_layer' field batch_shape");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("input_layer", "sparse", json(true)), "s"),
+                   "layer 'input_layer' field sparse");
+  // A custom class registered under Keras's name.
+  json custom = json::parse(slurp(keras_file("small_keras3.json")));
+  custom["config"]["layers"][2]["registered_name"] = "my_package>Dense";
+  EXPECT_ERROR_HAS(model_from_json(custom.dump(), "x"),
+                   "layer 3 'dense' (Dense) is a custom class");
+  // Structure.
+  json twice = json::parse(slurp(keras_file("small_keras3.json")));
+  twice["config"]["layers"][4]["config"]["name"] = "dense";
+  EXPECT_ERROR_HAS(model_from_json(twice.dump(), "x"), "layer name 'dense' is used twice");
+  json late_input = json::parse(slurp(keras_file("small_keras3.json")));
+  late_input["config"]["layers"].push_back(late_input["config"]["layers"][0]);
+  late_input["config"]["layers"][5]["config"]["name"] = "input_2";
+  EXPECT_ERROR_HAS(model_from_json(late_input.dump(), "x"),
+                   "InputLayer can only be the first layer");
+  EXPECT_ERROR_HAS(model_from_json(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "InputLayer", "config": {"batch_shape": [null, 28, 28]}},
+      {"class_name": "Dense", "config": {"units": 10}}]}})",
+                                   "x"),
+                   "add Flatten() before it");
+  EXPECT_ERROR_HAS(model_from_json(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "InputLayer", "config": {"batch_shape": [null, 1048576]}},
+      {"class_name": "Dense", "config": {"units": 2147483647}}]}})",
+                                   "x"),
+                   "absurdly large");
+  EXPECT_ERROR_HAS(
+      model_from_json(R"({"class_name": "Sequential", "config": {"layers": []}})", "x"),
+      "the model has no layers");
+  EXPECT_ERROR_HAS(model_from_json("[1, 2]", "x"), "a Keras model JSON is an object");
+}
+
+TEST(ModelIoKerasJson, MalformedJsonGivesTheBytePosition) {
+  std::string text = slurp(keras_file("small_keras2.json"));
+  text.resize(100);
+  EXPECT_ERROR_HAS(model_from_json(text, "cut.json"), "cut.json: malformed JSON at byte 101");
+  EXPECT_ERROR_HAS(model_from_json("{\"class_name\": Sequential}", "bad.json"),
+                   "bad.json: malformed JSON at byte 16");
+  EXPECT_ERROR_HAS(model_from_json("", "empty.json"), "malformed JSON at byte");
+  EXPECT_ERROR_HAS(model_from_json(std::string(100000, '['), "deep.json"), "nested");
+  // Every prefix of a real file is refused cleanly (no crash, one line).
+  const std::string full = slurp(keras_file("small_keras3.json"));
+  for (std::size_t n = 0; n < full.size(); n += 7) {
+    const std::string msg = error_of([&] { model_from_json(full.substr(0, n), "p"); });
+    EXPECT_FALSE(msg.empty()) << n;
+  }
+}
+
+TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
+  auto with_opt = [](const std::string& field, const json& v) {
+    json j = json::parse(slurp(keras_file("small_keras3.json")));
+    j["compile_config"]["optimizer"]["config"][field] = v;
+    return j.dump();
+  };
+  EXPECT_ERROR_HAS(training_config_from_json(with_opt("amsgrad", true), "o"), "field amsgrad");
+  EXPECT_ERROR_HAS(training_config_from_json(with_opt("clipnorm", 1.0), "o"), "field clipnorm");
+  json nadam = json::parse(slurp(keras_file("small_keras3.json")));
+  nadam["compile_config"]["optimizer"]["class_name"] = "Nadam";
+  EXPECT_ERROR_HAS(training_config_from_json(nadam.dump(), "o"), "Nadam is not supported");
+  json logits = json::parse(slurp(keras_file("small_keras3.json")));
+  logits["compile_config"]["loss"] = json::parse(
+      R"({"module": "keras.losses", "class_name": "SparseCategoricalCrossentropy",
+          "config": {"from_logits": true}, "registered_name": null})");
+  EXPECT_ERROR_HAS(training_config_from_json(logits.dump(), "o"), "from_logits");
+  json mae = json::parse(slurp(keras_file("small_keras3.json")));
+  mae["compile_config"]["metrics"] = json::parse(R"(["mae"])");
+  EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"), "metric 'mae' is not supported");
+  // Keras 3's loss objects and SGD read back.
+  json sgd = json::parse(slurp(keras_file("small_keras3.json")));
+  sgd["compile_config"]["optimizer"] = json::parse(
+      R"({"module": "keras.optimizers", "class_name": "SGD", "config": {"name": "SGD",
+          "learning_rate": 0.05, "momentum": 0.9, "nesterov": true, "global_clipnorm": 1.0},
+          "registered_name": null})");
+  sgd["compile_config"]["loss"] = json::parse(
+      R"({"module": "keras.losses", "class_name": "SparseCategoricalCrossentropy",
+          "config": {"from_logits": false}, "registered_name": null})");
+  auto tc = training_config_from_json(sgd.dump(), "o");
+  ASSERT_TRUE(tc);
+  EXPECT_EQ(tc->optimizer.kind, OptimizerKind::sgd);
+  EXPECT_EQ(tc->optimizer.momentum, 0.9f);
+  EXPECT_TRUE(tc->optimizer.nesterov);
+  EXPECT_EQ(tc->optimizer.clipnorm, 1.0f);
+  EXPECT_EQ(tc->loss, "sparse_categorical_crossentropy");
+}
+
+// ============================== safetensors =====================================================
+
+// A safetensors file from its header JSON text and data bytes.
+std::vector<uint8_t> make_safetensors(const std::string& header, const std::vector<uint8_t>& data) {
+  const uint64_t n = header.size();
+  std::vector<uint8_t> out(8 + header.size() + data.size());
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<uint8_t>(n >> (8 * i));
+  if (!header.empty()) std::memcpy(out.data() + 8, header.data(), header.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + header.size(), data.data(), data.size());
+  return out;
+}
+std::vector<uint8_t> float_bytes(std::initializer_list<float> v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.begin(), b.size());
+  return b;
+}
+
+TEST(ModelIoSafetensors, SaveThenLoadGivesBitIdenticalWeightsAndPredictions) {
+  const std::string dir = temp_folder("st-roundtrip");
+  const std::string path = dir + "/small.safetensors";
+  Sequential a({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
+  compile_cpu(a, 11);
+  const Tensor x = random_tensor({64, 28, 28}, 3, 0.0f, 1.0f);
+  Tensor y({64});
+  for (int64_t i = 0; i < 64; ++i) y[i] = static_cast<float>(i % 10);
+  a.fit(x, y, {.epochs = 1, .verbose = 0});
+  save_weights(a, path);
+  EXPECT_TRUE(temp_leftovers(dir).empty());
+
+  Sequential b({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
+  compile_cpu(b, 99);
+  load_weights(b, path);
+  expect_same_weights(a, b);
+  const Tensor pa = a.predict(x), pb = b.predict(x);
+  EXPECT_TRUE(same_bits(pa, pb));
+}
+
+TEST(ModelIoSafetensors, FileIsPlainSafetensorsNamedAsKerasNamesWeights) {
+  const std::string path = temp_folder("st-format") + "/m.safetensors";
+  Sequential m = tiny_model();
+  compile_cpu(m, 4);
+  save_weights(m, path);
+  const std::vector<uint8_t> bytes = slurp_bytes(path);
+  ASSERT_GT(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<uint64_t>(bytes[static_cast<std::size_t>(i)]) << (8 * i);
+  EXPECT_EQ((8 + n) % 8, 0u) << "data section 8-byte aligned";
+  const json h =
+      json::parse(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n)));
+  EXPECT_EQ(h["dense/kernel"]["dtype"], "F32");
+  EXPECT_EQ(h["dense/kernel"]["shape"], json::parse("[16, 8]"));
+  EXPECT_EQ(h["dense/bias"]["shape"], json::parse("[8]"));
+  EXPECT_EQ(h["dense_1/kernel"]["shape"], json::parse("[8, 3]"));
+  EXPECT_EQ(h["__metadata__"]["format"], "crossover");
+  EXPECT_EQ(h["__metadata__"]["contents"], "weights");
+  // The architecture in the metadata is the model's Keras JSON.
+  Sequential again = model_from_json(h["__metadata__"]["architecture"].get<std::string>(), "arch");
+  EXPECT_EQ(again.count_params(), m.count_params());
+  // Raw little-endian floats at the offsets.
+  const auto w = m.get_weights();
+  const auto off = h["dense_1/kernel"]["data_offsets"];
+  const std::size_t begin = 8 + n + off[0].get<std::size_t>();
+  EXPECT_EQ(off[1].get<std::size_t>() - off[0].get<std::size_t>(), 8u * 3u * 4u);
+  EXPECT_EQ(std::memcmp(bytes.data() + begin, w[2].value.data(), 96), 0);
+  EXPECT_EQ(bytes.size(), 8 + n + (16 * 8 + 8 + 8 * 3 + 3) * 4);
+}
+
+TEST(ModelIoSafetensors, LoadsAFileWrittenByAnotherWriter) {
+  // As Python's safetensors writes it: keys sorted, no metadata, its own data order, no padding.
+  Sequential m({Input({2}), Dense(2, "linear")});
+  compile_cpu(m);
+  const std::string header =
+      R"({"dense/bias":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("dense/kernel":{"dtype":"F32","shape":[2,2],"data_offsets":[8,24]}})";
+  const std::string path = temp_folder("st-other") + "/w.safetensors";
+  std::vector<uint8_t> data = float_bytes({0.5f, -0.5f, 1, 2, 3, 4});
+  write_bytes(path, make_safetensors(header, data));
+  load_weights(m, path);
+  const auto w = m.get_weights();
+  EXPECT_EQ(w[0].value[3], 4.0f);
+  EXPECT_EQ(w[1].value[1], -0.5f);
+  const Tensor p = m.predict(Tensor({1, 2}, {1.0f, 1.0f}));
+  EXPECT_EQ(p[0], 1 + 3 + 0.5f);
+  EXPECT_EQ(p[1], 2 + 4 - 0.5f);
+}
+
+TEST(ModelIoSafetensors, LoadingIntoAnotherArchitectureIsRefusedNamingTheFirstDifference) {
+  const std::string dir = temp_folder("st-mismatch");
+  Sequential a({Flatten({28, 28}), Dense(64, "relu"), Dense(10, "softmax")});
+  compile_cpu(a);
+  save_weights(a, dir + "/a.safetensors");
+  Sequential b({Flatten({28, 28}), Dense(128, "relu"), Dense(10, "softmax")});
+  compile_cpu(b);
+  const auto before = b.get_weights();
+  EXPECT_ERROR_HAS(
+      load_weights(b, dir + "/a.safetensors"),
+      "tensor dense/kernel has shape (784, 64) in the file but (784, 128) in the model");
+  // Nothing was loaded.
+  expect_same_weights(b, b);
+  EXPECT_TRUE(same_bits(b.get_weights()[0].value, before[0].value));
+  Sequential c({Flatten({28, 28}), Dense(64, "relu"), Dense(10, "softmax"), Dense(10, "softmax")});
+  compile_cpu(c);
+  EXPECT_ERROR_HAS(load_weights(c, dir + "/a.safetensors"),
+                   "tensor dense_2/kernel of the model is not in the file");
+  Sequential d({Flatten({28, 28}), Dense(64, "relu")});
+  compile_cpu(d);
+  EXPECT_ERROR_HAS(load_weights(d, dir + "/a.safetensors"),
+                   "tensor dense_1/kernel in the file is not in the model");
+  Sequential uncompiled({Flatten({28, 28}), Dense(64, "relu"), Dense(10, "softmax")});
+  EXPECT_ERROR_HAS(load_weights(uncompiled, dir + "/a.safetensors"), "compile the model before");
+  EXPECT_ERROR_HAS(load_weights(a, dir + "/missing.safetensors"),
+                   "missing.safetensors: cannot open");
+  EXPECT_ERROR_HAS(load_weights(a, dir), "is a folder");
+}
+
+TEST(ModelIoSafetensors, HostileFilesAreRefusedWithOneLineAndNoCrash) {
+  auto parse = [](const std::vector<uint8_t>& b) { parse_safetensors(b, "f.safetensors"); };
+  const std::vector<uint8_t> eight = float_bytes({1, 2});
+  auto hdr = [](const std::string& entries) { return "{" + entries + "}"; };
+  const std::string ok = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  EXPECT_NO_THROW(parse(make_safetensors(hdr(ok), eight)));
+
+  EXPECT_ERROR_HAS(parse({1, 2, 3}), "f.safetensors: truncated: 3 bytes");
+  std::vector<uint8_t> huge = make_safetensors(hdr(ok), eight);
+  huge[7] = 0x7f;
+  EXPECT_ERROR_HAS(parse(huge), "is absurd");
+  std::vector<uint8_t> past = make_safetensors(hdr(ok), eight);
+  past[0] = static_cast<uint8_t>(past[0] + 20);
+  EXPECT_ERROR_HAS(parse(past), "runs past the end of the file");
+  EXPECT_ERROR_HAS(parse(make_safetensors("[1]", {})), "must start with '{'");
+  EXPECT_ERROR_HAS(parse(make_safetensors("{\"a\":", {})), "malformed JSON header at byte 6");
+  // Other dtypes are valid safetensors (the model loader refuses them, below).
+  EXPECT_NO_THROW(parse(make_safetensors(
+      hdr(R"("a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]})"), {0, 0, 0, 0})));
+  EXPECT_ERROR_HAS(
+      parse(make_safetensors(hdr(R"("a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]})"), eight)),
+      "tensor a: unknown dtype 'Q4'");
+  EXPECT_ERROR_HAS(parse(make_safetensors(
+                       hdr(R"("a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]})"), eight)),
+                   "tensor a: shape (3,) of F32 needs 12 bytes, but data_offsets [0, 8] hold 8");
+  EXPECT_ERROR_HAS(parse(make_safetensors(
+                       hdr(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,16]})"), eight)),
+                   "run past the end of the data (8 bytes)");
+  EXPECT_ERROR_HAS(parse(make_safetensors(
+                       hdr(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), eight)),
+                   "end before they begin");
+  EXPECT_ERROR_HAS(
+      parse(make_safetensors(hdr(R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"),
+                             eight)),
+      "overlap");
+  EXPECT_ERROR_HAS(parse(make_safetensors(
+                       hdr(R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]})"), eight)),
+                   "4 bytes of data before tensor a");
+  EXPECT_ERROR_HAS(parse(make_safetensors(
+                       hdr(R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), eight)),
+                   "4 bytes after the last tensor belong to no tensor");
+  EXPECT_ERROR_HAS(parse(make_safetensors(hdr(ok + "," + ok), eight)), "names 'a' twice");
+  EXPECT_ERROR_HAS(parse(make_safetensors(hdr(R"("__metadata__":{"x":1},)" + ok), eight)),
+                   "__metadata__ entry 'x' is not a string");
+  EXPECT_ERROR_HAS(parse(make_safetensors(
+                       hdr(R"("a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), eight)),
+                   "invalid dimension");
+  EXPECT_ERROR_HAS(
+      parse(make_safetensors(
+          hdr(R"("a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]})"),
+          eight)),
+      "absurdly large");
+  EXPECT_ERROR_HAS(
+      parse(make_safetensors(hdr(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0]})"), eight)),
+      "data_offsets must be two non-negative integers");
+  EXPECT_FALSE(error_of([&] { parse(make_safetensors(std::string(5000, '{'), {})); }).empty());
+
+  // A real file cut at every length, and with every header byte flipped: an Error each time.
+  const std::string dir = temp_folder("st-hostile");
+  Sequential m = tiny_model();
+  compile_cpu(m);
+  save_weights(m, dir + "/ok.safetensors");
+  const std::vector<uint8_t> good = slurp_bytes(dir + "/ok.safetensors");
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(n));
+    EXPECT_FALSE(error_of([&] { parse(cut); }).empty()) << "cut at " << n;
+  }
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i)
+    hlen |= static_cast<uint64_t>(good[static_cast<std::size_t>(i)]) << (8 * i);
+  for (std::size_t i = 0; i < 8 + hlen; ++i) {
+    std::vector<uint8_t> bad = good;
+    bad[i] ^= 0x5a;
+    error_of([&] { parse(bad); });  // either refused or (for a harmless byte) accepted: no crash
+  }
+  // The reader refuses a dtype it cannot load, naming the tensor.
+  write_bytes(
+      dir + "/f16.safetensors",
+      make_safetensors(hdr(R"("dense/kernel":{"dtype":"F16","shape":[2],"data_offsets":[0,4]})"),
+                       {0, 0, 0, 0}));
+  EXPECT_ERROR_HAS(load_weights(m, dir + "/f16.safetensors"),
+                   "tensor dense/kernel has dtype F16: crossover loads F32 only");
+}
+
+TEST(ModelIoSafetensors, NanOrInfInLoadedWeightsGivesAWarning) {
+  const std::string path = temp_folder("st-nan") + "/nan.safetensors";
+  Sequential m({Input({2}), Dense(2)});
+  compile_cpu(m);
+  auto w = m.get_weights();
+  w[0].value[0] = std::numeric_limits<float>::quiet_NaN();
+  w[0].value[3] = std::numeric_limits<float>::infinity();
+  write_safetensors(path, w, {});
+  testing::internal::CaptureStderr();
+  load_weights(m, path);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("warning: " + path + ": tensor dense/kernel holds 2 NaN/Inf values"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("dense/bias"), std::string::npos);
+  EXPECT_TRUE(std::isnan(m.get_weights()[0].value[0]));
+}
+
+TEST(ModelIoSafetensors, SaveIsAtomicAFailedSaveLeavesTheOldFileAndNoTemporary) {
+  const std::string dir = temp_folder("st-atomic");
+  const std::string path = dir + "/model.safetensors";
+  Sequential small({Flatten({28, 28}), Dense(128, "relu"), Dense(10, "softmax")});
+  compile_cpu(small, 1);
+  Sequential other({Flatten({28, 28}), Dense(128, "relu"), Dense(10, "softmax")});
+  compile_cpu(other, 2);
+  save_weights(small, path);
+  ::chmod(path.c_str(), 0640);
+  const std::string old = slurp(path);
+
+  // The file system refuses the write part-way (a file size limit: EFBIG).
+  struct rlimit saved {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* previous = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small_limit = saved;
+  small_limit.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small_limit), 0);
+  const std::string msg = error_of([&] { save_weights(other, path); });
+  setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, previous);
+  EXPECT_NE(msg.find(path + ": write failed"), std::string::npos) << msg;
+  EXPECT_EQ(slurp(path), old) << "the old file must be exactly as it was";
+  EXPECT_TRUE(temp_leftovers(dir).empty());
+
+  // The rename fails (a non-empty folder in the way): nothing left behind.
+  fs::create_directories(dir + "/taken/inside");
+  EXPECT_ERROR_HAS(save_weights(other, dir + "/taken"), "is a folder");
+  EXPECT_TRUE(temp_leftovers(dir).empty());
+  // A folder that does not exist.
+  EXPECT_ERROR_HAS(save_weights(other, dir + "/no/such/folder/m.safetensors"),
+                   "cannot create a temporary file in");
+  EXPECT_FALSE(fs::exists(dir + "/no"));
+
+  // A successful save replaces the file completely and keeps its permissions.
+  save_weights(other, path);
+  EXPECT_NE(slurp(path), old);
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  EXPECT_TRUE(temp_leftovers(dir).empty());
+  Sequential check({Flatten({28, 28}), Dense(128, "relu"), Dense(10, "softmax")});
+  compile_cpu(check, 3);
+  load_weights(check, path);
+  expect_same_weights(check, other);
+  // A model without weights yet.
+  Sequential unbuilt({Dense(3)});
+  compile_cpu(unbuilt);
+  EXPECT_ERROR_HAS(save_weights(unbuilt, dir + "/u.safetensors"), "no weights to save yet");
+}
+
+TEST(ModelIoSafetensors, LoadModelRebuildsCompilesAndLoadsLikeKeras) {
+  const std::string dir = temp_folder("st-loadmodel");
+  Sequential a({Flatten({28, 28}), Dense(32, "relu"), Dropout(0.1), Dense(10, "softmax")},
+               "digits");
+  a.compile(RMSprop({.learning_rate = 0.0005}), "sparse_categorical_crossentropy", {"accuracy"},
+            {.threads = 1, .seed = 8});
+  const Tensor x = random_tensor({40, 28, 28}, 5, 0.0f, 1.0f);
+  Tensor y({40});
+  for (int64_t i = 0; i < 40; ++i) y[i] = static_cast<float>(i % 10);
+  a.fit(x, y, {.epochs = 1, .verbose = 0});
+  save_weights(a, dir + "/a.safetensors");
+  Sequential b = load_model(dir + "/a.safetensors", {.threads = 1});
+  EXPECT_TRUE(b.compiled());
+  EXPECT_EQ(b.name(), "digits");
+  EXPECT_EQ(b.optimizer().kind, OptimizerKind::rmsprop);
+  EXPECT_EQ(b.optimizer().schedule.base, 0.0005f);
+  EXPECT_EQ(b.loss_name(), "sparse_categorical_crossentropy");
+  EXPECT_EQ(b.metrics(), std::vector<std::string>{"accuracy"});
+  expect_same_weights(a, b);
+  const auto ea = a.evaluate(x, y, {.verbose = 0}), eb = b.evaluate(x, y, {.verbose = 0});
+  EXPECT_EQ(ea.loss, eb.loss);
+  EXPECT_EQ(ea.accuracy, eb.accuracy);
+  // A weights-only file (no architecture) cannot be a model by itself.
+  write_safetensors(dir + "/bare.safetensors", a.get_weights(), {});
+  EXPECT_ERROR_HAS(load_model(dir + "/bare.safetensors"), "without the architecture");
+}
+
+// ============================== checkpoints =====================================================
+
+struct Synthetic {
+  Tensor x, y;
+};
+Synthetic synthetic(int64_t n) {
+  Synthetic s{random_tensor({n, 8, 8}, 21, 0.0f, 1.0f), Tensor({n})};
+  for (int64_t i = 0; i < n; ++i) {
+    // A learnable rule: the class is which quarter of the image is brightest.
+    double q[4] = {0, 0, 0, 0};
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 8; ++c) q[(r / 4) * 2 + c / 4] += s.x[i * 64 + r * 8 + c];
+    s.y[i] = static_cast<float>(std::max_element(q, q + 4) - q);
+  }
+  return s;
+}
+Sequential resumable_model() {
+  return Sequential(
+      {Flatten({8, 8}), Dense(32, "relu"), Dropout(0.2), Dense(16, "relu"), Dense(4, "softmax")});
+}
+
+void check_resume(OptimizerConfig opt, const char* label) {
+  SCOPED_TRACE(label);
+  const Synthetic d = synthetic(500);  // 16 batches of 32, the last one partial
+  const std::string path = temp_folder(std::string("ckpt-") + label) + "/run.ckpt";
+  const CompileOptions copts{.threads = 2, .seed = 77};
+  Sequential straight = resumable_model();
+  straight.compile(opt, "sparse_categorical_crossentropy", {"accuracy"}, copts);
+  straight.fit(d.x, d.y, {.epochs = 3, .verbose = 0});
+
+  Sequential first = resumable_model();
+  first.compile(opt, "sparse_categorical_crossentropy", {"accuracy"}, copts);
+  first.fit(d.x, d.y, {.epochs = 1, .verbose = 0});
+  save_checkpoint(first, path, 1, {{"seed", "77"}});
+
+  Sequential resumed = resumable_model();
+  resumed.compile(opt, "sparse_categorical_crossentropy", {"accuracy"}, copts);
+  const int epoch = load_checkpoint(resumed, path);
+  EXPECT_EQ(epoch, 1);
+  EXPECT_EQ(resumed.optimizer_steps(), 16);
+  resumed.fit(d.x, d.y, {.epochs = 3, .verbose = 0, .initial_epoch = epoch});
+  expect_same_weights(straight, resumed);
+  EXPECT_EQ(straight.optimizer_steps(), resumed.optimizer_steps());
+
+  // The CLI's path: everything from the file.
+  int epoch2 = -1;
+  Sequential rebuilt = model_from_checkpoint(path, copts, &epoch2);
+  EXPECT_EQ(epoch2, 1);
+  rebuilt.fit(d.x, d.y, {.epochs = 3, .verbose = 0, .initial_epoch = epoch2});
+  expect_same_weights(straight, rebuilt);
+}
+
+TEST(ModelIoCheckpoint, ResumingContinuesTheSameTrajectoryBitForBitAdam) {
+  check_resume(Adam(), "adam");
+}
+
+TEST(ModelIoCheckpoint, ResumingContinuesTheSameTrajectoryBitForBitSgdMomentumWithDecay) {
+  check_resume(with_exponential_decay(SGD({.learning_rate = 0.05, .momentum = 0.9}), 10, 0.8),
+               "sgd");
+}
+
+TEST(ModelIoCheckpoint, MetadataMismatchesAndWeightsOnlyUse) {
+  const std::string dir = temp_folder("ckpt-misc");
+  Sequential m = tiny_model();
+  compile_cpu(m, 5);
+  const Tensor x = random_tensor({20, 4, 4}, 2, 0.0f, 1.0f);
+  Tensor y({20});
+  m.fit(x, y, {.epochs = 2, .batch_size = 8, .verbose = 0});
+  save_checkpoint(m, dir + "/c.ckpt", 2, {{"seed", "5"}, {"data", "synthetic"}});
+  EXPECT_TRUE(temp_leftovers(dir).empty());
+
+  const CheckpointInfo info = read_checkpoint_info(dir + "/c.ckpt");
+  EXPECT_EQ(info.epoch, 2);
+  EXPECT_EQ(info.step, 6);
+  EXPECT_EQ(info.metadata.at("seed"), "5");
+  EXPECT_EQ(info.training.optimizer.kind, OptimizerKind::adam);
+  EXPECT_EQ(info.training.loss, "sparse_categorical_crossentropy");
+
+  // The weights of a checkpoint load on their own.
+  Sequential w = tiny_model();
+  compile_cpu(w, 6);
+  load_weights(w, dir + "/c.ckpt");
+  expect_same_weights(m, w);
+  // Another optimizer is refused; a weights file is not a checkpoint.
+  Sequential sgd = tiny_model();
+  compile_cpu(sgd, 6, SGD());
+  EXPECT_ERROR_HAS(load_checkpoint(sgd, dir + "/c.ckpt"),
+                   "the checkpoint was trained with adam but the model is compiled with sgd");
+  save_weights(m, dir + "/w.safetensors");
+  EXPECT_ERROR_HAS(load_checkpoint(w, dir + "/w.safetensors"), "not a crossover checkpoint");
+  Sequential bigger({Flatten({4, 4}), Dense(9, "relu"), Dense(3, "softmax")});
+  compile_cpu(bigger);
+  EXPECT_ERROR_HAS(load_checkpoint(bigger, dir + "/c.ckpt"),
+                   "tensor dense/kernel has shape (16, 8) in the file but (16, 9) in the model");
+  EXPECT_ERROR_HAS(save_checkpoint(m, dir + "/x.ckpt", 1, {{"epoch", "3"}}), "'epoch' is reserved");
+  // A tampered step count is refused.
+  SafetensorsFile f = read_safetensors(dir + "/c.ckpt");
+  f.header.metadata["step"] = "-4";
+  write_safetensors(dir + "/bad.ckpt", f.tensors, f.header.metadata);
+  EXPECT_ERROR_HAS(load_checkpoint(w, dir + "/bad.ckpt"), "step '-4' is not a count");
+}
+
+TEST(ModelIoCheckpoint, StepCountIsExactPastFloatPrecision) {
+  const std::string path = temp_folder("ckpt-steps") + "/s.ckpt";
+  Sequential m = tiny_model();
+  compile_cpu(m);
+  const int64_t big = (int64_t{1} << 24) + 1;  // not representable as a float
+  m.set_optimizer_steps(big);
+  save_checkpoint(m, path, 7);
+  Sequential r = tiny_model();
+  compile_cpu(r);
+  EXPECT_EQ(load_checkpoint(r, path), 7);
+  EXPECT_EQ(r.optimizer_steps(), big);
+}
+
+// ============================== PNG ==============================================================
+
+struct PngSpec {
+  uint32_t width = 28, height = 28;
+  int bit_depth = 8;
+  int color_type = PNG_COLOR_TYPE_GRAY;
+  bool interlaced = false;
+};
+
+void png_write_to_vector(png_structp png, png_bytep data, png_size_t n) {
+  auto* out = static_cast<std::vector<uint8_t>*>(png_get_io_ptr(png));
+  out->insert(out->end(), data, data + n);
+}
+void png_flush_nothing(png_structp) {}
+
+// Pixel (r, c) of channel k: (r * 9 + c * 3 + k * 50) % 256.
+std::vector<uint8_t> encode_png(const PngSpec& s) {
+  std::vector<uint8_t> out;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    return {};
+  }
+  png_set_write_fn(png, &out, png_write_to_vector, png_flush_nothing);
+  png_set_IHDR(png, info, s.width, s.height, s.bit_depth, s.color_type,
+               s.interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_color palette[256];
+  for (int i = 0; i < 256; ++i)
+    palette[i] = {static_cast<png_byte>(i), static_cast<png_byte>(i), static_cast<png_byte>(i)};
+  if (s.color_type == PNG_COLOR_TYPE_PALETTE) png_set_PLTE(png, info, palette, 256);
+  png_write_info(png, info);
+  int channels = s.color_type == PNG_COLOR_TYPE_RGB          ? 3
+                 : s.color_type == PNG_COLOR_TYPE_RGB_ALPHA  ? 4
+                 : s.color_type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+                                                             : 1;
+  const std::size_t row_bytes = png_get_rowbytes(png, info);
+  std::vector<std::vector<uint8_t>> rows(s.height, std::vector<uint8_t>(row_bytes, 0));
+  for (uint32_t r = 0; r < s.height; ++r)
+    for (uint32_t c = 0; c < s.width && s.bit_depth == 8; ++c)
+      for (int k = 0; k < channels; ++k)
+        rows[r][c * static_cast<uint32_t>(channels) + static_cast<uint32_t>(k)] =
+            static_cast<uint8_t>((r * 9 + c * 3 + static_cast<uint32_t>(k) * 50) % 256);
+  std::vector<png_bytep> ptrs;
+  for (auto& row : rows) ptrs.push_back(row.data());
+  png_write_image(png, ptrs.data());
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
+}
+
+TEST(ModelIoPng, ReadsAn8BitGrey28x28DigitAsFloatsOver255) {
+  const std::string path = temp_folder("png-ok") + "/digit.png";
+  for (bool interlaced : {false, true}) {
+    write_bytes(path, encode_png({.interlaced = interlaced}));
+    const Tensor t = data::read_png_gray28(path);
+    EXPECT_EQ(t.shape(), (Shape{1, 28, 28}));
+    for (int r = 0; r < 28; ++r)
+      for (int c = 0; c < 28; ++c)
+        ASSERT_EQ(t[r * 28 + c], static_cast<float>((r * 9 + c * 3) % 256) / 255.0f)
+            << r << "," << c;
+  }
+  // Colour images of the right size are converted to grey.
+  for (int ct : {PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA, PNG_COLOR_TYPE_GRAY_ALPHA}) {
+    const Tensor t = data::decode_png_gray28(encode_png({.color_type = ct}), "colour.png");
+    EXPECT_EQ(t.shape(), (Shape{1, 28, 28}));
+    for (int64_t i = 0; i < t.size(); ++i) ASSERT_TRUE(t[i] >= 0.0f && t[i] <= 1.0f);
+  }
+  // Grey+alpha: the grey channel, alpha ignored.
+  const Tensor ga =
+      data::decode_png_gray28(encode_png({.color_type = PNG_COLOR_TYPE_GRAY_ALPHA}), "ga.png");
+  EXPECT_EQ(ga[5], static_cast<float>(15) / 255.0f);
+}
+
+TEST(ModelIoPng, OtherFormatsAndCorruptFilesAreRefusedWithoutACrash) {
+  EXPECT_ERROR_HAS(data::decode_png_gray28(encode_png({.width = 32, .height = 28}), "w.png"),
+                   "w.png: is a 32x28 8-bit grey PNG: crossover reads 8-bit grey 28x28 images");
+  EXPECT_ERROR_HAS(data::decode_png_gray28(encode_png({.bit_depth = 16}), "d.png"),
+                   "is a 28x28 16-bit grey PNG");
+  EXPECT_ERROR_HAS(data::decode_png_gray28(encode_png({.bit_depth = 1}), "d.png"),
+                   "is a 28x28 1-bit grey PNG");
+  EXPECT_ERROR_HAS(
+      data::decode_png_gray28(encode_png({.color_type = PNG_COLOR_TYPE_PALETTE}), "p.png"),
+      "8-bit palette PNG");
+  const std::vector<uint8_t> good = encode_png({});
+  EXPECT_ERROR_HAS(
+      data::decode_png_gray28(std::vector<uint8_t>{'G', 'I', 'F', '8', '9', 'a', 0, 0, 0}, "x.png"),
+      "not a PNG file");
+  EXPECT_ERROR_HAS(data::read_png_gray28("/nonexistent/digit.png"),
+                   "/nonexistent/digit.png: cannot open");
+  EXPECT_ERROR_HAS(data::read_png_gray28(temp_folder("png-dir")), "is a folder");
+  // Truncated at every length.
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(n));
+    EXPECT_FALSE(error_of([&] { data::decode_png_gray28(cut, "cut.png"); }).empty()) << n;
+  }
+  EXPECT_ERROR_HAS(
+      data::decode_png_gray28(std::vector<uint8_t>(good.begin(), good.end() - 20), "t.png"),
+      "t.png: corrupt PNG");
+  // Random byte changes with the chunk CRCs fixed up, so the damage reaches the decoder.
+  uint64_t accepted = 0, refused = 0;
+  for (uint32_t trial = 0; trial < 3000; ++trial) {
+    std::vector<uint8_t> bad = good;
+    const int flips = 1 + static_cast<int>(philox_uniform(7, RngStream::init, 1, trial, 0) * 4);
+    for (int f = 0; f < flips; ++f) {
+      const auto at = static_cast<std::size_t>(
+          8 + philox_uniform(7, RngStream::init, 2, trial, static_cast<uint64_t>(f)) *
+                  static_cast<float>(bad.size() - 8));
+      bad[std::min(at, bad.size() - 1)] = static_cast<uint8_t>(
+          philox_uniform(7, RngStream::init, 3, trial, static_cast<uint64_t>(f)) * 256);
+    }
+    // Recompute each chunk's CRC where the chunk structure is still readable.
+    std::size_t p = 8;
+    while (p + 12 <= bad.size()) {
+      const uint32_t len = (uint32_t{bad[p]} << 24) | (uint32_t{bad[p + 1]} << 16) |
+                           (uint32_t{bad[p + 2]} << 8) | bad[p + 3];
+      if (len > bad.size() - p - 12) break;
+      const uLong crc = crc32(0, bad.data() + p + 4, len + 4);
+      for (int k = 0; k < 4; ++k)
+        bad[p + 8 + len + static_cast<std::size_t>(k)] = static_cast<uint8_t>(crc >> (24 - 8 * k));
+      p += 12 + len;
+    }
+    try {
+      const Tensor t = data::decode_png_gray28(bad, "fuzz.png");
+      EXPECT_EQ(t.size(), 784);
+      ++accepted;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_EQ(accepted + refused, 3000u);
+}
+
+}  // namespace
+}  // namespace crossover
+
+namespace crossover {
+namespace {
+
+// ============================== the command ======================================================
+
+// The issue's "done when": a model trained with `crossover train --save` evaluates to the same
+// test accuracy with `crossover evaluate --load`; a checkpointed run resumes to the same model;
+// predict classifies a PNG digit.
+TEST(ModelIoCli, TrainSaveEvaluateLoadResumeAndPredict) {
+  using testing_util::run_crossover;
+  const std::string dir = temp_folder("cli-io");
+  const std::string common = " --data mnist-10k --seed 5 --threads 2 --quiet";
+  auto r = run_crossover("train --epochs 2" + common + " --save " + dir + "/m.safetensors --json " +
+                         dir + "/train.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_crossover("evaluate --load " + dir + "/m.safetensors --data mnist-10k --quiet --json " +
+                    dir + "/eval.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json train = json::parse(slurp(dir + "/train.json")),
+             eval = json::parse(slurp(dir + "/eval.json"));
+  EXPECT_EQ(train["test"]["accuracy"], eval["test"]["accuracy"]);
+  EXPECT_EQ(train["test"]["loss"], eval["test"]["loss"]);
+  EXPECT_EQ(eval["test"]["samples"], 2000);
+
+  // One epoch, a checkpoint, then --resume to two epochs: the same model, byte for byte.
+  r = run_crossover("train --epochs 1" + common + " --checkpoint " + dir + "/c.ckpt");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_crossover("train --epochs 2 --data mnist-10k --threads 2 --quiet --resume " + dir +
+                    "/c.ckpt --save " + dir + "/r.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(dir + "/r.safetensors"), slurp(dir + "/m.safetensors"));
+
+  // predict on a 28x28 grey PNG.
+  write_bytes(dir + "/digit.png", encode_png({}));
+  r = run_crossover("predict --load " + dir + "/m.safetensors --image " + dir + "/digit.png");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("digit.png: class "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n   9  "), std::string::npos) << r.out;
+
+  // Refusals: one line, exit code 2, before any training.
+  r = run_crossover("train --epochs 1 --data mnist-10k --quiet --save " + dir +
+                    "/no/such/m.safetensors");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--save " + dir + "/no/such/m.safetensors: cannot be written"),
+            std::string::npos)
+      << r.err;
+  r = run_crossover("evaluate --load " + dir + "/digit.png --data mnist-10k");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("digit.png"), std::string::npos) << r.err;
+  r = run_crossover("predict --load " + dir + "/m.safetensors --image " + dir + "/m.safetensors");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not a PNG file"), std::string::npos) << r.err;
+  r = run_crossover("train --epochs 1 --data mnist-10k --quiet --model " +
+                    keras_file("cnn_keras3.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("layer 2 'conv2d' (Conv2D) is not supported"), std::string::npos) << r.err;
+  // A Keras 2 model JSON trains.
+  r = run_crossover("train --epochs 1 --data mnist-10k --threads 2 --model " +
+                    keras_file("small_keras2.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Total params: 101770"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace crossover
