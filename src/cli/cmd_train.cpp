@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "nn/checkpoint.h"
 #include "nn/weights_io.h"
+#include "perf/choose.h"
 #include "perf/machine.h"
 
 namespace crossover::cli {
@@ -99,10 +100,19 @@ void run_train(const TrainOptions& o) {
   const Tensor x_test = data::to_float_images(d.test), y_test = data::to_float_labels(d.test);
 
   int initial_epoch = 0;
-  const CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
+  CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
   Sequential model = [&] {
-    if (!o.resume.empty()) return model_from_checkpoint(o.resume, copts, &initial_epoch);
+    if (!o.resume.empty()) {
+      if (copts.device == "auto") copts.device = "cpu";
+      return model_from_checkpoint(o.resume, copts, &initial_epoch);
+    }
     Sequential m = model_from_spec(o.model, d.train.item_shape, d.num_classes);
+    if (copts.device == "auto") {
+      // The device the cost model predicts faster for this model and batch, and why.
+      std::string why;
+      copts.device = perf::choose_device(m, batch_size, why);
+      out.say("device auto: " + copts.device + ": " + why);
+    }
     m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, copts);
     return m;
   }();
@@ -179,7 +189,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of the four IDX files, or a .npz file")->capture_default_str();
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   auto* batch_opt = cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda, cuda:N, or auto (the device predicted faster)")->capture_default_str();
   auto* seed_opt = cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--validation-split", o->validation_split, "Fraction of training data held out for validation")->capture_default_str();
