@@ -20,6 +20,7 @@ struct TrainOptions {
   int epochs = 10;
   int64_t batch_size = 32;
   std::string device = "cpu";
+  std::string precision = "fp32";
   uint64_t seed = 0;
   int threads = 0;
   std::string json;
@@ -101,6 +102,7 @@ void run_train(const TrainOptions& o) {
 
   int initial_epoch = 0;
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
+  copts.precision = o.precision;
   Sequential model = [&] {
     if (!o.resume.empty()) {
       if (copts.device == "auto") copts.device = "cpu";
@@ -169,6 +171,7 @@ void run_train(const TrainOptions& o) {
       {"epochs", o.epochs},
       {"initial_epoch", initial_epoch},
       {"seed", seed},
+      {"precision", o.precision},
       {"optimizer", "adam"},
       {"loss", "sparse_categorical_crossentropy"},
       {"history", hist},
@@ -190,6 +193,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   auto* batch_opt = cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N, or auto (the device predicted faster)")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "GPU GEMM arithmetic: fp32, tf32 or bf16 (faster, less exact)")->capture_default_str();
   auto* seed_opt = cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--validation-split", o->validation_split, "Fraction of training data held out for validation")->capture_default_str();

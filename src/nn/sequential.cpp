@@ -16,6 +16,7 @@
 #include <map>
 #include <numeric>
 
+#include "backends/cuda_info.h"
 #include "core/error.h"
 #include "core/philox.h"
 #include "nn/device_memory.h"
@@ -40,14 +41,20 @@ LossKind parse_loss(std::string_view name) {
                              "categorical_crossentropy, binary_crossentropy or mean_squared_error");
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
-  if (device == "cpu") return make_cpu_backend(threads);
-  if (device == "cuda") return make_cuda_backend(0);
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
+                                      const std::string& precision) {
+  const Precision p = parse_precision(precision, "precision");
+  if (device == "cpu") {
+    if (p != Precision::fp32)
+      throw Error("precision " + precision, "tf32 and bf16 are GPU precisions; the CPU trains in fp32");
+    return make_cpu_backend(threads);
+  }
+  if (device == "cuda") return make_cuda_backend(0, p);
   if (device.rfind("cuda:", 0) == 0) {
     const std::string n = device.substr(5);
     if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), ::isdigit))
       throw Error("device '" + device + "'", "expected cpu, cuda or cuda:N");
-    return make_cuda_backend(std::stoi(n));
+    return make_cuda_backend(std::stoi(n), p);
   }
   throw Error("device '" + device + "'", "unknown device: expected cpu, cuda or cuda:N");
 }
@@ -538,7 +545,7 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
     else throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
-  auto backend = make_backend(options.device, options.threads);
+  auto backend = make_backend(options.device, options.threads, options.precision);
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   m.plans.clear();
   m.arena.reset();

@@ -29,6 +29,9 @@ struct CompileOptions {
   int threads = 0;             // CPU threads; 0 = all cores
   uint64_t seed = 0;           // initial weights (and, unless fit says otherwise, shuffle and dropout)
   bool graphs = true;          // CUDA: capture steps as graphs (false: one launch per op, "naive")
+  // CUDA GEMM arithmetic: "fp32" (default, TF32 off), "tf32", or "bf16" (bf16 operands, fp32
+  // accumulation and master weights): faster and less exact. The CPU computes in fp32 only.
+  std::string precision = "fp32";
   // Optional: wraps the device's backend (perf/ uses it to time every kernel call by phase).
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend;
 };
