@@ -1,11 +1,11 @@
 // The GEMM floor's denominator: oneDNN's sgemm rate at 4096^3 on T threads (best of 5 runs),
 // printed as one JSON line. Usage: sgemm_peak [threads] [size]
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <oneapi/dnnl/dnnl.h>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   double best = 1e30;
   for (int run = 0; run < 6; ++run) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n) != dnnl_success)
+    if (dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n) !=
+        dnnl_success)
       return 1;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (run > 0 && s < best) best = s;  // the first run warms up

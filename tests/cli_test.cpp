@@ -27,7 +27,8 @@ void expect_usage_error(const std::string& args, const std::string& needle) {
 }
 
 // An IDX file: magic 0x0000 type rank, big-endian dims, then the bytes.
-std::vector<uint8_t> idx(uint8_t type, std::vector<uint32_t> dims, std::size_t payload, uint8_t fill = 1) {
+std::vector<uint8_t> idx(uint8_t type, std::vector<uint32_t> dims, std::size_t payload,
+                         uint8_t fill = 1) {
   std::vector<uint8_t> b = {0, 0, type, static_cast<uint8_t>(dims.size())};
   for (uint32_t d : dims)
     for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(d >> s));
@@ -36,8 +37,9 @@ std::vector<uint8_t> idx(uint8_t type, std::vector<uint32_t> dims, std::size_t p
 }
 
 void write(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 // A folder of the four files, each replaceable.
@@ -98,8 +100,10 @@ TEST(Cli, BadDataFilesExitTwoNamingTheFile) {
 
 TEST(Cli, TrainWritesTheDocumentedJson) {
   const std::string dir = temp_folder("json");
-  const auto r = run_crossover("train --data mnist-10k --epochs 2 --batch-size 64 --seed 3 --threads 1 "
-                               "--validation-split 0.1 --json " + dir + "/run.json");
+  const auto r = run_crossover(
+      "train --data mnist-10k --epochs 2 --batch-size 64 --seed 3 --threads 1 "
+      "--validation-split 0.1 --json " +
+      dir + "/run.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Epoch 2/2"), std::string::npos);
   EXPECT_NE(r.out.find("/113 [=============================="), std::string::npos) << r.out;
@@ -112,7 +116,8 @@ TEST(Cli, TrainWritesTheDocumentedJson) {
   EXPECT_EQ(j["data"]["test"], 2000);
   ASSERT_EQ(j["history"].size(), 2u);
   for (const auto& e : j["history"]) {
-    for (const char* k : {"epoch", "loss", "accuracy", "seconds", "val_loss", "val_accuracy", "val_seconds"})
+    for (const char* k :
+         {"epoch", "loss", "accuracy", "seconds", "val_loss", "val_accuracy", "val_seconds"})
       EXPECT_TRUE(e.contains(k)) << k;
     EXPECT_GT(e["seconds"].get<double>(), 0.0);
   }

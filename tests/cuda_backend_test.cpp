@@ -143,11 +143,16 @@ std::string shape_name(const Shape3& s) {
 
 const char* act_name(ActivationKind a) {
   switch (a) {
-    case ActivationKind::linear: return "linear";
-    case ActivationKind::relu: return "relu";
-    case ActivationKind::sigmoid: return "sigmoid";
-    case ActivationKind::tanh: return "tanh";
-    case ActivationKind::softmax: return "softmax";
+    case ActivationKind::linear:
+      return "linear";
+    case ActivationKind::relu:
+      return "relu";
+    case ActivationKind::sigmoid:
+      return "sigmoid";
+    case ActivationKind::tanh:
+      return "tanh";
+    case ActivationKind::softmax:
+      return "softmax";
   }
   return "?";
 }
@@ -166,7 +171,8 @@ TEST(CudaBackendErrors, UnavailableDeviceIsAnErrorNamingTheDevice) {
     const std::string msg = e.what();
     EXPECT_EQ(msg.rfind(where + ": ", 0), 0u) << msg;
     if (count == 0) {
-      EXPECT_TRUE(msg.find("no CUDA device is available (cudaGetDeviceCount: ") != std::string::npos ||
+      EXPECT_TRUE(msg.find("no CUDA device is available (cudaGetDeviceCount: ") !=
+                      std::string::npos ||
                   msg.find("has no CUDA backend") != std::string::npos)
           << msg;
       EXPECT_TRUE(cuda_devices().empty());
@@ -297,7 +303,8 @@ TEST_F(CudaBackendTest, ReducedPrecisionProductsStayNearFloat32) {
   cpu_->dense_forward(c.values(x), c.values(w), c.values(b), yc, s.m, s.k, s.n,
                       ActivationKind::linear);
   const auto want = c.get(yc, s.m * s.n);
-  for (auto [precision, bound] : {std::pair{Precision::tf32, 3e-3}, std::pair{Precision::bf16, 2e-2}}) {
+  for (auto [precision, bound] :
+       {std::pair{Precision::tf32, 3e-3}, std::pair{Precision::bf16, 2e-2}}) {
     SCOPED_TRACE(precision_name(precision));
     auto backend = make_cuda_backend(0, precision);
     Memory g(*backend);
@@ -320,7 +327,8 @@ TEST_F(CudaBackendTest, ActivationsMatchCpu) {
   uint32_t seed = 400;
   for (auto [m, n] : shapes)
     for (ActivationKind act : acts) {
-      SCOPED_TRACE(std::string(act_name(act)) + " m=" + std::to_string(m) + " n=" + std::to_string(n));
+      SCOPED_TRACE(std::string(act_name(act)) + " m=" + std::to_string(m) +
+                   " n=" + std::to_string(n));
       const std::size_t total = static_cast<std::size_t>(m * n);
       const auto x = random_values(total, ++seed, -4.0f, 4.0f), dy = random_values(total, ++seed);
       Memory c(*cpu_), g(*gpu_);
@@ -346,8 +354,10 @@ TEST_F(CudaBackendTest, ActivationsMatchCpu) {
 }
 
 TEST_F(CudaBackendTest, DropoutDrawsTheCpuMaskExactly) {
-  for (auto [m, n, rate] : {std::tuple{33, 97, 0.2f}, std::tuple{7, 1000, 0.5f}, std::tuple{3, 5, 0.0f}}) {
-    SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " rate=" + std::to_string(rate));
+  for (auto [m, n, rate] :
+       {std::tuple{33, 97, 0.2f}, std::tuple{7, 1000, 0.5f}, std::tuple{3, 5, 0.0f}}) {
+    SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                 " rate=" + std::to_string(rate));
     const std::size_t total = static_cast<std::size_t>(m) * n;
     const auto x = random_values(total, 500, -1.0f, 1.0f), dy = random_values(total, 501);
     StepCounters counters;
@@ -385,7 +395,8 @@ TEST_F(CudaBackendTest, GatherRowsReadsTheBatchIndexOnTheDevice) {
   std::vector<int32_t> order(rows);
   for (int64_t i = 0; i < rows; ++i) order[i] = static_cast<int32_t>((i * 17 + 5) % rows);
   const auto labels = random_labels(rows, 10, 601);
-  for (auto [batch_index, m] : {std::pair<int64_t, int64_t>{2, 8}, std::pair<int64_t, int64_t>{6, 2}}) {
+  for (auto [batch_index, m] :
+       {std::pair<int64_t, int64_t>{2, 8}, std::pair<int64_t, int64_t>{6, 2}}) {
     SCOPED_TRACE("batch_index=" + std::to_string(batch_index) + " m=" + std::to_string(m));
     StepCounters counters;
     counters.batch_index = batch_index;
@@ -434,7 +445,8 @@ TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
                      (outputs ? " with probs and d_out" : " without probs or d_out"));
         const std::size_t total = static_cast<std::size_t>(m * c);
         // Probabilities-given cases take values in (0, 1); logits anywhere.
-        const bool probabilities = k.act == ActivationKind::linear && k.loss != LossKind::mean_squared_error;
+        const bool probabilities =
+            k.act == ActivationKind::linear && k.loss != LossKind::mean_squared_error;
         const auto out = probabilities ? random_values(total, ++seed, 0.01f, 0.99f)
                                        : random_values(total, ++seed, -3.0f, 3.0f);
         std::vector<float> targets;
@@ -461,8 +473,10 @@ TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
         float* pg = outputs ? gm.poisoned(total) : nullptr;
         float* dc = outputs ? cm.poisoned(total) : nullptr;
         float* dg = outputs ? gm.poisoned(total) : nullptr;
-        cpu_->loss_forward_backward(k.loss, k.act, cm.values(out), cm.values(targets), pc, dc, m, c, cc);
-        gpu_->loss_forward_backward(k.loss, k.act, gm.values(out), gm.values(targets), pg, dg, m, c, gc);
+        cpu_->loss_forward_backward(k.loss, k.act, cm.values(out), cm.values(targets), pc, dc, m, c,
+                                    cc);
+        gpu_->loss_forward_backward(k.loss, k.act, gm.values(out), gm.values(targets), pg, dg, m, c,
+                                    gc);
         if (outputs) {
           expect_close(gm.get(pg, total), cm.get(pc, total), 1e-5, 1e-7, "probs");
           expect_close(gm.get(dg, total), cm.get(dc, total), 1e-4, 1e-7, "d_out");
@@ -529,7 +543,8 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     for (std::size_t i = 0; i < std::size(sizes); ++i) {
       const int64_t n = sizes[i];
       const auto w = random_values(n, ++seed), grad = random_values(n, ++seed, -2.0f, 2.0f);
-      const auto s1 = random_values(n, ++seed, -0.1f, 0.1f), s2 = random_values(n, ++seed, 0.0f, 0.1f);
+      const auto s1 = random_values(n, ++seed, -0.1f, 0.1f),
+                 s2 = random_values(n, ++seed, 0.0f, 0.1f);
       ParamSlot a{c.values(w), c.values(grad), c.values(s1), c.values(s2), n, i % 2 == 0};
       ParamSlot b{g.values(w), g.values(grad), g.values(s1), g.values(s2), n, i % 2 == 0};
       pc.push_back(a);

@@ -16,10 +16,14 @@ using Vec = std::vector<double>;
 
 double act(ActivationKind a, double x) {
   switch (a) {
-    case ActivationKind::relu: return x > 0 ? x : 0;
-    case ActivationKind::sigmoid: return 1 / (1 + std::exp(-x));
-    case ActivationKind::tanh: return std::tanh(x);
-    default: return x;
+    case ActivationKind::relu:
+      return x > 0 ? x : 0;
+    case ActivationKind::sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case ActivationKind::tanh:
+      return std::tanh(x);
+    default:
+      return x;
   }
 }
 
@@ -59,7 +63,8 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
     if (loss == "sparse_categorical_crossentropy") {
       total -= std::log(h[static_cast<std::size_t>(y[r])]);
     } else if (loss == "categorical_crossentropy") {
-      for (int64_t j = 0; j < c; ++j) total -= y[r * c + j] * std::log(h[static_cast<std::size_t>(j)]);
+      for (int64_t j = 0; j < c; ++j)
+        total -= y[r * c + j] * std::log(h[static_cast<std::size_t>(j)]);
     } else if (loss == "binary_crossentropy") {
       double l = 0;
       for (int64_t j = 0; j < c; ++j) {
@@ -149,12 +154,14 @@ TEST(Gradients, DenseWithoutBiasAndZeroRateDropoutMatchFiniteDifferences) {
 }
 
 TEST(Gradients, EachLossMatchesFiniteDifferences) {
-  check_gradients({"sparse CE", {Input({5}), Dense(4, "tanh"), Dense(3, "softmax")},
+  check_gradients({"sparse CE",
+                   {Input({5}), Dense(4, "tanh"), Dense(3, "softmax")},
                    "sparse_categorical_crossentropy"});
-  check_gradients({"categorical CE", {Input({5}), Dense(4, "tanh"), Dense(3, "softmax")},
+  check_gradients({"categorical CE",
+                   {Input({5}), Dense(4, "tanh"), Dense(3, "softmax")},
                    "categorical_crossentropy"});
-  check_gradients({"binary CE", {Input({5}), Dense(4, "tanh"), Dense(2, "sigmoid")},
-                   "binary_crossentropy"});
+  check_gradients(
+      {"binary CE", {Input({5}), Dense(4, "tanh"), Dense(2, "sigmoid")}, "binary_crossentropy"});
   check_gradients({"MSE", {Input({5}), Dense(4, "relu"), Dense(3)}, "mean_squared_error"});
   check_gradients({"MSE after tanh", {Input({5}), Dense(4), Dense(3, "tanh")}, "mse"});
   check_gradients({"MSE after softmax", {Input({5}), Dense(4), Dense(3, "softmax")}, "mse"});

@@ -58,8 +58,8 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   EXPECT_EQ(b.v[1], 0x41c83b0eu);
   EXPECT_EQ(b.v[2], 0xa20bc7c6u);
   EXPECT_EQ(b.v[3], 0x6d5451fdu);
-  Philox4x32 c = philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u,
-                               0x299f31d0u);
+  Philox4x32 c =
+      philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u);
   EXPECT_EQ(c.v[0], 0xd16cfe09u);
   EXPECT_EQ(c.v[1], 0x94fdccebu);
   EXPECT_EQ(c.v[2], 0x5001e420u);
@@ -125,7 +125,8 @@ TEST(Dropout, IsTheIdentityInEvaluateAndPredict) {
   Sequential with({Input({20}), Dense(16, "relu"), Dropout(0.5), Dense(4, "softmax")});
   Sequential without({Input({20}), Dense(16, "relu"), Dense(4, "softmax")});
   with.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1, .seed = 5});
-  without.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1, .seed = 5});
+  without.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                  {.threads = 1, .seed = 5});
   without.set_weights(with.get_weights());
   const Tensor x = random_tensor({10, 20}, 9);
   const Tensor a = with.predict(x), b = without.predict(x);
@@ -202,13 +203,15 @@ TEST(Training, AcceptsCallerBuffersOfAnyFeatureShapeAndOneHotTargets) {
   // 3 features, 2 classes, one-hot: a linearly separable problem.
   std::vector<float> x, y;
   for (int i = 0; i < 256; ++i) {
-    const float a = static_cast<float>(i % 16) / 8.0f - 1.0f, b = static_cast<float>(i / 16) / 8.0f - 1.0f;
+    const float a = static_cast<float>(i % 16) / 8.0f - 1.0f,
+                b = static_cast<float>(i / 16) / 8.0f - 1.0f;
     x.insert(x.end(), {a, b, 0.5f});
     const bool positive = a + b > 0;
     y.insert(y.end(), {positive ? 0.0f : 1.0f, positive ? 1.0f : 0.0f});
   }
   Sequential model({Dense(8, "tanh"), Dense(2, "softmax")});
-  model.compile(Adam({.learning_rate = 0.05}), "categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  model.compile(Adam({.learning_rate = 0.05}), "categorical_crossentropy", {"accuracy"},
+                {.threads = 1});
   History h = model.fit(x, {256, 3}, y, {256, 2}, {.epochs = 30, .batch_size = 16, .verbose = 0});
   EXPECT_GT(h.epochs.back().accuracy, 0.95);
   EXPECT_EQ(model.input_shape(), (Shape{3}));
@@ -242,8 +245,9 @@ TEST(Training, CtrlCStopsAfterTheCurrentStepAndKeepsTheModel) {
   const Mnist10k& d = Mnist10k::get();
   Sequential model = small_model();
   model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
-  History h = model.fit(d.x_train.rows(0, 640), d.y_train.rows(0, 640),
-                        {.epochs = 5, .verbose = 0, .callbacks = {std::make_shared<Interrupter>()}});
+  History h =
+      model.fit(d.x_train.rows(0, 640), d.y_train.rows(0, 640),
+                {.epochs = 5, .verbose = 0, .callbacks = {std::make_shared<Interrupter>()}});
   EXPECT_TRUE(h.interrupted);
   ASSERT_EQ(h.epochs.size(), 2u);
   EXPECT_EQ(h.epochs[1].steps, 1);
@@ -255,10 +259,13 @@ TEST(Callbacks, EarlyStoppingStopsWhenTheMonitorStalls) {
   const Mnist10k& d = Mnist10k::get();
   Sequential model = small_model();
   // A learning rate so small that nothing improves by min_delta.
-  model.compile(SGD({.learning_rate = 1e-9}), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
-  History h = model.fit(d.x_train.rows(0, 320), d.y_train.rows(0, 320),
-                        {.epochs = 20, .verbose = 0,
-                         .callbacks = {EarlyStopping({.monitor = "loss", .min_delta = 0.01, .patience = 2})}});
+  model.compile(SGD({.learning_rate = 1e-9}), "sparse_categorical_crossentropy", {"accuracy"},
+                {.threads = 1});
+  History h = model.fit(
+      d.x_train.rows(0, 320), d.y_train.rows(0, 320),
+      {.epochs = 20,
+       .verbose = 0,
+       .callbacks = {EarlyStopping({.monitor = "loss", .min_delta = 0.01, .patience = 2})}});
   EXPECT_TRUE(h.stopped_early);
   EXPECT_EQ(h.epochs.size(), 4u);  // the first sets the best, then 3 without improvement
 }
@@ -266,14 +273,18 @@ TEST(Callbacks, EarlyStoppingStopsWhenTheMonitorStalls) {
 TEST(Callbacks, ReduceLROnPlateauAndStepDecayChangeTheLearningRate) {
   const Mnist10k& d = Mnist10k::get();
   Sequential model = small_model();
-  model.compile(SGD({.learning_rate = 1e-9}), "sparse_categorical_crossentropy", {}, {.threads = 1});
-  History h = model.fit(d.x_train.rows(0, 320), d.y_train.rows(0, 320),
-                        {.epochs = 3, .verbose = 0,
-                         .callbacks = {ReduceLROnPlateau({.monitor = "loss", .factor = 0.5,
-                                                          .patience = 1, .min_delta = 0.01})}});
+  model.compile(SGD({.learning_rate = 1e-9}), "sparse_categorical_crossentropy", {},
+                {.threads = 1});
+  History h =
+      model.fit(d.x_train.rows(0, 320), d.y_train.rows(0, 320),
+                {.epochs = 3,
+                 .verbose = 0,
+                 .callbacks = {ReduceLROnPlateau(
+                     {.monitor = "loss", .factor = 0.5, .patience = 1, .min_delta = 0.01})}});
   EXPECT_NEAR(model.learning_rate(), 1e-9 * 0.25, 1e-15);
   Sequential stepped = small_model();
-  stepped.compile(SGD({.learning_rate = 0.1}), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  stepped.compile(SGD({.learning_rate = 0.1}), "sparse_categorical_crossentropy", {},
+                  {.threads = 1});
   History s = stepped.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
                           {.epochs = 4, .verbose = 0, .callbacks = {StepDecay(0.1, 0.5, 2)}});
   ASSERT_EQ(s.history.at("lr").size(), 4u);

@@ -26,7 +26,8 @@ std::vector<float> two_steps(OptimizerConfig config) {
 
 void expect_values(const std::vector<float>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << "w[" << i << "]";
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 2e-6) << "w[" << i << "]";
 }
 
 TEST(Optimizers, AdamFollowsKerasEpsilonHatFormula) {

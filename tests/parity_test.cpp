@@ -45,8 +45,10 @@ void check_parity(bool big) {
   // 100 steps of batch 32.
   const Tensor x = d.x.rows(0, 3200), y = d.y.rows(0, 3200);
   Sequential cpu = seed_model(big), gpu = seed_model(big);
-  cpu.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.device = "cpu", .seed = 3});
-  gpu.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.device = "cuda", .seed = 3});
+  cpu.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+              {.device = "cpu", .seed = 3});
+  gpu.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+              {.device = "cuda", .seed = 3});
   cpu.fit(x, y, {.epochs = 1, .verbose = 0});
   gpu.fit(x, y, {.epochs = 1, .verbose = 0});
   EXPECT_EQ(gpu.optimizer_steps(), 100);
@@ -56,12 +58,15 @@ void check_parity(bool big) {
     EXPECT_LE(relative_difference(wg[i].value, wc[i].value), 1e-3) << wc[i].name;
 
   Sequential cpu3 = seed_model(big), gpu3 = seed_model(big);
-  cpu3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.device = "cpu", .seed = 4});
-  gpu3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.device = "cuda", .seed = 4});
+  cpu3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+               {.device = "cpu", .seed = 4});
+  gpu3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+               {.device = "cuda", .seed = 4});
   const History hc = cpu3.fit(d.x, d.y, {.epochs = 3, .verbose = 0});
   const History hg = gpu3.fit(d.x, d.y, {.epochs = 3, .verbose = 0});
   for (int e = 0; e < 3; ++e)
-    EXPECT_NEAR(hg.epochs[e].loss, hc.epochs[e].loss, 0.005 * hc.epochs[e].loss) << "epoch " << e + 1;
+    EXPECT_NEAR(hg.epochs[e].loss, hc.epochs[e].loss, 0.005 * hc.epochs[e].loss)
+        << "epoch " << e + 1;
 }
 
 TEST(Parity, SmallModelFollowsTheSameTrajectoryOnCpuAndGpu) { check_parity(false); }

@@ -125,7 +125,8 @@ TEST(CostModel, EpochGemmFlopsOfSmallAndBig) {
   EXPECT_EQ(small_step, 13090816);
   EXPECT_EQ(perf::epoch_gemm_flops(kSmall, 60000, 32), 1875 * small_step);
   EXPECT_EQ(perf::epoch_gemm_flops(kSmall, 60000, 32), 24545280000);  // 24.5 GFLOP
-  const int64_t big_step = 2 * 32 * (784 * 1000 + 1000 * 1000 + 1000 * 10) * 2 + 2 * 32 * (1000 * 1000 + 1000 * 10);
+  const int64_t big_step =
+      2 * 32 * (784 * 1000 + 1000 * 1000 + 1000 * 10) * 2 + 2 * 32 * (1000 * 1000 + 1000 * 10);
   EXPECT_EQ(perf::epoch_gemm_flops(kBig, 60000, 32), 1875 * big_step);
   EXPECT_EQ(perf::epoch_gemm_flops(kBig, 60000, 32), 551760000000);  // 552 GFLOP
   EXPECT_EQ(kBig.parameters(), 784 * 1000 + 1000 + 1000 * 1000 + 1000 + 1000 * 10 + 10);
@@ -207,11 +208,14 @@ TEST(CostModel, PredictionFromAFlatProfileIsTheArithmetic) {
 
 TEST(CostModel, GpuNaiveIsLaunchBoundAndResidentIsNot) {
   const perf::Profile g = flat_profile("gpu", 1e13, 1e12);
-  const auto naive = perf::predict(perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::naive), g, Mode::naive);
-  const auto resident = perf::predict(perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::resident), g, Mode::resident);
+  const auto naive =
+      perf::predict(perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::naive), g, Mode::naive);
+  const auto resident =
+      perf::predict(perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::resident), g, Mode::resident);
   // Naive: 13 launches at 5 us dominate tiny kernels; the copy is 8 us + bytes / 2 GB/s; a sync.
   EXPECT_NEAR(naive.phase_seconds[size_t(Phase::sync_wait)], 10e-6, 1e-12);
-  EXPECT_NEAR(naive.phase_seconds[size_t(Phase::h2d_copy)], 2 * 8e-6 + (32 * 784 * 4 + 32 * 4) / 2e9, 1e-12);
+  EXPECT_NEAR(naive.phase_seconds[size_t(Phase::h2d_copy)],
+              2 * 8e-6 + (32 * 784 * 4 + 32 * 4) / 2e9, 1e-12);
   EXPECT_GT(naive.phase_seconds[size_t(Phase::host_overhead)], 40e-6);
   EXPECT_NEAR(resident.phase_seconds[size_t(Phase::host_overhead)], 4e-6, 1e-12);
   EXPECT_LT(resident.step_seconds, naive.step_seconds);
@@ -226,7 +230,8 @@ TEST(CostModel, GemmRateInterpolatesInLogSpaceOnAGrid) {
       for (int64_t o : {10, 100}) p.gemm.push_back({"forward", b, o, i, 1e9 * double(b)});
   EXPECT_NEAR(perf::gemm_rate(p, "forward", 16, 32, 10), 16e9, 1e-3);
   EXPECT_NEAR(perf::gemm_rate(p, "forward", 64, 128, 100), 64e9, 1e-3);
-  EXPECT_NEAR(perf::gemm_rate(p, "forward", 32, 50, 30), 32e9, 1e-2);  // geometric midpoint of 16 and 64
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 32, 50, 30), 32e9,
+              1e-2);  // geometric midpoint of 16 and 64
   EXPECT_NEAR(perf::gemm_rate(p, "forward", 4096, 50, 30), 64e9, 1e-3);  // clamped at the edge
   // No samples for this op: the others serve.
   EXPECT_NEAR(perf::gemm_rate(p, "backward_input", 16, 32, 10), 16e9, 1e-3);
@@ -278,7 +283,8 @@ TEST(Profile, ValidationNamesTheBadField) {
   EXPECT_EQ(error_of(good), "");
   json j = good;
   j["gemm"][0].erase("flops_per_second");
-  EXPECT_NE(error_of(j).find("'gemm[0].flops_per_second' is missing"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("'gemm[0].flops_per_second' is missing"), std::string::npos)
+      << error_of(j);
   j = good;
   j["gemm"][0]["flops_per_second"] = -3;
   EXPECT_NE(error_of(j).find("gemm[0].flops_per_second"), std::string::npos);
@@ -298,7 +304,8 @@ TEST(Profile, ValidationNamesTheBadField) {
   j["gemm"] = json::array();
   EXPECT_NE(error_of(j).find("'gemm'"), std::string::npos);
   j = good;
-  j["kernels"] = {{"adam", {{{"elements", 10}, {"seconds", 1e-6}}, {{"elements", 5}, {"seconds", 1e-6}}}}};
+  j["kernels"] = {
+      {"adam", {{{"elements", 10}, {"seconds", 1e-6}}, {{"elements", 5}, {"seconds", 1e-6}}}}};
   EXPECT_NE(error_of(j).find("kernels.adam[1].elements"), std::string::npos);
   // A GPU profile must have its latencies and copies.
   j = perf::profile_to_json(flat_profile("gpu", 1e13, 1e12));
@@ -339,7 +346,8 @@ struct TinyData {
 };
 TinyData tiny_data(int64_t n) {
   TinyData d{Tensor({n, 6, 6}), Tensor({n})};
-  for (int64_t i = 0; i < d.x.size(); ++i) d.x[i] = philox_uniform(7, RngStream::init, 1, 0, uint64_t(i));
+  for (int64_t i = 0; i < d.x.size(); ++i)
+    d.x[i] = philox_uniform(7, RngStream::init, 1, 0, uint64_t(i));
   for (int64_t i = 0; i < n; ++i) d.y[i] = float(i % 3);
   return d;
 }
@@ -351,7 +359,8 @@ Sequential tiny_model() {
 TEST(BackendWrappers, NaiveModeTrainsExactlyAsResidentOnTheCpu) {
   const TinyData d = tiny_data(100);  // 3 full batches of 32 and a ragged one of 4
   Sequential plain = tiny_model();
-  plain.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.device = "cpu", .threads = 1, .seed = 3});
+  plain.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                {.device = "cpu", .threads = 1, .seed = 3});
   const History hp = plain.fit(d.x, d.y, {.epochs = 2, .batch_size = 32, .verbose = 0});
 
   perf::NaiveBackend* naive = nullptr;
@@ -367,7 +376,8 @@ TEST(BackendWrappers, NaiveModeTrainsExactlyAsResidentOnTheCpu) {
   ASSERT_NE(naive, nullptr);
   EXPECT_EQ(naive->host_batches(), 2 * 4 * 2);  // x and y, 4 steps, 2 epochs
   ASSERT_EQ(hp.epochs.size(), hn.epochs.size());
-  for (std::size_t e = 0; e < hp.epochs.size(); ++e) EXPECT_EQ(hp.epochs[e].loss, hn.epochs[e].loss);
+  for (std::size_t e = 0; e < hp.epochs.size(); ++e)
+    EXPECT_EQ(hp.epochs[e].loss, hn.epochs[e].loss);
   EXPECT_EQ(perf::max_relative_weight_difference(plain.get_weights(), wrapped.get_weights()), 0.0);
   // Evaluation goes through the host too, and agrees.
   const EvaluateResult ep = plain.evaluate(d.x, d.y, {.batch_size = 32, .verbose = 0});
@@ -421,7 +431,9 @@ TEST(Plot, SvgHasPanelsLinesAndTheCrossover) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find("t &lt;&amp;&gt;"), std::string::npos);
   std::size_t polylines = 0;
-  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos;
+       at = svg.find("<polyline", at + 1))
+    ++polylines;
   EXPECT_EQ(polylines, 2u);
   EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);
   EXPECT_NE(svg.find("crossover: width 64"), std::string::npos);
@@ -436,8 +448,10 @@ struct Result {
 Result run(const std::string& args) {
   const fs::path dir = fs::temp_directory_path();
   const std::string tag = std::to_string(::getpid());
-  const std::string o = (dir / ("perf_out_" + tag)).string(), e = (dir / ("perf_err_" + tag)).string();
-  const std::string cmd = std::string("'") + CROSSOVER_BINARY + "' " + args + " >'" + o + "' 2>'" + e + "'";
+  const std::string o = (dir / ("perf_out_" + tag)).string(),
+                    e = (dir / ("perf_err_" + tag)).string();
+  const std::string cmd =
+      std::string("'") + CROSSOVER_BINARY + "' " + args + " >'" + o + "' 2>'" + e + "'";
   const int status = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -487,8 +501,9 @@ TEST_F(PerfCommands, CalibrateQuickWritesAValidProfile) {
   const Result r = run("calibrate --quick --threads 1 --quiet --out '" + path("cpu.json") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = read_json(path("cpu.json"));
-  for (const char* k : {"launch_seconds", "graph_node_seconds", "sync_seconds", "h2d_bytes_per_second",
-                        "d2h_bytes_per_second", "memory_bytes_per_second", "gemm"})
+  for (const char* k :
+       {"launch_seconds", "graph_node_seconds", "sync_seconds", "h2d_bytes_per_second",
+        "d2h_bytes_per_second", "memory_bytes_per_second", "gemm"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["device"]["kind"], "cpu");
   EXPECT_FALSE(j["device"]["name"].get<std::string>().empty());
@@ -496,14 +511,16 @@ TEST_F(PerfCommands, CalibrateQuickWritesAValidProfile) {
   EXPECT_TRUE(j["h2d_bytes_per_second"]["pageable"].is_null());
   EXPECT_TRUE(j["d2h_bytes_per_second"]["pinned"].is_null());
   ASSERT_FALSE(j["gemm"].empty());
-  for (const char* k : {"m", "n", "k", "flops_per_second"}) EXPECT_TRUE(j["gemm"][0].contains(k)) << k;
+  for (const char* k : {"m", "n", "k", "flops_per_second"})
+    EXPECT_TRUE(j["gemm"][0].contains(k)) << k;
   EXPECT_NO_THROW(perf::load_profile(path("cpu.json")));
   EXPECT_EQ(run("calibrate --quick --device cuda:7 --out '" + path("g.json") + "'").code, 2);
   EXPECT_EQ(run("calibrate --quick --out /nonexistent-folder/p.json").code, 2);
 }
 
 TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
-  const Result r = run("explain --model small --data mnist-10k --batch-size 32 --steps 6 --json '" + path("e.json") + "'");
+  const Result r = run("explain --model small --data mnist-10k --batch-size 32 --steps 6 --json '" +
+                       path("e.json") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("dominates"), std::string::npos) << r.out;
   const json j = read_json(path("e.json"));
@@ -516,8 +533,8 @@ TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
     EXPECT_TRUE(p.contains("predicted_seconds"));
     sum += p["measured_seconds"].get<double>();
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"host_overhead", "h2d_copy", "d2h_copy", "gemm", "elementwise", "optimizer",
-                                             "sync_wait"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"host_overhead", "h2d_copy", "d2h_copy", "gemm",
+                                             "elementwise", "optimizer", "sync_wait"}));
   const double step = j["step_seconds"]["measured"];
   EXPECT_GT(step, 0);
   EXPECT_NEAR(sum, step, 1e-9 * std::max(1.0, step));  // the phases add up to the step
@@ -528,8 +545,9 @@ TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
 }
 
 TEST_F(PerfCommands, CompareRunsTheCpuAndSaysWhatIsMissing) {
-  const Result r = run("compare --model small --data mnist-10k --epochs 1 --batch-size 128 --seed 1 --json '" +
-                       path("c.json") + "'");
+  const Result r =
+      run("compare --model small --data mnist-10k --epochs 1 --batch-size 128 --seed 1 --json '" +
+          path("c.json") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = read_json(path("c.json"));
   ASSERT_GE(j["runs"].size(), 1u);
@@ -546,7 +564,8 @@ TEST_F(PerfCommands, CompareRunsTheCpuAndSaysWhatIsMissing) {
     const std::string notes = j["notes"].dump();
     EXPECT_NE(notes.find("no GPU present"), std::string::npos);
     if (!gpu_profile_shipped()) {
-      EXPECT_NE(notes.find("no GPU calibration profile is shipped yet: GPU rows omitted"), std::string::npos);
+      EXPECT_NE(notes.find("no GPU calibration profile is shipped yet: GPU rows omitted"),
+                std::string::npos);
       EXPECT_EQ(j["runs"].size(), 1u);
     } else {
       for (std::size_t i = 1; i < j["runs"].size(); ++i) EXPECT_EQ(j["runs"][i]["measured"], false);
@@ -555,8 +574,9 @@ TEST_F(PerfCommands, CompareRunsTheCpuAndSaysWhatIsMissing) {
 }
 
 TEST_F(PerfCommands, SweepWritesJsonCsvAndAPlot) {
-  const Result r = run("sweep --data mnist-10k --widths 32,64 --batch-sizes 64 --steps 4 --max-seconds 1 --json '" +
-                       path("s.json") + "' --csv '" + path("s.csv") + "' --plot '" + path("s.svg") + "'");
+  const Result r = run(
+      "sweep --data mnist-10k --widths 32,64 --batch-sizes 64 --steps 4 --max-seconds 1 --json '" +
+      path("s.json") + "' --csv '" + path("s.csv") + "' --plot '" + path("s.svg") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = read_json(path("s.json"));
   int measured = 0;
@@ -581,7 +601,10 @@ TEST_F(PerfCommands, SweepWritesJsonCsvAndAPlot) {
   EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
   EXPECT_EQ(run("sweep --data mnist-10k --widths 32,x --batch-sizes 64").code, 2);
   EXPECT_EQ(run("sweep --data mnist-10k --widths 32 --batch-sizes 64 --layers 3").code, 2);
-  EXPECT_EQ(run("sweep --data mnist-10k --widths 32 --batch-sizes 64 --plot '" + path("p.png") + "'").code, 2);
+  EXPECT_EQ(
+      run("sweep --data mnist-10k --widths 32 --batch-sizes 64 --plot '" + path("p.png") + "'")
+          .code,
+      2);
 }
 
 }  // namespace

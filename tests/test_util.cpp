@@ -20,8 +20,8 @@ std::string slurp(const std::string& path) {
 
 std::string temp_folder(const std::string& name) {
   namespace fs = std::filesystem;
-  fs::path p = fs::temp_directory_path() /
-               ("crossover-test-" + std::to_string(::getpid()) + "-" + name);
+  fs::path p =
+      fs::temp_directory_path() / ("crossover-test-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
@@ -31,8 +31,8 @@ CommandResult run_crossover(const std::string& args) {
   static int counter = 0;
   const std::string dir = temp_folder("cmd" + std::to_string(counter++));
   const std::string out = dir + "/out", err = dir + "/err";
-  const std::string cmd = std::string(CROSSOVER_BINARY) + " " + args + " >" + out + " 2>" + err +
-                          " </dev/null";
+  const std::string cmd =
+      std::string(CROSSOVER_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
   CommandResult r;
   const int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -63,12 +63,12 @@ enum class OptimizerKind { sgd, adam, rmsprop };
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adam;
   LearningRateSchedule schedule;
-  float beta1 = 0.9f;     // Adam
-  float beta2 = 0.999f;   // Adam
-  float epsilon = 1e-7f;  // Adam, RMSprop (Keras's default)
-  float momentum = 0.0f;  // SGD, RMSprop
-  bool nesterov = false;  // SGD
-  float rho = 0.9f;       // RMSprop
+  float beta1 = 0.9f;         // Adam
+  float beta2 = 0.999f;       // Adam
+  float epsilon = 1e-7f;      // Adam, RMSprop (Keras's default)
+  float momentum = 0.0f;      // SGD, RMSprop
+  bool nesterov = false;      // SGD
+  float rho = 0.9f;           // RMSprop
   float weight_decay = 0.0f;  // decoupled (AdamW-style; Keras's weight_decay argument)
   float clipnorm = 0.0f;      // clip by global norm when > 0
   float clipvalue = 0.0f;     // clip each element to [-clipvalue, clipvalue] when > 0

@@ -16,11 +16,11 @@ namespace crossover {
 
 struct CudaDeviceInfo {
   int ordinal = 0;
-  std::string name;        // "NVIDIA H200"
+  std::string name;          // "NVIDIA H200"
   int major = 0, minor = 0;  // compute capability
-  int sm_count = 0;        // streaming multiprocessors
+  int sm_count = 0;          // streaming multiprocessors
   std::size_t memory_bytes = 0;
-  std::string host_link;   // "PCIe gen5 x16" (from NVML when the driver has it), or "unknown"
+  std::string host_link;  // "PCIe gen5 x16" (from NVML when the driver has it), or "unknown"
 };
 
 // Every visible device; empty when built without CUDA, or when there is no driver or no device.
@@ -37,15 +37,19 @@ enum class Precision { fp32, tf32, bf16 };
 
 inline const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::tf32: return "tf32";
-    case Precision::bf16: return "bf16";
+    case Precision::fp32:
+      return "fp32";
+    case Precision::tf32:
+      return "tf32";
+    case Precision::bf16:
+      return "bf16";
   }
   return "fp32";
 }
 
 // "fp32" | "tf32" | "bf16"; throws Error(where, ...) for anything else.
-inline Precision parse_precision(const std::string& text, const std::string& where = "--precision") {
+inline Precision parse_precision(const std::string& text,
+                                 const std::string& where = "--precision") {
   if (text == "fp32") return Precision::fp32;
   if (text == "tf32") return Precision::tf32;
   if (text == "bf16") return Precision::bf16;

@@ -100,9 +100,15 @@ CROSSOVER_HD void update_one(const OptimizerConfig& c, const UpdateConstants& u,
   const float g = clipped_gradient(c, g_raw, grad_scale);
   const float d = decay_factor(c, u, decay);
   switch (c.kind) {
-    case OptimizerKind::adam: adam_element(c, u, d, w, g, slot1[i], slot2[i]); return;
-    case OptimizerKind::sgd: sgd_element(c, u, d, w, g, slot1 + i); return;
-    case OptimizerKind::rmsprop: rmsprop_element(c, u, d, w, g, slot1[i], slot2 + i); return;
+    case OptimizerKind::adam:
+      adam_element(c, u, d, w, g, slot1[i], slot2[i]);
+      return;
+    case OptimizerKind::sgd:
+      sgd_element(c, u, d, w, g, slot1 + i);
+      return;
+    case OptimizerKind::rmsprop:
+      rmsprop_element(c, u, d, w, g, slot1[i], slot2 + i);
+      return;
   }
 }
 
@@ -135,8 +141,9 @@ inline constexpr float kProbabilityEpsilon = 1e-7f;
 // is right, and the gradient of (loss / m) with respect to z into d (when d is not null).
 // Softmax with a cross-entropy and sigmoid with binary cross-entropy use the fused gradient
 // (p - t); other pairs chain the loss gradient through the activation.
-CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z, const float* targets,
-                              int64_t r, int64_t c, float* p, float* d, float inv_m) {
+CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
+                              const float* targets, int64_t r, int64_t c, float* p, float* d,
+                              float inv_m) {
   LossRow out;
   // Activated output.
   if (act == ActivationKind::softmax) {
@@ -147,7 +154,7 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
       p[j] = act == ActivationKind::relu      ? fmaxf(x, 0.0f)
              : act == ActivationKind::sigmoid ? 1.0f / (1.0f + std::exp(-x))
              : act == ActivationKind::tanh    ? std::tanh(x)
-                                          : x;
+                                              : x;
     }
   }
   switch (loss) {
@@ -193,12 +200,13 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
       double l = 0.0, right = 0.0;
       for (int64_t j = 0; j < c; ++j) {
         const float pj = fminf(fmaxf(p[j], kProbabilityEpsilon), 1.0f - kProbabilityEpsilon);
-        l -= t[j] * std::log(static_cast<double>(pj)) + (1.0f - t[j]) * std::log1p(-static_cast<double>(pj));
+        l -= t[j] * std::log(static_cast<double>(pj)) +
+             (1.0f - t[j]) * std::log1p(-static_cast<double>(pj));
         right += ((p[j] > 0.5f) == (t[j] > 0.5f)) ? 1.0 : 0.0;
         if (d) {
-          d[j] = act == ActivationKind::sigmoid ? (p[j] - t[j]) / static_cast<float>(c) * inv_m
-                                            : (pj - t[j]) / (pj * (1.0f - pj)) /
-                                                  static_cast<float>(c) * inv_m;
+          d[j] = act == ActivationKind::sigmoid
+                     ? (p[j] - t[j]) / static_cast<float>(c) * inv_m
+                     : (pj - t[j]) / (pj * (1.0f - pj)) / static_cast<float>(c) * inv_m;
         }
       }
       out.loss = l / static_cast<double>(c);
@@ -219,10 +227,10 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
     }
   }
   // Chain the gradient through an activation that is not fused with the loss above.
-  const bool fused = (act == ActivationKind::softmax &&
-                      (loss == LossKind::sparse_categorical_crossentropy ||
-                       loss == LossKind::categorical_crossentropy)) ||
-                     (act == ActivationKind::sigmoid && loss == LossKind::binary_crossentropy);
+  const bool fused =
+      (act == ActivationKind::softmax && (loss == LossKind::sparse_categorical_crossentropy ||
+                                          loss == LossKind::categorical_crossentropy)) ||
+      (act == ActivationKind::sigmoid && loss == LossKind::binary_crossentropy);
   if (d && !fused && act != ActivationKind::linear) {
     if (act == ActivationKind::softmax) {
       float dot = 0.0f;
@@ -233,7 +241,7 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
         const float y = p[j];
         d[j] *= act == ActivationKind::relu      ? (y > 0.0f ? 1.0f : 0.0f)
                 : act == ActivationKind::sigmoid ? y * (1.0f - y)
-                                             : 1.0f - y * y;
+                                                 : 1.0f - y * y;
       }
     }
   }

@@ -44,10 +44,15 @@ struct Run {
 
 class EpochLine final : public Callback {
  public:
-  EpochLine(const Output& out, std::string label, int epochs) : out_(out), label_(std::move(label)), epochs_(epochs) {}
+  EpochLine(const Output& out, std::string label, int epochs)
+      : out_(out), label_(std::move(label)), epochs_(epochs) {}
   void on_epoch_end(Sequential&, int epoch, const Logs& logs) override {
-    auto get = [&](const char* k) { auto it = logs.find(k); return it == logs.end() ? 0.0 : it->second; };
-    out_.say(fmt::format("  {}: epoch {}/{} loss {:.4f} accuracy {:.4f}", label_, epoch + 1, epochs_, get("loss"), get("accuracy")));
+    auto get = [&](const char* k) {
+      auto it = logs.find(k);
+      return it == logs.end() ? 0.0 : it->second;
+    };
+    out_.say(fmt::format("  {}: epoch {}/{} loss {:.4f} accuracy {:.4f}", label_, epoch + 1,
+                         epochs_, get("loss"), get("accuracy")));
   }
 
  private:
@@ -65,7 +70,8 @@ void run_compare(const CompareOptions& o) {
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
   if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
 
-  perf::TrainingData d = perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
+  perf::TrainingData d =
+      perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
   const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes);
   const perf::ModelDesc desc = perf::describe(probe);
   const int64_t n_train = d.x_train.dim(0);
@@ -76,14 +82,17 @@ void run_compare(const CompareOptions& o) {
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();
   for (const CudaDeviceInfo& g : gpus)
     for (perf::Mode m : {perf::Mode::resident, perf::Mode::naive})
-      runs.push_back({.device = "cuda:" + std::to_string(g.ordinal), .device_name = g.name, .mode = m});
+      runs.push_back(
+          {.device = "cuda:" + std::to_string(g.ordinal), .device_name = g.name, .mode = m});
   if (gpus.empty()) notes.push_back("no GPU present: the CPU was measured");
 
-  out.say(fmt::format("compare: {} ({} parameters), {} epochs at batch {}, seed {}, on {} ({} training samples)", o.model,
-                      desc.parameters(), o.epochs, o.batch_size, o.seed, d.name, n_train));
+  out.say(fmt::format(
+      "compare: {} ({} parameters), {} epochs at batch {}, seed {}, on {} ({} training samples)",
+      o.model, desc.parameters(), o.epochs, o.batch_size, o.seed, d.name, n_train));
   for (Run& r : runs) {
     Sequential m = model_from_spec(o.model, d.sample_shape, d.classes);
-    perf::compile_for(m, {.device = r.device, .mode = r.mode, .threads = o.threads, .seed = o.seed});
+    perf::compile_for(m,
+                      {.device = r.device, .mode = r.mode, .threads = o.threads, .seed = o.seed});
     const std::string label = run_label(r);
     out.say(fmt::format("training on {} ({})", label, r.device_name));
     FitOptions fo;
@@ -92,24 +101,31 @@ void run_compare(const CompareOptions& o) {
     fo.verbose = 0;
     if (!o.quiet) fo.callbacks.push_back(std::make_shared<EpochLine>(out, label, o.epochs));
     const History h = m.fit(d.x_train, d.y_train, fo);
-    const EvaluateResult e = m.evaluate(d.x_test, d.y_test, {.batch_size = o.batch_size, .verbose = 0});
+    const EvaluateResult e =
+        m.evaluate(d.x_test, d.y_test, {.batch_size = o.batch_size, .verbose = 0});
     r.measured = true;
     r.first_epoch_seconds = h.epochs.front().seconds;
     double sum = 0;
     int counted = 0;
-    for (std::size_t i = h.epochs.size() > 1 ? 1 : 0; i < h.epochs.size(); ++i, ++counted) sum += h.epochs[i].seconds;
+    for (std::size_t i = h.epochs.size() > 1 ? 1 : 0; i < h.epochs.size(); ++i, ++counted)
+      sum += h.epochs[i].seconds;
     r.seconds_per_epoch = sum / std::max(counted, 1);
     r.steps_per_epoch = h.epochs.front().steps;
-    r.seconds_per_step = r.seconds_per_epoch / static_cast<double>(std::max<int64_t>(r.steps_per_epoch, 1));
+    r.seconds_per_step =
+        r.seconds_per_epoch / static_cast<double>(std::max<int64_t>(r.steps_per_epoch, 1));
     r.test_accuracy = e.accuracy;
     r.test_loss = e.loss;
     for (const EpochRecord& er : h.epochs) r.losses.push_back(er.loss);
     r.weights = m.get_weights();
     std::string note;
-    if (auto p = perf::profile_for_device(r.device, r.device == "cpu" ? o.profile : "", o.threads, note))
-      r.predicted_seconds_per_epoch = perf::predict_epoch(desc, n_train, o.batch_size, *p, r.mode).seconds;
+    if (auto p =
+            perf::profile_for_device(r.device, r.device == "cpu" ? o.profile : "", o.threads, note))
+      r.predicted_seconds_per_epoch =
+          perf::predict_epoch(desc, n_train, o.batch_size, *p, r.mode).seconds;
   }
-  if (o.epochs > 1) notes.push_back("seconds_per_epoch is the mean of epochs 2.." + std::to_string(o.epochs) + " (the first holds one-off warm-up)");
+  if (o.epochs > 1)
+    notes.push_back("seconds_per_epoch is the mean of epochs 2.." + std::to_string(o.epochs) +
+                    " (the first holds one-off warm-up)");
 
   // Predicted GPU rows, where no GPU was measured.
   if (gpus.empty()) {
@@ -128,37 +144,46 @@ void run_compare(const CompareOptions& o) {
           r.source = p.source;
           runs.push_back(std::move(r));
         }
-      notes.push_back("GPU rows are predicted from " + gp.front().source + " (no GPU present to measure)");
+      notes.push_back("GPU rows are predicted from " + gp.front().source +
+                      " (no GPU present to measure)");
     }
   }
 
   // The table.
   out.say("");
-  out.say(fmt::format("{:<10}{:<10}{:>12}{:>12}{:>11}   {}", "device", "mode", "s/epoch", "us/step", "test acc", "source"));
+  out.say(fmt::format("{:<10}{:<10}{:>12}{:>12}{:>11}   {}", "device", "mode", "s/epoch", "us/step",
+                      "test acc", "source"));
   for (const Run& r : runs) {
     std::string source = r.measured ? "measured" : "predicted (" + r.device_name + " profile)";
     if (r.measured && r.predicted_seconds_per_epoch)
       source += fmt::format(", predicted {:.3f} s/epoch (x{:.2f})", *r.predicted_seconds_per_epoch,
                             *r.predicted_seconds_per_epoch / r.seconds_per_epoch);
-    out.say(fmt::format("{:<10}{:<10}{:>12.3f}{:>12.1f}{:>11}   {}", r.device, perf::mode_name(r.mode), r.seconds_per_epoch,
-                        r.seconds_per_step * 1e6, r.test_accuracy ? fmt::format("{:.4f}", *r.test_accuracy) : "-", source));
+    out.say(fmt::format("{:<10}{:<10}{:>12.3f}{:>12.1f}{:>11}   {}", r.device,
+                        perf::mode_name(r.mode), r.seconds_per_epoch, r.seconds_per_step * 1e6,
+                        r.test_accuracy ? fmt::format("{:.4f}", *r.test_accuracy) : "-", source));
   }
 
   // The winner.
   std::vector<const Run*> order;
   for (const Run& r : runs) order.push_back(&r);
-  std::stable_sort(order.begin(), order.end(), [](const Run* a, const Run* b) { return a->seconds_per_epoch < b->seconds_per_epoch; });
+  std::stable_sort(order.begin(), order.end(), [](const Run* a, const Run* b) {
+    return a->seconds_per_epoch < b->seconds_per_epoch;
+  });
   const Run& w = *order.front();
-  nlohmann::json winner{{"device", w.device}, {"mode", perf::mode_name(w.mode)}, {"measured", w.measured},
+  nlohmann::json winner{{"device", w.device},
+                        {"mode", perf::mode_name(w.mode)},
+                        {"measured", w.measured},
                         {"seconds_per_epoch", w.seconds_per_epoch}};
   out.say("");
   if (order.size() > 1) {
     const Run& r2 = *order[1];
     const double factor = r2.seconds_per_epoch / std::max(w.seconds_per_epoch, 1e-15);
     winner["factor"] = factor;
-    winner["runner_up"] = {{"device", r2.device}, {"mode", perf::mode_name(r2.mode)}, {"measured", r2.measured}};
-    out.say(fmt::format("winner: {} ({}), {:.2f}x faster than {} ({})", run_label(w), w.measured ? "measured" : "predicted",
-                        factor, run_label(r2), r2.measured ? "measured" : "predicted"));
+    winner["runner_up"] = {
+        {"device", r2.device}, {"mode", perf::mode_name(r2.mode)}, {"measured", r2.measured}};
+    out.say(fmt::format("winner: {} ({}), {:.2f}x faster than {} ({})", run_label(w),
+                        w.measured ? "measured" : "predicted", factor, run_label(r2),
+                        r2.measured ? "measured" : "predicted"));
   } else {
     winner["factor"] = nullptr;
     winner["runner_up"] = nullptr;
@@ -170,8 +195,9 @@ void run_compare(const CompareOptions& o) {
   for (const Run& r : runs)
     if (r.device != "cpu") {
       const double f = cpu->seconds_per_epoch / r.seconds_per_epoch;
-      const std::string s = fmt::format("{} {} ({}) is {:.2f}x {} than the CPU", r.device, perf::mode_name(r.mode),
-                                        r.measured ? "measured" : "predicted", f >= 1 ? f : 1 / f, f >= 1 ? "faster" : "slower");
+      const std::string s = fmt::format(
+          "{} {} ({}) is {:.2f}x {} than the CPU", r.device, perf::mode_name(r.mode),
+          r.measured ? "measured" : "predicted", f >= 1 ? f : 1 / f, f >= 1 ? "faster" : "slower");
       notes.push_back(s);
       out.say(s);
     }
@@ -190,13 +216,19 @@ void run_compare(const CompareOptions& o) {
       const double wd = perf::max_relative_weight_difference(a.weights, b.weights);
       double ld = 0;
       for (std::size_t e = 0; e < std::min(a.losses.size(), b.losses.size()); ++e)
-        ld = std::max(ld, std::fabs(a.losses[e] - b.losses[e]) / std::max(std::fabs(a.losses[e]), 1e-12));
+        ld = std::max(
+            ld, std::fabs(a.losses[e] - b.losses[e]) / std::max(std::fabs(a.losses[e]), 1e-12));
       const bool agree = ld <= 0.005;
-      parity.push_back({{"a", run_label(a)}, {"b", run_label(b)}, {"max_relative_weight_difference", wd},
-                        {"max_relative_loss_difference", ld}, {"loss_curves_agree", agree}});
-      out.say(fmt::format("parity {} vs {}: largest relative weight difference {:.2e}; loss curves {} (largest relative "
-                          "difference {:.3f}%, threshold 0.5%)",
-                          run_label(a), run_label(b), wd, agree ? "agree" : "DISAGREE", 100 * ld));
+      parity.push_back({{"a", run_label(a)},
+                        {"b", run_label(b)},
+                        {"max_relative_weight_difference", wd},
+                        {"max_relative_loss_difference", ld},
+                        {"loss_curves_agree", agree}});
+      out.say(
+          fmt::format("parity {} vs {}: largest relative weight difference {:.2e}; loss curves {} "
+                      "(largest relative "
+                      "difference {:.3f}%, threshold 0.5%)",
+                      run_label(a), run_label(b), wd, agree ? "agree" : "DISAGREE", 100 * ld));
     }
   }
   for (const std::string& n : notes)
@@ -205,7 +237,9 @@ void run_compare(const CompareOptions& o) {
   if (o.json.empty()) return;
   nlohmann::json jr = nlohmann::json::array();
   for (const Run& r : runs) {
-    auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    auto opt = [](const std::optional<double>& v) {
+      return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
     nlohmann::json j{{"device", r.device},
                      {"device_name", r.device_name},
                      {"mode", perf::mode_name(r.mode)},
@@ -243,14 +277,21 @@ void run_compare(const CompareOptions& o) {
 
 void add_compare(CLI::App& app) {
   auto o = std::make_shared<CompareOptions>();
-  auto* cmd = app.add_subcommand("compare", "Train the same model with the same seed on every device (and GPU mode), side by side");
-  cmd->add_option("--model", o->model, "small, big, or a layer list such as dense:128:relu,dense:10:softmax")->capture_default_str();
-  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")->capture_default_str();
+  auto* cmd = app.add_subcommand(
+      "compare",
+      "Train the same model with the same seed on every device (and GPU mode), side by side");
+  cmd->add_option("--model", o->model,
+                  "small, big, or a layer list such as dense:128:relu,dense:10:softmax")
+      ->capture_default_str();
+  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")
+      ->capture_default_str();
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--profile", o->profile, "CPU calibration profile to predict with (default: found)");
+  cmd->add_option("--profile", o->profile,
+                  "CPU calibration profile to predict with (default: found)");
   cmd->add_option("--json", o->json, "Write the comparison as JSON to this file");
   cmd->add_flag("--quiet", o->quiet, "Nothing on stdout");
   cmd->callback([o] { run_compare(*o); });

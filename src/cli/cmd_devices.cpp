@@ -12,10 +12,8 @@ namespace {
 nlohmann::json devices_json() {
   const perf::CpuInfo& cpu = perf::cpu_info();
   nlohmann::json doc;
-  doc["devices"].push_back({{"device", "cpu"},
-                            {"name", cpu.model},
-                            {"cores", cpu.logical_cores},
-                            {"isa", cpu.isa}});
+  doc["devices"].push_back(
+      {{"device", "cpu"}, {"name", cpu.model}, {"cores", cpu.logical_cores}, {"isa", cpu.isa}});
   for (const CudaDeviceInfo& d : cuda_devices())
     doc["devices"].push_back({{"device", "cuda:" + std::to_string(d.ordinal)},
                               {"name", d.name},

@@ -39,11 +39,13 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   const bool gpu = perf::is_gpu_device(o.device);
   if (o.device != "cpu" && !gpu) throw Error("--device " + o.device, "expected cpu or cuda:N");
   if (!gpu && mode == perf::Mode::naive)
-    throw Error("--mode naive", "applies to a GPU (cuda:N): the CPU has no launches or host-device copies");
+    throw Error("--mode naive",
+                "applies to a GPU (cuda:N): the CPU has no launches or host-device copies");
   if (gpu && cuda_device_count() == 0)
     throw Error("--device " + o.device, "no GPU present (or this build has no CUDA backend)");
 
-  perf::TrainingData d = perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
+  perf::TrainingData d =
+      perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
   // Check the model spec before any measuring.
   (void)model_from_spec(o.model, d.sample_shape, d.classes);
 
@@ -61,34 +63,41 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   std::string note;
   c.profile = perf::profile_for_device(c.device, o.profile, o.threads, note);
   if (!gpu) c.other_profiles = perf::gpu_profiles();
-  out.say(fmt::format("explain: {} on {}, batch {}, {} mode; prediction from {}", o.model, device_description(c.device),
-                      o.batch_size, o.mode, note));
+  out.say(fmt::format("explain: {} on {}, batch {}, {} mode; prediction from {}", o.model,
+                      device_description(c.device), o.batch_size, o.mode, note));
   const perf::ExplainResult r = perf::run_explain(c);
 
   out.say(fmt::format("measured {} steps: {}", r.steps_measured, r.method));
   out.say("");
-  out.say(fmt::format("{:<15}{:>14}{:>15}{:>8}{:>8}", "phase", "measured", "predicted", "share", "ratio"));
+  out.say(fmt::format("{:<15}{:>14}{:>15}{:>8}{:>8}", "phase", "measured", "predicted", "share",
+                      "ratio"));
   for (int i = 0; i < perf::kPhaseCount; ++i) {
     const auto k = static_cast<std::size_t>(i);
     const std::string pred = r.has_prediction ? perf::human_seconds(r.predicted[k]) : "-";
     const std::string ratio = r.has_prediction && r.measured[k] > 0 && r.predicted[k] > 0
-                                  ? fmt::format("{:.2f}", r.predicted[k] / r.measured[k]) : "-";
-    out.say(fmt::format("{:<15}{:>14}{:>15}{:>7}%{:>8}", perf::phase_name(static_cast<perf::Phase>(i)),
-                        perf::human_seconds(r.measured[k]), pred,
-                        static_cast<int>(std::lround(100 * r.measured[k] / std::max(r.step_measured, 1e-15))), ratio));
+                                  ? fmt::format("{:.2f}", r.predicted[k] / r.measured[k])
+                                  : "-";
+    out.say(fmt::format(
+        "{:<15}{:>14}{:>15}{:>7}%{:>8}", perf::phase_name(static_cast<perf::Phase>(i)),
+        perf::human_seconds(r.measured[k]), pred,
+        static_cast<int>(std::lround(100 * r.measured[k] / std::max(r.step_measured, 1e-15))),
+        ratio));
   }
-  out.say(fmt::format("{:<15}{:>14}{:>15}{:>8}{:>8}", "step", perf::human_seconds(r.step_measured),
-                      r.has_prediction ? perf::human_seconds(r.step_predicted) : "-", "100%",
-                      r.has_prediction ? fmt::format("{:.2f}", r.step_predicted / r.step_measured) : "-"));
+  out.say(fmt::format(
+      "{:<15}{:>14}{:>15}{:>8}{:>8}", "step", perf::human_seconds(r.step_measured),
+      r.has_prediction ? perf::human_seconds(r.step_predicted) : "-", "100%",
+      r.has_prediction ? fmt::format("{:.2f}", r.step_predicted / r.step_measured) : "-"));
   out.say("");
   for (const std::string& s : r.sentences) out.say(s);
   if (!r.has_prediction) out.say("No prediction: " + note + ".");
   if (o.ops && r.has_prediction) {
     out.say("");
-    out.say(fmt::format("{:<44}{:<14}{:>10}{:>10}{:>12}{:>12}", "op", "phase", "MFLOP", "MB", "measured", "predicted"));
+    out.say(fmt::format("{:<44}{:<14}{:>10}{:>10}{:>12}{:>12}", "op", "phase", "MFLOP", "MB",
+                        "measured", "predicted"));
     for (std::size_t i = 0; i < r.ops.size(); ++i) {
       const perf::Op& op = r.ops[i];
-      out.say(fmt::format("{:<44}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}", op.name, perf::phase_name(op.phase), double(op.flops) / 1e6,
+      out.say(fmt::format("{:<44}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}", op.name,
+                          perf::phase_name(op.phase), double(op.flops) / 1e6,
                           double(op.bytes_read + op.bytes_written) / 1e6,
                           r.op_measured.empty() ? "-" : perf::human_seconds(r.op_measured[i]),
                           perf::human_seconds(r.prediction.op_seconds[i])));
@@ -101,22 +110,26 @@ void run_explain_cmd(const ExplainCliOptions& o) {
     const auto k = static_cast<std::size_t>(i);
     phases.push_back({{"name", perf::phase_name(static_cast<perf::Phase>(i))},
                       {"measured_seconds", r.measured[k]},
-                      {"predicted_seconds", r.has_prediction ? nlohmann::json(r.predicted[k]) : nlohmann::json(nullptr)}});
+                      {"predicted_seconds", r.has_prediction ? nlohmann::json(r.predicted[k])
+                                                             : nlohmann::json(nullptr)}});
   }
   nlohmann::json ops = nlohmann::json::array();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const perf::Op& op = r.ops[i];
-    ops.push_back({{"name", op.name},
-                   {"phase", perf::phase_name(op.phase)},
-                   {"kernel", op.kernel},
-                   {"flops", op.flops},
-                   {"bytes_read", op.bytes_read},
-                   {"bytes_written", op.bytes_written},
-                   {"elements", op.elements},
-                   {"launches", op.launches},
-                   {"transfer_bytes", op.transfer_bytes},
-                   {"measured_seconds", r.op_measured.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.op_measured[i])},
-                   {"predicted_seconds", r.has_prediction ? nlohmann::json(r.prediction.op_seconds[i]) : nlohmann::json(nullptr)}});
+    ops.push_back(
+        {{"name", op.name},
+         {"phase", perf::phase_name(op.phase)},
+         {"kernel", op.kernel},
+         {"flops", op.flops},
+         {"bytes_read", op.bytes_read},
+         {"bytes_written", op.bytes_written},
+         {"elements", op.elements},
+         {"launches", op.launches},
+         {"transfer_bytes", op.transfer_bytes},
+         {"measured_seconds",
+          r.op_measured.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.op_measured[i])},
+         {"predicted_seconds", r.has_prediction ? nlohmann::json(r.prediction.op_seconds[i])
+                                                : nlohmann::json(nullptr)}});
   }
   nlohmann::json doc{
       {"command", "explain"},
@@ -132,8 +145,10 @@ void run_explain_cmd(const ExplainCliOptions& o) {
       {"phases", phases},
       {"step_seconds",
        {{"measured", r.step_measured},
-        {"predicted", r.has_prediction ? nlohmann::json(r.step_predicted) : nlohmann::json(nullptr)},
-        {"ratio", r.has_prediction ? nlohmann::json(r.step_predicted / r.step_measured) : nlohmann::json(nullptr)}}},
+        {"predicted",
+         r.has_prediction ? nlohmann::json(r.step_predicted) : nlohmann::json(nullptr)},
+        {"ratio", r.has_prediction ? nlohmann::json(r.step_predicted / r.step_measured)
+                                   : nlohmann::json(nullptr)}}},
       {"summary", r.sentences},
       {"ops", ops}};
   write_json_file("--json", o.json, doc);
@@ -143,15 +158,22 @@ void run_explain_cmd(const ExplainCliOptions& o) {
 
 void add_explain(CLI::App& app) {
   auto o = std::make_shared<ExplainCliOptions>();
-  auto* cmd = app.add_subcommand("explain", "Where a training step's time goes: phases measured and predicted");
-  cmd->add_option("--model", o->model, "small, big, or a layer list such as dense:128:relu,dense:10:softmax")->capture_default_str();
+  auto* cmd = app.add_subcommand(
+      "explain", "Where a training step's time goes: phases measured and predicted");
+  cmd->add_option("--model", o->model,
+                  "small, big, or a layer list such as dense:128:relu,dense:10:softmax")
+      ->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--mode", o->mode, "resident or naive (GPU)")->capture_default_str();
-  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "Training steps to measure (each run)")->capture_default_str();
-  cmd->add_option("--max-seconds", o->max_seconds, "Stop measuring a run after this long")->capture_default_str();
-  cmd->add_option("--profile", o->profile, "Calibration profile to predict with (default: found for the device)");
+  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")
+      ->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Training steps to measure (each run)")
+      ->capture_default_str();
+  cmd->add_option("--max-seconds", o->max_seconds, "Stop measuring a run after this long")
+      ->capture_default_str();
+  cmd->add_option("--profile", o->profile,
+                  "Calibration profile to predict with (default: found for the device)");
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed")->capture_default_str();
   cmd->add_option("--json", o->json, "Write the phases as JSON to this file");

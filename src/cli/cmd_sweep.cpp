@@ -49,7 +49,8 @@ std::vector<int64_t> parse_list(const std::string& flag, const std::string& text
       used = 0;
     }
     if (used != item.size() || item.empty() || n < 1 || n > (1 << 20))
-      throw Error(flag, "'" + item + "' is not a positive whole number (expected a list such as 32,64,128)");
+      throw Error(flag, "'" + item +
+                            "' is not a positive whole number (expected a list such as 32,64,128)");
     v.push_back(n);
   }
   if (v.empty()) throw Error(flag, "the list is empty");
@@ -73,11 +74,13 @@ std::string spec_for(int64_t width, int layers) {
   return s + "dense:10:softmax";
 }
 
-const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"};
+const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
+                         "#8c564b", "#e377c2", "#17becf", "#7f7f7f"};
 
 void run_sweep(const SweepOptions& o) {
   Output out{o.quiet};
-  for (const auto& [flag, path] : {std::pair{"--json", o.json}, {"--csv", o.csv}, {"--plot", o.plot}})
+  for (const auto& [flag, path] :
+       {std::pair{"--json", o.json}, {"--csv", o.csv}, {"--plot", o.plot}})
     if (!path.empty()) check_writable(flag, path);
   if (!o.plot.empty() && (o.plot.size() < 4 || o.plot.substr(o.plot.size() - 4) != ".svg"))
     throw Error("--plot " + o.plot, "the chart is written as SVG: give a file name ending in .svg");
@@ -87,7 +90,8 @@ void run_sweep(const SweepOptions& o) {
   const std::vector<int64_t> widths = parse_list("--widths", o.widths);
   const std::vector<int64_t> batches = parse_list("--batch-sizes", o.batch_sizes);
 
-  perf::TrainingData d = perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
+  perf::TrainingData d =
+      perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
   const int64_t n_train = d.x_train.dim(0);
   std::vector<std::string> notes;
 
@@ -99,10 +103,13 @@ void run_sweep(const SweepOptions& o) {
   };
   std::vector<Series> series;
   std::string cpu_note;
-  std::optional<perf::Profile> cpu_profile = perf::cpu_profile_for_this_machine(o.profile, o.threads, cpu_note);
+  std::optional<perf::Profile> cpu_profile =
+      perf::cpu_profile_for_this_machine(o.profile, o.threads, cpu_note);
   if (!o.predict_only) series.push_back({"cpu", "resident", true, std::nullopt});
-  if (cpu_profile) series.push_back({"cpu", "resident", false, cpu_profile});
-  else notes.push_back(cpu_note);
+  if (cpu_profile)
+    series.push_back({"cpu", "resident", false, cpu_profile});
+  else
+    notes.push_back(cpu_note);
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();
   for (const CudaDeviceInfo& g : gpus) {
     const std::string id = "cuda:" + std::to_string(g.ordinal);
@@ -117,17 +124,20 @@ void run_sweep(const SweepOptions& o) {
   if (gpus.empty()) {
     notes.push_back("no GPU present");
     const std::vector<perf::Profile> gp = perf::gpu_profiles();
-    if (gp.empty()) notes.push_back("no GPU calibration profile is shipped yet: no GPU rows, no crossover");
+    if (gp.empty())
+      notes.push_back("no GPU calibration profile is shipped yet: no GPU rows, no crossover");
     for (const perf::Profile& p : gp)
       for (const char* m : {"resident", "naive"}) series.push_back({p.id, m, false, p});
   }
   if (!o.predict_only)
-    notes.push_back(fmt::format("measured points: up to {} steps each (at most {:g} s), extrapolated to an epoch of "
-                                "{} samples as ceil({} / batch) steps x the mean step",
-                                o.steps, o.max_seconds, n_train, n_train));
+    notes.push_back(fmt::format(
+        "measured points: up to {} steps each (at most {:g} s), extrapolated to an epoch of "
+        "{} samples as ceil({} / batch) steps x the mean step",
+        o.steps, o.max_seconds, n_train, n_train));
 
-  out.say(fmt::format("sweep: {} hidden layer{} of widths {}, batch sizes {}, on {} ({} training samples)", o.layers,
-                      o.layers > 1 ? "s" : "", o.widths, o.batch_sizes, d.name, n_train));
+  out.say(fmt::format(
+      "sweep: {} hidden layer{} of widths {}, batch sizes {}, on {} ({} training samples)",
+      o.layers, o.layers > 1 ? "s" : "", o.widths, o.batch_sizes, d.name, n_train));
   std::vector<Point> points;
   for (int64_t b : batches)
     for (int64_t w : widths) {
@@ -141,21 +151,24 @@ void run_sweep(const SweepOptions& o) {
         Point p{.width = w, .batch = b, .device = s.device, .mode = s.mode, .measured = s.measured};
         if (s.measured) {
           Sequential m = model_from_spec(spec, d.sample_shape, d.classes);
-          perf::compile_for(m, {.device = s.device, .mode = mode, .threads = o.threads, .seed = o.seed});
-          const perf::StepTiming t = perf::time_steps(m, d.x_train, d.y_train, b, o.steps, o.max_seconds);
+          perf::compile_for(
+              m, {.device = s.device, .mode = mode, .threads = o.threads, .seed = o.seed});
+          const perf::StepTiming t =
+              perf::time_steps(m, d.x_train, d.y_train, b, o.steps, o.max_seconds);
           p.seconds_per_step = t.seconds_per_step;
           p.steps_measured = t.steps;
           p.seconds_per_epoch = t.seconds_per_step * static_cast<double>(steps_per_epoch);
           // The prediction for the same point, for the check.
           for (const Series& q : series)
-            if (!q.measured && q.device == s.device && q.mode == s.mode)
-            {
-              const perf::EpochPrediction e = perf::predict_epoch(desc, n_train, b, *q.profile, mode);
+            if (!q.measured && q.device == s.device && q.mode == s.mode) {
+              const perf::EpochPrediction e =
+                  perf::predict_epoch(desc, n_train, b, *q.profile, mode);
               p.predicted_seconds_per_epoch = e.seconds;
               p.predicted_seconds_per_step = e.full_step.step_seconds;
             }
-          out.say(fmt::format("  width {:>5} batch {:>5} {:<7} {:<9} {:>9}/step over {:>3} steps{}", w, b, s.device, s.mode,
-                              perf::human_seconds(t.seconds_per_step), t.steps,
+          out.say(fmt::format("  width {:>5} batch {:>5} {:<7} {:<9} {:>9}/step over {:>3} steps{}",
+                              w, b, s.device, s.mode, perf::human_seconds(t.seconds_per_step),
+                              t.steps,
                               p.predicted_seconds_per_epoch
                                   ? fmt::format(", predicted {}/step, predicted/measured {:.2f}",
                                                 perf::human_seconds(*p.predicted_seconds_per_step),
@@ -171,7 +184,8 @@ void run_sweep(const SweepOptions& o) {
     }
 
   // Time per epoch of a device/mode at a point: measured where there is a measurement.
-  auto epoch_time = [&](int64_t w, int64_t b, const std::string& dev, const std::string& mode) -> std::optional<double> {
+  auto epoch_time = [&](int64_t w, int64_t b, const std::string& dev,
+                        const std::string& mode) -> std::optional<double> {
     std::optional<double> predicted;
     for (const Point& p : points)
       if (p.width == w && p.batch == b && p.device == dev && p.mode == mode) {
@@ -182,7 +196,8 @@ void run_sweep(const SweepOptions& o) {
   };
   std::vector<std::string> gpu_ids;
   for (const Series& s : series)
-    if (s.device != "cpu" && std::find(gpu_ids.begin(), gpu_ids.end(), s.device) == gpu_ids.end()) gpu_ids.push_back(s.device);
+    if (s.device != "cpu" && std::find(gpu_ids.begin(), gpu_ids.end(), s.device) == gpu_ids.end())
+      gpu_ids.push_back(s.device);
 
   // The crossover: the smallest width at which the GPU's faster mode beats the CPU.
   nlohmann::json crossover = nlohmann::json::array();
@@ -203,7 +218,8 @@ void run_sweep(const SweepOptions& o) {
       if (found) break;
     }
     cross[b] = found;
-    crossover.push_back({{"batch_size", b}, {"width", found ? nlohmann::json(*found) : nlohmann::json(nullptr)},
+    crossover.push_back({{"batch_size", b},
+                         {"width", found ? nlohmann::json(*found) : nlohmann::json(nullptr)},
                          {"device", found ? nlohmann::json(which) : nlohmann::json(nullptr)}});
   }
 
@@ -225,7 +241,8 @@ void run_sweep(const SweepOptions& o) {
       for (const Column& c : columns) {
         std::string cell = "-";
         for (const Point& p : points)
-          if (p.width == w && p.batch == b && p.device == c.device && p.mode == c.mode && p.measured == c.measured)
+          if (p.width == w && p.batch == b && p.device == c.device && p.mode == c.mode &&
+              p.measured == c.measured)
             cell = fmt::format("{:.3f}", p.seconds_per_epoch);
         line += fmt::format(" {:>22}", cell);
       }
@@ -233,47 +250,74 @@ void run_sweep(const SweepOptions& o) {
     }
   out.say("");
   for (int64_t b : batches)
-    out.say(cross[b] ? fmt::format("crossover at batch {}: width {} (the GPU's faster mode beats the CPU from there)", b, *cross[b])
-                     : fmt::format("crossover at batch {}: none in range{}", b, gpu_ids.empty() ? " (no GPU rows)" : ""));
+    out.say(cross[b] ? fmt::format("crossover at batch {}: width {} (the GPU's faster mode beats "
+                                   "the CPU from there)",
+                                   b, *cross[b])
+                     : fmt::format("crossover at batch {}: none in range{}", b,
+                                   gpu_ids.empty() ? " (no GPU rows)" : ""));
   for (const std::string& n : notes) out.say(n);
 
   if (!o.json.empty()) {
     nlohmann::json jp = nlohmann::json::array();
     for (const Point& p : points) {
-      nlohmann::json j{{"width", p.width}, {"batch_size", p.batch}, {"device", p.device}, {"mode", p.mode},
-                       {"seconds_per_epoch", p.seconds_per_epoch}, {"seconds_per_step", p.seconds_per_step},
+      nlohmann::json j{{"width", p.width},
+                       {"batch_size", p.batch},
+                       {"device", p.device},
+                       {"mode", p.mode},
+                       {"seconds_per_epoch", p.seconds_per_epoch},
+                       {"seconds_per_step", p.seconds_per_step},
                        {"measured", p.measured}};
       if (p.measured) {
         j["steps_measured"] = p.steps_measured;
-        j["predicted_seconds_per_epoch"] = p.predicted_seconds_per_epoch ? nlohmann::json(*p.predicted_seconds_per_epoch) : nlohmann::json(nullptr);
-        j["predicted_seconds_per_step"] = p.predicted_seconds_per_step ? nlohmann::json(*p.predicted_seconds_per_step) : nlohmann::json(nullptr);
+        j["predicted_seconds_per_epoch"] = p.predicted_seconds_per_epoch
+                                               ? nlohmann::json(*p.predicted_seconds_per_epoch)
+                                               : nlohmann::json(nullptr);
+        j["predicted_seconds_per_step"] = p.predicted_seconds_per_step
+                                              ? nlohmann::json(*p.predicted_seconds_per_step)
+                                              : nlohmann::json(nullptr);
       }
       jp.push_back(j);
     }
     write_json_file("--json", o.json,
-                    {{"command", "sweep"}, {"layers", o.layers}, {"data", d.name}, {"train_samples", n_train},
-                     {"widths", widths}, {"batch_sizes", batches}, {"points", jp}, {"crossover", crossover}, {"notes", notes}});
+                    {{"command", "sweep"},
+                     {"layers", o.layers},
+                     {"data", d.name},
+                     {"train_samples", n_train},
+                     {"widths", widths},
+                     {"batch_sizes", batches},
+                     {"points", jp},
+                     {"crossover", crossover},
+                     {"notes", notes}});
   }
   if (!o.csv.empty()) {
     std::ostringstream csv;
-    csv << "width,batch_size,device,mode,measured,seconds_per_epoch,seconds_per_step,steps_measured,predicted_seconds_per_epoch\n";
+    csv << "width,batch_size,device,mode,measured,seconds_per_epoch,seconds_per_step,steps_"
+           "measured,predicted_seconds_per_epoch\n";
     for (const Point& p : points)
-      csv << p.width << ',' << p.batch << ',' << p.device << ',' << p.mode << ',' << (p.measured ? "true" : "false") << ','
-          << fmt::format("{:.6g},{:.6g},", p.seconds_per_epoch, p.seconds_per_step) << (p.measured ? std::to_string(p.steps_measured) : "")
-          << ',' << (p.predicted_seconds_per_epoch ? fmt::format("{:.6g}", *p.predicted_seconds_per_epoch) : "") << '\n';
+      csv << p.width << ',' << p.batch << ',' << p.device << ',' << p.mode << ','
+          << (p.measured ? "true" : "false") << ','
+          << fmt::format("{:.6g},{:.6g},", p.seconds_per_epoch, p.seconds_per_step)
+          << (p.measured ? std::to_string(p.steps_measured) : "") << ','
+          << (p.predicted_seconds_per_epoch ? fmt::format("{:.6g}", *p.predicted_seconds_per_epoch)
+                                            : "")
+          << '\n';
     std::ofstream f(o.csv);
     f << csv.str();
     if (!f) throw Error("--csv " + o.csv, "could not be written");
   }
   if (!o.plot.empty()) {
     perf::PlotSpec spec;
-    spec.title = fmt::format("Time per epoch vs width: {} hidden layer{} ({} samples per epoch)", o.layers,
-                             o.layers > 1 ? "s" : "", n_train);
+    spec.title = fmt::format("Time per epoch vs width: {} hidden layer{} ({} samples per epoch)",
+                             o.layers, o.layers > 1 ? "s" : "", n_train);
     spec.x_label = "hidden width (units)";
     spec.y_label = "seconds per epoch";
-    spec.footnote = o.predict_only ? "dashed: predicted from a calibration profile"
-                                   : fmt::format("solid: measured (up to {} steps a point, extrapolated to an epoch); dashed: "
-                                                 "predicted from a calibration profile", o.steps);
+    spec.footnote =
+        o.predict_only
+            ? "dashed: predicted from a calibration profile"
+            : fmt::format(
+                  "solid: measured (up to {} steps a point, extrapolated to an epoch); dashed: "
+                  "predicted from a calibration profile",
+                  o.steps);
     if (gpu_ids.empty()) spec.footnote += "; no GPU rows (no GPU present, no GPU profile shipped)";
     for (int64_t b : batches) {
       perf::PlotPanel panel;
@@ -282,7 +326,8 @@ void run_sweep(const SweepOptions& o) {
       std::map<std::string, std::string> color_of;
       for (const Series& s : series) {
         const std::string key = s.device + " " + s.mode;
-        if (!color_of.count(key)) color_of[key] = kColors[ci++ % (sizeof kColors / sizeof *kColors)];
+        if (!color_of.count(key))
+          color_of[key] = kColors[ci++ % (sizeof kColors / sizeof *kColors)];
         perf::PlotSeries ps;
         ps.label = key + (s.measured ? " (measured)" : " (predicted)");
         ps.color = color_of[key];
@@ -311,15 +356,23 @@ void run_sweep(const SweepOptions& o) {
 
 void add_sweep(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
-  auto* cmd = app.add_subcommand("sweep", "Time per epoch across widths and batch sizes on each device; the crossover width");
+  auto* cmd = app.add_subcommand(
+      "sweep", "Time per epoch across widths and batch sizes on each device; the crossover width");
   cmd->add_option("--widths", o->widths, "Hidden widths, comma-separated")->capture_default_str();
-  cmd->add_option("--batch-sizes", o->batch_sizes, "Batch sizes, comma-separated")->capture_default_str();
-  cmd->add_option("--layers", o->layers, "Hidden layers (1 or 2), each Dense(width, relu) + Dropout(0.2)")->capture_default_str();
-  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")->capture_default_str();
+  cmd->add_option("--batch-sizes", o->batch_sizes, "Batch sizes, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--layers", o->layers,
+                  "Hidden layers (1 or 2), each Dense(width, relu) + Dropout(0.2)")
+      ->capture_default_str();
+  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")
+      ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Steps measured per point (at most)")->capture_default_str();
-  cmd->add_option("--max-seconds", o->max_seconds, "Seconds spent measuring a point (at most, roughly)")->capture_default_str();
+  cmd->add_option("--max-seconds", o->max_seconds,
+                  "Seconds spent measuring a point (at most, roughly)")
+      ->capture_default_str();
   cmd->add_flag("--predict-only", o->predict_only, "Measure nothing: predicted rows only");
-  cmd->add_option("--profile", o->profile, "CPU calibration profile to predict with (default: found)");
+  cmd->add_option("--profile", o->profile,
+                  "CPU calibration profile to predict with (default: found)");
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed")->capture_default_str();
   cmd->add_option("--json", o->json, "Write points and crossovers as JSON");

@@ -57,7 +57,8 @@ uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t
     if (used == it->second.size()) return v;
   } catch (const std::exception&) {
   }
-  throw Error("--resume " + path, std::string("the checkpoint's ") + key + " '" + it->second + "' is not a number");
+  throw Error("--resume " + path,
+              std::string("the checkpoint's ") + key + " '" + it->second + "' is not a number");
 }
 
 nlohmann::json model_json(const Sequential& model, const std::string& spec) {
@@ -73,7 +74,9 @@ nlohmann::json model_json(const Sequential& model, const std::string& spec) {
     if (l.type == LayerType::dropout) j["rate"] = l.rate;
     layers.push_back(j);
   }
-  return {{"name", spec}, {"layers", layers}, {"parameters", model.count_params()},
+  return {{"name", spec},
+          {"layers", layers},
+          {"parameters", model.count_params()},
           {"input_shape", model.input_shape()}};
 }
 
@@ -90,7 +93,9 @@ void run_train(const TrainOptions& o) {
   if (!o.resume.empty()) {
     const CheckpointInfo info = read_checkpoint_info(o.resume);
     if (!o.seed_given) seed = checkpoint_number(info, "seed", seed, o.resume);
-    if (!o.batch_given) batch_size = static_cast<int64_t>(checkpoint_number(info, "batch_size", static_cast<uint64_t>(batch_size), o.resume));
+    if (!o.batch_given)
+      batch_size = static_cast<int64_t>(
+          checkpoint_number(info, "batch_size", static_cast<uint64_t>(batch_size), o.resume));
   }
   if (o.epochs < 0) throw Error("--epochs", "must not be negative");
   if (batch_size < 1) throw Error("--batch-size", "must be at least 1");
@@ -145,14 +150,17 @@ void run_train(const TrainOptions& o) {
     save_weights(model, o.save);
     out.say("saved: " + o.save);
   }
-  if (!o.quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
-  EvaluateResult test = model.evaluate(x_test, y_test, {.batch_size = batch_size, .verbose = o.quiet ? 0 : 1});
+  if (!o.quiet)
+    std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
+  EvaluateResult test =
+      model.evaluate(x_test, y_test, {.batch_size = batch_size, .verbose = o.quiet ? 0 : 1});
 
   if (o.json.empty()) return;
   nlohmann::json hist = nlohmann::json::array();
   for (const EpochRecord& e : h.epochs) {
-    nlohmann::json j{{"epoch", e.epoch}, {"loss", e.loss}, {"accuracy", e.accuracy},
-                     {"seconds", e.seconds}, {"steps", e.steps}, {"learning_rate", e.learning_rate}};
+    nlohmann::json j{{"epoch", e.epoch},       {"loss", e.loss},
+                     {"accuracy", e.accuracy}, {"seconds", e.seconds},
+                     {"steps", e.steps},       {"learning_rate", e.learning_rate}};
     if (e.val_loss) {
       j["val_loss"] = *e.val_loss;
       j["val_accuracy"] = *e.val_accuracy;
@@ -166,7 +174,8 @@ void run_train(const TrainOptions& o) {
       {"device_name", device_description(model.device_name())},
       {"threads", model.device_name() == "cpu" ? threads : 0},
       {"model", model_json(model, o.model)},
-      {"data", {{"name", d.name}, {"path", d.path}, {"train", d.train.count}, {"test", d.test.count}}},
+      {"data",
+       {{"name", d.name}, {"path", d.path}, {"train", d.train.count}, {"test", d.test.count}}},
       {"batch_size", batch_size},
       {"epochs", o.epochs},
       {"initial_epoch", initial_epoch},
@@ -176,7 +185,11 @@ void run_train(const TrainOptions& o) {
       {"loss", "sparse_categorical_crossentropy"},
       {"history", hist},
       {"interrupted", h.interrupted},
-      {"test", {{"loss", test.loss}, {"accuracy", test.accuracy}, {"seconds", test.seconds}, {"samples", test.samples}}}};
+      {"test",
+       {{"loss", test.loss},
+        {"accuracy", test.accuracy},
+        {"seconds", test.seconds},
+        {"samples", test.samples}}}};
   if (!o.save.empty()) doc["save"] = o.save;
   if (!o.checkpoint.empty()) doc["checkpoint"] = o.checkpoint;
   if (!o.resume.empty()) doc["resume"] = o.resume;
@@ -187,20 +200,40 @@ void run_train(const TrainOptions& o) {
 
 void add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
-  auto* cmd = app.add_subcommand("train", "Train a model (the seed experiment by default) and test it");
-  auto* model_opt = cmd->add_option("--model", o->model, "small, big, a layer list such as dense:128:relu,dropout:0.2,dense:10:softmax, or a Keras model .json (model.to_json(), Keras 2 or 3)")->capture_default_str();
-  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of the four IDX files, or a .npz file")->capture_default_str();
+  auto* cmd =
+      app.add_subcommand("train", "Train a model (the seed experiment by default) and test it");
+  auto* model_opt =
+      cmd->add_option(
+             "--model", o->model,
+             "small, big, a layer list such as dense:128:relu,dropout:0.2,dense:10:softmax, or a "
+             "Keras model .json (model.to_json(), Keras 2 or 3)")
+          ->capture_default_str();
+  cmd->add_option("--data", o->data,
+                  "auto, mnist-10k, a folder of the four IDX files, or a .npz file")
+      ->capture_default_str();
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
-  auto* batch_opt = cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda, cuda:N, or auto (the device predicted faster)")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "GPU GEMM arithmetic: fp32, tf32 or bf16 (faster, less exact)")->capture_default_str();
-  auto* seed_opt = cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")->capture_default_str();
+  auto* batch_opt =
+      cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda, cuda:N, or auto (the device predicted faster)")
+      ->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "GPU GEMM arithmetic: fp32, tf32 or bf16 (faster, less exact)")
+      ->capture_default_str();
+  auto* seed_opt =
+      cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")
+          ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--validation-split", o->validation_split, "Fraction of training data held out for validation")->capture_default_str();
+  cmd->add_option("--validation-split", o->validation_split,
+                  "Fraction of training data held out for validation")
+      ->capture_default_str();
   cmd->add_option("--json", o->json, "Write a JSON record (docs/JSON.md) to this file");
-  cmd->add_option("--save", o->save, "Save the trained model here (safetensors; crossover evaluate/predict --load it)");
-  cmd->add_option("--checkpoint", o->checkpoint, "Write a checkpoint (weights, optimizer state, epoch) here after every epoch");
-  cmd->add_option("--resume", o->resume, "Continue the run saved in this checkpoint (up to --epochs in all)");
+  cmd->add_option(
+      "--save", o->save,
+      "Save the trained model here (safetensors; crossover evaluate/predict --load it)");
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "Write a checkpoint (weights, optimizer state, epoch) here after every epoch");
+  cmd->add_option("--resume", o->resume,
+                  "Continue the run saved in this checkpoint (up to --epochs in all)");
   cmd->add_flag("--quiet", o->quiet, "No progress or information on stdout");
   cmd->callback([o, model_opt, seed_opt, batch_opt] {
     o->model_given = model_opt->count() > 0;

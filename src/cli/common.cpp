@@ -29,7 +29,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 Layer parse_layer(const std::string& item) {
   const auto f = split(item, ':');
-  const std::string bad = "'" + item + "' is not a layer: expected dense:UNITS[:ACTIVATION], "
+  const std::string bad = "'" + item +
+                          "' is not a layer: expected dense:UNITS[:ACTIVATION], "
                           "dropout:RATE or activation:NAME";
   try {
     if (f.size() >= 2 && f.size() <= 3 && f[0] == "dense") {
@@ -65,10 +66,13 @@ Sequential model_from_json_file(const std::string& path, const Shape& sample_sha
   if (in == sample_shape) return keras;
   if (!in.empty() && shape_size(in) != shape_size(sample_shape))
     throw Error("--model " + path, "the model takes samples of shape " + shape_to_string(in) +
-                                       " but the data's samples have shape " + shape_to_string(sample_shape));
+                                       " but the data's samples have shape " +
+                                       shape_to_string(sample_shape));
   std::vector<Layer> layers = keras.layers();
   std::string flatten_name = "flatten";
-  for (int k = 1; std::any_of(layers.begin(), layers.end(), [&](const Layer& l) { return l.name == flatten_name; }); ++k)
+  for (int k = 1; std::any_of(layers.begin(), layers.end(),
+                              [&](const Layer& l) { return l.name == flatten_name; });
+       ++k)
     flatten_name = "flatten_" + std::to_string(k);
   if (layers[0].type == LayerType::flatten) {
     layers[0].input_shape = sample_shape;
@@ -89,11 +93,16 @@ Sequential model_from_json_file(const std::string& path, const Shape& sample_sha
 Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes) {
   const std::string out = std::to_string(num_classes) + ":softmax";
   std::string list;
-  if (spec == "small") list = "dense:128:relu,dropout:0.2,dense:" + out;
-  else if (spec == "big") list = "dense:1000:relu,dropout:0.2,dense:1000:relu,dropout:0.2,dense:" + out;
-  else if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json") return model_from_json_file(spec, sample_shape);
-  else list = spec;
-  if (list.empty()) throw Error("--model", "empty model: give small, big, a layer list or a .json file");
+  if (spec == "small")
+    list = "dense:128:relu,dropout:0.2,dense:" + out;
+  else if (spec == "big")
+    list = "dense:1000:relu,dropout:0.2,dense:1000:relu,dropout:0.2,dense:" + out;
+  else if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json")
+    return model_from_json_file(spec, sample_shape);
+  else
+    list = spec;
+  if (list.empty())
+    throw Error("--model", "empty model: give small, big, a layer list or a .json file");
   std::vector<Layer> layers{Flatten(sample_shape)};
   for (const std::string& item : split(list, ',')) layers.push_back(parse_layer(item));
   return Sequential(std::move(layers), spec == "small" || spec == "big" ? spec : "sequential");
@@ -115,7 +124,8 @@ void check_writable(const std::string& flag, const std::string& path) {
 
 void write_json_file(const std::string& flag, const std::string& path, const nlohmann::json& doc) {
   const fs::path p(path);
-  const fs::path tmp = p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  const fs::path tmp =
+      p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()));
   {
     std::ofstream f(tmp);
     f << doc.dump(2) << '\n';

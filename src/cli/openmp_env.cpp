@@ -16,7 +16,8 @@ void set_openmp_wait_default(int, char**, char**) {
     setenv("GOMP_SPINCOUNT", "2000", 0);
 }
 
-__attribute__((section(".preinit_array"), used)) void (*const preinit_openmp_wait)(int, char**, char**) =
-    &set_openmp_wait_default;
+__attribute__((section(".preinit_array"),
+               used)) void (*const preinit_openmp_wait)(int, char**,
+                                                        char**) = &set_openmp_wait_default;
 
 }  // namespace

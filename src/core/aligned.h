@@ -3,9 +3,9 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
-#include <cstring>
 
 namespace crossover {
 

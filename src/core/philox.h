@@ -52,11 +52,10 @@ enum class RngStream : uint32_t { init = 1, shuffle = 2, dropout = 3 };
 // stream `stream` belonging to `owner` (a layer), under `seed`.
 CROSSOVER_HD Philox4x32 philox_block(uint64_t seed, RngStream stream, uint32_t owner, uint64_t draw,
                                      uint64_t block) {
-  return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                       static_cast<uint32_t>(draw),
-                       static_cast<uint32_t>(draw >> 32) ^ (static_cast<uint32_t>(stream) << 24) ^
-                           (owner << 4),
-                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return philox4x32_10(
+      static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(draw),
+      static_cast<uint32_t>(draw >> 32) ^ (static_cast<uint32_t>(stream) << 24) ^ (owner << 4),
+      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 // The uniform number in [0, 1) for element `index`: one of the four of its block.

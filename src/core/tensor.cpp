@@ -54,8 +54,8 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
 
 Tensor Tensor::reshaped(Shape shape) const {
   if (shape_size(shape) != size_)
-    throw Error("Tensor::reshaped", "cannot reshape " + shape_to_string(shape_) + " to " +
-                                        shape_to_string(shape));
+    throw Error("Tensor::reshaped",
+                "cannot reshape " + shape_to_string(shape_) + " to " + shape_to_string(shape));
   return Tensor(std::move(shape), values());
 }
 

@@ -19,21 +19,21 @@ class Sequential;
 using Logs = std::map<std::string, double>;
 
 struct EpochRecord {
-  int epoch = 0;                 // 1-based
+  int epoch = 0;  // 1-based
   double loss = 0;
   double accuracy = 0;
-  double seconds = 0;            // training time of this epoch alone
+  double seconds = 0;  // training time of this epoch alone
   int64_t steps = 0;
   std::optional<double> val_loss, val_accuracy, val_seconds;
-  double learning_rate = 0;      // at the end of the epoch
+  double learning_rate = 0;  // at the end of the epoch
 };
 
 // Keras's History: one record per epoch, and the same numbers by key.
 struct History {
   std::vector<EpochRecord> epochs;
   std::map<std::string, std::vector<double>> history;  // "loss" -> per-epoch values, ...
-  bool interrupted = false;       // Ctrl-C stopped training after a step
-  bool stopped_early = false;     // a callback asked to stop
+  bool interrupted = false;                            // Ctrl-C stopped training after a step
+  bool stopped_early = false;                          // a callback asked to stop
 };
 
 class Callback {

@@ -15,7 +15,8 @@ class DeviceBlock {
       : backend_(&backend), p_(backend.allocate(bytes)), bytes_(bytes) {}
   ~DeviceBlock() { reset(); }
   DeviceBlock(DeviceBlock&& o) noexcept
-      : backend_(std::exchange(o.backend_, nullptr)), p_(std::exchange(o.p_, nullptr)),
+      : backend_(std::exchange(o.backend_, nullptr)),
+        p_(std::exchange(o.p_, nullptr)),
         bytes_(std::exchange(o.bytes_, 0)) {}
   DeviceBlock& operator=(DeviceBlock&& o) noexcept {
     if (this != &o) {
@@ -35,7 +36,9 @@ class DeviceBlock {
     bytes_ = 0;
   }
   template <class T = float>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   std::size_t bytes() const { return bytes_; }
 
  private:

@@ -6,7 +6,7 @@ namespace crossover {
 
 class InterruptGuard {
  public:
-  InterruptGuard();   // installs the handler (restores the previous one when destroyed)
+  InterruptGuard();  // installs the handler (restores the previous one when destroyed)
   ~InterruptGuard();
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;

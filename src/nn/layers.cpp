@@ -17,22 +17,32 @@ ActivationKind parse_activation(std::string_view name) {
 
 std::string_view activation_name(ActivationKind a) {
   switch (a) {
-    case ActivationKind::linear: return "linear";
-    case ActivationKind::relu: return "relu";
-    case ActivationKind::sigmoid: return "sigmoid";
-    case ActivationKind::tanh: return "tanh";
-    case ActivationKind::softmax: return "softmax";
+    case ActivationKind::linear:
+      return "linear";
+    case ActivationKind::relu:
+      return "relu";
+    case ActivationKind::sigmoid:
+      return "sigmoid";
+    case ActivationKind::tanh:
+      return "tanh";
+    case ActivationKind::softmax:
+      return "softmax";
   }
   return "linear";
 }
 
 std::string_view layer_type_name(LayerType t) {
   switch (t) {
-    case LayerType::input: return "InputLayer";
-    case LayerType::flatten: return "Flatten";
-    case LayerType::dense: return "Dense";
-    case LayerType::dropout: return "Dropout";
-    case LayerType::activation: return "Activation";
+    case LayerType::input:
+      return "InputLayer";
+    case LayerType::flatten:
+      return "Flatten";
+    case LayerType::dense:
+      return "Dense";
+    case LayerType::dropout:
+      return "Dropout";
+    case LayerType::activation:
+      return "Activation";
   }
   return "Layer";
 }

@@ -19,12 +19,12 @@ enum class LayerType { input, flatten, dense, dropout, activation };
 
 struct Layer {
   LayerType type = LayerType::dense;
-  std::string name;             // "dense", "dense_1", ... given by Sequential when empty
-  Shape input_shape;            // input / flatten: the per-sample shape, when given
-  int64_t units = 0;            // dense
+  std::string name;   // "dense", "dense_1", ... given by Sequential when empty
+  Shape input_shape;  // input / flatten: the per-sample shape, when given
+  int64_t units = 0;  // dense
   ActivationKind activation = ActivationKind::linear;  // dense, activation
-  bool use_bias = true;         // dense
-  float rate = 0.0f;            // dropout
+  bool use_bias = true;                                // dense
+  float rate = 0.0f;                                   // dropout
 };
 
 // Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax".

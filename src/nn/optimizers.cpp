@@ -86,9 +86,12 @@ OptimizerConfig optimizer_from_name(std::string_view name) {
 
 std::string_view optimizer_name(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::adam: return "adam";
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::rmsprop: return "rmsprop";
+    case OptimizerKind::adam:
+      return "adam";
+    case OptimizerKind::sgd:
+      return "sgd";
+    case OptimizerKind::rmsprop:
+      return "rmsprop";
   }
   return "adam";
 }

@@ -10,7 +10,7 @@ struct AdamOptions {
   double learning_rate = 1e-3;
   double beta_1 = 0.9;
   double beta_2 = 0.999;
-  double epsilon = 1e-7;   // Keras's "epsilon hat" (PyTorch's default is 1e-8)
+  double epsilon = 1e-7;    // Keras's "epsilon hat" (PyTorch's default is 1e-8)
   double weight_decay = 0;  // decoupled, as in Keras 3 and AdamW
   double clipnorm = 0;      // clip the global gradient norm to this (0: off)
   double clipvalue = 0;     // clip each gradient element to [-clipvalue, clipvalue] (0: off)

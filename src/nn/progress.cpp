@@ -1,9 +1,9 @@
 #include "nn/progress.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
-#include <fmt/format.h>
 
 namespace crossover {
 
@@ -30,9 +30,12 @@ std::string ProgressBar::bar(int64_t step, int64_t total, int width) {
   std::string b = "[";
   const int64_t filled = total > 0 ? step * width / total : width;
   for (int i = 0; i < width; ++i) {
-    if (i < filled - 1 || (i == filled - 1 && step >= total)) b += '=';
-    else if (i == filled - 1) b += '>';
-    else b += '.';
+    if (i < filled - 1 || (i == filled - 1 && step >= total))
+      b += '=';
+    else if (i == filled - 1)
+      b += '>';
+    else
+      b += '.';
   }
   return b + "]";
 }
@@ -47,7 +50,8 @@ void ProgressBar::update(int64_t step, const std::vector<std::pair<std::string, 
                          std::chrono::steady_clock::time_point now) {
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : 0.0;
+  const double eta =
+      step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : 0.0;
   const int digits = static_cast<int>(std::to_string(total_).size());
   std::fputs(fmt::format("\r{:>{}}/{} {} - ETA: {}{}\x1b[K", step, digits, total_,
                          bar(step, total_), format_duration(eta), values_text(values))

@@ -30,7 +30,8 @@ class ProgressBar {
   void update(int64_t step, const std::vector<std::pair<std::string, double>>& values,
               std::chrono::steady_clock::time_point now);
   // The final line for the epoch, with its total time and time per step.
-  void finish(int64_t steps, double seconds, const std::vector<std::pair<std::string, double>>& values);
+  void finish(int64_t steps, double seconds,
+              const std::vector<std::pair<std::string, double>>& values);
 
   static std::string bar(int64_t step, int64_t total, int width = 30);
   static std::string values_text(const std::vector<std::pair<std::string, double>>& values);

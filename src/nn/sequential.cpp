@@ -7,12 +7,13 @@
 // device inside an epoch except the progress counters, a few times a second.
 #include "nn/sequential.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
 #include <map>
 #include <numeric>
 
@@ -46,7 +47,8 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
   const Precision p = parse_precision(precision, "precision");
   if (device == "cpu") {
     if (p != Precision::fp32)
-      throw Error("precision " + precision, "tf32 and bf16 are GPU precisions; the CPU trains in fp32");
+      throw Error("precision " + precision,
+                  "tf32 and bf16 are GPU precisions; the CPU trains in fp32");
     return make_cpu_backend(threads);
   }
   if (device == "cuda") return make_cuda_backend(0, p);
@@ -84,7 +86,7 @@ struct Sequential::Impl {
   // Per layer, derived by build().
   struct LayerInfo {
     int64_t in_width = 0, out_width = 0;
-    Shape out_shape;            // per sample, for summary()
+    Shape out_shape;             // per sample, for summary()
     int kernel = -1, bias = -1;  // indices into params
     bool aliases_input = false;  // flatten/input, and dropout outside training
   };
@@ -128,11 +130,11 @@ struct Sequential::Impl {
     std::map<std::string, int> counts;
     for (Layer& l : layers) {
       if (!l.name.empty()) continue;
-      std::string base = l.type == LayerType::input      ? "input_layer"
-                         : l.type == LayerType::flatten  ? "flatten"
-                         : l.type == LayerType::dense    ? "dense"
-                         : l.type == LayerType::dropout  ? "dropout"
-                                                         : "activation";
+      std::string base = l.type == LayerType::input     ? "input_layer"
+                         : l.type == LayerType::flatten ? "flatten"
+                         : l.type == LayerType::dense   ? "dense"
+                         : l.type == LayerType::dropout ? "dropout"
+                                                        : "activation";
       int& c = counts[base];
       l.name = c == 0 ? base : base + "_" + std::to_string(c);
       ++c;
@@ -170,8 +172,11 @@ struct Sequential::Impl {
             throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
                                     shape_to_string(shape) + ": add Flatten() before it");
           li.kernel = static_cast<int>(params.size());
-          params.push_back({l.name + "/kernel", {li.in_width, l.units}, li.in_width * l.units,
-                            offset, static_cast<int>(i)});
+          params.push_back({l.name + "/kernel",
+                            {li.in_width, l.units},
+                            li.in_width * l.units,
+                            offset,
+                            static_cast<int>(i)});
           offset += round_up16(li.in_width * l.units);
           if (l.use_bias) {
             li.bias = static_cast<int>(params.size());
@@ -267,7 +272,8 @@ struct Sequential::Impl {
     Plan& p = plans[batch];
     p.batch = batch;
     auto floats = [&](int64_t n) {
-      return DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(n, 16)) * sizeof(float));
+      return DeviceBlock(*backend,
+                         static_cast<std::size_t>(std::max<int64_t>(n, 16)) * sizeof(float));
     };
     int64_t max_width = info.front().in_width;
     for (const LayerInfo& li : info) max_width = std::max({max_width, li.in_width, li.out_width});
@@ -288,8 +294,8 @@ struct Sequential::Impl {
   // The output of layer i in `plan` during a pass (dropout aliases its input outside training).
   const float* layer_output(const Plan& plan, std::size_t i, bool training) const {
     for (;;) {
-      const bool alias = info[i].aliases_input ||
-                         (layers[i].type == LayerType::dropout && !training);
+      const bool alias =
+          info[i].aliases_input || (layers[i].type == LayerType::dropout && !training);
       if (!alias) return plan.outputs[i].as<float>();
       if (i == 0) return plan.input.as<float>();
       --i;
@@ -317,10 +323,10 @@ struct Sequential::Impl {
         case LayerType::dense: {
           const ActivationKind act = defer ? ActivationKind::linear : l.activation;
           const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
-          backend->dense_forward(x, value(params[static_cast<std::size_t>(li.kernel)]),
-                                 li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr,
-                                 y, m, li.in_width, li.out_width,
-                                 fused ? act : ActivationKind::linear);
+          backend->dense_forward(
+              x, value(params[static_cast<std::size_t>(li.kernel)]),
+              li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr, y, m,
+              li.in_width, li.out_width, fused ? act : ActivationKind::linear);
           if (!fused) backend->activation_forward(act, y, y, m, li.out_width);
           break;
         }
@@ -361,7 +367,8 @@ struct Sequential::Impl {
           activation_done = false;
           break;
         case LayerType::dense: {
-          if (!activation_done) backend->activation_backward(l.activation, y, g, g, m, li.out_width);
+          if (!activation_done)
+            backend->activation_backward(l.activation, y, g, g, m, li.out_width);
           backend->dense_backward_weights(
               layer_input(plan, ui, true), g, grad(params[static_cast<std::size_t>(li.kernel)]),
               li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m,
@@ -376,9 +383,9 @@ struct Sequential::Impl {
         }
         case LayerType::dropout: {
           const Layer& prev = layers[ui - 1];
-          const bool relu_before = i > 0 &&
-                                   (prev.type == LayerType::dense || prev.type == LayerType::activation) &&
-                                   prev.activation == ActivationKind::relu;
+          const bool relu_before =
+              i > 0 && (prev.type == LayerType::dense || prev.type == LayerType::activation) &&
+              prev.activation == ActivationKind::relu;
           if (relu_before) {
             backend->relu_dropout_backward(y, plan.masks[ui].as<uint8_t>(), g, spare, m,
                                            li.out_width, l.rate);
@@ -392,7 +399,8 @@ struct Sequential::Impl {
           break;
         }
         case LayerType::activation:
-          if (!activation_done) backend->activation_backward(l.activation, y, g, g, m, li.out_width);
+          if (!activation_done)
+            backend->activation_backward(l.activation, y, g, g, m, li.out_width);
           activation_done = false;
           break;
       }
@@ -437,7 +445,8 @@ struct Sequential::Impl {
 
   void check_xy(const Tensor& x, const Tensor& y, const char* who) const {
     if (x.rank() < 2)
-      throw Error(who, "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+      throw Error(who,
+                  "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
     const int64_t n = x.dim(0);
     const int64_t c = output_width();
     if (loss == LossKind::sparse_categorical_crossentropy) {
@@ -447,8 +456,8 @@ struct Sequential::Impl {
       for (int64_t i = 0; i < n; ++i) {
         const float v = y[i];
         if (!(v >= 0.0f && v < static_cast<float>(c)) || v != std::floor(v))
-          throw Error(who, fmt::format("label {} at index {} is not a class index in 0..{}", v, i,
-                                       c - 1));
+          throw Error(
+              who, fmt::format("label {} at index {} is not a class index in 0..{}", v, i, c - 1));
       }
     } else {
       if (y.rank() != 2 || y.dim(0) != n || y.dim(1) != c)
@@ -462,8 +471,10 @@ struct Sequential::Impl {
     d.n = end - begin;
     d.x_cols = info.front().in_width;
     d.y_cols = target_columns();
-    d.x = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.x_cols, 16)) * 4);
-    d.y = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.y_cols, 16)) * 4);
+    d.x =
+        DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.x_cols, 16)) * 4);
+    d.y =
+        DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.y_cols, 16)) * 4);
     d.indices = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n, 16)) * 4);
     backend->upload(d.x.as<void>(), x.data() + begin * d.x_cols,
                     static_cast<std::size_t>(d.n * d.x_cols) * sizeof(float));
@@ -514,7 +525,8 @@ struct Sequential::Impl {
 };
 
 // ---------------------------------------------------------------------------------------------
-Sequential::Sequential(std::vector<Layer> layers, std::string name) : impl_(std::make_unique<Impl>()) {
+Sequential::Sequential(std::vector<Layer> layers, std::string name)
+    : impl_(std::make_unique<Impl>()) {
   if (layers.empty()) throw Error("Sequential", "a model needs at least one layer");
   impl_->layers = std::move(layers);
   impl_->name = std::move(name);
@@ -541,8 +553,10 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
   m.loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
   m.accuracy = false;
   for (const std::string& metric : metrics) {
-    if (metric == "accuracy" || metric == "acc") m.accuracy = true;
-    else throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
+    if (metric == "accuracy" || metric == "acc")
+      m.accuracy = true;
+    else
+      throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
   auto backend = make_backend(options.device, options.threads, options.precision);
@@ -571,7 +585,9 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     throw Error("fit", "validation_split must be in [0, 1)");
   if ((o.validation_x == nullptr) != (o.validation_y == nullptr))
     throw Error("fit", "validation_data needs both x and y");
-  if (x.rank() < 2) throw Error("fit", "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  if (x.rank() < 2)
+    throw Error("fit",
+                "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
   const bool was_built = m.built;
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
@@ -580,7 +596,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   const int64_t n_all = x.dim(0);
   int64_t n_train = n_all;
   if (o.validation_split > 0.0)
-    n_train = static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
+    n_train =
+        static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
   if (n_train < 1) throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
 
   Impl::DeviceData train = m.upload_data(x, y, 0, n_train);
@@ -609,13 +626,13 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
 
   std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
   auto capture = [&] {
-    full_graph = full > 0 ? m.backend->capture([&m, &plan, &train, batch, seed] {
-                              m.train_step(plan, train, batch, seed);
-                            }, m.copts.graphs)
+    full_graph = full > 0 ? m.backend->capture([&m, &plan, &train, batch,
+                                                seed] { m.train_step(plan, train, batch, seed); },
+                                               m.copts.graphs)
                           : nullptr;
-    rest_graph = rest > 0 ? m.backend->capture([&m, &plan, &train, rest, seed] {
-                              m.train_step(plan, train, rest, seed);
-                            }, m.copts.graphs)
+    rest_graph = rest > 0 ? m.backend->capture([&m, &plan, &train, rest,
+                                                seed] { m.train_step(plan, train, rest, seed); },
+                                               m.copts.graphs)
                           : nullptr;
     m.graphs_dirty = false;
   };
@@ -641,8 +658,10 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     const auto t0 = Clock::now();
     int64_t done = 0;
     for (; done < steps; ++done) {
-      if (done < full) full_graph->replay();
-      else rest_graph->replay();
+      if (done < full)
+        full_graph->replay();
+      else
+        rest_graph->replay();
       if (o.stop_on_interrupt && InterruptGuard::requested()) {
         ++done;
         break;
@@ -685,8 +704,11 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     for (const auto& [k, v] : logs) h.history[k].push_back(v);
     if (InterruptGuard::requested() && o.stop_on_interrupt) {
       h.interrupted = true;
-      if (show) std::printf("Interrupted: training stopped after step %lld of epoch %d; the model keeps its weights.\n",
-                            static_cast<long long>(done), epoch + 1);
+      if (show)
+        std::printf(
+            "Interrupted: training stopped after step %lld of epoch %d; the model keeps its "
+            "weights.\n",
+            static_cast<long long>(done), epoch + 1);
       break;
     }
     for (auto& cb : o.callbacks) cb->on_epoch_end(*this, epoch, logs);
@@ -703,7 +725,9 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   Impl& m = *impl_;
   m.require_compiled("evaluate");
   if (o.batch_size < 1) throw Error("evaluate", "batch_size must be at least 1");
-  if (x.rank() < 2) throw Error("evaluate", "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  if (x.rank() < 2)
+    throw Error("evaluate",
+                "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
   const bool was_built = m.built;
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
@@ -728,7 +752,9 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
   Impl& m = *impl_;
   m.require_compiled("predict");
   if (batch_size < 1) throw Error("predict", "batch_size must be at least 1");
-  if (x.rank() < 2) throw Error("predict", "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  if (x.rank() < 2)
+    throw Error("predict",
+                "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
   const bool was_built = m.built;
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
@@ -799,14 +825,15 @@ std::string Sequential::summary() const {
       for (const auto& p : m.params)
         if (p.layer == static_cast<int>(i)) count += p.n;
     }
-    s += fmt::format("{:<29}{:<26}{:>10}\n",
-                     " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")", shape,
-                     count);
+    s +=
+        fmt::format("{:<29}{:<26}{:>10}\n",
+                    " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")", shape, count);
     s += (i + 1 == m.layers.size() ? thick : std::string(65, ' ')) + "\n";
   }
   const int64_t total = count_params();
   s += fmt::format("Total params: {} ({:.2f} KB)\n", total, static_cast<double>(total) * 4 / 1024);
-  s += fmt::format("Trainable params: {} ({:.2f} KB)\n", total, static_cast<double>(total) * 4 / 1024);
+  s += fmt::format("Trainable params: {} ({:.2f} KB)\n", total,
+                   static_cast<double>(total) * 4 / 1024);
   s += "Non-trainable params: 0 (0.00 B)\n";
   s += rule + "\n";
   return s;
@@ -851,9 +878,10 @@ void Sequential::set_weights(const std::vector<NamedTensor>& weights) {
   for (std::size_t i = 0; i < weights.size(); ++i) {
     const auto& p = m.params[i];
     if (weights[i].name != p.name || weights[i].value.shape() != p.shape)
-      throw Error("set_weights", fmt::format("weight {} is '{}' of shape {}, expected '{}' of shape {}",
-                                             i, weights[i].name, shape_to_string(weights[i].value.shape()),
-                                             p.name, shape_to_string(p.shape)));
+      throw Error("set_weights",
+                  fmt::format("weight {} is '{}' of shape {}, expected '{}' of shape {}", i,
+                              weights[i].name, shape_to_string(weights[i].value.shape()), p.name,
+                              shape_to_string(p.shape)));
   }
   m.backend->synchronize();
   for (std::size_t i = 0; i < weights.size(); ++i)

@@ -27,8 +27,8 @@ namespace crossover {
 struct CompileOptions {
   std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
   int threads = 0;             // CPU threads; 0 = all cores
-  uint64_t seed = 0;           // initial weights (and, unless fit says otherwise, shuffle and dropout)
-  bool graphs = true;          // CUDA: capture steps as graphs (false: one launch per op, "naive")
+  uint64_t seed = 0;   // initial weights (and, unless fit says otherwise, shuffle and dropout)
+  bool graphs = true;  // CUDA: capture steps as graphs (false: one launch per op, "naive")
   // CUDA GEMM arithmetic: "fp32" (default, TF32 off), "tf32", or "bf16" (bf16 operands, fp32
   // accumulation and master weights): faster and less exact. The CPU computes in fp32 only.
   std::string precision = "fp32";
@@ -44,7 +44,7 @@ struct FitOptions {
   double validation_split = 0.0;  // the last fraction of (x, y), before shuffling, as Keras does
   const Tensor* validation_x = nullptr;  // validation_data
   const Tensor* validation_y = nullptr;
-  std::optional<uint64_t> seed;          // shuffle and dropout; default: the compile seed
+  std::optional<uint64_t> seed;  // shuffle and dropout; default: the compile seed
   int verbose = 1;  // 1: progress bar (redrawn on a terminal; a line per epoch otherwise), 0: none
   int initial_epoch = 0;  // resume: epochs before this one are counted as done
   std::vector<std::shared_ptr<Callback>> callbacks;

@@ -125,7 +125,8 @@ std::unique_ptr<Backend::StepGraph> TimingBackend::capture(std::function<void()>
   return std::make_unique<TimedGraph>(*this, inner_->capture(std::move(enqueue), use_graph));
 }
 void TimingBackend::gather_rows(const float* src, int64_t cols, const int32_t* indices,
-                                int64_t batch, const StepCounters* counters, int64_t m, float* dst) {
+                                int64_t batch, const StepCounters* counters, int64_t m,
+                                float* dst) {
   timed(Phase::elementwise, false,
         [&] { inner_->gather_rows(src, cols, indices, batch, counters, m, dst); });
 }
@@ -217,12 +218,13 @@ std::unique_ptr<Backend::StepGraph> NaiveBackend::capture(std::function<void()> 
 void NaiveBackend::read_back(StepCounters* counters) {
   // What a typical loop does after each step (loss.item()): read the step's numbers, waiting for
   // the device. The host copy then knows the next batch index.
-  if (unsigned char* s = shadow(counters, sizeof(StepCounters))) inner_->download_async(s, counters, sizeof(StepCounters));
+  if (unsigned char* s = shadow(counters, sizeof(StepCounters)))
+    inner_->download_async(s, counters, sizeof(StepCounters));
   inner_->synchronize();
 }
 
-void NaiveBackend::gather_rows(const float* src, int64_t cols, const int32_t* indices, int64_t batch,
-                               const StepCounters* counters, int64_t m, float* dst) {
+void NaiveBackend::gather_rows(const float* src, int64_t cols, const int32_t* indices,
+                               int64_t batch, const StepCounters* counters, int64_t m, float* dst) {
   const auto* ctr = reinterpret_cast<const StepCounters*>(shadow(counters, sizeof(StepCounters)));
   if (ctr == nullptr) {
     // Never uploaded: read it once.
@@ -235,10 +237,12 @@ void NaiveBackend::gather_rows(const float* src, int64_t cols, const int32_t* in
   const int64_t first = ctr->batch_index * batch;
   const auto* idx = reinterpret_cast<const int32_t*>(
       shadow(indices + first, static_cast<std::size_t>(m) * sizeof(int32_t)));
-  if (idx == nullptr) throw std::logic_error("naive mode: the batch order was not uploaded through the backend");
+  if (idx == nullptr)
+    throw std::logic_error("naive mode: the batch order was not uploaded through the backend");
   const auto a = reinterpret_cast<uintptr_t>(src);
   auto it = shadows_.upper_bound(a);
-  if (it == shadows_.begin()) throw std::logic_error("naive mode: the data set was not uploaded through the backend");
+  if (it == shadows_.begin())
+    throw std::logic_error("naive mode: the data set was not uploaded through the backend");
   --it;
   const auto* base = reinterpret_cast<const float*>(it->second.data() + (a - it->first));
   const std::size_t available = (it->first + it->second.size() - a) / sizeof(float);

@@ -30,8 +30,12 @@ class ForwardingBackend : public Backend {
   std::string device_name() const override { return inner_->device_name(); }
   void* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
   void release(void* p) noexcept override { inner_->release(p); }
-  void upload(void* dst, const void* src, std::size_t bytes) override { inner_->upload(dst, src, bytes); }
-  void download(void* dst, const void* src, std::size_t bytes) override { inner_->download(dst, src, bytes); }
+  void upload(void* dst, const void* src, std::size_t bytes) override {
+    inner_->upload(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, std::size_t bytes) override {
+    inner_->download(dst, src, bytes);
+  }
   void download_async(void* dst, const void* src, std::size_t bytes) override {
     inner_->download_async(dst, src, bytes);
   }
@@ -56,11 +60,12 @@ class ForwardingBackend : public Backend {
                             int64_t n) override {
     inner_->dense_backward_input(dy, w, dx, m, k, n);
   }
-  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m, int64_t n) override {
+  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
+                          int64_t n) override {
     inner_->activation_forward(act, x, y, m, n);
   }
-  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx, int64_t m,
-                           int64_t n) override {
+  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
+                           int64_t m, int64_t n) override {
     inner_->activation_backward(act, y, dy, dx, m, n);
   }
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
@@ -93,8 +98,8 @@ class ForwardingBackend : public Backend {
 // What a TimingBackend measured over the steps it saw.
 struct PhaseTimes {
   std::array<double, kPhaseCount> seconds{};  // attributed to each phase, summed over steps
-  double step_wall_seconds = 0;   // wall time of the steps (graph replays), summed
-  double instrument_seconds = 0;  // spent in the decorator's own synchronize() calls
+  double step_wall_seconds = 0;               // wall time of the steps (graph replays), summed
+  double instrument_seconds = 0;              // spent in the decorator's own synchronize() calls
   int64_t steps = 0;
   int64_t calls = 0;
   // Seconds by the call's position within its step (summed over steps): the n-th call of a step
@@ -136,9 +141,10 @@ class TimingBackend final : public ForwardingBackend {
                               int64_t k, int64_t n) override;
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override;
-  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m, int64_t n) override;
-  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx, int64_t m,
-                           int64_t n) override;
+  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
+                          int64_t n) override;
+  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
+                           int64_t m, int64_t n) override;
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
                        uint64_t seed, uint32_t layer, const StepCounters* counters) override;
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,

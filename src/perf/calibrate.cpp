@@ -1,5 +1,6 @@
 #include "perf/calibrate.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -7,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <fmt/format.h>
 #include <memory>
 #include <span>
 #include <vector>
@@ -57,8 +57,9 @@ GemmGrid gemm_grid(bool quick) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
-
+double since(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
 
 std::string iso_now() {
   std::time_t t = std::time(nullptr);
@@ -79,7 +80,9 @@ struct Block {
   Block& operator=(const Block&) = delete;
   float* f() const { return static_cast<float*>(p); }
   template <class T>
-  T* as() const { return static_cast<T*>(p); }
+  T* as() const {
+    return static_cast<T*>(p);
+  }
 };
 
 class Bench {
@@ -104,9 +107,11 @@ class Bench {
     const int reps = static_cast<int>(std::clamp(target / one, 1.0, gpu_ ? 500.0 : 20000.0));
     std::vector<double> per;
     if (gpu_) {
-      auto g = be_.capture([&] {
-        for (int r = 0; r < reps; ++r) op();
-      }, true);
+      auto g = be_.capture(
+          [&] {
+            for (int r = 0; r < reps; ++r) op();
+          },
+          true);
       g->replay();
       be_.synchronize();
       for (int b = 0; b < batches; ++b) {
@@ -281,8 +286,9 @@ Profile calibrate(const CalibrateOptions& o) {
       }
       p.fork_join_seconds = *std::min_element(fj.begin(), fj.end());
     }
-    say(fmt::format("  backend call {:.1f} ns{}", p.call_seconds * 1e9,
-                    gpu ? "" : fmt::format(", OpenMP fork-join {:.2f} us", p.fork_join_seconds * 1e6)));
+    say(fmt::format(
+        "  backend call {:.1f} ns{}", p.call_seconds * 1e9,
+        gpu ? "" : fmt::format(", OpenMP fork-join {:.2f} us", p.fork_join_seconds * 1e6)));
   }
 
   // ---- GPU: launch, graph, sync, host-device copies ----
@@ -290,22 +296,28 @@ Profile calibrate(const CalibrateOptions& o) {
     Block tiny(be, 4096);
     p.launch_seconds = bench.per_call_eager([&] { be.fill(tiny.f(), 0.0f, 1); }, 1000);
     auto graph_of = [&](int nodes) {
-      auto g = be.capture([&, nodes] {
-        for (int i = 0; i < nodes; ++i) be.fill(tiny.f(), 0.0f, 1);
-      }, true);
+      auto g = be.capture(
+          [&, nodes] {
+            for (int i = 0; i < nodes; ++i) be.fill(tiny.f(), 0.0f, 1);
+          },
+          true);
       return bench.per_call_eager([&] { g->replay(); }, 50);
     };
     const double g1 = graph_of(1), g101 = graph_of(101);
     p.graph_node_seconds = std::max(0.0, (g101 - g1) / 100.0);
     p.graph_launch_seconds = std::max(0.0, g1 - p.graph_node_seconds);
-    const double round = bench.per_call_eager([&] {
-      be.fill(tiny.f(), 0.0f, 1);
-      be.synchronize();
-    }, 200);
+    const double round = bench.per_call_eager(
+        [&] {
+          be.fill(tiny.f(), 0.0f, 1);
+          be.synchronize();
+        },
+        200);
     p.sync_seconds = std::max(0.0, round - p.launch_seconds);
-    say(fmt::format("  launch {:.2f} us, graph launch {:.2f} us + {:.2f} us per node, sync round trip {:.2f} us",
-                    p.launch_seconds * 1e6, p.graph_launch_seconds * 1e6, p.graph_node_seconds * 1e6,
-                    p.sync_seconds * 1e6));
+    say(
+        fmt::format("  launch {:.2f} us, graph launch {:.2f} us + {:.2f} us per node, sync round "
+                    "trip {:.2f} us",
+                    p.launch_seconds * 1e6, p.graph_launch_seconds * 1e6,
+                    p.graph_node_seconds * 1e6, p.sync_seconds * 1e6));
 
     const std::size_t bytes = o.quick ? (16u << 20) : (256u << 20);
     Block dev(be, bytes);
@@ -314,16 +326,26 @@ Profile calibrate(const CalibrateOptions& o) {
     p.h2d_latency_seconds = bench.per_call_eager([&] { be.upload(dev.p, small, 4); }, 200);
     p.d2h_latency_seconds = bench.per_call_eager([&] { be.download(small, dev.p, 4); }, 200);
     const int reps = o.quick ? 3 : 5;
-    p.h2d_bytes_per_second.pageable = double(bytes) / bench.per_call_eager([&] { be.upload(dev.p, pageable.data(), bytes); }, reps);
-    p.d2h_bytes_per_second.pageable = double(bytes) / bench.per_call_eager([&] { be.download(pageable.data(), dev.p, bytes); }, reps);
+    p.h2d_bytes_per_second.pageable =
+        double(bytes) /
+        bench.per_call_eager([&] { be.upload(dev.p, pageable.data(), bytes); }, reps);
+    p.d2h_bytes_per_second.pageable =
+        double(bytes) /
+        bench.per_call_eager([&] { be.download(pageable.data(), dev.p, bytes); }, reps);
     if (void* pinned = pinned_host_alloc(bytes)) {
       std::memset(pinned, 1, bytes);
-      p.h2d_bytes_per_second.pinned = double(bytes) / bench.per_call_eager([&] { be.upload(dev.p, pinned, bytes); }, reps);
-      p.d2h_bytes_per_second.pinned = double(bytes) / bench.per_call_eager([&] { be.download(pinned, dev.p, bytes); }, reps);
+      p.h2d_bytes_per_second.pinned =
+          double(bytes) / bench.per_call_eager([&] { be.upload(dev.p, pinned, bytes); }, reps);
+      p.d2h_bytes_per_second.pinned =
+          double(bytes) / bench.per_call_eager([&] { be.download(pinned, dev.p, bytes); }, reps);
       pinned_host_free(pinned);
     }
-    auto gbs = [](const std::optional<double>& v) { return v ? fmt::format("{:.1f} GB/s", *v / 1e9) : std::string("n/a"); };
-    say(fmt::format("  h2d pageable {}, pinned {}; d2h pageable {}, pinned {}; latency h2d {:.1f} us, d2h {:.1f} us",
+    auto gbs = [](const std::optional<double>& v) {
+      return v ? fmt::format("{:.1f} GB/s", *v / 1e9) : std::string("n/a");
+    };
+    say(
+        fmt::format("  h2d pageable {}, pinned {}; d2h pageable {}, pinned {}; latency h2d {:.1f} "
+                    "us, d2h {:.1f} us",
                     gbs(p.h2d_bytes_per_second.pageable), gbs(p.h2d_bytes_per_second.pinned),
                     gbs(p.d2h_bytes_per_second.pageable), gbs(p.d2h_bytes_per_second.pinned),
                     p.h2d_latency_seconds * 1e6, p.d2h_latency_seconds * 1e6));
@@ -334,9 +356,11 @@ Profile calibrate(const CalibrateOptions& o) {
     const int64_t n = o.quick ? (int64_t{1} << 23) : (int64_t{1} << 26);
     Block x(be, static_cast<std::size_t>(n) * 4), y(be, static_cast<std::size_t>(n) * 4);
     be.fill(x.f(), 0.5f, n);
-    const double t = bench.per_call([&] { be.activation_forward(ActivationKind::relu, x.f(), y.f(), 1, n); });
+    const double t =
+        bench.per_call([&] { be.activation_forward(ActivationKind::relu, x.f(), y.f(), 1, n); });
     p.memory_bytes_per_second = 8.0 * double(n) / t;
-    say(fmt::format("  memory (streaming, {} MB in + out) {:.1f} GB/s", n * 4 >> 20, p.memory_bytes_per_second / 1e9));
+    say(fmt::format("  memory (streaming, {} MB in + out) {:.1f} GB/s", n * 4 >> 20,
+                    p.memory_bytes_per_second / 1e9));
   }
 
   // ---- elementwise kernels: time by size ----
@@ -388,32 +412,35 @@ Profile calibrate(const CalibrateOptions& o) {
       off = 0;
       p.kernels[name] = std::move(s);
     };
-    curve("relu_forward", sizes, [&](int64_t n) { be.activation_forward(ActivationKind::relu, A(), c.f(), 1, n); });
-    curve("relu_backward", sizes, [&](int64_t n) { be.activation_backward(ActivationKind::relu, A(), B(), c.f(), 1, n); });
-    curve("copy", sizes, [&](int64_t n) { be.activation_forward(ActivationKind::linear, A(), c.f(), 1, n); });
+    curve("relu_forward", sizes,
+          [&](int64_t n) { be.activation_forward(ActivationKind::relu, A(), c.f(), 1, n); });
+    curve("relu_backward", sizes,
+          [&](int64_t n) { be.activation_backward(ActivationKind::relu, A(), B(), c.f(), 1, n); });
+    curve("copy", sizes,
+          [&](int64_t n) { be.activation_forward(ActivationKind::linear, A(), c.f(), 1, n); });
     if (!o.quick) {
       for (ActivationKind act : {ActivationKind::sigmoid, ActivationKind::tanh}) {
         const std::string an(activation_name(act));
-        curve(an + "_forward", sizes, [&, act](int64_t n) { be.activation_forward(act, A(), c.f(), 1, n); });
-        curve(an + "_backward", sizes, [&, act](int64_t n) { be.activation_backward(act, A(), B(), c.f(), 1, n); });
+        curve(an + "_forward", sizes,
+              [&, act](int64_t n) { be.activation_forward(act, A(), c.f(), 1, n); });
+        curve(an + "_backward", sizes,
+              [&, act](int64_t n) { be.activation_backward(act, A(), B(), c.f(), 1, n); });
       }
     }
     // The masks dropout_forward draws (at every offset) serve the two backward kernels.
     be.dropout_forward(a.f(), c.f(), mask.as<uint8_t>(), 1, nmax, 0.2f, 1, 1, ctr);
-    curve("dropout_forward", sizes, [&](int64_t n) {
-      be.dropout_forward(A(), c.f(), M(), 1, n, 0.2f, 1, 1, ctr);
-    });
+    curve("dropout_forward", sizes,
+          [&](int64_t n) { be.dropout_forward(A(), c.f(), M(), 1, n, 0.2f, 1, 1, ctr); });
     be.dropout_forward(a.f(), c.f(), mask.as<uint8_t>(), 1, nmax, 0.2f, 1, 1, ctr);
-    curve("dropout_backward", sizes, [&](int64_t n) {
-      be.dropout_backward(B(), M(), c.f(), 1, n, 0.2f);
-    });
-    curve("relu_dropout_backward", sizes, [&](int64_t n) {
-      be.relu_dropout_backward(A(), M(), B(), c.f(), 1, n, 0.2f);
-    });
+    curve("dropout_backward", sizes,
+          [&](int64_t n) { be.dropout_backward(B(), M(), c.f(), 1, n, 0.2f); });
+    curve("relu_dropout_backward", sizes,
+          [&](int64_t n) { be.relu_dropout_backward(A(), M(), B(), c.f(), 1, n, 0.2f); });
     be.fill(d.f(), 0.0f, nmax);
     // Rows of 10 classes (MNIST's output).
     std::vector<int64_t> row_elems;
-    for (int64_t r = 1; r * 10 <= std::min<int64_t>(nmax, 10 << 14); r *= 2) row_elems.push_back(r * 10);
+    for (int64_t r = 1; r * 10 <= std::min<int64_t>(nmax, 10 << 14); r *= 2)
+      row_elems.push_back(r * 10);
     {
       Block labels(be, (nmax / 10 + 1) * 4);
       curve("loss_sparse_softmax", row_elems, [&](int64_t n) {
@@ -429,12 +456,15 @@ Profile calibrate(const CalibrateOptions& o) {
     // comes from memory, not from a cache the previous call warmed. And the labels likewise.
     {
       const int64_t cols = 784, set_rows = o.quick ? 16384 : 60000, rows_max = 1024;
-      Block set(be, static_cast<std::size_t>(set_rows * cols) * 4), labels(be, static_cast<std::size_t>(set_rows) * 4);
+      Block set(be, static_cast<std::size_t>(set_rows * cols) * 4),
+          labels(be, static_cast<std::size_t>(set_rows) * 4);
       be.fill(set.f(), 0.5f, set_rows * cols);
-      Block idx(be, static_cast<std::size_t>(set_rows) * 4), dst(be, static_cast<std::size_t>(rows_max * cols) * 4);
+      Block idx(be, static_cast<std::size_t>(set_rows) * 4),
+          dst(be, static_cast<std::size_t>(rows_max * cols) * 4);
       std::vector<int32_t> order(static_cast<std::size_t>(set_rows));
       uint64_t h = 0x9E3779B97F4A7C15ull;
-      for (int64_t i = 0; i < set_rows; ++i) order[static_cast<std::size_t>(i)] = static_cast<int32_t>(i);
+      for (int64_t i = 0; i < set_rows; ++i)
+        order[static_cast<std::size_t>(i)] = static_cast<int32_t>(i);
       for (int64_t i = set_rows - 1; i > 0; --i) {  // a fixed shuffle
         h ^= h << 13, h ^= h >> 7, h ^= h << 17;
         std::swap(order[static_cast<std::size_t>(i)], order[h % static_cast<uint64_t>(i + 1)]);
@@ -455,9 +485,8 @@ Profile calibrate(const CalibrateOptions& o) {
       curve("gather_rows", rows_elems, [&](int64_t n) {
         be.gather_rows(set.f(), cols, next(n / cols), 0, ctr + 1, n / cols, dst.f());
       });
-      curve("gather_labels", label_elems, [&](int64_t n) {
-        be.gather_rows(labels.f(), 1, next(n), 0, ctr + 1, n, dst.f());
-      });
+      curve("gather_labels", label_elems,
+            [&](int64_t n) { be.gather_rows(labels.f(), 1, next(n), 0, ctr + 1, n, dst.f()); });
     }
     // Adam on one parameter tensor of n elements.
     {
@@ -467,8 +496,8 @@ Profile calibrate(const CalibrateOptions& o) {
         be.optimizer_step(adam, std::span<const ParamSlot>(&slot, 1), ctr);
       });
     }
-    say(fmt::format("  elementwise kernels: {} curves of {} sizes ({} to {} elements)", p.kernels.size(),
-                    sizes.size(), sizes.front(), sizes.back()));
+    say(fmt::format("  elementwise kernels: {} curves of {} sizes ({} to {} elements)",
+                    p.kernels.size(), sizes.size(), sizes.front(), sizes.back()));
   }
 
   // ---- GEMMs, as the dense layer calls them ----
@@ -490,12 +519,15 @@ Profile calibrate(const CalibrateOptions& o) {
           // op before (a serial loop at small sizes, the pool above 2^15 elements), the weights
           // from the optimizer's threaded update, the incoming gradient from the pool.
           const bool x_pool = batch * in >= (int64_t{1} << 15);
-          const double tf = bench.per_call_after(
-              gpu ? std::function<void()>() : std::function<void()>([&] {
-                handoff(x.f(), batch * in, x_pool);
-                handoff(w.f(), in * out, true);
-              }),
-              [&] { be.dense_forward(x.f(), w.f(), bias.f(), y.f(), batch, in, out, ActivationKind::relu); });
+          const double tf =
+              bench.per_call_after(gpu ? std::function<void()>() : std::function<void()>([&] {
+                                     handoff(x.f(), batch * in, x_pool);
+                                     handoff(w.f(), in * out, true);
+                                   }),
+                                   [&] {
+                                     be.dense_forward(x.f(), w.f(), bias.f(), y.f(), batch, in, out,
+                                                      ActivationKind::relu);
+                                   });
           const double tw = bench.per_call_after(
               gpu ? std::function<void()>() : std::function<void()>([&] {
                 handoff(x.f(), batch * in, x_pool);
@@ -514,8 +546,9 @@ Profile calibrate(const CalibrateOptions& o) {
           best = std::max({best, flops / tf, flops / tw, flops / ti});
         }
     say(fmt::format("  GEMM: {} shapes x 3 ops (batch {}..{}, widths {}..{}), best {:.1f} GFLOP/s",
-                    g.batches.size() * g.ins.size() * g.outs.size(), g.batches.front(), g.batches.back(),
-                    std::min(g.ins.front(), g.outs.front()), std::max(I, O), best / 1e9));
+                    g.batches.size() * g.ins.size() * g.outs.size(), g.batches.front(),
+                    g.batches.back(), std::min(g.ins.front(), g.outs.front()), std::max(I, O),
+                    best / 1e9));
   }
 
   p.calibration_seconds = since(start);

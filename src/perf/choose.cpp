@@ -12,7 +12,9 @@
 namespace crossover::perf {
 
 namespace {
-std::string us(double s) { return s >= 1e-3 ? fmt::format("{:.2f} ms", s * 1e3) : fmt::format("{:.0f} us", s * 1e6); }
+std::string us(double s) {
+  return s >= 1e-3 ? fmt::format("{:.2f} ms", s * 1e3) : fmt::format("{:.0f} us", s * 1e6);
+}
 }  // namespace
 
 std::string choose_device(const Sequential& model, int64_t batch, std::string& why) {
@@ -26,11 +28,15 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
   const std::optional<Profile> cpu = cpu_profile_for_this_machine("", 0, cpu_note);
   const std::string first_gpu = "cuda:" + std::to_string(gpus.front().ordinal);
   if (!cpu) {
-    why = fmt::format("{}: no CPU calibration profile to compare with (run crossover calibrate); "
-                      "choosing the GPU ({}, resident mode) without a prediction", first_gpu, gpus.front().name);
+    why = fmt::format(
+        "{}: no CPU calibration profile to compare with (run crossover calibrate); "
+        "choosing the GPU ({}, resident mode) without a prediction",
+        first_gpu, gpus.front().name);
     return first_gpu;
   }
-  const double cpu_step = predict(step_ops(desc, batch, DeviceKind::cpu, Mode::resident), *cpu, Mode::resident).step_seconds;
+  const double cpu_step =
+      predict(step_ops(desc, batch, DeviceKind::cpu, Mode::resident), *cpu, Mode::resident)
+          .step_seconds;
   std::string best = "cpu", best_label = "cpu";
   double best_step = cpu_step;
   std::string missing;
@@ -43,8 +49,9 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
       continue;
     }
     any_gpu_prediction = true;
-    const double step = predict(step_ops(desc, batch, DeviceKind::gpu, Mode::resident), profiles.front(),
-                                Mode::resident).step_seconds;
+    const double step = predict(step_ops(desc, batch, DeviceKind::gpu, Mode::resident),
+                                profiles.front(), Mode::resident)
+                            .step_seconds;
     if (step < best_step) {
       best = id;
       best_label = id + " (" + g.name + ", resident)";
@@ -52,18 +59,22 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
     }
   }
   if (!any_gpu_prediction) {
-    why = fmt::format("{}: no calibration profile for {} (run crossover calibrate --device {}), so no "
-                      "prediction; choosing the GPU (resident mode); the CPU is predicted at {} per step at batch {}",
-                      first_gpu, missing, first_gpu, us(cpu_step), batch);
+    why = fmt::format(
+        "{}: no calibration profile for {} (run crossover calibrate --device {}), so no "
+        "prediction; choosing the GPU (resident mode); the CPU is predicted at {} per step at "
+        "batch {}",
+        first_gpu, missing, first_gpu, us(cpu_step), batch);
     return first_gpu;
   }
   const double other = best == "cpu" ? -1 : cpu_step;
   if (best == "cpu") {
-    why = fmt::format("cpu is predicted fastest: {} per step at batch {} (the GPUs' resident steps are slower); {}",
-                      us(cpu_step), batch, cpu_note);
+    why = fmt::format(
+        "cpu is predicted fastest: {} per step at batch {} (the GPUs' resident steps are slower); "
+        "{}",
+        us(cpu_step), batch, cpu_note);
   } else {
-    why = fmt::format("{} is predicted {:.1f}x faster than the CPU: {} vs {} per step at batch {}", best_label,
-                      other / best_step, us(best_step), us(cpu_step), batch);
+    why = fmt::format("{} is predicted {:.1f}x faster than the CPU: {} vs {} per step at batch {}",
+                      best_label, other / best_step, us(best_step), us(cpu_step), batch);
   }
   if (!missing.empty()) why += "; no profile for " + missing;
   return best;

@@ -1,8 +1,9 @@
 #include "perf/cost_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <map>
 #include <set>
@@ -28,13 +29,20 @@ bool is_param_layer(const Layer& l) { return l.type == LayerType::dense; }
 
 const char* phase_name(Phase p) {
   switch (p) {
-    case Phase::host_overhead: return "host_overhead";
-    case Phase::h2d_copy: return "h2d_copy";
-    case Phase::d2h_copy: return "d2h_copy";
-    case Phase::gemm: return "gemm";
-    case Phase::elementwise: return "elementwise";
-    case Phase::optimizer: return "optimizer";
-    case Phase::sync_wait: return "sync_wait";
+    case Phase::host_overhead:
+      return "host_overhead";
+    case Phase::h2d_copy:
+      return "h2d_copy";
+    case Phase::d2h_copy:
+      return "d2h_copy";
+    case Phase::gemm:
+      return "gemm";
+    case Phase::elementwise:
+      return "elementwise";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::sync_wait:
+      return "sync_wait";
   }
   return "?";
 }
@@ -80,7 +88,8 @@ ModelDesc describe(const Sequential& model) {
   return d;
 }
 
-ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t classes, double dropout) {
+ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t classes,
+              double dropout) {
   ModelDesc d;
   d.input_width = input_width;
   d.layers.push_back(Flatten({input_width}));
@@ -95,7 +104,8 @@ ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t c
 // ---- the op list: Sequential::Impl::train_step, call for call --------------------------------
 std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, Mode mode) {
   if (device == DeviceKind::cpu && mode == Mode::naive)
-    throw Error("--mode", "naive mode applies to a GPU: the CPU has no launches or host-device copies");
+    throw Error("--mode",
+                "naive mode applies to a GPU: the CPU has no launches or host-device copies");
   if (m < 1) throw Error("cost model", "a step needs at least one row");
   const bool gpu = device == DeviceKind::gpu;
   const bool naive = mode == Mode::naive;
@@ -129,7 +139,8 @@ std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, M
   const int64_t target_cols = model.loss == LossKind::sparse_categorical_crossentropy ? 1 : classes;
   const Layer& last = layers.back();
   const int deferred = (last.type == LayerType::dense || last.type == LayerType::activation)
-                           ? static_cast<int>(L) - 1 : -1;
+                           ? static_cast<int>(L) - 1
+                           : -1;
   const ActivationKind final_act = deferred >= 0 ? last.activation : ActivationKind::linear;
 
   std::vector<Op> ops;
@@ -286,9 +297,9 @@ std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, M
       }
       case LayerType::dropout: {
         const Layer* prev = i > 0 ? &layers[ui - 1] : nullptr;
-        const bool relu_before = prev &&
-                                 (prev->type == LayerType::dense || prev->type == LayerType::activation) &&
-                                 prev->activation == ActivationKind::relu;
+        const bool relu_before =
+            prev && (prev->type == LayerType::dense || prev->type == LayerType::activation) &&
+            prev->activation == ActivationKind::relu;
         if (relu_before) {
           elementwise(fmt::format("{} + relu backward", l.name), l.name, "relu_dropout_backward",
                       m * n, 2 * kFloat * m * n, kFloat * m * n);
@@ -325,8 +336,9 @@ std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, M
       }
     for (int64_t s : o.segments) o.elements += s;
     // Per element: read value, gradient and the state slots; write value and the slots.
-    const int64_t slots = model.optimizer == OptimizerKind::adam ? 2
-                          : model.optimizer == OptimizerKind::rmsprop ? 1 : 1;
+    const int64_t slots = model.optimizer == OptimizerKind::adam      ? 2
+                          : model.optimizer == OptimizerKind::rmsprop ? 1
+                                                                      : 1;
     o.bytes_read = kFloat * o.elements * (2 + slots);
     o.bytes_written = kFloat * o.elements * (1 + slots);
     o.launches = gpu ? 1 : 0;
@@ -407,7 +419,8 @@ void bracket(const std::vector<double>& axis, double v, std::size_t& lo, double&
 
 }  // namespace
 
-double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in, int64_t out) {
+double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in,
+                 int64_t out) {
   std::vector<GemmPoint> pts;
   for (const std::string& want : {op, std::string()}) {
     for (const GemmSample& g : profile.gemm) {
@@ -426,7 +439,8 @@ double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, i
       pts.push_back({std::log2(double(b)), std::log2(double(i)), std::log2(double(o)),
                      std::log(g.flops_per_second)});
     }
-  if (pts.empty()) throw Error(profile.source.empty() ? "profile" : profile.source, "has no GEMM rates");
+  if (pts.empty())
+    throw Error(profile.source.empty() ? "profile" : profile.source, "has no GEMM rates");
   const double qb = std::log2(double(std::max<int64_t>(batch, 1)));
   const double qi = std::log2(double(std::max<int64_t>(in, 1)));
   const double qo = std::log2(double(std::max<int64_t>(out, 1)));
@@ -439,7 +453,8 @@ double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, i
     grid[{p.b, p.i, p.o}] = p.log_rate;
   }
   if (grid.size() == sb.size() * si.size() * so.size()) {
-    const std::vector<double> ab(sb.begin(), sb.end()), ai(si.begin(), si.end()), ao(so.begin(), so.end());
+    const std::vector<double> ab(sb.begin(), sb.end()), ai(si.begin(), si.end()),
+        ao(so.begin(), so.end());
     std::size_t lb, li, lo;
     double tb, ti, to;
     bracket(ab, qb, lb, tb);
@@ -526,16 +541,19 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
   r.op_seconds.assign(ops.size(), 0.0);
   const bool gpu = p.kind == "gpu";
   if (!gpu && mode == Mode::naive)
-    throw Error("--mode", "naive mode applies to a GPU: the CPU has no launches or host-device copies");
+    throw Error("--mode",
+                "naive mode applies to a GPU: the CPU has no launches or host-device copies");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& o = ops[i];
     double device = 0;  // time the op's own phase gets
     double host = 0;    // time host_overhead gets on its account (GPU naive: launch-bound part)
     switch (o.phase) {
       case Phase::gemm: {
-        device = static_cast<double>(o.flops) / gemm_rate(p, gemm_op(o.kernel), o.batch, o.in, o.out);
+        device =
+            static_cast<double>(o.flops) / gemm_rate(p, gemm_op(o.kernel), o.batch, o.in, o.out);
         if (gpu && mode == Mode::naive && o.launches > 1) {
-          // The epilogue the graph mode fuses runs as its own kernel: one more pass over the output.
+          // The epilogue the graph mode fuses runs as its own kernel: one more pass over the
+          // output.
           const int64_t extra = o.kernel == "gemm_forward" ? 2 * kFloat * o.batch * o.out
                                                            : kFloat * (o.batch * o.out + o.out);
           device += streaming(p, extra);
@@ -547,16 +565,20 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
         device = kernel_time(p, o, gpu ? p.graph_node_seconds : p.call_seconds);
         break;
       case Phase::host_overhead:
-        if (o.kernel == "graph_launch") host = p.graph_launch_seconds;
-        else host = static_cast<double>(o.elements) * p.call_seconds;
+        if (o.kernel == "graph_launch")
+          host = p.graph_launch_seconds;
+        else
+          host = static_cast<double>(o.elements) * p.call_seconds;
         break;
       case Phase::h2d_copy:
         device = p.h2d_latency_seconds +
-                 static_cast<double>(o.transfer_bytes) / p.h2d_bytes_per_second.pageable.value_or(p.memory_bytes_per_second);
+                 static_cast<double>(o.transfer_bytes) /
+                     p.h2d_bytes_per_second.pageable.value_or(p.memory_bytes_per_second);
         break;
       case Phase::d2h_copy:
         device = p.d2h_latency_seconds +
-                 static_cast<double>(o.transfer_bytes) / p.d2h_bytes_per_second.pageable.value_or(p.memory_bytes_per_second);
+                 static_cast<double>(o.transfer_bytes) /
+                     p.d2h_bytes_per_second.pageable.value_or(p.memory_bytes_per_second);
         break;
       case Phase::sync_wait:
         device = p.sync_seconds;
@@ -581,7 +603,8 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
 
 EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t batch,
                               const Profile& profile, Mode mode) {
-  if (samples < 1 || batch < 1) throw Error("cost model", "samples and batch size must be positive");
+  if (samples < 1 || batch < 1)
+    throw Error("cost model", "samples and batch size must be positive");
   const DeviceKind dev = profile.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu;
   const int64_t b = std::min(batch, samples);
   const int64_t full = samples / b, rest = samples % b;

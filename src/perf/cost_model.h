@@ -48,22 +48,24 @@ struct ModelDesc {
 };
 // From a built model (its input shape known); throws Error otherwise.
 ModelDesc describe(const Sequential& model);
-// Flatten(input_width) -> [Dense(width, relu) -> Dropout(dropout)] x hidden -> Dense(classes, softmax):
-// SMALL is mlp(784, {128}, 10, 0.2); BIG mlp(784, {1000, 1000}, 10, 0.2).
-ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t classes, double dropout);
+// Flatten(input_width) -> [Dense(width, relu) -> Dropout(dropout)] x hidden -> Dense(classes,
+// softmax): SMALL is mlp(784, {128}, 10, 0.2); BIG mlp(784, {1000, 1000}, 10, 0.2).
+ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t classes,
+              double dropout);
 
 struct Op {
-  std::string name;    // "dense forward 784->128"
-  std::string layer;   // "dense", "" for step-level ops
+  std::string name;   // "dense forward 784->128"
+  std::string layer;  // "dense", "" for step-level ops
   Phase phase = Phase::elementwise;
-  std::string kernel;  // profile key: "gemm_forward", "dropout_forward", "adam", "h2d_pageable", ...
-  int64_t flops = 0;          // GEMM floating-point operations (2 m n k); 0 for other ops
-  int64_t bytes_read = 0;     // from memory (minimum, as the op's arguments imply)
+  std::string
+      kernel;         // profile key: "gemm_forward", "dropout_forward", "adam", "h2d_pageable", ...
+  int64_t flops = 0;  // GEMM floating-point operations (2 m n k); 0 for other ops
+  int64_t bytes_read = 0;  // from memory (minimum, as the op's arguments imply)
   int64_t bytes_written = 0;
-  int64_t elements = 0;       // the size the op's time scales with (m n for a GEMM's output)
-  int64_t launches = 0;       // GPU kernel launches (graph nodes in resident mode); 0 on the CPU
-  int64_t transfer_bytes = 0; // host <-> device bytes
-  int64_t calls = 0;          // backend calls the op is made of
+  int64_t elements = 0;        // the size the op's time scales with (m n for a GEMM's output)
+  int64_t launches = 0;        // GPU kernel launches (graph nodes in resident mode); 0 on the CPU
+  int64_t transfer_bytes = 0;  // host <-> device bytes
+  int64_t calls = 0;           // backend calls the op is made of
   // GEMMs: the dense layer's shape (m, n, k follow from op; see GemmSample).
   int64_t batch = 0, in = 0, out = 0;
   std::vector<int64_t> segments;  // optimizer: elements of each parameter tensor
@@ -73,7 +75,7 @@ struct Op {
 std::vector<Op> step_ops(const ModelDesc& model, int64_t rows, DeviceKind device, Mode mode);
 
 struct Prediction {
-  std::vector<double> op_seconds;              // per op of the list
+  std::vector<double> op_seconds;  // per op of the list
   std::array<double, kPhaseCount> phase_seconds{};
   double step_seconds = 0;
 };
@@ -100,7 +102,8 @@ int64_t epoch_gemm_flops(const ModelDesc& model, int64_t samples, int64_t batch)
 // a layer in -> out at `batch` rows: trilinear interpolation of log(rate) over log(batch),
 // log(in), log(out) on the profile's grid, clamped at its edges (inverse-distance weighting when
 // the samples do not form a grid).
-double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in, int64_t out);
+double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in,
+                 int64_t out);
 // The time of one call of `kernel` on `elements` elements: piecewise-linear interpolation over
 // the kernel's samples, linear extrapolation in elements above, the smallest sample's time below.
 // Returns a negative number when the profile has no curve for it.

@@ -1,8 +1,9 @@
 #include "perf/explain.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "perf/measure.h"
@@ -22,28 +23,40 @@ namespace {
 
 const char* phase_words(Phase p) {
   switch (p) {
-    case Phase::host_overhead: return "host overhead (the host's own work between backend calls, and launches)";
-    case Phase::h2d_copy: return "copying batches from host to device";
-    case Phase::d2h_copy: return "copying results back to the host";
-    case Phase::gemm: return "GEMM (the dense layers' matrix products)";
-    case Phase::elementwise: return "elementwise work (batch gather, dropout, activations, loss)";
-    case Phase::optimizer: return "the optimizer update";
-    case Phase::sync_wait: return "waiting on synchronisation";
+    case Phase::host_overhead:
+      return "host overhead (the host's own work between backend calls, and launches)";
+    case Phase::h2d_copy:
+      return "copying batches from host to device";
+    case Phase::d2h_copy:
+      return "copying results back to the host";
+    case Phase::gemm:
+      return "GEMM (the dense layers' matrix products)";
+    case Phase::elementwise:
+      return "elementwise work (batch gather, dropout, activations, loss)";
+    case Phase::optimizer:
+      return "the optimizer update";
+    case Phase::sync_wait:
+      return "waiting on synchronisation";
   }
   return "?";
 }
 
-int pct(double part, double whole) { return whole > 0 ? static_cast<int>(std::lround(100.0 * part / whole)) : 0; }
+int pct(double part, double whole) {
+  return whole > 0 ? static_cast<int>(std::lround(100.0 * part / whole)) : 0;
+}
 
 // What would change it: one sentence, with numbers from the cost model.
-std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelDesc& desc, Phase top) {
+std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelDesc& desc,
+                    Phase top) {
   if (!c.profile) return "";
   const Profile& p = *c.profile;
   const bool gpu = p.kind == "gpu";
   const DeviceKind dev = gpu ? DeviceKind::gpu : DeviceKind::cpu;
   const int64_t B = r.batch;
   auto step_at = [&](int64_t batch, Mode mode, const Profile& prof) {
-    return predict(step_ops(desc, batch, prof.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu, mode), prof, mode)
+    return predict(
+               step_ops(desc, batch, prof.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu, mode),
+               prof, mode)
         .step_seconds;
   };
   const double per_sample = r.step_predicted / static_cast<double>(B);
@@ -56,41 +69,53 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
         int64_t launches = 0;
         for (const Op& o : r.ops) launches += o.launches;
         const double resident = step_at(B, Mode::resident, p);
-        return fmt::format("The GPU is idle most of the step: {} launches at {} each, a pageable copy of each batch "
-                           "and a sync every step; resident mode (data on the device, one graph launch per step, no "
-                           "per-step sync) is predicted at {} per step instead of {} ({:.1f}x).",
-                           launches, human_seconds(p.launch_seconds), human_seconds(resident),
-                           human_seconds(r.step_predicted), r.step_predicted / std::max(resident, 1e-12));
+        return fmt::format(
+            "The GPU is idle most of the step: {} launches at {} each, a pageable copy of each "
+            "batch "
+            "and a sync every step; resident mode (data on the device, one graph launch per step, "
+            "no "
+            "per-step sync) is predicted at {} per step instead of {} ({:.1f}x).",
+            launches, human_seconds(p.launch_seconds), human_seconds(resident),
+            human_seconds(r.step_predicted), r.step_predicted / std::max(resident, 1e-12));
       }
       if (gpu) {
         const int64_t B4 = B * 4;
-        return fmt::format("The step is too small to keep the GPU busy: a batch of {} is predicted at {} per sample "
-                           "instead of {} ({:.1f}x less per epoch).",
-                           B4, human_seconds(step_at(B4, Mode::resident, p) / double(B4)), human_seconds(per_sample),
-                           per_sample / std::max(step_at(B4, Mode::resident, p) / double(B4), 1e-15));
+        return fmt::format(
+            "The step is too small to keep the GPU busy: a batch of {} is predicted at {} per "
+            "sample "
+            "instead of {} ({:.1f}x less per epoch).",
+            B4, human_seconds(step_at(B4, Mode::resident, p) / double(B4)),
+            human_seconds(per_sample),
+            per_sample / std::max(step_at(B4, Mode::resident, p) / double(B4), 1e-15));
       }
-      return fmt::format("Per step the host makes {} backend calls; at this size their fixed costs (OpenMP fork-join "
-                         "{} each where a loop is threaded) weigh more than the arithmetic; a larger batch amortises "
-                         "them: batch {} is predicted at {} per sample instead of {}.",
-                         r.ops.empty() ? 0 : r.ops.front().elements, human_seconds(p.fork_join_seconds), B * 4,
-                         human_seconds(step_at(B * 4, Mode::resident, p) / double(B * 4)), human_seconds(per_sample));
+      return fmt::format(
+          "Per step the host makes {} backend calls; at this size their fixed costs (OpenMP "
+          "fork-join "
+          "{} each where a loop is threaded) weigh more than the arithmetic; a larger batch "
+          "amortises "
+          "them: batch {} is predicted at {} per sample instead of {}.",
+          r.ops.empty() ? 0 : r.ops.front().elements, human_seconds(p.fork_join_seconds), B * 4,
+          human_seconds(step_at(B * 4, Mode::resident, p) / double(B * 4)),
+          human_seconds(per_sample));
     case Phase::gemm: {
       const int64_t B4 = B * 4;
       const double s4 = step_at(B4, c.mode, p) / double(B4);
-      std::string s = fmt::format("The step is compute-bound; the GEMMs run at {:.1f} GFLOP/s here; a batch of {} "
-                                  "is predicted at {} per sample instead of {} ({:.1f}x less per epoch)",
-                                  [&] {
-                                    int64_t f = 0;
-                                    for (const Op& o : r.ops) f += o.flops;
-                                    return r.predicted[static_cast<std::size_t>(Phase::gemm)] > 0
-                                               ? double(f) / r.predicted[static_cast<std::size_t>(Phase::gemm)] / 1e9
-                                               : 0.0;
-                                  }(),
-                                  B4, human_seconds(s4), human_seconds(per_sample), per_sample / std::max(s4, 1e-15));
+      std::string s = fmt::format(
+          "The step is compute-bound; the GEMMs run at {:.1f} GFLOP/s here; a batch of {} "
+          "is predicted at {} per sample instead of {} ({:.1f}x less per epoch)",
+          [&] {
+            int64_t f = 0;
+            for (const Op& o : r.ops) f += o.flops;
+            return r.predicted[static_cast<std::size_t>(Phase::gemm)] > 0
+                       ? double(f) / r.predicted[static_cast<std::size_t>(Phase::gemm)] / 1e9
+                       : 0.0;
+          }(),
+          B4, human_seconds(s4), human_seconds(per_sample), per_sample / std::max(s4, 1e-15));
       for (const Profile& g : c.other_profiles)
         if (g.kind == "gpu" && !gpu) {
           const double t = step_at(B, Mode::resident, g);
-          s += fmt::format("; on {} (resident mode) this step is predicted at {} ({:.1f}x {})", g.name, human_seconds(t),
+          s += fmt::format("; on {} (resident mode) this step is predicted at {} ({:.1f}x {})",
+                           g.name, human_seconds(t),
                            t < r.step_predicted ? r.step_predicted / t : t / r.step_predicted,
                            t < r.step_predicted ? "faster" : "slower");
           break;
@@ -104,12 +129,14 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
       if (!opt) return "";
       const int64_t B4 = B * 4;
       const Prediction p4 = predict(step_ops(desc, B4, dev, c.mode), p, c.mode);
-      return fmt::format("The optimizer reads and writes {:.1f} MB per step ({} parameters) whatever the batch size, "
-                         "so a larger batch amortises it: at batch {} it is predicted at {}% of the step ({} per "
-                         "sample instead of {}).",
-                         double(opt->bytes_read + opt->bytes_written) / 1e6, opt->elements, B4,
-                         pct(p4.phase_seconds[static_cast<std::size_t>(Phase::optimizer)], p4.step_seconds),
-                         human_seconds(p4.step_seconds / double(B4)), human_seconds(per_sample));
+      return fmt::format(
+          "The optimizer reads and writes {:.1f} MB per step ({} parameters) whatever the batch "
+          "size, "
+          "so a larger batch amortises it: at batch {} it is predicted at {}% of the step ({} per "
+          "sample instead of {}).",
+          double(opt->bytes_read + opt->bytes_written) / 1e6, opt->elements, B4,
+          pct(p4.phase_seconds[static_cast<std::size_t>(Phase::optimizer)], p4.step_seconds),
+          human_seconds(p4.step_seconds / double(B4)), human_seconds(per_sample));
     }
     case Phase::elementwise: {
       std::size_t worst = r.ops.size();
@@ -118,9 +145,12 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
             (worst == r.ops.size() || r.prediction.op_seconds[i] > r.prediction.op_seconds[worst]))
           worst = i;
       if (worst == r.ops.size()) return "";
-      return fmt::format("The largest elementwise op is {} at a predicted {}; these loops scale with batch x width "
-                         "like the GEMMs but do little arithmetic per byte, so only fewer passes (fusion) would shrink them.",
-                         r.ops[worst].name, human_seconds(r.prediction.op_seconds[worst]));
+      return fmt::format(
+          "The largest elementwise op is {} at a predicted {}; these loops scale with batch x "
+          "width "
+          "like the GEMMs but do little arithmetic per byte, so only fewer passes (fusion) would "
+          "shrink them.",
+          r.ops[worst].name, human_seconds(r.prediction.op_seconds[worst]));
     }
   }
   return "";
@@ -145,44 +175,56 @@ ExplainResult run_explain(const ExplainConfig& c) {
   // 2. The timed run.
   TimingBackend* timing = nullptr;
   Sequential timed = c.make_model();
-  compile_for(timed, {.device = c.device, .mode = c.mode, .threads = c.threads, .seed = c.seed,
-                      .no_graph = gpu, .timing = &timing});
-  const StepTiming tt = time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1), c.max_seconds, timing);
+  compile_for(timed, {.device = c.device,
+                      .mode = c.mode,
+                      .threads = c.threads,
+                      .seed = c.seed,
+                      .no_graph = gpu,
+                      .timing = &timing});
+  const StepTiming tt =
+      time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1), c.max_seconds, timing);
   r.raw = timing->times();
   const double steps = static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
   r.timed_step_wall = r.raw.step_wall_seconds / steps;
   (void)tt;
   if (!gpu) {
     std::array<double, kPhaseCount> per{};
-    for (int i = 0; i < kPhaseCount; ++i) per[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
+    for (int i = 0; i < kPhaseCount; ++i)
+      per[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
     per[static_cast<std::size_t>(Phase::host_overhead)] += r.raw.unattributed_seconds() / steps;
     double sum = 0;
     for (double v : per) sum += v;
     const double scale = sum > 0 ? r.step_measured / sum : 0;
-    for (int i = 0; i < kPhaseCount; ++i) r.measured[static_cast<std::size_t>(i)] = per[static_cast<std::size_t>(i)] * scale;
-    r.method = fmt::format("CPU calls are synchronous: each backend call of {} timed steps was timed by the wall clock "
-                           "(host overhead: the rest of the step), then the split was scaled to the {} step of an "
-                           "untimed run (the timed run's step was {})",
-                           r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall));
+    for (int i = 0; i < kPhaseCount; ++i)
+      r.measured[static_cast<std::size_t>(i)] = per[static_cast<std::size_t>(i)] * scale;
+    r.method = fmt::format(
+        "CPU calls are synchronous: each backend call of {} timed steps was timed by the wall "
+        "clock "
+        "(host overhead: the rest of the step), then the split was scaled to the {} step of an "
+        "untimed run (the timed run's step was {})",
+        r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall));
   } else {
     double device = 0;
     for (int i = 0; i < kPhaseCount; ++i)
       if (static_cast<Phase>(i) != Phase::host_overhead) {
-        r.measured[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
+        r.measured[static_cast<std::size_t>(i)] =
+            r.raw.seconds[static_cast<std::size_t>(i)] / steps;
         device += r.measured[static_cast<std::size_t>(i)];
       }
     const auto h = static_cast<std::size_t>(Phase::host_overhead);
     if (device <= r.step_measured) {
       r.measured[h] = r.step_measured - device;
     } else {
-      for (int i = 0; i < kPhaseCount; ++i) r.measured[static_cast<std::size_t>(i)] *= r.step_measured / device;
+      for (int i = 0; i < kPhaseCount; ++i)
+        r.measured[static_cast<std::size_t>(i)] *= r.step_measured / device;
       r.measured[h] = 0;
     }
-    r.method = fmt::format("instrumented: {} steps without a graph, synchronize() around each backend call, the wait "
-                           "after each call counted as its phase's device time; host overhead is the rest of the {} "
-                           "step of an untimed {} run",
-                           r.raw.steps, human_seconds(r.step_measured),
-                           c.mode == Mode::resident ? "graph-captured" : "naive");
+    r.method = fmt::format(
+        "instrumented: {} steps without a graph, synchronize() around each backend call, the wait "
+        "after each call counted as its phase's device time; host overhead is the rest of the {} "
+        "step of an untimed {} run",
+        r.raw.steps, human_seconds(r.step_measured),
+        c.mode == Mode::resident ? "graph-captured" : "naive");
   }
 
   // 3. The prediction.
@@ -205,12 +247,16 @@ ExplainResult run_explain(const ExplainConfig& c) {
       for (double s : r.raw.by_position) attributed += s / steps;
       // The same scaling as the phases: CPU to the plain run's step; GPU device times as measured
       // (scaled down only when they exceed the step).
-      const double scale = !gpu ? r.step_measured / total_timed
-                                : (attributed > r.step_measured && attributed > 0 ? r.step_measured / attributed : 1.0);
+      const double scale =
+          !gpu ? r.step_measured / total_timed
+               : (attributed > r.step_measured && attributed > 0 ? r.step_measured / attributed
+                                                                 : 1.0);
       r.op_measured.assign(r.ops.size(), 0.0);
-      for (std::size_t n = 0; n < call_ops.size(); ++n) r.op_measured[call_ops[n]] = r.raw.by_position[n] / steps * scale;
+      for (std::size_t n = 0; n < call_ops.size(); ++n)
+        r.op_measured[call_ops[n]] = r.raw.by_position[n] / steps * scale;
       for (std::size_t i = 0; i < r.ops.size(); ++i)
-        if (r.ops[i].phase == Phase::host_overhead) r.op_measured[i] = r.measured[static_cast<std::size_t>(Phase::host_overhead)];
+        if (r.ops[i].phase == Phase::host_overhead)
+          r.op_measured[i] = r.measured[static_cast<std::size_t>(Phase::host_overhead)];
     }
   }
 
@@ -222,11 +268,12 @@ ExplainResult run_explain(const ExplainConfig& c) {
   for (std::size_t i = 0; i < r.measured.size(); ++i)
     if (i != top && r.measured[i] > r.measured[second]) second = i;
   const Phase tp = static_cast<Phase>(top), sp = static_cast<Phase>(second);
-  std::string s1 = fmt::format("On {}, {} dominates: {} of the {} step ({}%){}; next is {} at {}%.", c.device,
-                               phase_words(tp), human_seconds(r.measured[top]), human_seconds(r.step_measured),
-                               pct(r.measured[top], r.step_measured),
-                               r.has_prediction ? fmt::format(", predicted {}", human_seconds(r.predicted[top])) : "",
-                               phase_words(sp), pct(r.measured[second], r.step_measured));
+  std::string s1 = fmt::format(
+      "On {}, {} dominates: {} of the {} step ({}%){}; next is {} at {}%.", c.device,
+      phase_words(tp), human_seconds(r.measured[top]), human_seconds(r.step_measured),
+      pct(r.measured[top], r.step_measured),
+      r.has_prediction ? fmt::format(", predicted {}", human_seconds(r.predicted[top])) : "",
+      phase_words(sp), pct(r.measured[second], r.step_measured));
   r.sentences.push_back(s1);
   if (r.has_prediction) {
     const std::string w = what_if(c, r, desc, tp);

@@ -36,9 +36,9 @@ struct ExplainConfig {
   int threads = 0;
   uint64_t seed = 0;
   int64_t steps = 200;
-  double max_seconds = 20;  // per run (plain, timed)
-  std::optional<Profile> profile;      // to predict with (nullopt: no prediction)
-  std::vector<Profile> other_profiles; // for what-if sentences (a GPU profile, on the CPU)
+  double max_seconds = 20;              // per run (plain, timed)
+  std::optional<Profile> profile;       // to predict with (nullopt: no prediction)
+  std::vector<Profile> other_profiles;  // for what-if sentences (a GPU profile, on the CPU)
 };
 
 struct ExplainResult {

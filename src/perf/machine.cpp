@@ -29,9 +29,9 @@ const CpuInfo& cpu_info() {
     }
     if (c.model.empty()) c.model = "unknown CPU";
     // In the order they matter for float32 GEMM.
-    for (const char* f : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl",
-                          "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-                          "amx_int8"})
+    for (const char* f :
+         {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+          "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"})
       if (flags.count(f)) c.isa.emplace_back(f);
     return c;
   }();

@@ -7,9 +7,9 @@
 namespace crossover::perf {
 
 struct CpuInfo {
-  std::string model;                // "Intel(R) Xeon(R) Processor"
-  int logical_cores = 0;            // online logical CPUs
-  std::vector<std::string> isa;     // the SIMD extensions that matter here: avx2, avx512f, ...
+  std::string model;             // "Intel(R) Xeon(R) Processor"
+  int logical_cores = 0;         // online logical CPUs
+  std::vector<std::string> isa;  // the SIMD extensions that matter here: avx2, avx512f, ...
 };
 
 // Read from /proc/cpuinfo once and cached.

@@ -30,7 +30,8 @@ class StopAfter final : public Callback {
 };
 }  // namespace
 
-TrainingData load_training_data(const std::string& spec, const std::function<void(const std::string&)>& say) {
+TrainingData load_training_data(const std::string& spec,
+                                const std::function<void(const std::string&)>& say) {
   data::DataSplits d = data::load_data(spec, say);
   TrainingData t;
   t.x_train = data::to_float_images(d.train);
@@ -84,7 +85,8 @@ StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64
   if (timing) timing->set_enabled(false);
   const int64_t warm_rows = std::min(n / r.batch, int64_t{2}) * r.batch;
   const Tensor wx = x.rows(0, warm_rows), wy = y.rows(0, warm_rows);
-  History warm = model.fit(wx, wy, {.epochs = 1, .batch_size = r.batch, .verbose = 0, .stop_on_interrupt = false});
+  History warm = model.fit(
+      wx, wy, {.epochs = 1, .batch_size = r.batch, .verbose = 0, .stop_on_interrupt = false});
   const double est = warm.epochs.empty() || warm.epochs[0].steps == 0
                          ? 1e-3
                          : warm.epochs[0].seconds / static_cast<double>(warm.epochs[0].steps);
@@ -93,7 +95,8 @@ StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64
   // it): the step time is the median over epochs of each epoch's mean step, so that a moment's
   // interference from another process on a shared machine does not count.
   int64_t k = std::min<int64_t>(std::max<int64_t>(steps / 8, 1), n / r.batch);
-  if (max_seconds > 0) k = std::min<int64_t>(k, std::max<int64_t>(1, static_cast<int64_t>(max_seconds / (10 * est))));
+  if (max_seconds > 0)
+    k = std::min<int64_t>(k, std::max<int64_t>(1, static_cast<int64_t>(max_seconds / (10 * est))));
   k = std::max<int64_t>(k, 1);
   const int64_t rows = k * r.batch;
   const Tensor mx = x.rows(0, rows), my = y.rows(0, rows);
@@ -103,8 +106,12 @@ StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64
     timing->reset();
     timing->set_enabled(true);
   }
-  History h = model.fit(mx, my, {.epochs = epochs, .batch_size = r.batch, .verbose = 0,
-                                 .callbacks = {stop}, .stop_on_interrupt = false});
+  History h = model.fit(mx, my,
+                        {.epochs = epochs,
+                         .batch_size = r.batch,
+                         .verbose = 0,
+                         .callbacks = {stop},
+                         .stop_on_interrupt = false});
   if (timing) timing->set_enabled(false);
   double seconds = 0;
   std::vector<double> per_epoch;
@@ -124,7 +131,8 @@ StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64
   return r;
 }
 
-double max_relative_weight_difference(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
+double max_relative_weight_difference(const std::vector<NamedTensor>& a,
+                                      const std::vector<NamedTensor>& b) {
   if (a.size() != b.size()) throw Error("parity", "the two models have different weights");
   double worst = 0;
   for (std::size_t t = 0; t < a.size(); ++t) {

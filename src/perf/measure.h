@@ -21,7 +21,8 @@ struct TrainingData {
   std::string name, path;
 };
 // data::load_data(spec, say), converted once.
-TrainingData load_training_data(const std::string& spec, const std::function<void(const std::string&)>& say);
+TrainingData load_training_data(const std::string& spec,
+                                const std::function<void(const std::string&)>& say);
 
 struct RunConfig {
   std::string device = "cpu";  // "cpu", "cuda:N"
@@ -44,10 +45,10 @@ bool is_gpu_device(const std::string& device);
 struct StepTiming {
   double seconds_per_step = 0;  // median over the measured epochs of their mean step (fit's timing)
   double mean_seconds_per_step = 0;  // mean over all measured steps
-  int64_t steps = 0;            // steps measured
-  int64_t batch = 0;            // the batch size actually used (at most the samples given)
-  double wall_seconds = 0;      // the whole measurement, warm-up included
-  bool capped = false;          // stopped early by max_seconds
+  int64_t steps = 0;                 // steps measured
+  int64_t batch = 0;                 // the batch size actually used (at most the samples given)
+  double wall_seconds = 0;           // the whole measurement, warm-up included
+  bool capped = false;               // stopped early by max_seconds
 };
 
 // Trains `steps` full batches of `batch` rows of (x, y) after a short warm-up (two steps, not
@@ -60,6 +61,7 @@ StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64
 
 // Largest relative difference between two sets of weights: max over tensors of
 // max |a - b| / max |a| (0 when identical). Throws Error when the sets do not match.
-double max_relative_weight_difference(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b);
+double max_relative_weight_difference(const std::vector<NamedTensor>& a,
+                                      const std::vector<NamedTensor>& b);
 
 }  // namespace crossover::perf

@@ -1,8 +1,9 @@
 #include "perf/plot.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 
 namespace crossover::perf {
@@ -13,11 +14,20 @@ std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -62,7 +72,8 @@ std::string svg_plot(const PlotSpec& spec) {
   std::vector<const PlotSeries*> legend;
   for (const PlotPanel& p : spec.panels)
     for (const PlotSeries& s : p.series)
-      if (std::none_of(legend.begin(), legend.end(), [&](const PlotSeries* l) { return l->label == s.label; }))
+      if (std::none_of(legend.begin(), legend.end(),
+                       [&](const PlotSeries* l) { return l->label == s.label; }))
         legend.push_back(&s);
   const int legend_cols = 2;
   const double legend_h = 22.0 * ((legend.size() + legend_cols - 1) / legend_cols) + 10;
@@ -88,19 +99,28 @@ std::string svg_plot(const PlotSpec& spec) {
   const double H = top + rows * ph + 10 + 16.0 * static_cast<double>(foot.size());
 
   std::string o;
-  o += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
-                   "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"13\">\n",
-                   W, H, W, H);
-  o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"white\"/>\n", W, H);
-  o += fmt::format("<text x=\"{:.0f}\" y=\"26\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">{}</text>\n",
-                   W / 2, esc(spec.title));
+  o += fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 "
+      "{:.0f} {:.0f}\" "
+      "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"13\">\n",
+      W, H, W, H);
+  o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"white\"/>\n", W,
+                   H);
+  o += fmt::format(
+      "<text x=\"{:.0f}\" y=\"26\" text-anchor=\"middle\" font-size=\"17\" "
+      "font-weight=\"bold\">{}</text>\n",
+      W / 2, esc(spec.title));
   // Legend.
   for (std::size_t i = 0; i < legend.size(); ++i) {
     const double lx = 30 + static_cast<double>(i % legend_cols) * (W - 60) / legend_cols;
     const double ly = 48 + 22.0 * static_cast<double>(i / legend_cols);
-    o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2.5\"{}/>\n",
-                     lx, ly, lx + 34, ly, legend[i]->color, legend[i]->dashed ? " stroke-dasharray=\"7,4\"" : "");
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", lx + 42, ly + 4.5, esc(legend[i]->label));
+    o += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+        "stroke-width=\"2.5\"{}/>\n",
+        lx, ly, lx + 34, ly, legend[i]->color,
+        legend[i]->dashed ? " stroke-dasharray=\"7,4\"" : "");
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", lx + 42, ly + 4.5,
+                     esc(legend[i]->label));
   }
 
   for (std::size_t pi = 0; pi < spec.panels.size(); ++pi) {
@@ -110,10 +130,14 @@ std::string svg_plot(const PlotSpec& spec) {
     const double x0 = ox + ml, x1 = ox + pw - mr, y0 = oy + mt, y1 = oy + ph - mb;
     auto X = [&](double v) { return x0 + (std::log2(v) - lx0) / (lx1 - lx0) * (x1 - x0); };
     auto Y = [&](double v) { return y1 - (std::log10(v) - ly0) / (ly1 - ly0) * (y1 - y0); };
-    o += fmt::format("<g class=\"panel\">\n<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-weight=\"bold\">{}</text>\n",
-                     (x0 + x1) / 2, oy + 20, esc(panel.title));
-    o += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fafafa\" stroke=\"#444\"/>\n",
-                     x0, y0, x1 - x0, y1 - y0);
+    o += fmt::format(
+        "<g class=\"panel\">\n<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" "
+        "font-weight=\"bold\">{}</text>\n",
+        (x0 + x1) / 2, oy + 20, esc(panel.title));
+    o += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fafafa\" "
+        "stroke=\"#444\"/>\n",
+        x0, y0, x1 - x0, y1 - y0);
     // Y grid: decades, and 2 and 5 within them when the range is short.
     for (int d = static_cast<int>(ly0); d <= static_cast<int>(ly1); ++d) {
       for (double f : {1.0, 2.0, 5.0}) {
@@ -121,23 +145,30 @@ std::string svg_plot(const PlotSpec& spec) {
         if (std::log10(v) > ly1 + 1e-9) continue;
         if (f != 1.0 && ly1 - ly0 > 3) continue;
         const double y = Y(v);
-        o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"/>\n", x0, y, x1, y,
-                         f == 1.0 ? "#d0d0d0" : "#ececec");
-        o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" font-size=\"11\">{}</text>\n", x0 - 5, y + 4,
-                         num(v));
+        o += fmt::format(
+            "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"/>\n", x0,
+            y, x1, y, f == 1.0 ? "#d0d0d0" : "#ececec");
+        o += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" font-size=\"11\">{}</text>\n",
+            x0 - 5, y + 4, num(v));
       }
     }
     // X grid: powers of two.
     for (int e = static_cast<int>(std::ceil(lx0)); e <= static_cast<int>(std::floor(lx1)); ++e) {
       const double v = std::pow(2.0, e), x = X(v);
-      o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", x, y0, x, y1);
-      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n", x, y1 + 16,
-                       width_label(v));
+      o += fmt::format(
+          "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", x,
+          y0, x, y1);
+      o += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n", x,
+          y1 + 16, width_label(v));
     }
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", (x0 + x1) / 2, y1 + 36,
-                     esc(spec.x_label));
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 {:.1f} {:.1f})\">{}</text>\n",
-                     ox + 22, (y0 + y1) / 2, ox + 22, (y0 + y1) / 2, esc(spec.y_label));
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
+                     (x0 + x1) / 2, y1 + 36, esc(spec.x_label));
+    o += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 {:.1f} "
+        "{:.1f})\">{}</text>\n",
+        ox + 22, (y0 + y1) / 2, ox + 22, (y0 + y1) / 2, esc(spec.y_label));
     // Lines.
     for (const PlotSeries& s : panel.series) {
       std::vector<std::pair<double, double>> pts;
@@ -147,23 +178,32 @@ std::string svg_plot(const PlotSpec& spec) {
       std::sort(pts.begin(), pts.end());
       std::string path;
       for (auto [x, y] : pts) path += fmt::format("{:.1f},{:.1f} ", X(x), Y(y));
-      o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2.2\"{} points=\"{}\"><title>{}</title></polyline>\n",
-                       s.color, s.dashed ? " stroke-dasharray=\"7,4\"" : "", path, esc(s.label));
+      o += fmt::format(
+          "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2.2\"{} "
+          "points=\"{}\"><title>{}</title></polyline>\n",
+          s.color, s.dashed ? " stroke-dasharray=\"7,4\"" : "", path, esc(s.label));
       for (auto [x, y] : pts)
-        o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"/>\n", X(x), Y(y), s.dashed ? "2" : "3",
-                         s.dashed ? "white\" stroke=\"" + s.color : s.color);
+        o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"/>\n", X(x), Y(y),
+                         s.dashed ? "2" : "3", s.dashed ? "white\" stroke=\"" + s.color : s.color);
     }
     // The crossover.
     if (panel.marker_x && *panel.marker_x > 0) {
       const double x = X(*panel.marker_x);
-      o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#d62728\" stroke-width=\"1.5\" "
-                       "stroke-dasharray=\"3,3\"/>\n", x, y0, x, y1);
-      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d62728\" font-size=\"12\" text-anchor=\"{}\">{}</text>\n",
-                       x + (x > (x0 + x1) / 2 ? -4 : 4), y0 + 15, x > (x0 + x1) / 2 ? "end" : "start",
-                       esc(panel.marker_label));
+      o += fmt::format(
+          "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#d62728\" "
+          "stroke-width=\"1.5\" "
+          "stroke-dasharray=\"3,3\"/>\n",
+          x, y0, x, y1);
+      o += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d62728\" font-size=\"12\" "
+          "text-anchor=\"{}\">{}</text>\n",
+          x + (x > (x0 + x1) / 2 ? -4 : 4), y0 + 15, x > (x0 + x1) / 2 ? "end" : "start",
+          esc(panel.marker_label));
     } else if (!panel.marker_label.empty()) {
-      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#666\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n",
-                       (x0 + x1) / 2, y0 + 15, esc(panel.marker_label));
+      o += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#666\" font-size=\"12\" "
+          "text-anchor=\"middle\">{}</text>\n",
+          (x0 + x1) / 2, y0 + 15, esc(panel.marker_label));
     }
     o += "</g>\n";
   }

@@ -10,9 +10,9 @@
 namespace crossover::perf {
 
 struct PlotSeries {
-  std::string label;   // "cpu resident (measured)"
-  std::string color;   // "#1f77b4"
-  bool dashed = false; // predicted
+  std::string label;                              // "cpu resident (measured)"
+  std::string color;                              // "#1f77b4"
+  bool dashed = false;                            // predicted
   std::vector<std::pair<double, double>> points;  // (x, y), both > 0
 };
 

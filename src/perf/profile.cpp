@@ -96,12 +96,16 @@ std::string home_dir() {
 json profile_to_json(const Profile& p) {
   json gemm = json::array();
   for (const GemmSample& g : p.gemm)
-    gemm.push_back({{"op", g.op}, {"m", g.m}, {"n", g.n}, {"k", g.k},
+    gemm.push_back({{"op", g.op},
+                    {"m", g.m},
+                    {"n", g.n},
+                    {"k", g.k},
                     {"flops_per_second", g.flops_per_second}});
   json kernels = json::object();
   for (const auto& [name, samples] : p.kernels) {
     json a = json::array();
-    for (const KernelSample& s : samples) a.push_back({{"elements", s.elements}, {"seconds", s.seconds}});
+    for (const KernelSample& s : samples)
+      a.push_back({{"elements", s.elements}, {"seconds", s.seconds}});
     kernels[name] = a;
   }
   json device{{"kind", p.kind}, {"name", p.name}, {"id", p.id}, {"cores", p.cores}};
@@ -155,10 +159,14 @@ Profile profile_from_json(const json& j, const std::string& where) {
   if (p.kind != "cpu" && p.kind != "gpu")
     r.fail("device.kind", "must be \"cpu\" or \"gpu\", got \"" + p.kind + "\"");
   p.name = r.string(r.member(dev, "name", "device.name"), "device.name", true);
-  if (auto it = dev.find("id"); it != dev.end()) p.id = r.string(*it, "device.id", true);
-  else p.id = p.kind == "cpu" ? "cpu" : "cuda:0";
-  if (auto it = dev.find("threads"); it != dev.end()) p.threads = static_cast<int>(r.integer(*it, "device.threads", false));
-  if (auto it = dev.find("cores"); it != dev.end()) p.cores = static_cast<int>(r.integer(*it, "device.cores", false));
+  if (auto it = dev.find("id"); it != dev.end())
+    p.id = r.string(*it, "device.id", true);
+  else
+    p.id = p.kind == "cpu" ? "cpu" : "cuda:0";
+  if (auto it = dev.find("threads"); it != dev.end())
+    p.threads = static_cast<int>(r.integer(*it, "device.threads", false));
+  if (auto it = dev.find("cores"); it != dev.end())
+    p.cores = static_cast<int>(r.integer(*it, "device.cores", false));
   if (auto it = dev.find("memory_bytes"); it != dev.end() && !it->is_null())
     p.memory_bytes = r.integer(*it, "device.memory_bytes", false);
   if (auto it = dev.find("isa"); it != dev.end()) {
@@ -167,7 +175,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
       p.isa.push_back(r.string((*it)[i], "device.isa[" + std::to_string(i) + "]", true));
   }
 
-  if (auto it = j.find("created"); it != j.end() && !it->is_null()) p.created = r.string(*it, "created", false);
+  if (auto it = j.find("created"); it != j.end() && !it->is_null())
+    p.created = r.string(*it, "created", false);
   if (auto it = j.find("crossover_version"); it != j.end() && !it->is_null())
     p.crossover_version = r.string(*it, "crossover_version", false);
   if (auto it = j.find("quick"); it != j.end()) {
@@ -184,13 +193,16 @@ Profile profile_from_json(const json& j, const std::string& where) {
   p.d2h_latency_seconds = r.optional_at(j, "d2h_latency_seconds", "d2h_latency_seconds", 0);
   p.h2d_bytes_per_second = r.rates(j, "h2d_bytes_per_second");
   p.d2h_bytes_per_second = r.rates(j, "d2h_bytes_per_second");
-  p.memory_bytes_per_second = r.number_at(j, "memory_bytes_per_second", "memory_bytes_per_second", true);
+  p.memory_bytes_per_second =
+      r.number_at(j, "memory_bytes_per_second", "memory_bytes_per_second", true);
   p.call_seconds = r.optional_at(j, "call_seconds", "call_seconds", 0);
   p.fork_join_seconds = r.optional_at(j, "fork_join_seconds", "fork_join_seconds", 0);
   if (p.kind == "gpu") {
     if (!(p.launch_seconds > 0)) r.fail("launch_seconds", "must be positive for a GPU profile");
-    if (!p.h2d_bytes_per_second.pageable) r.fail("h2d_bytes_per_second.pageable", "must be measured for a GPU profile");
-    if (!p.d2h_bytes_per_second.pageable) r.fail("d2h_bytes_per_second.pageable", "must be measured for a GPU profile");
+    if (!p.h2d_bytes_per_second.pageable)
+      r.fail("h2d_bytes_per_second.pageable", "must be measured for a GPU profile");
+    if (!p.d2h_bytes_per_second.pageable)
+      r.fail("d2h_bytes_per_second.pageable", "must be measured for a GPU profile");
   }
 
   const json& gemm = r.member(j, "gemm", "gemm");
@@ -205,7 +217,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
     if (auto it = e.find("op"); it != e.end() && !it->is_null()) {
       g.op = r.string(*it, f + ".op", false);
       if (!ops.count(g.op))
-        r.fail(f + ".op", "must be forward, backward_weights or backward_input, got \"" + g.op + "\"");
+        r.fail(f + ".op",
+               "must be forward, backward_weights or backward_input, got \"" + g.op + "\"");
     }
     g.m = r.integer(r.member(e, "m", f + ".m"), f + ".m", true);
     g.n = r.integer(r.member(e, "n", f + ".n"), f + ".n", true);
@@ -218,12 +231,14 @@ Profile profile_from_json(const json& j, const std::string& where) {
     if (!it->is_object()) r.fail("kernels", "must be an object of name -> [{elements, seconds}]");
     for (const auto& [name, arr] : it->items()) {
       const std::string f = "kernels." + name;
-      if (!arr.is_array() || arr.empty()) r.fail(f, "must be a non-empty array of {elements, seconds}");
+      if (!arr.is_array() || arr.empty())
+        r.fail(f, "must be a non-empty array of {elements, seconds}");
       std::vector<KernelSample> samples;
       for (std::size_t i = 0; i < arr.size(); ++i) {
         const std::string fi = f + "[" + std::to_string(i) + "]";
         KernelSample s;
-        s.elements = r.integer(r.member(arr[i], "elements", fi + ".elements"), fi + ".elements", true);
+        s.elements =
+            r.integer(r.member(arr[i], "elements", fi + ".elements"), fi + ".elements", true);
         s.seconds = r.number_at(arr[i], "seconds", fi + ".seconds", true);
         if (!samples.empty() && s.elements <= samples.back().elements)
           r.fail(fi + ".elements", "must ascend");
@@ -252,7 +267,8 @@ Profile load_profile(const std::string& path) {
 void save_profile(const Profile& p, const std::string& path) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path tmp = dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  const fs::path tmp =
+      dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
   {
     std::ofstream f(tmp);
     f << profile_to_json(p).dump(1) << '\n';
@@ -273,16 +289,22 @@ void save_profile(const Profile& p, const std::string& path) {
 
 std::string profile_slug(const Profile& p) {
   std::string words;
-  for (char c : p.name) words += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : ' ';
+  for (char c : p.name)
+    words += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : ' ';
   std::istringstream in(words);
   std::string slug = p.kind;
-  static const std::set<std::string> noise{"r", "tm", "processor", "cpu", "corporation", "with", "graphics"};
+  static const std::set<std::string> noise{"r",           "tm",   "processor", "cpu",
+                                           "corporation", "with", "graphics"};
   for (std::string w; in >> w;)
     if (!noise.count(w)) slug += "-" + w;
   if (p.kind == "cpu") {
-    const auto has = [&](const char* f) { return std::find(p.isa.begin(), p.isa.end(), f) != p.isa.end(); };
-    if (has("avx512f")) slug += "-avx512";
-    else if (has("avx2")) slug += "-avx2";
+    const auto has = [&](const char* f) {
+      return std::find(p.isa.begin(), p.isa.end(), f) != p.isa.end();
+    };
+    if (has("avx512f"))
+      slug += "-avx512";
+    else if (has("avx2"))
+      slug += "-avx2";
     if (has("amx_tile")) slug += "-amx";
     slug += "-" + std::to_string(p.threads > 0 ? p.threads : p.cores) + "t";
   }
@@ -370,8 +392,9 @@ std::vector<Profile> gpu_profiles(const std::string& name) {
   return out;
 }
 
-std::optional<Profile> profile_for_device(const std::string& device, const std::string& explicit_path,
-                                          int threads, std::string& note) {
+std::optional<Profile> profile_for_device(const std::string& device,
+                                          const std::string& explicit_path, int threads,
+                                          std::string& note) {
   if (device == "cpu") return cpu_profile_for_this_machine(explicit_path, threads, note);
   if (!explicit_path.empty()) {
     note = "profile " + explicit_path + " (given)";
@@ -387,7 +410,8 @@ std::optional<Profile> profile_for_device(const std::string& device, const std::
   }
   std::vector<Profile> found = gpu_profiles(name);
   if (found.empty()) {
-    note = "no calibration profile for " + name + " (run crossover calibrate --device " + device + ")";
+    note =
+        "no calibration profile for " + name + " (run crossover calibrate --device " + device + ")";
     return std::nullopt;
   }
   note = "profile " + found.front().source + " (" + name + ")";

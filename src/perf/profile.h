@@ -39,11 +39,11 @@ struct TransferRates {
 
 struct Profile {
   // ---- the device ----
-  std::string kind = "cpu";  // "cpu" or "gpu"
-  std::string name;          // "Intel(R) Xeon(R) Processor", "NVIDIA H200"
-  std::string id = "cpu";    // the device it was measured as: "cpu", "cuda:0"
-  int threads = 0;           // CPU threads the backend ran with (cpu)
-  int cores = 0;             // logical cores (cpu), streaming multiprocessors (gpu)
+  std::string kind = "cpu";      // "cpu" or "gpu"
+  std::string name;              // "Intel(R) Xeon(R) Processor", "NVIDIA H200"
+  std::string id = "cpu";        // the device it was measured as: "cpu", "cuda:0"
+  int threads = 0;               // CPU threads the backend ran with (cpu)
+  int cores = 0;                 // logical cores (cpu), streaming multiprocessors (gpu)
   std::vector<std::string> isa;  // SIMD extensions (cpu)
   int64_t memory_bytes = 0;      // device memory (gpu); 0 for the CPU
 
@@ -75,7 +75,7 @@ struct Profile {
   std::string crossover_version;  // "0.1.0"
   bool quick = false;             // made with --quick (a coarser grid, fewer repeats)
   double calibration_seconds = 0;
-  std::string source;             // where it was loaded from (not saved)
+  std::string source;  // where it was loaded from (not saved)
 };
 
 // The profile as JSON (docs/PROFILE.md).
@@ -112,7 +112,8 @@ std::vector<Profile> gpu_profiles(const std::string& name = "");
 // The profile to predict `device` ("cpu", "cuda:N") with: `explicit_path` if given, else the CPU's
 // (cpu_profile_for_this_machine) or the first GPU profile for that GPU's model. `note` says which
 // and why; nullopt when there is none.
-std::optional<Profile> profile_for_device(const std::string& device, const std::string& explicit_path,
-                                          int threads, std::string& note);
+std::optional<Profile> profile_for_device(const std::string& device,
+                                          const std::string& explicit_path, int threads,
+                                          std::string& note);
 
 }  // namespace crossover::perf

@@ -2,13 +2,13 @@
 // that the compiler vectorises, threaded with OpenMP (the runtime oneDNN itself uses, so the two
 // share one thread pool). A step allocates nothing: every buffer comes from the model's plan.
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <xmmintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <oneapi/dnnl/dnnl.h>
 #include <string>
 
 #include "backends/backend.h"
@@ -91,7 +91,8 @@ __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* 
     }
   }
   for (; b < full; ++b) {
-    const Philox4x32 r = philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(b));
+    const Philox4x32 r =
+        philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(b));
     for (int k = 0; k < 4; ++k) {
       const int64_t i = b * 4 + k;
       const bool keep = uniform01(r.v[k]) >= rate;
@@ -100,7 +101,8 @@ __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* 
     }
   }
   for (int64_t b = std::max(b0, full); b < b1; ++b) {  // the last, partial block
-    const Philox4x32 r = philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(b));
+    const Philox4x32 r =
+        philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(b));
     for (int64_t i = b * 4; i < std::min(total, b * 4 + 4); ++i) {
       const bool keep = uniform01(r.v[i & 3]) >= rate;
       mask[i] = keep;
@@ -179,8 +181,8 @@ class CpuBackend final : public Backend {
   // block from inside our own parallel region (oneDNN then runs single-threaded): a block's bias,
   // activation or bias gradient is applied by the same thread while the block is in its cache,
   // and no call allocates (oneDNN's own threading allocates per call; docs/GEMM.md).
-  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m,
-                     int64_t k, int64_t n, ActivationKind act) override {
+  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
+                     int64_t n, ActivationKind act) override {
     // y(m, n) = x(m, k) . w(k, n): blocks of columns of y.
     for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
       if (c1 <= c0) return;
@@ -245,8 +247,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx, int64_t m,
-                           int64_t n) override {
+  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
+                           int64_t m, int64_t n) override {
     const int64_t total = m * n;
     switch (act) {
       case ActivationKind::linear:
@@ -296,14 +298,13 @@ class CpuBackend final : public Backend {
                              float* dz, int64_t m, int64_t n, float rate) override {
     // y > 0 exactly when the unit was kept and its ReLU output was positive.
     const float scale = 1.0f / (1.0f - rate);
-    parallel_chunks(m * n, [&](int64_t b, int64_t e) {
-      positive_scale(y_after_dropout, dy, dz, scale, b, e);
-    });
+    parallel_chunks(
+        m * n, [&](int64_t b, int64_t e) { positive_scale(y_after_dropout, dy, dz, scale, b, e); });
   }
 
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
-                             const float* targets, float* probs, float* d_out, int64_t m,
-                             int64_t c, StepCounters* counters) override {
+                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
+                             StepCounters* counters) override {
     double loss_sum = 0.0, correct = 0.0;
     const float inv_m = 1.0f / static_cast<float>(m);
     for (int64_t r = 0; r < m; ++r) {
@@ -409,12 +410,13 @@ class CpuBackend final : public Backend {
       omp_set_num_threads(threads_);
       return;
     }
-#pragma omp parallel num_threads(static_cast<int>(nt))
+#pragma omp parallel num_threads(static_cast <int>(nt))
     {
       const int64_t t = omp_get_thread_num();
       const int64_t n = omp_get_num_threads();
       const int64_t begin = std::min(extent, (extent * t / n + 15) / 16 * 16);
-      const int64_t end = t + 1 == n ? extent : std::min(extent, (extent * (t + 1) / n + 15) / 16 * 16);
+      const int64_t end =
+          t + 1 == n ? extent : std::min(extent, (extent * (t + 1) / n + 15) / 16 * 16);
       f(begin, end, t, n);  // also when empty: f may have other work for thread t
     }
   }

@@ -71,7 +71,9 @@ class EagerStepGraph final : public Backend::StepGraph {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int ordinal, Precision precision)
-      : ordinal_(ordinal), where_(cuda::device_where(ordinal)), precision_(precision),
+      : ordinal_(ordinal),
+        where_(cuda::device_where(ordinal)),
+        precision_(precision),
         allocator_(ordinal) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
@@ -85,7 +87,8 @@ class CudaBackend final : public Backend {
                               " visible (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
     try {
       check(cudaSetDevice(ordinal_), "cudaSetDevice");
-      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags");
       check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, ordinal_),
             "cudaDeviceGetAttribute(MultiProcessorCount)");
       void* staging = nullptr;
@@ -130,7 +133,8 @@ class CudaBackend final : public Backend {
     if (planning_ || bytes == 0) return;
     not_while_capturing("upload");
     activate();
-    check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
   void download(void* host_dst, const void* src, std::size_t bytes) override {
@@ -150,8 +154,8 @@ class CudaBackend final : public Backend {
     activate();
     const std::size_t offset = (staging_used_ + 15) / 16 * 16;
     cudaPointerAttributes attr{};
-    const bool pinned = cudaPointerGetAttributes(&attr, host_dst) == cudaSuccess &&
-                        attr.type == cudaMemoryTypeHost;
+    const bool pinned =
+        cudaPointerGetAttributes(&attr, host_dst) == cudaSuccess && attr.type == cudaMemoryTypeHost;
     cudaGetLastError();
     if (!pinned && offset + bytes <= kStagingBytes) {
       check(cudaMemcpyAsync(staging_ + offset, src, bytes, cudaMemcpyDeviceToHost, stream_),
@@ -233,8 +237,8 @@ class CudaBackend final : public Backend {
   }
 
   // ---- dense layer ----
-  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m,
-                     int64_t k, int64_t n, ActivationKind act) override {
+  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
+                     int64_t n, ActivationKind act) override {
     activate();
     gemm_->dense_forward(x, w, b, y, m, k, n, act, !planning_, !capturing_);
   }
@@ -279,9 +283,8 @@ class CudaBackend final : public Backend {
     check(cuda::launch_dropout_backward(stream_, dy, mask, dx, m * n, rate),
           "dropout_backward kernel launch");
   }
-  void relu_dropout_backward(const float* y_after_dropout, const uint8_t* /*mask*/,
-                             const float* dy, float* dz, int64_t m, int64_t n,
-                             float rate) override {
+  void relu_dropout_backward(const float* y_after_dropout, const uint8_t* /*mask*/, const float* dy,
+                             float* dz, int64_t m, int64_t n, float rate) override {
     // y > 0 exactly when the unit was kept and positive, so the mask is not read (as on the CPU).
     if (planning_) return;
     activate();
@@ -291,8 +294,8 @@ class CudaBackend final : public Backend {
 
   // ---- loss ----
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
-                             const float* targets, float* probs, float* d_out, int64_t m,
-                             int64_t c, StepCounters* counters) override {
+                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
+                             StepCounters* counters) override {
     activate();
     if (m <= 0) return;
     float* p = probs ? probs : probs_scratch(static_cast<std::size_t>(m * c));

@@ -12,9 +12,11 @@
 namespace crossover::cuda {
 namespace {
 
-constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // cuBLASLt's scratch, one per backend
-constexpr uint8_t kMaxAlignLog2 = 8;                              // 256 bytes: what cudaMalloc gives
-constexpr uint8_t kEpilogueVectorAlignLog2 = 4;  // fuse a bias only when its pointer is 16-byte aligned
+constexpr std::size_t kWorkspaceBytes = std::size_t{32}
+                                        << 20;  // cuBLASLt's scratch, one per backend
+constexpr uint8_t kMaxAlignLog2 = 8;            // 256 bytes: what cudaMalloc gives
+constexpr uint8_t kEpilogueVectorAlignLog2 =
+    4;  // fuse a bias only when its pointer is 16-byte aligned
 
 uint8_t alignment_log2(const void* p) {
   const auto v = reinterpret_cast<std::uintptr_t>(p);
@@ -24,11 +26,16 @@ uint8_t alignment_log2(const void* p) {
 
 cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
   switch (e) {
-    case GemmEpilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
-    case GemmEpilogue::relu: return CUBLASLT_EPILOGUE_RELU;
-    case GemmEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
-    case GemmEpilogue::relu_bias: return CUBLASLT_EPILOGUE_RELU_BIAS;
-    case GemmEpilogue::bias_gradient: return CUBLASLT_EPILOGUE_BGRADA;
+    case GemmEpilogue::none:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::relu:
+      return CUBLASLT_EPILOGUE_RELU;
+    case GemmEpilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::relu_bias:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case GemmEpilogue::bias_gradient:
+      return CUBLASLT_EPILOGUE_BGRADA;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -40,9 +47,12 @@ bool uses_bias_pointer(GemmEpilogue e) {
 
 const char* op_name(GemmOp op) {
   switch (op) {
-    case GemmOp::forward: return "dense_forward";
-    case GemmOp::backward_weights: return "dense_backward_weights";
-    case GemmOp::backward_input: return "dense_backward_input";
+    case GemmOp::forward:
+      return "dense_forward";
+    case GemmOp::backward_weights:
+      return "dense_backward_weights";
+    case GemmOp::backward_input:
+      return "dense_backward_input";
   }
   return "gemm";
 }
@@ -138,11 +148,9 @@ GemmPlan LtGemm::make_plan(const GemmKey& key) {
     check_lt(ordinal_,
              cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
              "cublasLtMatmulDescSetAttribute(TRANSB)");
-    check_lt(ordinal_,
-             cublasLtMatrixLayoutCreate(&p.a, ab_type, ar, ac, static_cast<int64_t>(ar)),
+    check_lt(ordinal_, cublasLtMatrixLayoutCreate(&p.a, ab_type, ar, ac, static_cast<int64_t>(ar)),
              "cublasLtMatrixLayoutCreate(A)");
-    check_lt(ordinal_,
-             cublasLtMatrixLayoutCreate(&p.b, ab_type, br, bc, static_cast<int64_t>(br)),
+    check_lt(ordinal_, cublasLtMatrixLayoutCreate(&p.b, ab_type, br, bc, static_cast<int64_t>(br)),
              "cublasLtMatrixLayoutCreate(B)");
     check_lt(ordinal_,
              cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, dr, dc, static_cast<int64_t>(dr)),
@@ -176,9 +184,10 @@ GemmPlan LtGemm::make_plan(const GemmKey& key) {
     // The heuristic's best algorithm for this epilogue, or false if it has none.
     auto try_epilogue = [&](GemmEpilogue e) {
       const cublasLtEpilogue_t lt = lt_epilogue(e);
-      check_lt(ordinal_,
-               cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt, sizeof lt),
-               "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+      check_lt(
+          ordinal_,
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt, sizeof lt),
+          "cublasLtMatmulDescSetAttribute(EPILOGUE)");
       if (uses_bias_pointer(e)) {
         const cudaDataType_t bias_type = CUDA_R_32F;  // float32 bias, also with bf16 operands
         check_lt(ordinal_,
@@ -200,7 +209,8 @@ GemmPlan LtGemm::make_plan(const GemmKey& key) {
     if (key.epilogue != GemmEpilogue::none && try_epilogue(key.epilogue)) {
       p.fused = true;
     } else if (!try_epilogue(GemmEpilogue::none)) {
-      throw Error(where_, "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + shape_text(key));
+      throw Error(where_,
+                  "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + shape_text(key));
     }
     cublasLtMatmulPreferenceDestroy(pref);
   } catch (...) {
@@ -209,7 +219,8 @@ GemmPlan LtGemm::make_plan(const GemmKey& key) {
     throw;
   }
   ++stats_.plans;
-  if (key.epilogue != GemmEpilogue::none) ++(p.fused ? stats_.fused_epilogues : stats_.fallback_epilogues);
+  if (key.epilogue != GemmEpilogue::none)
+    ++(p.fused ? stats_.fused_epilogues : stats_.fallback_epilogues);
   return p;
 }
 
@@ -241,7 +252,7 @@ void LtGemm::warm(GemmPlan& p, const GemmKey& key, const float* a, int64_t a_ele
                   const float* b, int64_t b_elements, const float* bias) {
   const int64_t d_elements = key.op == GemmOp::forward            ? key.n * key.m
                              : key.op == GemmOp::backward_weights ? key.n * key.k
-                                                                   : key.k * key.m;
+                                                                  : key.k * key.m;
   auto round_up = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
   const std::size_t d_bytes = round_up(static_cast<std::size_t>(d_elements) * sizeof(float));
   const std::size_t need = d_bytes + round_up(static_cast<std::size_t>(key.n) * sizeof(float));
@@ -283,8 +294,14 @@ void LtGemm::dense_forward(const float* x, const float* w, const float* b, float
       e = fusable ? (relu ? GemmEpilogue::relu_bias : GemmEpilogue::bias) : GemmEpilogue::none;
     }
     const bool bf16 = precision_ == Precision::bf16;
-    GemmKey key{m, k, n, GemmOp::forward, e, bf16 ? kMaxAlignLog2 : alignment_log2(w),
-                bf16 ? kMaxAlignLog2 : alignment_log2(x), alignment_log2(y),
+    GemmKey key{m,
+                k,
+                n,
+                GemmOp::forward,
+                e,
+                bf16 ? kMaxAlignLog2 : alignment_log2(w),
+                bf16 ? kMaxAlignLog2 : alignment_log2(x),
+                alignment_log2(y),
                 b ? alignment_log2(b) : uint8_t{0}};
     GemmPlan& p = plan(key, may_plan);
     if (!enqueue) {
@@ -321,8 +338,14 @@ void LtGemm::dense_backward_weights(const float* x, const float* dy, float* dw, 
   const bool fusable = db && alignment_log2(db) >= kEpilogueVectorAlignLog2;
   const GemmEpilogue e = fusable ? GemmEpilogue::bias_gradient : GemmEpilogue::none;
   const bool bf16 = precision_ == Precision::bf16;
-  GemmKey key{m, k, n, GemmOp::backward_weights, e, bf16 ? kMaxAlignLog2 : alignment_log2(dy),
-              bf16 ? kMaxAlignLog2 : alignment_log2(x), alignment_log2(dw),
+  GemmKey key{m,
+              k,
+              n,
+              GemmOp::backward_weights,
+              e,
+              bf16 ? kMaxAlignLog2 : alignment_log2(dy),
+              bf16 ? kMaxAlignLog2 : alignment_log2(x),
+              alignment_log2(dw),
               db ? alignment_log2(db) : uint8_t{0}};
   GemmPlan& p = plan(key, may_plan);
   if (!enqueue) {
@@ -346,9 +369,15 @@ void LtGemm::dense_backward_input(const float* dy, const float* w, float* dx, in
     return;
   }
   const bool bf16 = precision_ == Precision::bf16;
-  GemmKey key{m, k, n, GemmOp::backward_input, GemmEpilogue::none,
-              bf16 ? kMaxAlignLog2 : alignment_log2(w), bf16 ? kMaxAlignLog2 : alignment_log2(dy),
-              alignment_log2(dx), 0};
+  GemmKey key{m,
+              k,
+              n,
+              GemmOp::backward_input,
+              GemmEpilogue::none,
+              bf16 ? kMaxAlignLog2 : alignment_log2(w),
+              bf16 ? kMaxAlignLog2 : alignment_log2(dy),
+              alignment_log2(dx),
+              0};
   GemmPlan& p = plan(key, may_plan);
   if (!enqueue) {
     if (!p.warmed) warm(p, key, w, k * n, dy, m * n, nullptr);

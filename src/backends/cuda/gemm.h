@@ -49,7 +49,7 @@ struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  bool fused = false;  // the requested epilogue runs inside the product
+  bool fused = false;   // the requested epilogue runs inside the product
   bool warmed = false;  // has run once (so cuBLASLt's kernel is loaded)
   // bf16 copies of the operands (Precision::bf16 only).
   void* a16 = nullptr;
@@ -73,8 +73,8 @@ class LtGemm {
 
   // `enqueue` false: make the plan only (the planning pass before a capture).
   // `may_plan` false: a missing plan is an error (during a stream capture).
-  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m,
-                     int64_t k, int64_t n, ActivationKind act, bool enqueue, bool may_plan);
+  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
+                     int64_t n, ActivationKind act, bool enqueue, bool may_plan);
   void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
                               int64_t k, int64_t n, bool enqueue, bool may_plan);
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,

@@ -67,10 +67,14 @@ __device__ bool last_block_done(unsigned int* ticket) {
 
 __device__ __forceinline__ float activate(ActivationKind act, float x) {
   switch (act) {
-    case ActivationKind::relu: return fmaxf(x, 0.0f);
-    case ActivationKind::sigmoid: return 1.0f / (1.0f + expf(-x));
-    case ActivationKind::tanh: return tanhf(x);
-    default: return x;  // linear (softmax is per row, never here)
+    case ActivationKind::relu:
+      return fmaxf(x, 0.0f);
+    case ActivationKind::sigmoid:
+      return 1.0f / (1.0f + expf(-x));
+    case ActivationKind::tanh:
+      return tanhf(x);
+    default:
+      return x;  // linear (softmax is per row, never here)
   }
 }
 
@@ -82,7 +86,8 @@ __global__ void fill_kernel(float* dst, float value, int64_t n) {
 // dst[i, :] = src[indices[batch_index * batch + i], :]; batch_index read on the device.
 __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t cols,
                                    const int32_t* __restrict__ indices, int64_t batch,
-                                   const StepCounters* counters, int64_t m, float* __restrict__ dst) {
+                                   const StepCounters* counters, int64_t m,
+                                   float* __restrict__ dst) {
   const int32_t* idx = indices + counters->batch_index * batch;
   const int64_t total = m * cols;
   for (int64_t e = global_thread(); e < total; e += grid_stride()) {
@@ -156,10 +161,18 @@ __global__ void activation_backward_kernel(ActivationKind act, const float* y, c
     const float yv = y[e], g = dy[e];
     float d;
     switch (act) {
-      case ActivationKind::relu: d = yv > 0.0f ? g : 0.0f; break;
-      case ActivationKind::sigmoid: d = g * yv * (1.0f - yv); break;
-      case ActivationKind::tanh: d = g * (1.0f - yv * yv); break;
-      default: d = g; break;
+      case ActivationKind::relu:
+        d = yv > 0.0f ? g : 0.0f;
+        break;
+      case ActivationKind::sigmoid:
+        d = g * yv * (1.0f - yv);
+        break;
+      case ActivationKind::tanh:
+        d = g * (1.0f - yv * yv);
+        break;
+      default:
+        d = g;
+        break;
     }
     dx[e] = d;
   }
@@ -194,15 +207,17 @@ __global__ void dropout_forward_kernel(const float* __restrict__ x, float* __res
   }
 }
 
-__global__ void dropout_backward_kernel(const float* __restrict__ dy, const uint8_t* __restrict__ mask,
-                                        float* __restrict__ dx, int64_t total, float scale) {
+__global__ void dropout_backward_kernel(const float* __restrict__ dy,
+                                        const uint8_t* __restrict__ mask, float* __restrict__ dx,
+                                        int64_t total, float scale) {
   for (int64_t e = global_thread(); e < total; e += grid_stride())
     dx[e] = mask[e] ? dy[e] * scale : 0.0f;
 }
 
 // y_after_dropout > 0 exactly when the unit was kept and its ReLU output was positive.
-__global__ void relu_dropout_backward_kernel(const float* __restrict__ y, const float* __restrict__ dy,
-                                             float* __restrict__ dz, int64_t total, float scale) {
+__global__ void relu_dropout_backward_kernel(const float* __restrict__ y,
+                                             const float* __restrict__ dy, float* __restrict__ dz,
+                                             int64_t total, float scale) {
   for (int64_t e = global_thread(); e < total; e += grid_stride())
     dz[e] = y[e] > 0.0f ? dy[e] * scale : 0.0f;
 }
@@ -357,11 +372,11 @@ cudaError_t launch_fill(cudaStream_t s, float* dst, float value, int64_t n) {
 }
 
 cudaError_t launch_gather_rows(cudaStream_t s, const float* src, int64_t cols,
-                               const int32_t* indices, int64_t batch,
-                               const StepCounters* counters, int64_t m, float* dst) {
+                               const int32_t* indices, int64_t batch, const StepCounters* counters,
+                               int64_t m, float* dst) {
   if (m <= 0 || cols <= 0) return cudaSuccess;
   gather_rows_kernel<<<blocks_for(m * cols), kThreads, 0, s>>>(src, cols, indices, batch, counters,
-                                                              m, dst);
+                                                               m, dst);
   return cudaGetLastError();
 }
 
@@ -383,8 +398,8 @@ cudaError_t launch_column_sums(cudaStream_t s, const float* dy, float* db, int64
 cudaError_t launch_to_bf16(cudaStream_t s, const float* a, void* a16, int64_t na, const float* b,
                            void* b16, int64_t nb) {
   if (na + nb <= 0) return cudaSuccess;
-  to_bf16_kernel<<<blocks_for(na + nb), kThreads, 0, s>>>(
-      a, static_cast<__nv_bfloat16*>(a16), na, b, static_cast<__nv_bfloat16*>(b16), nb);
+  to_bf16_kernel<<<blocks_for(na + nb), kThreads, 0, s>>>(a, static_cast<__nv_bfloat16*>(a16), na,
+                                                          b, static_cast<__nv_bfloat16*>(b16), nb);
   return cudaGetLastError();
 }
 
@@ -411,7 +426,8 @@ cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const
   if (act == ActivationKind::softmax) {
     const int rows_per_block = kThreads / 32;
     const int64_t blocks = (m + rows_per_block - 1) / rows_per_block;
-    softmax_backward_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(y, dy, dx, m, n);
+    softmax_backward_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(y, dy, dx, m,
+                                                                                    n);
   } else if (act == ActivationKind::linear) {
     if (dx == dy) return cudaSuccess;
     return cudaMemcpyAsync(dx, dy, static_cast<size_t>(m * n) * sizeof(float),

@@ -23,9 +23,9 @@ inline constexpr int kMaxBlocks = 4096;
 inline constexpr int kLossMaxBlocks = 256;   // loss: blocks of 128 rows
 inline constexpr int kNormMaxBlocks = 1024;  // gradient norm
 struct ReductionScratch {
-  double* loss_partials;     // 2 * kLossMaxBlocks (loss, correct)
-  double* norm_partials;     // kNormMaxBlocks
-  unsigned int* tickets;     // 4, zero between launches
+  double* loss_partials;  // 2 * kLossMaxBlocks (loss, correct)
+  double* norm_partials;  // kNormMaxBlocks
+  unsigned int* tickets;  // 4, zero between launches
 };
 
 // One ParamSlot as the optimizer kernel reads it: `offset` is where the slot starts in the
@@ -44,8 +44,8 @@ struct SlotDescriptor {
 cudaError_t launch_fill(cudaStream_t s, float* dst, float value, int64_t n);
 
 cudaError_t launch_gather_rows(cudaStream_t s, const float* src, int64_t cols,
-                               const int32_t* indices, int64_t batch,
-                               const StepCounters* counters, int64_t m, float* dst);
+                               const int32_t* indices, int64_t batch, const StepCounters* counters,
+                               int64_t m, float* dst);
 
 // y(m, n) = act(y + b) in place (b may be null): the GEMM epilogue when cuBLASLt cannot fuse it.
 cudaError_t launch_bias_activation(cudaStream_t s, float* y, const float* b, int64_t m, int64_t n,
