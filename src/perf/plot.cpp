@@ -75,10 +75,16 @@ std::string svg_plot(const PlotSpec& spec) {
       if (std::none_of(legend.begin(), legend.end(),
                        [&](const PlotSeries* l) { return l->label == s.label; }))
         legend.push_back(&s);
-  const int legend_cols = 2;
+  // Wide enough for the title (bold 17 px: about 10.5 px a character) and for two legend
+  // columns of the longest label (13 px: about 7.5 px a character, after a 42 px swatch).
+  std::size_t longest_label = 0;
+  for (const PlotSeries* l : legend) longest_label = std::max(longest_label, l->label.size());
+  const double panels_w = per_row * pw + 20;
+  const double W = std::max(panels_w, 10.5 * static_cast<double>(spec.title.size()) + 40);
+  const int legend_cols = (W - 60) / 2 >= 50 + 7.5 * static_cast<double>(longest_label) ? 2 : 1;
   const double legend_h = 22.0 * ((legend.size() + legend_cols - 1) / legend_cols) + 10;
   const double top = 44 + legend_h;
-  const double W = per_row * pw + 20;
+  const double panels_left = (W - panels_w) / 2;  // centred when the title is wider
   // The footnote, wrapped at "; " to the chart's width (about 6.2 px a character at 11 px).
   std::vector<std::string> foot;
   {
@@ -125,7 +131,7 @@ std::string svg_plot(const PlotSpec& spec) {
 
   for (std::size_t pi = 0; pi < spec.panels.size(); ++pi) {
     const PlotPanel& panel = spec.panels[pi];
-    const double ox = 10 + static_cast<double>(pi % per_row) * pw;
+    const double ox = panels_left + 10 + static_cast<double>(pi % per_row) * pw;
     const double oy = top + static_cast<double>(pi / per_row) * ph;
     const double x0 = ox + ml, x1 = ox + pw - mr, y0 = oy + mt, y1 = oy + ph - mb;
     auto X = [&](double v) { return x0 + (std::log2(v) - lx0) / (lx1 - lx0) * (x1 - x0); };
