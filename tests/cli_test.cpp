@@ -79,8 +79,7 @@ TEST(Cli, BadDataFilesExitTwoNamingTheFile) {
     std::vector<uint8_t> images, labels;
     std::string needle;
   };
-  std::vector<uint8_t> truncated = good_images;
-  truncated.resize(truncated.size() - 100);
+  const std::vector<uint8_t> truncated(good_images.begin(), good_images.end() - 100);
   std::vector<uint8_t> bad_magic = good_images;
   bad_magic[0] = 0x1f;
   bad_magic[1] = 0x00;
