@@ -18,6 +18,7 @@
 #include "backends/backend.h"
 #include "backends/cuda_info.h"
 #include "core/error.h"
+#include "nn/layers.h"  // activation_name
 
 namespace crossover {
 namespace {
@@ -141,22 +142,6 @@ std::string shape_name(const Shape3& s) {
   return "m=" + std::to_string(s.m) + " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n);
 }
 
-const char* act_name(ActivationKind a) {
-  switch (a) {
-    case ActivationKind::linear:
-      return "linear";
-    case ActivationKind::relu:
-      return "relu";
-    case ActivationKind::sigmoid:
-      return "sigmoid";
-    case ActivationKind::tanh:
-      return "tanh";
-    case ActivationKind::softmax:
-      return "softmax";
-  }
-  return "?";
-}
-
 // ---- errors -------------------------------------------------------------------------------------
 
 TEST(CudaBackendErrors, UnavailableDeviceIsAnErrorNamingTheDevice) {
@@ -220,7 +205,8 @@ TEST_F(CudaBackendTest, DenseForwardMatchesCpu) {
   for (const Shape3& s : kShapes)
     for (ActivationKind act : acts)
       for (bool bias : {true, false}) {
-        SCOPED_TRACE(shape_name(s) + " " + act_name(act) + (bias ? " bias" : " no bias"));
+        SCOPED_TRACE(shape_name(s) + " " + std::string(activation_name(act)) +
+                     (bias ? " bias" : " no bias"));
         const auto x = random_values(s.m * s.k, ++seed), w = random_values(s.k * s.n, ++seed),
                    b = random_values(s.n, ++seed);
         Memory c(*cpu_), g(*gpu_);
@@ -327,7 +313,7 @@ TEST_F(CudaBackendTest, ActivationsMatchCpu) {
   uint32_t seed = 400;
   for (auto [m, n] : shapes)
     for (ActivationKind act : acts) {
-      SCOPED_TRACE(std::string(act_name(act)) + " m=" + std::to_string(m) +
+      SCOPED_TRACE(std::string(activation_name(act)) + " m=" + std::to_string(m) +
                    " n=" + std::to_string(n));
       const std::size_t total = static_cast<std::size_t>(m * n);
       const auto x = random_values(total, ++seed, -4.0f, 4.0f), dy = random_values(total, ++seed);
