@@ -28,6 +28,10 @@ void check_writable(const std::string& flag, const std::string& path);
 // Writes `doc` to path atomically (temporary file in the same folder, then rename).
 void write_json_file(const std::string& flag, const std::string& path, const nlohmann::json& doc);
 
+// The JSON "model" object: name, layers (Keras class names and settings), parameters,
+// input_shape.
+nlohmann::json model_json(const Sequential& model, const std::string& name);
+
 // "cpu" plus the CPU's model name, or "cuda:N".
 std::string device_description(const std::string& device);
 

@@ -54,18 +54,11 @@ void run_evaluate(const EvaluateOptionsCli& o) {
   const EvaluateResult test =
       model.evaluate(x_test, y_test, {.batch_size = o.batch_size, .verbose = o.quiet ? 0 : 1});
   if (o.json.empty()) return;
-  nlohmann::json layers = nlohmann::json::array();
-  for (const Layer& l : model.layers())
-    layers.push_back({{"name", l.name}, {"type", layer_type_name(l.type)}});
   nlohmann::json doc{{"command", "evaluate"},
                      {"device", model.device_name()},
                      {"device_name", device_description(model.device_name())},
                      {"load", o.load},
-                     {"model",
-                      {{"name", model.name()},
-                       {"layers", layers},
-                       {"parameters", model.count_params()},
-                       {"input_shape", model.input_shape()}}},
+                     {"model", model_json(model, model.name())},
                      {"data", {{"name", d.name}, {"path", d.path}, {"test", d.test.count}}},
                      {"batch_size", o.batch_size},
                      {"test",

@@ -61,25 +61,6 @@ uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t
               std::string("the checkpoint's ") + key + " '" + it->second + "' is not a number");
 }
 
-nlohmann::json model_json(const Sequential& model, const std::string& spec) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (const Layer& l : model.layers()) {
-    nlohmann::json j{{"name", l.name}, {"type", layer_type_name(l.type)}};
-    if (l.type == LayerType::dense) {
-      j["units"] = l.units;
-      j["activation"] = activation_name(l.activation);
-      j["use_bias"] = l.use_bias;
-    }
-    if (l.type == LayerType::activation) j["activation"] = activation_name(l.activation);
-    if (l.type == LayerType::dropout) j["rate"] = l.rate;
-    layers.push_back(j);
-  }
-  return {{"name", spec},
-          {"layers", layers},
-          {"parameters", model.count_params()},
-          {"input_shape", model.input_shape()}};
-}
-
 void run_train(const TrainOptions& o) {
   Output out{o.quiet};
   if (!o.json.empty()) check_writable("--json", o.json);

@@ -144,6 +144,26 @@ void write_json_file(const std::string& flag, const std::string& path, const nlo
   }
 }
 
+// The model object of every command's JSON (docs/JSON.md).
+nlohmann::json model_json(const Sequential& model, const std::string& name) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const Layer& l : model.layers()) {
+    nlohmann::json j{{"name", l.name}, {"type", layer_type_name(l.type)}};
+    if (l.type == LayerType::dense) {
+      j["units"] = l.units;
+      j["activation"] = activation_name(l.activation);
+      j["use_bias"] = l.use_bias;
+    }
+    if (l.type == LayerType::activation) j["activation"] = activation_name(l.activation);
+    if (l.type == LayerType::dropout) j["rate"] = l.rate;
+    layers.push_back(j);
+  }
+  return {{"name", name},
+          {"layers", layers},
+          {"parameters", model.count_params()},
+          {"input_shape", model.input_shape()}};
+}
+
 std::string device_description(const std::string& device) {
   if (device == "cpu") return "cpu (" + perf::cpu_info().model + ")";
   return device;
