@@ -340,6 +340,42 @@ TEST(DataIdx, RefusesAGzipStreamCutShort) {
   EXPECT_FALSE(e.empty());
 }
 
+TEST(DataIdx, RefusesBytesAfterTheGzipStreamSayingHowMany) {
+  TempFolder dir;
+  write_gzip(dir / "f", idx(0x08, {3, 2, 5}, iota_bytes(30)));
+  Bytes gz = read_file(dir / "f");
+  const std::size_t stream_bytes = gz.size();
+  gz.insert(gz.end(), {'j', 'u', 'n', 'k', 0, 0, 0});
+  write_file(dir / "f", gz);
+  Shape dims;
+  const std::string e = error_of([&] { read_idx(dir / "f", 3, dims); });
+  EXPECT_EQ(e.rfind(dir / "f", 0), 0u) << "the message starts with the path: " << e;
+  EXPECT_NE(e.find("7 bytes follow the end of the gzip stream (at byte " +
+                   std::to_string(stream_bytes) + ")"),
+            std::string::npos)
+      << e;
+  gz.resize(stream_bytes + 1);  // one byte, even the first of gzip's magic, is not a member
+  gz.back() = 0x1F;
+  write_file(dir / "f", gz);
+  EXPECT_NE(error_of([&] { read_idx(dir / "f", 3, dims); }).find("1 byte follows"),
+            std::string::npos);
+}
+
+TEST(DataIdx, ReadsConcatenatedGzipMembersAsOneStream) {
+  // `cat a.gz b.gz` is a valid gzip file holding a then b (RFC 1952; gunzip reads it so).
+  TempFolder dir;
+  const Bytes file = idx(0x08, {3, 2, 5}, iota_bytes(30));
+  write_gzip(dir / "a", Bytes(file.begin(), file.begin() + 17));
+  write_gzip(dir / "b", Bytes(file.begin() + 17, file.end()));
+  Bytes both = read_file(dir / "a");
+  const Bytes b = read_file(dir / "b");
+  both.insert(both.end(), b.begin(), b.end());
+  write_file(dir / "ab", both);
+  Shape dims;
+  EXPECT_EQ(read_idx(dir / "ab", 3, dims), iota_bytes(30));
+  EXPECT_EQ(dims, (Shape{3, 2, 5}));
+}
+
 TEST(DataIdx, RefusesAFileWithoutTheIdxMagic) {
   TempFolder dir;
   Bytes file = idx(0x08, {3}, {1, 2, 3});

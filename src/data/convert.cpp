@@ -32,4 +32,21 @@ Tensor to_float_labels(const ImageSet& set) {
   return t;
 }
 
+Tensor to_one_hot_labels(const ImageSet& set, int num_classes) {
+  if (num_classes < 1)
+    throw Error("to_one_hot_labels",
+                "num_classes must be at least 1, got " + std::to_string(num_classes));
+  const Tensor indices = to_float_labels(set);
+  Tensor t(Shape{set.count, num_classes});  // zero-filled
+  for (int64_t i = 0; i < set.count; ++i) {
+    const auto label = static_cast<int64_t>(indices[i]);
+    if (label >= num_classes)
+      throw Error("to_one_hot_labels", "label " + std::to_string(label) + " at index " +
+                                           std::to_string(i) + " is not below " +
+                                           std::to_string(num_classes));
+    t[i * num_classes + label] = 1.0f;
+  }
+  return t;
+}
+
 }  // namespace crossover::data

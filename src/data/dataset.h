@@ -35,8 +35,13 @@ struct DataSplits {
 Tensor to_float_images(const ImageSet& set);
 // Labels as float32 class indices, shape (count,).
 Tensor to_float_labels(const ImageSet& set);
+// Labels one-hot, shape (count, num_classes): the targets of the non-sparse losses
+// (categorical_crossentropy, binary_crossentropy, mean_squared_error).
+Tensor to_one_hot_labels(const ImageSet& set, int num_classes);
 
 // --- IDX (LeCun's format), gzip-compressed or raw; only unsigned-byte data (type 0x08). ---
+// gzip: concatenated members (`cat a.gz b.gz`) are read as one stream, as gunzip does; any
+// other byte after the last member is refused, saying how many follow.
 // Reads an IDX file with `expected_rank` dimensions (3 for images, 1 for labels).
 // Returns the dimensions in `dims` and the bytes. Refuses zero dimensions and data over 2^31
 // bytes (the same cap applies to .npz arrays).

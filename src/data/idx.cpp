@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -100,30 +101,99 @@ class RawSource final : public Source {
   std::FILE* f_;
 };
 
+// A gzip file inflated with zlib's inflate, member after member. Concatenated members are one
+// stream (RFC 1952 section 2.2; gunzip, zcat and Python's gzip read them so): `cat a.gz b.gz`
+// is read as a then b. Anything else after the last member is refused, naming how many bytes
+// follow: gzread would skip them silently, and bytes nobody meant to be there are corruption.
 class GzSource final : public Source {
  public:
-  explicit GzSource(const std::string& path) : Source(path), gz_(gzopen(path.c_str(), "rb")) {
-    if (gz_ == nullptr) throw Error(path, "cannot open for reading");
-    gzbuffer(gz_, 256 * 1024);
+  // `f` is positioned at the file's start and owned from here on; `file_bytes` is its size.
+  GzSource(const std::string& path, std::FILE* f, uint64_t file_bytes)
+      : Source(path), f_(f), file_bytes_(file_bytes), in_(256 * 1024) {
+    // 16 + MAX_WBITS: a gzip header and trailer (CRC-32 and length checked), nothing else.
+    if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) {
+      std::fclose(f_);
+      throw Error(path, "cannot start gzip decompression (out of memory?)");
+    }
   }
-  ~GzSource() override { gzclose(gz_); }
+  ~GzSource() override {
+    inflateEnd(&z_);
+    std::fclose(f_);
+  }
   GzSource(const GzSource&) = delete;
   GzSource& operator=(const GzSource&) = delete;
 
   std::size_t read(uint8_t* dst, std::size_t n) override {
-    // gzread takes an unsigned count; callers ask for at most a chunk at a time anyway.
-    const unsigned ask = static_cast<unsigned>(std::min<std::size_t>(n, 1u << 30));
-    int got = gzread(gz_, dst, ask);
-    if (got < 0) {
-      int code = 0;
-      const char* msg = gzerror(gz_, &code);
-      throw Error(path_, std::string("corrupt gzip data: ") + (msg ? msg : "unknown error"));
+    z_.next_out = dst;
+    z_.avail_out = static_cast<uInt>(std::min<std::size_t>(n, 1u << 30));
+    const uInt asked = z_.avail_out;
+    while (z_.avail_out > 0 && !finished_) {
+      if (member_ended_) {
+        next_member_or_end();
+        continue;
+      }
+      if (z_.avail_in == 0 && !fill(1))
+        throw Error(path_, "truncated: the file ends inside gzip member " +
+                               std::to_string(member_) + " (cut short?)");
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        member_ended_ = true;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        throw Error(path_, "corrupt gzip data in member " + std::to_string(member_) + ": " +
+                               (z_.msg != nullptr ? z_.msg : "zlib error " + std::to_string(rc)));
+      }
     }
-    return static_cast<std::size_t>(got);
+    return asked - z_.avail_out;
   }
 
  private:
-  gzFile gz_;
+  // At least `k` unread compressed bytes in in_, unless the file has fewer left. False if fewer.
+  bool fill(std::size_t k) {
+    if (z_.avail_in >= k) return true;
+    if (z_.avail_in > 0) std::memmove(in_.data(), z_.next_in, z_.avail_in);
+    std::size_t have = z_.avail_in;
+    while (have < k) {
+      const std::size_t got = std::fread(in_.data() + have, 1, in_.size() - have, f_);
+      if (got == 0) {
+        if (std::ferror(f_)) throw Error(path_, "read error");
+        break;
+      }
+      have += got;
+      read_bytes_ += got;
+    }
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(have);
+    return have >= k;
+  }
+
+  // A member just ended: the file's end, another member (its magic 1F 8B), or trailing bytes.
+  void next_member_or_end() {
+    fill(2);
+    if (z_.avail_in == 0) {
+      finished_ = true;
+      return;
+    }
+    if (z_.avail_in >= 2 && z_.next_in[0] == 0x1F && z_.next_in[1] == 0x8B) {
+      inflateReset(&z_);
+      member_ended_ = false;
+      ++member_;
+      return;
+    }
+    const uint64_t end_of_stream = read_bytes_ - z_.avail_in;
+    const uint64_t trailing = file_bytes_ > end_of_stream ? file_bytes_ - end_of_stream : 0;
+    throw Error(path_, std::to_string(trailing) +
+                           (trailing == 1 ? " byte follows" : " bytes follow") +
+                           " the end of the gzip stream (at byte " + std::to_string(end_of_stream) +
+                           "): trailing data that is not another gzip member");
+  }
+
+  std::FILE* f_;
+  uint64_t file_bytes_;
+  std::vector<uint8_t> in_;
+  z_stream z_{};
+  uint64_t read_bytes_ = 0;  // compressed bytes read from the file so far
+  int member_ = 1;           // the gzip member being inflated, counted from 1
+  bool member_ended_ = false, finished_ = false;
 };
 
 }  // namespace
@@ -141,16 +211,16 @@ std::vector<uint8_t> read_idx(const std::string& path, int expected_rank, Shape&
 
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) throw Error(path, "cannot open for reading");
-  std::unique_ptr<Source> src = std::make_unique<RawSource>(path, f);
   // Compression is told by content, not by name: a .gz that was gunzipped in place, or raw
   // data saved under a .gz name, both still read.
   uint8_t sniff[2] = {0, 0};
-  const bool gzip = src->read(sniff, 2) == 2 && sniff[0] == 0x1F && sniff[1] == 0x8B;
-  if (gzip) {
-    src = std::make_unique<GzSource>(path);
-  } else {
-    std::rewind(f);
-  }
+  const bool gzip = std::fread(sniff, 1, 2, f) == 2 && sniff[0] == 0x1F && sniff[1] == 0x8B;
+  std::rewind(f);
+  std::unique_ptr<Source> src;
+  if (gzip)
+    src = std::make_unique<GzSource>(path, f, file_bytes);
+  else
+    src = std::make_unique<RawSource>(path, f);
 
   uint8_t magic[4];
   src->read_exact(magic, 4, "4-byte magic number");
