@@ -236,6 +236,85 @@ TEST(Training, BadLabelsAndShapesAreRefusedWithOneClearLine) {
   EXPECT_THROW(Dense(3, "swish"), Error);
 }
 
+TEST(Compile, RefusesMoreThreadsThanTheLimitWithAnErrorNotACrash) {
+  // 100,000 threads overflowed the stack in libgomp's fork (a segmentation fault).
+  for (const int threads : {max_cpu_threads() + 1, 100000}) {
+    Sequential model = small_model();
+    try {
+      model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = threads});
+      FAIL() << threads << " threads accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("threads: " + std::to_string(threads) +
+                                           " is more than " + std::to_string(max_cpu_threads())),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(make_cpu_backend(-1), Error);
+}
+
+TEST(Compile, TakesTheThreadLimitItself) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                {.threads = max_cpu_threads()});
+  const EvaluateResult r =
+      model.evaluate(d.x_test.rows(0, 256), d.y_test.rows(0, 256), {.verbose = 0});
+  EXPECT_EQ(r.samples, 256);
+}
+
+TEST(Memory, AModelLargerThanTheDeviceIsRefusedInBytesBeforeAllocating) {
+  Sequential model({Flatten({28, 28}), Dense(1000000000, "relu"), Dense(10, "softmax")}, "huge");
+  try {
+    model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1});
+    FAIL() << "a 12.7 TB model compiled";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("huge: the parameters, their gradients and the optimizer's state", 0), 0u)
+        << m;
+    EXPECT_NE(m.find("need 12720000000256 bytes (11.6 TiB) of cpu memory, but "),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("are available ("), std::string::npos) << m;
+  }
+}
+
+TEST(Memory, ABatchLargerThanTheDeviceIsRefusedNamingTheBatch) {
+  // Few parameters (2^20 units on one input), but a batch of 2^20 samples of 2^20 activations:
+  // 12 TiB of activations and gradients.
+  constexpr int64_t kWide = int64_t{1} << 20;
+  Sequential model({Flatten({1}), Dense(kWide, "relu"), Dense(2, "softmax")});
+  model.compile(SGD(), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  try {
+    model.evaluate(Tensor({kWide, 1}), Tensor({kWide}), {.batch_size = kWide, .verbose = 0});
+    FAIL() << "a 12 TiB batch was planned";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("a batch of 1048576 samples: its activations and gradients need"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("use a smaller batch size"), std::string::npos) << m;
+  }
+}
+
+TEST(Memory, AFailedAllocationSaysHowManyBytesWereAskedForAndAreAvailable) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer aborts on a failed allocation instead of returning null";
+#else
+  auto be = make_cpu_backend(1);
+  try {
+    be->allocate(std::size_t{1} << 62);  // 4 EiB: refused by the kernel at once, nothing touched
+    FAIL() << "4 EiB allocated";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cpu: out of memory: cannot allocate 4611686018427387904 bytes (4.0 EiB); "),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find(" available ("), std::string::npos) << m;
+  }
+#endif
+}
+
 TEST(Training, CtrlCStopsAfterTheCurrentStepAndKeepsTheModel) {
   struct Interrupter : Callback {
     void on_epoch_begin(Sequential&, int epoch) override {

@@ -81,6 +81,12 @@ enum class LossKind {
   mean_squared_error,               // targets: a value per element
 };
 
+// Memory a device can still allocate, and where that number comes from (for messages).
+struct MemoryAvailable {
+  std::size_t bytes = 0;
+  std::string source;  // "MemAvailable in /proc/meminfo", "cudaMemGetInfo", ...
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -89,8 +95,12 @@ class Backend {
   virtual std::string device_name() const = 0;
 
   // ---- memory ----
-  // Zero-filled block of `bytes`, aligned to at least 64 bytes. Throws Error when out of memory.
+  // Zero-filled block of `bytes`, aligned to at least 64 bytes. Throws Error when out of memory,
+  // saying how many bytes were asked for and how many are available.
   virtual void* allocate(std::size_t bytes) = 0;
+  // How much more allocate() can hand out now, so that a plan too large for the device is refused
+  // before anything is allocated.
+  virtual MemoryAvailable available_memory() const = 0;
   virtual void release(void* p) noexcept = 0;
   virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
@@ -170,7 +180,17 @@ class Backend {
   virtual void advance_batch(StepCounters* counters) = 0;
 };
 
-// The CPU backend with `threads` threads (0 = all cores). Never null.
+// The most threads the CPU backend takes: 4 x the logical cores it may run on. More threads than
+// cores only wait for each other at every OpenMP barrier (1,000 threads on 2 cores made a
+// one-second epoch take over a minute), and libgomp places every new thread's start data on the
+// forking thread's stack with alloca, so ~100,000 threads overflow an 8 MiB stack: a segmentation
+// fault, not an error. Up to 4x stays allowed so that oversubscription can still be measured.
+int max_cpu_threads();
+// Why `threads` is not a count make_cpu_backend takes (negative, or above max_cpu_threads()), or
+// "" when it is: one message for the library and the CLI's --threads.
+std::string cpu_threads_problem(int64_t threads);
+// The CPU backend with `threads` threads (0 = all cores). Never null. Throws Error for a negative
+// count or one above max_cpu_threads().
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The CUDA backend on device `ordinal`; throws Error("cuda:N", why) if that device is
 // unavailable or the binary was built without CUDA.

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 
 namespace crossover {
 
@@ -25,6 +27,25 @@ std::unique_ptr<T[], AlignedFree> make_aligned(std::size_t count) {
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, bytes);
   return std::unique_ptr<T[], AlignedFree>(static_cast<T*>(p));
+}
+
+// A byte count for messages, exact and readable: "12544000002048 bytes (11.4 TiB)". A double,
+// so that a size too large for size_t (a request no machine could meet) still prints.
+inline std::string bytes_to_string(double bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  char buf[96];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+    return buf;
+  }
+  double scaled = bytes / 1024;
+  int unit = 0;
+  while (scaled >= 1024 && unit < 5) {
+    scaled /= 1024;
+    ++unit;
+  }
+  std::snprintf(buf, sizeof buf, "%.0f bytes (%.1f %s)", bytes, scaled, kUnits[unit]);
+  return buf;
 }
 
 }  // namespace crossover

@@ -14,10 +14,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 
 #include "backends/cuda_info.h"
+#include "core/aligned.h"
 #include "core/error.h"
 #include "core/philox.h"
 #include "nn/device_memory.h"
@@ -31,6 +33,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+// offset + n rounded up to whole 64-byte lines, or Error for a count no machine could hold.
+int64_t add_params(int64_t offset, int64_t n, const std::string& layer) {
+  if (n > std::numeric_limits<int64_t>::max() - 16 - offset)
+    throw Error(layer, "too many parameters: " + std::to_string(n) + " after " +
+                           std::to_string(offset) + " overflow a 64-bit count");
+  return offset + round_up16(n);
+}
 
 LossKind parse_loss(std::string_view name) {
   if (name == "sparse_categorical_crossentropy") return LossKind::sparse_categorical_crossentropy;
@@ -172,16 +182,14 @@ struct Sequential::Impl {
             throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
                                     shape_to_string(shape) + ": add Flatten() before it");
           li.kernel = static_cast<int>(params.size());
-          params.push_back({l.name + "/kernel",
-                            {li.in_width, l.units},
-                            li.in_width * l.units,
-                            offset,
-                            static_cast<int>(i)});
-          offset += round_up16(li.in_width * l.units);
+          const int64_t kernel_n = shape_size({li.in_width, l.units}, l.name);  // no overflow
+          params.push_back(
+              {l.name + "/kernel", {li.in_width, l.units}, kernel_n, offset, static_cast<int>(i)});
+          offset = add_params(offset, kernel_n, l.name);
           if (l.use_bias) {
             li.bias = static_cast<int>(params.size());
             params.push_back({l.name + "/bias", {l.units}, l.units, offset, static_cast<int>(i)});
-            offset += round_up16(l.units);
+            offset = add_params(offset, l.units, l.name);
           }
           shape = {l.units};
           break;
@@ -222,10 +230,36 @@ struct Sequential::Impl {
     return arena.as<float>() + arena_floats * (1 + k) + p.offset;
   }
 
+  int64_t param_count() const {
+    int64_t n = 0;
+    for (const Param& p : params) n += p.n;
+    return n;
+  }
+
+  // ---- memory ----
+  // Refuses, before anything is allocated, memory the device does not have: a model or a batch
+  // too large for the machine is the user's input, to be told in bytes, not an internal error.
+  // Sizes are doubles so that an absurd request is reported rather than overflowed.
+  void check_fits(double bytes, const std::string& what, const std::string& advice) const {
+    const MemoryAvailable a = backend->available_memory();
+    if (bytes <= static_cast<double>(a.bytes)) return;
+    throw Error(name, what + " need " + bytes_to_string(bytes) + " of " + backend->device_name() +
+                          " memory, but " + bytes_to_string(static_cast<double>(a.bytes)) +
+                          " are available (" + a.source + ")" + advice);
+  }
+  static double float_bytes(int64_t n) {
+    return static_cast<double>(std::max<int64_t>(n, 16)) * sizeof(float);
+  }
+
   void allocate_parameters() {
     plans.clear();
-    arena = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(arena_floats, 16)) *
-                                      4 * sizeof(float));
+    arena.reset();
+    const double arena_bytes = 4 * float_bytes(arena_floats);
+    check_fits(arena_bytes,
+               "the parameters, their gradients and the optimizer's state (" +
+                   std::to_string(param_count()) + " parameters, 4 floats each)",
+               ": use fewer or smaller layers");
+    arena = DeviceBlock(*backend, static_cast<std::size_t>(arena_bytes));
     counters = DeviceBlock(*backend, 2 * sizeof(StepCounters));
     StepCounters zero[2];
     backend->upload(counters.as<void>(), zero, sizeof zero);
@@ -269,14 +303,25 @@ struct Sequential::Impl {
   Plan& plan_for(int64_t batch) {
     auto it = plans.find(batch);
     if (it != plans.end()) return it->second;
+    int64_t max_width = info.front().in_width;
+    for (const LayerInfo& li : info) max_width = std::max({max_width, li.in_width, li.out_width});
+    // What the blocks below add up to, checked before the first of them is allocated.
+    const auto rows = static_cast<double>(batch);
+    double plan_bytes = float_bytes(batch * info.front().in_width) +
+                        float_bytes(batch * output_width()) + 2 * rows * max_width * sizeof(float);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (!info[i].aliases_input) plan_bytes += rows * info[i].out_width * sizeof(float);
+      if (layers[i].type == LayerType::dropout) plan_bytes += rows * info[i].out_width;
+    }
+    check_fits(plan_bytes,
+               "a batch of " + std::to_string(batch) + " samples: its activations and gradients",
+               ": use a smaller batch size");
     Plan& p = plans[batch];
     p.batch = batch;
     auto floats = [&](int64_t n) {
       return DeviceBlock(*backend,
                          static_cast<std::size_t>(std::max<int64_t>(n, 16)) * sizeof(float));
     };
-    int64_t max_width = info.front().in_width;
-    for (const LayerInfo& li : info) max_width = std::max({max_width, li.in_width, li.out_width});
     p.input = floats(batch * info.front().in_width);
     p.targets = floats(batch * output_width());
     p.grad_a = floats(batch * max_width);
@@ -471,6 +516,8 @@ struct Sequential::Impl {
     d.n = end - begin;
     d.x_cols = info.front().in_width;
     d.y_cols = target_columns();
+    check_fits(float_bytes(d.n * d.x_cols) + float_bytes(d.n * d.y_cols) + float_bytes(d.n),
+               "the data (" + std::to_string(d.n) + " samples, copied to the device once)", "");
     d.x =
         DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.x_cols, 16)) * 4);
     d.y =
@@ -839,11 +886,7 @@ std::string Sequential::summary() const {
   return s;
 }
 
-int64_t Sequential::count_params() const {
-  int64_t n = 0;
-  for (const auto& p : impl_->params) n += p.n;
-  return n;
-}
+int64_t Sequential::count_params() const { return impl_->param_count(); }
 const std::vector<Layer>& Sequential::layers() const { return impl_->layers; }
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }

@@ -24,9 +24,12 @@
 
 namespace crossover {
 
+// Keras's fit/evaluate/predict default, and every crossover command's.
+inline constexpr int64_t kDefaultBatchSize = 32;
+
 struct CompileOptions {
   std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
-  int threads = 0;             // CPU threads; 0 = all cores
+  int threads = 0;     // CPU threads; 0 = all cores; at most max_cpu_threads() (4 x the cores)
   uint64_t seed = 0;   // initial weights (and, unless fit says otherwise, shuffle and dropout)
   bool graphs = true;  // CUDA: capture steps as graphs (false: one launch per op, "naive")
   // CUDA GEMM arithmetic: "fp32" (default, TF32 off), "tf32", or "bf16" (bf16 operands, fp32
@@ -39,7 +42,7 @@ struct CompileOptions {
 // How fit reports progress: Keras's verbose=1 (a bar, redrawn), 2 (a line per epoch), 0 (none).
 struct FitOptions {
   int epochs = 10;
-  int64_t batch_size = 32;
+  int64_t batch_size = kDefaultBatchSize;
   bool shuffle = true;
   double validation_split = 0.0;  // the last fraction of (x, y), before shuffling, as Keras does
   const Tensor* validation_x = nullptr;  // validation_data
@@ -52,7 +55,7 @@ struct FitOptions {
 };
 
 struct EvaluateOptions {
-  int64_t batch_size = 32;
+  int64_t batch_size = kDefaultBatchSize;
   int verbose = 1;
 };
 
@@ -90,7 +93,7 @@ class Sequential {
               FitOptions options = {});
   EvaluateResult evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
   // (N, outputs): the final layer's activations (probabilities for softmax).
-  Tensor predict(const Tensor& x, int64_t batch_size = 32);
+  Tensor predict(const Tensor& x, int64_t batch_size = kDefaultBatchSize);
 
   // Keras-like table: layer (type), output shape, parameters; then totals.
   std::string summary() const;

@@ -29,6 +29,7 @@ class ForwardingBackend : public Backend {
 
   std::string device_name() const override { return inner_->device_name(); }
   void* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+  MemoryAvailable available_memory() const override { return inner_->available_memory(); }
   void release(void* p) noexcept override { inner_->release(p); }
   void upload(void* dst, const void* src, std::size_t bytes) override {
     inner_->upload(dst, src, bytes);

@@ -1,13 +1,16 @@
 // The CPU backend: GEMMs from oneDNN (see docs/GEMM.md for why), everything else as plain loops
 // that the compiler vectorises, threaded with OpenMP (the runtime oneDNN itself uses, so the two
 // share one thread pool). A step allocates nothing: every buffer comes from the model's plan.
+#include <fmt/format.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <unistd.h>
 #include <xmmintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <string>
 
@@ -127,6 +130,39 @@ void flush_denormals() { _mm_setcsr(_mm_getcsr() | 0x8040); }  // FTZ | DAZ
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// The number after the word `key` in `path` (a /proc or /sys file), or its first word when key
+// is null; false when there is none (no file, or "max").
+bool read_number(const char* path, const char* key, double& value) {
+  std::ifstream f(path);
+  if (key == nullptr) return static_cast<bool>(f >> value);
+  std::string word;
+  while (f >> word)
+    if (word == key) return static_cast<bool>(f >> value);
+  return false;
+}
+
+// What the kernel can hand out without swapping (MemAvailable), lowered to what a cgroup v2
+// memory limit (a container's) still allows; free pages (sysconf) where /proc is not mounted.
+MemoryAvailable host_memory_available() {
+  MemoryAvailable m;
+  double kib = 0;
+  if (read_number("/proc/meminfo", "MemAvailable:", kib)) {
+    m = {static_cast<std::size_t>(kib * 1024), "MemAvailable in /proc/meminfo"};
+  } else {
+    m = {static_cast<std::size_t>(::sysconf(_SC_AVPHYS_PAGES)) *
+             static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)),
+         "free pages from sysconf"};
+  }
+  double limit = 0, used = 0;  // memory.max is "max" when unlimited: no number, no limit
+  if (read_number("/sys/fs/cgroup/memory.max", nullptr, limit) &&
+      read_number("/sys/fs/cgroup/memory.current", nullptr, used)) {
+    const double left = std::max(0.0, limit - used);
+    if (left < static_cast<double>(m.bytes))
+      m = {static_cast<std::size_t>(left), "the cgroup's memory.max less memory.current"};
+  }
+  return m;
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) {
@@ -144,8 +180,17 @@ class CpuBackend final : public Backend {
   std::string device_name() const override { return "cpu"; }
 
   void* allocate(std::size_t bytes) override {
-    return make_aligned<unsigned char>(bytes).release();
+    try {
+      return make_aligned<unsigned char>(bytes).release();
+    } catch (const std::bad_alloc&) {
+      const MemoryAvailable a = available_memory();
+      throw Error("cpu", "out of memory: cannot allocate " +
+                             bytes_to_string(static_cast<double>(bytes)) + "; " +
+                             bytes_to_string(static_cast<double>(a.bytes)) + " available (" +
+                             a.source + ")");
+    }
   }
+  MemoryAvailable available_memory() const override { return host_memory_available(); }
   void release(void* p) noexcept override { std::free(p); }
   void upload(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
@@ -456,7 +501,21 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+int max_cpu_threads() { return 4 * omp_get_num_procs(); }
+
+std::string cpu_threads_problem(int64_t threads) {
+  if (threads < 0) return "must be 0 (all cores) or positive, not " + std::to_string(threads);
+  if (threads > max_cpu_threads())
+    return fmt::format(
+        "{} is more than {}, 4 x the {} logical cores: more threads than cores only wait for "
+        "each other",
+        threads, max_cpu_threads(), omp_get_num_procs());
+  return "";
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  if (const std::string why = cpu_threads_problem(threads); !why.empty())
+    throw Error("threads", why);
   return std::make_unique<CpuBackend>(threads);
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "core/aligned.h"
 #include "core/error.h"
 
 namespace crossover::cuda {
@@ -59,9 +60,13 @@ void CachingAllocator::malloc_or_throw(void** p, std::size_t size, std::size_t a
   const cudaError_t e = cudaMalloc(p, size);
   if (e == cudaSuccess) return;
   cudaGetLastError();
-  throw Error(device_where(ordinal_), "cudaMalloc of " + std::to_string(asked) +
-                                          " bytes failed: " + cudaGetErrorString(e) + " (" +
-                                          std::to_string(live_bytes()) + " bytes in use)");
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
+  throw Error(device_where(ordinal_),
+              "out of memory: cudaMalloc of " + bytes_to_string(static_cast<double>(asked)) +
+                  " failed: " + cudaGetErrorString(e) + "; " +
+                  bytes_to_string(static_cast<double>(free_bytes)) + " free (cudaMemGetInfo), " +
+                  bytes_to_string(static_cast<double>(live_bytes())) + " in use by crossover");
 }
 
 }  // namespace crossover::cuda

@@ -128,6 +128,14 @@ class CudaBackend final : public Backend {
     return p;
   }
   void release(void* p) noexcept override { allocator_.release(p); }
+  // The device's free memory plus the blocks this backend's allocator holds for reuse.
+  MemoryAvailable available_memory() const override {
+    activate();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    return {free_bytes + allocator_.cached_bytes(),
+            "cudaMemGetInfo's free memory of " + where_ + ", plus blocks cached for reuse"};
+  }
 
   void upload(void* dst, const void* host_src, std::size_t bytes) override {
     if (planning_ || bytes == 0) return;
