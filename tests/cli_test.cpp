@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backends/backend.h"
 #include "test_util.h"
 
 namespace crossover {
@@ -122,6 +123,91 @@ TEST(Cli, TrainWritesTheDocumentedJson) {
   }
   for (const char* k : {"loss", "accuracy", "seconds"}) EXPECT_TRUE(j["test"].contains(k)) << k;
   EXPECT_GT(j["test"]["accuracy"].get<double>(), 0.8);
+  EXPECT_EQ(j["optimizer"], "adam");
+  EXPECT_EQ(j["loss"], "sparse_categorical_crossentropy");
+  EXPECT_EQ(j["compile_config"]["optimizer"]["class_name"], "Adam");
+}
+
+TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
+  // The Keras 3 SMALL model, recompiled as SGD(0.05, momentum 0.9) + categorical_crossentropy.
+  const std::string dir = temp_folder("keras-sgd");
+  std::ifstream in(std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/small_keras3.json");
+  nlohmann::json model = nlohmann::json::parse(in);
+  nlohmann::json& cc = model["compile_config"];
+  cc["optimizer"]["class_name"] = "SGD";
+  nlohmann::json& opt = cc["optimizer"]["config"];
+  for (const char* adam_only : {"beta_1", "beta_2", "epsilon", "amsgrad"}) opt.erase(adam_only);
+  opt["name"] = "SGD";
+  opt["learning_rate"] = 0.05;
+  opt["momentum"] = 0.9;
+  opt["nesterov"] = false;
+  cc["loss"] = "categorical_crossentropy";
+  std::ofstream(dir + "/sgd.json") << model.dump();
+
+  const auto r = run_crossover("train --data mnist-10k --epochs 1 --threads 1 --model " + dir +
+                               "/sgd.json --json " + dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("compile: sgd (learning rate 0.05, momentum 0.9), loss "
+                       "categorical_crossentropy from " +
+                       dir + "/sgd.json's compile_config"),
+            std::string::npos)
+      << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["optimizer"], "sgd");
+  EXPECT_EQ(j["loss"], "categorical_crossentropy");
+  EXPECT_EQ(j["compile_config"]["optimizer"]["class_name"], "SGD");
+  EXPECT_NEAR(j["compile_config"]["optimizer"]["config"]["momentum"].get<double>(), 0.9, 1e-6);
+  EXPECT_NEAR(j["history"][0]["learning_rate"].get<double>(), 0.05, 1e-6);
+  EXPECT_GT(j["test"]["accuracy"].get<double>(), 0.8) << "one-hot targets reach the loss";
+}
+
+TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
+  // 100,000 threads crashed libgomp (exit 139); every subcommand now refuses before any work.
+  for (const std::string cmd : {"train", "evaluate --load m.safetensors", "compare", "explain",
+                                "sweep", "calibrate"}) {
+    expect_usage_error(cmd + " --threads 100000", "--threads: 100000 is more than");
+    expect_usage_error(cmd + " --threads -1", "--threads");
+    const auto help = run_crossover(cmd + " --help");
+    EXPECT_NE(help.out.find("4 x the logical cores"), std::string::npos) << cmd << help.out;
+  }
+  expect_usage_error("train --data mnist-10k --threads " + std::to_string(max_cpu_threads() + 1),
+                     "4 x the");
+}
+
+TEST(Cli, TheThreadLimitItselfIsAValidCount) {
+  const auto r = run_crossover("train --data mnist-10k --epochs 0 --quiet --threads " +
+                               std::to_string(max_cpu_threads()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Cli, AModelTooLargeForMemorySaysHowManyBytesItNeedsAndHowManyThereAre) {
+  // (784 x 10^9 + 10^9 + 10^9 x 10 + 10, rounded up to 16) parameters, 4 floats each (value,
+  // gradient, two optimizer slots): 12.7 TB, refused before anything is allocated.
+  const auto r = run_crossover(
+      "train --data mnist-10k --epochs 1 --threads 1 --model dense:1000000000:relu,dense:10:softmax");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("need 12720000000256 bytes (11.6 TiB) of cpu memory, but "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("are available ("), std::string::npos) << r.err;
+}
+
+TEST(Cli, BytesAfterAGzippedIdxFileExitTwoNamingTheFileAndTheCount) {
+  const auto images = idx(8, {20, 28, 28}, 20 * 784);
+  const std::string dir = idx_folder("gz-trailing", images, idx(8, {20}, 20, 4));
+  const std::string path = dir + "/train-images-idx3-ubyte";
+  std::filesystem::remove(path);
+  gzFile gz = gzopen((path + ".gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, images.data(), static_cast<unsigned>(images.size())),
+            static_cast<int>(images.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+  std::ofstream(path + ".gz", std::ios::binary | std::ios::app) << "appended";
+  expect_usage_error("train --epochs 1 --quiet --data " + dir,
+                     path + ".gz: 8 bytes follow the end of the gzip stream");
 }
 
 TEST(Cli, QuietPrintsNothingOnStdout) {

@@ -4,8 +4,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "nn/model_config.h"
 #include "nn/sequential.h"
 
 namespace crossover::cli {
@@ -18,9 +20,41 @@ struct Output {
   }
 };
 
+// The options most subcommands share, each with one default (here) and one help text
+// (add_common_options). A subcommand's options struct derives from it.
+struct CommonOptions {
+  std::string model = "small";
+  std::string data = "auto";
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string json;
+  bool quiet = false;
+};
+
+// Which of the common options a subcommand has, or'ed together.
+enum CommonOption : unsigned {
+  kModelOption = 1u << 0,
+  kDataOption = 1u << 1,
+  kSeedOption = 1u << 2,
+  kThreadsOption = 1u << 3,
+  kJsonOption = 1u << 4,
+  kQuietOption = 1u << 5,
+  kAllCommonOptions = (1u << 6) - 1,
+};
+
+// Adds --model, --data, --seed, --threads, --json and --quiet (those in `which`) to `cmd`, bound
+// to `o`. What --json writes and what --quiet silences differ per subcommand: `json_help` and
+// `quiet_help` say it. --threads refuses, at parse time, a count above max_cpu_threads().
+void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
+                        const std::string& json_help = "", const std::string& quiet_help = "");
+
 // --model: "small", "big", a layer list ("dense:128:relu,dropout:0.2,dense:10:softmax", input
 // flattened), or a Keras model JSON file. sample_shape: the data's per-sample shape.
 Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes);
+
+// The optimizer, loss and metrics a Keras model JSON given as --model was compiled with (its
+// compile_config); nullopt for small, big, a layer list, or a file without one.
+std::optional<TrainingConfig> training_config_from_spec(const std::string& spec);
 
 // Refuses, before any work, an output path that cannot be written (missing folder, a folder in
 // the way, no permission). Throws Error naming the flag and the path.

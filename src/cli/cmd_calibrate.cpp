@@ -12,17 +12,14 @@ namespace crossover::cli {
 
 namespace {
 
-struct CalibrateCliOptions {
+struct CalibrateCliOptions : CommonOptions {
   std::string device = "cpu";
   std::string out;
   bool quick = false;
-  int threads = 0;
-  bool quiet = false;
 };
 
 void run_calibrate(const CalibrateCliOptions& o) {
   Output out{o.quiet};
-  if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
   if (!o.out.empty()) check_writable("--out", o.out);
   perf::Profile p = perf::calibrate({.device = o.device,
                                      .quick = o.quick,
@@ -45,13 +42,12 @@ void add_calibrate(CLI::App& app) {
   auto o = std::make_shared<CalibrateCliOptions>();
   auto* cmd = app.add_subcommand(
       "calibrate", "Measure this machine (GEMM rates, bandwidth, latencies) and save a profile");
+  add_common_options(*cmd, *o, kThreadsOption | kQuietOption, "", "No progress on stdout");
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option(
       "--out", o->out,
       "Profile file to write (default: ~/.local/share/crossover/profiles/<device>.json)");
   cmd->add_flag("--quick", o->quick, "A coarser grid and fewer repeats (a few seconds)");
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_flag("--quiet", o->quiet, "No progress on stdout");
   cmd->callback([o] { run_calibrate(*o); });
 }
 

@@ -18,16 +18,10 @@ namespace crossover::cli {
 
 namespace {
 
-struct CompareOptions {
-  std::string model = "small";
-  std::string data = "auto";
+struct CompareOptions : CommonOptions {
   int epochs = 10;
-  int64_t batch_size = 32;
-  uint64_t seed = 0;
-  int threads = 0;
+  int64_t batch_size = kDefaultBatchSize;
   std::string profile;
-  std::string json;
-  bool quiet = false;
 };
 
 struct Run {
@@ -68,7 +62,6 @@ void run_compare(const CompareOptions& o) {
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.epochs < 1) throw Error("--epochs", "must be at least 1");
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
-  if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
 
   perf::TrainingData d =
       perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
@@ -280,20 +273,12 @@ void add_compare(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "compare",
       "Train the same model with the same seed on every device (and GPU mode), side by side");
-  cmd->add_option("--model", o->model,
-                  "small, big, or a layer list such as dense:128:relu,dense:10:softmax")
-      ->capture_default_str();
-  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")
-      ->capture_default_str();
+  add_common_options(*cmd, *o, kAllCommonOptions, "Write the comparison as JSON to this file",
+                     "Nothing on stdout");
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")
-      ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--profile", o->profile,
                   "CPU calibration profile to predict with (default: found)");
-  cmd->add_option("--json", o->json, "Write the comparison as JSON to this file");
-  cmd->add_flag("--quiet", o->quiet, "Nothing on stdout");
   cmd->callback([o] { run_compare(*o); });
 }
 

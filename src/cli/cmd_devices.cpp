@@ -28,9 +28,9 @@ nlohmann::json devices_json() {
 
 void add_devices(CLI::App& app) {
   auto* cmd = app.add_subcommand("devices", "List the CPU and the GPUs crossover can train on");
-  auto json_path = std::make_shared<std::string>();
-  cmd->add_option("--json", *json_path, "Also write the list as JSON to this file");
-  cmd->callback([json_path] {
+  auto o = std::make_shared<CommonOptions>();
+  add_common_options(*cmd, *o, kJsonOption, "Also write the list as JSON to this file");
+  cmd->callback([o, json_path = &o->json] {
     if (!json_path->empty()) check_writable("--json", *json_path);
     const perf::CpuInfo& cpu = perf::cpu_info();
     std::string isa;

@@ -11,14 +11,10 @@ namespace crossover::cli {
 
 namespace {
 
-struct EvaluateOptionsCli {
+struct EvaluateOptionsCli : CommonOptions {
   std::string load;
-  std::string data = "auto";
   std::string device = "cpu";
-  int threads = 0;
-  int64_t batch_size = 32;
-  std::string json;
-  bool quiet = false;
+  int64_t batch_size = kDefaultBatchSize;
 };
 
 // The data's samples in the shape the model takes (the same number of values, e.g. (28, 28)
@@ -42,7 +38,6 @@ void run_evaluate(const EvaluateOptionsCli& o) {
   Output out{o.quiet};
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
-  if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
   Sequential model = load_model(o.load, {.device = o.device, .threads = o.threads});
   out.say(fmt::format("model: {} ({} parameters) on {}", o.load, model.count_params(),
                       device_description(model.device_name())));
@@ -77,15 +72,11 @@ void add_evaluate(CLI::App& app) {
       "evaluate", "Test a saved model (crossover train --save) on a data set's test split");
   cmd->add_option("--load", o->load, "The model file (.safetensors) written by train --save")
       ->required();
-  cmd->add_option("--data", o->data,
-                  "auto, mnist-10k, a folder of the four IDX files, or a .npz file")
-      ->capture_default_str();
+  add_common_options(*cmd, *o, kDataOption | kThreadsOption | kJsonOption | kQuietOption,
+                     "Write a JSON record with the same \"test\" object as train's",
+                     "No progress or information on stdout");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--json", o->json,
-                  "Write a JSON record with the same \"test\" object as train's");
-  cmd->add_flag("--quiet", o->quiet, "No progress or information on stdout");
   cmd->callback([o] { run_evaluate(*o); });
 }
 

@@ -12,19 +12,13 @@ namespace crossover::cli {
 
 namespace {
 
-struct ExplainCliOptions {
-  std::string model = "small";
-  std::string data = "auto";
-  int64_t batch_size = 32;
+struct ExplainCliOptions : CommonOptions {
+  int64_t batch_size = kDefaultBatchSize;
   std::string device = "cpu";
   std::string mode = "resident";
   int64_t steps = 200;
   double max_seconds = 20;
   std::string profile;
-  int threads = 0;
-  uint64_t seed = 0;
-  std::string json;
-  bool quiet = false;
   bool ops = false;
 };
 
@@ -33,7 +27,6 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
   if (o.steps < 1) throw Error("--steps", "must be at least 1");
-  if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
   if (!(o.max_seconds > 0)) throw Error("--max-seconds", "must be positive");
   const perf::Mode mode = perf::parse_mode(o.mode);
   const bool gpu = perf::is_gpu_device(o.device);
@@ -160,25 +153,18 @@ void add_explain(CLI::App& app) {
   auto o = std::make_shared<ExplainCliOptions>();
   auto* cmd = app.add_subcommand(
       "explain", "Where a training step's time goes: phases measured and predicted");
-  cmd->add_option("--model", o->model,
-                  "small, big, or a layer list such as dense:128:relu,dense:10:softmax")
-      ->capture_default_str();
+  add_common_options(*cmd, *o, kAllCommonOptions, "Write the phases as JSON to this file",
+                     "Nothing on stdout");
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--mode", o->mode, "resident or naive (GPU)")->capture_default_str();
-  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")
-      ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Training steps to measure (each run)")
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "Stop measuring a run after this long")
       ->capture_default_str();
   cmd->add_option("--profile", o->profile,
                   "Calibration profile to predict with (default: found for the device)");
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed")->capture_default_str();
-  cmd->add_option("--json", o->json, "Write the phases as JSON to this file");
   cmd->add_flag("--ops", o->ops, "Also print the cost model's op list");
-  cmd->add_flag("--quiet", o->quiet, "Nothing on stdout");
   cmd->callback([o] { run_explain_cmd(*o); });
 }
 

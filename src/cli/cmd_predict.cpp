@@ -13,12 +13,10 @@ namespace crossover::cli {
 
 namespace {
 
-struct PredictOptions {
+struct PredictOptions : CommonOptions {
   std::string load;
   std::string image;
   std::string device = "cpu";
-  std::string json;
-  bool quiet = false;
 };
 
 void run_predict(const PredictOptions& o) {
@@ -62,9 +60,10 @@ void add_predict(CLI::App& app) {
       ->required();
   cmd->add_option("--image", o->image, "An 8-bit grey 28x28 PNG (white digit on black, as MNIST)")
       ->required();
+  add_common_options(*cmd, *o, kJsonOption | kQuietOption,
+                     "Write the class and probabilities as JSON to this file",
+                     "Only the line with the predicted class");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--json", o->json, "Write the class and probabilities as JSON to this file");
-  cmd->add_flag("--quiet", o->quiet, "Only the line with the predicted class");
   cmd->callback([o] { run_predict(*o); });
 }
 

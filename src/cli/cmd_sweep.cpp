@@ -22,19 +22,15 @@ namespace crossover::cli {
 
 namespace {
 
-struct SweepOptions {
+struct SweepOptions : CommonOptions {
   std::string widths = "32,64,128,256,512,1024,2048,4096";
   std::string batch_sizes = "32,256,1024";
   int layers = 1;
-  std::string data = "auto";
   int64_t steps = 200;
   double max_seconds = 3;
   bool predict_only = false;
   std::string profile;
-  int threads = 0;
-  uint64_t seed = 0;
-  std::string json, csv, plot;
-  bool quiet = false;
+  std::string csv, plot;
 };
 
 std::vector<int64_t> parse_list(const std::string& flag, const std::string& text) {
@@ -358,13 +354,14 @@ void add_sweep(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
   auto* cmd = app.add_subcommand(
       "sweep", "Time per epoch across widths and batch sizes on each device; the crossover width");
+  add_common_options(*cmd, *o,
+                     kDataOption | kSeedOption | kThreadsOption | kJsonOption | kQuietOption,
+                     "Write points and crossovers as JSON", "Nothing on stdout");
   cmd->add_option("--widths", o->widths, "Hidden widths, comma-separated")->capture_default_str();
   cmd->add_option("--batch-sizes", o->batch_sizes, "Batch sizes, comma-separated")
       ->capture_default_str();
   cmd->add_option("--layers", o->layers,
                   "Hidden layers (1 or 2), each Dense(width, relu) + Dropout(0.2)")
-      ->capture_default_str();
-  cmd->add_option("--data", o->data, "auto, mnist-10k, a folder of IDX files, or a .npz file")
       ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Steps measured per point (at most)")->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds,
@@ -373,12 +370,8 @@ void add_sweep(CLI::App& app) {
   cmd->add_flag("--predict-only", o->predict_only, "Measure nothing: predicted rows only");
   cmd->add_option("--profile", o->profile,
                   "CPU calibration profile to predict with (default: found)");
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed")->capture_default_str();
-  cmd->add_option("--json", o->json, "Write points and crossovers as JSON");
   cmd->add_option("--csv", o->csv, "Write points as CSV");
   cmd->add_option("--plot", o->plot, "Write a chart (SVG)");
-  cmd->add_flag("--quiet", o->quiet, "Nothing on stdout");
   cmd->callback([o] { run_sweep(*o); });
 }
 

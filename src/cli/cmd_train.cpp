@@ -14,17 +14,11 @@ namespace crossover::cli {
 
 namespace {
 
-struct TrainOptions {
-  std::string model = "small";
-  std::string data = "auto";
+struct TrainOptions : CommonOptions {
   int epochs = 10;
-  int64_t batch_size = 32;
+  int64_t batch_size = kDefaultBatchSize;
   std::string device = "cpu";
   std::string precision = "fp32";
-  uint64_t seed = 0;
-  int threads = 0;
-  std::string json;
-  bool quiet = false;
   double validation_split = 0.0;
   std::string save;        // --save FILE: the trained model (safetensors)
   std::string checkpoint;  // --checkpoint CKPT: weights + optimizer state after every epoch
@@ -46,6 +40,20 @@ class CheckpointEachEpoch : public Callback {
   std::string path_;
   std::map<std::string, std::string> extra_;
 };
+
+// "sgd (learning rate 0.05, momentum 0.9), loss categorical_crossentropy": what compile() got.
+std::string compile_description(const Sequential& model) {
+  const OptimizerConfig& opt = model.optimizer();
+  std::string s =
+      fmt::format("{} (learning rate {:g}", optimizer_name(opt.kind), opt.schedule.base);
+  if (opt.schedule.decay_steps > 0)
+    s += fmt::format(" decaying by {:g} every {} steps", opt.schedule.decay_rate,
+                     opt.schedule.decay_steps);
+  if (opt.kind != OptimizerKind::adam && opt.momentum > 0)
+    s += fmt::format(", momentum {:g}", opt.momentum);
+  if (opt.weight_decay > 0) s += fmt::format(", weight decay {:g}", opt.weight_decay);
+  return s + "), loss " + model.loss_name();
+}
 
 uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t fallback,
                            const std::string& path) {
@@ -80,11 +88,14 @@ void run_train(const TrainOptions& o) {
   }
   if (o.epochs < 0) throw Error("--epochs", "must not be negative");
   if (batch_size < 1) throw Error("--batch-size", "must be at least 1");
-  if (o.threads < 0) throw Error("--threads", "must be 0 (all cores) or positive");
+  // A Keras model JSON compiled with an optimizer and loss trains with them, as Keras's
+  // load_model would; read before the data, so that a config crossover refuses is told first.
+  const std::optional<TrainingConfig> file_config =
+      o.resume.empty() ? training_config_from_spec(o.model) : std::nullopt;
 
   data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
-  const Tensor x_train = data::to_float_images(d.train), y_train = data::to_float_labels(d.train);
-  const Tensor x_test = data::to_float_images(d.test), y_test = data::to_float_labels(d.test);
+  const Tensor x_train = data::to_float_images(d.train);
+  const Tensor x_test = data::to_float_images(d.test);
 
   int initial_epoch = 0;
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
@@ -101,9 +112,21 @@ void run_train(const TrainOptions& o) {
       copts.device = perf::choose_device(m, batch_size, why);
       out.say("device auto: " + copts.device + ": " + why);
     }
-    m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, copts);
+    // Accuracy is always measured: train reports it whatever the file's metrics.
+    if (file_config) {
+      m.compile(file_config->optimizer, file_config->loss, {"accuracy"}, copts);
+      out.say(fmt::format("compile: {} from {}'s compile_config", compile_description(m), o.model));
+    } else {
+      m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, copts);
+    }
     return m;
   }();
+  // Class indices for the sparse loss, one-hot rows for the others.
+  const bool sparse = model.loss_name() == "sparse_categorical_crossentropy";
+  const Tensor y_train =
+      sparse ? data::to_float_labels(d.train) : data::to_one_hot_labels(d.train, d.num_classes);
+  const Tensor y_test =
+      sparse ? data::to_float_labels(d.test) : data::to_one_hot_labels(d.test, d.num_classes);
   if (!o.resume.empty())
     out.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o.resume, initial_epoch,
                         model.optimizer_steps()));
@@ -162,8 +185,9 @@ void run_train(const TrainOptions& o) {
       {"initial_epoch", initial_epoch},
       {"seed", seed},
       {"precision", o.precision},
-      {"optimizer", "adam"},
-      {"loss", "sparse_categorical_crossentropy"},
+      {"optimizer", optimizer_name(model.optimizer().kind)},
+      {"loss", model.loss_name()},
+      {"compile_config", nlohmann::json::parse(training_config_to_json(model))},
       {"history", hist},
       {"interrupted", h.interrupted},
       {"test",
@@ -183,15 +207,8 @@ void add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto* cmd =
       app.add_subcommand("train", "Train a model (the seed experiment by default) and test it");
-  auto* model_opt =
-      cmd->add_option(
-             "--model", o->model,
-             "small, big, a layer list such as dense:128:relu,dropout:0.2,dense:10:softmax, or a "
-             "Keras model .json (model.to_json(), Keras 2 or 3)")
-          ->capture_default_str();
-  cmd->add_option("--data", o->data,
-                  "auto, mnist-10k, a folder of the four IDX files, or a .npz file")
-      ->capture_default_str();
+  add_common_options(*cmd, *o, kAllCommonOptions, "Write a JSON record (docs/JSON.md) to this file",
+                     "No progress or information on stdout");
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   auto* batch_opt =
       cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
@@ -200,14 +217,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--precision", o->precision,
                   "GPU GEMM arithmetic: fp32, tf32 or bf16 (faster, less exact)")
       ->capture_default_str();
-  auto* seed_opt =
-      cmd->add_option("--seed", o->seed, "Seed of initial weights, shuffling and dropout")
-          ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--validation-split", o->validation_split,
                   "Fraction of training data held out for validation")
       ->capture_default_str();
-  cmd->add_option("--json", o->json, "Write a JSON record (docs/JSON.md) to this file");
   cmd->add_option(
       "--save", o->save,
       "Save the trained model here (safetensors; crossover evaluate/predict --load it)");
@@ -215,10 +227,9 @@ void add_train(CLI::App& app) {
                   "Write a checkpoint (weights, optimizer state, epoch) here after every epoch");
   cmd->add_option("--resume", o->resume,
                   "Continue the run saved in this checkpoint (up to --epochs in all)");
-  cmd->add_flag("--quiet", o->quiet, "No progress or information on stdout");
-  cmd->callback([o, model_opt, seed_opt, batch_opt] {
-    o->model_given = model_opt->count() > 0;
-    o->seed_given = seed_opt->count() > 0;
+  cmd->callback([o, cmd, batch_opt] {
+    o->model_given = cmd->get_option("--model")->count() > 0;
+    o->seed_given = cmd->get_option("--seed")->count() > 0;
     o->batch_given = batch_opt->count() > 0;
     run_train(*o);
   });

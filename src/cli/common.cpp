@@ -53,15 +53,23 @@ Layer parse_layer(const std::string& item) {
   throw Error("--model", bad);
 }
 
-// A Keras model.to_json() file, fitted to the data's sample shape: a model declared on flat
-// (784,) inputs takes (28, 28) images through a Flatten; a model without an input shape gets one.
-Sequential model_from_json_file(const std::string& path, const Shape& sample_shape) {
+bool is_json_file(const std::string& spec) {
+  return spec.size() > 5 && spec.substr(spec.size() - 5) == ".json";
+}
+
+std::string read_model_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("--model " + path, "cannot be read: " + std::string(std::strerror(errno)));
   std::stringstream text;
   text << f.rdbuf();
   if (f.bad()) throw Error("--model " + path, "cannot be read");
-  Sequential keras = model_from_json(text.str(), path);
+  return text.str();
+}
+
+// A Keras model.to_json() file, fitted to the data's sample shape: a model declared on flat
+// (784,) inputs takes (28, 28) images through a Flatten; a model without an input shape gets one.
+Sequential model_from_json_file(const std::string& path, const Shape& sample_shape) {
+  Sequential keras = model_from_json(read_model_file(path), path);
   const Shape in = keras.input_shape();
   if (in == sample_shape) return keras;
   if (!in.empty() && shape_size(in) != shape_size(sample_shape))
@@ -97,7 +105,7 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
     list = "dense:128:relu,dropout:0.2,dense:" + out;
   else if (spec == "big")
     list = "dense:1000:relu,dropout:0.2,dense:1000:relu,dropout:0.2,dense:" + out;
-  else if (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json")
+  else if (is_json_file(spec))
     return model_from_json_file(spec, sample_shape);
   else
     list = spec;
@@ -106,6 +114,48 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
   std::vector<Layer> layers{Flatten(sample_shape)};
   for (const std::string& item : split(list, ',')) layers.push_back(parse_layer(item));
   return Sequential(std::move(layers), spec == "small" || spec == "big" ? spec : "sequential");
+}
+
+std::optional<TrainingConfig> training_config_from_spec(const std::string& spec) {
+  if (!is_json_file(spec)) return std::nullopt;
+  return training_config_from_json(read_model_file(spec), spec);
+}
+
+void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
+                        const std::string& json_help, const std::string& quiet_help) {
+  if (which & kModelOption)
+    cmd.add_option("--model", o.model,
+                   "small, big, a layer list such as dense:128:relu,dropout:0.2,dense:10:softmax, "
+                   "or a Keras model .json (model.to_json(), Keras 2 or 3)")
+        ->capture_default_str();
+  if (which & kDataOption)
+    cmd.add_option("--data", o.data,
+                   "auto, mnist-10k, a folder of the four IDX files, or a .npz file")
+        ->capture_default_str();
+  if (which & kSeedOption)
+    cmd.add_option("--seed", o.seed, "Seed of initial weights, shuffling and dropout")
+        ->capture_default_str();
+  if (which & kThreadsOption) {
+    // Checked while parsing, before any data is read; the library refuses the same counts.
+    const CLI::Validator limit(
+        [](std::string& text) {
+          try {
+            std::size_t used = 0;
+            const long long n = std::stoll(text, &used);
+            if (used == text.size()) return cpu_threads_problem(n);
+          } catch (const std::exception&) {
+          }
+          return std::string();  // not a whole number: the conversion says so
+        },
+        "", "thread count");
+    cmd.add_option("--threads", o.threads,
+                   "CPU threads (0: all cores; at most " + std::to_string(max_cpu_threads()) +
+                       ", 4 x the logical cores: more threads than cores only wait for each other)")
+        ->check(limit)
+        ->capture_default_str();
+  }
+  if (which & kJsonOption) cmd.add_option("--json", o.json, json_help);
+  if (which & kQuietOption) cmd.add_flag("--quiet", o.quiet, quiet_help);
 }
 
 void check_writable(const std::string& flag, const std::string& path) {
