@@ -164,8 +164,8 @@ TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
 
 TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
   // 100,000 threads crashed libgomp (exit 139); every subcommand now refuses before any work.
-  for (const std::string cmd : {"train", "evaluate --load m.safetensors", "compare", "explain",
-                                "sweep", "calibrate"}) {
+  for (const std::string cmd :
+       {"train", "evaluate --load m.safetensors", "compare", "explain", "sweep", "calibrate"}) {
     expect_usage_error(cmd + " --threads 100000", "--threads: 100000 is more than");
     expect_usage_error(cmd + " --threads -1", "--threads");
     const auto help = run_crossover(cmd + " --help");
@@ -186,7 +186,8 @@ TEST(Cli, AModelTooLargeForMemorySaysHowManyBytesItNeedsAndHowManyThereAre) {
   // (784 x 10^9 + 10^9 + 10^9 x 10 + 10, rounded up to 16) parameters, 4 floats each (value,
   // gradient, two optimizer slots): 12.7 TB, refused before anything is allocated.
   const auto r = run_crossover(
-      "train --data mnist-10k --epochs 1 --threads 1 --model dense:1000000000:relu,dense:10:softmax");
+      "train --data mnist-10k --epochs 1 --threads 1 --model "
+      "dense:1000000000:relu,dense:10:softmax");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("need 12720000000256 bytes (11.6 TiB) of cpu memory, but "),

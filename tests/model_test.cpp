@@ -272,8 +272,7 @@ TEST(Memory, AModelLargerThanTheDeviceIsRefusedInBytesBeforeAllocating) {
     const std::string m = e.what();
     EXPECT_EQ(m.rfind("huge: the parameters, their gradients and the optimizer's state", 0), 0u)
         << m;
-    EXPECT_NE(m.find("need 12720000000256 bytes (11.6 TiB) of cpu memory, but "),
-              std::string::npos)
+    EXPECT_NE(m.find("need 12720000000256 bytes (11.6 TiB) of cpu memory, but "), std::string::npos)
         << m;
     EXPECT_NE(m.find("are available ("), std::string::npos) << m;
   }
