@@ -314,6 +314,28 @@ TEST(Memory, AFailedAllocationSaysHowManyBytesWereAskedForAndAreAvailable) {
 #endif
 }
 
+TEST(Training, WithoutInitialWeightsTheParametersStartAtZero) {
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {},
+                {.threads = 1, .initialize_weights = false});
+  for (const NamedTensor& w : model.get_weights())
+    for (int64_t i = 0; i < w.value.size(); ++i) ASSERT_EQ(w.value[i], 0.0f) << w.name;
+}
+
+TEST(Training, TraceTrainingStepTakesOneStepAsFitDoes) {
+  // A model whose input shape is known only from the sample shape given.
+  Sequential model({Dense(8, "relu"), Dense(3, "softmax")});
+  model.compile(SGD(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 2});
+  EXPECT_THROW(model.trace_training_step(4), Error);  // no input shape known yet
+  model.trace_training_step(4, {5});
+  EXPECT_EQ(model.input_shape(), (Shape{5}));
+  EXPECT_EQ(model.optimizer_steps(), 1);
+  model.trace_training_step(2);
+  EXPECT_EQ(model.optimizer_steps(), 2);
+  EXPECT_THROW(model.trace_training_step(0), Error);
+  EXPECT_THROW(model.trace_training_step(4, {6}), Error);  // not the shape it was built for
+}
+
 TEST(Training, CtrlCStopsAfterTheCurrentStepAndKeepsTheModel) {
   struct Interrupter : Callback {
     void on_epoch_begin(Sequential&, int epoch) override {

@@ -151,6 +151,107 @@ TEST(CostModel, BigAtBatch32Shapes) {
   EXPECT_EQ(calls, 16);
 }
 
+std::vector<std::string> op_names(const std::vector<Op>& ops) {
+  std::vector<std::string> names;
+  for (const Op& o : ops) names.push_back(o.name);
+  return names;
+}
+
+perf::ModelDesc desc_of(std::vector<Layer> layers, int64_t input_width, OptimizerConfig optimizer,
+                        std::string loss) {
+  perf::ModelDesc d;
+  d.input_width = input_width;
+  d.layers = std::move(layers);
+  d.optimizer = optimizer;
+  d.loss = std::move(loss);
+  return d;
+}
+
+TEST(CostModel, OpListFollowsSigmoidTanhLayersCategoricalLossAndSgd) {
+  const perf::ModelDesc m =
+      desc_of({Flatten({20}), Dense(16, "sigmoid"), Dense(8, "tanh"), Dense(4, "softmax")}, 20,
+              SGD({.momentum = 0.9}), "categorical_crossentropy");
+  const std::vector<Op> ops = perf::step_ops(m, 5, DeviceKind::cpu, Mode::resident);
+  EXPECT_EQ(
+      op_names(ops),
+      (std::vector<std::string>{
+          "host: step dispatch (16 backend calls)", "gather batch x", "gather batch y",
+          "dense forward 20->16", "dense sigmoid forward", "dense_1 forward 16->8",
+          "dense_1 tanh forward", "dense_2 forward 8->4", "loss forward+backward",
+          "dense_2 backward weights 8->4", "dense_2 backward input 8->4", "dense_1 tanh backward",
+          "dense_1 backward weights 16->8", "dense_1 backward input 16->8",
+          "dense sigmoid backward", "dense backward weights 20->16", "sgd update"}));
+  const Op& y = find_op(ops, "gather batch y");  // one-hot targets: rows of 4
+  EXPECT_EQ(y.kernel, "gather_rows");
+  EXPECT_EQ(y.elements, 5 * 4);
+  EXPECT_EQ(find_op(ops, "dense sigmoid forward").kernel, "sigmoid_forward");
+  EXPECT_EQ(find_op(ops, "dense_1 tanh backward").kernel, "tanh_backward");
+  EXPECT_EQ(find_op(ops, "dense_1 tanh backward").bytes_read, 2 * 4 * 5 * 8);
+  const Op& loss = find_op(ops, "loss forward+backward");
+  EXPECT_EQ(loss.kernel, "loss");
+  EXPECT_EQ(loss.bytes_read, 4 * (5 * 4 + 5 * 4));  // the logits and the one-hot targets
+  const Op& sgd = find_op(ops, "sgd update");
+  const int64_t params = 20 * 16 + 16 + 16 * 8 + 8 + 8 * 4 + 4;
+  EXPECT_EQ(sgd.elements, params);
+  EXPECT_EQ(m.parameters(), params);
+  EXPECT_EQ(sgd.bytes_read, 4 * params * 3);  // value, gradient, velocity
+  EXPECT_EQ(sgd.bytes_written, 4 * params * 2);
+}
+
+TEST(CostModel, OpListFollowsABinaryOutputAndRmsprop) {
+  const perf::ModelDesc m = desc_of({Flatten({10}), Dense(6, "relu"), Dense(1, "sigmoid")}, 10,
+                                    RMSprop(), "binary_crossentropy");
+  const std::vector<Op> ops = perf::step_ops(m, 7, DeviceKind::cpu, Mode::resident);
+  EXPECT_EQ(op_names(ops),
+            (std::vector<std::string>{
+                "host: step dispatch (10 backend calls)", "gather batch x", "gather batch y",
+                "dense forward 10->6", "dense_1 forward 6->1", "loss forward+backward",
+                "dense_1 backward weights 6->1", "dense_1 backward input 6->1",
+                "dense relu backward", "dense backward weights 10->6", "rmsprop update"}));
+  EXPECT_EQ(find_op(ops, "gather batch y").kernel, "gather_labels");
+  EXPECT_EQ(find_op(ops, "dense relu backward").kernel, "relu_backward");
+  const int64_t params = 10 * 6 + 6 + 6 + 1;
+  EXPECT_EQ(find_op(ops, "rmsprop update").bytes_read, 4 * params * 3);  // value, grad, mean sq.
+}
+
+TEST(CostModel, OpListFollowsActivationLayersLinearDenseAndMse) {
+  const perf::ModelDesc m = desc_of({Flatten({12}), Dense(8), Activation("tanh"), Dense(2)}, 12,
+                                    Adam(), "mean_squared_error");
+  const std::vector<Op> ops = perf::step_ops(m, 4, DeviceKind::cpu, Mode::resident);
+  EXPECT_EQ(op_names(ops),
+            (std::vector<std::string>{
+                "host: step dispatch (12 backend calls)", "gather batch x", "gather batch y",
+                "dense forward 12->8", "activation tanh forward", "dense_1 forward 8->2",
+                "loss forward+backward", "dense_1 backward weights 8->2",
+                "dense_1 backward input 8->2", "activation tanh backward", "dense linear backward",
+                "dense backward weights 12->8", "adam update"}));
+  // The model calls the linear Dense's activation backward in place: a call that does nothing.
+  const Op& id = find_op(ops, "dense linear backward");
+  EXPECT_EQ(id.kernel, "identity");
+  EXPECT_EQ(id.bytes_read + id.bytes_written, 0);
+  EXPECT_EQ(find_op(ops, "activation tanh forward").layer, "activation");
+  EXPECT_EQ(find_op(ops, "loss forward+backward").bytes_read, 4 * (4 * 2 + 4 * 2));
+}
+
+TEST(CostModel, AnUncompiledModelIsDescribedWithAdamAndSparseLabels) {
+  // compare and sweep describe a model before compiling it.
+  const Sequential probe({Flatten({6, 6}), Dense(4, "relu"), Dense(3, "softmax")});
+  const std::vector<Op> ops =
+      perf::step_ops(perf::describe(probe), 2, DeviceKind::cpu, Mode::resident);
+  EXPECT_EQ(find_op(ops, "gather batch y").kernel, "gather_labels");
+  EXPECT_EQ(find_op(ops, "loss forward+backward").kernel, "loss_sparse_softmax");
+  EXPECT_EQ(ops.back().name, "adam update");
+}
+
+TEST(CostModel, RecordsAWideStepWithoutItsMemory) {
+  // 285 million parameters (4.6 GB with gradients and Adam's state): recorded in address space.
+  const perf::ModelDesc wide = perf::mlp(784, {16384, 16384}, 10, 0.2);
+  const std::vector<Op> ops = perf::step_ops(wide, 1024, DeviceKind::gpu, Mode::resident);
+  EXPECT_EQ(find_op(ops, "dense_1 forward 16384->16384").flops, 2 * 1024 * 16384LL * 16384);
+  EXPECT_EQ(find_op(ops, "adam update").elements,
+            784 * 16384 + 16384 + 16384LL * 16384 + 16384 + 16384 * 10 + 10);
+}
+
 TEST(CostModel, GpuModesAddLaunchesCopiesAndSyncs) {
   const auto resident = perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::resident);
   const auto naive = perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::naive);
@@ -404,6 +505,138 @@ TEST(BackendWrappers, TimingCountsEveryCallOfTheCostModelsOpList) {
   for (double s : pt.seconds) attributed += s;
   EXPECT_LE(attributed, pt.step_wall_seconds * (1 + 1e-9));
   EXPECT_EQ(pt.seconds[size_t(Phase::h2d_copy)], 0.0);  // nothing copied inside a resident step
+}
+
+// Logs the calls a real step makes (inside each replay), with the shape the op list gives them.
+class CallLog final : public perf::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  struct Entry {
+    std::string call;
+    int64_t m = 0, k = 0, n = 0;
+    std::vector<int64_t> segments;
+  };
+  std::vector<std::vector<Entry>> steps;
+
+  std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool use_graph) override {
+    struct Graph final : StepGraph {
+      CallLog& log;
+      std::unique_ptr<StepGraph> inner;
+      Graph(CallLog& l, std::unique_ptr<StepGraph> g) : log(l), inner(std::move(g)) {}
+      void replay() override {
+        log.steps.emplace_back();
+        log.in_step_ = true;
+        inner->replay();
+        log.in_step_ = false;
+      }
+    };
+    return std::make_unique<Graph>(*this, inner().capture(std::move(enqueue), use_graph));
+  }
+  void gather_rows(const float* src, int64_t cols, const int32_t* idx, int64_t batch,
+                   const StepCounters* c, int64_t m, float* dst) override {
+    log("gather_rows", m, 0, cols);
+    inner().gather_rows(src, cols, idx, batch, c, m, dst);
+  }
+  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
+                     int64_t n, ActivationKind act) override {
+    log("dense_forward", m, k, n);
+    inner().dense_forward(x, w, b, y, m, k, n, act);
+  }
+  void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
+                              int64_t k, int64_t n) override {
+    log("dense_backward_weights", m, k, n);
+    inner().dense_backward_weights(x, dy, dw, db, m, k, n);
+  }
+  void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
+                            int64_t n) override {
+    log("dense_backward_input", m, k, n);
+    inner().dense_backward_input(dy, w, dx, m, k, n);
+  }
+  void activation_forward(ActivationKind a, const float* x, float* y, int64_t m,
+                          int64_t n) override {
+    log("activation_forward", m, 0, n);
+    inner().activation_forward(a, x, y, m, n);
+  }
+  void activation_backward(ActivationKind a, const float* y, const float* dy, float* dx, int64_t m,
+                           int64_t n) override {
+    log("activation_backward", m, 0, n);
+    inner().activation_backward(a, y, dy, dx, m, n);
+  }
+  void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
+                       uint64_t seed, uint32_t layer, const StepCounters* c) override {
+    log("dropout_forward", m, 0, n);
+    inner().dropout_forward(x, y, mask, m, n, rate, seed, layer, c);
+  }
+  void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
+                        float rate) override {
+    log("dropout_backward", m, 0, n);
+    inner().dropout_backward(dy, mask, dx, m, n, rate);
+  }
+  void relu_dropout_backward(const float* y, const uint8_t* mask, const float* dy, float* dz,
+                             int64_t m, int64_t n, float rate) override {
+    log("relu_dropout_backward", m, 0, n);
+    inner().relu_dropout_backward(y, mask, dy, dz, m, n, rate);
+  }
+  void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
+                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
+                             StepCounters* counters) override {
+    log("loss_forward_backward", m, 0, c);
+    inner().loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters);
+  }
+  void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
+                      StepCounters* counters) override {
+    log("optimizer_step", 0, 0, 0);
+    if (in_step_)
+      for (const ParamSlot& p : params) steps.back().back().segments.push_back(p.n);
+    inner().optimizer_step(config, params, counters);
+  }
+
+ private:
+  void log(const char* call, int64_t m, int64_t k, int64_t n) {
+    if (in_step_) steps.back().push_back({call, m, k, n, {}});
+  }
+  bool in_step_ = false;
+};
+
+TEST(CostModel, OpListIsTheCallsARealFitStepMakes) {
+  // Every kind of layer, a one-hot loss, SGD with momentum; 70 samples at batch 16: four full
+  // steps and a ragged one of 6 rows.
+  auto make = [] {
+    return Sequential({Flatten({6, 6}), Dense(16, "sigmoid"), Dense(12, "relu"), Dropout(0.25),
+                       Dense(8), Activation("tanh"), Dropout(0.1), Dense(3, "softmax")});
+  };
+  const TinyData d = tiny_data(70);
+  Tensor onehot({70, 3});
+  for (int64_t i = 0; i < 70; ++i) onehot[i * 3 + int64_t(d.y[i])] = 1.0f;
+  CallLog* log = nullptr;
+  Sequential m = make();
+  CompileOptions o{.device = "cpu", .threads = 1, .seed = 5};
+  o.wrap_backend = [&](std::unique_ptr<Backend> b) -> std::unique_ptr<Backend> {
+    auto l = std::make_unique<CallLog>(std::move(b));
+    log = l.get();
+    return l;
+  };
+  m.compile(SGD({.momentum = 0.9}), "categorical_crossentropy", {}, o);
+  m.fit(d.x, onehot, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0});
+  ASSERT_NE(log, nullptr);
+  ASSERT_EQ(log->steps.size(), 5u);
+  const std::vector<std::pair<std::size_t, int64_t>> cases = {{0, 16}, {4, 6}};
+  for (const auto& [step, rows] : cases) {
+    const std::vector<Op> ops =
+        perf::step_ops(perf::describe(m), rows, DeviceKind::cpu, Mode::resident);
+    ASSERT_EQ(ops.front().phase, Phase::host_overhead);
+    const auto& made = log->steps[step];
+    ASSERT_EQ(ops.size() - 1, made.size()) << "rows " << rows;
+    for (std::size_t i = 0; i < made.size(); ++i) {
+      const Op& op = ops[i + 1];
+      SCOPED_TRACE(op.name);
+      EXPECT_EQ(op.call, made[i].call);
+      EXPECT_EQ(op.m, made[i].m);
+      EXPECT_EQ(op.k, made[i].k);
+      EXPECT_EQ(op.n, made[i].n);
+      EXPECT_EQ(op.segments, made[i].segments);
+    }
+  }
 }
 
 TEST(ChooseDevice, WithoutAGpuItIsTheCpuAndSaysWhy) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace crossover {
 
@@ -178,6 +179,13 @@ class Backend {
                               StepCounters* counters) = 0;
   // counters->batch_index += 1 without an update (evaluation steps).
   virtual void advance_batch(StepCounters* counters) = 0;
+
+  // ---- annotation ----
+  // Names what the calls that follow belong to, until the next set_scope: the model passes a
+  // layer's name ("dense_1") around each layer's calls, and "batch x", "batch y", "loss",
+  // "optimizer" around a step's own. Host-side only, never part of a captured graph; a backend
+  // ignores it, a wrapper that records or times calls may read it.
+  virtual void set_scope(std::string_view name) { (void)name; }
 };
 
 // The most threads the CPU backend takes: 4 x the logical cores it may run on. More threads than

@@ -266,7 +266,7 @@ struct Sequential::Impl {
     slots.clear();
     for (const Param& p : params)
       slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
-    initialize_weights(copts.seed);
+    if (copts.initialize_weights) initialize_weights(copts.seed);
   }
 
   // Keras's defaults: kernels glorot-uniform, limit sqrt(6 / (fan_in + fan_out)); biases zero.
@@ -361,6 +361,7 @@ struct Sequential::Impl {
       const float* x = layer_input(plan, i, training);
       float* y = plan.outputs[i].as<float>();
       const bool defer = static_cast<int>(i) == deferred;
+      backend->set_scope(l.name);
       switch (l.type) {
         case LayerType::input:
         case LayerType::flatten:
@@ -406,6 +407,7 @@ struct Sequential::Impl {
       const Layer& l = layers[ui];
       const LayerInfo& li = info[ui];
       const float* y = layer_output(plan, ui, true);
+      backend->set_scope(l.name);
       switch (l.type) {
         case LayerType::input:
         case LayerType::flatten:
@@ -456,30 +458,38 @@ struct Sequential::Impl {
     return layer_output(plan, layers.size() - 1, training);
   }
 
-  void train_step(Plan& plan, const DeviceData& d, int64_t m, uint64_t seed) {
-    StepCounters* ctr = train_counters();
+  void gather_batch(Plan& plan, const DeviceData& d, int64_t m, const StepCounters* ctr) {
+    backend->set_scope("batch x");
     backend->gather_rows(d.x.as<float>(), d.x_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
                          plan.input.as<float>());
+    backend->set_scope("batch y");
     backend->gather_rows(d.y.as<float>(), d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
                          plan.targets.as<float>());
+  }
+
+  void train_step(Plan& plan, const DeviceData& d, int64_t m, uint64_t seed) {
+    StepCounters* ctr = train_counters();
+    gather_batch(plan, d, m, ctr);
     forward(plan, m, true, false, seed, ctr);
+    backend->set_scope("loss");
     backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
                                    plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), m,
                                    output_width(), ctr);
     backward(plan, m);
+    backend->set_scope("optimizer");
     backend->optimizer_step(opt, slots, ctr);
+    backend->set_scope("");
   }
 
   void eval_step(Plan& plan, const DeviceData& d, int64_t m) {
     StepCounters* ctr = eval_counters();
-    backend->gather_rows(d.x.as<float>(), d.x_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
-                         plan.input.as<float>());
-    backend->gather_rows(d.y.as<float>(), d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
-                         plan.targets.as<float>());
+    gather_batch(plan, d, m, ctr);
     forward(plan, m, false, false, 0, ctr);
+    backend->set_scope("loss");
     backend->loss_forward_backward(loss, final_activation(), final_output(plan, false),
                                    plan.targets.as<float>(), nullptr, nullptr, m, output_width(),
                                    ctr);
+    backend->set_scope("");
     backend->advance_batch(ctr);
   }
 
@@ -606,7 +616,10 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
       throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
-  auto backend = make_backend(options.device, options.threads, options.precision);
+  auto backend = options.make_backend
+                     ? options.make_backend()
+                     : make_backend(options.device, options.threads, options.precision);
+  if (!backend) throw Error("compile", "make_backend returned no backend");
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   m.plans.clear();
   m.arena.reset();
@@ -819,6 +832,33 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
                         static_cast<std::size_t>(rows * c) * sizeof(float));
   }
   return out;
+}
+
+void Sequential::trace_training_step(int64_t rows, const Shape& sample_shape) {
+  Impl& m = *impl_;
+  m.require_compiled("trace_training_step");
+  if (rows < 1) throw Error("trace_training_step", "a step needs at least one row");
+  if (!m.built && sample_shape.empty())
+    throw Error("trace_training_step", "the model's input shape is not known: give a sample shape");
+  m.build(m.built && sample_shape.empty() ? m.input_shape : sample_shape);
+  if (m.arena.bytes() == 0) m.allocate_parameters();
+  Shape x_shape = {rows};
+  x_shape.insert(x_shape.end(), m.input_shape.begin(), m.input_shape.end());
+  const Tensor x(x_shape);
+  const Tensor y(m.loss == LossKind::sparse_categorical_crossentropy
+                     ? Shape{rows}
+                     : Shape{rows, m.output_width()});
+  const Impl::DeviceData d = m.upload_data(x, y, 0, rows);
+  Impl::Plan& plan = m.plan_for(rows);
+  StepCounters c = m.read_counters(m.train_counters());  // as an epoch starts: batch 0
+  c.batch_index = 0;
+  c.loss_sum = c.correct_sum = c.sample_count = 0;
+  m.write_counters(m.train_counters(), c);
+  const uint64_t seed = m.copts.seed;
+  auto step = m.backend->capture([&m, &plan, &d, rows, seed] { m.train_step(plan, d, rows, seed); },
+                                 m.copts.graphs);
+  step->replay();
+  m.backend->synchronize();
 }
 
 std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y) {

@@ -35,8 +35,14 @@ struct CompileOptions {
   // CUDA GEMM arithmetic: "fp32" (default, TF32 off), "tf32", or "bf16" (bf16 operands, fp32
   // accumulation and master weights): faster and less exact. The CPU computes in fp32 only.
   std::string precision = "fp32";
+  // Optional: creates the backend in place of `device`'s (then `threads` and `precision` are not
+  // used): a tool's own backend, such as perf/'s, which records a step's calls without a device.
+  std::function<std::unique_ptr<Backend>()> make_backend;
   // Optional: wraps the device's backend (perf/ uses it to time every kernel call by phase).
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend;
+  // false: the parameters start as zeros instead of Keras's initial weights, with no host work
+  // per parameter (for tools that only look at the calls a step makes, at any width).
+  bool initialize_weights = true;
 };
 
 // How fit reports progress: Keras's verbose=1 (a bar, redrawn), 2 (a line per epoch), 0 (none).
@@ -125,6 +131,14 @@ class Sequential {
   void stop_training();
   double learning_rate() const;
   void set_learning_rate(double lr);
+
+  // Makes the backend calls of one training step on `rows` samples exactly as fit makes each step
+  // (the same step function, captured with Backend::capture and replayed once), on data of zeros:
+  // for tools that install a backend (CompileOptions) to see what a step asks of it; perf/'s cost
+  // model takes its op list from it. Requires a compiled model; `sample_shape` (one sample's
+  // shape, as fit takes it from x) is needed when the input shape is not known yet. The step
+  // updates the weights as fit would. Throws Error for rows < 1.
+  void trace_training_step(int64_t rows, const Shape& sample_shape = {});
 
   // The gradients of the mean batch loss for one batch (x, y) with dropout off: for tests
   // (finite-difference checks) and tools; does not update the weights.

@@ -38,7 +38,11 @@ TimingBackend::TimingBackend(std::unique_ptr<Backend> inner, bool instrument)
 }
 
 template <class F>
-void TimingBackend::timed(Phase phase, bool host_is_phase, F&& f) {
+void TimingBackend::timed(Call call, F&& f) {
+  // The host time of a copy or a synchronize() is the phase's work; of a kernel, its launch.
+  const Phase phase = call_phase(call);
+  const bool host_is_phase =
+      call == Call::upload || call == Call::download || call == Call::synchronize;
   if (!enabled_ || !in_step_) {
     f();
     return;
@@ -95,27 +99,27 @@ class TimedGraph final : public Backend::StepGraph {
 };
 
 void TimingBackend::upload(void* dst, const void* src, std::size_t bytes) {
-  timed(Phase::h2d_copy, true, [&] { inner_->upload(dst, src, bytes); });
+  timed(Call::upload, [&] { inner_->upload(dst, src, bytes); });
 }
 void TimingBackend::download(void* dst, const void* src, std::size_t bytes) {
-  timed(Phase::d2h_copy, true, [&] { inner_->download(dst, src, bytes); });
+  timed(Call::download, [&] { inner_->download(dst, src, bytes); });
 }
 void TimingBackend::download_async(void* dst, const void* src, std::size_t bytes) {
-  timed(Phase::d2h_copy, true, [&] { inner_->download_async(dst, src, bytes); });
+  timed(Call::download, [&] { inner_->download_async(dst, src, bytes); });
 }
 void TimingBackend::fill(float* dst, float value, int64_t n) {
-  timed(Phase::elementwise, false, [&] { inner_->fill(dst, value, n); });
+  timed(Call::fill, [&] { inner_->fill(dst, value, n); });
 }
 void TimingBackend::synchronize() {
   if (!enabled_ || !in_step_ || !instrument_) {
-    timed(Phase::sync_wait, true, [&] { inner_->synchronize(); });
+    timed(Call::synchronize, [&] { inner_->synchronize(); });
     return;
   }
   // Instrumented: everything before was already waited for; this costs the round trip.
   const auto t0 = Clock::now();
   inner_->synchronize();
   const double t = since(t0, Clock::now());
-  times_.seconds[static_cast<std::size_t>(Phase::sync_wait)] += t;
+  times_.seconds[static_cast<std::size_t>(call_phase(Call::synchronize))] += t;
   ++times_.calls;
   if (times_.by_position.size() <= position_) times_.by_position.resize(position_ + 1, 0.0);
   times_.by_position[position_++] += t;
@@ -127,57 +131,58 @@ std::unique_ptr<Backend::StepGraph> TimingBackend::capture(std::function<void()>
 void TimingBackend::gather_rows(const float* src, int64_t cols, const int32_t* indices,
                                 int64_t batch, const StepCounters* counters, int64_t m,
                                 float* dst) {
-  timed(Phase::elementwise, false,
+  timed(Call::gather_rows,
         [&] { inner_->gather_rows(src, cols, indices, batch, counters, m, dst); });
 }
 void TimingBackend::dense_forward(const float* x, const float* w, const float* b, float* y,
                                   int64_t m, int64_t k, int64_t n, ActivationKind act) {
-  timed(Phase::gemm, false, [&] { inner_->dense_forward(x, w, b, y, m, k, n, act); });
+  timed(Call::dense_forward, [&] { inner_->dense_forward(x, w, b, y, m, k, n, act); });
 }
 void TimingBackend::dense_backward_weights(const float* x, const float* dy, float* dw, float* db,
                                            int64_t m, int64_t k, int64_t n) {
-  timed(Phase::gemm, false, [&] { inner_->dense_backward_weights(x, dy, dw, db, m, k, n); });
+  timed(Call::dense_backward_weights,
+        [&] { inner_->dense_backward_weights(x, dy, dw, db, m, k, n); });
 }
 void TimingBackend::dense_backward_input(const float* dy, const float* w, float* dx, int64_t m,
                                          int64_t k, int64_t n) {
-  timed(Phase::gemm, false, [&] { inner_->dense_backward_input(dy, w, dx, m, k, n); });
+  timed(Call::dense_backward_input, [&] { inner_->dense_backward_input(dy, w, dx, m, k, n); });
 }
 void TimingBackend::activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                                        int64_t n) {
-  timed(Phase::elementwise, false, [&] { inner_->activation_forward(act, x, y, m, n); });
+  timed(Call::activation_forward, [&] { inner_->activation_forward(act, x, y, m, n); });
 }
 void TimingBackend::activation_backward(ActivationKind act, const float* y, const float* dy,
                                         float* dx, int64_t m, int64_t n) {
-  timed(Phase::elementwise, false, [&] { inner_->activation_backward(act, y, dy, dx, m, n); });
+  timed(Call::activation_backward, [&] { inner_->activation_backward(act, y, dy, dx, m, n); });
 }
 void TimingBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n,
                                     float rate, uint64_t seed, uint32_t layer,
                                     const StepCounters* counters) {
-  timed(Phase::elementwise, false,
+  timed(Call::dropout_forward,
         [&] { inner_->dropout_forward(x, y, mask, m, n, rate, seed, layer, counters); });
 }
 void TimingBackend::dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m,
                                      int64_t n, float rate) {
-  timed(Phase::elementwise, false, [&] { inner_->dropout_backward(dy, mask, dx, m, n, rate); });
+  timed(Call::dropout_backward, [&] { inner_->dropout_backward(dy, mask, dx, m, n, rate); });
 }
 void TimingBackend::relu_dropout_backward(const float* y, const uint8_t* mask, const float* dy,
                                           float* dz, int64_t m, int64_t n, float rate) {
-  timed(Phase::elementwise, false,
+  timed(Call::relu_dropout_backward,
         [&] { inner_->relu_dropout_backward(y, mask, dy, dz, m, n, rate); });
 }
 void TimingBackend::loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                                           const float* targets, float* probs, float* d_out,
                                           int64_t m, int64_t c, StepCounters* counters) {
-  timed(Phase::elementwise, false, [&] {
+  timed(Call::loss_forward_backward, [&] {
     inner_->loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters);
   });
 }
 void TimingBackend::optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                                    StepCounters* counters) {
-  timed(Phase::optimizer, false, [&] { inner_->optimizer_step(config, params, counters); });
+  timed(Call::optimizer_step, [&] { inner_->optimizer_step(config, params, counters); });
 }
 void TimingBackend::advance_batch(StepCounters* counters) {
-  timed(Phase::elementwise, false, [&] { inner_->advance_batch(counters); });
+  timed(Call::advance_batch, [&] { inner_->advance_batch(counters); });
 }
 
 // ---- NaiveBackend -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "perf/cost_model.h"
+#include "perf/recording.h"
 
 namespace crossover::perf {
 
@@ -91,6 +92,7 @@ class ForwardingBackend : public Backend {
     inner_->optimizer_step(config, params, counters);
   }
   void advance_batch(StepCounters* counters) override { inner_->advance_batch(counters); }
+  void set_scope(std::string_view name) override { inner_->set_scope(name); }
 
  protected:
   std::unique_ptr<Backend> inner_;
@@ -161,9 +163,9 @@ class TimingBackend final : public ForwardingBackend {
 
  private:
   friend class TimedGraph;
-  // `host_is_phase`: the call's host time is the phase's work (copies, synchronize), not a launch.
+  // Times `f`, the backend call `call`, into call_phase(call).
   template <class F>
-  void timed(Phase phase, bool host_is_phase, F&& f);
+  void timed(Call call, F&& f);
 
   bool instrument_ = false;
   bool enabled_ = true;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
+#include "perf/backend_wrappers.h"
 
 namespace crossover::perf {
 
@@ -18,12 +19,6 @@ namespace {
 
 constexpr int64_t kFloat = 4;
 constexpr int64_t kCountersBytes = static_cast<int64_t>(sizeof(StepCounters));
-
-std::string act_kernel(ActivationKind a, const char* dir) {
-  return std::string(activation_name(a)) + "_" + dir;
-}
-
-bool is_param_layer(const Layer& l) { return l.type == LayerType::dense; }
 
 }  // namespace
 
@@ -62,13 +57,10 @@ Mode parse_mode(const std::string& text, const std::string& where) {
 }
 
 int64_t ModelDesc::parameters() const {
-  int64_t n = 0, width = input_width;
-  for (const Layer& l : layers) {
-    if (l.type == LayerType::dense) {
-      n += width * l.units + (l.use_bias ? l.units : 0);
-      width = l.units;
-    }
-  }
+  // As the model's own optimizer step sees them: one segment per parameter tensor.
+  int64_t n = 0;
+  for (const BackendCall& c : record_step(*this, 1, Mode::resident))
+    for (int64_t s : c.segments) n += s;
   return n;
 }
 
@@ -79,12 +71,10 @@ ModelDesc describe(const Sequential& model) {
   d.input_width = 1;
   for (int64_t v : in) d.input_width *= v;
   d.layers = model.layers();
-  d.optimizer = model.optimizer().kind;
-  const std::string& loss = model.loss_name();
-  d.loss = loss == "categorical_crossentropy" ? LossKind::categorical_crossentropy
-           : loss == "binary_crossentropy"    ? LossKind::binary_crossentropy
-           : loss == "mean_squared_error"     ? LossKind::mean_squared_error
-                                              : LossKind::sparse_categorical_crossentropy;
+  if (model.compiled()) {  // else the defaults: Adam, sparse categorical cross-entropy
+    d.optimizer = model.optimizer();
+    d.loss = model.loss_name();
+  }
   return d;
 }
 
@@ -101,284 +91,238 @@ ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t c
   return d;
 }
 
-// ---- the op list: Sequential::Impl::train_step, call for call --------------------------------
+// ---- the op list: the step's own calls, recorded -----------------------------------------------
+std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Mode mode) {
+  if (rows < 1) throw Error("cost model", "a step needs at least one row");
+  Sequential s(model.layers);
+  RecordingBackend* recorder = nullptr;
+  CompileOptions o;
+  o.graphs = mode == Mode::resident;
+  o.initialize_weights = false;  // the calls do not depend on the values
+  o.make_backend = [&recorder]() -> std::unique_ptr<Backend> {
+    auto r = std::make_unique<RecordingBackend>();
+    recorder = r.get();
+    return r;
+  };
+  if (mode == Mode::naive)
+    o.wrap_backend = [](std::unique_ptr<Backend> b) -> std::unique_ptr<Backend> {
+      return std::make_unique<NaiveBackend>(std::move(b));
+    };
+  s.compile(model.optimizer, model.loss, {}, o);
+  s.trace_training_step(rows, s.input_shape().empty() ? Shape{model.input_width} : Shape{});
+  return recorder->calls();
+}
+
+Phase call_phase(Call call) {
+  switch (call) {
+    case Call::upload:
+      return Phase::h2d_copy;
+    case Call::download:
+      return Phase::d2h_copy;
+    case Call::synchronize:
+      return Phase::sync_wait;
+    case Call::dense_forward:
+    case Call::dense_backward_weights:
+    case Call::dense_backward_input:
+      return Phase::gemm;
+    case Call::optimizer_step:
+      return Phase::optimizer;
+    case Call::fill:
+    case Call::gather_rows:
+    case Call::activation_forward:
+    case Call::activation_backward:
+    case Call::dropout_forward:
+    case Call::dropout_backward:
+    case Call::relu_dropout_backward:
+    case Call::loss_forward_backward:
+    case Call::advance_batch:
+      return Phase::elementwise;
+  }
+  return Phase::elementwise;
+}
+
+Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
+  const bool gpu = device == DeviceKind::gpu;
+  const bool naive = mode == Mode::naive;
+  const int64_t m = c.m, n = c.n, k = c.k, mn = c.m * c.n;
+  const std::string at = c.scope.empty() ? "" : c.scope + " ";
+  Op o;
+  o.call = call_name(c.call);
+  o.phase = call_phase(c.call);
+  o.m = m, o.n = n, o.k = k;
+  o.calls = 1;
+  o.launches = gpu ? 1 : 0;  // one kernel (one graph node in resident mode), unless said below
+  auto in_layer = [&] { o.layer = c.scope; };
+  auto gemm = [&](const char* kernel, int64_t batch, int64_t in, int64_t out) {
+    in_layer();
+    o.kernel = kernel;
+    o.flops = 2 * m * k * n;
+    o.batch = batch, o.in = in, o.out = out;
+  };
+  switch (c.call) {
+    // ---- host <-> device (inside a step only in naive mode: the NaiveBackend's copies) ----
+    case Call::upload:
+      o.name = "copy " + c.scope + " to device (pageable)";
+      o.kernel = "h2d_pageable";
+      o.elements = c.bytes / kFloat;
+      o.bytes_read = o.bytes_written = o.transfer_bytes = c.bytes;
+      o.launches = 0;
+      break;
+    case Call::download:
+      o.name = fmt::format("read back {} bytes (d2h)", c.bytes);
+      o.kernel = "d2h_pageable";
+      o.bytes_read = o.bytes_written = o.transfer_bytes = c.bytes;
+      o.launches = 0;
+      break;
+    case Call::synchronize:
+      o.name = "synchronize (each step)";
+      o.kernel = "sync";
+      o.launches = 0;
+      break;
+    case Call::fill:
+      o.name = at + "fill";
+      o.kernel = "fill";
+      o.elements = n;
+      o.bytes_written = kFloat * n;
+      break;
+    case Call::advance_batch:
+      o.name = "advance the batch counter";
+      o.kernel = "advance_batch";
+      o.elements = 1;
+      o.bytes_read = o.bytes_written = kCountersBytes;
+      break;
+    // ---- the batch: m rows of n columns by the epoch's indices ----
+    case Call::gather_rows:
+      o.name = "gather " + c.scope;
+      o.kernel = n == 1 ? "gather_labels" : "gather_rows";
+      o.elements = mn;
+      o.bytes_read = kFloat * mn + 4 * m;  // the rows and their int32 indices
+      o.bytes_written = kFloat * mn;
+      break;
+    // ---- GEMMs ----
+    case Call::dense_forward: {
+      gemm("gemm_forward", m, k, n);
+      o.name = fmt::format("{}forward {}->{}", at, k, n);
+      o.bytes_read = kFloat * (m * k + k * n + (c.bias ? n : 0));
+      o.bytes_written = kFloat * mn;
+      o.elements = mn;
+      // Naive mode (no graph): the bias and ReLU epilogue runs as its own kernel.
+      const bool epilogue = c.bias || c.act == ActivationKind::relu;
+      if (gpu && naive && epilogue) o.launches = 2;
+      break;
+    }
+    case Call::dense_backward_weights:
+      gemm("gemm_backward_weights", m, k, n);
+      o.name = fmt::format("{}backward weights {}->{}", at, k, n);
+      o.bytes_read = kFloat * (m * k + mn);
+      o.bytes_written = kFloat * (k * n + (c.bias ? n : 0));
+      o.elements = k * n;
+      if (gpu && naive && c.bias) o.launches = 2;  // the bias gradient, its own kernel
+      break;
+    case Call::dense_backward_input:
+      gemm("gemm_backward_input", m, k, n);
+      o.name = fmt::format("{}backward input {}->{}", at, k, n);
+      o.bytes_read = kFloat * (mn + k * n);
+      o.bytes_written = kFloat * m * k;
+      o.elements = m * k;
+      break;
+    // ---- elementwise over (m, n) ----
+    case Call::activation_forward:
+    case Call::activation_backward: {
+      in_layer();
+      const bool forward = c.call == Call::activation_forward;
+      o.name = fmt::format("{}{} {}", at, activation_name(c.act), forward ? "forward" : "backward");
+      o.elements = mn;
+      if (c.act == ActivationKind::linear && c.in_place) {
+        o.kernel = "identity";  // nothing to do: the call returns at once
+        o.launches = 0;
+      } else if (c.act == ActivationKind::linear) {
+        o.kernel = "copy";
+        o.bytes_read = o.bytes_written = kFloat * mn;
+      } else {
+        o.kernel = std::string(activation_name(c.act)) + (forward ? "_forward" : "_backward");
+        o.bytes_read = (forward ? 1 : 2) * kFloat * mn;  // backward: y and dy
+        o.bytes_written = kFloat * mn;
+      }
+      break;
+    }
+    case Call::dropout_forward:
+      in_layer();
+      o.name = at + "forward";
+      o.kernel = "dropout_forward";
+      o.elements = mn;
+      o.bytes_read = kFloat * mn;
+      o.bytes_written = kFloat * mn + mn;  // the output and the mask
+      break;
+    case Call::dropout_backward:
+      in_layer();
+      o.name = at + "backward";
+      o.kernel = "dropout_backward";
+      o.elements = mn;
+      o.bytes_read = kFloat * mn + mn;
+      o.bytes_written = kFloat * mn;
+      break;
+    case Call::relu_dropout_backward:
+      in_layer();
+      o.name = at + "+ relu backward";
+      o.kernel = "relu_dropout_backward";
+      o.elements = mn;
+      o.bytes_read = 2 * kFloat * mn;
+      o.bytes_written = kFloat * mn;
+      break;
+    // ---- the loss, fused with the output activation's backward ----
+    case Call::loss_forward_backward: {
+      const bool sparse = c.loss == LossKind::sparse_categorical_crossentropy;
+      o.name = at + (c.gradient ? "forward+backward" : "forward");
+      o.kernel = sparse && c.act == ActivationKind::softmax ? "loss_sparse_softmax" : "loss";
+      o.elements = mn;
+      o.bytes_read = kFloat * (mn + m * (sparse ? 1 : n));  // the output and the targets
+      o.bytes_written = c.gradient ? kFloat * mn : 0;
+      break;
+    }
+    // ---- the optimizer: every parameter, one call ----
+    case Call::optimizer_step: {
+      const OptimizerConfig& cfg = c.optimizer;
+      o.name = std::string(optimizer_name(cfg.kind)) + " update";
+      o.kernel = std::string(optimizer_name(cfg.kind));
+      o.segments = c.segments;
+      for (int64_t s : c.segments) o.elements += s;
+      // Per element it reads the value, the gradient and its state, and writes the value and the
+      // state: Adam's m and v, SGD's velocity (with momentum), RMSprop's mean square (and its
+      // momentum); clipping by the global norm reads every gradient once more first.
+      const int64_t slots = cfg.kind == OptimizerKind::adam  ? 2
+                            : cfg.kind == OptimizerKind::sgd ? (cfg.momentum > 0 ? 1 : 0)
+                                                             : 1 + (cfg.momentum > 0 ? 1 : 0);
+      o.bytes_read = kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 ? 1 : 0));
+      o.bytes_written = kFloat * o.elements * (1 + slots);
+      break;
+    }
+  }
+  return o;
+}
+
 std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, Mode mode) {
   if (device == DeviceKind::cpu && mode == Mode::naive)
     throw Error("--mode",
                 "naive mode applies to a GPU: the CPU has no launches or host-device copies");
-  if (m < 1) throw Error("cost model", "a step needs at least one row");
-  const bool gpu = device == DeviceKind::gpu;
-  const bool naive = mode == Mode::naive;
-  // Layer names as Sequential gives them (dense, dense_1, dropout, ...), where not given.
-  std::vector<Layer> layers = model.layers;
-  {
-    std::map<std::string, int> counts;
-    for (Layer& l : layers) {
-      if (!l.name.empty()) continue;
-      const std::string base = l.type == LayerType::input     ? "input_layer"
-                               : l.type == LayerType::flatten ? "flatten"
-                               : l.type == LayerType::dense   ? "dense"
-                               : l.type == LayerType::dropout ? "dropout"
-                                                              : "activation";
-      int& c = counts[base];
-      l.name = c == 0 ? base : base + "_" + std::to_string(c);
-      ++c;
-    }
-  }
-  const std::size_t L = layers.size();
-
-  // Widths, as Sequential::build computes them.
-  std::vector<int64_t> in_w(L), out_w(L);
-  int64_t width = model.input_width;
-  for (std::size_t i = 0; i < L; ++i) {
-    in_w[i] = width;
-    if (layers[i].type == LayerType::dense) width = layers[i].units;
-    out_w[i] = width;
-  }
-  const int64_t classes = out_w.back();
-  const int64_t target_cols = model.loss == LossKind::sparse_categorical_crossentropy ? 1 : classes;
-  const Layer& last = layers.back();
-  const int deferred = (last.type == LayerType::dense || last.type == LayerType::activation)
-                           ? static_cast<int>(L) - 1
-                           : -1;
-  const ActivationKind final_act = deferred >= 0 ? last.activation : ActivationKind::linear;
-
   std::vector<Op> ops;
-  auto elementwise = [&](std::string name, std::string layer, std::string kernel, int64_t elements,
-                         int64_t read, int64_t written) {
+  for (const BackendCall& c : record_step(model, m, mode)) ops.push_back(op_of(c, device, mode));
+  // Around the step: the host's dispatch of its calls (CPU), or the graph's launch (GPU
+  // resident). Naive mode's copies and sync are recorded calls already.
+  if (device == DeviceKind::cpu) {
     Op o;
-    o.name = std::move(name);
-    o.layer = std::move(layer);
-    o.phase = Phase::elementwise;
-    o.kernel = std::move(kernel);
-    o.elements = elements;
-    o.bytes_read = read;
-    o.bytes_written = written;
-    o.launches = gpu ? 1 : 0;
-    o.calls = 1;
-    ops.push_back(std::move(o));
-  };
-
-  // 1. The batch: gathered on the device from resident data, or (naive) gathered on the host
-  //    from pageable memory and copied.
-  auto batch_in = [&](const char* what, int64_t cols, const char* kernel) {
-    if (naive) {
-      Op o;
-      o.name = fmt::format("copy batch {} to device (pageable)", what);
-      o.phase = Phase::h2d_copy;
-      o.kernel = "h2d_pageable";
-      o.elements = m * cols;
-      o.bytes_read = m * cols * kFloat;
-      o.bytes_written = m * cols * kFloat;
-      o.transfer_bytes = m * cols * kFloat;
-      o.calls = 1;
-      ops.push_back(std::move(o));
-    } else {
-      elementwise(fmt::format("gather batch {}", what), "", kernel, m * cols,
-                  m * cols * kFloat + m * 4, m * cols * kFloat);
-    }
-  };
-  batch_in("x", model.input_width, "gather_rows");
-  batch_in("y", target_cols, target_cols == 1 ? "gather_labels" : "gather_rows");
-
-  // 2. Forward.
-  for (std::size_t i = 0; i < L; ++i) {
-    const Layer& l = layers[i];
-    const int64_t n = out_w[i], k = in_w[i];
-    const bool defer = static_cast<int>(i) == deferred;
-    switch (l.type) {
-      case LayerType::input:
-      case LayerType::flatten:
-        break;
-      case LayerType::dense: {
-        const ActivationKind act = defer ? ActivationKind::linear : l.activation;
-        const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
-        const ActivationKind epilogue = fused ? act : ActivationKind::linear;
-        Op o;
-        o.name = fmt::format("{} forward {}->{}", l.name, k, n);
-        o.layer = l.name;
-        o.phase = Phase::gemm;
-        o.kernel = "gemm_forward";
-        o.flops = 2 * m * k * n;
-        o.bytes_read = kFloat * (m * k + k * n + (l.use_bias ? n : 0));
-        o.bytes_written = kFloat * m * n;
-        o.elements = m * n;
-        o.batch = m;
-        o.in = k;
-        o.out = n;
-        o.calls = 1;
-        const bool has_epilogue = l.use_bias || epilogue == ActivationKind::relu;
-        o.launches = gpu ? (naive && has_epilogue ? 2 : 1) : 0;
-        ops.push_back(std::move(o));
-        if (!fused)
-          elementwise(fmt::format("{} {} forward", l.name, activation_name(act)), l.name,
-                      act_kernel(act, "forward"), m * n, kFloat * m * n, kFloat * m * n);
-        break;
-      }
-      case LayerType::dropout:
-        elementwise(fmt::format("{} forward", l.name), l.name, "dropout_forward", m * n,
-                    kFloat * m * n, kFloat * m * n + m * n);
-        break;
-      case LayerType::activation: {
-        const ActivationKind act = defer ? ActivationKind::linear : l.activation;
-        elementwise(fmt::format("{} {} forward", l.name, activation_name(act)), l.name,
-                    act == ActivationKind::linear ? "copy" : act_kernel(act, "forward"), m * n,
-                    kFloat * m * n, kFloat * m * n);
-        break;
-      }
-    }
-  }
-
-  // 3. Loss, fused with the final activation's backward.
-  {
-    const bool sparse = model.loss == LossKind::sparse_categorical_crossentropy;
-    const std::string kernel =
-        sparse && final_act == ActivationKind::softmax ? "loss_sparse_softmax" : "loss";
-    elementwise("loss forward+backward", "", kernel, m * classes,
-                kFloat * (m * classes + m * target_cols), kFloat * m * classes);
-  }
-
-  // 4. Backward, from the last layer down to the first one with parameters.
-  int first_param = -1;
-  for (std::size_t i = 0; i < L; ++i)
-    if (is_param_layer(layers[i])) {
-      first_param = static_cast<int>(i);
-      break;
-    }
-  bool activation_done = true;
-  for (int i = static_cast<int>(L) - 1; first_param >= 0 && i >= first_param; --i) {
-    const auto ui = static_cast<std::size_t>(i);
-    const Layer& l = layers[ui];
-    const int64_t n = out_w[ui], k = in_w[ui];
-    switch (l.type) {
-      case LayerType::input:
-      case LayerType::flatten:
-        activation_done = false;
-        break;
-      case LayerType::dense: {
-        if (!activation_done && l.activation != ActivationKind::linear)
-          elementwise(fmt::format("{} {} backward", l.name, activation_name(l.activation)), l.name,
-                      act_kernel(l.activation, "backward"), m * n, 2 * kFloat * m * n,
-                      kFloat * m * n);
-        Op w;
-        w.name = fmt::format("{} backward weights {}->{}", l.name, k, n);
-        w.layer = l.name;
-        w.phase = Phase::gemm;
-        w.kernel = "gemm_backward_weights";
-        w.flops = 2 * k * n * m;
-        w.bytes_read = kFloat * (m * k + m * n);
-        w.bytes_written = kFloat * (k * n + (l.use_bias ? n : 0));
-        w.elements = k * n;
-        w.batch = m;
-        w.in = k;
-        w.out = n;
-        w.calls = 1;
-        w.launches = gpu ? (naive && l.use_bias ? 2 : 1) : 0;
-        ops.push_back(std::move(w));
-        if (i > first_param) {
-          Op x;
-          x.name = fmt::format("{} backward input {}->{}", l.name, k, n);
-          x.layer = l.name;
-          x.phase = Phase::gemm;
-          x.kernel = "gemm_backward_input";
-          x.flops = 2 * m * k * n;
-          x.bytes_read = kFloat * (m * n + k * n);
-          x.bytes_written = kFloat * m * k;
-          x.elements = m * k;
-          x.batch = m;
-          x.in = k;
-          x.out = n;
-          x.calls = 1;
-          x.launches = gpu ? 1 : 0;
-          ops.push_back(std::move(x));
-        }
-        activation_done = false;
-        break;
-      }
-      case LayerType::dropout: {
-        const Layer* prev = i > 0 ? &layers[ui - 1] : nullptr;
-        const bool relu_before =
-            prev && (prev->type == LayerType::dense || prev->type == LayerType::activation) &&
-            prev->activation == ActivationKind::relu;
-        if (relu_before) {
-          elementwise(fmt::format("{} + relu backward", l.name), l.name, "relu_dropout_backward",
-                      m * n, 2 * kFloat * m * n, kFloat * m * n);
-          activation_done = true;
-        } else {
-          elementwise(fmt::format("{} backward", l.name), l.name, "dropout_backward", m * n,
-                      kFloat * m * n + m * n, kFloat * m * n);
-          activation_done = false;
-        }
-        break;
-      }
-      case LayerType::activation:
-        if (!activation_done && l.activation != ActivationKind::linear)
-          elementwise(fmt::format("{} {} backward", l.name, activation_name(l.activation)), l.name,
-                      act_kernel(l.activation, "backward"), m * n, 2 * kFloat * m * n,
-                      kFloat * m * n);
-        activation_done = false;
-        break;
-    }
-  }
-
-  // 5. The optimizer: every parameter, one call (one launch on a GPU).
-  {
-    Op o;
-    o.name = std::string(optimizer_name(model.optimizer)) + " update";
-    o.phase = Phase::optimizer;
-    o.kernel = std::string(optimizer_name(model.optimizer));
-    int64_t width = model.input_width;
-    for (const Layer& l : layers)
-      if (l.type == LayerType::dense) {
-        o.segments.push_back(width * l.units);
-        if (l.use_bias) o.segments.push_back(l.units);
-        width = l.units;
-      }
-    for (int64_t s : o.segments) o.elements += s;
-    // Per element: read value, gradient and the state slots; write value and the slots.
-    const int64_t slots = model.optimizer == OptimizerKind::adam      ? 2
-                          : model.optimizer == OptimizerKind::rmsprop ? 1
-                                                                      : 1;
-    o.bytes_read = kFloat * o.elements * (2 + slots);
-    o.bytes_written = kFloat * o.elements * (1 + slots);
-    o.launches = gpu ? 1 : 0;
-    o.calls = 1;
-    ops.push_back(std::move(o));
-  }
-
-  // 6. Around the step.
-  int64_t calls = 0;
-  for (const Op& o : ops) calls += o.calls;
-  if (!gpu) {
-    Op o;
-    o.name = fmt::format("host: step dispatch ({} backend calls)", calls);
+    o.name = fmt::format("host: step dispatch ({} backend calls)", ops.size());
     o.phase = Phase::host_overhead;
     o.kernel = "call";
-    o.elements = calls;
+    o.elements = static_cast<int64_t>(ops.size());
     ops.insert(ops.begin(), std::move(o));
-  } else if (!naive) {
+  } else if (mode == Mode::resident) {
     Op o;
     o.name = "host: graph launch";
     o.phase = Phase::host_overhead;
     o.kernel = "graph_launch";
     o.calls = 1;
     ops.insert(ops.begin(), std::move(o));
-  } else {
-    Op d;
-    d.name = "read back step counters (d2h)";
-    d.phase = Phase::d2h_copy;
-    d.kernel = "d2h_pageable";
-    d.transfer_bytes = kCountersBytes;
-    d.bytes_read = kCountersBytes;
-    d.bytes_written = kCountersBytes;
-    d.calls = 1;
-    ops.push_back(std::move(d));
-    Op s;
-    s.name = "synchronize (each step)";
-    s.phase = Phase::sync_wait;
-    s.kernel = "sync";
-    s.calls = 1;
-    ops.push_back(std::move(s));
   }
   return ops;
 }

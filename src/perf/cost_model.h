@@ -1,10 +1,13 @@
-// The cost model: the ops of one training step of a Dense model, their arithmetic (FLOPs, bytes,
-// launches, host-device transfers), and a predicted time for each from a calibration profile.
+// The cost model: the ops of one training step, their arithmetic (FLOPs, bytes, launches,
+// host-device transfers), and a predicted time for each from a calibration profile.
 //
-// The op list mirrors, call for call, what Sequential's training step asks of the backend
-// (nn/sequential.cpp: gather, forward, loss, backward, optimizer), plus what the execution mode
-// adds around it: a graph launch per step (GPU resident), or per-op launches, a pageable copy of
-// each batch and a sync per step (GPU naive). docs/PERF.md explains each formula.
+// The op list is the step's own: the model is built and one training step is run on a
+// RecordingBackend (perf/recording.h), which records each backend call the step makes (gather,
+// forward, loss, backward, optimizer; in a GPU's naive mode, through the NaiveBackend, also its
+// pageable batch copies, the counters' read-back and the sync). op_of() gives each recorded call
+// its arithmetic, in one table keyed by the call; the mode adds only what happens around the
+// step: the CPU's host dispatch, or a GPU's graph launch (resident). docs/PERF.md explains each
+// formula.
 #pragma once
 
 #include <array>
@@ -14,7 +17,9 @@
 
 #include "backends/backend.h"
 #include "nn/layers.h"
+#include "nn/optimizers.h"
 #include "perf/profile.h"
+#include "perf/recording.h"
 
 namespace crossover {
 class Sequential;
@@ -38,15 +43,17 @@ const char* mode_name(Mode m);
 // "resident" | "naive"; throws Error(where, ...) otherwise.
 Mode parse_mode(const std::string& text, const std::string& where = "--mode");
 
-// What the model needs to know about a network: the layer list and the input width.
+// What the cost model needs to know about a network: enough to build it as a Sequential and run
+// one training step.
 struct ModelDesc {
   int64_t input_width = 0;  // features per sample after Flatten (784 for MNIST)
   std::vector<Layer> layers;
-  OptimizerKind optimizer = OptimizerKind::adam;
-  LossKind loss = LossKind::sparse_categorical_crossentropy;
+  OptimizerConfig optimizer = Adam();
+  std::string loss = "sparse_categorical_crossentropy";  // as Sequential::compile takes it
   int64_t parameters() const;
 };
-// From a built model (its input shape known); throws Error otherwise.
+// From a built model (its input shape known); throws Error otherwise. An uncompiled model gets
+// the defaults (Adam, sparse categorical cross-entropy).
 ModelDesc describe(const Sequential& model);
 // Flatten(input_width) -> [Dense(width, relu) -> Dropout(dropout)] x hidden -> Dense(classes,
 // softmax): SMALL is mlp(784, {128}, 10, 0.2); BIG mlp(784, {1000, 1000}, 10, 0.2).
@@ -56,6 +63,7 @@ ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t c
 struct Op {
   std::string name;   // "dense forward 784->128"
   std::string layer;  // "dense", "" for step-level ops
+  std::string call;   // the backend call it is ("dense_forward"); "" for the mode's host op
   Phase phase = Phase::elementwise;
   std::string
       kernel;         // profile key: "gemm_forward", "dropout_forward", "adam", "h2d_pageable", ...
@@ -68,11 +76,29 @@ struct Op {
   int64_t calls = 0;           // backend calls the op is made of
   // GEMMs: the dense layer's shape (m, n, k follow from op; see GemmSample).
   int64_t batch = 0, in = 0, out = 0;
+  // The call's shape as backend.h names it (BackendCall): a GEMM's x(m, k) . w(k, n); (m, n) for
+  // the elementwise calls and the loss; gather_rows' m rows of n columns.
+  int64_t m = 0, n = 0, k = 0;
   std::vector<int64_t> segments;  // optimizer: elements of each parameter tensor
 };
 
-// The ops of one training step on `rows` rows (<= the batch size), in call order.
+// The ops of one training step on `rows` rows (<= the batch size), in call order: the calls
+// record_step() records, each priced by op_of(), with the mode's host op in front (the CPU's
+// dispatch of the step's calls, or a GPU's graph launch in resident mode). Throws Error for
+// rows < 1 and for the CPU in naive mode.
 std::vector<Op> step_ops(const ModelDesc& model, int64_t rows, DeviceKind device, Mode mode);
+
+// The backend calls of one training step on `rows` rows: the model built as a Sequential and
+// compiled onto a RecordingBackend (wrapped in the NaiveBackend in naive mode, graphs off), then
+// Sequential::trace_training_step. No device and no parameter memory is needed.
+std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Mode mode);
+
+// The one table of what each backend call costs: its phase, profile kernel, FLOPs, bytes read and
+// written, elements, GPU launches and host-device bytes, from the call's own arguments. A new
+// backend call adds one entry here and nothing per model.
+Op op_of(const BackendCall& call, DeviceKind device, Mode mode);
+// The phase a call's time belongs to (what op_of gives it; TimingBackend uses it too).
+Phase call_phase(Call call);
 
 struct Prediction {
   std::vector<double> op_seconds;  // per op of the list

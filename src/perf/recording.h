@@ -1,0 +1,127 @@
+// What a training step asks of its backend, recorded call by call.
+//
+// The cost model's op list is made of these records (perf/cost_model.h prices each call in one
+// table), taken from the model's own step: Sequential::trace_training_step runs one step exactly
+// as fit runs each step, on a RecordingBackend installed with CompileOptions::make_backend (and,
+// for a GPU's naive mode, wrapped in the NaiveBackend, whose copies and sync are then recorded
+// too). Nothing in perf/ restates the step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace crossover::perf {
+
+// Every Backend call that does work on the device (allocation and naming aside).
+enum class Call {
+  upload,
+  download,  // download and download_async
+  fill,
+  synchronize,
+  gather_rows,
+  dense_forward,
+  dense_backward_weights,
+  dense_backward_input,
+  activation_forward,
+  activation_backward,
+  dropout_forward,
+  dropout_backward,
+  relu_dropout_backward,
+  loss_forward_backward,
+  optimizer_step,
+  advance_batch,
+};
+// "dense_forward", ... (the Backend method's name).
+const char* call_name(Call c);
+
+// One call, with the arguments its cost depends on (no pointers).
+struct BackendCall {
+  Call call = Call::synchronize;
+  std::string scope;  // the model's set_scope when it was made: "dense_1", "batch x", "loss", ...
+  // The shape, as backend.h names it: dense_*: x(m, k) . w(k, n); gather_rows: m rows of n
+  // columns; activation_*, dropout_*, loss_forward_backward: (m, n) (n = classes for the loss);
+  // fill: n elements.
+  int64_t m = 0, k = 0, n = 0;
+  ActivationKind act = ActivationKind::linear;  // dense_forward's epilogue, activation_*, the
+                                                // loss's output activation
+  bool bias = false;      // dense_forward: adds a bias; dense_backward_weights: a bias gradient
+  bool in_place = false;  // activation_*: the output is the input (y == x, dx == dy)
+  LossKind loss = LossKind::sparse_categorical_crossentropy;
+  bool gradient = false;          // loss_forward_backward: writes d_out
+  OptimizerConfig optimizer;      // optimizer_step
+  std::vector<int64_t> segments;  // optimizer_step: each parameter tensor's elements
+  int64_t bytes = 0;              // upload, download
+};
+
+// A backend that computes nothing and records every call made while a captured step is replayed
+// (Backend::capture, then replay: exactly the calls of one step, not the setting up around it).
+// Its memory is address space only, reserved and inaccessible: a model of any width costs no
+// memory, and anything that read backend memory directly would fault rather than see made-up
+// values. upload does nothing; download and download_async write zeros.
+class RecordingBackend final : public Backend {
+ public:
+  explicit RecordingBackend(std::string device_name = "cpu");
+  ~RecordingBackend() override;
+  RecordingBackend(const RecordingBackend&) = delete;
+  RecordingBackend& operator=(const RecordingBackend&) = delete;
+
+  // The calls of every replay so far, in order.
+  const std::vector<BackendCall>& calls() const { return calls_; }
+  int64_t replays() const { return replays_; }
+
+  std::string device_name() const override { return device_name_; }
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) noexcept override;
+  void upload(void* dst, const void* host_src, std::size_t bytes) override;
+  void download(void* host_dst, const void* src, std::size_t bytes) override;
+  void download_async(void* host_dst, const void* src, std::size_t bytes) override;
+  void fill(float* dst, float value, int64_t n) override;
+  void synchronize() override;
+  std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool use_graph) override;
+  void gather_rows(const float* src, int64_t cols, const int32_t* indices, int64_t batch,
+                   const StepCounters* counters, int64_t m, float* dst) override;
+  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
+                     int64_t n, ActivationKind act) override;
+  void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
+                              int64_t k, int64_t n) override;
+  void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
+                            int64_t n) override;
+  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
+                          int64_t n) override;
+  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
+                           int64_t m, int64_t n) override;
+  void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
+                       uint64_t seed, uint32_t layer, const StepCounters* counters) override;
+  void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
+                        float rate) override;
+  void relu_dropout_backward(const float* y, const uint8_t* mask, const float* dy, float* dz,
+                             int64_t m, int64_t n, float rate) override;
+  void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
+                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
+                             StepCounters* counters) override;
+  void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
+                      StepCounters* counters) override;
+  void advance_batch(StepCounters* counters) override;
+  void set_scope(std::string_view name) override { scope_ = name; }
+
+ private:
+  friend class RecordedStep;
+  // A call of kind `c` with the current scope, kept when inside a replay.
+  BackendCall& record(Call c);
+
+  std::string device_name_;
+  std::string scope_;
+  bool in_step_ = false;
+  int64_t replays_ = 0;
+  std::vector<BackendCall> calls_;
+  BackendCall discard_;                        // what record() hands out outside a replay
+  std::map<void*, std::size_t> reservations_;  // address -> bytes reserved
+};
+
+}  // namespace crossover::perf
