@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -76,6 +77,11 @@ class RecordingBackend final : public Backend {
   int64_t replays() const { return replays_; }
 
   std::string device_name() const override { return device_name_; }
+  // Unbounded: the recorder reserves address space, never memory, so a model of any width can be
+  // recorded (the device it is priced for is not asked).
+  MemoryAvailable available_memory() const override {
+    return {std::numeric_limits<std::size_t>::max(), "the recorder (address space only)"};
+  }
   void* allocate(std::size_t bytes) override;
   void release(void* p) noexcept override;
   void upload(void* dst, const void* host_src, std::size_t bytes) override;
