@@ -46,9 +46,9 @@ void add_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate", "Measure this machine (GEMM rates, bandwidth, latencies) and save a profile");
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
-  cmd->add_option(
-      "--out", o->out,
-      "Profile file to write (default: ~/.local/share/crossover/profiles/<device>.json)");
+  cmd->add_option("--out", o->out,
+                  "Profile file to write (default: <slug>.json in $CROSSOVER_PROFILE_DIR or "
+                  "~/.local/share/crossover/profiles)");
   cmd->add_flag("--quick", o->quick, "A coarser grid and fewer repeats (a few seconds)");
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No progress on stdout");

@@ -25,6 +25,7 @@ struct TrainOptions {
   int threads = 0;
   std::string json;
   bool quiet = false;
+  ProfileFlags profile;
   double validation_split = 0.0;
   std::string save;        // --save FILE: the trained model (safetensors)
   std::string checkpoint;  // --checkpoint CKPT: weights + optimizer state after every epoch
@@ -98,7 +99,12 @@ void run_train(const TrainOptions& o) {
     if (copts.device == "auto") {
       // The device the cost model predicts faster for this model and batch, and why.
       std::string why;
-      copts.device = perf::choose_device(m, batch_size, why);
+      copts.device = perf::choose_device(
+          m, batch_size, why, [&](std::vector<perf::Workload> w, const std::string&) {
+            return cpu_profile_for_run(
+                o.profile, o.threads, o.quiet, std::move(w),
+                fmt::format("{} at batch {}", model_label(o.model), batch_size));
+          });
       out.say("device auto: " + copts.device + ": " + why);
     }
     m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, copts);
@@ -216,6 +222,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--resume", o->resume,
                   "Continue the run saved in this checkpoint (up to --epochs in all)");
   cmd->add_flag("--quiet", o->quiet, "No progress or information on stdout");
+  add_profile_options(cmd, o->profile);  // the CPU's, for --device auto
   cmd->callback([o, model_opt, seed_opt, batch_opt] {
     o->model_given = model_opt->count() > 0;
     o->seed_given = seed_opt->count() > 0;
