@@ -103,6 +103,10 @@ class Bench {
   // so fewer calls time as well; its set-up, untimed, is what a smaller cap saves).
   Bench(Backend& be, bool gpu, bool quick, int max_reps_after = 5000)
       : be_(be), gpu_(gpu), quick_(quick), max_reps_after_(max_reps_after) {}
+  // Past `deadline`, a measurement stops after its first batch (CPU; the on-demand calibration's
+  // time budget, which a loaded machine, where each fork-join waits for a scheduler slice, would
+  // otherwise overrun many times).
+  void set_deadline(Clock::time_point deadline) { deadline_ = deadline; }
 
   // Seconds per call of `op`: the fastest of a few batches of back-to-back calls, each batch long
   // enough to time well (the machine's undisturbed rate: on a shared machine a batch now and then
@@ -136,7 +140,7 @@ class Bench {
         per.push_back(since(t0) / reps);
       }
     } else {
-      for (int b = 0; b < batches; ++b) {
+      for (int b = 0; b < batches && !(b > 0 && past_deadline()); ++b) {
         const auto t0 = Clock::now();
         for (int r = 0; r < reps; ++r) op();
         be_.synchronize();
@@ -162,15 +166,16 @@ class Bench {
     }
     const int reps = static_cast<int>(std::clamp(target / one, 1.0, double(max_reps_after_)));
     double best = 1e30;
-    for (int b = 0; b < batches; ++b) {
+    for (int b = 0; b < batches && !(b > 0 && past_deadline()); ++b) {
       double total = 0;
-      for (int r = 0; r < reps; ++r) {
+      int done = 0;
+      for (; done < reps && !(done >= 8 && past_deadline()); ++done) {
         setup();
         const auto t0 = Clock::now();
         op();
         total += since(t0);
       }
-      best = std::min(best, total / reps);
+      best = std::min(best, total / done);
     }
     return best;
   }
@@ -190,9 +195,12 @@ class Bench {
   }
 
  private:
+  bool past_deadline() const { return deadline_ && Clock::now() > *deadline_; }
+
   Backend& be_;
   bool gpu_, quick_;
   int max_reps_after_;
+  std::optional<Clock::time_point> deadline_;
 };
 
 // Sizes around every power of two: 2^k - 1 and 2^k, so that a kernel whose implementation
@@ -753,6 +761,8 @@ Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_hos
   // inputs over from the pool's threads) costs more than the call itself at these sizes, and is
   // what made the full calibration take minutes.
   Bench bench(be, false, false, 200);
+  bench.set_deadline(start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(budget_seconds)));
   Block counters(be, 2 * sizeof(StepCounters));
   {
     StepCounters zero[2];
