@@ -179,7 +179,7 @@ void run_compare(const CompareOptions& o) {
     if (r.measured && r.predicted_seconds_per_epoch)
       source += fmt::format(
           "; predicted{} {:.3f} s/epoch (x{:.2f})",
-          r.foreign_cpu.empty() ? "" : " from " + r.foreign_cpu + " (not this machine)",
+          r.foreign_cpu.empty() ? "" : " from " + r.foreign_cpu + " (not this machine):",
           *r.predicted_seconds_per_epoch, *r.predicted_seconds_per_epoch / r.seconds_per_epoch);
     out.say(fmt::format("{:<10}{:<10}{:>12.3f}{:>12.1f}{:>11}   {}", r.device,
                         perf::mode_name(r.mode), r.seconds_per_epoch, r.seconds_per_step * 1e6,
