@@ -365,11 +365,12 @@ TEST_F(OnDemand, CompareWithOneEpochSaysItMeasuredThatEpoch) {
   EXPECT_NE(r.out.find("the only epoch's time"), std::string::npos) << r.out;
 }
 
-TEST_F(OnDemand, ExplainSaysWhichProfileItUsed) {
+TEST_F(OnDemand, ExplainSaysWhichProfileItUsedAndQuietSilencesTheCalibration) {
   const auto r = run_crossover(std::string("explain --model ") + kTinySpec +
                                " --data mnist-10k --batch-size 16 --steps 3 --quiet --json '" +
                                path("e.json") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
   const json j = read_json(path("e.json"));
   EXPECT_EQ(j["profile"]["source"], saved_path());
   EXPECT_EQ(j["profile"]["calibrated_now"], true);
