@@ -863,6 +863,7 @@ CpuProfileChoice cpu_profile_for(const CpuProfileRequest& r) {
     // Keep what the saved profile had (it may live outside the user's folder).
     Profile base = *mine;
     merge_profile(base, fresh);
+    base.calibration_seconds = mine->calibration_seconds + took;
     fresh = std::move(base);
     fresh.source.clear();
   }

@@ -507,7 +507,9 @@ void merge_profile(Profile& into, const Profile& from) {
       if (at == curve.end() || at->elements != s.elements) curve.insert(at, s);
     }
   }
-  into.calibration_seconds += from.calibration_seconds;
+  // The longer of the two: `from` may already hold `into`'s time (an extension of it, re-merged
+  // under the lock), and adding would count it twice.
+  into.calibration_seconds = std::max(into.calibration_seconds, from.calibration_seconds);
 }
 
 Profile merge_and_save_profile(const Profile& fresh, const std::string& path) {
