@@ -724,8 +724,13 @@ class PerfCommands : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("crossover_perf_cmd_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
+    // What the commands calibrate on demand goes here, never into the real HOME.
+    ::setenv("CROSSOVER_PROFILE_DIR", path("profiles").c_str(), 1);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    ::unsetenv("CROSSOVER_PROFILE_DIR");
+    fs::remove_all(dir_);
+  }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;
 };

@@ -9,6 +9,7 @@
 
 #include "nn/model_config.h"
 #include "nn/sequential.h"
+#include "perf/calibrate.h"
 
 namespace crossover::cli {
 
@@ -68,6 +69,24 @@ nlohmann::json model_json(const Sequential& model, const std::string& name);
 
 // "cpu" plus the CPU's model name, or "cuda:N".
 std::string device_description(const std::string& device);
+
+// --profile FILE and --no-calibrate: how a command that predicts this CPU finds its profile
+// (docs/PROFILE.md, "On demand"). One helper for compare, explain, sweep and train.
+struct ProfileFlags {
+  std::string profile;
+  bool no_calibrate = false;
+};
+void add_profile_options(CLI::App* cmd, ProfileFlags& flags);
+// The CPU profile to predict `workloads` with (perf::cpu_profile_for): calibrates this CPU first
+// where no saved profile matches it (or the one that does lacks their shapes), with a progress
+// line on stderr unless `quiet`. `what` names the workloads for that line ("SMALL at batch 32").
+perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
+                                           std::vector<perf::Workload> workloads,
+                                           const std::string& what);
+// {"source": PATH, "calibrated_now": bool} (docs/JSON.md), null without a profile.
+nlohmann::json profile_json(const perf::CpuProfileChoice& choice);
+// "SMALL" and "BIG" for the built-in models, the spec itself otherwise.
+std::string model_label(const std::string& spec);
 
 // The subcommands.
 void add_train(CLI::App& app);

@@ -44,9 +44,9 @@ void add_calibrate(CLI::App& app) {
       "calibrate", "Measure this machine (GEMM rates, bandwidth, latencies) and save a profile");
   add_common_options(*cmd, *o, kThreadsOption | kQuietOption, "", "No progress on stdout");
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
-  cmd->add_option(
-      "--out", o->out,
-      "Profile file to write (default: ~/.local/share/crossover/profiles/<device>.json)");
+  cmd->add_option("--out", o->out,
+                  "Profile file to write (default: <slug>.json in $CROSSOVER_PROFILE_DIR or "
+                  "~/.local/share/crossover/profiles)");
   cmd->add_flag("--quick", o->quick, "A coarser grid and fewer repeats (a few seconds)");
   cmd->callback([o] { run_calibrate(*o); });
 }

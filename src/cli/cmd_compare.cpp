@@ -21,7 +21,7 @@ namespace {
 struct CompareOptions : CommonOptions {
   int epochs = 10;
   int64_t batch_size = kDefaultBatchSize;
-  std::string profile;
+  ProfileFlags profile;
 };
 
 struct Run {
@@ -33,7 +33,10 @@ struct Run {
   std::optional<double> test_accuracy, test_loss, predicted_seconds_per_epoch;
   std::vector<double> losses;
   std::vector<NamedTensor> weights;
-  std::string source;  // the profile a predicted row comes from
+  std::string source;                // the profile a predicted row comes from
+  nlohmann::json profile = nullptr;  // {"source", "calibrated_now"} of the profile used
+  std::string foreign_cpu;           // the CPU the prediction's profile was measured on, when
+                                     // not this machine
 };
 
 class EpochLine final : public Callback {
@@ -69,6 +72,12 @@ void run_compare(const CompareOptions& o) {
   const perf::ModelDesc desc = perf::describe(probe);
   const int64_t n_train = d.x_train.dim(0);
   std::vector<std::string> notes;
+
+  // This CPU's profile, calibrated first where none matches this machine.
+  const perf::CpuProfileChoice cpu_choice = cpu_profile_for_run(
+      o.profile, o.threads, o.quiet, {{desc, perf::epoch_step_rows(n_train, o.batch_size)}},
+      fmt::format("{} at batch {}", model_label(o.model), o.batch_size));
+  notes.push_back("CPU predicted from " + cpu_choice.note);
 
   std::vector<Run> runs;
   runs.push_back({.device = "cpu", .device_name = device_description("cpu")});
@@ -111,14 +120,25 @@ void run_compare(const CompareOptions& o) {
     for (const EpochRecord& er : h.epochs) r.losses.push_back(er.loss);
     r.weights = m.get_weights();
     std::string note;
-    if (auto p =
-            perf::profile_for_device(r.device, r.device == "cpu" ? o.profile : "", o.threads, note))
+    std::optional<perf::Profile> p;
+    if (r.device == "cpu") {
+      p = cpu_choice.profile;
+      r.profile = profile_json(cpu_choice);
+      if (p && !cpu_choice.this_machine) r.foreign_cpu = p->name;
+    } else if ((p = perf::profile_for_device(r.device, "", o.threads, note))) {
+      r.profile = {{"source", p->source}, {"calibrated_now", false}};
+    }
+    if (p)
       r.predicted_seconds_per_epoch =
           perf::predict_epoch(desc, n_train, o.batch_size, *p, r.mode).seconds;
   }
-  if (o.epochs > 1)
-    notes.push_back("seconds_per_epoch is the mean of epochs 2.." + std::to_string(o.epochs) +
-                    " (the first holds one-off warm-up)");
+  // What seconds_per_epoch of a measured row is.
+  const std::string epoch_note =
+      o.epochs > 1 ? "seconds_per_epoch is the mean of epochs 2.." + std::to_string(o.epochs) +
+                         " (the first holds one-off warm-up)"
+                   : "seconds_per_epoch is the only epoch's time (--epochs 1), one-off warm-up "
+                     "included";
+  notes.push_back(epoch_note);
 
   // Predicted GPU rows, where no GPU was measured.
   if (gpus.empty()) {
@@ -135,6 +155,7 @@ void run_compare(const CompareOptions& o) {
           r.seconds_per_step = e.full_step.step_seconds;
           r.predicted_seconds_per_epoch = e.seconds;
           r.source = p.source;
+          r.profile = {{"source", p.source}, {"calibrated_now", false}};
           runs.push_back(std::move(r));
         }
       notes.push_back("GPU rows are predicted from " + gp.front().source +
@@ -149,8 +170,10 @@ void run_compare(const CompareOptions& o) {
   for (const Run& r : runs) {
     std::string source = r.measured ? "measured" : "predicted (" + r.device_name + " profile)";
     if (r.measured && r.predicted_seconds_per_epoch)
-      source += fmt::format(", predicted {:.3f} s/epoch (x{:.2f})", *r.predicted_seconds_per_epoch,
-                            *r.predicted_seconds_per_epoch / r.seconds_per_epoch);
+      source += fmt::format(
+          "; predicted{} {:.3f} s/epoch (x{:.2f})",
+          r.foreign_cpu.empty() ? "" : " from " + r.foreign_cpu + " (not this machine):",
+          *r.predicted_seconds_per_epoch, *r.predicted_seconds_per_epoch / r.seconds_per_epoch);
     out.say(fmt::format("{:<10}{:<10}{:>12.3f}{:>12.1f}{:>11}   {}", r.device,
                         perf::mode_name(r.mode), r.seconds_per_epoch, r.seconds_per_step * 1e6,
                         r.test_accuracy ? fmt::format("{:.4f}", *r.test_accuracy) : "-", source));
@@ -225,7 +248,9 @@ void run_compare(const CompareOptions& o) {
     }
   }
   for (const std::string& n : notes)
-    if (n.rfind("no GPU", 0) == 0 || n.rfind("GPU rows", 0) == 0) out.say(n);
+    if (n.rfind("no GPU", 0) == 0 || n.rfind("GPU rows", 0) == 0 || n == epoch_note ||
+        n.rfind("CPU predicted", 0) == 0)
+      out.say(n);
 
   if (o.json.empty()) return;
   nlohmann::json jr = nlohmann::json::array();
@@ -243,11 +268,10 @@ void run_compare(const CompareOptions& o) {
                      {"test_accuracy", opt(r.test_accuracy)},
                      {"test_loss", opt(r.test_loss)},
                      {"predicted_seconds_per_epoch", opt(r.predicted_seconds_per_epoch)}};
+    j["profile"] = r.profile;
     if (r.measured) {
       j["first_epoch_seconds"] = r.first_epoch_seconds;
       j["loss"] = r.losses;
-    } else {
-      j["profile"] = r.source;
     }
     jr.push_back(j);
   }
@@ -277,8 +301,7 @@ void add_compare(CLI::App& app) {
                      "Nothing on stdout");
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--profile", o->profile,
-                  "CPU calibration profile to predict with (default: found)");
+  add_profile_options(cmd, o->profile);
   cmd->callback([o] { run_compare(*o); });
 }
 

@@ -18,7 +18,7 @@ struct ExplainCliOptions : CommonOptions {
   std::string mode = "resident";
   int64_t steps = 200;
   double max_seconds = 20;
-  std::string profile;
+  ProfileFlags profile;
   bool ops = false;
 };
 
@@ -40,7 +40,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   perf::TrainingData d =
       perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
   // Check the model spec before any measuring.
-  (void)model_from_spec(o.model, d.sample_shape, d.classes);
+  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes);
 
   perf::ExplainConfig c;
   c.make_model = [&] { return model_from_spec(o.model, d.sample_shape, d.classes); };
@@ -54,7 +54,23 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   c.steps = o.steps;
   c.max_seconds = o.max_seconds;
   std::string note;
-  c.profile = perf::profile_for_device(c.device, o.profile, o.threads, note);
+  nlohmann::json profile_doc = nullptr;
+  if (gpu) {
+    c.profile = perf::profile_for_device(c.device, o.profile.profile, o.threads, note);
+    if (c.profile) profile_doc = {{"source", c.profile->source}, {"calibrated_now", false}};
+  } else {
+    // This CPU's profile, calibrated first where none matches this machine.
+    const perf::CpuProfileChoice choice = cpu_profile_for_run(
+        o.profile, o.threads, o.quiet,
+        // The step, and the batch of 4x that explain's sentences weigh it against.
+        {{perf::describe(probe),
+          {std::min<int64_t>(o.batch_size, d.x_train.dim(0)), 4 * o.batch_size}}},
+        fmt::format("{} at batch {}", model_label(o.model), o.batch_size));
+    c.profile = choice.profile;
+    note = choice.note;
+    profile_doc = profile_json(choice);
+  }
+  if (profile_doc.is_object()) profile_doc["note"] = note;
   if (!gpu) c.other_profiles = perf::gpu_profiles();
   out.say(fmt::format("explain: {} on {}, batch {}, {} mode; prediction from {}", o.model,
                       device_description(c.device), o.batch_size, o.mode, note));
@@ -134,7 +150,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
       {"data", d.name},
       {"steps_measured", r.steps_measured},
       {"method", r.method},
-      {"profile", note},
+      {"profile", profile_doc},
       {"phases", phases},
       {"step_seconds",
        {{"measured", r.step_measured},
@@ -162,8 +178,7 @@ void add_explain(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "Stop measuring a run after this long")
       ->capture_default_str();
-  cmd->add_option("--profile", o->profile,
-                  "Calibration profile to predict with (default: found for the device)");
+  add_profile_options(cmd, o->profile);
   cmd->add_flag("--ops", o->ops, "Also print the cost model's op list");
   cmd->callback([o] { run_explain_cmd(*o); });
 }

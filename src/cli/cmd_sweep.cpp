@@ -29,7 +29,7 @@ struct SweepOptions : CommonOptions {
   int64_t steps = 200;
   double max_seconds = 3;
   bool predict_only = false;
-  std::string profile;
+  ProfileFlags profile;
   std::string csv, plot;
 };
 
@@ -98,14 +98,20 @@ void run_sweep(const SweepOptions& o) {
     std::optional<perf::Profile> profile;
   };
   std::vector<Series> series;
-  std::string cpu_note;
-  std::optional<perf::Profile> cpu_profile =
-      perf::cpu_profile_for_this_machine(o.profile, o.threads, cpu_note);
+  // This CPU's profile, calibrated first (the sweep's shapes) where none matches this machine.
+  std::vector<perf::Workload> workloads;
+  for (int64_t b : batches)
+    for (int64_t w : widths)
+      workloads.push_back(
+          {perf::describe(model_from_spec(spec_for(w, o.layers), d.sample_shape, d.classes)),
+           perf::epoch_step_rows(n_train, b)});
+  const perf::CpuProfileChoice cpu_choice = cpu_profile_for_run(
+      o.profile, o.threads, o.quiet, std::move(workloads),
+      fmt::format("the sweep's {} widths x {} batch sizes", widths.size(), batches.size()));
+  const std::optional<perf::Profile>& cpu_profile = cpu_choice.profile;
   if (!o.predict_only) series.push_back({"cpu", "resident", true, std::nullopt});
-  if (cpu_profile)
-    series.push_back({"cpu", "resident", false, cpu_profile});
-  else
-    notes.push_back(cpu_note);
+  if (cpu_profile) series.push_back({"cpu", "resident", false, cpu_profile});
+  notes.push_back("CPU predicted from " + cpu_choice.note);
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();
   for (const CudaDeviceInfo& g : gpus) {
     const std::string id = "cuda:" + std::to_string(g.ordinal);
@@ -283,6 +289,7 @@ void run_sweep(const SweepOptions& o) {
                      {"batch_sizes", batches},
                      {"points", jp},
                      {"crossover", crossover},
+                     {"cpu_profile", profile_json(cpu_choice)},
                      {"notes", notes}});
   }
   if (!o.csv.empty()) {
@@ -368,8 +375,7 @@ void add_sweep(CLI::App& app) {
                   "Seconds spent measuring a point (at most, roughly)")
       ->capture_default_str();
   cmd->add_flag("--predict-only", o->predict_only, "Measure nothing: predicted rows only");
-  cmd->add_option("--profile", o->profile,
-                  "CPU calibration profile to predict with (default: found)");
+  add_profile_options(cmd, o->profile);
   cmd->add_option("--csv", o->csv, "Write points as CSV");
   cmd->add_option("--plot", o->plot, "Write a chart (SVG)");
   cmd->callback([o] { run_sweep(*o); });

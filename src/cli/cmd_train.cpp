@@ -19,6 +19,7 @@ struct TrainOptions : CommonOptions {
   int64_t batch_size = kDefaultBatchSize;
   std::string device = "cpu";
   std::string precision = "fp32";
+  ProfileFlags profile;
   double validation_split = 0.0;
   std::string save;        // --save FILE: the trained model (safetensors)
   std::string checkpoint;  // --checkpoint CKPT: weights + optimizer state after every epoch
@@ -109,7 +110,12 @@ void run_train(const TrainOptions& o) {
     if (copts.device == "auto") {
       // The device the cost model predicts faster for this model and batch, and why.
       std::string why;
-      copts.device = perf::choose_device(m, batch_size, why);
+      copts.device = perf::choose_device(
+          m, batch_size, why, [&](std::vector<perf::Workload> w, const std::string&) {
+            return cpu_profile_for_run(
+                o.profile, o.threads, o.quiet, std::move(w),
+                fmt::format("{} at batch {}", model_label(o.model), batch_size));
+          });
       out.say("device auto: " + copts.device + ": " + why);
     }
     // Accuracy is always measured: train reports it whatever the file's metrics.
@@ -227,6 +233,7 @@ void add_train(CLI::App& app) {
                   "Write a checkpoint (weights, optimizer state, epoch) here after every epoch");
   cmd->add_option("--resume", o->resume,
                   "Continue the run saved in this checkpoint (up to --epochs in all)");
+  add_profile_options(cmd, o->profile);  // the CPU's, for --device auto
   cmd->callback([o, cmd, batch_opt] {
     o->model_given = cmd->get_option("--model")->count() > 0;
     o->seed_given = cmd->get_option("--seed")->count() > 0;

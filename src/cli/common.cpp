@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "nn/model_config.h"
 #include "perf/machine.h"
+#include "perf/profile.h"
 
 namespace crossover::cli {
 namespace fs = std::filesystem;
@@ -217,6 +218,41 @@ nlohmann::json model_json(const Sequential& model, const std::string& name) {
 std::string device_description(const std::string& device) {
   if (device == "cpu") return "cpu (" + perf::cpu_info().model + ")";
   return device;
+}
+
+void add_profile_options(CLI::App* cmd, ProfileFlags& flags) {
+  cmd->add_option("--profile", flags.profile,
+                  "CPU calibration profile to predict with (default: this machine's, calibrated "
+                  "first where none matches)");
+  cmd->add_flag("--no-calibrate", flags.no_calibrate,
+                "Never calibrate: without a profile of this machine, predict from the closest "
+                "one found (labelled not this machine)");
+}
+
+perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
+                                           std::vector<perf::Workload> workloads,
+                                           const std::string& what) {
+  perf::CpuProfileRequest r;
+  r.explicit_path = flags.profile;
+  r.threads = threads;
+  r.calibrate = !flags.no_calibrate;
+  r.workloads = std::move(workloads);
+  r.what = what;
+  if (!quiet) r.say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  return perf::cpu_profile_for(r);
+}
+
+nlohmann::json profile_json(const perf::CpuProfileChoice& choice) {
+  if (!choice.profile) return nullptr;
+  return {{"source", choice.profile->source},
+          {"calibrated_now", choice.calibrated_now},
+          {"this_machine", choice.this_machine}};
+}
+
+std::string model_label(const std::string& spec) {
+  if (spec == "small") return "SMALL";
+  if (spec == "big") return "BIG";
+  return spec;
 }
 
 }  // namespace crossover::cli

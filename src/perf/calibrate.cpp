@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -24,6 +27,15 @@
 #endif
 
 namespace crossover::perf {
+
+namespace {
+const char* gemm_op_of(const std::string& kernel) {
+  if (kernel == "gemm_forward") return "forward";
+  if (kernel == "gemm_backward_weights") return "backward_weights";
+  if (kernel == "gemm_backward_input") return "backward_input";
+  return nullptr;
+}
+}  // namespace
 
 void* pinned_host_alloc(std::size_t bytes) {
 #ifdef CROSSOVER_HAVE_CUDA
@@ -87,7 +99,14 @@ struct Block {
 
 class Bench {
  public:
-  Bench(Backend& be, bool gpu, bool quick) : be_(be), gpu_(gpu), quick_(quick) {}
+  // `max_reps_after`: the most calls per batch of per_call_after (each call is timed by itself,
+  // so fewer calls time as well; its set-up, untimed, is what a smaller cap saves).
+  Bench(Backend& be, bool gpu, bool quick, int max_reps_after = 5000)
+      : be_(be), gpu_(gpu), quick_(quick), max_reps_after_(max_reps_after) {}
+  // Past `deadline`, a measurement stops after its first batch (CPU; the on-demand calibration's
+  // time budget, which a loaded machine, where each fork-join waits for a scheduler slice, would
+  // otherwise overrun many times).
+  void set_deadline(Clock::time_point deadline) { deadline_ = deadline; }
 
   // Seconds per call of `op`: the fastest of a few batches of back-to-back calls, each batch long
   // enough to time well (the machine's undisturbed rate: on a shared machine a batch now and then
@@ -121,7 +140,7 @@ class Bench {
         per.push_back(since(t0) / reps);
       }
     } else {
-      for (int b = 0; b < batches; ++b) {
+      for (int b = 0; b < batches && !(b > 0 && past_deadline()); ++b) {
         const auto t0 = Clock::now();
         for (int r = 0; r < reps; ++r) op();
         be_.synchronize();
@@ -145,17 +164,18 @@ class Bench {
       one = std::min(one, std::max(since(t0), 1e-7));
       if (one > 0.05) break;
     }
-    const int reps = static_cast<int>(std::clamp(target / one, 1.0, 5000.0));
+    const int reps = static_cast<int>(std::clamp(target / one, 1.0, double(max_reps_after_)));
     double best = 1e30;
-    for (int b = 0; b < batches; ++b) {
+    for (int b = 0; b < batches && !(b > 0 && past_deadline()); ++b) {
       double total = 0;
-      for (int r = 0; r < reps; ++r) {
+      int done = 0;
+      for (; done < reps && !(done >= 8 && past_deadline()); ++done) {
         setup();
         const auto t0 = Clock::now();
         op();
         total += since(t0);
       }
-      best = std::min(best, total / reps);
+      best = std::min(best, total / done);
     }
     return best;
   }
@@ -175,8 +195,12 @@ class Bench {
   }
 
  private:
+  bool past_deadline() const { return deadline_ && Clock::now() > *deadline_; }
+
   Backend& be_;
   bool gpu_, quick_;
+  int max_reps_after_;
+  std::optional<Clock::time_point> deadline_;
 };
 
 // Sizes around every power of two: 2^k - 1 and 2^k, so that a kernel whose implementation
@@ -207,6 +231,292 @@ void handoff(float* p, int64_t n, bool all_threads) {
   }
 }
 
+// Random values of both signs, as activations and gradients are: the CPU's loops branch on each
+// element's sign or mask, and a constant input would make every branch predictable.
+void upload_random(Backend& be, float* dst, int64_t n, uint64_t seed, float scale) {
+  std::vector<float> host(static_cast<std::size_t>(n));
+  uint64_t h = seed;
+  for (float& v : host) {
+    h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+    v = scale * static_cast<float>(static_cast<double>(h >> 11) * 0x1p-53 * 2.0 - 1.0);
+  }
+  be.upload(dst, host.data(), host.size() * 4);
+}
+
+const OptimizerConfig* optimizer_for(const std::string& name) {
+  static const OptimizerConfig adam = Adam(), sgd = SGD(), rmsprop = RMSprop();
+  if (name == "adam") return &adam;
+  if (name == "sgd") return &sgd;
+  if (name == "rmsprop") return &rmsprop;
+  return nullptr;
+}
+
+// The elementwise kernels of a training step, each timed as training calls it (docs/PROFILE.md):
+// before each call (CPU), the state a step leaves: a new step number (new dropout masks), the
+// inputs at a new place in a larger buffer (new data: a branch predictor must not learn the
+// pattern from the previous call), handed over from the pool's threads as a GEMM leaves them.
+// Batches are gathered from a 60,000-row data set (16,384 quick) in a shuffled order, a new
+// stretch each call. Shared by the full grid (calibrate) and the on-demand shapes.
+class KernelBench {
+ public:
+  // `nmax`: the largest flat size a call will get.
+  KernelBench(Backend& be, Bench& bench, bool gpu, bool quick, StepCounters* ctr, int64_t nmax)
+      : be_(be),
+        bench_(bench),
+        gpu_(gpu),
+        quick_(quick),
+        ctr_(ctr),
+        nmax_(nmax),
+        a_(be, nmax * 4),
+        b_(be, nmax * 4),
+        c_(be, nmax * 4),
+        d_(be, nmax * 4),
+        mask_(be, nmax) {
+    upload_random(be, a_.f(), nmax, 0x2545F4914F6CDD1Dull, 1.0f);
+    upload_random(be, b_.f(), nmax, 0x2545F4914F6CDD1Dull, -0.5f);
+    be.fill(c_.f(), 0.0f, nmax);
+    be.fill(d_.f(), 0.0f, nmax);
+    // Masks at every offset, for the two backward kernels that read them.
+    be.dropout_forward(a_.f(), c_.f(), mask_.as<uint8_t>(), 1, nmax, 0.2f, 1, 1, ctr_);
+    StepCounters zero;
+    be.upload(ctr_ + 1, &zero, sizeof zero);
+  }
+
+  static bool knows(const std::string& name) {
+    static const std::set<std::string> flat{
+        "relu_forward",          "relu_backward",       "copy",
+        "sigmoid_forward",       "sigmoid_backward",    "tanh_forward",
+        "tanh_backward",         "dropout_forward",     "dropout_backward",
+        "relu_dropout_backward", "loss_sparse_softmax", "softmax_forward",
+        "gather_rows",           "gather_labels"};
+    return flat.count(name) > 0 || optimizer_for(name) != nullptr;
+  }
+
+  // Seconds of one call of kernel `name` on `elements` elements, `rows` rows of them (the batch's
+  // rows for gathers, the loss and softmax; ignored by the flat kernels).
+  double seconds(const std::string& name, int64_t elements, int64_t rows) {
+    const int64_t e = elements;
+    rows = std::clamp<int64_t>(rows, 1, e);
+    const int64_t cols = e / rows;
+    std::function<void()> op;
+    std::optional<ActivationKind> act_f, act_b;
+    if (name == "relu_forward") act_f = ActivationKind::relu;
+    if (name == "copy") act_f = ActivationKind::linear;
+    if (name == "sigmoid_forward") act_f = ActivationKind::sigmoid;
+    if (name == "tanh_forward") act_f = ActivationKind::tanh;
+    if (name == "relu_backward") act_b = ActivationKind::relu;
+    if (name == "sigmoid_backward") act_b = ActivationKind::sigmoid;
+    if (name == "tanh_backward") act_b = ActivationKind::tanh;
+    if (act_f) {
+      op = [&, a = *act_f] { be_.activation_forward(a, A(), c_.f(), 1, e); };
+    } else if (act_b) {
+      op = [&, a = *act_b] { be_.activation_backward(a, A(), B(), c_.f(), 1, e); };
+    } else if (name == "dropout_forward") {
+      op = [&] { be_.dropout_forward(A(), c_.f(), M(), 1, e, 0.2f, 1, 1, ctr_); };
+    } else if (name == "dropout_backward") {
+      op = [&] { be_.dropout_backward(B(), M(), c_.f(), 1, e, 0.2f); };
+    } else if (name == "relu_dropout_backward") {
+      op = [&] { be_.relu_dropout_backward(A(), M(), B(), c_.f(), 1, e, 0.2f); };
+    } else if (name == "loss_sparse_softmax") {
+      op = [&] {
+        be_.loss_forward_backward(LossKind::sparse_categorical_crossentropy,
+                                  ActivationKind::softmax, A(), d_.f(), nullptr, c_.f(), rows, cols,
+                                  ctr_);
+      };
+    } else if (name == "softmax_forward") {
+      op = [&] { be_.activation_forward(ActivationKind::softmax, A(), c_.f(), rows, cols); };
+    } else if (name == "gather_rows" || name == "gather_labels") {
+      Gather& g = gather(name == "gather_labels" ? 1 : cols, rows);
+      op = [&] {
+        if (g.offset + rows > g.rows) g.offset = 0;
+        const int32_t* at = g.idx.as<int32_t>() + g.offset;
+        g.offset += rows;
+        be_.gather_rows(g.set.f(), g.cols, at, 0, ctr_ + 1, rows, g.dst->f());
+      };
+    } else if (const OptimizerConfig* opt = optimizer_for(name)) {
+      op = [&, opt] {
+        const ParamSlot slot{A(), B(), c_.f(), d_.f(), e, true};
+        be_.optimizer_step(*opt, std::span<const ParamSlot>(&slot, 1), ctr_);
+      };
+    } else {
+      throw Error("calibrate", "no way to measure kernel '" + name + "'");
+    }
+    off_ = 0;
+    std::function<void()> setup;
+    if (!gpu_)
+      setup = [&] {
+        const int64_t len = std::min(e, nmax_);
+        off_ = off_ + 2 * len <= nmax_ ? off_ + len : 0;
+        handoff(A(), len, true);
+        handoff(B(), len, true);
+        StepCounters sc;
+        sc.step = ++step_no_;
+        be_.upload(ctr_, &sc, sizeof sc);
+      };
+    const double t = bench_.per_call_after(setup, op);
+    off_ = 0;
+    return t;
+  }
+
+ private:
+  struct Gather {
+    Block set, idx;
+    int64_t rows = 0, cols = 0, offset = 0;
+    std::unique_ptr<Block> dst;
+    int64_t dst_rows = 0;
+    Gather(Backend& be, int64_t r, int64_t c)
+        : set(be, static_cast<std::size_t>(r * c) * 4),
+          idx(be, static_cast<std::size_t>(r) * 4),
+          rows(r),
+          cols(c) {}
+  };
+  // A data set of `cols` columns to gather batches of up to `rows` rows from.
+  Gather& gather(int64_t cols, int64_t rows) {
+    auto it = gathers_.find(cols);
+    if (it == gathers_.end()) {
+      const int64_t want = quick_ ? 16384 : 60000;
+      const int64_t set_rows =
+          std::max<int64_t>(std::min<int64_t>(want, (int64_t{1} << 26) / cols), 2 * rows);
+      auto g = std::make_unique<Gather>(be_, set_rows, cols);
+      be_.fill(g->set.f(), 0.5f, set_rows * cols);
+      std::vector<int32_t> order(static_cast<std::size_t>(set_rows));
+      uint64_t h = 0x9E3779B97F4A7C15ull;
+      for (int64_t i = 0; i < set_rows; ++i)
+        order[static_cast<std::size_t>(i)] = static_cast<int32_t>(i);
+      for (int64_t i = set_rows - 1; i > 0; --i) {  // a fixed shuffle
+        h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+        std::swap(order[static_cast<std::size_t>(i)], order[h % static_cast<uint64_t>(i + 1)]);
+      }
+      be_.upload(g->idx.p, order.data(), order.size() * 4);
+      it = gathers_.emplace(cols, std::move(g)).first;
+    }
+    Gather& g = *it->second;
+    if (g.dst_rows < rows) {
+      g.dst = std::make_unique<Block>(be_, static_cast<std::size_t>(rows * cols) * 4);
+      g.dst_rows = rows;
+    }
+    return g;
+  }
+  float* A() { return a_.f() + off_; }
+  float* B() { return b_.f() + off_; }
+  uint8_t* M() { return mask_.as<uint8_t>() + off_; }
+
+  Backend& be_;
+  Bench& bench_;
+  bool gpu_, quick_;
+  StepCounters* ctr_;
+  int64_t nmax_;
+  Block a_, b_, c_, d_, mask_;
+  int64_t off_ = 0, step_no_ = 0;
+  std::map<int64_t, std::unique_ptr<Gather>> gathers_;
+};
+
+// The dense layer's three GEMMs, each timed with its inputs as a training step leaves them: the
+// layer input from the op before (a serial loop at small sizes, the pool above 2^15 elements),
+// the weights from the optimizer's threaded update, the incoming gradient from the pool.
+class GemmBench {
+ public:
+  GemmBench(Backend& be, Bench& bench, bool gpu, int64_t max_batch, int64_t max_width)
+      : be_(be),
+        bench_(bench),
+        gpu_(gpu),
+        x_(be, max_batch * max_width * 4),
+        w_(be, max_width * max_width * 4),
+        bias_(be, max_width * 4),
+        y_(be, max_batch * max_width * 4),
+        dy_(be, max_batch * max_width * 4),
+        dw_(be, max_width * max_width * 4),
+        db_(be, max_width * 4),
+        dx_(be, max_batch * max_width * 4) {
+    be.fill(x_.f(), 0.01f, max_batch * max_width);
+    be.fill(w_.f(), 0.01f, max_width * max_width);
+    be.fill(dy_.f(), 0.01f, max_batch * max_width);
+    be.fill(bias_.f(), 0.0f, max_width);
+  }
+
+  // The rate (FLOP/s) of `op` ("forward", "backward_weights", "backward_input") for a layer
+  // in -> out at `batch` rows, as a GemmSample.
+  GemmSample measure(const std::string& op, int64_t batch, int64_t in, int64_t out) {
+    const double flops = 2.0 * double(batch) * double(in) * double(out);
+    const bool x_pool = batch * in >= (int64_t{1} << 15);
+    auto cpu_setup = [&](std::function<void()> f) {
+      return gpu_ ? std::function<void()>() : std::move(f);
+    };
+    if (op == "forward") {
+      const double t =
+          bench_.per_call_after(cpu_setup([&] {
+                                  handoff(x_.f(), batch * in, x_pool);
+                                  handoff(w_.f(), in * out, true);
+                                }),
+                                [&] {
+                                  be_.dense_forward(x_.f(), w_.f(), bias_.f(), y_.f(), batch, in,
+                                                    out, ActivationKind::relu);
+                                });
+      return {"forward", batch, out, in, flops / t};
+    }
+    if (op == "backward_weights") {
+      const double t = bench_.per_call_after(
+          cpu_setup([&] {
+            handoff(x_.f(), batch * in, x_pool);
+            handoff(dy_.f(), batch * out, true);
+          }),
+          [&] { be_.dense_backward_weights(x_.f(), dy_.f(), dw_.f(), db_.f(), batch, in, out); });
+      return {"backward_weights", in, out, batch, flops / t};
+    }
+    const double t = bench_.per_call_after(
+        cpu_setup([&] {
+          handoff(dy_.f(), batch * out, true);
+          handoff(w_.f(), in * out, true);
+        }),
+        [&] { be_.dense_backward_input(dy_.f(), w_.f(), dx_.f(), batch, in, out); });
+    return {"backward_input", batch, in, out, flops / t};
+  }
+
+ private:
+  Backend& be_;
+  Bench& bench_;
+  bool gpu_;
+  Block x_, w_, bias_, y_, dy_, dw_, db_, dx_;
+};
+
+// The host-side costs: a backend call, an OpenMP fork-join (CPU).
+void measure_host(Backend& be, bool gpu, StepCounters* ctr, Profile& p) {
+  const int reps = 2000;
+  std::vector<double> per;
+  for (int b = 0; b < 5; ++b) {
+    const auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) be.advance_batch(ctr);
+    per.push_back(since(t0) / reps);  // host time only: nothing waited for
+  }
+  be.synchronize();
+  p.call_seconds = *std::min_element(per.begin(), per.end());
+  if (!gpu) {
+    std::vector<double> fj;
+    volatile int sink = 0;
+    for (int b = 0; b < 5; ++b) {
+      const auto t0 = Clock::now();
+      for (int r = 0; r < 500; ++r) {
+#pragma omp parallel
+        {
+          if (omp_get_thread_num() == 0) sink = sink + 1;
+        }
+      }
+      fj.push_back(since(t0) / 500);
+    }
+    p.fork_join_seconds = *std::min_element(fj.begin(), fj.end());
+  }
+}
+
+// Streaming memory bandwidth: ReLU over a large array, read + write.
+void measure_memory(Backend& be, Bench& bench, bool quick, Profile& p) {
+  const int64_t n = quick ? (int64_t{1} << 23) : (int64_t{1} << 26);
+  Block x(be, static_cast<std::size_t>(n) * 4), y(be, static_cast<std::size_t>(n) * 4);
+  be.fill(x.f(), 0.5f, n);
+  const double t =
+      bench.per_call([&] { be.activation_forward(ActivationKind::relu, x.f(), y.f(), 1, n); });
+  p.memory_bytes_per_second = 8.0 * double(n) / t;
+}
+
 }  // namespace
 
 Profile calibrate(const CalibrateOptions& o) {
@@ -219,13 +529,7 @@ Profile calibrate(const CalibrateOptions& o) {
   bool gpu = false;
   if (o.device == "cpu") {
     backend = make_cpu_backend(o.threads);
-    const CpuInfo& cpu = cpu_info();
-    p.kind = "cpu";
-    p.name = cpu.model;
-    p.id = "cpu";
-    p.cores = cpu.logical_cores;
-    p.threads = o.threads > 0 ? o.threads : cpu.logical_cores;
-    p.isa = cpu.isa;
+    set_this_cpu(p, o.threads);
   } else if (o.device == "cuda" || o.device.rfind("cuda:", 0) == 0) {
     const std::string n = o.device == "cuda" ? "0" : o.device.substr(5);
     if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), ::isdigit))
@@ -261,35 +565,10 @@ Profile calibrate(const CalibrateOptions& o) {
   auto* ctr = counters.as<StepCounters>();
 
   // ---- host side: a backend call, an OpenMP fork-join ----
-  {
-    const int reps = 2000;
-    std::vector<double> per;
-    for (int b = 0; b < 5; ++b) {
-      const auto t0 = Clock::now();
-      for (int r = 0; r < reps; ++r) be.advance_batch(ctr);
-      per.push_back(since(t0) / reps);  // host time only: nothing waited for
-    }
-    be.synchronize();
-    p.call_seconds = *std::min_element(per.begin(), per.end());
-    if (!gpu) {
-      std::vector<double> fj;
-      volatile int sink = 0;
-      for (int b = 0; b < 5; ++b) {
-        const auto t0 = Clock::now();
-        for (int r = 0; r < 500; ++r) {
-#pragma omp parallel
-          {
-            if (omp_get_thread_num() == 0) sink = sink + 1;
-          }
-        }
-        fj.push_back(since(t0) / 500);
-      }
-      p.fork_join_seconds = *std::min_element(fj.begin(), fj.end());
-    }
-    say(fmt::format(
-        "  backend call {:.1f} ns{}", p.call_seconds * 1e9,
-        gpu ? "" : fmt::format(", OpenMP fork-join {:.2f} us", p.fork_join_seconds * 1e6)));
-  }
+  measure_host(be, gpu, ctr, p);
+  say(fmt::format(
+      "  backend call {:.1f} ns{}", p.call_seconds * 1e9,
+      gpu ? "" : fmt::format(", OpenMP fork-join {:.2f} us", p.fork_join_seconds * 1e6)));
 
   // ---- GPU: launch, graph, sync, host-device copies ----
   if (gpu) {
@@ -352,150 +631,42 @@ Profile calibrate(const CalibrateOptions& o) {
   }
 
   // ---- streaming memory bandwidth: ReLU over a large array, read + write ----
-  {
-    const int64_t n = o.quick ? (int64_t{1} << 23) : (int64_t{1} << 26);
-    Block x(be, static_cast<std::size_t>(n) * 4), y(be, static_cast<std::size_t>(n) * 4);
-    be.fill(x.f(), 0.5f, n);
-    const double t =
-        bench.per_call([&] { be.activation_forward(ActivationKind::relu, x.f(), y.f(), 1, n); });
-    p.memory_bytes_per_second = 8.0 * double(n) / t;
-    say(fmt::format("  memory (streaming, {} MB in + out) {:.1f} GB/s", n * 4 >> 20,
-                    p.memory_bytes_per_second / 1e9));
-  }
+  measure_memory(be, bench, o.quick, p);
+  say(fmt::format("  memory (streaming, {} MB in + out) {:.1f} GB/s",
+                  (o.quick ? (int64_t{1} << 23) : (int64_t{1} << 26)) * 4 >> 20,
+                  p.memory_bytes_per_second / 1e9));
 
   // ---- elementwise kernels: time by size ----
   {
     const std::vector<int64_t> sizes = o.quick ? kernel_sizes(6, 18, 3) : kernel_sizes(6, 22, 1);
-    const int64_t nmax = sizes.back();
-    Block a(be, nmax * 4), b(be, nmax * 4), c(be, nmax * 4), d(be, nmax * 4), mask(be, nmax);
-    // Random values of both signs, as activations and gradients are: the CPU's loops branch on
-    // each element's sign or mask, and a constant input would make every branch predictable.
-    {
-      std::vector<float> host(static_cast<std::size_t>(nmax));
-      uint64_t h = 0x2545F4914F6CDD1Dull;
-      for (float& v : host) {
-        h ^= h << 13, h ^= h >> 7, h ^= h << 17;
-        v = static_cast<float>(static_cast<double>(h >> 11) * 0x1p-53 * 2.0 - 1.0);
-      }
-      be.upload(a.p, host.data(), host.size() * 4);
-      for (float& v : host) v = -v * 0.5f;
-      be.upload(b.p, host.data(), host.size() * 4);
-    }
-    be.fill(c.f(), 0.0f, nmax);
-    // Each call's inputs (a, b) handed over from the pool's threads first, as a GEMM leaves them.
-    // Before each call (CPU), the state a training step leaves: a new step number (new dropout
-    // masks), inputs at a new place in a larger buffer (new data: a branch predictor must not
-    // learn the pattern from the previous call), handed over from the pool's threads as a GEMM
-    // leaves them.
-    int64_t off = 0, step_no = 0;
-    auto A = [&] { return a.f() + off; };
-    auto B = [&] { return b.f() + off; };
-    auto M = [&] { return mask.as<uint8_t>() + off; };
-    auto curve = [&](const std::string& name, const std::vector<int64_t>& elements,
-                     const std::function<void(int64_t)>& op) {
+    KernelBench kb(be, bench, gpu, o.quick, ctr, sizes.back());
+    auto curve = [&](const std::string& name, const std::vector<int64_t>& elements, int64_t cols) {
       std::vector<KernelSample> s;
-      for (int64_t e : elements) {
-        off = 0;
-        std::function<void()> setup;
-        if (!gpu)
-          setup = [&, e] {
-            const int64_t len = std::min(e, nmax);
-            off = off + 2 * len <= nmax ? off + len : 0;
-            handoff(A(), len, true);
-            handoff(B(), len, true);
-            StepCounters sc;
-            sc.step = ++step_no;
-            be.upload(ctr, &sc, sizeof sc);
-          };
-        s.push_back({e, bench.per_call_after(setup, [&] { op(e); })});
-      }
-      off = 0;
+      for (int64_t e : elements)
+        s.push_back({e, kb.seconds(name, e, std::max<int64_t>(e / cols, 1))});
       p.kernels[name] = std::move(s);
     };
-    curve("relu_forward", sizes,
-          [&](int64_t n) { be.activation_forward(ActivationKind::relu, A(), c.f(), 1, n); });
-    curve("relu_backward", sizes,
-          [&](int64_t n) { be.activation_backward(ActivationKind::relu, A(), B(), c.f(), 1, n); });
-    curve("copy", sizes,
-          [&](int64_t n) { be.activation_forward(ActivationKind::linear, A(), c.f(), 1, n); });
-    if (!o.quick) {
-      for (ActivationKind act : {ActivationKind::sigmoid, ActivationKind::tanh}) {
-        const std::string an(activation_name(act));
-        curve(an + "_forward", sizes,
-              [&, act](int64_t n) { be.activation_forward(act, A(), c.f(), 1, n); });
-        curve(an + "_backward", sizes,
-              [&, act](int64_t n) { be.activation_backward(act, A(), B(), c.f(), 1, n); });
-      }
-    }
-    // The masks dropout_forward draws (at every offset) serve the two backward kernels.
-    be.dropout_forward(a.f(), c.f(), mask.as<uint8_t>(), 1, nmax, 0.2f, 1, 1, ctr);
-    curve("dropout_forward", sizes,
-          [&](int64_t n) { be.dropout_forward(A(), c.f(), M(), 1, n, 0.2f, 1, 1, ctr); });
-    be.dropout_forward(a.f(), c.f(), mask.as<uint8_t>(), 1, nmax, 0.2f, 1, 1, ctr);
-    curve("dropout_backward", sizes,
-          [&](int64_t n) { be.dropout_backward(B(), M(), c.f(), 1, n, 0.2f); });
-    curve("relu_dropout_backward", sizes,
-          [&](int64_t n) { be.relu_dropout_backward(A(), M(), B(), c.f(), 1, n, 0.2f); });
-    be.fill(d.f(), 0.0f, nmax);
+    std::vector<std::string> flat{"relu_forward", "relu_backward", "copy"};
+    if (!o.quick)
+      for (const char* k : {"sigmoid_forward", "sigmoid_backward", "tanh_forward", "tanh_backward"})
+        flat.emplace_back(k);
+    for (const char* k : {"dropout_forward", "dropout_backward", "relu_dropout_backward"})
+      flat.emplace_back(k);
+    for (const std::string& k : flat) curve(k, sizes, 1);
     // Rows of 10 classes (MNIST's output).
     std::vector<int64_t> row_elems;
-    for (int64_t r = 1; r * 10 <= std::min<int64_t>(nmax, 10 << 14); r *= 2)
+    for (int64_t r = 1; r * 10 <= std::min<int64_t>(sizes.back(), 10 << 14); r *= 2)
       row_elems.push_back(r * 10);
-    {
-      Block labels(be, (nmax / 10 + 1) * 4);
-      curve("loss_sparse_softmax", row_elems, [&](int64_t n) {
-        be.loss_forward_backward(LossKind::sparse_categorical_crossentropy, ActivationKind::softmax,
-                                 A(), labels.f(), nullptr, c.f(), n / 10, 10, ctr);
-      });
-      curve("softmax_forward", row_elems, [&](int64_t n) {
-        be.activation_forward(ActivationKind::softmax, A(), c.f(), n / 10, 10);
-      });
-    }
-    // Batches of MNIST rows (784 floats) gathered from a data set of 60,000 rows (16,384 quick)
-    // in a shuffled order, a different stretch of it each call, as training reads them: each row
-    // comes from memory, not from a cache the previous call warmed. And the labels likewise.
-    {
-      const int64_t cols = 784, set_rows = o.quick ? 16384 : 60000, rows_max = 1024;
-      Block set(be, static_cast<std::size_t>(set_rows * cols) * 4),
-          labels(be, static_cast<std::size_t>(set_rows) * 4);
-      be.fill(set.f(), 0.5f, set_rows * cols);
-      Block idx(be, static_cast<std::size_t>(set_rows) * 4),
-          dst(be, static_cast<std::size_t>(rows_max * cols) * 4);
-      std::vector<int32_t> order(static_cast<std::size_t>(set_rows));
-      uint64_t h = 0x9E3779B97F4A7C15ull;
-      for (int64_t i = 0; i < set_rows; ++i)
-        order[static_cast<std::size_t>(i)] = static_cast<int32_t>(i);
-      for (int64_t i = set_rows - 1; i > 0; --i) {  // a fixed shuffle
-        h ^= h << 13, h ^= h >> 7, h ^= h << 17;
-        std::swap(order[static_cast<std::size_t>(i)], order[h % static_cast<uint64_t>(i + 1)]);
-      }
-      be.upload(idx.p, order.data(), order.size() * 4);
-      StepCounters zero;
-      be.upload(ctr + 1, &zero, sizeof zero);
-      int64_t offset = 0;
-      auto next = [&](int64_t rows) {
-        if (offset + rows > set_rows) offset = 0;
-        const int32_t* at = idx.as<int32_t>() + offset;
-        offset += rows;
-        return at;
-      };
-      std::vector<int64_t> rows_elems, label_elems;
-      for (int64_t r = 1; r <= rows_max; r *= 2) rows_elems.push_back(r * cols);
-      for (int64_t r = 1; r <= rows_max; r *= 2) label_elems.push_back(r);
-      curve("gather_rows", rows_elems, [&](int64_t n) {
-        be.gather_rows(set.f(), cols, next(n / cols), 0, ctr + 1, n / cols, dst.f());
-      });
-      curve("gather_labels", label_elems,
-            [&](int64_t n) { be.gather_rows(labels.f(), 1, next(n), 0, ctr + 1, n, dst.f()); });
-    }
+    curve("loss_sparse_softmax", row_elems, 10);
+    curve("softmax_forward", row_elems, 10);
+    // Batches of MNIST rows (784 floats), and their labels.
+    std::vector<int64_t> rows_elems, label_elems;
+    for (int64_t r = 1; r <= 1024; r *= 2) rows_elems.push_back(r * 784);
+    for (int64_t r = 1; r <= 1024; r *= 2) label_elems.push_back(r);
+    curve("gather_rows", rows_elems, 784);
+    curve("gather_labels", label_elems, 1);
     // Adam on one parameter tensor of n elements.
-    {
-      const OptimizerConfig adam = Adam();
-      curve("adam", sizes, [&](int64_t n) {
-        const ParamSlot slot{A(), B(), c.f(), d.f(), n, true};
-        be.optimizer_step(adam, std::span<const ParamSlot>(&slot, 1), ctr);
-      });
-    }
+    curve("adam", sizes, 1);
     say(fmt::format("  elementwise kernels: {} curves of {} sizes ({} to {} elements)",
                     p.kernels.size(), sizes.size(), sizes.front(), sizes.back()));
   }
@@ -503,48 +674,16 @@ Profile calibrate(const CalibrateOptions& o) {
   // ---- GEMMs, as the dense layer calls them ----
   {
     const GemmGrid g = gemm_grid(o.quick);
-    const int64_t B = g.batches.back(), I = g.ins.back(), O = g.outs.back();
-    const int64_t W = std::max(I, O);
-    Block x(be, B * W * 4), w(be, W * W * 4), bias(be, W * 4), y(be, B * W * 4), dy(be, B * W * 4),
-        dw(be, W * W * 4), db(be, W * 4), dx(be, B * W * 4);
-    be.fill(x.f(), 0.01f, B * W);
-    be.fill(w.f(), 0.01f, W * W);
-    be.fill(dy.f(), 0.01f, B * W);
+    const int64_t I = g.ins.back(), O = g.outs.back();
+    GemmBench gb(be, bench, gpu, g.batches.back(), std::max(I, O));
     double best = 0;
     for (int64_t batch : g.batches)
       for (int64_t in : g.ins)
-        for (int64_t out : g.outs) {
-          const double flops = 2.0 * double(batch) * double(in) * double(out);
-          // Before each call, its inputs as a training step leaves them: the layer input from the
-          // op before (a serial loop at small sizes, the pool above 2^15 elements), the weights
-          // from the optimizer's threaded update, the incoming gradient from the pool.
-          const bool x_pool = batch * in >= (int64_t{1} << 15);
-          const double tf =
-              bench.per_call_after(gpu ? std::function<void()>() : std::function<void()>([&] {
-                                     handoff(x.f(), batch * in, x_pool);
-                                     handoff(w.f(), in * out, true);
-                                   }),
-                                   [&] {
-                                     be.dense_forward(x.f(), w.f(), bias.f(), y.f(), batch, in, out,
-                                                      ActivationKind::relu);
-                                   });
-          const double tw = bench.per_call_after(
-              gpu ? std::function<void()>() : std::function<void()>([&] {
-                handoff(x.f(), batch * in, x_pool);
-                handoff(dy.f(), batch * out, true);
-              }),
-              [&] { be.dense_backward_weights(x.f(), dy.f(), dw.f(), db.f(), batch, in, out); });
-          const double ti = bench.per_call_after(
-              gpu ? std::function<void()>() : std::function<void()>([&] {
-                handoff(dy.f(), batch * out, true);
-                handoff(w.f(), in * out, true);
-              }),
-              [&] { be.dense_backward_input(dy.f(), w.f(), dx.f(), batch, in, out); });
-          p.gemm.push_back({"forward", batch, out, in, flops / tf});
-          p.gemm.push_back({"backward_weights", in, out, batch, flops / tw});
-          p.gemm.push_back({"backward_input", batch, in, out, flops / ti});
-          best = std::max({best, flops / tf, flops / tw, flops / ti});
-        }
+        for (int64_t out : g.outs)
+          for (const char* op : {"forward", "backward_weights", "backward_input"}) {
+            p.gemm.push_back(gb.measure(op, batch, in, out));
+            best = std::max(best, p.gemm.back().flops_per_second);
+          }
     say(fmt::format("  GEMM: {} shapes x 3 ops (batch {}..{}, widths {}..{}), best {:.1f} GFLOP/s",
                     g.batches.size() * g.ins.size() * g.outs.size(), g.batches.front(),
                     g.batches.back(), std::min(g.ins.front(), g.outs.front()), std::max(I, O),
@@ -554,6 +693,193 @@ Profile calibrate(const CalibrateOptions& o) {
   p.calibration_seconds = since(start);
   say(fmt::format("calibrated in {:.1f} s", p.calibration_seconds));
   return p;
+}
+
+}  // namespace crossover::perf
+
+namespace crossover::perf {
+
+std::vector<int64_t> epoch_step_rows(int64_t samples, int64_t batch) {
+  const int64_t b = std::max<int64_t>(1, std::min(batch, samples));
+  std::vector<int64_t> rows{b};
+  if (samples > 0 && samples % b) rows.push_back(samples % b);
+  return rows;
+}
+
+ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
+  ShapeNeeds n;
+  for (const Workload& w : workloads)
+    for (int64_t rows : w.rows)
+      for (const Op& o : step_ops(w.model, rows, DeviceKind::cpu, Mode::resident)) {
+        if (o.phase == Phase::gemm) {
+          if (const char* op = gemm_op_of(o.kernel)) n.gemms.insert({op, o.batch, o.in, o.out});
+          continue;
+        }
+        if (o.phase != Phase::elementwise && o.phase != Phase::optimizer) continue;
+        if (!KernelBench::knows(o.kernel)) continue;
+        if (o.phase == Phase::optimizer && !o.segments.empty()) {
+          for (int64_t s : o.segments) n.kernels.emplace(std::pair{o.kernel, s}, 1);
+        } else if (o.elements > 0) {
+          n.kernels.emplace(std::pair{o.kernel, o.elements}, rows);
+        }
+      }
+  return n;
+}
+
+ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
+  ShapeNeeds m;
+  if (p.coverage == "grid") return m;
+  std::set<GemmNeed> have;
+  for (const GemmSample& g : p.gemm) {
+    if (g.op == "forward") have.insert({g.op, g.m, g.k, g.n});
+    if (g.op == "backward_weights") have.insert({g.op, g.k, g.m, g.n});
+    if (g.op == "backward_input") have.insert({g.op, g.m, g.n, g.k});
+  }
+  for (const GemmNeed& g : needs.gemms)
+    if (!have.count(g)) m.gemms.insert(g);
+  for (const auto& [key, rows] : needs.kernels) {
+    auto it = p.kernels.find(key.first);
+    const bool has = it != p.kernels.end() &&
+                     std::any_of(it->second.begin(), it->second.end(),
+                                 [&](const KernelSample& s) { return s.elements == key.second; });
+    if (!has) m.kernels.emplace(key, rows);
+  }
+  return m;
+}
+
+Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_host,
+                             double budget_seconds, std::size_t* left) {
+  const auto start = Clock::now();
+  std::unique_ptr<Backend> backend = make_cpu_backend(threads);
+  Backend& be = *backend;
+  Profile p;
+  set_this_cpu(p, threads);
+  p.coverage = "shapes";
+  p.created = iso_now();
+  p.crossover_version = "0.1.0";
+  // At most 200 individually timed calls a batch: the set-up before each call (handing the
+  // inputs over from the pool's threads) costs more than the call itself at these sizes, and is
+  // what made the full calibration take minutes.
+  Bench bench(be, false, false, 200);
+  bench.set_deadline(start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(budget_seconds)));
+  Block counters(be, 2 * sizeof(StepCounters));
+  {
+    StepCounters zero[2];
+    be.upload(counters.p, zero, sizeof zero);
+  }
+  auto* ctr = counters.as<StepCounters>();
+  if (with_host) {
+    measure_host(be, false, ctr, p);
+    measure_memory(be, bench, true, p);
+  }
+  std::size_t skipped = 0;
+  const auto over = [&] { return since(start) > budget_seconds; };
+  // The GEMMs first: they weigh most in a step. A new profile must have one GEMM rate at least.
+  if (!needs.gemms.empty() || with_host) {
+    std::set<GemmNeed> gemms = needs.gemms;
+    if (gemms.empty()) gemms.insert({"forward", 32, 128, 128});
+    int64_t batch = 1, width = 1;
+    for (const GemmNeed& g : gemms) {
+      batch = std::max(batch, g.batch);
+      width = std::max({width, g.in, g.out});
+    }
+    GemmBench gb(be, bench, false, batch, width);
+    for (const GemmNeed& g : gemms) {
+      if (over() && !p.gemm.empty()) {  // at least one: a profile must have a GEMM rate
+        ++skipped;
+        continue;
+      }
+      p.gemm.push_back(gb.measure(g.op, g.batch, g.in, g.out));
+    }
+  }
+  if (!needs.kernels.empty()) {
+    int64_t largest = 0;
+    for (const auto& [key, rows] : needs.kernels) largest = std::max(largest, key.second);
+    KernelBench kb(be, bench, false, false, ctr, std::max<int64_t>(int64_t{1} << 22, 2 * largest));
+    for (const auto& [key, rows] : needs.kernels) {
+      if (over()) {
+        ++skipped;
+        continue;
+      }
+      std::vector<KernelSample>& curve = p.kernels[key.first];
+      curve.push_back({key.second, kb.seconds(key.first, key.second, rows)});
+    }
+  }
+  for (auto& [name, curve] : p.kernels)
+    std::sort(curve.begin(), curve.end(),
+              [](const KernelSample& a, const KernelSample& b) { return a.elements < b.elements; });
+  p.calibration_seconds = since(start);
+  if (left) *left = skipped;
+  return p;
+}
+
+CpuProfileChoice cpu_profile_for(const CpuProfileRequest& r) {
+  CpuProfileChoice c;
+  if (!r.explicit_path.empty()) {
+    c.profile = load_profile(r.explicit_path);
+    c.this_machine = cpu_mismatch(*c.profile, r.threads).empty();
+    c.note = "profile " + r.explicit_path + " (given" +
+             (c.this_machine ? "" : "; measured on " + describe_cpu(*c.profile)) + ")";
+    return c;
+  }
+  const ShapeNeeds needs = cpu_shape_needs(r.workloads);
+  std::string why_not;
+  std::optional<Profile> mine = find_this_cpu_profile(r.threads, &why_not);
+  ShapeNeeds todo = needs;
+  std::string reason;
+  if (mine) {
+    todo = missing_shapes(*mine, needs);
+    if (todo.empty() || !r.calibrate) {
+      c.profile = std::move(mine);
+      c.this_machine = true;
+      c.note = "profile " + c.profile->source + " (this machine" +
+               (todo.empty() ? "" : fmt::format("; {} shapes interpolated", todo.size())) + ")";
+      return c;
+    }
+    reason = fmt::format("the profile of this machine, {}, lacks {} of their {} shapes",
+                         mine->source, todo.size(), needs.size());
+  } else if (!r.calibrate) {
+    c.profile = closest_cpu_profile(r.threads);
+    if (!c.profile) {
+      c.note = "no CPU calibration profile found (run crossover calibrate)";
+      return c;
+    }
+    c.note = "profile " + c.profile->source + " (measured on " + describe_cpu(*c.profile) +
+             ", not this machine: --no-calibrate)";
+    return c;
+  } else {
+    reason = why_not;
+  }
+  Profile me;
+  set_this_cpu(me, r.threads);
+  if (r.say)
+    r.say(fmt::format("calibrating this CPU for {} ({}): {} GEMM shapes, {} kernel sizes ...",
+                      r.what, reason, todo.gemms.size(), todo.kernels.size()));
+  std::size_t left = 0;
+  Profile fresh = calibrate_cpu_shapes(todo, r.threads, !mine, r.budget_seconds, &left);
+  const double took = fresh.calibration_seconds;
+  if (mine) {
+    // Keep what the saved profile had (it may live outside the user's folder).
+    Profile base = *mine;
+    merge_profile(base, fresh);
+    base.calibration_seconds = mine->calibration_seconds + took;
+    fresh = std::move(base);
+    fresh.source.clear();
+  }
+  const std::string path = default_profile_path(me);
+  c.profile = merge_and_save_profile(fresh, path);
+  c.calibrated_now = true;
+  c.this_machine = true;
+  c.note = "profile " + path + " (this machine, calibrated now)";
+  if (r.say)
+    r.say(fmt::format("calibrated in {:.1f} s{}; saved to {}", took,
+                      left ? fmt::format(" ({} shapes left for the next run: the {:g} s budget ran "
+                                         "out; they are interpolated meanwhile)",
+                                         left, r.budget_seconds)
+                           : "",
+                      path));
+  return c;
 }
 
 }  // namespace crossover::perf

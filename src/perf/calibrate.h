@@ -3,9 +3,17 @@
 // GEMMs, kernels, graphs and copies), summarised as a Profile (perf/profile.h, docs/PROFILE.md).
 #pragma once
 
+#include <compare>
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "perf/cost_model.h"
 #include "perf/profile.h"
 
 namespace crossover::perf {
@@ -25,6 +33,68 @@ struct GemmGrid {
   std::vector<int64_t> batches, ins, outs;
 };
 GemmGrid gemm_grid(bool quick);
+
+// ---- on demand: the shapes some models need, on this CPU ------------------------------------
+//
+// compare, explain, sweep and train --device auto need a profile of this CPU. When none matches
+// (cpu_mismatch in perf/profile.h), they calibrate only what their models' steps need, in
+// seconds, save it in the user's profile folder, and add what later models need to it.
+
+// A GEMM as the dense layer calls it (op "forward", "backward_weights", "backward_input").
+struct GemmNeed {
+  std::string op;
+  int64_t batch = 0, in = 0, out = 0;
+  auto operator<=>(const GemmNeed&) const = default;
+};
+// What a CPU prediction of some training steps reads from a profile: GEMM shapes, and the sizes
+// of the elementwise and optimizer kernels (kernel, elements) -> rows (the step's rows, for the
+// kernels that work row by row: gathers, the loss, softmax).
+struct ShapeNeeds {
+  std::set<GemmNeed> gemms;
+  std::map<std::pair<std::string, int64_t>, int64_t> kernels;
+  std::size_t size() const { return gemms.size() + kernels.size(); }
+  bool empty() const { return size() == 0; }
+};
+// A model and the step sizes (rows) it will be predicted at.
+struct Workload {
+  ModelDesc model;
+  std::vector<int64_t> rows;
+};
+// The step sizes of an epoch of `samples` at `batch`: the full batch, and the ragged last one.
+std::vector<int64_t> epoch_step_rows(int64_t samples, int64_t batch);
+// What predicting `workloads` on the CPU (perf::step_ops, resident) reads: every GEMM shape, and
+// every kernel size of a kernel calibration knows how to measure (the others are predicted from
+// memory bandwidth, as they always are).
+ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads);
+// What of `needs` profile `p` lacks: nothing for a "grid" profile (it interpolates), else the
+// GEMM shapes and kernel sizes it has no measurement of.
+ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs);
+// Measures `needs` on this CPU with `threads` threads (0: all cores), each as the full
+// calibration does (the same code), and, when `with_host`, the backend call, fork-join and memory
+// bandwidth a profile must have. Stops starting new measurements after `budget_seconds`;
+// `left` (when not null) gets how many were not measured. A "shapes" profile of this CPU.
+Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_host,
+                             double budget_seconds, std::size_t* left = nullptr);
+
+struct CpuProfileRequest {
+  std::string explicit_path;  // --profile: used as given, nothing calibrated
+  int threads = 0;            // the run's CPU threads (0: all cores)
+  bool calibrate = true;      // false (--no-calibrate): the closest profile found, as it is
+  std::vector<Workload> workloads;
+  std::string what;  // for the progress line: "SMALL at batch 32"
+  double budget_seconds = 30;
+  std::function<void(const std::string&)> say;  // progress (stderr; empty: silent)
+};
+struct CpuProfileChoice {
+  std::optional<Profile> profile;  // nullopt: no CPU profile at all (and none calibrated)
+  std::string note;                // which profile and why, one phrase
+  bool calibrated_now = false;     // this call measured (some of) it
+  bool this_machine = false;       // measured on this CPU (cpu_mismatch empty)
+};
+// The CPU profile to predict `workloads` with: `explicit_path` if given; else this CPU's saved
+// profile, first calibrating (and merging into it, under a lock) what it lacks; else, with
+// `calibrate` false, the closest found (shipped included), labelled not this machine.
+CpuProfileChoice cpu_profile_for(const CpuProfileRequest& request);
 
 // Page-locked host memory for the pinned-bandwidth measurements: the CUDA runtime's
 // cudaMallocHost where the build has CUDA (nullptr otherwise, or when it fails).

@@ -17,15 +17,21 @@ std::string us(double s) {
 }
 }  // namespace
 
-std::string choose_device(const Sequential& model, int64_t batch, std::string& why) {
+std::string choose_device(const Sequential& model, int64_t batch, std::string& why,
+                          const CpuProfileSource& cpu_profile) {
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();
   if (gpus.empty()) {
     why = "no GPU present: training on the CPU";
     return "cpu";
   }
   const ModelDesc desc = describe(model);
-  std::string cpu_note;
-  const std::optional<Profile> cpu = cpu_profile_for_this_machine("", 0, cpu_note);
+  std::vector<Workload> workloads{{desc, {batch}}};
+  const std::string what = fmt::format("{} at batch {}", model.name(), batch);
+  const CpuProfileChoice choice = cpu_profile
+                                      ? cpu_profile(std::move(workloads), what)
+                                      : cpu_profile_for({.workloads = workloads, .what = what});
+  const std::string& cpu_note = choice.note;
+  const std::optional<Profile>& cpu = choice.profile;
   const std::string first_gpu = "cuda:" + std::to_string(gpus.front().ordinal);
   if (!cpu) {
     why = fmt::format(

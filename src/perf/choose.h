@@ -2,7 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
+
+#include "perf/calibrate.h"
 
 namespace crossover {
 class Sequential;
@@ -16,6 +20,12 @@ namespace crossover::perf {
 // with a shape, or after a fit). `why` gets one sentence with the numbers. Without a GPU the
 // answer is "cpu"; with a GPU but nothing to predict it with (no profile for it or for this
 // CPU), the GPU, saying so.
-std::string choose_device(const Sequential& model, int64_t batch, std::string& why);
+// `cpu_profile` finds the CPU's profile for the model's step (perf::cpu_profile_for, which may
+// calibrate this CPU first); by default cpu_profile_for with the default request. It is only
+// asked when a GPU is present.
+using CpuProfileSource =
+    std::function<CpuProfileChoice(std::vector<Workload> workloads, const std::string& what)>;
+std::string choose_device(const Sequential& model, int64_t batch, std::string& why,
+                          const CpuProfileSource& cpu_profile = {});
 
 }  // namespace crossover::perf

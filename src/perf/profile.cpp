@@ -1,15 +1,21 @@
 #include "perf/profile.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "backends/cuda_info.h"
 #include "core/error.h"
@@ -91,6 +97,50 @@ std::string home_dir() {
   return h && *h ? h : "";
 }
 
+json int_or_null(int v) { return v >= 0 ? json(v) : json(nullptr); }
+
+// The shipped folders: measured on the project's machines.
+std::vector<std::string> shipped_dirs() {
+  std::vector<std::string> dirs;
+#ifdef CROSSOVER_SOURCE_DIR
+  dirs.emplace_back(CROSSOVER_SOURCE_DIR "/profiles");
+#endif
+#ifdef CROSSOVER_INSTALL_DATADIR
+  dirs.emplace_back(CROSSOVER_INSTALL_DATADIR "/profiles");
+#endif
+  return dirs;
+}
+
+std::string isa_upper(const std::vector<std::string>& isa) {
+  const auto has = [&](const char* f) { return std::find(isa.begin(), isa.end(), f) != isa.end(); };
+  std::string s = has("avx512f") ? "AVX-512" : has("avx2") ? "AVX2" : has("avx") ? "AVX" : "SSE";
+  if (has("amx_tile")) s += ", AMX";
+  return s;
+}
+
+// An exclusive flock on `path` for the scope.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error(path, "cannot be opened as a lock file");
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        ::close(fd_);
+        throw Error(path, "cannot be locked");
+      }
+  }
+  ~FileLock() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace
 
 json profile_to_json(const Profile& p) {
@@ -112,11 +162,17 @@ json profile_to_json(const Profile& p) {
   if (p.kind == "cpu") {
     device["threads"] = p.threads;
     device["isa"] = p.isa;
+    device["cpuid"] = {{"family", int_or_null(p.cpuid_family)},
+                       {"model", int_or_null(p.cpuid_model)},
+                       {"stepping", int_or_null(p.cpuid_stepping)}};
+    device["cache_bytes"] = {{"l1d", p.l1d_bytes}, {"l2", p.l2_bytes}, {"l3", p.l3_bytes}};
   } else {
     device["memory_bytes"] = p.memory_bytes;
   }
   return json{{"format", kFormat},
               {"version", kVersion},
+              {"schema", p.schema},
+              {"coverage", p.coverage},
               {"device", device},
               {"created", p.created},
               {"crossover_version", p.crossover_version},
@@ -173,6 +229,29 @@ Profile profile_from_json(const json& j, const std::string& where) {
     if (!it->is_array()) r.fail("device.isa", "must be an array of strings");
     for (std::size_t i = 0; i < it->size(); ++i)
       p.isa.push_back(r.string((*it)[i], "device.isa[" + std::to_string(i) + "]", true));
+  }
+  if (auto it = dev.find("cpuid"); it != dev.end() && !it->is_null()) {
+    if (!it->is_object()) r.fail("device.cpuid", "must be an object {family, model, stepping}");
+    for (auto [key, slot] : {std::pair{"family", &p.cpuid_family},
+                             {"model", &p.cpuid_model},
+                             {"stepping", &p.cpuid_stepping}})
+      if (auto v = it->find(key); v != it->end() && !v->is_null())
+        *slot = static_cast<int>(r.integer(*v, std::string("device.cpuid.") + key, false));
+  }
+  if (auto it = dev.find("cache_bytes"); it != dev.end() && !it->is_null()) {
+    if (!it->is_object()) r.fail("device.cache_bytes", "must be an object {l1d, l2, l3}");
+    for (auto [key, slot] :
+         {std::pair{"l1d", &p.l1d_bytes}, {"l2", &p.l2_bytes}, {"l3", &p.l3_bytes}})
+      if (auto v = it->find(key); v != it->end() && !v->is_null())
+        *slot = r.integer(*v, std::string("device.cache_bytes.") + key, false);
+  }
+  p.schema = 0;
+  if (auto it = j.find("schema"); it != j.end() && !it->is_null())
+    p.schema = static_cast<int>(r.integer(*it, "schema", false));
+  if (auto it = j.find("coverage"); it != j.end() && !it->is_null()) {
+    p.coverage = r.string(*it, "coverage", true);
+    if (p.coverage != "grid" && p.coverage != "shapes")
+      r.fail("coverage", "must be \"grid\" or \"shapes\", got \"" + p.coverage + "\"");
   }
 
   if (auto it = j.find("created"); it != j.end() && !it->is_null())
@@ -267,8 +346,9 @@ Profile load_profile(const std::string& path) {
 void save_profile(const Profile& p, const std::string& path) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path tmp =
-      dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  static std::atomic<int> counter{0};
+  const fs::path tmp = dir / ("." + target.filename().string() + ".tmp-" +
+                              std::to_string(::getpid()) + "-" + std::to_string(counter++));
   {
     std::ofstream f(tmp);
     f << profile_to_json(p).dump(1) << '\n';
@@ -307,8 +387,17 @@ std::string profile_slug(const Profile& p) {
       slug += "-avx2";
     if (has("amx_tile")) slug += "-amx";
     slug += "-" + std::to_string(p.threads > 0 ? p.threads : p.cores) + "t";
+    // Two CPUs of the same name (a VM's bare "AMD EPYC") must not share a file.
+    if (p.cpuid_family >= 0 && p.cpuid_model >= 0)
+      slug += "-f" + std::to_string(p.cpuid_family) + "m" + std::to_string(p.cpuid_model);
   }
   return slug;
+}
+
+std::string user_profile_dir() {
+  if (const char* env = std::getenv("CROSSOVER_PROFILE_DIR"); env && *env) return env;
+  const std::string home = home_dir();
+  return home.empty() ? "." : home + "/.local/share/crossover/profiles";
 }
 
 std::vector<std::string> profile_dirs() {
@@ -318,29 +407,26 @@ std::vector<std::string> profile_dirs() {
     for (std::string d; std::getline(in, d, ':');)
       if (!d.empty()) dirs.push_back(d);
   }
-  if (const std::string home = home_dir(); !home.empty())
-    dirs.push_back(home + "/.local/share/crossover/profiles");
-#ifdef CROSSOVER_SOURCE_DIR
-  dirs.emplace_back(CROSSOVER_SOURCE_DIR "/profiles");
-#endif
-#ifdef CROSSOVER_INSTALL_DATADIR
-  dirs.emplace_back(CROSSOVER_INSTALL_DATADIR "/profiles");
-#endif
+  dirs.push_back(user_profile_dir());
+  for (const std::string& d : shipped_dirs()) dirs.push_back(d);
   return dirs;
 }
 
 std::string default_profile_path(const Profile& p) {
-  const std::string home = home_dir();
-  const std::string dir = home.empty() ? "." : home + "/.local/share/crossover/profiles";
-  return dir + "/" + profile_slug(p) + ".json";
+  return user_profile_dir() + "/" + profile_slug(p) + ".json";
 }
 
 std::vector<Profile> find_profiles(std::vector<std::string>* skipped) {
   std::vector<Profile> out;
-  std::set<std::string> seen;
+  std::set<std::string> seen, shipped;
+  for (const std::string& dir : shipped_dirs()) {
+    std::error_code ec;
+    shipped.insert(fs::weakly_canonical(dir, ec).string());
+  }
   for (const std::string& dir : profile_dirs()) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
+    const bool from_shipped = shipped.count(fs::weakly_canonical(dir, ec).string()) > 0;
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir, ec))
       if (e.path().extension() == ".json") files.push_back(e.path());
@@ -350,12 +436,164 @@ std::vector<Profile> find_profiles(std::vector<std::string>* skipped) {
       if (!seen.insert(canon).second) continue;
       try {
         out.push_back(load_profile(f.string()));
+        out.back().shipped = from_shipped;
       } catch (const Error& e) {
         if (skipped) skipped->push_back(e.what());
       }
     }
   }
   return out;
+}
+
+void set_this_cpu(Profile& p, int threads) {
+  const CpuInfo& cpu = cpu_info();
+  p.kind = "cpu";
+  p.name = cpu.model;
+  p.id = "cpu";
+  p.cores = cpu.logical_cores;
+  p.threads = threads > 0 ? threads : cpu.logical_cores;
+  p.isa = cpu.isa;
+  p.cpuid_family = cpu.family;
+  p.cpuid_model = cpu.model_number;
+  p.cpuid_stepping = cpu.stepping;
+  p.l1d_bytes = cpu.l1d_bytes;
+  p.l2_bytes = cpu.l2_bytes;
+  p.l3_bytes = cpu.l3_bytes;
+  p.schema = kProfileSchema;
+}
+
+std::string describe_cpu(const Profile& p) {
+  std::string s = p.name;
+  if (p.cpuid_family >= 0)
+    s += " (family " + std::to_string(p.cpuid_family) + " model " + std::to_string(p.cpuid_model) +
+         " stepping " + std::to_string(p.cpuid_stepping) + ")";
+  return s + ", " + isa_upper(p.isa) + ", " + std::to_string(p.threads) + " threads";
+}
+
+std::string cpu_mismatch(const Profile& p, int threads) {
+  if (p.kind != "cpu") return "a " + p.kind + " profile, not a CPU's";
+  if (p.shipped)
+    return "shipped with crossover (measured on " + describe_cpu(p) + "), not this machine";
+  Profile me;
+  set_this_cpu(me, threads);
+  const std::string theirs = describe_cpu(p), mine = describe_cpu(me);
+  if (p.name != me.name || p.cpuid_family != me.cpuid_family || p.cpuid_model != me.cpuid_model ||
+      p.cpuid_stepping != me.cpuid_stepping || p.isa != me.isa)
+    return "measured on " + theirs + "; this is " + mine;
+  if (p.l1d_bytes != me.l1d_bytes || p.l2_bytes != me.l2_bytes || p.l3_bytes != me.l3_bytes)
+    return fmt::format(
+        "measured on a {} with caches L1d/L2/L3 {}/{}/{} KiB; this one's are {}/{}/{} KiB", p.name,
+        p.l1d_bytes >> 10, p.l2_bytes >> 10, p.l3_bytes >> 10, me.l1d_bytes >> 10,
+        me.l2_bytes >> 10, me.l3_bytes >> 10);
+  if (p.threads != me.threads)
+    return "measured with " + std::to_string(p.threads) + " threads; this run uses " +
+           std::to_string(me.threads);
+  if (p.schema != kProfileSchema)
+    return "of profile schema " + std::to_string(p.schema) + "; this crossover's is " +
+           std::to_string(kProfileSchema);
+  return "";
+}
+
+void merge_profile(Profile& into, const Profile& from) {
+  std::set<std::tuple<std::string, int64_t, int64_t, int64_t>> have;
+  for (const GemmSample& g : into.gemm) have.insert({g.op, g.m, g.n, g.k});
+  for (const GemmSample& g : from.gemm)
+    if (have.insert({g.op, g.m, g.n, g.k}).second) into.gemm.push_back(g);
+  for (const auto& [name, samples] : from.kernels) {
+    std::vector<KernelSample>& curve = into.kernels[name];
+    for (const KernelSample& s : samples) {
+      auto at = std::lower_bound(curve.begin(), curve.end(), s.elements,
+                                 [](const KernelSample& k, int64_t e) { return k.elements < e; });
+      if (at == curve.end() || at->elements != s.elements) curve.insert(at, s);
+    }
+  }
+  // The longer of the two: `from` may already hold `into`'s time (an extension of it, re-merged
+  // under the lock), and adding would count it twice.
+  into.calibration_seconds = std::max(into.calibration_seconds, from.calibration_seconds);
+}
+
+Profile merge_and_save_profile(const Profile& fresh, const std::string& path) {
+  std::error_code ec;
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  FileLock lock(path + ".lock");
+  Profile merged = fresh;
+  if (fs::exists(target, ec)) {
+    try {
+      Profile old = load_profile(path);
+      const bool same = old.kind == fresh.kind && old.name == fresh.name &&
+                        old.schema == fresh.schema &&
+                        (fresh.kind != "cpu" || cpu_mismatch(old, fresh.threads).empty());
+      // A full grid stays as it is: it interpolates any shape, and scattered extra entries
+      // would turn its trilinear interpolation into inverse-distance weighting.
+      if (same && old.coverage == "grid" && fresh.coverage == "shapes") {
+        old.source = path;
+        return old;
+      }
+      if (same) {
+        merge_profile(old, fresh);
+        merged = std::move(old);
+      }
+    } catch (const Error&) {
+      // An unreadable or invalid file is replaced.
+    }
+  }
+  save_profile(merged, path);
+  merged.source = path;
+  merged.shipped = false;
+  return merged;
+}
+
+std::optional<Profile> find_this_cpu_profile(int threads, std::string* why_not) {
+  std::string first_reason;
+  {
+    // Where the on-demand calibration saves this machine's profile, first.
+    Profile me;
+    set_this_cpu(me, threads);
+    const std::string path = default_profile_path(me);
+    std::error_code ec;
+    if (fs::exists(path, ec)) try {
+        Profile p = load_profile(path);
+        const std::string why = cpu_mismatch(p, threads);
+        if (why.empty()) return p;
+        first_reason = path + " was " + why;
+      } catch (const Error&) {
+      }
+  }
+  for (Profile& p : find_profiles()) {
+    if (p.kind != "cpu" || p.shipped) continue;
+    const std::string why = cpu_mismatch(p, threads);
+    if (why.empty()) return std::move(p);
+    if (first_reason.empty()) first_reason = p.source + " was " + why;
+  }
+  if (why_not) {
+    Profile me;
+    set_this_cpu(me, threads);
+    *why_not = first_reason.empty()
+                   ? "no profile of this machine (" + describe_cpu(me) + ") is saved yet"
+                   : "no profile matches this machine: " + first_reason;
+  }
+  return std::nullopt;
+}
+
+std::optional<Profile> closest_cpu_profile(int threads) {
+  Profile me;
+  set_this_cpu(me, threads);
+  std::optional<Profile> best;
+  int best_score = -1;
+  for (Profile& p : find_profiles()) {
+    if (p.kind != "cpu") continue;
+    // Alike in what decides speed most: the widest SIMD, then the thread count, then the name.
+    int score = 0;
+    if (isa_upper(p.isa) == isa_upper(me.isa)) score += 4;
+    if (p.threads == me.threads) score += 2;
+    if (p.name == me.name) score += 1;
+    if (score > best_score) {
+      best_score = score;
+      best = std::move(p);
+    }
+  }
+  return best;
 }
 
 std::optional<Profile> cpu_profile_for_this_machine(const std::string& explicit_path, int threads,
@@ -365,21 +603,15 @@ std::optional<Profile> cpu_profile_for_this_machine(const std::string& explicit_
     note = "profile " + explicit_path + " (given)";
     return p;
   }
-  const CpuInfo& cpu = cpu_info();
-  const int want = threads > 0 ? threads : cpu.logical_cores;
-  std::optional<Profile> any;
-  for (Profile& p : find_profiles()) {
-    if (p.kind != "cpu") continue;
-    if (p.name == cpu.model && p.threads == want && p.isa == cpu.isa) {
-      note = "profile " + p.source + " (this CPU, " + std::to_string(want) + " threads)";
-      return std::move(p);
-    }
-    if (!any) any = std::move(p);
+  const int want = threads > 0 ? threads : cpu_info().logical_cores;
+  if (std::optional<Profile> p = find_this_cpu_profile(threads)) {
+    note = "profile " + p->source + " (this CPU, " + std::to_string(want) + " threads)";
+    return p;
   }
-  if (any) {
-    note = "profile " + any->source + " (measured on " + any->name + " with " +
-           std::to_string(any->threads) + " threads, not this machine: run crossover calibrate)";
-    return any;
+  if (std::optional<Profile> p = closest_cpu_profile(threads)) {
+    note = "profile " + p->source + " (measured on " + describe_cpu(*p) +
+           ", not this machine: run crossover calibrate)";
+    return p;
   }
   note = "no CPU calibration profile found (run crossover calibrate)";
   return std::nullopt;

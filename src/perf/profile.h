@@ -14,6 +14,12 @@
 
 namespace crossover::perf {
 
+// The version of what a profile's numbers mean to the cost model (perf/cost_model.h): bump it
+// whenever the model's terms change (a new kernel curve it reads, a GEMM measured another way, a
+// new field), so that a profile saved by an older crossover is recalibrated, not trusted.
+// Saved as "schema"; a profile without one is schema 0.
+inline constexpr int kProfileSchema = 1;
+
 // One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
 //   "forward":          y(batch, out) = x(batch, in) . w(in, out), with the bias+ReLU epilogue
 //                       (m = batch, n = out, k = in)
@@ -46,6 +52,10 @@ struct Profile {
   int cores = 0;                 // logical cores (cpu), streaming multiprocessors (gpu)
   std::vector<std::string> isa;  // SIMD extensions (cpu)
   int64_t memory_bytes = 0;      // device memory (gpu); 0 for the CPU
+  // The CPU's identity beyond its name (cpu; see perf/machine.h): CPUID family, model and
+  // stepping (-1: not recorded), and its cache sizes (0: not recorded).
+  int cpuid_family = -1, cpuid_model = -1, cpuid_stepping = -1;
+  int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
 
   // ---- latencies (0 on the CPU, where nothing is launched and nothing waited for) ----
   double launch_seconds = 0;        // one kernel launch, back to back (naive mode's per-op floor)
@@ -75,7 +85,14 @@ struct Profile {
   std::string crossover_version;  // "0.1.0"
   bool quick = false;             // made with --quick (a coarser grid, fewer repeats)
   double calibration_seconds = 0;
-  std::string source;  // where it was loaded from (not saved)
+  int schema = kProfileSchema;  // kProfileSchema of the crossover that measured it
+  // "grid": `crossover calibrate`'s full (or quick) grid of shapes and sizes. "shapes": only the
+  // shapes and sizes of the models that were asked about (made on demand by compare, explain,
+  // sweep, train --device auto), extended as other models are asked about.
+  std::string coverage = "grid";
+  std::string source;    // where it was loaded from (not saved)
+  bool shipped = false;  // loaded from the source tree's profiles/ or the installed share/ (not
+                         // saved): measured on the project's machines, never this one's
 };
 
 // The profile as JSON (docs/PROFILE.md).
@@ -91,20 +108,52 @@ void save_profile(const Profile& p, const std::string& path);
 // A file-name-safe name for the profile: "cpu-intel-xeon-avx512-amx-2c", "gpu-nvidia-h200".
 std::string profile_slug(const Profile& p);
 
-// The folders searched for profiles, in order: $CROSSOVER_PROFILES (':'-separated),
-// ~/.local/share/crossover/profiles (where calibrate saves by default), the source tree's
-// profiles/, the installed share/crossover/profiles.
+// The user's profile folder, where calibrate and the on-demand calibration save:
+// $CROSSOVER_PROFILE_DIR when set, else ~/.local/share/crossover/profiles.
+std::string user_profile_dir();
+// The folders searched for profiles, in order: $CROSSOVER_PROFILES (':'-separated), the user's
+// folder (user_profile_dir()), then the shipped ones: the source tree's profiles/ and the
+// installed share/crossover/profiles.
 std::vector<std::string> profile_dirs();
 // The default output of `crossover calibrate` for a device: <user folder>/<slug>.json.
 std::string default_profile_path(const Profile& p);
 
 // Every readable, valid profile in profile_dirs() (invalid ones are skipped; `skipped` gets one
-// line per skipped file when not null).
+// line per skipped file when not null). Those from the shipped folders have `shipped` set.
 std::vector<Profile> find_profiles(std::vector<std::string>* skipped = nullptr);
 
-// The CPU profile to predict this machine with: `explicit_path` if not empty; else the first
-// found whose device name and thread count match this CPU, else the first CPU profile. `note`
-// says which was chosen and why. nullopt when there is none.
+// This CPU as a profile records it: name, CPUID signature, ISA, caches, `threads` (0: all
+// logical cores), and the schema of this crossover.
+void set_this_cpu(Profile& p, int threads);
+// Why profile `p` is not this CPU run with `threads` threads (0: all cores): "" when it is (same
+// name, CPUID family/model/stepping, ISA, cache sizes, thread count, and schema), else the first
+// difference, e.g. "measured on Intel(R) Xeon(R) Processor, this is AMD EPYC". A shipped
+// profile is never this machine's.
+std::string cpu_mismatch(const Profile& p, int threads);
+// "AMD EPYC (family 25 model 1 stepping 1), AVX2, 2 threads"
+std::string describe_cpu(const Profile& p);
+
+// Adds to `into` what `from` measured that `into` lacks: GEMM entries of another (op, m, n, k),
+// kernel samples of another size (kept ascending). What both have keeps `into`'s number.
+void merge_profile(Profile& into, const Profile& from);
+// Saves `fresh` to `path`, merged with what is there: under an exclusive lock (`path`.lock,
+// flock), re-reads the file; when it holds a valid profile of the same device (cpu_mismatch
+// empty, for the CPU) and schema, merges `fresh` into it (merge_profile), else replaces it. Then
+// writes atomically. Two processes doing this at once both land. Returns what was saved.
+Profile merge_and_save_profile(const Profile& fresh, const std::string& path);
+
+// A CPU profile of this machine (cpu_mismatch empty) from the non-shipped folders, its
+// default_profile_path first; nullopt when none matches. `why_not` (when not null) gets, when none
+// matches, why the nearest candidate did not ("no CPU profile saved yet" when there is none).
+std::optional<Profile> find_this_cpu_profile(int threads, std::string* why_not = nullptr);
+// The CPU profile nearest this one among all found (shipped included): the most alike by ISA,
+// thread count and name; nullopt when there is no CPU profile at all.
+std::optional<Profile> closest_cpu_profile(int threads);
+
+// The CPU profile to predict this machine with, without calibrating: `explicit_path` if not
+// empty; else this CPU's (find_this_cpu_profile); else the closest (closest_cpu_profile), with a
+// note that it was measured elsewhere. `note` says which was chosen and why. nullopt when there is
+// none. (perf/calibrate.h's cpu_profile_for calibrates instead when none matches.)
 std::optional<Profile> cpu_profile_for_this_machine(const std::string& explicit_path, int threads,
                                                     std::string& note);
 // The GPU profiles found (device.kind "gpu"); with `name` not empty, only those for that GPU.
