@@ -347,6 +347,22 @@ TEST(CostModel, KernelCurvesInterpolateLinearly) {
   EXPECT_LT(perf::kernel_seconds(p, "tanh_forward", 100), 0);
 }
 
+TEST(CostModel, TheCpuUpdateCostsAtLeastTheWholeStateAsOneStream) {
+  // Each tensor alone fits a cache that all of them together overflow: per-tensor samples are
+  // fast, the sample at the total size is slow; the update is priced at the slower of the two.
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  const std::vector<Op> ops = perf::step_ops(kBig, 32, DeviceKind::cpu, Mode::resident);
+  const Op& adam = find_op(ops, "adam update");
+  const int64_t total = kBig.parameters();
+  p.kernels["adam"] = {{10, 1e-9 * 10}, {total / 2, 1e-9 * (total / 2)}, {total, 1e-8 * total}};
+  const perf::Prediction slow = perf::predict({adam}, p, Mode::resident);
+  EXPECT_NEAR(slow.op_seconds[0], 1e-8 * total, 1e-12);
+  // When the whole stream is no slower per element, the per-tensor sum stands.
+  p.kernels["adam"] = {{10, 1e-9 * 10}, {total, 1e-9 * total}};
+  const perf::Prediction even = perf::predict({adam}, p, Mode::resident);
+  EXPECT_NEAR(even.op_seconds[0], 1e-9 * total, 1e-9 * total * 1e-6);
+}
+
 // ---- profiles --------------------------------------------------------------------------------
 TEST(Profile, JsonRoundTrip) {
   perf::Profile p = flat_profile("gpu", 5e13, 3e12);

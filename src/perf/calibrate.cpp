@@ -719,6 +719,9 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
         if (!KernelBench::knows(o.kernel)) continue;
         if (o.phase == Phase::optimizer && !o.segments.empty()) {
           for (int64_t s : o.segments) n.kernels.emplace(std::pair{o.kernel, s}, 1);
+          // And all of them as one stream: what the step's update costs once its state no longer
+          // fits the caches that each tensor alone fits (cost_model.cpp, kernel_time).
+          if (o.segments.size() > 1) n.kernels.emplace(std::pair{o.kernel, o.elements}, 1);
         } else if (o.elements > 0) {
           n.kernels.emplace(std::pair{o.kernel, o.elements}, rows);
         }
