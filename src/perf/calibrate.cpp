@@ -742,9 +742,10 @@ ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
     if (!have.count(g)) m.gemms.insert(g);
   for (const auto& [key, rows] : needs.kernels) {
     auto it = p.kernels.find(key.first);
+    const int64_t elements = key.second;  // a structured binding cannot be captured (clang 14)
     const bool has = it != p.kernels.end() &&
                      std::any_of(it->second.begin(), it->second.end(),
-                                 [&](const KernelSample& s) { return s.elements == key.second; });
+                                 [&](const KernelSample& s) { return s.elements == elements; });
     if (!has) m.kernels.emplace(key, rows);
   }
   return m;
