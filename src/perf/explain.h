@@ -30,7 +30,7 @@ struct ExplainConfig {
   std::function<Sequential()> make_model;  // a fresh, uncompiled model
   const Tensor* x = nullptr;               // training data
   const Tensor* y = nullptr;
-  int64_t batch = 32;
+  int64_t batch = kDefaultBatchSize;
   std::string device = "cpu";
   Mode mode = Mode::resident;
   int threads = 0;
