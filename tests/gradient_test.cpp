@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "backends/backend.h"
+#include "nn/layers.h"
 #include "nn/sequential.h"
 #include "test_util.h"
 
@@ -131,6 +133,42 @@ void check_gradients(const Case& c) {
           << g.name << "[" << i << "]";
     }
   }
+}
+
+// The backend's dense_forward itself, with every activation (the model fuses only linear and
+// relu into it, but the backend contract takes any): the CPU once applied relu where asked for a
+// sigmoid without bias, found by the GPU tests' comparison on an H200.
+TEST(CpuBackend, DenseForwardAppliesEveryActivationAsTheFloat64Reference) {
+  std::unique_ptr<Backend> be = make_cpu_backend(2);
+  struct Shape3 {
+    int64_t m, k, n;
+  };
+  uint64_t seed = 40;
+  for (const Shape3 s : {Shape3{1, 1, 1}, Shape3{7, 97, 13}, Shape3{33, 128, 10}})
+    for (ActivationKind a : {ActivationKind::linear, ActivationKind::relu, ActivationKind::sigmoid,
+                             ActivationKind::tanh, ActivationKind::softmax})
+      for (bool bias : {true, false}) {
+        SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) +
+                     " " + std::string(activation_name(a)) + (bias ? " bias" : " no bias"));
+        const Tensor x = random_tensor({s.m, s.k}, ++seed), w = random_tensor({s.k, s.n}, ++seed),
+                     b = random_tensor({s.n}, ++seed);
+        std::vector<float> y(static_cast<std::size_t>(s.m * s.n), std::nanf(""));
+        be->dense_forward(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), s.m, s.k, s.n,
+                          a);
+        for (int64_t r = 0; r < s.m; ++r) {
+          Vec row(static_cast<std::size_t>(s.n));
+          for (int64_t j = 0; j < s.n; ++j) {
+            double v = bias ? b[j] : 0.0;
+            for (int64_t i = 0; i < s.k; ++i) v += double(x[r * s.k + i]) * w[i * s.n + j];
+            row[static_cast<std::size_t>(j)] = v;
+          }
+          apply(a, row);
+          for (int64_t j = 0; j < s.n; ++j)
+            ASSERT_NEAR(y[static_cast<std::size_t>(r * s.n + j)], row[static_cast<std::size_t>(j)],
+                        1e-5 + 1e-5 * std::abs(row[static_cast<std::size_t>(j)]))
+                << "row " << r << " column " << j;
+        }
+      }
 }
 
 TEST(Gradients, DenseWithEachActivationMatchFiniteDifferences) {

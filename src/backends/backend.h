@@ -132,7 +132,8 @@ class Backend {
                            const StepCounters* counters, int64_t m, float* dst) = 0;
 
   // ---- dense layer ----
-  // y(m, n) = act(x(m, k) . w(k, n) + b(n)); act is linear or relu (fused); b may be null.
+  // y(m, n) = act(x(m, k) . w(k, n) + b(n)); b may be null. Linear and relu are fused into the
+  // product; sigmoid, tanh and softmax take a second pass over y.
   virtual void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m,
                              int64_t k, int64_t n, ActivationKind act) = 0;
   // dw(k, n) = x(m, k)^T . dy(m, n);  db(n) = column sums of dy (if db is not null).

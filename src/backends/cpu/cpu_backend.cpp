@@ -229,13 +229,14 @@ class CpuBackend final : public Backend {
   void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
                      int64_t n, ActivationKind act) override {
     // y(m, n) = x(m, k) . w(k, n): blocks of columns of y.
+    const bool relu = act == ActivationKind::relu;
     for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
       if (c1 <= c0) return;
       sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
-      if (b == nullptr && act == ActivationKind::linear) return;
+      if (b == nullptr && !relu) return;
       for (int64_t r = 0; r < m; ++r) {
         float* row = y + r * n;
-        if (b && act == ActivationKind::relu) {
+        if (b && relu) {
           for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
         } else if (b) {
           for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
@@ -244,6 +245,8 @@ class CpuBackend final : public Backend {
         }
       }
     });
+    // Sigmoid, tanh and softmax (softmax needs whole rows): a second pass, as on the GPU.
+    if (act != ActivationKind::linear && !relu) activation_forward(act, y, y, m, n);
   }
 
   void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
