@@ -56,19 +56,27 @@ class OnDemand : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing_util::temp_folder("on-demand");
-    ::setenv("CROSSOVER_PROFILE_DIR", profiles().c_str(), 1);
+    env_.emplace("CROSSOVER_PROFILE_DIR", profiles().c_str());
     ::unsetenv("CROSSOVER_PROFILES");
   }
   void TearDown() override {
-    ::unsetenv("CROSSOVER_PROFILE_DIR");
+    env_.reset();
     fs::remove_all(dir_);
   }
+  std::optional<testing_util::ScopedEnv> env_;
   std::string profiles() const { return dir_ + "/profiles"; }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  std::string saved_path() const {
+  // This CPU's profile at `threads` (0: all cores) in the test's folder.
+  std::string saved_path(int threads = 0) const {
     perf::Profile me;
-    perf::set_this_cpu(me, 0);
+    perf::set_this_cpu(me, threads);
     return perf::default_profile_path(me);
+  }
+  // Whether any CPU profile was saved (at any thread count).
+  bool any_cpu_profile_saved() const {
+    for (const std::string& f : files_in_profiles())
+      if (fs::path(f).filename().string().rfind("cpu-", 0) == 0) return true;
+    return false;
   }
   std::vector<std::string> files_in_profiles() const {
     std::vector<std::string> v;
@@ -200,13 +208,15 @@ TEST_F(OnDemand, ConcurrentMergesKeepBothSetsOfShapes) {
 // The same with two processes calibrating for real, each for its own model.
 TEST_F(OnDemand, TwoProcessesCalibratingAtOnceLeaveAValidFileWithBothShapes) {
   const std::string a = path("a.json"), b = path("b.json");
-  const std::string common = " --data mnist-10k --steps 2 --max-seconds 1 --batch-size 8 --quiet ";
+  // One thread count for both (each would otherwise measure its own, and save its own profile).
+  const std::string common =
+      " --data mnist-10k --steps 2 --max-seconds 1 --batch-size 8 --threads 1 --quiet ";
   const std::string cmd = "'" + std::string(CROSSOVER_BINARY) + "' explain --model dense:24:relu," +
                           "dense:10:softmax" + common + "--json '" + a + "' & '" +
                           CROSSOVER_BINARY + "' explain --model dense:40:relu,dense:10:softmax" +
                           common + "--json '" + b + "'; wait";
   ASSERT_EQ(std::system(("bash -c \"" + cmd + "\" >/dev/null 2>&1").c_str()), 0);
-  const perf::Profile saved = perf::load_profile(saved_path());
+  const perf::Profile saved = perf::load_profile(saved_path(1));
   std::set<int64_t> widths;
   for (const perf::GemmSample& g : saved.gemm)
     if (g.op == "forward" && g.k == 784) widths.insert(g.n);
@@ -315,7 +325,9 @@ TEST_F(OnDemand, CompareCalibratesOnceAndSaysWhichProfileEachRowUsed) {
             std::string::npos)
       << first.err;
   const json j1 = read_json(path("1.json"));
-  EXPECT_EQ(j1["runs"][0]["profile"]["source"], saved_path());
+  // At the thread count the run measured fastest (--threads 0), kept for the second run.
+  const int threads = j1["runs"][0]["threads"]["threads"].get<int>();
+  EXPECT_EQ(j1["runs"][0]["profile"]["source"], saved_path(threads));
   EXPECT_EQ(j1["runs"][0]["profile"]["calibrated_now"], true);
   EXPECT_TRUE(j1["runs"][0]["predicted_seconds_per_epoch"].is_number());
 
@@ -323,7 +335,9 @@ TEST_F(OnDemand, CompareCalibratesOnceAndSaysWhichProfileEachRowUsed) {
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(second.err, "");
   const json j2 = read_json(path("2.json"));
-  EXPECT_EQ(j2["runs"][0]["profile"]["source"], saved_path());
+  EXPECT_EQ(j2["runs"][0]["threads"]["chosen_by"], "saved measurement");
+  EXPECT_EQ(j2["runs"][0]["threads"]["threads"], threads);
+  EXPECT_EQ(j2["runs"][0]["profile"]["source"], saved_path(threads));
   EXPECT_EQ(j2["runs"][0]["profile"]["calibrated_now"], false);
 }
 
@@ -339,7 +353,7 @@ TEST_F(OnDemand, CompareWithNoCalibrateLabelsAnotherCpusProfile) {
   const json j = read_json(path("c.json"));
   EXPECT_EQ(j["runs"][0]["profile"]["calibrated_now"], false);
   EXPECT_EQ(j["runs"][0]["profile"]["this_machine"], false);
-  EXPECT_FALSE(fs::exists(saved_path()));
+  EXPECT_EQ(files_in_profiles().size(), 1u);  // the made-up one alone: nothing calibrated
 }
 
 TEST_F(OnDemand, CompareWithAGivenProfileUsesIt) {
@@ -352,7 +366,7 @@ TEST_F(OnDemand, CompareWithAGivenProfileUsesIt) {
   const json j = read_json(path("c.json"));
   EXPECT_EQ(j["runs"][0]["profile"]["source"], given);
   EXPECT_EQ(j["runs"][0]["profile"]["calibrated_now"], false);
-  EXPECT_FALSE(fs::exists(saved_path()));
+  EXPECT_FALSE(any_cpu_profile_saved());
 }
 
 TEST_F(OnDemand, CompareWithOneEpochSaysItMeasuredThatEpoch) {
@@ -373,7 +387,7 @@ TEST_F(OnDemand, ExplainSaysWhichProfileItUsedAndQuietSilencesTheCalibration) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   const json j = read_json(path("e.json"));
-  EXPECT_EQ(j["profile"]["source"], saved_path());
+  EXPECT_EQ(j["profile"]["source"], saved_path(j["threads"]["threads"].get<int>()));
   EXPECT_EQ(j["profile"]["calibrated_now"], true);
   EXPECT_TRUE(j["step_seconds"]["predicted"].is_number());
 }

@@ -126,6 +126,29 @@ TEST(Cli, TrainWritesTheDocumentedJson) {
   EXPECT_EQ(j["optimizer"], "adam");
   EXPECT_EQ(j["loss"], "sparse_categorical_crossentropy");
   EXPECT_EQ(j["compile_config"]["optimizer"]["class_name"], "Adam");
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["threads_choice"]["chosen_by"], "user");
+}
+
+TEST(Cli, TrainWithThreadsZeroMeasuresTheCountItTrainsWith) {
+  const std::string dir = temp_folder("threads0");
+  const auto r =
+      run_crossover("train --data mnist-10k --epochs 0 --threads 0 --json " + dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("threads: "), std::string::npos) << r.err;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  const auto& c = j["threads_choice"];
+  EXPECT_EQ(c["chosen_by"], "measurement");
+  ASSERT_FALSE(c["trials"].empty());
+  EXPECT_EQ(c["trials"][0]["threads"], 1);
+  bool tried = false;
+  for (const auto& t : c["trials"]) {
+    EXPECT_GT(t["seconds_per_step"].get<double>(), 0.0);
+    tried |= t["threads"] == j["threads"];
+  }
+  EXPECT_TRUE(tried) << c.dump();
+  EXPECT_EQ(c["threads"], j["threads"]);
 }
 
 TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {

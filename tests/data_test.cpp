@@ -20,12 +20,14 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/npy.h"
+#include "test_util.h"
 
 namespace crossover::data {
 namespace {
 
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
+using testing_util::ScopedEnv;
 
 // ---- helpers that write test files ---------------------------------------------------------
 
@@ -762,30 +764,6 @@ TEST(DataNpz, RefusesAnEntryThatIsNotNpy) {
 }
 
 // ---- discovery ------------------------------------------------------------------------------
-
-// Sets (or unsets, for nullptr) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 TEST(DataLoad, APathLoadsAFolderOrAnNpzAndSaysSo) {
   TempFolder dir;

@@ -26,6 +26,8 @@
 #include "perf/measure.h"
 #include "perf/plot.h"
 #include "perf/profile.h"
+#include "perf/threads.h"
+#include "test_util.h"
 
 namespace crossover {
 namespace {
@@ -663,6 +665,57 @@ TEST(ChooseDevice, WithoutAGpuItIsTheCpuAndSaysWhy) {
   EXPECT_NE(why.find("no GPU present"), std::string::npos) << why;
 }
 
+// ---- the thread count --------------------------------------------------------------------------
+
+TEST(Threads, CandidatesArePowersOfTwoThenTheCores) {
+  EXPECT_EQ(perf::thread_candidates(1), (std::vector<int>{1}));
+  EXPECT_EQ(perf::thread_candidates(2), (std::vector<int>{1, 2}));
+  EXPECT_EQ(perf::thread_candidates(6), (std::vector<int>{1, 2, 4, 6}));
+  EXPECT_EQ(perf::thread_candidates(16), (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(perf::thread_candidates(0), (std::vector<int>{1}));
+}
+
+TEST(Threads, TheRuleOnTheH200HostsMeasurements) {
+  // us per step measured there (bench/RESULTS.md, 2026-11-30), default wait policy.
+  auto trials = [](std::vector<double> us) {
+    std::vector<perf::ThreadsTrial> t;
+    int n = 1;
+    for (double u : us) t.push_back({n, u * 1e-6}), n *= 2;
+    return t;
+  };
+  EXPECT_EQ(perf::pick_threads(trials({235.5, 261.8, 242.7, 163.2, 707.3})), 8);  // SMALL
+  EXPECT_EQ(perf::pick_threads(trials({6334, 2721, 2672, 1959, 1629})), 16);      // BIG
+  EXPECT_EQ(perf::pick_threads(trials({56.8, 104.0, 179.1, 536.0, 1683.7})), 1);  // width 32
+  // Within 5%: the smaller count.
+  EXPECT_EQ(perf::pick_threads(trials({100, 96, 120})), 1);
+  EXPECT_EQ(perf::pick_threads(trials({100, 94, 92})), 2);
+  EXPECT_EQ(perf::pick_threads({}), 1);
+  // Trials stop once the last is 2.5x the best, not before.
+  EXPECT_FALSE(perf::past_the_optimum(trials({56.8})));
+  EXPECT_FALSE(perf::past_the_optimum(trials({56.8, 104.0})));
+  EXPECT_TRUE(perf::past_the_optimum(trials({56.8, 104.0, 179.1})));
+  EXPECT_FALSE(perf::past_the_optimum(trials({235.5, 261.8, 242.7, 163.2})));
+}
+
+TEST(Threads, FastestCountIsOneOfTheTrialsAndTheModelsTrainAtIt) {
+  std::vector<int> made;
+  const TinyData d = tiny_data(64);
+  const perf::ThreadsChoice c = perf::fastest_cpu_threads(
+      [&](int t) {
+        made.push_back(t);
+        Sequential m = tiny_model();
+        perf::compile_for(m, {.device = "cpu", .threads = t});
+        return m;
+      },
+      d.x, d.y, 16, 2, 4, 0.2);
+  ASSERT_FALSE(c.trials.empty());
+  EXPECT_EQ(c.trials.front().threads, 1);
+  EXPECT_EQ(made.size(), c.trials.size());
+  EXPECT_EQ(c.threads, perf::pick_threads(c.trials));
+  for (const perf::ThreadsTrial& t : c.trials) EXPECT_GT(t.seconds_per_step, 0);
+  EXPECT_NE(c.summary().find("a step"), std::string::npos) << c.summary();
+}
+
 TEST(Plot, SvgHasPanelsLinesAndTheCrossover) {
   perf::PlotSpec s;
   s.title = "t <&>";
@@ -741,12 +794,13 @@ class PerfCommands : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("crossover_perf_cmd_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     // What the commands calibrate on demand goes here, never into the real HOME.
-    ::setenv("CROSSOVER_PROFILE_DIR", path("profiles").c_str(), 1);
+    env_.emplace("CROSSOVER_PROFILE_DIR", path("profiles").c_str());
   }
   void TearDown() override {
-    ::unsetenv("CROSSOVER_PROFILE_DIR");
+    env_.reset();
     fs::remove_all(dir_);
   }
+  std::optional<testing_util::ScopedEnv> env_;
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;
 };
@@ -809,6 +863,8 @@ TEST_F(PerfCommands, CompareRunsTheCpuAndSaysWhatIsMissing) {
   EXPECT_EQ(cpu["device"], "cpu");
   EXPECT_EQ(cpu["mode"], "resident");
   EXPECT_EQ(cpu["measured"], true);
+  EXPECT_EQ(cpu["threads"]["chosen_by"], "measurement");  // no --threads: measured first
+  EXPECT_GE(cpu["threads"]["threads"].get<int>(), 1);
   EXPECT_GT(cpu["seconds_per_epoch"].get<double>(), 0);
   EXPECT_GT(cpu["seconds_per_step"].get<double>(), 0);
   EXPECT_GT(cpu["test_accuracy"].get<double>(), 0.5);

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,27 @@
 namespace crossover::testing_util {
 
 namespace {
+
+// Every test process points CROSSOVER_PROFILE_DIR at a folder of its own (unless the caller chose
+// one): what the commands it runs calibrate, and the thread counts they measure and keep, never
+// reach the real HOME. Removed at exit.
+std::string& own_profile_dir() {
+  static std::string dir;
+  return dir;
+}
+const bool kProfileDirSet = [] {
+  if (std::getenv("CROSSOVER_PROFILE_DIR") != nullptr) return false;
+  own_profile_dir() = (std::filesystem::temp_directory_path() /
+                       ("crossover-test-profiles-" + std::to_string(::getpid())))
+                          .string();
+  ::setenv("CROSSOVER_PROFILE_DIR", own_profile_dir().c_str(), 1);
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(own_profile_dir(), ec);
+  });
+  return true;
+}();
+
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;

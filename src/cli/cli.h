@@ -10,6 +10,7 @@
 #include "nn/model_config.h"
 #include "nn/sequential.h"
 #include "perf/calibrate.h"
+#include "perf/threads.h"
 
 namespace crossover::cli {
 
@@ -85,6 +86,27 @@ perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int thread
                                            const std::string& what);
 // {"source": PATH, "calibrated_now": bool} (docs/JSON.md), null without a profile.
 nlohmann::json profile_json(const perf::CpuProfileChoice& choice);
+// --threads on the CPU: a count the user gave, as it is; 0, the count `make(t)` (the model compiled
+// for the CPU with t threads) trains fastest with here, measured on the first batches of (x, y)
+// (perf::fastest_cpu_threads), with a line on stderr saying what was chosen unless `quiet`.
+// `what` names the model for that line ("SMALL at batch 32"). With a `key`
+// (perf::threads_choice_key), a choice saved by an earlier run is reused, and a new one saved.
+struct ThreadsForRun {
+  int threads = 1;
+  std::optional<perf::ThreadsChoice> choice;  // when measured (now or by an earlier run)
+  std::string chosen_by = "user";  // "user", "measurement", "saved measurement", "all cores"
+};
+ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(int)>& make,
+                                  const Tensor& x, const Tensor& y, int64_t batch, bool quiet,
+                                  const std::string& what, const std::string& key);
+// make(t) for cpu_threads_for_run: the --model spec, compiled as the commands train it
+// (perf::compile_for: Adam, sparse categorical cross-entropy) for the CPU with t threads.
+std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Shape& sample_shape,
+                                               int num_classes, uint64_t seed);
+// {"threads": N, "chosen_by": "user" | "measurement" | "saved measurement" | "all cores",
+// "trials": [{threads, seconds_per_step}] (when measured, also by an earlier run)}
+nlohmann::json threads_json(const ThreadsForRun& t);
+
 // "SMALL" and "BIG" for the built-in models, the spec itself otherwise.
 std::string model_label(const std::string& spec);
 

@@ -73,14 +73,21 @@ void run_compare(const CompareOptions& o) {
   const int64_t n_train = d.x_train.dim(0);
   std::vector<std::string> notes;
 
-  // This CPU's profile, calibrated first where none matches this machine.
-  const perf::CpuProfileChoice cpu_choice = cpu_profile_for_run(
-      o.profile, o.threads, o.quiet, {{desc, perf::epoch_step_rows(n_train, o.batch_size)}},
-      fmt::format("{} at batch {}", model_label(o.model), o.batch_size));
+  // The CPU's thread count (measured where not given), then its profile at that count,
+  // calibrated first where none matches this machine.
+  const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
+  const ThreadsForRun threads = cpu_threads_for_run(
+      o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed), d.x_train, d.y_train,
+      o.batch_size, o.quiet, what, perf::threads_choice_key(desc, o.batch_size));
+  const perf::CpuProfileChoice cpu_choice =
+      cpu_profile_for_run(o.profile, threads.threads, o.quiet,
+                          {{desc, perf::epoch_step_rows(n_train, o.batch_size)}}, what);
   notes.push_back("CPU predicted from " + cpu_choice.note);
 
   std::vector<Run> runs;
-  runs.push_back({.device = "cpu", .device_name = device_description("cpu")});
+  runs.push_back({.device = "cpu",
+                  .device_name = fmt::format("{}, {} thread{}", device_description("cpu"),
+                                             threads.threads, threads.threads == 1 ? "" : "s")});
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();
   for (const CudaDeviceInfo& g : gpus)
     for (perf::Mode m : {perf::Mode::resident, perf::Mode::naive})
@@ -93,8 +100,8 @@ void run_compare(const CompareOptions& o) {
       o.model, desc.parameters(), o.epochs, o.batch_size, o.seed, d.name, n_train));
   for (Run& r : runs) {
     Sequential m = model_from_spec(o.model, d.sample_shape, d.classes);
-    perf::compile_for(m,
-                      {.device = r.device, .mode = r.mode, .threads = o.threads, .seed = o.seed});
+    perf::compile_for(
+        m, {.device = r.device, .mode = r.mode, .threads = threads.threads, .seed = o.seed});
     const std::string label = run_label(r);
     out.say(fmt::format("training on {} ({})", label, r.device_name));
     FitOptions fo;
@@ -269,6 +276,7 @@ void run_compare(const CompareOptions& o) {
                      {"test_loss", opt(r.test_loss)},
                      {"predicted_seconds_per_epoch", opt(r.predicted_seconds_per_epoch)}};
     j["profile"] = r.profile;
+    if (r.device == "cpu") j["threads"] = threads_json(threads);
     if (r.measured) {
       j["first_epoch_seconds"] = r.first_epoch_seconds;
       j["loss"] = r.losses;

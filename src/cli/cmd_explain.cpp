@@ -49,7 +49,14 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   c.batch = o.batch_size;
   c.device = o.device == "cuda" ? "cuda:0" : o.device;
   c.mode = mode;
-  c.threads = o.threads;
+  const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
+  const ThreadsForRun threads =
+      gpu ? ThreadsForRun{o.threads, std::nullopt}
+          : cpu_threads_for_run(o.threads,
+                                cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed),
+                                d.x_train, d.y_train, o.batch_size, o.quiet, what,
+                                perf::threads_choice_key(perf::describe(probe), o.batch_size));
+  c.threads = threads.threads;
   c.seed = o.seed;
   c.steps = o.steps;
   c.max_seconds = o.max_seconds;
@@ -61,11 +68,11 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   } else {
     // This CPU's profile, calibrated first where none matches this machine.
     const perf::CpuProfileChoice choice = cpu_profile_for_run(
-        o.profile, o.threads, o.quiet,
+        o.profile, threads.threads, o.quiet,
         // The step, and the batch of 4x that explain's sentences weigh it against.
         {{perf::describe(probe),
           {std::min<int64_t>(o.batch_size, d.x_train.dim(0)), 4 * o.batch_size}}},
-        fmt::format("{} at batch {}", model_label(o.model), o.batch_size));
+        what);
     c.profile = choice.profile;
     note = choice.note;
     profile_doc = profile_json(choice);
@@ -151,6 +158,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
       {"steps_measured", r.steps_measured},
       {"method", r.method},
       {"profile", profile_doc},
+      {"threads", gpu ? nlohmann::json(nullptr) : threads_json(threads)},
       {"phases", phases},
       {"step_seconds",
        {{"measured", r.step_measured},

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "perf/cost_model.h"
 #include "perf/explain.h"
+#include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/plot.h"
 #include "perf/profile.h"
@@ -61,6 +62,7 @@ struct Point {
   bool measured = false;
   double seconds_per_epoch = 0, seconds_per_step = 0;
   int64_t steps_measured = 0;
+  int threads = 0;  // the CPU's thread count at this point (0 on a GPU)
   std::optional<double> predicted_seconds_per_epoch, predicted_seconds_per_step;
 };
 
@@ -91,27 +93,59 @@ void run_sweep(const SweepOptions& o) {
   const int64_t n_train = d.x_train.dim(0);
   std::vector<std::string> notes;
 
-  // What is measured, and what is predicted from which profile.
+  // What is measured, and what is predicted from which profile (the CPU's: per point, below).
   struct Series {
     std::string device, mode;
     bool measured;
     std::optional<perf::Profile> profile;
   };
   std::vector<Series> series;
-  // This CPU's profile, calibrated first (the sweep's shapes) where none matches this machine.
-  std::vector<perf::Workload> workloads;
+  // The CPU's thread count at each point: measured where not given, as train does (the fastest
+  // count differs by width: one thread for the narrowest MLPs, all cores for wide ones on some
+  // machines). --predict-only measures nothing: it predicts all cores.
+  const int cores = perf::cpu_info().logical_cores;
+  std::map<std::pair<int64_t, int64_t>, int> cpu_threads;  // (batch, width) -> threads
+  for (int64_t b : batches)
+    for (int64_t w : widths) {
+      if (o.threads > 0 || o.predict_only) {
+        cpu_threads[{b, w}] = o.threads > 0 ? o.threads : cores;
+        continue;
+      }
+      const std::string spec = spec_for(w, o.layers);
+      const ThreadsForRun t = cpu_threads_for_run(
+          0, cpu_model_maker(spec, d.sample_shape, d.classes, o.seed), d.x_train, d.y_train, b,
+          true, fmt::format("width {} at batch {}", w, b),
+          perf::threads_choice_key(perf::describe(model_from_spec(spec, d.sample_shape, d.classes)),
+                                   b));
+      cpu_threads[{b, w}] = t.threads;
+      out.say(fmt::format("  width {:>5} batch {:>5} cpu: {}", w, b, t.choice->summary()));
+    }
+  // This CPU's profile at each thread count used, calibrated first (the shapes of the points
+  // that use it) where none matches this machine.
+  std::map<int, std::vector<perf::Workload>> workloads;
   for (int64_t b : batches)
     for (int64_t w : widths)
-      workloads.push_back(
+      workloads[cpu_threads[{b, w}]].push_back(
           {perf::describe(model_from_spec(spec_for(w, o.layers), d.sample_shape, d.classes)),
            perf::epoch_step_rows(n_train, b)});
-  const perf::CpuProfileChoice cpu_choice = cpu_profile_for_run(
-      o.profile, o.threads, o.quiet, std::move(workloads),
-      fmt::format("the sweep's {} widths x {} batch sizes", widths.size(), batches.size()));
-  const std::optional<perf::Profile>& cpu_profile = cpu_choice.profile;
+  std::map<int, perf::CpuProfileChoice> cpu_choices;
+  bool cpu_predicted = true;
+  for (auto& [threads, w] : workloads) {
+    const std::size_t points_here = w.size();
+    perf::CpuProfileChoice c = cpu_profile_for_run(
+        o.profile, threads, o.quiet, std::move(w),
+        fmt::format("the sweep's {} point{} at {} thread{}", points_here,
+                    points_here == 1 ? "" : "s", threads, threads == 1 ? "" : "s"));
+    notes.push_back(fmt::format("CPU at {} thread{} predicted from {}", threads,
+                                threads == 1 ? "" : "s", c.note));
+    cpu_predicted = cpu_predicted && c.profile.has_value();
+    cpu_choices.emplace(threads, std::move(c));
+  }
+  auto cpu_profile_at = [&](int64_t b, int64_t w) -> const perf::Profile& {
+    return *cpu_choices.at(cpu_threads.at({b, w})).profile;
+  };
   if (!o.predict_only) series.push_back({"cpu", "resident", true, std::nullopt});
-  if (cpu_profile) series.push_back({"cpu", "resident", false, cpu_profile});
-  notes.push_back("CPU predicted from " + cpu_choice.note);
+  if (cpu_predicted) series.push_back({"cpu", "resident", false, std::nullopt});
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();
   for (const CudaDeviceInfo& g : gpus) {
     const std::string id = "cuda:" + std::to_string(g.ordinal);
@@ -148,13 +182,19 @@ void run_sweep(const SweepOptions& o) {
       const perf::ModelDesc desc = perf::describe(probe);
       const int64_t bb = std::min(b, n_train);
       const int64_t steps_per_epoch = (n_train + bb - 1) / bb;
+      const int threads = cpu_threads.at({b, w});
+      // The profile a predicted series uses at this point.
+      auto profile_of = [&](const Series& q) -> const perf::Profile& {
+        return q.device == "cpu" ? cpu_profile_at(b, w) : *q.profile;
+      };
       for (const Series& s : series) {
         const perf::Mode mode = perf::parse_mode(s.mode);
         Point p{.width = w, .batch = b, .device = s.device, .mode = s.mode, .measured = s.measured};
+        if (s.device == "cpu") p.threads = threads;
         if (s.measured) {
           Sequential m = model_from_spec(spec, d.sample_shape, d.classes);
-          perf::compile_for(
-              m, {.device = s.device, .mode = mode, .threads = o.threads, .seed = o.seed});
+          perf::compile_for(m,
+                            {.device = s.device, .mode = mode, .threads = threads, .seed = o.seed});
           const perf::StepTiming t =
               perf::time_steps(m, d.x_train, d.y_train, b, o.steps, o.max_seconds);
           p.seconds_per_step = t.seconds_per_step;
@@ -164,7 +204,7 @@ void run_sweep(const SweepOptions& o) {
           for (const Series& q : series)
             if (!q.measured && q.device == s.device && q.mode == s.mode) {
               const perf::EpochPrediction e =
-                  perf::predict_epoch(desc, n_train, b, *q.profile, mode);
+                  perf::predict_epoch(desc, n_train, b, profile_of(q), mode);
               p.predicted_seconds_per_epoch = e.seconds;
               p.predicted_seconds_per_step = e.full_step.step_seconds;
             }
@@ -177,7 +217,8 @@ void run_sweep(const SweepOptions& o) {
                                                 *p.predicted_seconds_per_step / p.seconds_per_step)
                                   : ""));
         } else {
-          const perf::EpochPrediction e = perf::predict_epoch(desc, n_train, b, *s.profile, mode);
+          const perf::EpochPrediction e =
+              perf::predict_epoch(desc, n_train, b, profile_of(s), mode);
           p.seconds_per_epoch = e.seconds;
           p.seconds_per_step = e.full_step.step_seconds;
         }
@@ -269,6 +310,7 @@ void run_sweep(const SweepOptions& o) {
                        {"seconds_per_epoch", p.seconds_per_epoch},
                        {"seconds_per_step", p.seconds_per_step},
                        {"measured", p.measured}};
+      if (p.device == "cpu") j["threads"] = p.threads;
       if (p.measured) {
         j["steps_measured"] = p.steps_measured;
         j["predicted_seconds_per_epoch"] = p.predicted_seconds_per_epoch
@@ -280,6 +322,19 @@ void run_sweep(const SweepOptions& o) {
       }
       jp.push_back(j);
     }
+    // One CPU profile per thread count the points used; cpu_profile: the one most points used.
+    nlohmann::json profiles = nlohmann::json::array();
+    int most = 0;
+    std::size_t most_points = 0;
+    for (const auto& [threads, c] : cpu_choices) {
+      nlohmann::json one = profile_json(c);
+      if (one.is_object()) one["threads"] = threads;
+      profiles.push_back(one);
+      const auto n = static_cast<std::size_t>(
+          std::count_if(cpu_threads.begin(), cpu_threads.end(),
+                        [t = threads](const auto& kv) { return kv.second == t; }));
+      if (n > most_points) most_points = n, most = threads;
+    }
     write_json_file("--json", o.json,
                     {{"command", "sweep"},
                      {"layers", o.layers},
@@ -289,7 +344,8 @@ void run_sweep(const SweepOptions& o) {
                      {"batch_sizes", batches},
                      {"points", jp},
                      {"crossover", crossover},
-                     {"cpu_profile", profile_json(cpu_choice)},
+                     {"cpu_profile", profile_json(cpu_choices.at(most))},
+                     {"cpu_profiles", profiles},
                      {"notes", notes}});
   }
   if (!o.csv.empty()) {

@@ -99,6 +99,9 @@ void run_train(const TrainOptions& o) {
   const Tensor x_test = data::to_float_images(d.test);
 
   int initial_epoch = 0;
+  // Resuming with --threads 0 trains on all cores (the count is not measured for a checkpoint).
+  ThreadsForRun threads_run{o.threads > 0 ? o.threads : perf::cpu_info().logical_cores,
+                            std::nullopt, o.threads > 0 ? "user" : "all cores"};
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
   copts.precision = o.precision;
   Sequential model = [&] {
@@ -119,12 +122,34 @@ void run_train(const TrainOptions& o) {
       out.say("device auto: " + copts.device + ": " + why);
     }
     // Accuracy is always measured: train reports it whatever the file's metrics.
-    if (file_config) {
-      m.compile(file_config->optimizer, file_config->loss, {"accuracy"}, copts);
-      out.say(fmt::format("compile: {} from {}'s compile_config", compile_description(m), o.model));
-    } else {
-      m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, copts);
+    auto compile_model = [&](Sequential& mm, const CompileOptions& co) {
+      if (file_config)
+        mm.compile(file_config->optimizer, file_config->loss, {"accuracy"}, co);
+      else
+        mm.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
+    };
+    if (copts.device == "cpu" && o.threads == 0) {
+      // The thread count that trains this model fastest here, measured on a few batches.
+      auto make = [&](int t) {
+        Sequential p = model_from_spec(o.model, d.train.item_shape, d.num_classes);
+        CompileOptions co = copts;
+        co.threads = t;
+        compile_model(p, co);
+        return p;
+      };
+      const Sequential one = make(1);
+      const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
+      const Tensor y_probe = sparse_loss ? data::to_float_labels(d.train)
+                                         : data::to_one_hot_labels(d.train, d.num_classes);
+      threads_run =
+          cpu_threads_for_run(0, make, x_train, y_probe, batch_size, o.quiet,
+                              fmt::format("{} at batch {}", model_label(o.model), batch_size),
+                              perf::threads_choice_key(perf::describe(one), batch_size));
+      copts.threads = threads_run.threads;
     }
+    compile_model(m, copts);
+    if (file_config)
+      out.say(fmt::format("compile: {} from {}'s compile_config", compile_description(m), o.model));
     return m;
   }();
   // Class indices for the sparse loss, one-hot rows for the others.
@@ -142,7 +167,7 @@ void run_train(const TrainOptions& o) {
         o.checkpoint, std::map<std::string, std::string>{{"seed", std::to_string(seed)},
                                                          {"batch_size", std::to_string(batch_size)},
                                                          {"data", d.name}}));
-  const int threads = o.threads > 0 ? o.threads : perf::cpu_info().logical_cores;
+  const int threads = threads_run.threads;
   out.say(fmt::format("model: {} ({} parameters) on {}{}, batch {}, seed {}", o.model,
                       model.count_params(), device_description(model.device_name()),
                       model.device_name() == "cpu" ? fmt::format(" with {} threads", threads) : "",
@@ -183,6 +208,7 @@ void run_train(const TrainOptions& o) {
       {"device", model.device_name()},
       {"device_name", device_description(model.device_name())},
       {"threads", model.device_name() == "cpu" ? threads : 0},
+      {"threads_choice", model.device_name() == "cpu" ? threads_json(threads_run) : nullptr},
       {"model", model_json(model, o.model)},
       {"data",
        {{"name", d.name}, {"path", d.path}, {"train", d.train.count}, {"test", d.test.count}}},

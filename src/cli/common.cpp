@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "nn/model_config.h"
 #include "perf/machine.h"
+#include "perf/measure.h"
 #include "perf/profile.h"
 
 namespace crossover::cli {
@@ -150,7 +152,9 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
         },
         "", "thread count");
     cmd.add_option("--threads", o.threads,
-                   "CPU threads (0: all cores; at most " + std::to_string(max_cpu_threads()) +
+                   "CPU threads (0: where a model trains, the count that trains it fastest here, "
+                   "measured first; elsewhere all cores; at most " +
+                       std::to_string(max_cpu_threads()) +
                        ", 4 x the logical cores: more threads than cores only wait for each other)")
         ->check(limit)
         ->capture_default_str();
@@ -247,6 +251,55 @@ nlohmann::json profile_json(const perf::CpuProfileChoice& choice) {
   return {{"source", choice.profile->source},
           {"calibrated_now", choice.calibrated_now},
           {"this_machine", choice.this_machine}};
+}
+
+ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(int)>& make,
+                                  const Tensor& x, const Tensor& y, int64_t batch, bool quiet,
+                                  const std::string& what, const std::string& key) {
+  if (requested > 0) return {requested, std::nullopt, "user"};
+  const int cores = perf::cpu_info().logical_cores;
+  if (!key.empty())
+    if (std::optional<perf::ThreadsChoice> saved = perf::saved_threads_choice(key)) {
+      if (!quiet)
+        std::fprintf(
+            stderr, "threads: %s\n",
+            fmt::format("{} of {} logical cores, measured fastest for {} by an earlier "
+                        "run: {} (saved in {}; delete it to measure again)",
+                        saved->threads, cores, what, saved->summary(), perf::threads_choice_path())
+                .c_str());
+      const int chosen = saved->threads;
+      return {chosen, std::move(saved), "saved measurement"};
+    }
+  perf::ThreadsChoice c = perf::fastest_cpu_threads(make, x, y, batch, cores);
+  if (!quiet)
+    std::fprintf(stderr, "threads: %s\n",
+                 fmt::format("{} of {} logical cores, the fastest for {} here: {}, measured in "
+                             "{:.1f} s (--threads N pins a count)",
+                             c.threads, cores, what, c.summary(), c.seconds)
+                     .c_str());
+  if (!key.empty()) perf::save_threads_choice(key, what, c);
+  const int chosen = c.threads;
+  return {chosen, std::move(c), "measurement"};
+}
+
+std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Shape& sample_shape,
+                                               int num_classes, uint64_t seed) {
+  return [=](int threads) {
+    Sequential m = model_from_spec(spec, sample_shape, num_classes);
+    perf::compile_for(m, {.device = "cpu", .threads = threads, .seed = seed});
+    return m;
+  };
+}
+
+nlohmann::json threads_json(const ThreadsForRun& t) {
+  nlohmann::json j{{"threads", t.threads}, {"chosen_by", t.chosen_by}};
+  if (t.choice) {
+    nlohmann::json trials = nlohmann::json::array();
+    for (const perf::ThreadsTrial& tr : t.choice->trials)
+      trials.push_back({{"threads", tr.threads}, {"seconds_per_step", tr.seconds_per_step}});
+    j["trials"] = std::move(trials);
+  }
+  return j;
 }
 
 std::string model_label(const std::string& spec) {

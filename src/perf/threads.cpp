@@ -1,0 +1,150 @@
+#include "perf/threads.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "perf/explain.h"
+#include "perf/measure.h"
+#include "perf/profile.h"
+
+namespace crossover::perf {
+
+std::string ThreadsChoice::summary() const {
+  std::string s = fmt::format("{} thread{} (", threads, threads == 1 ? "" : "s");
+  for (std::size_t i = 0; i < trials.size(); ++i)
+    s += fmt::format("{}{}: {}", i ? ", " : "", trials[i].threads,
+                     human_seconds(trials[i].seconds_per_step));
+  return s + " a step)";
+}
+
+std::vector<int> thread_candidates(int max_threads) {
+  max_threads = std::max(max_threads, 1);
+  std::vector<int> c;
+  for (int t = 1; t < max_threads; t *= 2) c.push_back(t);
+  c.push_back(max_threads);
+  return c;
+}
+
+int pick_threads(const std::vector<ThreadsTrial>& trials) {
+  int chosen = 1;
+  double best = 0;
+  for (std::size_t i = 0; i < trials.size(); ++i)
+    if (i == 0 || trials[i].seconds_per_step < 0.95 * best) {
+      best = trials[i].seconds_per_step;
+      chosen = trials[i].threads;
+    }
+  return chosen;
+}
+
+bool past_the_optimum(const std::vector<ThreadsTrial>& trials) {
+  if (trials.size() < 2) return false;
+  double best = trials.front().seconds_per_step;
+  for (const ThreadsTrial& t : trials) best = std::min(best, t.seconds_per_step);
+  return trials.back().seconds_per_step > 2.5 * best;
+}
+
+ThreadsChoice fastest_cpu_threads(const std::function<Sequential(int)>& make, const Tensor& x,
+                                  const Tensor& y, int64_t batch, int max_threads, int64_t steps,
+                                  double max_seconds_each) {
+  if (x.dim(0) < 1) throw Error("--threads 0", "no samples to time the thread counts on");
+  const auto start = std::chrono::steady_clock::now();
+  ThreadsChoice c;
+  for (int t : thread_candidates(max_threads)) {
+    Sequential m = make(t);
+    c.trials.push_back({t, time_steps(m, x, y, batch, steps, max_seconds_each).seconds_per_step});
+    if (past_the_optimum(c.trials)) break;
+  }
+  c.threads = pick_threads(c.trials);
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return c;
+}
+
+std::string threads_choice_key(const ModelDesc& model, int64_t batch) {
+  // FNV-1a over the step's op list (kernels and shapes): the same step, the same key, on any build.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  };
+  for (const Op& o : step_ops(model, batch, DeviceKind::cpu, Mode::resident))
+    mix(fmt::format("{}:{}:{}:{}:{}|", o.kernel, o.m, o.k, o.n, o.elements));
+  mix(model.loss);
+  return fmt::format("{:016x}-b{}", h, batch);
+}
+
+std::string threads_choice_path() {
+  Profile me;
+  set_this_cpu(me, 0);
+  // A folder of its own: the profile folder holds only profiles (find_profiles reads every file).
+  return user_profile_dir() + "/threads/" + profile_slug(me) + ".json";
+}
+
+namespace {
+
+nlohmann::json read_choices(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nlohmann::json::object();
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (j.is_object() && j.value("format", "") == "crossover-threads" && j.contains("choices") &&
+        j["choices"].is_object())
+      return j["choices"];
+  } catch (const nlohmann::json::exception&) {
+  }
+  return nlohmann::json::object();  // unreadable: measured again, then rewritten
+}
+
+}  // namespace
+
+std::optional<ThreadsChoice> saved_threads_choice(const std::string& key) {
+  const nlohmann::json choices = read_choices(threads_choice_path());
+  auto it = choices.find(key);
+  if (it == choices.end() || !it->is_object()) return std::nullopt;
+  try {
+    ThreadsChoice c;
+    c.threads = it->at("threads").get<int>();
+    for (const nlohmann::json& t : it->at("trials"))
+      c.trials.push_back({t.at("threads").get<int>(), t.at("seconds_per_step").get<double>()});
+    if (c.threads < 1 || c.threads > max_cpu_threads()) return std::nullopt;
+    return c;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+void save_threads_choice(const std::string& key, const std::string& what, const ThreadsChoice& c) {
+  const std::string path = threads_choice_path();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  nlohmann::json choices = read_choices(path);
+  nlohmann::json trials = nlohmann::json::array();
+  for (const ThreadsTrial& t : c.trials)
+    trials.push_back({{"threads", t.threads}, {"seconds_per_step", t.seconds_per_step}});
+  choices[key] = {{"what", what}, {"threads", c.threads}, {"trials", trials}};
+  Profile me;
+  set_this_cpu(me, 0);
+  const nlohmann::json doc{{"format", "crossover-threads"},
+                           {"version", 1},
+                           {"cpu", describe_cpu(me)},
+                           {"choices", choices}};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << doc.dump(2) << "\n";
+    if (!out) {
+      std::remove(tmp.c_str());
+      return;  // a folder we cannot write: the choice is measured again next time
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+}
+
+}  // namespace crossover::perf
