@@ -710,7 +710,8 @@ TEST(Threads, FastestCountIsOneOfTheTrialsAndTheModelsTrainAtIt) {
       d.x, d.y, 16, 2, 4, 0.2);
   ASSERT_FALSE(c.trials.empty());
   EXPECT_EQ(c.trials.front().threads, 1);
-  EXPECT_EQ(made.size(), c.trials.size());
+  EXPECT_GE(made.size(), c.trials.size());      // one model a trial,
+  EXPECT_LE(made.size(), c.trials.size() + 2);  // and the two fastest once more
   EXPECT_EQ(c.threads, perf::pick_threads(c.trials));
   for (const perf::ThreadsTrial& t : c.trials) EXPECT_GT(t.seconds_per_step, 0);
   EXPECT_NE(c.summary().find("a step"), std::string::npos) << c.summary();

@@ -62,6 +62,23 @@ ThreadsChoice fastest_cpu_threads(const std::function<Sequential(int)>& make, co
     c.trials.push_back({t, time_steps(m, x, y, batch, steps, max_seconds_each).seconds_per_step});
     if (past_the_optimum(c.trials)) break;
   }
+  // A second look at the two fastest when they are close: on a shared machine one short
+  // measurement can mislead (on the H200's host, BIG's trials once put 8 threads 22% ahead of
+  // 16 and the epoch then ran 24% slower than at 16). Each is timed again, after all the trials,
+  // and keeps the faster of its two measurements.
+  std::vector<std::size_t> order(c.trials.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return c.trials[a].seconds_per_step < c.trials[b].seconds_per_step;
+  });
+  if (order.size() >= 2 &&
+      c.trials[order[1]].seconds_per_step < 1.5 * c.trials[order[0]].seconds_per_step)
+    for (std::size_t i : {order[0], order[1]}) {
+      Sequential m = make(c.trials[i].threads);
+      c.trials[i].seconds_per_step =
+          std::min(c.trials[i].seconds_per_step,
+                   time_steps(m, x, y, batch, steps, max_seconds_each).seconds_per_step);
+    }
   c.threads = pick_threads(c.trials);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return c;

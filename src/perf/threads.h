@@ -46,7 +46,8 @@ bool past_the_optimum(const std::vector<ThreadsTrial>& trials);
 
 // `make(t)` returns the model compiled for the CPU with t threads. Each candidate trains up to
 // `steps` batches of (x, y) after a warm-up (perf::time_steps: the median of short epochs), at
-// most `max_seconds_each`; pick_threads chooses, and past_the_optimum ends the trials early.
+// most `max_seconds_each`; past_the_optimum ends the trials early; the two fastest, when within
+// 1.5x of each other, are timed once more (each keeps its faster time); pick_threads chooses.
 ThreadsChoice fastest_cpu_threads(const std::function<Sequential(int)>& make, const Tensor& x,
                                   const Tensor& y, int64_t batch, int max_threads,
                                   int64_t steps = 24, double max_seconds_each = 0.5);
