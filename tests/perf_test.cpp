@@ -717,6 +717,28 @@ TEST(Threads, FastestCountIsOneOfTheTrialsAndTheModelsTrainAtIt) {
   EXPECT_NE(c.summary().find("a step"), std::string::npos) << c.summary();
 }
 
+TEST(Threads, ASavedCountIsRecheckedAgainstOneThread) {
+  const TinyData d = tiny_data(64);
+  std::vector<int> made;
+  auto make = [&](int t) {
+    made.push_back(t);
+    Sequential m = tiny_model();
+    perf::compile_for(m, {.device = "cpu", .threads = t});
+    return m;
+  };
+  // One thread needs no second look.
+  EXPECT_TRUE(perf::recheck_threads(make, d.x, d.y, 16, 1).holds);
+  EXPECT_TRUE(made.empty());
+  // Otherwise both are timed, the saved count first, and the verdict follows the 1.5x rule.
+  const perf::ThreadsRecheck r = perf::recheck_threads(make, d.x, d.y, 16, 2, 4, 0.2);
+  EXPECT_EQ(made, (std::vector<int>{2, 1}));
+  EXPECT_EQ(r.saved.threads, 2);
+  EXPECT_EQ(r.one.threads, 1);
+  EXPECT_GT(r.saved.seconds_per_step, 0);
+  EXPECT_GT(r.one.seconds_per_step, 0);
+  EXPECT_EQ(r.holds, r.saved.seconds_per_step <= 1.5 * r.one.seconds_per_step);
+}
+
 TEST(Plot, SvgHasPanelsLinesAndTheCrossover) {
   perf::PlotSpec s;
   s.title = "t <&>";

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "nn/model_config.h"
+#include "perf/explain.h"
 #include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/profile.h"
@@ -258,18 +259,32 @@ ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(
                                   const std::string& what, const std::string& key) {
   if (requested > 0) return {requested, std::nullopt, "user"};
   const int cores = perf::cpu_info().logical_cores;
-  if (!key.empty())
-    if (std::optional<perf::ThreadsChoice> saved = perf::saved_threads_choice(key)) {
-      if (!quiet)
-        std::fprintf(
-            stderr, "threads: %s\n",
-            fmt::format("{} of {} logical cores, measured fastest for {} by an earlier "
-                        "run: {} (saved in {}; delete it to measure again)",
-                        saved->threads, cores, what, saved->summary(), perf::threads_choice_path())
-                .c_str());
+  auto say = [&](const std::string& line) {
+    if (!quiet) std::fprintf(stderr, "threads: %s\n", line.c_str());
+  };
+  std::optional<perf::ThreadsChoice> saved =
+      key.empty() ? std::nullopt : perf::saved_threads_choice(key);
+  bool busy = false;
+  if (saved) {
+    const perf::ThreadsRecheck r = perf::recheck_threads(make, x, y, batch, saved->threads);
+    if (r.holds) {
+      say(
+          fmt::format("{} of {} logical cores, measured fastest for {} by an earlier run: {} "
+                      "(saved in {}; delete it to measure again)",
+                      saved->threads, cores, what, saved->summary(), perf::threads_choice_path()));
       const int chosen = saved->threads;
       return {chosen, std::move(saved), "saved measurement"};
     }
+    // Busier than when it was measured: measure again for this run, and keep the saved choice
+    // for when the machine is quiet again.
+    busy = true;
+    say(
+        fmt::format("the saved {} threads for {} now take {} a step against {} on one thread (the "
+                    "machine is busier than when they were measured): measuring again for this "
+                    "run",
+                    saved->threads, what, perf::human_seconds(r.saved.seconds_per_step),
+                    perf::human_seconds(r.one.seconds_per_step)));
+  }
   perf::ThreadsChoice c = perf::fastest_cpu_threads(make, x, y, batch, cores);
   if (!quiet)
     std::fprintf(stderr, "threads: %s\n",
@@ -277,7 +292,7 @@ ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(
                              "{:.1f} s (--threads N pins a count)",
                              c.threads, cores, what, c.summary(), c.seconds)
                      .c_str());
-  if (!key.empty()) perf::save_threads_choice(key, what, c);
+  if (!key.empty() && !busy) perf::save_threads_choice(key, what, c);
   const int chosen = c.threads;
   return {chosen, std::move(c), "measurement"};
 }

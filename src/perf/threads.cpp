@@ -84,6 +84,21 @@ ThreadsChoice fastest_cpu_threads(const std::function<Sequential(int)>& make, co
   return c;
 }
 
+ThreadsRecheck recheck_threads(const std::function<Sequential(int)>& make, const Tensor& x,
+                               const Tensor& y, int64_t batch, int threads, int64_t steps,
+                               double max_seconds_each) {
+  ThreadsRecheck r;
+  if (threads <= 1) return r;
+  auto time = [&](int t) {
+    Sequential m = make(t);
+    return ThreadsTrial{t, time_steps(m, x, y, batch, steps, max_seconds_each).seconds_per_step};
+  };
+  r.saved = time(threads);
+  r.one = time(1);
+  r.holds = !(r.saved.seconds_per_step > 1.5 * r.one.seconds_per_step);
+  return r;
+}
+
 std::string threads_choice_key(const ModelDesc& model, int64_t batch) {
   // FNV-1a over the step's op list (kernels and shapes): the same step, the same key, on any build.
   uint64_t h = 1469598103934665603ull;

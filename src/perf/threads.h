@@ -52,6 +52,19 @@ ThreadsChoice fastest_cpu_threads(const std::function<Sequential(int)>& make, co
                                   const Tensor& y, int64_t batch, int max_threads,
                                   int64_t steps = 24, double max_seconds_each = 0.5);
 
+// Whether a saved count still holds here now: a machine that has become busy can make a count
+// that was fastest when quiet many times slower (issue 10: on 2 cores, with 4 other busy
+// processes, 2 threads took 16-46 ms a step where one took 0.45-0.6 ms). Times `threads` and one
+// thread (a few steps each); it holds unless `threads` is now 1.5x slower than one thread. One
+// thread always holds.
+struct ThreadsRecheck {
+  bool holds = true;
+  ThreadsTrial saved, one;
+};
+ThreadsRecheck recheck_threads(const std::function<Sequential(int)>& make, const Tensor& x,
+                               const Tensor& y, int64_t batch, int threads, int64_t steps = 16,
+                               double max_seconds_each = 0.3);
+
 // A choice is kept, per machine, in the user's profile folder (threads/<this CPU's slug>.json,
 // beside its profiles), keyed by the model's step (its op list at that batch size) and batch size:
 // a second run trains at the same count (bit-identical results, and the same profile, so nothing
