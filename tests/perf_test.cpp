@@ -925,6 +925,9 @@ TEST_F(PerfCommands, SweepWritesJsonCsvAndAPlot) {
     for (const char* k : {"width", "batch_size", "device", "mode", "seconds_per_epoch", "measured"})
       EXPECT_TRUE(p.contains(k)) << k;
     if (p["measured"] == true) ++measured;
+    if (p["device"] == "cpu") {
+      EXPECT_GE(p["threads"].get<int>(), 1) << p.dump();
+    }
   }
   EXPECT_EQ(measured, 2);  // two widths on the CPU
   ASSERT_EQ(j["crossover"].size(), 1u);
@@ -934,6 +937,7 @@ TEST_F(PerfCommands, SweepWritesJsonCsvAndAPlot) {
   std::string header;
   std::getline(csv, header);
   EXPECT_EQ(header.rfind("width,batch_size,device,mode,measured,seconds_per_epoch", 0), 0u);
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "threads") << header;
   std::ifstream svg_file(path("s.svg"));
   std::stringstream svg;
   svg << svg_file.rdbuf();

@@ -351,7 +351,7 @@ void run_sweep(const SweepOptions& o) {
   if (!o.csv.empty()) {
     std::ostringstream csv;
     csv << "width,batch_size,device,mode,measured,seconds_per_epoch,seconds_per_step,steps_"
-           "measured,predicted_seconds_per_epoch\n";
+           "measured,predicted_seconds_per_epoch,threads\n";
     for (const Point& p : points)
       csv << p.width << ',' << p.batch << ',' << p.device << ',' << p.mode << ','
           << (p.measured ? "true" : "false") << ','
@@ -359,7 +359,7 @@ void run_sweep(const SweepOptions& o) {
           << (p.measured ? std::to_string(p.steps_measured) : "") << ','
           << (p.predicted_seconds_per_epoch ? fmt::format("{:.6g}", *p.predicted_seconds_per_epoch)
                                             : "")
-          << '\n';
+          << ',' << (p.device == "cpu" ? std::to_string(p.threads) : "") << '\n';
     std::ofstream f(o.csv);
     f << csv.str();
     if (!f) throw Error("--csv " + o.csv, "could not be written");

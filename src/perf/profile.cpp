@@ -486,8 +486,8 @@ std::string cpu_mismatch(const Profile& p, int threads) {
         p.l1d_bytes >> 10, p.l2_bytes >> 10, p.l3_bytes >> 10, me.l1d_bytes >> 10,
         me.l2_bytes >> 10, me.l3_bytes >> 10);
   if (p.threads != me.threads)
-    return "measured with " + std::to_string(p.threads) + " threads; this run uses " +
-           std::to_string(me.threads);
+    return fmt::format("measured with {} thread{}; this run uses {}", p.threads,
+                       p.threads == 1 ? "" : "s", me.threads);
   if (p.schema != kProfileSchema)
     return "of profile schema " + std::to_string(p.schema) + "; this crossover's is " +
            std::to_string(kProfileSchema);
