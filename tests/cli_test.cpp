@@ -198,6 +198,18 @@ TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
                      "4 x the");
 }
 
+TEST(Cli, DeviceAutoWeighsTheCpuAtItsMeasuredThreadCount) {
+  const std::string dir = temp_folder("auto-threads");
+  const auto r =
+      run_crossover("train --data mnist-10k --epochs 0 --device auto --json " + dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  if (j["device"] != "cpu") GTEST_SKIP() << "--device auto chose " << j["device"];
+  EXPECT_EQ(j["threads_choice"]["chosen_by"], "measurement");
+  EXPECT_EQ(j["threads_choice"]["threads"], j["threads"]);
+}
+
 TEST(Cli, TheThreadLimitItselfIsAValidCount) {
   const auto r = run_crossover("train --data mnist-10k --epochs 0 --quiet --threads " +
                                std::to_string(max_cpu_threads()));

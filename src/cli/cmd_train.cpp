@@ -110,17 +110,6 @@ void run_train(const TrainOptions& o) {
       return model_from_checkpoint(o.resume, copts, &initial_epoch);
     }
     Sequential m = model_from_spec(o.model, d.train.item_shape, d.num_classes);
-    if (copts.device == "auto") {
-      // The device the cost model predicts faster for this model and batch, and why.
-      std::string why;
-      copts.device = perf::choose_device(
-          m, batch_size, why, [&](std::vector<perf::Workload> w, const std::string&) {
-            return cpu_profile_for_run(
-                o.profile, o.threads, o.quiet, std::move(w),
-                fmt::format("{} at batch {}", model_label(o.model), batch_size));
-          });
-      out.say("device auto: " + copts.device + ": " + why);
-    }
     // Accuracy is always measured: train reports it whatever the file's metrics.
     auto compile_model = [&](Sequential& mm, const CompileOptions& co) {
       if (file_config)
@@ -128,11 +117,15 @@ void run_train(const TrainOptions& o) {
       else
         mm.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
     };
-    if (copts.device == "cpu" && o.threads == 0) {
-      // The thread count that trains this model fastest here, measured on a few batches.
+    const std::string what = fmt::format("{} at batch {}", model_label(o.model), batch_size);
+    // The thread count that trains this model fastest here, measured on a few batches (before
+    // --device auto, which weighs the CPU at that count; not for a precision only a GPU has).
+    if ((copts.device == "cpu" || (copts.device == "auto" && o.precision == "fp32")) &&
+        o.threads == 0) {
       auto make = [&](int t) {
         Sequential p = model_from_spec(o.model, d.train.item_shape, d.num_classes);
         CompileOptions co = copts;
+        co.device = "cpu";
         co.threads = t;
         compile_model(p, co);
         return p;
@@ -141,12 +134,20 @@ void run_train(const TrainOptions& o) {
       const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
       const Tensor y_probe = sparse_loss ? data::to_float_labels(d.train)
                                          : data::to_one_hot_labels(d.train, d.num_classes);
-      threads_run =
-          cpu_threads_for_run(0, make, x_train, y_probe, batch_size, o.quiet,
-                              fmt::format("{} at batch {}", model_label(o.model), batch_size),
-                              perf::threads_choice_key(perf::describe(one), batch_size));
-      copts.threads = threads_run.threads;
+      threads_run = cpu_threads_for_run(0, make, x_train, y_probe, batch_size, o.quiet, what,
+                                        perf::threads_choice_key(perf::describe(one), batch_size));
     }
+    const int cpu_threads = o.threads > 0 || threads_run.choice ? threads_run.threads : 0;
+    if (copts.device == "auto") {
+      // The device the cost model predicts faster for this model and batch, and why.
+      std::string why;
+      copts.device = perf::choose_device(
+          m, batch_size, why, [&](std::vector<perf::Workload> w, const std::string&) {
+            return cpu_profile_for_run(o.profile, cpu_threads, o.quiet, std::move(w), what);
+          });
+      out.say("device auto: " + copts.device + ": " + why);
+    }
+    if (copts.device == "cpu") copts.threads = cpu_threads;
     compile_model(m, copts);
     if (file_config)
       out.say(fmt::format("compile: {} from {}'s compile_config", compile_description(m), o.model));
