@@ -179,25 +179,7 @@ void check_writable(const std::string& flag, const std::string& path) {
 }
 
 void write_json_file(const std::string& flag, const std::string& path, const nlohmann::json& doc) {
-  const fs::path p(path);
-  const fs::path tmp =
-      p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  {
-    std::ofstream f(tmp);
-    f << doc.dump(2) << '\n';
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error(flag + " " + path, "could not be written");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(flag + " " + path, "could not be written: " + ec.message());
-  }
+  perf::write_json_atomically(path, doc, 2, flag + " " + path);
 }
 
 // The model object of every command's JSON (docs/JSON.md).

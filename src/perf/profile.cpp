@@ -343,7 +343,8 @@ Profile load_profile(const std::string& path) {
   return p;
 }
 
-void save_profile(const Profile& p, const std::string& path) {
+void write_json_atomically(const std::string& path, const nlohmann::json& doc, int indent,
+                           const std::string& where) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   static std::atomic<int> counter{0};
@@ -351,20 +352,24 @@ void save_profile(const Profile& p, const std::string& path) {
                               std::to_string(::getpid()) + "-" + std::to_string(counter++));
   {
     std::ofstream f(tmp);
-    f << profile_to_json(p).dump(1) << '\n';
+    f << doc.dump(indent) << '\n';
     f.flush();
     if (!f) {
       std::error_code ec;
       fs::remove(tmp, ec);
-      throw Error(path, "could not be written");
+      throw Error(where, "could not be written");
     }
   }
   std::error_code ec;
   fs::rename(tmp, target, ec);
   if (ec) {
     fs::remove(tmp, ec);
-    throw Error(path, "could not be written: " + ec.message());
+    throw Error(where, "could not be written: " + ec.message());
   }
+}
+
+void save_profile(const Profile& p, const std::string& path) {
+  write_json_atomically(path, profile_to_json(p), 1, path);
 }
 
 std::string profile_slug(const Profile& p) {

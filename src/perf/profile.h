@@ -104,6 +104,12 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& where = "p
 Profile load_profile(const std::string& path);
 // Writes atomically (temporary file, then rename); throws Error(path, ...).
 void save_profile(const Profile& p, const std::string& path);
+// Writes `doc` (indented by `indent`) to `path` atomically: a temporary file in the same folder,
+// unique to this process and call, then a rename, so a reader never sees half a file. Throws
+// Error naming `where` when it cannot. Profiles, the saved thread choices and the commands'
+// --json files all go through it.
+void write_json_atomically(const std::string& path, const nlohmann::json& doc, int indent,
+                           const std::string& where);
 
 // A file-name-safe name for the profile: "cpu-intel-xeon-avx512-amx-2c", "gpu-nvidia-h200".
 std::string profile_slug(const Profile& p);

@@ -1,11 +1,9 @@
 #include "perf/threads.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -167,16 +165,11 @@ void save_threads_choice(const std::string& key, const std::string& what, const 
                            {"version", 1},
                            {"cpu", describe_cpu(me)},
                            {"choices", choices}};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    out << doc.dump(2) << "\n";
-    if (!out) {
-      std::remove(tmp.c_str());
-      return;  // a folder we cannot write: the choice is measured again next time
-    }
+  try {
+    write_json_atomically(path, doc, 2, path);
+  } catch (const Error&) {
+    // A folder we cannot write: the choice is measured again next time.
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
 }
 
 }  // namespace crossover::perf
