@@ -104,6 +104,9 @@ void run_sweep(const SweepOptions& o) {
   // count differs by width: one thread for the narrowest MLPs, all cores for wide ones on some
   // machines). --predict-only measures nothing: it predicts all cores.
   const int cores = perf::cpu_info().logical_cores;
+  std::map<int64_t, perf::ModelDesc> desc_of;  // width -> the model at that width
+  for (int64_t w : widths)
+    desc_of[w] = perf::describe(model_from_spec(spec_for(w, o.layers), d.sample_shape, d.classes));
   std::map<std::pair<int64_t, int64_t>, int> cpu_threads;  // (batch, width) -> threads
   for (int64_t b : batches)
     for (int64_t w : widths) {
@@ -111,12 +114,10 @@ void run_sweep(const SweepOptions& o) {
         cpu_threads[{b, w}] = o.threads > 0 ? o.threads : cores;
         continue;
       }
-      const std::string spec = spec_for(w, o.layers);
       const ThreadsForRun t = cpu_threads_for_run(
-          0, cpu_model_maker(spec, d.sample_shape, d.classes, o.seed), d.x_train, d.y_train, b,
-          true, fmt::format("width {} at batch {}", w, b),
-          perf::threads_choice_key(perf::describe(model_from_spec(spec, d.sample_shape, d.classes)),
-                                   b));
+          0, cpu_model_maker(spec_for(w, o.layers), d.sample_shape, d.classes, o.seed), d.x_train,
+          d.y_train, b, true, fmt::format("width {} at batch {}", w, b),
+          perf::threads_choice_key(desc_of.at(w), b));
       cpu_threads[{b, w}] = t.threads;
       out.say(fmt::format("  width {:>5} batch {:>5} cpu: {}", w, b, t.choice->summary()));
     }
@@ -125,9 +126,7 @@ void run_sweep(const SweepOptions& o) {
   std::map<int, std::vector<perf::Workload>> workloads;
   for (int64_t b : batches)
     for (int64_t w : widths)
-      workloads[cpu_threads[{b, w}]].push_back(
-          {perf::describe(model_from_spec(spec_for(w, o.layers), d.sample_shape, d.classes)),
-           perf::epoch_step_rows(n_train, b)});
+      workloads[cpu_threads[{b, w}]].push_back({desc_of.at(w), perf::epoch_step_rows(n_train, b)});
   std::map<int, perf::CpuProfileChoice> cpu_choices;
   bool cpu_predicted = true;
   for (auto& [threads, w] : workloads) {
@@ -178,8 +177,7 @@ void run_sweep(const SweepOptions& o) {
   for (int64_t b : batches)
     for (int64_t w : widths) {
       const std::string spec = spec_for(w, o.layers);
-      const Sequential probe = model_from_spec(spec, d.sample_shape, d.classes);
-      const perf::ModelDesc desc = perf::describe(probe);
+      const perf::ModelDesc& desc = desc_of.at(w);
       const int64_t bb = std::min(b, n_train);
       const int64_t steps_per_epoch = (n_train + bb - 1) / bb;
       const int threads = cpu_threads.at({b, w});

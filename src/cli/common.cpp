@@ -268,12 +268,10 @@ ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(
                     perf::human_seconds(r.one.seconds_per_step)));
   }
   perf::ThreadsChoice c = perf::fastest_cpu_threads(make, x, y, batch, cores);
-  if (!quiet)
-    std::fprintf(stderr, "threads: %s\n",
-                 fmt::format("{} of {} logical cores, the fastest for {} here: {}, measured in "
-                             "{:.1f} s (--threads N pins a count)",
-                             c.threads, cores, what, c.summary(), c.seconds)
-                     .c_str());
+  say(
+      fmt::format("{} of {} logical cores, the fastest for {} here: {}, measured in {:.1f} s "
+                  "(--threads N pins a count)",
+                  c.threads, cores, what, c.summary(), c.seconds));
   if (!key.empty() && !busy) perf::save_threads_choice(key, what, c);
   const int chosen = c.threads;
   return {chosen, std::move(c), "measurement"};
@@ -290,12 +288,7 @@ std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Sh
 
 nlohmann::json threads_json(const ThreadsForRun& t) {
   nlohmann::json j{{"threads", t.threads}, {"chosen_by", t.chosen_by}};
-  if (t.choice) {
-    nlohmann::json trials = nlohmann::json::array();
-    for (const perf::ThreadsTrial& tr : t.choice->trials)
-      trials.push_back({{"threads", tr.threads}, {"seconds_per_step", tr.seconds_per_step}});
-    j["trials"] = std::move(trials);
-  }
+  if (t.choice) j["trials"] = perf::trials_json(t.choice->trials);
   return j;
 }
 

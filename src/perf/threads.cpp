@@ -23,6 +23,25 @@ std::string ThreadsChoice::summary() const {
   return s + " a step)";
 }
 
+nlohmann::json trials_json(const std::vector<ThreadsTrial>& trials) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const ThreadsTrial& t : trials)
+    j.push_back({{"threads", t.threads}, {"seconds_per_step", t.seconds_per_step}});
+  return j;
+}
+
+namespace {
+
+// One trial: the model compiled for `threads`, its median step over a few short epochs.
+ThreadsTrial time_trial(const std::function<Sequential(int)>& make, const Tensor& x,
+                        const Tensor& y, int64_t batch, int threads, int64_t steps,
+                        double max_seconds) {
+  Sequential m = make(threads);
+  return {threads, time_steps(m, x, y, batch, steps, max_seconds).seconds_per_step};
+}
+
+}  // namespace
+
 std::vector<int> thread_candidates(int max_threads) {
   max_threads = std::max(max_threads, 1);
   std::vector<int> c;
@@ -56,8 +75,7 @@ ThreadsChoice fastest_cpu_threads(const std::function<Sequential(int)>& make, co
   const auto start = std::chrono::steady_clock::now();
   ThreadsChoice c;
   for (int t : thread_candidates(max_threads)) {
-    Sequential m = make(t);
-    c.trials.push_back({t, time_steps(m, x, y, batch, steps, max_seconds_each).seconds_per_step});
+    c.trials.push_back(time_trial(make, x, y, batch, t, steps, max_seconds_each));
     if (past_the_optimum(c.trials)) break;
   }
   // A second look at the two fastest when they are close: on a shared machine one short
@@ -71,12 +89,11 @@ ThreadsChoice fastest_cpu_threads(const std::function<Sequential(int)>& make, co
   });
   if (order.size() >= 2 &&
       c.trials[order[1]].seconds_per_step < 1.5 * c.trials[order[0]].seconds_per_step)
-    for (std::size_t i : {order[0], order[1]}) {
-      Sequential m = make(c.trials[i].threads);
+    for (std::size_t i : {order[0], order[1]})
       c.trials[i].seconds_per_step =
           std::min(c.trials[i].seconds_per_step,
-                   time_steps(m, x, y, batch, steps, max_seconds_each).seconds_per_step);
-    }
+                   time_trial(make, x, y, batch, c.trials[i].threads, steps, max_seconds_each)
+                       .seconds_per_step);
   c.threads = pick_threads(c.trials);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return c;
@@ -87,12 +104,8 @@ ThreadsRecheck recheck_threads(const std::function<Sequential(int)>& make, const
                                double max_seconds_each) {
   ThreadsRecheck r;
   if (threads <= 1) return r;
-  auto time = [&](int t) {
-    Sequential m = make(t);
-    return ThreadsTrial{t, time_steps(m, x, y, batch, steps, max_seconds_each).seconds_per_step};
-  };
-  r.saved = time(threads);
-  r.one = time(1);
+  r.saved = time_trial(make, x, y, batch, threads, steps, max_seconds_each);
+  r.one = time_trial(make, x, y, batch, 1, steps, max_seconds_each);
   r.holds = !(r.saved.seconds_per_step > 1.5 * r.one.seconds_per_step);
   return r;
 }
@@ -155,10 +168,7 @@ void save_threads_choice(const std::string& key, const std::string& what, const 
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   nlohmann::json choices = read_choices(path);
-  nlohmann::json trials = nlohmann::json::array();
-  for (const ThreadsTrial& t : c.trials)
-    trials.push_back({{"threads", t.threads}, {"seconds_per_step", t.seconds_per_step}});
-  choices[key] = {{"what", what}, {"threads", c.threads}, {"trials", trials}};
+  choices[key] = {{"what", what}, {"threads", c.threads}, {"trials", trials_json(c.trials)}};
   Profile me;
   set_this_cpu(me, 0);
   const nlohmann::json doc{{"format", "crossover-threads"},

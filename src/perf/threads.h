@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct ThreadsChoice {
   // "8 threads (1: 236 us, 2: 262 us, 4: 243 us, 8: 163 us, 16: 707 us a step)"
   std::string summary() const;
 };
+
+// [{"threads", "seconds_per_step"}], as the JSON of the commands and the kept choices hold them.
+nlohmann::json trials_json(const std::vector<ThreadsTrial>& trials);
 
 // 1, 2, 4, ... below `max_threads`, then `max_threads` (at least 1).
 std::vector<int> thread_candidates(int max_threads);
