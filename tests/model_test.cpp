@@ -47,6 +47,47 @@ struct Mnist10k {
   }
 };
 
+// The seed's two models, trained as fit trains them (Adam, batch 32, dropout on), give the
+// per-epoch losses they gave when the CPU engine's arithmetic was last changed on purpose
+// (2026-11-30, with the separate optimizer pass). Work that only reorders the step (fusion,
+// blocking, threads) must keep them within 1e-4 relative; the same thread count gives the same bits
+// every run.
+std::vector<double> seed_model_losses(bool big, int threads) {
+  const Mnist10k& d = Mnist10k::get();
+  const int64_t n = big ? 1024 : 4096;
+  std::vector<Layer> layers{Flatten({28, 28})};
+  for (int w : big ? std::vector<int>{1000, 1000} : std::vector<int>{128}) {
+    layers.push_back(Dense(w, "relu"));
+    layers.push_back(Dropout(0.2));
+  }
+  layers.push_back(Dense(10, "softmax"));
+  Sequential model(layers);
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                {.threads = threads, .seed = 7});
+  const History h = model.fit(d.x_train.rows(0, n), d.y_train.rows(0, n),
+                              {.epochs = 3, .batch_size = 32, .verbose = 0});
+  return h.history.at("loss");
+}
+
+TEST(Model, SeedModelsKeepTheirPinnedLossesAtOneAndTwoThreads) {
+  const std::vector<double> pinned_small{0.841943730, 0.361408116, 0.279762595};
+  const std::vector<double> pinned_big{1.06618599, 0.333184991, 0.139049804};
+  for (int threads : {1, 2}) {
+    for (bool big : {false, true}) {
+      const std::vector<double> got = seed_model_losses(big, threads);
+      const std::vector<double>& want = big ? pinned_big : pinned_small;
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t e = 0; e < got.size(); ++e)
+        EXPECT_NEAR(got[e], want[e], 1e-4 * want[e])
+            << (big ? "BIG" : "SMALL") << " epoch " << e + 1 << " at " << threads << " threads";
+    }
+  }
+}
+
+TEST(Model, TrainingIsBitIdenticalFromRunToRunAtTwoThreads) {
+  for (bool big : {false, true}) EXPECT_EQ(seed_model_losses(big, 2), seed_model_losses(big, 2));
+}
+
 TEST(Philox, MatchesRandom123KnownAnswers) {
   Philox4x32 a = philox4x32_10(0, 0, 0, 0, 0, 0);
   EXPECT_EQ(a.v[0], 0x6627e8d5u);
