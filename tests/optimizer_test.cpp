@@ -8,6 +8,7 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "nn/optimizers.h"
+#include "test_util.h"
 
 namespace crossover {
 namespace {
@@ -89,6 +90,91 @@ TEST(Optimizers, InvalidSettingsAreRefusedByName) {
   EXPECT_THROW(Adam({.learning_rate = -1}), Error);
   EXPECT_THROW(SGD({.momentum = 1.5}), Error);
   EXPECT_THROW(optimizer_from_name("adagrad"), Error);
+}
+
+// The CPU's fused call (Backend::dense_backward_weights_update) must give the bits that the
+// weight gradient followed by optimizer_step gives: the same arithmetic per element, each thread
+// updating the rows it computed. A shape split across threads and a tiny one; each optimizer.
+struct FusedCase {
+  const char* name;
+  OptimizerConfig config;
+};
+
+TEST(Optimizers, TheCpuFusedUpdateGivesTheBitsOfTheGradientThenTheStep) {
+  const std::vector<FusedCase> cases = {
+      {"adam", Adam({.learning_rate = 0.01})},
+      {"adamw clipvalue", AdamW({.learning_rate = 0.01, .weight_decay = 0.1, .clipvalue = 0.02})},
+      {"sgd nesterov", SGD({.learning_rate = 0.1, .momentum = 0.9, .nesterov = true})},
+      {"rmsprop momentum", RMSprop({.learning_rate = 0.01, .momentum = 0.5})},
+      {"adam decayed lr", with_exponential_decay(Adam(), 2, 0.5)}};
+  struct Shape3 {
+    int64_t m, k, n;
+    bool bias;
+  };
+  for (const Shape3 s : {Shape3{32, 784, 1000, true}, Shape3{5, 37, 3, false}})
+    for (int threads : {1, 2})
+      for (const FusedCase& c : cases) {
+        SCOPED_TRACE(std::string(c.name) + " " + std::to_string(s.k) + "x" + std::to_string(s.n) +
+                     " threads " + std::to_string(threads));
+        auto be = make_cpu_backend(threads);
+        const int64_t kn = s.k * s.n;
+        const Tensor x = testing_util::random_tensor({s.m, s.k}, 1);
+        const Tensor dy = testing_util::random_tensor({s.m, s.n}, 2, -0.1f, 0.1f);
+        struct State {
+          std::vector<float> w, g, m, v, b, gb, bm, bv;
+        };
+        auto fresh = [&] {
+          const Tensor w = testing_util::random_tensor({kn}, 3);
+          const Tensor m =
+              testing_util::random_tensor({kn}, 4, 0.0f, 0.01f);  // RMSprop: a mean square
+          const Tensor v = testing_util::random_tensor({kn}, 5, 0.0f, 0.01f);
+          State st{{w.values().begin(), w.values().end()},
+                   std::vector<float>(static_cast<std::size_t>(kn)),
+                   {m.values().begin(), m.values().end()},
+                   {v.values().begin(), v.values().end()},
+                   std::vector<float>(static_cast<std::size_t>(s.n), 0.5f),
+                   std::vector<float>(static_cast<std::size_t>(s.n)),
+                   std::vector<float>(static_cast<std::size_t>(s.n), 0.001f),
+                   std::vector<float>(static_cast<std::size_t>(s.n), 0.002f)};
+          return st;
+        };
+        State a = fresh(), b = fresh();
+        auto slots = [&](State& st) {
+          return std::vector<ParamSlot>{
+              {st.w.data(), st.g.data(), st.m.data(), st.v.data(), kn, true},
+              {st.b.data(), st.gb.data(), st.bm.data(), st.bv.data(), s.n, false}};
+        };
+        StepCounters ca, cb;
+        ca.step = cb.step = 3;
+        const std::vector<ParamSlot> sa = slots(a), sb = slots(b);
+        be->dense_backward_weights(x.data(), dy.data(), a.g.data(), s.bias ? a.gb.data() : nullptr,
+                                   s.m, s.k, s.n);
+        be->optimizer_step(c.config, std::span(sa.data(), s.bias ? 2 : 1), &ca);
+        ASSERT_TRUE(be->fuses_weight_update());
+        be->dense_backward_weights_update(x.data(), dy.data(), sb[0], s.bias ? &sb[1] : nullptr,
+                                          s.m, s.k, s.n, c.config, &cb);
+        EXPECT_EQ(cb.step, 3);  // read, not advanced: optimizer_step ends the step
+        be->optimizer_step(c.config, {}, &cb);
+        EXPECT_EQ(cb.step, 4);
+        EXPECT_EQ(cb.batch_index, ca.batch_index);
+        EXPECT_EQ(cb.learning_rate, ca.learning_rate);
+        EXPECT_EQ(a.g, b.g);
+        EXPECT_EQ(a.w, b.w);
+        EXPECT_EQ(a.m, b.m);
+        EXPECT_EQ(a.v, b.v);
+        EXPECT_EQ(a.b, b.b);
+        EXPECT_EQ(a.bm, b.bm);
+      }
+}
+
+TEST(Optimizers, TheFusedUpdateRefusesClipnormWhichNeedsTheGlobalNorm) {
+  auto be = make_cpu_backend(1);
+  std::vector<float> x(4, 1.0f), dy(2, 1.0f), w(2), g(2), m(2), v(2);
+  ParamSlot k{w.data(), g.data(), m.data(), v.data(), 2, true};
+  StepCounters c;
+  EXPECT_THROW(be->dense_backward_weights_update(x.data(), dy.data(), k, nullptr, 1, 2, 1,
+                                                 Adam({.clipnorm = 1.0}), &c),
+               Error);
 }
 
 }  // namespace

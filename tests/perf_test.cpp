@@ -64,9 +64,10 @@ TEST(CostModel, SmallAtBatch32OpByOp) {
   EXPECT_EQ(names, (std::vector<std::string>{
                        "host: step dispatch (11 backend calls)", "gather batch x", "gather batch y",
                        "dense forward 784->128", "dropout forward", "dense_1 forward 128->10",
-                       "loss forward+backward", "dense_1 backward weights 128->10",
-                       "dense_1 backward input 128->10", "dropout + relu backward",
-                       "dense backward weights 784->128", "adam update"}));
+                       "loss forward+backward", "dense_1 backward input 128->10",
+                       "dense_1 backward weights 128->10 + adam update", "dropout + relu backward",
+                       "dense backward weights 784->128 + adam update",
+                       "end of step (learning rate, counters)"}));
 
   const Op& x = find_op(ops, "gather batch x");
   EXPECT_EQ(x.elements, 32 * 784);
@@ -92,10 +93,15 @@ TEST(CostModel, SmallAtBatch32OpByOp) {
   EXPECT_EQ(loss.bytes_read, 4 * (32 * 10 + 32));
   EXPECT_EQ(loss.bytes_written, 4 * 32 * 10);
 
-  const Op& w2 = find_op(ops, "dense_1 backward weights 128->10");
+  // The CPU updates each layer with its weight gradient: the GEMM reads x and dy, the update
+  // reads the value and Adam's m and v and writes them back; the gradient stays in cache.
+  const Op& w2 = find_op(ops, "dense_1 backward weights 128->10 + adam update");
   EXPECT_EQ(w2.flops, 2 * 128 * 10 * 32);
-  EXPECT_EQ(w2.bytes_read, 4 * (32 * 128 + 32 * 10));
-  EXPECT_EQ(w2.bytes_written, 4 * (128 * 10 + 10));
+  EXPECT_EQ(w2.bytes_read, 4 * (32 * 128 + 32 * 10) + 12 * (128 * 10 + 10));
+  EXPECT_EQ(w2.bytes_written, 12 * (128 * 10 + 10));
+  EXPECT_EQ(w2.update, "adam");
+  EXPECT_EQ(w2.segments, (std::vector<int64_t>{128 * 10, 10}));
+  EXPECT_EQ(w2.phase, Phase::gemm);
   const Op& i2 = find_op(ops, "dense_1 backward input 128->10");
   EXPECT_EQ(i2.flops, 2 * 32 * 128 * 10);
   EXPECT_EQ(i2.bytes_read, 4 * (32 * 10 + 128 * 10));
@@ -105,20 +111,33 @@ TEST(CostModel, SmallAtBatch32OpByOp) {
   EXPECT_EQ(rd.bytes_read, 2 * 4 * 32 * 128);
   EXPECT_EQ(rd.bytes_written, 4 * 32 * 128);
 
-  const Op& w1 = find_op(ops, "dense backward weights 784->128");
+  const Op& w1 = find_op(ops, "dense backward weights 784->128 + adam update");
   EXPECT_EQ(w1.flops, 2 * 784 * 128 * 32);
-  EXPECT_EQ(w1.bytes_read, 4 * (32 * 784 + 32 * 128));
-  EXPECT_EQ(w1.bytes_written, 4 * (784 * 128 + 128));
+  EXPECT_EQ(w1.bytes_read, 4 * (32 * 784 + 32 * 128) + 12 * (784 * 128 + 128));
+  EXPECT_EQ(w1.bytes_written, 12 * (784 * 128 + 128));
+  EXPECT_EQ(w1.segments, (std::vector<int64_t>{784 * 128, 128}));
   // The first layer needs no input gradient.
   EXPECT_FALSE(has_op(ops, "dense backward input 784->128"));
 
+  const Op& end = find_op(ops, "end of step (learning rate, counters)");
+  EXPECT_EQ(end.phase, Phase::optimizer);
+  EXPECT_TRUE(end.segments.empty());
+  EXPECT_EQ(kSmall.parameters(), 101770);
+}
+
+TEST(CostModel, TheGpuUpdatesEveryParameterInOneCallAfterTheGradients) {
+  const std::vector<Op> ops = perf::step_ops(kSmall, 32, DeviceKind::gpu, Mode::resident);
+  const Op& w1 = find_op(ops, "dense backward weights 784->128");
+  EXPECT_EQ(w1.bytes_read, 4 * (32 * 784 + 32 * 128));
+  EXPECT_EQ(w1.bytes_written, 4 * (784 * 128 + 128));
+  EXPECT_TRUE(w1.update.empty());
   const Op& adam = find_op(ops, "adam update");
+  EXPECT_EQ(&adam, &ops.back());
   EXPECT_EQ(adam.elements, 101770);  // SMALL's parameters
   EXPECT_EQ(adam.segments, (std::vector<int64_t>{784 * 128, 128, 128 * 10, 10}));
   EXPECT_EQ(adam.bytes_read, 16 * 101770);  // value, gradient, m, v
   EXPECT_EQ(adam.bytes_written, 12 * 101770);
   EXPECT_EQ(adam.phase, Phase::optimizer);
-  EXPECT_EQ(kSmall.parameters(), 101770);
 }
 
 TEST(CostModel, EpochGemmFlopsOfSmallAndBig) {
@@ -146,7 +165,13 @@ TEST(CostModel, BigAtBatch32Shapes) {
   EXPECT_EQ(find_op(ops, "dense_1 backward input 1000->1000").bytes_written, 4 * 32 * 1000);
   EXPECT_FALSE(has_op(ops, "dense backward input 784->1000"));
   EXPECT_EQ(find_op(ops, "dropout_1 forward").elements, 32 * 1000);
-  EXPECT_EQ(find_op(ops, "adam update").elements, kBig.parameters());
+  const Op& w2 = find_op(ops, "dense_1 backward weights 1000->1000 + adam update");
+  EXPECT_EQ(w2.flops, 2 * 32 * 1000 * 1000);
+  EXPECT_EQ(w2.segments, (std::vector<int64_t>{1000 * 1000, 1000}));
+  int64_t updated = 0;
+  for (const Op& o : ops)
+    for (int64_t s : o.segments) updated += s;
+  EXPECT_EQ(updated, kBig.parameters());  // each parameter once, with its layer's gradient
   int64_t calls = 0;
   for (const Op& o : ops)
     if (o.phase != Phase::host_overhead) calls += o.calls;
@@ -180,9 +205,10 @@ TEST(CostModel, OpListFollowsSigmoidTanhLayersCategoricalLossAndSgd) {
           "host: step dispatch (16 backend calls)", "gather batch x", "gather batch y",
           "dense forward 20->16", "dense sigmoid forward", "dense_1 forward 16->8",
           "dense_1 tanh forward", "dense_2 forward 8->4", "loss forward+backward",
-          "dense_2 backward weights 8->4", "dense_2 backward input 8->4", "dense_1 tanh backward",
-          "dense_1 backward weights 16->8", "dense_1 backward input 16->8",
-          "dense sigmoid backward", "dense backward weights 20->16", "sgd update"}));
+          "dense_2 backward input 8->4", "dense_2 backward weights 8->4 + sgd update",
+          "dense_1 tanh backward", "dense_1 backward input 16->8",
+          "dense_1 backward weights 16->8 + sgd update", "dense sigmoid backward",
+          "dense backward weights 20->16 + sgd update", "end of step (learning rate, counters)"}));
   const Op& y = find_op(ops, "gather batch y");  // one-hot targets: rows of 4
   EXPECT_EQ(y.kernel, "gather_rows");
   EXPECT_EQ(y.elements, 5 * 4);
@@ -192,11 +218,12 @@ TEST(CostModel, OpListFollowsSigmoidTanhLayersCategoricalLossAndSgd) {
   const Op& loss = find_op(ops, "loss forward+backward");
   EXPECT_EQ(loss.kernel, "loss");
   EXPECT_EQ(loss.bytes_read, 4 * (5 * 4 + 5 * 4));  // the logits and the one-hot targets
-  const Op& sgd = find_op(ops, "sgd update");
-  const int64_t params = 20 * 16 + 16 + 16 * 8 + 8 + 8 * 4 + 4;
-  EXPECT_EQ(sgd.elements, params);
-  EXPECT_EQ(m.parameters(), params);
-  EXPECT_EQ(sgd.bytes_read, 4 * params * 3);  // value, gradient, velocity
+  const Op& sgd = find_op(ops, "dense backward weights 20->16 + sgd update");
+  const int64_t params = 20 * 16 + 16;
+  EXPECT_EQ(sgd.segments, (std::vector<int64_t>{20 * 16, 16}));
+  EXPECT_EQ(m.parameters(), params + 16 * 8 + 8 + 8 * 4 + 4);
+  // x and dy; then the value and the velocity, read and written (the gradient stays in cache).
+  EXPECT_EQ(sgd.bytes_read, 4 * (5 * 20 + 5 * 16) + 4 * params * 2);
   EXPECT_EQ(sgd.bytes_written, 4 * params * 2);
 }
 
@@ -208,12 +235,14 @@ TEST(CostModel, OpListFollowsABinaryOutputAndRmsprop) {
             (std::vector<std::string>{
                 "host: step dispatch (10 backend calls)", "gather batch x", "gather batch y",
                 "dense forward 10->6", "dense_1 forward 6->1", "loss forward+backward",
-                "dense_1 backward weights 6->1", "dense_1 backward input 6->1",
-                "dense relu backward", "dense backward weights 10->6", "rmsprop update"}));
+                "dense_1 backward input 6->1", "dense_1 backward weights 6->1 + rmsprop update",
+                "dense relu backward", "dense backward weights 10->6 + rmsprop update",
+                "end of step (learning rate, counters)"}));
   EXPECT_EQ(find_op(ops, "gather batch y").kernel, "gather_labels");
   EXPECT_EQ(find_op(ops, "dense relu backward").kernel, "relu_backward");
-  const int64_t params = 10 * 6 + 6 + 6 + 1;
-  EXPECT_EQ(find_op(ops, "rmsprop update").bytes_read, 4 * params * 3);  // value, grad, mean sq.
+  const int64_t params = 10 * 6 + 6;  // the value and the mean square; x(7, 10) and dy(7, 6)
+  EXPECT_EQ(find_op(ops, "dense backward weights 10->6 + rmsprop update").bytes_read,
+            4 * (7 * 10 + 7 * 6) + 4 * params * 2);
 }
 
 TEST(CostModel, OpListFollowsActivationLayersLinearDenseAndMse) {
@@ -224,9 +253,10 @@ TEST(CostModel, OpListFollowsActivationLayersLinearDenseAndMse) {
             (std::vector<std::string>{
                 "host: step dispatch (12 backend calls)", "gather batch x", "gather batch y",
                 "dense forward 12->8", "activation tanh forward", "dense_1 forward 8->2",
-                "loss forward+backward", "dense_1 backward weights 8->2",
-                "dense_1 backward input 8->2", "activation tanh backward", "dense linear backward",
-                "dense backward weights 12->8", "adam update"}));
+                "loss forward+backward", "dense_1 backward input 8->2",
+                "dense_1 backward weights 8->2 + adam update", "activation tanh backward",
+                "dense linear backward", "dense backward weights 12->8 + adam update",
+                "end of step (learning rate, counters)"}));
   // The model calls the linear Dense's activation backward in place: a call that does nothing.
   const Op& id = find_op(ops, "dense linear backward");
   EXPECT_EQ(id.kernel, "identity");
@@ -242,7 +272,7 @@ TEST(CostModel, AnUncompiledModelIsDescribedWithAdamAndSparseLabels) {
       perf::step_ops(perf::describe(probe), 2, DeviceKind::cpu, Mode::resident);
   EXPECT_EQ(find_op(ops, "gather batch y").kernel, "gather_labels");
   EXPECT_EQ(find_op(ops, "loss forward+backward").kernel, "loss_sparse_softmax");
-  EXPECT_EQ(ops.back().name, "adam update");
+  EXPECT_EQ(find_op(ops, "dense backward weights 36->4 + adam update").update, "adam");
 }
 
 TEST(CostModel, RecordsAWideStepWithoutItsMemory) {
@@ -295,13 +325,18 @@ TEST(CostModel, PredictionFromAFlatProfileIsTheArithmetic) {
   const perf::Profile p = flat_profile("cpu", 1e11, 1e10);
   const auto ops = perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::resident);
   const perf::Prediction r = perf::predict(ops, p, Mode::resident);
-  double flops = 0, bytes_ew = 0, bytes_opt = 0;
+  double flops = 0, bytes_ew = 0, bytes_opt = 0, bytes_fused = 0;
   for (const Op& o : ops) {
     flops += double(o.flops);
     if (o.phase == Phase::elementwise) bytes_ew += double(o.bytes_read + o.bytes_written);
     if (o.phase == Phase::optimizer) bytes_opt += double(o.bytes_read + o.bytes_written);
+    // An update fused into a weight gradient streams its bytes beyond the GEMM's x and dy.
+    if (!o.update.empty())
+      bytes_fused += double(o.bytes_read + o.bytes_written - 4 * (o.m * o.k + o.m * o.n));
   }
-  EXPECT_NEAR(r.phase_seconds[size_t(Phase::gemm)], flops / 1e11, 1e-12 * flops / 1e11);
+  EXPECT_GT(bytes_fused, 0);
+  const double gemm = flops / 1e11 + bytes_fused / 1e10;
+  EXPECT_NEAR(r.phase_seconds[size_t(Phase::gemm)], gemm, 1e-12 * gemm);
   EXPECT_NEAR(r.phase_seconds[size_t(Phase::elementwise)], bytes_ew / 1e10, 1e-15);
   EXPECT_NEAR(r.phase_seconds[size_t(Phase::optimizer)], bytes_opt / 1e10, 1e-15);
   double sum = 0;
@@ -352,8 +387,11 @@ TEST(CostModel, KernelCurvesInterpolateLinearly) {
 TEST(CostModel, TheCpuUpdateCostsAtLeastTheWholeStateAsOneStream) {
   // Each tensor alone fits a cache that all of them together overflow: per-tensor samples are
   // fast, the sample at the total size is slow; the update is priced at the slower of the two.
+  // (With clipnorm the CPU keeps one update of every parameter after the gradients.)
   perf::Profile p = flat_profile("cpu", 1e11, 1e10);
-  const std::vector<Op> ops = perf::step_ops(kBig, 32, DeviceKind::cpu, Mode::resident);
+  perf::ModelDesc clipped = kBig;
+  clipped.optimizer = Adam({.clipnorm = 1.0});
+  const std::vector<Op> ops = perf::step_ops(clipped, 32, DeviceKind::cpu, Mode::resident);
   const Op& adam = find_op(ops, "adam update");
   const int64_t total = kBig.parameters();
   p.kernels["adam"] = {{10, 1e-9 * 10}, {total / 2, 1e-9 * (total / 2)}, {total, 1e-8 * total}};
@@ -363,6 +401,18 @@ TEST(CostModel, TheCpuUpdateCostsAtLeastTheWholeStateAsOneStream) {
   p.kernels["adam"] = {{10, 1e-9 * 10}, {total, 1e-9 * total}};
   const perf::Prediction even = perf::predict({adam}, p, Mode::resident);
   EXPECT_NEAR(even.op_seconds[0], 1e-9 * total, 1e-9 * total * 1e-6);
+}
+
+TEST(CostModel, AnUpdateFusedIntoTheGradientCostsItsGemmAndEachOfItsTensorsAlone) {
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  p.kernels["adam"] = {{10, 1e-9 * 10}, {2000000, 3e-9 * 2000000}};
+  const std::vector<Op> ops = perf::step_ops(kBig, 32, DeviceKind::cpu, Mode::resident);
+  const Op& w2 = find_op(ops, "dense_1 backward weights 1000->1000 + adam update");
+  const perf::Prediction r = perf::predict({w2}, p, Mode::resident);
+  const double expected = double(w2.flops) / 1e11 + perf::kernel_seconds(p, "adam", 1000000) +
+                          perf::kernel_seconds(p, "adam", 1000);
+  EXPECT_NEAR(r.op_seconds[0], expected, 1e-12);
+  EXPECT_NEAR(r.phase_seconds[size_t(Phase::gemm)], expected, 1e-12);
 }
 
 // ---- profiles --------------------------------------------------------------------------------
@@ -564,6 +614,17 @@ class CallLog final : public perf::ForwardingBackend {
                               int64_t k, int64_t n) override {
     log("dense_backward_weights", m, k, n);
     inner().dense_backward_weights(x, dy, dw, db, m, k, n);
+  }
+  void dense_backward_weights_update(const float* x, const float* dy, const ParamSlot& kernel,
+                                     const ParamSlot* bias, int64_t m, int64_t k, int64_t n,
+                                     const OptimizerConfig& config,
+                                     const StepCounters* counters) override {
+    log("dense_backward_weights_update", m, k, n);
+    if (in_step_) {
+      steps.back().back().segments.push_back(kernel.n);
+      if (bias) steps.back().back().segments.push_back(bias->n);
+    }
+    inner().dense_backward_weights_update(x, dy, kernel, bias, m, k, n, config, counters);
   }
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override {

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.h"
+
 namespace crossover {
 
 enum class ActivationKind { linear, relu, sigmoid, tanh, softmax };
@@ -175,9 +177,29 @@ class Backend {
 
   // ---- optimizer: one update of every parameter (one launch on CUDA) ----
   // Reads counters->step (t = step + 1), writes counters->learning_rate from the schedule,
-  // applies clipping, then increments counters->step and counters->batch_index.
+  // applies clipping, then increments counters->step and counters->batch_index. With no params
+  // (the layers were updated by dense_backward_weights_update) only that bookkeeping is done.
   virtual void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                               StepCounters* counters) = 0;
+
+  // ---- the weight gradient and that layer's update in one call ----
+  // Whether dense_backward_weights_update pays here. On the CPU it does: each block of the
+  // gradient is applied while it is still in cache, instead of in a pass over every parameter at
+  // the end. A GPU's single launch over all parameters is cheaper than one per layer. The model
+  // uses it for every Dense layer when the update needs nothing global (no clipnorm).
+  virtual bool fuses_weight_update() const { return false; }
+  // dense_backward_weights into kernel.grad (and bias->grad when bias is not null), then the
+  // update of kernel and bias exactly as optimizer_step would make it this step: counters->step
+  // is read, not advanced, and config.clipnorm must be 0. Backends that do not fuse throw Error.
+  virtual void dense_backward_weights_update(const float* x, const float* dy,
+                                             const ParamSlot& kernel, const ParamSlot* bias,
+                                             int64_t m, int64_t k, int64_t n,
+                                             const OptimizerConfig& config,
+                                             const StepCounters* counters) {
+    (void)x, (void)dy, (void)kernel, (void)bias, (void)m, (void)k, (void)n, (void)config,
+        (void)counters;
+    throw Error(device_name(), "this backend does not fuse the weight update into its gradient");
+  }
   // counters->batch_index += 1 without an update (evaluation steps).
   virtual void advance_batch(StepCounters* counters) = 0;
 

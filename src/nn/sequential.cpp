@@ -389,9 +389,15 @@ struct Sequential::Impl {
     }
   }
 
+  // Whether a training step updates each Dense layer with its weight gradient, in one backend call
+  // (the backend gains from it, and nothing needs the global gradient norm first).
+  bool fused_update() const { return backend->fuses_weight_update() && opt.clipnorm == 0.0f; }
+
   // Backward from d_out (the gradient with respect to the deferred final pre-activation output,
-  // already in plan.grad_a) down to the first layer with parameters.
-  void backward(Plan& plan, int64_t m) {
+  // already in plan.grad_a) down to the first layer with parameters. With `update` (a training
+  // step's counters, when fused_update()), each layer's parameters are updated with their
+  // gradient as it is made; without, the gradients are left for optimizer_step or for reading.
+  void backward(Plan& plan, int64_t m, const StepCounters* update = nullptr) {
     int first_param_layer = -1;
     for (std::size_t i = 0; i < layers.size(); ++i)
       if (info[i].kernel >= 0) {
@@ -416,15 +422,23 @@ struct Sequential::Impl {
         case LayerType::dense: {
           if (!activation_done)
             backend->activation_backward(l.activation, y, g, g, m, li.out_width);
-          backend->dense_backward_weights(
-              layer_input(plan, ui, true), g, grad(params[static_cast<std::size_t>(li.kernel)]),
-              li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m,
-              li.in_width, li.out_width);
-          if (i > first_param_layer) {
+          // The input gradient first: it needs the kernel before this step's update.
+          if (i > first_param_layer)
             backend->dense_backward_input(g, value(params[static_cast<std::size_t>(li.kernel)]),
                                           spare, m, li.in_width, li.out_width);
-            std::swap(g, spare);
+          if (update) {
+            const ParamSlot* bias =
+                li.bias >= 0 ? &slots[static_cast<std::size_t>(li.bias)] : nullptr;
+            backend->dense_backward_weights_update(layer_input(plan, ui, true), g,
+                                                   slots[static_cast<std::size_t>(li.kernel)], bias,
+                                                   m, li.in_width, li.out_width, opt, update);
+          } else {
+            backend->dense_backward_weights(
+                layer_input(plan, ui, true), g, grad(params[static_cast<std::size_t>(li.kernel)]),
+                li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m,
+                li.in_width, li.out_width);
           }
+          if (i > first_param_layer) std::swap(g, spare);
           activation_done = false;
           break;
         }
@@ -475,9 +489,11 @@ struct Sequential::Impl {
     backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
                                    plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), m,
                                    output_width(), ctr);
-    backward(plan, m);
+    const bool fused = fused_update();
+    backward(plan, m, fused ? ctr : nullptr);
     backend->set_scope("optimizer");
-    backend->optimizer_step(opt, slots, ctr);
+    // Fused: every parameter was updated in backward; the step's bookkeeping remains.
+    backend->optimizer_step(opt, fused ? std::span<const ParamSlot>() : std::span(slots), ctr);
     backend->set_scope("");
   }
 

@@ -143,6 +143,15 @@ void TimingBackend::dense_backward_weights(const float* x, const float* dy, floa
   timed(Call::dense_backward_weights,
         [&] { inner_->dense_backward_weights(x, dy, dw, db, m, k, n); });
 }
+void TimingBackend::dense_backward_weights_update(const float* x, const float* dy,
+                                                  const ParamSlot& kernel, const ParamSlot* bias,
+                                                  int64_t m, int64_t k, int64_t n,
+                                                  const OptimizerConfig& config,
+                                                  const StepCounters* counters) {
+  timed(Call::dense_backward_weights_update, [&] {
+    inner_->dense_backward_weights_update(x, dy, kernel, bias, m, k, n, config, counters);
+  });
+}
 void TimingBackend::dense_backward_input(const float* dy, const float* w, float* dx, int64_t m,
                                          int64_t k, int64_t n) {
   timed(Call::dense_backward_input, [&] { inner_->dense_backward_input(dy, w, dx, m, k, n); });

@@ -58,6 +58,13 @@ class ForwardingBackend : public Backend {
                               int64_t k, int64_t n) override {
     inner_->dense_backward_weights(x, dy, dw, db, m, k, n);
   }
+  bool fuses_weight_update() const override { return inner_->fuses_weight_update(); }
+  void dense_backward_weights_update(const float* x, const float* dy, const ParamSlot& kernel,
+                                     const ParamSlot* bias, int64_t m, int64_t k, int64_t n,
+                                     const OptimizerConfig& config,
+                                     const StepCounters* counters) override {
+    inner_->dense_backward_weights_update(x, dy, kernel, bias, m, k, n, config, counters);
+  }
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override {
     inner_->dense_backward_input(dy, w, dx, m, k, n);
@@ -142,6 +149,10 @@ class TimingBackend final : public ForwardingBackend {
                      int64_t n, ActivationKind act) override;
   void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
                               int64_t k, int64_t n) override;
+  void dense_backward_weights_update(const float* x, const float* dy, const ParamSlot& kernel,
+                                     const ParamSlot* bias, int64_t m, int64_t k, int64_t n,
+                                     const OptimizerConfig& config,
+                                     const StepCounters* counters) override;
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override;
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,

@@ -713,6 +713,8 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
       for (const Op& o : step_ops(w.model, rows, DeviceKind::cpu, Mode::resident)) {
         if (o.phase == Phase::gemm) {
           if (const char* op = gemm_op_of(o.kernel)) n.gemms.insert({op, o.batch, o.in, o.out});
+          if (!o.update.empty() && KernelBench::knows(o.update))
+            for (int64_t s : o.segments) n.kernels.emplace(std::pair{o.update, s}, 1);
           continue;
         }
         if (o.phase != Phase::elementwise && o.phase != Phase::optimizer) continue;

@@ -59,7 +59,7 @@ Mode parse_mode(const std::string& text, const std::string& where) {
 int64_t ModelDesc::parameters() const {
   // As the model's own optimizer step sees them: one segment per parameter tensor.
   int64_t n = 0;
-  for (const BackendCall& c : record_step(*this, 1, Mode::resident))
+  for (const BackendCall& c : record_step(*this, 1, DeviceKind::cpu, Mode::resident))
     for (int64_t s : c.segments) n += s;
   return n;
 }
@@ -92,15 +92,17 @@ ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t c
 }
 
 // ---- the op list: the step's own calls, recorded -----------------------------------------------
-std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Mode mode) {
+std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, DeviceKind device,
+                                     Mode mode) {
   if (rows < 1) throw Error("cost model", "a step needs at least one row");
   Sequential s(model.layers);
   RecordingBackend* recorder = nullptr;
   CompileOptions o;
   o.graphs = mode == Mode::resident;
   o.initialize_weights = false;  // the calls do not depend on the values
-  o.make_backend = [&recorder]() -> std::unique_ptr<Backend> {
-    auto r = std::make_unique<RecordingBackend>();
+  o.make_backend = [&recorder, device]() -> std::unique_ptr<Backend> {
+    auto r = device == DeviceKind::cpu ? std::make_unique<RecordingBackend>("cpu", true)
+                                       : std::make_unique<RecordingBackend>("cuda:0", false);
     recorder = r.get();
     return r;
   };
@@ -123,6 +125,7 @@ Phase call_phase(Call call) {
       return Phase::sync_wait;
     case Call::dense_forward:
     case Call::dense_backward_weights:
+    case Call::dense_backward_weights_update:  // a GEMM and an update; the GEMM is named for it
     case Call::dense_backward_input:
       return Phase::gemm;
     case Call::optimizer_step:
@@ -140,6 +143,16 @@ Phase call_phase(Call call) {
   }
   return Phase::elementwise;
 }
+
+namespace {
+// The state an optimizer keeps per parameter: Adam's m and v, SGD's velocity (with momentum),
+// RMSprop's mean square (and its momentum).
+int64_t state_slots(const OptimizerConfig& cfg) {
+  return cfg.kind == OptimizerKind::adam  ? 2
+         : cfg.kind == OptimizerKind::sgd ? (cfg.momentum > 0 ? 1 : 0)
+                                          : 1 + (cfg.momentum > 0 ? 1 : 0);
+}
+}  // namespace
 
 Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
   const bool gpu = device == DeviceKind::gpu;
@@ -219,6 +232,21 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.elements = k * n;
       if (gpu && naive && c.bias) o.launches = 2;  // the bias gradient, its own kernel
       break;
+    case Call::dense_backward_weights_update: {
+      // The CPU's fused call: the weight gradient, each block of it then updated while in cache,
+      // so the gradient is never read back from memory.
+      gemm("gemm_backward_weights", m, k, n);
+      const int64_t params = k * n + (c.bias ? n : 0);
+      o.name = fmt::format("{}backward weights {}->{} + {} update", at, k, n,
+                           optimizer_name(c.optimizer.kind));
+      o.update = optimizer_name(c.optimizer.kind);
+      o.segments = c.segments;
+      const int64_t slots = state_slots(c.optimizer);
+      o.bytes_read = kFloat * (m * k + mn) + kFloat * params * (1 + slots);
+      o.bytes_written = kFloat * params * (1 + slots);
+      o.elements = k * n;
+      break;
+    }
     case Call::dense_backward_input:
       gemm("gemm_backward_input", m, k, n);
       o.name = fmt::format("{}backward input {}->{}", at, k, n);
@@ -283,6 +311,14 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     // ---- the optimizer: every parameter, one call ----
     case Call::optimizer_step: {
       const OptimizerConfig& cfg = c.optimizer;
+      if (c.segments.empty()) {
+        // Every layer was updated with its gradient: the step's learning rate and counters only.
+        o.name = "end of step (learning rate, counters)";
+        o.kernel = "step_end";
+        o.elements = 1;
+        o.bytes_read = o.bytes_written = kCountersBytes;
+        break;
+      }
       o.name = std::string(optimizer_name(cfg.kind)) + " update";
       o.kernel = std::string(optimizer_name(cfg.kind));
       o.segments = c.segments;
@@ -290,9 +326,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       // Per element it reads the value, the gradient and its state, and writes the value and the
       // state: Adam's m and v, SGD's velocity (with momentum), RMSprop's mean square (and its
       // momentum); clipping by the global norm reads every gradient once more first.
-      const int64_t slots = cfg.kind == OptimizerKind::adam  ? 2
-                            : cfg.kind == OptimizerKind::sgd ? (cfg.momentum > 0 ? 1 : 0)
-                                                             : 1 + (cfg.momentum > 0 ? 1 : 0);
+      const int64_t slots = state_slots(cfg);
       o.bytes_read = kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 ? 1 : 0));
       o.bytes_written = kFloat * o.elements * (1 + slots);
       break;
@@ -306,7 +340,8 @@ std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, M
     throw Error("--mode",
                 "naive mode applies to a GPU: the CPU has no launches or host-device copies");
   std::vector<Op> ops;
-  for (const BackendCall& c : record_step(model, m, mode)) ops.push_back(op_of(c, device, mode));
+  for (const BackendCall& c : record_step(model, m, device, mode))
+    ops.push_back(op_of(c, device, mode));
   // Around the step: the host's dispatch of its calls (CPU), or the graph's launch (GPU
   // resident). Naive mode's copies and sync are recorded calls already.
   if (device == DeviceKind::cpu) {
@@ -475,6 +510,23 @@ double kernel_time(const Profile& p, const Op& o, double floor) {
   return floor + streaming(p, o.bytes_read + o.bytes_written);
 }
 
+// The update fused into a weight gradient (the CPU's dense_backward_weights_update): each
+// tensor's update as the profile's curve measured it alone, at the op's own bytes per element
+// where the profile has no curve for it.
+double fused_update_time(const Profile& p, const Op& o) {
+  int64_t elements = 0;
+  for (int64_t s : o.segments) elements += s;
+  if (elements == 0) return 0;
+  const double gemm_bytes = double(kFloat * (o.m * o.k + o.m * o.n));
+  const double per_element = (double(o.bytes_read + o.bytes_written) - gemm_bytes) / elements;
+  double t = 0;
+  for (int64_t s : o.segments) {
+    const double k = kernel_seconds(p, o.update, s);
+    t += k >= 0 ? k : streaming(p, static_cast<int64_t>(per_element * double(s)));
+  }
+  return t;
+}
+
 const char* gemm_op(const std::string& kernel) {
   if (kernel == "gemm_backward_weights") return "backward_weights";
   if (kernel == "gemm_backward_input") return "backward_input";
@@ -505,6 +557,7 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
                                                            : kFloat * (o.batch * o.out + o.out);
           device += streaming(p, extra);
         }
+        if (!o.update.empty()) device += fused_update_time(p, o);
         break;
       }
       case Phase::elementwise:

@@ -80,6 +80,9 @@ struct Op {
   // the elementwise calls and the loss; gather_rows' m rows of n columns.
   int64_t m = 0, n = 0, k = 0;
   std::vector<int64_t> segments;  // optimizer: elements of each parameter tensor
+  // A GEMM fused with an optimizer update (the CPU's dense_backward_weights_update): the update's
+  // profile kernel ("adam"), over `segments`; "" otherwise.
+  std::string update;
 };
 
 // The ops of one training step on `rows` rows (<= the batch size), in call order: the calls
@@ -89,9 +92,12 @@ struct Op {
 std::vector<Op> step_ops(const ModelDesc& model, int64_t rows, DeviceKind device, Mode mode);
 
 // The backend calls of one training step on `rows` rows: the model built as a Sequential and
-// compiled onto a RecordingBackend (wrapped in the NaiveBackend in naive mode, graphs off), then
-// Sequential::trace_training_step. No device and no parameter memory is needed.
-std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Mode mode);
+// compiled onto a RecordingBackend that answers as `device` does (the CPU fuses each layer's
+// update into its weight gradient, a GPU does not; Backend::fuses_weight_update), wrapped in the
+// NaiveBackend in naive mode (graphs off), then Sequential::trace_training_step. No device and no
+// parameter memory is needed.
+std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, DeviceKind device,
+                                     Mode mode);
 
 // The one table of what each backend call costs: its phase, profile kernel, FLOPs, bytes read and
 // written, elements, GPU launches and host-device bytes, from the call's own arguments. A new

@@ -125,8 +125,8 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
     case Phase::optimizer: {
       const Op* opt = nullptr;
       for (const Op& o : r.ops)
-        if (o.phase == Phase::optimizer) opt = &o;
-      if (!opt) return "";
+        if (o.phase == Phase::optimizer && !o.segments.empty()) opt = &o;
+      if (!opt) return "";  // each layer's update was fused into its weight gradient
       const int64_t B4 = B * 4;
       const Prediction p4 = predict(step_ops(desc, B4, dev, c.mode), p, c.mode);
       return fmt::format(

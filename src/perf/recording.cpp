@@ -26,6 +26,8 @@ const char* call_name(Call c) {
       return "dense_forward";
     case Call::dense_backward_weights:
       return "dense_backward_weights";
+    case Call::dense_backward_weights_update:
+      return "dense_backward_weights_update";
     case Call::dense_backward_input:
       return "dense_backward_input";
     case Call::activation_forward:
@@ -71,8 +73,8 @@ class RecordedStep final : public Backend::StepGraph {
   std::function<void()> enqueue_;
 };
 
-RecordingBackend::RecordingBackend(std::string device_name)
-    : device_name_(std::move(device_name)) {}
+RecordingBackend::RecordingBackend(std::string device_name, bool fuses_weight_update)
+    : device_name_(std::move(device_name)), fuses_weight_update_(fuses_weight_update) {}
 
 RecordingBackend::~RecordingBackend() {
   for (const auto& [p, bytes] : reservations_) munmap(p, bytes);
@@ -143,6 +145,18 @@ void RecordingBackend::dense_backward_weights(const float*, const float*, float*
   BackendCall& r = record(Call::dense_backward_weights);
   r.m = m, r.k = k, r.n = n;
   r.bias = db != nullptr;
+}
+void RecordingBackend::dense_backward_weights_update(const float*, const float*,
+                                                     const ParamSlot& kernel, const ParamSlot* bias,
+                                                     int64_t m, int64_t k, int64_t n,
+                                                     const OptimizerConfig& config,
+                                                     const StepCounters*) {
+  BackendCall& r = record(Call::dense_backward_weights_update);
+  r.m = m, r.k = k, r.n = n;
+  r.bias = bias != nullptr;
+  r.optimizer = config;
+  r.segments.push_back(kernel.n);
+  if (bias) r.segments.push_back(bias->n);
 }
 void RecordingBackend::dense_backward_input(const float*, const float*, float*, int64_t m,
                                             int64_t k, int64_t n) {

@@ -28,6 +28,7 @@ enum class Call {
   gather_rows,
   dense_forward,
   dense_backward_weights,
+  dense_backward_weights_update,  // the weight gradient and that layer's optimizer update
   dense_backward_input,
   activation_forward,
   activation_backward,
@@ -55,8 +56,8 @@ struct BackendCall {
   bool in_place = false;  // activation_*: the output is the input (y == x, dx == dy)
   LossKind loss = LossKind::sparse_categorical_crossentropy;
   bool gradient = false;          // loss_forward_backward: writes d_out
-  OptimizerConfig optimizer;      // optimizer_step
-  std::vector<int64_t> segments;  // optimizer_step: each parameter tensor's elements
+  OptimizerConfig optimizer;      // optimizer_step, dense_backward_weights_update
+  std::vector<int64_t> segments;  // the parameter tensors they update: each one's elements
   int64_t bytes = 0;              // upload, download
 };
 
@@ -67,7 +68,9 @@ struct BackendCall {
 // values. upload does nothing; download and download_async write zeros.
 class RecordingBackend final : public Backend {
  public:
-  explicit RecordingBackend(std::string device_name = "cpu");
+  // fuses_weight_update: what the device recorded for answers (the CPU fuses, a GPU does not), so
+  // that the model makes the calls it makes there.
+  explicit RecordingBackend(std::string device_name = "cpu", bool fuses_weight_update = true);
   ~RecordingBackend() override;
   RecordingBackend(const RecordingBackend&) = delete;
   RecordingBackend& operator=(const RecordingBackend&) = delete;
@@ -96,6 +99,11 @@ class RecordingBackend final : public Backend {
                      int64_t n, ActivationKind act) override;
   void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
                               int64_t k, int64_t n) override;
+  bool fuses_weight_update() const override { return fuses_weight_update_; }
+  void dense_backward_weights_update(const float* x, const float* dy, const ParamSlot& kernel,
+                                     const ParamSlot* bias, int64_t m, int64_t k, int64_t n,
+                                     const OptimizerConfig& config,
+                                     const StepCounters* counters) override;
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override;
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
@@ -122,6 +130,7 @@ class RecordingBackend final : public Backend {
   BackendCall& record(Call c);
 
   std::string device_name_;
+  bool fuses_weight_update_ = true;
   std::string scope_;
   bool in_step_ = false;
   int64_t replays_ = 0;
