@@ -162,6 +162,39 @@ TEST(Dropout, KeepsAboutOneMinusRateAndScalesKeptUnits) {
   EXPECT_NE(mask, mask2);
 }
 
+TEST(Dropout, TheCpuMaskIsDropoutKeepOfEveryElementAtAnyShapeAndThreadCount) {
+  // The CPU draws eight Philox blocks at a time; every element must still be the one
+  // dropout_keep (the definition every device shares) gives, up to a ragged end.
+  struct Case {
+    int64_t m, n;
+    uint64_t seed, step;
+    uint32_t layer;
+  };
+  for (const Case c :
+       {Case{32, 128, 7, 0, 1}, Case{3, 37, 0xDEADBEEF12345678ull, (1ull << 33) + 5, 9},
+        Case{64, 1000, 42, 123456, 2}, Case{1, 5, 1, 1, 0}})
+    for (int threads : {1, 2}) {
+      auto be = make_cpu_backend(threads);
+      const int64_t total = c.m * c.n;
+      const Tensor x = testing_util::random_tensor({total}, 11);
+      std::vector<float> y(static_cast<std::size_t>(total));
+      std::vector<uint8_t> mask(static_cast<std::size_t>(total), 7);
+      StepCounters counters;
+      counters.step = static_cast<int64_t>(c.step);
+      be->dropout_forward(x.data(), y.data(), mask.data(), c.m, c.n, 0.3f, c.seed, c.layer,
+                          &counters);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < total; ++i) {
+        const bool keep = dropout_keep(c.seed, c.layer, c.step, static_cast<uint64_t>(i), 0.3f);
+        const float want = keep ? x[i] * (1.0f / 0.7f) : 0.0f;
+        if (mask[static_cast<std::size_t>(i)] != (keep ? 1 : 0) ||
+            y[static_cast<std::size_t>(i)] != want)
+          ++wrong;
+      }
+      EXPECT_EQ(wrong, 0) << c.m << "x" << c.n << " threads " << threads;
+    }
+}
+
 TEST(Dropout, IsTheIdentityInEvaluateAndPredict) {
   Sequential with({Input({20}), Dense(16, "relu"), Dropout(0.5), Dense(4, "softmax")});
   Sequential without({Input({20}), Dense(16, "relu"), Dense(4, "softmax")});

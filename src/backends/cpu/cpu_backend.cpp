@@ -2,10 +2,10 @@
 // that the compiler vectorises, threaded with OpenMP (the runtime oneDNN itself uses, so the two
 // share one thread pool). A step allocates nothing: every buffer comes from the model's plan.
 #include <fmt/format.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <unistd.h>
-#include <xmmintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,6 +47,16 @@ __attribute__((noinline)) void adam_range(float beta1, float beta2, float epsilo
   }
 }
 
+// The high and low 32 bits of each lane's product with m (32 x 32 -> 64 bits, eight lanes):
+// AVX2 multiplies the even lanes; the odd lanes are shifted down, multiplied, and blended back.
+inline void mul_hi_lo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
+  const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
+  const __m256i even = _mm256_mul_epu32(a, mv);                        // lanes 0, 2, 4, 6
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mv);  // lanes 1, 3, 5, 7
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
+
 // The elementwise loops are plain functions of restrict pointers, free of branches, so that
 // they vectorise (a mask branch mispredicts on every other element).
 __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* __restrict y,
@@ -55,42 +65,61 @@ __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* 
                                               uint64_t step, int64_t b0, int64_t b1) {
   const int64_t full = std::min(b1, total / 4);
   int64_t b = b0;
-  // Eight Philox blocks at a time, lane by lane, so that the rounds vectorise: the same
-  // arithmetic as philox4x32_10, in the same order.
+  // Eight Philox blocks at a time in AVX2 (the library's baseline ISA, x86-64-v3): the same
+  // arithmetic as philox4x32_10, in the same order, one block per 32-bit lane.
+  const uint32_t draw_lo = static_cast<uint32_t>(step);
+  const uint32_t draw_hi = static_cast<uint32_t>(step >> 32) ^
+                           (static_cast<uint32_t>(RngStream::dropout) << 24) ^ (layer << 4);
+  const __m256 rate8 = _mm256_set1_ps(rate), scale8 = _mm256_set1_ps(scale);
   for (; b + 8 <= full; b += 8) {
-    uint32_t c0[8], c1[8], c2[8], c3[8];
-    const uint32_t draw_lo = static_cast<uint32_t>(step);
-    const uint32_t draw_hi = static_cast<uint32_t>(step >> 32) ^
-                             (static_cast<uint32_t>(RngStream::dropout) << 24) ^ (layer << 4);
-    for (int j = 0; j < 8; ++j) {
-      c0[j] = static_cast<uint32_t>(b + j);
-      c1[j] = static_cast<uint32_t>(static_cast<uint64_t>(b + j) >> 32);
-      c2[j] = draw_lo;
-      c3[j] = draw_hi;
-    }
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(b))),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    // The block index's high word, lane by lane.
+    __m256i c1 = _mm256_setr_epi32(static_cast<int>(static_cast<uint64_t>(b + 0) >> 32),
+                                   static_cast<int>(static_cast<uint64_t>(b + 1) >> 32),
+                                   static_cast<int>(static_cast<uint64_t>(b + 2) >> 32),
+                                   static_cast<int>(static_cast<uint64_t>(b + 3) >> 32),
+                                   static_cast<int>(static_cast<uint64_t>(b + 4) >> 32),
+                                   static_cast<int>(static_cast<uint64_t>(b + 5) >> 32),
+                                   static_cast<int>(static_cast<uint64_t>(b + 6) >> 32),
+                                   static_cast<int>(static_cast<uint64_t>(b + 7) >> 32));
+    __m256i c2 = _mm256_set1_epi32(static_cast<int>(draw_lo));
+    __m256i c3 = _mm256_set1_epi32(static_cast<int>(draw_hi));
     uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
     for (int round = 0; round < 10; ++round) {
-      for (int j = 0; j < 8; ++j) {
-        const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[j];
-        const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[j];
-        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[j] ^ k0;
-        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[j] ^ k1;
-        c1[j] = static_cast<uint32_t>(p1);
-        c3[j] = static_cast<uint32_t>(p0);
-        c0[j] = n0;
-        c2[j] = n2;
-      }
+      __m256i p0_hi, p0_lo, p1_hi, p1_lo;
+      mul_hi_lo(c0, 0xD2511F53u, p0_hi, p0_lo);
+      mul_hi_lo(c2, 0xCD9E8D57u, p1_hi, p1_lo);
+      const __m256i n0 =
+          _mm256_xor_si256(_mm256_xor_si256(p1_hi, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+      const __m256i n2 =
+          _mm256_xor_si256(_mm256_xor_si256(p0_hi, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+      c1 = p1_lo;
+      c3 = p0_lo;
+      c0 = n0;
+      c2 = n2;
       k0 += 0x9E3779B9u;
       k1 += 0xBB67AE85u;
     }
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t words[4] = {c0[j], c1[j], c2[j], c3[j]};
-      for (int k = 0; k < 4; ++k) {
-        const int64_t i = (b + j) * 4 + k;
-        const bool keep = uniform01(words[k]) >= rate;
-        mask[i] = keep;
-        y[i] = x[i] * (keep ? scale : 0.0f);
-      }
+    // Lane j holds block b + j's four words in c0..c3; element (b + j) * 4 + k is word k of
+    // lane j. Transpose to eight consecutive elements per vector: two blocks each.
+    const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+    const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    const __m256i words[4] = {
+        _mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
+        _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
+    for (int q = 0; q < 4; ++q) {
+      const int64_t i = b * 4 + q * 8;
+      // uniform01: the top 24 bits as a float, times 2^-24 (exact).
+      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(words[q], 8)),
+                                     _mm256_set1_ps(0x1p-24f));
+      const __m256 keep = _mm256_cmp_ps(u, rate8, _CMP_GE_OQ);
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_and_ps(keep, scale8)));
+      const uint64_t bytes =
+          _pdep_u64(static_cast<uint32_t>(_mm256_movemask_ps(keep)), 0x0101010101010101ull);
+      std::memcpy(mask + i, &bytes, 8);
     }
   }
   for (; b < full; ++b) {
