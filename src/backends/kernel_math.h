@@ -113,13 +113,15 @@ CROSSOVER_HD void update_one(const OptimizerConfig& c, const UpdateConstants& u,
 }
 
 // Numerically stable softmax of one row of n logits.
-CROSSOVER_HD void softmax_row(const float* z, float* p, int64_t n) {
+// p = softmax(z); returns log(sum_j exp(z_j)), from the same exponentials.
+CROSSOVER_HD double softmax_row(const float* z, float* p, int64_t n) {
   float mx = z[0];
   for (int64_t j = 1; j < n; ++j) mx = fmaxf(mx, z[j]);
   float sum = 0.0f;
   for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(z[j] - mx));
   const float inv = 1.0f / sum;
   for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+  return static_cast<double>(mx) + std::log(static_cast<double>(sum));
 }
 
 CROSSOVER_HD int64_t argmax_row(const float* p, int64_t n) {
@@ -146,8 +148,9 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
                               float inv_m) {
   LossRow out;
   // Activated output.
+  double lse = 0.0;  // softmax: log(sum_j exp(z_j))
   if (act == ActivationKind::softmax) {
-    softmax_row(z, p, c);
+    lse = softmax_row(z, p, c);
   } else {
     for (int64_t j = 0; j < c; ++j) {
       float x = z[j];
@@ -164,12 +167,8 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
       const int64_t label = sparse ? static_cast<int64_t>(targets[r]) : -1;
       const float* t = sparse ? nullptr : targets + r * c;
       if (act == ActivationKind::softmax) {
-        // loss = logsumexp(z) - sum_j t_j z_j, computed from the logits.
-        float mx = z[0];
-        for (int64_t j = 1; j < c; ++j) mx = fmaxf(mx, z[j]);
-        double s = 0.0;
-        for (int64_t j = 0; j < c; ++j) s += std::exp(static_cast<double>(z[j] - mx));
-        const double lse = static_cast<double>(mx) + std::log(s);
+        // loss = logsumexp(z) - sum_j t_j z_j, computed from the logits (the softmax's own
+        // exponentials give the logsumexp).
         if (sparse) {
           out.loss = lse - z[label];
         } else {
