@@ -249,7 +249,8 @@ class CpuBackend final : public Backend {
     const int32_t* idx = indices + counters->batch_index * batch;
     const std::size_t row_bytes = static_cast<std::size_t>(cols) * sizeof(float);
     // The rows are scattered through a data set larger than the caches: each thread waiting on
-    // its own rows' misses doubles the misses in flight (14 us -> 11 us for a batch of 32 x 784 on the Zen 3).
+    // its own rows' misses doubles the misses in flight (14 us -> 11 us for a batch of 32 x 784 on
+    // the Zen 3).
     parallel_chunks_above(m * cols, kParallelGatherFloats, m, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i)
         std::memcpy(dst + i * cols, src + static_cast<int64_t>(idx[i]) * cols, row_bytes);
