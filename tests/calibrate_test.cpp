@@ -340,6 +340,23 @@ TEST_F(OnDemand, CompareCalibratesOnceAndSaysWhichProfileEachRowUsed) {
   EXPECT_EQ(j2["runs"][0]["profile"]["calibrated_now"], false);
 }
 
+TEST_F(OnDemand, ResumingWithThreadsZeroMeasuresTheCheckpointsModel) {
+  const std::string ckpt = path("run.ckpt");
+  const auto first = run_crossover(std::string("train --model ") + kTinySpec +
+                                   " --data mnist-10k --epochs 1 --batch-size 64 --threads 1 "
+                                   "--quiet --checkpoint '" +
+                                   ckpt + "'");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto resumed = run_crossover("train --resume '" + ckpt +
+                                     "' --data mnist-10k --epochs 2 --threads 0 --quiet --json '" +
+                                     path("r.json") + "'");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const json j = read_json(path("r.json"));
+  EXPECT_EQ(j["threads_choice"]["chosen_by"], "measurement");
+  EXPECT_EQ(j["threads"], j["threads_choice"]["threads"]);
+  EXPECT_EQ(j["history"].size(), 1u);  // epoch 2 only
+}
+
 TEST_F(OnDemand, CompareKeepsTheThreadCountItMeasuredAndItsProfile) {
   const std::string args = std::string("compare --model ") + kTinySpec +
                            " --data mnist-10k --epochs 1 --batch-size 64 --json '";

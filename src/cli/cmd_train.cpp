@@ -99,14 +99,34 @@ void run_train(const TrainOptions& o) {
   const Tensor x_test = data::to_float_images(d.test);
 
   int initial_epoch = 0;
-  // Resuming with --threads 0 trains on all cores (the count is not measured for a checkpoint).
   ThreadsForRun threads_run{o.threads > 0 ? o.threads : perf::cpu_info().logical_cores,
                             std::nullopt, o.threads > 0 ? "user" : "all cores"};
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
   copts.precision = o.precision;
+  // --threads 0: the thread count that trains this model fastest here, measured on a few batches
+  // of models that `make(threads)` compiles.
+  auto measure_threads = [&](const std::function<Sequential(int)>& make, const std::string& what) {
+    const Sequential one = make(1);
+    const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
+    const Tensor y_probe = sparse_loss ? data::to_float_labels(d.train)
+                                       : data::to_one_hot_labels(d.train, d.num_classes);
+    threads_run = cpu_threads_for_run(0, make, x_train, y_probe, batch_size, o.quiet, what,
+                                      perf::threads_choice_key(perf::describe(one), batch_size));
+  };
   Sequential model = [&] {
     if (!o.resume.empty()) {
       if (copts.device == "auto") copts.device = "cpu";
+      if (copts.device == "cpu" && o.threads == 0) {
+        measure_threads(
+            [&](int t) {
+              CompileOptions co = copts;
+              co.threads = t;
+              int ignored = 0;
+              return model_from_checkpoint(o.resume, co, &ignored);
+            },
+            fmt::format("{}'s model at batch {}", o.resume, batch_size));
+        copts.threads = threads_run.threads;
+      }
       return model_from_checkpoint(o.resume, copts, &initial_epoch);
     }
     Sequential m = model_from_spec(o.model, d.train.item_shape, d.num_classes);
@@ -130,12 +150,7 @@ void run_train(const TrainOptions& o) {
         compile_model(p, co);
         return p;
       };
-      const Sequential one = make(1);
-      const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
-      const Tensor y_probe = sparse_loss ? data::to_float_labels(d.train)
-                                         : data::to_one_hot_labels(d.train, d.num_classes);
-      threads_run = cpu_threads_for_run(0, make, x_train, y_probe, batch_size, o.quiet, what,
-                                        perf::threads_choice_key(perf::describe(one), batch_size));
+      measure_threads(make, what);
     }
     const int cpu_threads = o.threads > 0 || threads_run.choice ? threads_run.threads : 0;
     if (copts.device == "auto") {
