@@ -148,11 +148,11 @@ def markdown(doc):
         f"stepping {cpu['stepping']}), {cpu['logical_cpus']} logical CPUs; {isa}. "
         f"Load average {doc['load_before']:.2f} before the run, {doc['load_after']:.2f} after.",
         f"crossover {doc['commit']} on {threads} threads (the better of two epochs). "
-        + ("Peers: " + "; ".join(versions) + "." if versions else "Peers: not run (--no-peers)."),
+        + (f"Peers: {'; '.join(versions)}; PyTorch at the best of {torch_threads} threads, "
+           f"TensorFlow at {threads}." if versions else "Peers: not run (--no-peers)."),
         f"Data: {doc['data']} ({rows[0]['samples']:,} train), batch 32. Floor: the epoch's GEMM "
         f"FLOPs at oneDNN's sgemm rate on 4096^3 in this run, "
-        f"{doc['sgemm_peak']['flops_per_second'] / 1e9:.0f} GFLOP/s on {threads} threads. "
-        f"PyTorch: the best of {torch_threads} threads; TensorFlow: {threads} threads.",
+        f"{doc['sgemm_peak']['flops_per_second'] / 1e9:.0f} GFLOP/s on {threads} threads.",
         "",
         "| model | crossover s/epoch | GEMM GFLOP/s | floor s | x floor | PyTorch s/epoch "
         "| crossover faster | TF s/epoch | crossover faster |",
@@ -225,7 +225,7 @@ def main():
     print(f"CPU: {cpu['vendor']} {cpu['model_name']} (family {cpu['family']}, model "
           f"{cpu['model']}, stepping {cpu['stepping']}), {cpu['logical_cpus']} logical CPUs; ISA: "
           + " ".join(f"{f}={'yes' if has else 'no'}" for f, has in cpu["isa"].items()), flush=True)
-    load_before = load_average()
+    commit, load_before = git_commit(), load_average()
     if load_before > 0.5:
         print(f"warning: the machine is busy (load average {load_before:.2f}): the figures will "
               "not be representative; run it at a quiet moment for the table", file=sys.stderr)
@@ -262,7 +262,7 @@ def main():
         rows.append(row)
 
     doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpu": cpu,
-           "commit": git_commit(), "data": a.data, "threads": a.threads,
+           "commit": commit, "data": a.data, "threads": a.threads,
            "pytorch_threads": torch_threads, "load_before": load_before,
            "load_after": load_average(), "sgemm_peak": peak, "rows": rows,
            "args": vars(a)}
