@@ -1,17 +1,36 @@
 #!/usr/bin/env python3
 """The seed experiment's speed, side by side with the peers, in one run.
 
-One epoch of SMALL and of BIG at batch 32 on the 60,000-image set, with 2 CPU threads: crossover's
-seconds per epoch, its GEMM rate, its ratio to the GEMM floor (the epoch's GEMM FLOPs at the rate
-oneDNN reaches on a 4096^3 product measured in this run), and PyTorch (best of 1 and 2 threads)
-and TensorFlow/Keras where installed, as ratios. Usage:
+One epoch of SMALL and of BIG at batch 32 on the 60,000-image set: crossover's seconds per epoch
+(the better of two epochs, on --threads threads), its GEMM rate, its ratio to the GEMM floor (the
+epoch's GEMM FLOPs at the rate oneDNN's sgemm reaches on a 4096^3 product measured in this run),
+and the peers from bench/peers/.venv (scripts/install-peers): PyTorch from PyPI at its best of 1
+and --threads threads, TensorFlow 2.21 at --threads. Prints the CPU (model, family/model/stepping,
+ISA), the peers' versions and the table as markdown, ready to paste into bench/RESULTS.md, with
+the issue's targets marked met or not met.
 
-    bench/seed-benchmark [--threads 2] [--data DIR] [--peer-big-steps 400] [--json FILE]
+    bench/seed-benchmark [--threads 2] [--data DIR] [--peer-big-steps 400]
+                         [--peer-small-steps 0] [--no-peers] [--markdown FILE] [--json FILE]
+
+A quick smoke run (peers timed over a few steps and extrapolated; not for the table):
+
+    bench/seed-benchmark --peer-small-steps 200 --peer-big-steps 100
 """
 import argparse, datetime, json, os, platform, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
+PEERS = os.path.join(ROOT, "bench", "peers")
+VENV_PYTHON = os.path.join(PEERS, ".venv", "bin", "python")
+
+MODELS = {"small": [784, 128, 10], "big": [784, 1000, 1000, 10]}
+# The issue's targets: crossover's ratio to the floor at most this; its speed-up over each peer
+# at least this.
+FLOOR_TARGET = {"small": 3.0, "big": 2.0}
+PEER_TARGET = {"pytorch": {"small": 5.0, "big": 3.0}, "tensorflow": {"small": 10.0, "big": 10.0}}
+PEER_NAME = {"pytorch": "PyTorch", "tensorflow": "TF"}
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
+
 
 # GEMM FLOPs per sample of one training step: forward and weight gradient of every Dense, input
 # gradient of every Dense but the first.
@@ -19,8 +38,6 @@ def gemm_flops_per_sample(widths):
     fwd = sum(2 * a * b for a, b in zip(widths, widths[1:]))
     dx = sum(2 * a * b for a, b in list(zip(widths, widths[1:]))[1:])
     return 2 * fwd + dx
-
-MODELS = {"small": [784, 128, 10], "big": [784, 1000, 1000, 10]}
 
 
 def run(cmd, env=None):
@@ -38,22 +55,55 @@ def last_json_line(text):
     raise RuntimeError("no JSON line in output")
 
 
+def cpu_info():
+    """Vendor, model name, family/model/stepping and the ISA flags that matter (/proc/cpuinfo)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    flags = set(fields.get("flags", "").split())
+    return {"vendor": fields.get("vendor_id", "?"), "model_name": fields.get("model name", "?"),
+            "family": fields.get("cpu family", "?"), "model": fields.get("model", "?"),
+            "stepping": fields.get("stepping", "?"), "logical_cpus": os.cpu_count(),
+            "isa": {flag: flag in flags for flag in ISA_FLAGS}}
+
+
+def git_commit():
+    try:
+        commit = run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip()
+        dirty = run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).strip()
+        return commit + ("+changes" if dirty else "")
+    except (OSError, RuntimeError):
+        return "?"
+
+
 def crossover_epoch(model, threads, data):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
         run([os.path.join(BUILD, "crossover"), "train", "--model", model, "--data", data,
              "--epochs", "2", "--threads", str(threads), "--quiet", "--json", out])
-        doc = json.load(open(out))
+        with open(out) as f:
+            doc = json.load(f)
     # The better of two epochs: the first also pays for first-touch page faults.
     secs = min(e["seconds"] for e in doc["history"])
     return secs, doc["data"]["train"], doc["test"]["accuracy"]
 
 
-def peer(script, python, model, threads, data, max_steps=None):
-    cmd = [python, os.path.join(ROOT, "bench", "peers", script), "--model", model,
-           "--threads", str(threads), "--data", data]
+def peer(script, model, threads, data, max_steps):
+    """One peer run (one epoch, or max_steps steps extrapolated): its JSON, with "seconds" added."""
+    if not os.access(VENV_PYTHON, os.X_OK):
+        return {"available": False, "reason": f"no {VENV_PYTHON}: run scripts/install-peers"}
+    cmd = [VENV_PYTHON, os.path.join(PEERS, script), "--model", model, "--threads", str(threads),
+           "--data", data]
     if max_steps:
         cmd += ["--max-steps", str(max_steps)]
+    print(f"  {script} {model} on {threads} thread(s)...", file=sys.stderr, flush=True)
     try:
         doc = last_json_line(run(cmd))
     except Exception as e:  # a peer that cannot run is reported, not fatal
@@ -64,19 +114,127 @@ def peer(script, python, model, threads, data, max_steps=None):
     return doc
 
 
+def available(p):
+    return bool(p) and p.get("available") is not False
+
+
+def load_average():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def markdown(doc):
+    """The run as a section of bench/RESULTS.md: machine, versions, the table, the targets."""
+    cpu, rows = doc["cpu"], doc["rows"]
+    isa = ", ".join(f"{flag} {'yes' if has else 'no'}" for flag, has in cpu["isa"].items())
+    versions = []
+    for key, what in (("pytorch", "PyTorch {} (PyPI, the default wheel)"),
+                      ("tensorflow", "TensorFlow {} (PyPI)")):
+        runs = [r[key] for r in rows if key in r]
+        p = next((p for p in runs if available(p)), None)
+        if p:
+            versions.append(what.format(p["version"]) +
+                            (f" / Keras {p['keras_version']}" if p.get("keras_version") else ""))
+        elif runs:
+            versions.append(f"{PEER_NAME[key]} not available ({runs[0].get('reason', '?')})")
+    threads = doc["threads"]
+    torch_threads = " and ".join(str(t) for t in doc["pytorch_threads"])
+    lines = [
+        f"## {doc['date']}: the seed benchmark on {cpu['model_name']}",
+        "",
+        f"CPU: {cpu['vendor']} {cpu['model_name']} (family {cpu['family']}, model {cpu['model']}, "
+        f"stepping {cpu['stepping']}), {cpu['logical_cpus']} logical CPUs; {isa}. "
+        f"Load average {doc['load_before']:.2f} before the run, {doc['load_after']:.2f} after.",
+        f"crossover {doc['commit']} on {threads} threads (the better of two epochs). "
+        + (f"Peers: {'; '.join(versions)}; PyTorch at the best of {torch_threads} threads, "
+           f"TensorFlow at {threads}." if versions else "Peers: not run (--no-peers)."),
+        f"Data: {doc['data']} ({rows[0]['samples']:,} train), batch 32. Floor: the epoch's GEMM "
+        f"FLOPs at oneDNN's sgemm rate on 4096^3 in this run, "
+        f"{doc['sgemm_peak']['flops_per_second'] / 1e9:.0f} GFLOP/s on {threads} threads.",
+        "",
+        "| model | crossover s/epoch | GEMM GFLOP/s | floor s | x floor | PyTorch s/epoch "
+        "| crossover faster | TF s/epoch | crossover faster |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    extrapolated, how = [], ""
+    for r in rows:
+        cells = [r["model"].upper(), f"{r['seconds']:.3f}", f"{r['gflops_per_second']:.0f}",
+                 f"{r['floor_seconds']:.3f}", f"{r['ratio_to_floor']:.2f}x"]
+        for key in ("pytorch", "tensorflow"):
+            p = r.get(key)
+            if not available(p):
+                cells += ["n/a", ""]
+                continue
+            note = ""
+            if p.get("extrapolated"):
+                note, how = "*", p["extrapolation"]
+                text = f"{r['model'].upper()} {p['timed_steps']} of {p['steps_per_epoch']} steps"
+                if text not in extrapolated:
+                    extrapolated.append(text)
+            if key == "pytorch":
+                note += f" ({p['threads']}t)"
+            cells += [f"{p['seconds']:.2f}{note}", f"{r['speedup_' + key]:.1f}x"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if extrapolated:
+        lines += ["", f"`*`: {'; '.join(extrapolated)} timed ({how})."]
+    lines += ["", "| target | this run | |", "| --- | ---: | --- |"]
+    for t in doc["targets"]:
+        met = {True: "**met**", False: "**not met**", None: "not measured"}[t["met"]]
+        value = "" if t["value"] is None else f"{t['value']:.2f}x"
+        lines.append(f"| {t['name']} | {value} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def targets(rows):
+    out = []
+    for r in rows:
+        m = r["model"]
+        out.append({"name": f"{m.upper()} within {FLOOR_TARGET[m]:g}x of the floor",
+                    "value": r["ratio_to_floor"], "met": r["ratio_to_floor"] <= FLOOR_TARGET[m]})
+    for key, goals in PEER_TARGET.items():
+        for r in rows:
+            if key not in r:
+                continue
+            m = r["model"]
+            value = r.get("speedup_" + key)
+            out.append({"name": f"{m.upper()} at least {goals[m]:g}x faster than {PEER_NAME[key]}",
+                        "value": value, "met": None if value is None else value >= goals[m]})
+    return out
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--peer-big-steps", type=int, default=400,
                     help="BIG in the peers: time this many steps and extrapolate (0: a full epoch)")
+    ap.add_argument("--peer-small-steps", type=int, default=0,
+                    help="SMALL in the peers: time this many steps and extrapolate "
+                         "(default 0: a full epoch)")
     ap.add_argument("--no-peers", action="store_true")
-    ap.add_argument("--json")
+    ap.add_argument("--markdown", help="also write the markdown section to this file")
+    ap.add_argument("--json", help="write the whole run (every peer's JSON too) to this file")
     a = ap.parse_args()
+    if a.threads < 1 or a.peer_big_steps < 0 or a.peer_small_steps < 0:
+        ap.error("--threads must be >= 1 and the step counts >= 0")
 
+    cpu = cpu_info()
+    print(f"CPU: {cpu['vendor']} {cpu['model_name']} (family {cpu['family']}, model "
+          f"{cpu['model']}, stepping {cpu['stepping']}), {cpu['logical_cpus']} logical CPUs; ISA: "
+          + " ".join(f"{f}={'yes' if has else 'no'}" for f, has in cpu["isa"].items()), flush=True)
+    commit, load_before = git_commit(), load_average()
+    if load_before > 0.5:
+        print(f"warning: the machine is busy (load average {load_before:.2f}): the figures will "
+              "not be representative; run it at a quiet moment for the table", file=sys.stderr)
     peak = json.loads(run([os.path.join(BUILD, "bench", "sgemm_peak"), str(a.threads)]))
     rate = peak["flops_per_second"]
-    print(f"oneDNN sgemm 4096^3 on {a.threads} threads: {rate / 1e9:.0f} GFLOP/s (the floor's rate)")
+    print(f"oneDNN sgemm 4096^3 on {a.threads} threads: {rate / 1e9:.0f} GFLOP/s "
+          "(the floor's rate)", flush=True)
+    torch_threads = sorted({1, a.threads})
+    peer_steps = {"small": a.peer_small_steps, "big": a.peer_big_steps}
     rows = []
     for model, widths in MODELS.items():
         secs, n, acc = crossover_epoch(model, a.threads, a.data)
@@ -85,37 +243,35 @@ def main():
         row = {"model": model, "samples": n, "gemm_flops": flops, "seconds": secs,
                "gflops_per_second": flops / secs / 1e9, "floor_seconds": floor,
                "ratio_to_floor": secs / floor, "test_accuracy": acc}
+        print(f"crossover {model}: {secs:.3f} s/epoch, {secs / floor:.2f}x the floor", flush=True)
         if not a.no_peers:
-            steps = a.peer_big_steps if model == "big" and a.peer_big_steps else None
-            torch = [peer("pytorch_mlp.py", "/usr/bin/python3", model, t, a.data, steps) for t in (1, 2)]
-            ok = [t for t in torch if t.get("available", True) is not False]
+            steps = peer_steps[model]
+            torch = [peer("pytorch_mlp.py", model, t, a.data, steps) for t in torch_threads]
+            ok = [t for t in torch if available(t)]
             row["pytorch"] = min(ok, key=lambda t: t["seconds"]) if ok else torch[0]
-            venv = os.path.join(ROOT, "bench", "peers", ".venv", "bin", "python")
-            row["tensorflow"] = peer("keras_mlp.py", venv if os.path.exists(venv) else "/usr/bin/python3",
-                                     model, a.threads, a.data, steps)
+            row["pytorch_all"] = torch
+            row["tensorflow"] = peer("keras_mlp.py", model, a.threads, a.data, steps)
+            for key in ("pytorch", "tensorflow"):
+                p = row[key]
+                if available(p):
+                    row["speedup_" + key] = p["seconds"] / secs
+                    print(f"{key} {model}: {p['version']}, {p['seconds']:.2f} s/epoch, "
+                          f"crossover {row['speedup_' + key]:.1f}x faster", flush=True)
+                else:
+                    print(f"{key} {model}: not available: {p.get('reason', '?')}", flush=True)
         rows.append(row)
 
-    print(f"\n{'model':6} {'crossover s/epoch':>17} {'GFLOP/s':>8} {'floor s':>8} {'x floor':>8} "
-          f"{'PyTorch s':>10} {'x faster':>9} {'TF/Keras s':>11} {'x faster':>9}")
-    for r in rows:
-        def peer_cols(p):
-            if not p or p.get("available") is False:
-                return f"{'n/a':>10} {'':>9}"
-            note = "*" if p.get("extrapolated") else ""
-            return f"{p['seconds']:>9.2f}{note or ' '} {p['seconds'] / r['seconds']:>8.1f}x"
-        print(f"{r['model']:6} {r['seconds']:>17.3f} {r['gflops_per_second']:>8.0f} "
-              f"{r['floor_seconds']:>8.3f} {r['ratio_to_floor']:>7.2f}x "
-              f"{peer_cols(r.get('pytorch'))} {peer_cols(r.get('tensorflow'))}")
-    print("* extrapolated from the first steps of the epoch (see --peer-big-steps)")
-    if any("pytorch" in r for r in rows):
-        for r in rows:
-            p = r.get("pytorch", {})
-            if p.get("threads"):
-                print(f"PyTorch's best for {r['model']}: {p['threads']} thread(s)")
-    doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(),
-           "cpu": subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
-                                 capture_output=True, text=True).stdout.strip(),
-           "threads": a.threads, "sgemm_peak": peak, "rows": rows}
+    doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpu": cpu,
+           "commit": commit, "data": a.data, "threads": a.threads,
+           "pytorch_threads": torch_threads, "load_before": load_before,
+           "load_after": load_average(), "sgemm_peak": peak, "rows": rows,
+           "args": vars(a)}
+    doc["targets"] = targets(rows)
+    doc["markdown"] = markdown(doc)
+    print("\n" + doc["markdown"])
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(doc["markdown"])
     if a.json:
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=2)

@@ -10,7 +10,9 @@ index_select'ed from it with a per-epoch torch.randperm.
 Prints one JSON line on stdout at the end; progress goes to stderr. Only the training loop of
 each epoch is timed (not loading, not evaluation).
 
-    /usr/bin/python3 bench/peers/pytorch_mlp.py --model small --threads 1 [--max-steps 300]
+    bench/peers/.venv/bin/python bench/peers/pytorch_mlp.py --model small --threads 1 [--max-steps 300]
+
+PyTorch is PyPI's default wheel, installed into bench/peers/.venv by scripts/install-peers.
 """
 
 import os
@@ -40,10 +42,11 @@ def build_model(nn, kind):
 def main():
     args = pc.parse_args("PyTorch peer of the crossover seed experiment")
     pc.limit_threads_env(args.threads)
-    # Debian's torch runs GEMMs on OpenBLAS's own pthreads and everything else on libgomp's
-    # OpenMP pool. With libgomp's default active wait, an OpenMP worker spinning after a parallel
-    # op holds the core an OpenBLAS worker needs: on 2 cores, --threads 2 ran 3-15x slower than
-    # --threads 1. Passive wait removes that; a user's own OMP_WAIT_POLICY is kept.
+    # Passive OpenMP wait, the kinder setting for the peer: with libgomp's default (spin, then
+    # sleep), workers spinning between the step's many small parallel ops hold cores the others
+    # need. On 2 shared cores (load 1.5-5) PyPI's torch 2.15 at --threads 2 ran SMALL and BIG
+    # 3-8x slower without it (Debian's 1.13, GEMMs on OpenBLAS's own threads: 3-15x). A user's
+    # own OMP_WAIT_POLICY is kept.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import torch
