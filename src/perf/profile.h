@@ -17,8 +17,11 @@ namespace crossover::perf {
 // The version of what a profile's numbers mean to the cost model (perf/cost_model.h): bump it
 // whenever the model's terms change (a new kernel curve it reads, a GEMM measured another way, a
 // new field), so that a profile saved by an older crossover is recalibrated, not trusted.
-// Saved as "schema"; a profile without one is schema 0.
-inline constexpr int kProfileSchema = 1;
+// Saved as "schema"; a profile without one is schema 0. Bump it too when the CPU's kernels change
+// what the curves measure. 2: the CPU's dropout draws eight Philox blocks per AVX2 pass, its
+// softmax loss reuses the softmax's exponentials, and each layer's update is fused into its
+// weight gradient (2026-11-30).
+inline constexpr int kProfileSchema = 2;
 
 // One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
 //   "forward":          y(batch, out) = x(batch, in) . w(in, out), with the bias+ReLU epilogue
