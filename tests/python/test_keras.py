@@ -1,6 +1,9 @@
 """crossover.keras as a Keras user calls it. Imports the installed package (pip install .);
 builds nothing. Run: python -m pytest tests/python"""
 
+import os
+import signal
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -215,3 +218,15 @@ def test_dense_takes_the_input_shape_of_the_model():
     model = keras.Sequential([layers.Dense(8, input_shape=(4,)), layers.Activation("relu")])
     assert model.count_params() == 40
     assert model.predict(np.ones((3, 4)), verbose=0).shape == (3, 8)
+
+
+def test_ctrl_c_during_fit_raises_keyboard_interrupt_with_the_model_intact(mnist):
+    (x, y), _ = mnist
+    model = compiled_small()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x[:320], y[:320], epochs=100_000, verbose=0)
+    timer.join()
+    assert len(model.history.epoch) < 100_000  # stopped by the signal, not by the end of fit
+    assert np.isfinite(model.predict(x[:4], verbose=0)).all()
