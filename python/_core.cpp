@@ -1,0 +1,219 @@
+// crossover._core: the library's Sequential, layers and optimizers for Python (nanobind).
+//
+// A thin layer: every call goes straight to the C++ API (nn/sequential.h, nn/layers.h,
+// nn/optimizers.h); crossover/keras/ (Python) gives them Keras's names and defaults. Arrays come
+// in as C-contiguous float32 numpy views (the caller converts other dtypes once) and go out as
+// numpy arrays that own a copy. crossover::Error becomes ValueError with the library's message.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crossover.h"
+
+namespace nb = nanobind;
+using namespace crossover;
+
+namespace {
+
+using FloatArray = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+using NumpyArray = nb::ndarray<nb::numpy, float>;
+
+Shape shape_of(const FloatArray& a) {
+  Shape s(a.ndim());
+  for (std::size_t i = 0; i < a.ndim(); ++i) s[i] = static_cast<int64_t>(a.shape(i));
+  return s;
+}
+
+std::span<const float> values_of(const FloatArray& a) { return {a.data(), a.size()}; }
+
+// A copy of the array as a Tensor (evaluate, predict and set_weights take Tensors).
+Tensor tensor_of(const FloatArray& a) { return Tensor(shape_of(a), values_of(a)); }
+
+// A numpy array owning a copy of t.
+NumpyArray to_numpy(const Tensor& t) {
+  auto* data = new float[static_cast<std::size_t>(t.size())];
+  if (t.size() > 0) std::memcpy(data, t.data(), static_cast<std::size_t>(t.size()) * sizeof(float));
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+  return NumpyArray(data, shape.size(), shape.data(), owner);
+}
+
+// The library prints progress with printf: flush it so it does not trail Python's own output.
+struct FlushStdout {
+  ~FlushStdout() { std::fflush(stdout); }
+};
+
+nb::dict history_to_python(const History& h) {
+  nb::dict d;
+  nb::dict values;
+  for (const auto& [key, v] : h.history) values[key.c_str()] = nb::cast(v);
+  nb::list epochs;
+  for (const EpochRecord& r : h.epochs) epochs.append(r.epoch - 1);
+  d["history"] = values;
+  d["epoch"] = epochs;
+  d["interrupted"] = h.interrupted;
+  d["stopped_early"] = h.stopped_early;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "crossover's C++ engine (use crossover.keras)";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  nb::class_<Layer>(m, "Layer")
+      .def_rw("name", &Layer::name)
+      .def_prop_ro("type", [](const Layer& l) { return std::string(layer_type_name(l.type)); })
+      .def_prop_ro("units", [](const Layer& l) { return l.units; })
+      .def_prop_ro("rate", [](const Layer& l) { return l.rate; })
+      .def_prop_ro("use_bias", [](const Layer& l) { return l.use_bias; })
+      .def_prop_ro("activation",
+                   [](const Layer& l) { return std::string(activation_name(l.activation)); })
+      .def_prop_ro("input_shape", [](const Layer& l) { return l.input_shape; });
+  m.def("Input", &Input, nb::arg("shape"));
+  m.def("Flatten", &Flatten, nb::arg("input_shape") = Shape{});
+  m.def("Dense", &Dense, nb::arg("units"), nb::arg("activation") = "linear",
+        nb::arg("use_bias") = true);
+  m.def("Dropout", &Dropout, nb::arg("rate"));
+  m.def("Activation", &Activation, nb::arg("activation"));
+
+  nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
+    return std::string(optimizer_name(o.kind));
+  });
+  m.def("optimizer_from_name", &optimizer_from_name, nb::arg("name"));
+  m.def(
+      "Adam",
+      [](double lr, double b1, double b2, double eps, double wd, double clipnorm, double clipvalue,
+         bool decoupled_default) {
+        AdamOptions o{lr, b1, b2, eps, wd, clipnorm, clipvalue};
+        return decoupled_default ? AdamW(o) : Adam(o);
+      },
+      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"), nb::arg("adamw"));
+  m.def(
+      "SGD",
+      [](double lr, double momentum, bool nesterov, double wd, double clipnorm, double clipvalue) {
+        return SGD({lr, momentum, nesterov, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("momentum"), nb::arg("nesterov"), nb::arg("weight_decay"),
+      nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "RMSprop",
+      [](double lr, double rho, double momentum, double eps, double wd, double clipnorm,
+         double clipvalue) {
+        return RMSprop({lr, rho, momentum, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("rho"), nb::arg("momentum"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+
+  nb::class_<Sequential>(m, "Sequential")
+      .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
+           nb::arg("name") = "sequential")
+      .def(
+          "compile",
+          [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,
+             std::vector<std::string> metrics, const std::string& device, int threads,
+             uint64_t seed) {
+            CompileOptions o;
+            o.device = device;
+            o.threads = threads;
+            o.seed = seed;
+            s.compile(opt, loss, std::move(metrics), o);
+          },
+          nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
+          nb::arg("threads") = 0, nb::arg("seed") = 0)
+      .def(
+          "fit",
+          [](Sequential& s, FloatArray x, FloatArray y, int epochs, int64_t batch_size,
+             bool shuffle, double validation_split, std::optional<FloatArray> val_x,
+             std::optional<FloatArray> val_y, int verbose, int initial_epoch) {
+            FitOptions o;
+            o.epochs = epochs;
+            o.batch_size = batch_size;
+            o.shuffle = shuffle;
+            o.validation_split = validation_split;
+            o.verbose = verbose;
+            o.initial_epoch = initial_epoch;
+            Tensor vx, vy;
+            if (val_x && val_y) {
+              vx = tensor_of(*val_x);
+              vy = tensor_of(*val_y);
+              o.validation_x = &vx;
+              o.validation_y = &vy;
+            }
+            History h;
+            {
+              // The loop is C++ only: other Python threads run meanwhile.
+              nb::gil_scoped_release release;
+              FlushStdout flush;
+              h = s.fit(values_of(x), shape_of(x), values_of(y), shape_of(y), std::move(o));
+            }
+            return history_to_python(h);
+          },
+          nb::arg("x"), nb::arg("y"), nb::arg("epochs"), nb::arg("batch_size"), nb::arg("shuffle"),
+          nb::arg("validation_split"), nb::arg("validation_x").none(),
+          nb::arg("validation_y").none(), nb::arg("verbose"), nb::arg("initial_epoch"))
+      .def(
+          "evaluate",
+          [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose) {
+            const Tensor tx = tensor_of(x), ty = tensor_of(y);
+            nb::gil_scoped_release release;
+            FlushStdout flush;
+            const EvaluateResult r = s.evaluate(tx, ty, {batch_size, verbose});
+            return std::make_pair(r.loss, r.accuracy);
+          },
+          nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"))
+      .def(
+          "predict",
+          [](Sequential& s, FloatArray x, int64_t batch_size) {
+            const Tensor tx = tensor_of(x);
+            Tensor out;
+            {
+              nb::gil_scoped_release release;
+              out = s.predict(tx, batch_size);
+            }
+            return to_numpy(out);
+          },
+          nb::arg("x"), nb::arg("batch_size"))
+      .def("summary", &Sequential::summary)
+      .def("count_params", &Sequential::count_params)
+      .def_prop_ro("compiled", &Sequential::compiled)
+      .def_prop_ro("name", &Sequential::name)
+      .def_prop_ro("input_shape", &Sequential::input_shape)
+      .def_prop_ro("device_name", &Sequential::device_name)
+      .def_prop_ro("layers", &Sequential::layers)
+      .def("metrics", &Sequential::metrics)
+      .def("get_weights",
+           [](const Sequential& s) {
+             std::vector<std::pair<std::string, NumpyArray>> out;
+             for (const NamedTensor& w : s.get_weights())
+               out.emplace_back(w.name, to_numpy(w.value));
+             return out;
+           })
+      .def(
+          "set_weights",
+          [](Sequential& s, const std::vector<std::pair<std::string, FloatArray>>& weights) {
+            std::vector<NamedTensor> named;
+            for (const auto& [name, a] : weights) named.push_back({name, tensor_of(a)});
+            s.set_weights(named);
+          },
+          nb::arg("weights"));
+}

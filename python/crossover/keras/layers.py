@@ -1,0 +1,191 @@
+"""Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation.
+
+Each is a description with Keras's argument names and defaults; the model turns it into the
+library's layer (crossover._core) when it is built."""
+
+import operator
+from typing import Any, Callable, Optional, Sequence, Union
+
+from .. import _core
+from ._args import reject_unknown, reject_unsupported
+
+ActivationArg = Union[str, Callable[..., Any], None]
+ShapeArg = Optional[Sequence[Optional[int]]]
+
+
+def _shape(shape: ShapeArg, owner: str) -> Optional[list[int]]:
+    if shape is None:
+        return None
+    if isinstance(shape, int):
+        shape = (shape,)
+    dims = list(shape)
+    if any(d is None for d in dims):
+        raise ValueError(f"{owner}: every dimension of the input shape must be known, got {shape}")
+    return [int(d) for d in dims]
+
+
+def _activation_name(activation: ActivationArg) -> str:
+    if activation is None:
+        return "linear"
+    if callable(activation):  # keras.activations.relu, tf.nn.relu, ...
+        return str(getattr(activation, "__name__", activation))
+    return str(activation)
+
+
+def _initializer(value: Any) -> str:
+    """ "glorot_uniform", "GlorotUniform" or GlorotUniform() -> "glorotuniform"."""
+    name = value if isinstance(value, str) else type(value).__name__
+    return name.lower().replace("_", "")
+
+
+class Layer:
+    """What every layer takes: name, input_shape (or input_dim), dtype float32, trainable."""
+
+    def __init__(
+        self,
+        name: Optional[str] = None,
+        input_shape: ShapeArg = None,
+        input_dim: Optional[int] = None,
+        dtype: Any = None,
+        trainable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        owner = type(self).__name__
+        kwargs.pop("batch_size", None)  # the batch size comes from fit
+        batch_input_shape = kwargs.pop("batch_input_shape", None)
+        reject_unknown(owner, kwargs)
+        reject_unsupported(owner, trainable=(trainable, True))
+        if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
+            raise ValueError(
+                f"{owner}: dtype {dtype!r} is not supported: crossover computes in float32"
+            )
+        if batch_input_shape is not None:
+            input_shape = tuple(batch_input_shape)[1:]
+        if input_dim is not None:
+            input_shape = (input_dim,)
+        self.name = name
+        self._input_shape = _shape(input_shape, owner)
+
+    # The library's layer, made (and so checked) when the Keras layer is: each subclass sets it.
+    _layer: "_core.Layer"
+
+    def _core_layer(self) -> "_core.Layer":
+        if self.name:
+            self._layer.name = self.name
+        return self._layer
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name}>"
+
+
+class InputLayer(Layer):
+    """Keras's InputLayer: the per-sample shape (shape=, or tf.keras 2's input_shape=)."""
+
+    def __init__(
+        self,
+        shape: ShapeArg = None,
+        batch_size: Optional[int] = None,
+        dtype: Any = None,
+        sparse: Optional[bool] = None,
+        batch_shape: ShapeArg = None,
+        input_tensor: Any = None,
+        name: Optional[str] = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unsupported("InputLayer", sparse=(sparse, None), input_tensor=(input_tensor, None))
+        if batch_shape is not None:
+            shape = tuple(batch_shape)[1:]
+        if shape is None:
+            shape = kwargs.pop("input_shape", None)
+        super().__init__(name=name, dtype=dtype, input_shape=shape, **kwargs)
+        if self._input_shape is None:
+            raise ValueError("InputLayer: give the per-sample shape, e.g. shape=(28, 28)")
+        self._layer = _core.Input(self._input_shape)
+
+
+def Input(
+    shape: ShapeArg = None,
+    batch_size: Optional[int] = None,
+    dtype: Any = None,
+    sparse: Optional[bool] = None,
+    batch_shape: ShapeArg = None,
+    name: Optional[str] = None,
+    tensor: Any = None,
+) -> InputLayer:
+    """keras.Input: in a Sequential list, the model's input shape."""
+    return InputLayer(
+        shape=shape,
+        batch_size=batch_size,
+        dtype=dtype,
+        sparse=sparse,
+        batch_shape=batch_shape,
+        name=name,
+        input_tensor=tensor,
+    )
+
+
+class Flatten(Layer):
+    def __init__(self, data_format: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.data_format = data_format  # no effect on a flatten of one sample's values
+        self._layer = _core.Flatten(self._input_shape or [])
+
+
+class Dense(Layer):
+    def __init__(
+        self,
+        units: int,
+        activation: ActivationArg = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        kernel_regularizer: Any = None,
+        bias_regularizer: Any = None,
+        activity_regularizer: Any = None,
+        kernel_constraint: Any = None,
+        bias_constraint: Any = None,
+        lora_rank: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if _initializer(kernel_initializer) != "glorotuniform":
+            reject_unsupported("Dense", kernel_initializer=(kernel_initializer, "glorot_uniform"))
+        if _initializer(bias_initializer) != "zeros":
+            reject_unsupported("Dense", bias_initializer=(bias_initializer, "zeros"))
+        reject_unsupported(
+            "Dense",
+            kernel_regularizer=(kernel_regularizer, None),
+            bias_regularizer=(bias_regularizer, None),
+            activity_regularizer=(activity_regularizer, None),
+            kernel_constraint=(kernel_constraint, None),
+            bias_constraint=(bias_constraint, None),
+            lora_rank=(lora_rank, None),
+        )
+        try:
+            self.units = operator.index(units)
+        except TypeError:
+            raise TypeError(f"Dense: units must be an integer, got {units!r}") from None
+        self.activation = _activation_name(activation)
+        self.use_bias = bool(use_bias)
+        self._layer = _core.Dense(self.units, self.activation, self.use_bias)
+
+
+class Dropout(Layer):
+    def __init__(
+        self, rate: float, noise_shape: Any = None, seed: Optional[int] = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        # crossover's dropout draws from the model's seed (compile), not a per-layer one.
+        reject_unsupported("Dropout", noise_shape=(noise_shape, None), seed=(seed, None))
+        self.rate = float(rate)
+        self._layer = _core.Dropout(self.rate)
+
+
+class Activation(Layer):
+    def __init__(self, activation: ActivationArg, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.activation = _activation_name(activation)
+        self._layer = _core.Activation(self.activation)
+
+
+__all__ = ["Layer", "Input", "InputLayer", "Flatten", "Dense", "Dropout", "Activation"]

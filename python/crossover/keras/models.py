@@ -1,0 +1,292 @@
+"""Keras's Sequential model on crossover's engine (the library's nn/sequential.h).
+
+compile/fit/evaluate/predict/get_weights go straight to the library's Sequential; this file
+only maps Keras's arguments onto it and its results back to Keras's return values."""
+
+import math
+import sys
+from typing import Any, Iterable, Optional, Union
+
+import numpy as np
+
+from .. import _core
+from . import optimizers as optimizers_module
+from ._args import reject_unsupported
+from .layers import Flatten, InputLayer, Layer
+
+
+def _floats(a: Any, what: str) -> np.ndarray:
+    """A C-contiguous float32 array: the same array when it is one already (no copy)."""
+    try:
+        return np.ascontiguousarray(a, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} must be a numeric array: {e}") from None
+
+
+def _verbosity(verbose: Union[str, int]) -> int:
+    if verbose == "auto":
+        return 1
+    if verbose in (0, 1, 2):
+        return int(verbose)
+    raise ValueError(f"verbose must be 'auto', 0, 1 or 2, got {verbose!r}")
+
+
+class History:
+    """Keras's History: `.history` (metric name -> per-epoch values) and `.epoch` (0-based)."""
+
+    def __init__(self, history: dict[str, list[float]], epoch: list[int], params: dict[str, Any]):
+        self.history = history
+        self.epoch = epoch
+        self.params = params
+        self.model: Optional["Sequential"] = None
+
+    def __repr__(self) -> str:
+        return f"<History epochs={self.epoch} keys={list(self.history)}>"
+
+
+class Sequential:
+    """keras.Sequential: a stack of layers, given as a list or with add()."""
+
+    def __init__(
+        self,
+        layers: Optional[Iterable[Layer]] = None,
+        name: Optional[str] = None,
+        trainable: bool = True,
+    ) -> None:
+        reject_unsupported("Sequential", trainable=(trainable, True))
+        self.name = name or "sequential"
+        self._layers: list[Layer] = []
+        self._core: Optional[_core.Sequential] = None
+        self._user_compiled = False
+        self.optimizer: Any = None
+        self.loss: Any = None
+        self.stop_training = False
+        for layer in layers or []:
+            self.add(layer)
+
+    # --- building -------------------------------------------------------------------------
+    def add(self, layer: Layer) -> None:
+        if not isinstance(layer, Layer):
+            raise ValueError(
+                f"Only instances of crossover.keras.layers.Layer can be added to a Sequential "
+                f"model, got {layer!r} (of type {type(layer).__name__})"
+            )
+        if isinstance(layer, InputLayer) and self._layers:
+            raise ValueError("An InputLayer can only be the first layer of a Sequential model")
+        self._layers.append(layer)
+        self._core = None  # rebuilt (and compiled again) on next use, as Keras requires
+        self._user_compiled = False
+
+    @property
+    def layers(self) -> list[Layer]:
+        return [l for l in self._layers if not isinstance(l, InputLayer)]
+
+    def _model(self) -> "_core.Sequential":
+        """The library's model for the current layers (uncompiled when new)."""
+        if self._core is None:
+            if not self._layers:
+                raise ValueError("A Sequential model needs at least one layer: add() some first")
+            core_layers = [l._core_layer() for l in self._layers]
+            first = self._layers[0]
+            if first._input_shape and not isinstance(first, (InputLayer, Flatten)):
+                core_layers.insert(0, _core.Input(first._input_shape))  # Dense(input_shape=...)
+            self._core = _core.Sequential(core_layers, self.name)
+        return self._core
+
+    def _device_model(self) -> "_core.Sequential":
+        """The model with its weights on a device: compiled, with placeholders when the user has
+        not compiled yet (Keras lets predict/get_weights/set_weights run before compile)."""
+        model = self._model()
+        if not model.compiled:
+            model.compile(_core.optimizer_from_name("adam"), "mean_squared_error", [])
+        return model
+
+    # --- compile, fit, evaluate, predict --------------------------------------------------
+    def compile(
+        self,
+        optimizer: Any = "rmsprop",
+        loss: Any = None,
+        metrics: Optional[list[str]] = None,
+        loss_weights: Any = None,
+        weighted_metrics: Any = None,
+        run_eagerly: bool = False,
+        steps_per_execution: int = 1,
+        jit_compile: Any = "auto",
+        auto_scale_loss: bool = True,
+    ) -> None:
+        reject_unsupported(
+            "compile",
+            loss_weights=(loss_weights, None),
+            weighted_metrics=(weighted_metrics, None),
+            steps_per_execution=(steps_per_execution, 1),
+        )
+        if loss is None:
+            raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
+        if not isinstance(loss, str):
+            raise TypeError(f"compile: loss must be a name such as 'mse', got {loss!r}")
+        if isinstance(metrics, str):
+            raise TypeError("compile: metrics must be a list, e.g. metrics=['accuracy']")
+        model = self._model()
+        # compile keeps the weights the model has (set_weights before compile), as in Keras.
+        kept = model.get_weights() if model.compiled else []
+        model.compile(optimizers_module.get(optimizer), loss, list(metrics or []))
+        if kept:
+            model.set_weights(kept)
+        self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
+
+    def _require_compiled(self, who: str) -> "_core.Sequential":
+        if not self._user_compiled or self._core is None:
+            raise ValueError(f"You must call `compile()` before using the model ({who}).")
+        return self._core
+
+    def fit(
+        self,
+        x: Any = None,
+        y: Any = None,
+        batch_size: Optional[int] = None,
+        epochs: int = 1,
+        verbose: Union[str, int] = "auto",
+        callbacks: Any = None,
+        validation_split: float = 0.0,
+        validation_data: Any = None,
+        shuffle: bool = True,
+        class_weight: Any = None,
+        sample_weight: Any = None,
+        initial_epoch: int = 0,
+        steps_per_epoch: Optional[int] = None,
+        validation_steps: Optional[int] = None,
+        validation_batch_size: Optional[int] = None,
+        validation_freq: int = 1,
+    ) -> History:
+        reject_unsupported(
+            "fit",
+            callbacks=(callbacks or None, None),
+            class_weight=(class_weight, None),
+            sample_weight=(sample_weight, None),
+            steps_per_epoch=(steps_per_epoch, None),
+            validation_steps=(validation_steps, None),
+            validation_batch_size=(validation_batch_size, None),
+            validation_freq=(validation_freq, 1),
+        )
+        model = self._require_compiled("fit")
+        if x is None or y is None:
+            raise ValueError("fit: give both x and y (numpy arrays)")
+        vx = vy = None
+        if validation_data is not None:
+            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+                raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
+            vx, vy = (_floats(a, "validation_data") for a in validation_data)
+        batch = 32 if batch_size is None else batch_size
+        level = _verbosity(verbose)
+        sys.stdout.flush()  # the library prints the progress line itself
+        result = model.fit(
+            _floats(x, "x"),
+            _floats(y, "y"),
+            epochs,
+            batch,
+            bool(shuffle),
+            float(validation_split),
+            vx,
+            vy,
+            level,
+            initial_epoch,
+        )
+        history = {k: v for k, v in result["history"].items() if k != "lr"}
+        steps = math.ceil(math.ceil(len(x) * (1.0 - validation_split)) / batch)
+        h = History(history, result["epoch"], {"verbose": level, "epochs": epochs, "steps": steps})
+        h.model = self
+        self.history = h
+        if result["interrupted"]:
+            raise KeyboardInterrupt(
+                "training stopped after the current step; the model keeps its weights"
+            )
+        return h
+
+    def evaluate(
+        self,
+        x: Any = None,
+        y: Any = None,
+        batch_size: Optional[int] = None,
+        verbose: Union[str, int] = "auto",
+        sample_weight: Any = None,
+        steps: Optional[int] = None,
+        callbacks: Any = None,
+        return_dict: bool = False,
+    ) -> Union[float, list[float], dict[str, float]]:
+        reject_unsupported(
+            "evaluate",
+            sample_weight=(sample_weight, None),
+            steps=(steps, None),
+            callbacks=(callbacks or None, None),
+        )
+        model = self._require_compiled("evaluate")
+        sys.stdout.flush()
+        loss, accuracy = model.evaluate(
+            _floats(x, "x"),
+            _floats(y, "y"),
+            32 if batch_size is None else batch_size,
+            _verbosity(verbose),
+        )
+        values = {"loss": loss}
+        if model.metrics():
+            values["accuracy"] = accuracy
+        if return_dict:
+            return values
+        return list(values.values()) if len(values) > 1 else loss
+
+    def predict(
+        self,
+        x: Any,
+        batch_size: Optional[int] = None,
+        verbose: Union[str, int] = "auto",
+        steps: Optional[int] = None,
+        callbacks: Any = None,
+    ) -> np.ndarray:
+        reject_unsupported("predict", steps=(steps, None), callbacks=(callbacks or None, None))
+        _verbosity(verbose)  # checked; predict prints no progress line
+        return self._device_model().predict(
+            _floats(x, "x"), 32 if batch_size is None else batch_size
+        )
+
+    def __call__(self, x: Any) -> np.ndarray:
+        return self.predict(x, verbose=0)
+
+    # --- inspection and weights -----------------------------------------------------------
+    def summary(
+        self, line_length: Any = None, positions: Any = None, print_fn: Any = None, **kwargs: Any
+    ) -> None:
+        text = self._model().summary().rstrip("\n")
+        (print_fn or print)(text)
+
+    @property
+    def built(self) -> bool:
+        """Whether the input shape is known (from the first layer or from data seen)."""
+        if self._core is not None and self._core.input_shape:
+            return True
+        return bool(self._layers and self._layers[0]._input_shape)
+
+    def count_params(self) -> int:
+        if not self.built:
+            raise ValueError(
+                "You tried to call `count_params` on a model that isn't built yet: give an input "
+                "shape (Input(shape=...) or input_shape=) or fit it first"
+            )
+        return int(self._model().count_params())
+
+    def get_weights(self) -> list[np.ndarray]:
+        """The parameters in Keras's order and shapes: kernel (inputs, units), then bias."""
+        if not self.built:
+            return []
+        return [value for _, value in self._device_model().get_weights()]
+
+    def set_weights(self, weights: list[Any]) -> None:
+        """Arrays in get_weights()'s order and shapes; the library checks count and shapes."""
+        model = self._device_model()
+        names = [name for name, _ in model.get_weights()]
+        named = [(names[i] if i < len(names) else "", w) for i, w in enumerate(weights)]
+        model.set_weights(
+            [(n, _floats(w, f"set_weights: weight {i}")) for i, (n, w) in enumerate(named)]
+        )
+
+
+__all__ = ["Sequential", "History"]
