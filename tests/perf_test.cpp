@@ -413,6 +413,7 @@ TEST(CostModel, AnUpdateFusedIntoTheGradientCostsItsGemmAndEachOfItsTensorsAlone
                           perf::kernel_seconds(p, "adam", 1000);
   EXPECT_NEAR(r.op_seconds[0], expected, 1e-12);
   EXPECT_NEAR(r.phase_seconds[size_t(Phase::gemm)], expected, 1e-12);
+  EXPECT_NEAR(r.fused_update_seconds, expected - double(w2.flops) / 1e11, 1e-12);
 }
 
 // ---- profiles --------------------------------------------------------------------------------

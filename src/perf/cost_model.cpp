@@ -557,7 +557,11 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
                                                            : kFloat * (o.batch * o.out + o.out);
           device += streaming(p, extra);
         }
-        if (!o.update.empty()) device += fused_update_time(p, o);
+        if (!o.update.empty()) {
+          const double u = fused_update_time(p, o);
+          device += u;
+          r.fused_update_seconds += u;
+        }
         break;
       }
       case Phase::elementwise:

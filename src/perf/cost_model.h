@@ -110,6 +110,9 @@ struct Prediction {
   std::vector<double> op_seconds;  // per op of the list
   std::array<double, kPhaseCount> phase_seconds{};
   double step_seconds = 0;
+  // The part of the GEMM phase that is optimizer updates fused into weight gradients (the CPU's
+  // dense_backward_weights_update).
+  double fused_update_seconds = 0;
 };
 // Each op's time from the profile (docs/PERF.md): GEMM flops / rate interpolated at its shape;
 // elementwise and optimizer ops from the kernel's time-by-size curve (or bytes / bandwidth plus

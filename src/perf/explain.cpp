@@ -100,16 +100,19 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
     case Phase::gemm: {
       const int64_t B4 = B * 4;
       const double s4 = step_at(B4, c.mode, p) / double(B4);
+      // The GEMMs' own time: the phase less the updates fused into the weight gradients.
+      const double fused = r.prediction.fused_update_seconds;
+      const double gemm_only = r.predicted[static_cast<std::size_t>(Phase::gemm)] - fused;
+      int64_t flops = 0;
+      for (const Op& o : r.ops) flops += o.flops;
       std::string s = fmt::format(
-          "The step is compute-bound; the GEMMs run at {:.1f} GFLOP/s here; a batch of {} "
+          "The step is compute-bound; the GEMMs run at {:.1f} GFLOP/s here{}; a batch of {} "
           "is predicted at {} per sample instead of {} ({:.1f}x less per epoch)",
-          [&] {
-            int64_t f = 0;
-            for (const Op& o : r.ops) f += o.flops;
-            return r.predicted[static_cast<std::size_t>(Phase::gemm)] > 0
-                       ? double(f) / r.predicted[static_cast<std::size_t>(Phase::gemm)] / 1e9
-                       : 0.0;
-          }(),
+          gemm_only > 0 ? double(flops) / gemm_only / 1e9 : 0.0,
+          fused > 0 ? fmt::format(" (the optimizer's updates, fused into the weight gradients, "
+                                  "are a predicted {} of the phase)",
+                                  human_seconds(fused))
+                    : "",
           B4, human_seconds(s4), human_seconds(per_sample), per_sample / std::max(s4, 1e-15));
       for (const Profile& g : c.other_profiles)
         if (g.kind == "gpu" && !gpu) {
