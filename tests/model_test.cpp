@@ -195,6 +195,28 @@ TEST(Dropout, TheCpuMaskIsDropoutKeepOfEveryElementAtAnyShapeAndThreadCount) {
     }
 }
 
+TEST(Dropout, ReluBackwardPassesTheGradientExactlyWhereTheOutputIsPositive) {
+  // Both CPU loops, at a length that is not a multiple of the vector width, with zeros of both
+  // signs and tiny and negative outputs: dz = dy * scale where y > 0, +0 elsewhere.
+  auto be = make_cpu_backend(1);
+  const std::vector<float> y = {0.5f, -0.5f, 0.0f,  -0.0f, 1e-30f, -1e-30f, 3.0f,
+                                2.0f, -7.0f, 0.25f, 0.0f,  4.0f,   -1.0f};
+  const Tensor dy = testing_util::random_tensor({static_cast<int64_t>(y.size())}, 5);
+  const auto n = static_cast<int64_t>(y.size());
+  std::vector<float> dz(y.size(), 9.0f), dx(y.size(), 9.0f);
+  std::vector<uint8_t> mask(y.size(), 1);
+  be->relu_dropout_backward(y.data(), mask.data(), dy.data(), dz.data(), 1, n, 0.2f);
+  be->activation_backward(ActivationKind::relu, y.data(), dy.data(), dx.data(), 1, n);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const bool pass = y[i] > 0.0f;
+    EXPECT_EQ(dz[i], pass ? dy[static_cast<int64_t>(i)] * (1.0f / 0.8f) : 0.0f) << i;
+    EXPECT_EQ(dx[i], pass ? dy[static_cast<int64_t>(i)] : 0.0f) << i;
+    if (!pass) {
+      EXPECT_FALSE(std::signbit(dz[i]) || std::signbit(dx[i])) << i;  // +0
+    }
+  }
+}
+
 TEST(Dropout, IsTheIdentityInEvaluateAndPredict) {
   Sequential with({Input({20}), Dense(16, "relu"), Dropout(0.5), Dense(4, "softmax")});
   Sequential without({Input({20}), Dense(16, "relu"), Dense(4, "softmax")});

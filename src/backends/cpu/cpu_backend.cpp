@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -56,6 +57,13 @@ inline void mul_hi_lo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
   const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mv);  // lanes 1, 3, 5, 7
   hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
   lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
+
+// g when y > 0, else +0, in integer operations that vectorise (a float select stays a branch):
+// a positive float is a positive int32, and the mask is all ones or all zeros.
+inline float keep_if_positive(float y, float g) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(std::bit_cast<int32_t>(y) > 0);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(g) & mask);
 }
 
 // The elementwise loops are plain functions of restrict pointers, free of branches, so that
@@ -153,7 +161,9 @@ __attribute__((noinline)) void masked_scale(const float* __restrict dy,
 __attribute__((noinline)) void positive_scale(const float* __restrict y, const float* __restrict dy,
                                               float* __restrict dz, float scale, int64_t b,
                                               int64_t e) {
-  for (int64_t i = b; i < e; ++i) dz[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
+  // for (i) dz[i] = y[i] > 0 ? dy[i] * scale : 0, as bit operations: GCC keeps that select as a
+  // branch, which mispredicts on about half the units (23 us instead of 2 for 32 x 128).
+  for (int64_t i = b; i < e; ++i) dz[i] = keep_if_positive(y[i], dy[i] * scale);
 }
 
 void flush_denormals() { _mm_setcsr(_mm_getcsr() | 0x8040); }  // FTZ | DAZ
@@ -344,7 +354,7 @@ class CpuBackend final : public Backend {
         if (dx != dy) std::copy(dy, dy + total, dx);
         return;
       case ActivationKind::relu:
-        parallel_for(total, [&](int64_t i) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; });
+        parallel_for(total, [&](int64_t i) { dx[i] = keep_if_positive(y[i], dy[i]); });
         return;
       case ActivationKind::sigmoid:
         parallel_for(total, [&](int64_t i) { dx[i] = dy[i] * y[i] * (1.0f - y[i]); });
