@@ -272,7 +272,28 @@ inline double self_cpu_s() {
          1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
 }
 
-std::string fmt2(double v) {
+// Started at the top of main; report() at the end prints the load average and the share of the
+// machine the other processes took meanwhile.
+class OthersLoad {
+ public:
+  OthersLoad() : busy0_(machine_busy_s()), self0_(self_cpu_s()), wall0_(Clock::now()) {}
+  void report() const {
+    print_loadavg("at end");
+    const double wall = seconds_since(wall0_);
+    const double others = (machine_busy_s() - busy0_) - (self_cpu_s() - self0_);
+    std::printf(
+        "other processes used %.0f%% of the machine's %u CPUs during this run (%.0f s); "
+        "above ~5%%, distrust the 2-thread numbers\n",
+        100.0 * std::max(0.0, others) / (wall * std::thread::hardware_concurrency()),
+        std::thread::hardware_concurrency(), wall);
+  }
+
+ private:
+  double busy0_, self0_;
+  Clock::time_point wall0_;
+};
+
+inline std::string fmt2(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f", v);
   return b;

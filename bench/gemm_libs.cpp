@@ -553,17 +553,9 @@ void run(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const double busy0 = machine_busy_s(), self0 = self_cpu_s();
-  const auto wall0 = Clock::now();
+  const OthersLoad load;
   print_env();
   run(o);
-  print_loadavg("at end");
-  const double wall = seconds_since(wall0);
-  const double others = (machine_busy_s() - busy0) - (self_cpu_s() - self0);
-  std::printf(
-      "other processes used %.0f%% of the machine's %u CPUs during this run (%.0f s); "
-      "above ~5%%, distrust the 2-thread numbers\n",
-      100.0 * std::max(0.0, others) / (wall * std::thread::hardware_concurrency()),
-      std::thread::hardware_concurrency(), wall);
+  load.report();
   return 0;
 }
