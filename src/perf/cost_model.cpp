@@ -233,8 +233,8 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       if (gpu && naive && c.bias) o.launches = 2;  // the bias gradient, its own kernel
       break;
     case Call::dense_backward_weights_update: {
-      // The CPU's fused call: the weight gradient, each block of it then updated while in cache,
-      // so the gradient is never read back from memory.
+      // The CPU's fused call: the weight gradient, each thread's rows of it then updated from
+      // that thread's cache, so the gradient is not read back from memory.
       gemm("gemm_backward_weights", m, k, n);
       const int64_t params = k * n + (c.bias ? n : 0);
       o.name = fmt::format("{}backward weights {}->{} + {} update", at, k, n,

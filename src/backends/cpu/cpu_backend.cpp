@@ -573,11 +573,10 @@ class CpuBackend final : public Backend {
   void parallel_chunks(int64_t total, F&& f) {
     parallel_chunks_above(total, kParallelThreshold, total, std::forward<F>(f));
   }
-  // f(begin, end) over [0, parts) split evenly across the threads when `work` is at least
+  // f(begin, end) over [0, total) split evenly across the threads when `work` is at least
   // `threshold`, else on the calling thread.
   template <class F>
-  void parallel_chunks_above(int64_t work, int64_t threshold, int64_t parts, F&& f) {
-    const int64_t total = parts;
+  void parallel_chunks_above(int64_t work, int64_t threshold, int64_t total, F&& f) {
     if (work < threshold || threads_ == 1) {
       f(0, total);
       return;
