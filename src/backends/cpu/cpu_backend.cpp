@@ -520,8 +520,8 @@ class CpuBackend final : public Backend {
   // of dy in one block of columns per thread; with `update`, each thread updates its blocks as
   // soon as it has computed them, from its own cache, with no parallel region of its own.
   // Smaller blocks, to keep each in L2 until its update, measured slower: oneDNN's sgemm on
-  // 16-row blocks of a 1000x1000 gradient ran at 48 GFLOP/s against 68 for the whole block on
-  // the Zen 3 (1 thread), and the update gained less than that (docs/PERF.md).
+  // 16-row blocks of a 1000x1000 gradient ran at 59 GFLOP/s against 73 for the whole block on
+  // the Zen 3, 1 thread (bench/cpu_calls), and the update gained less than that (docs/PERF.md).
   void weight_gradient(const float* x, const float* dy, float* dw, float* db, int64_t m, int64_t k,
                        int64_t n, const BlockUpdate* update) {
     for_blocks_with_index(k, 2 * m * n * k, [&](int64_t r0, int64_t r1, int64_t t, int64_t nt) {

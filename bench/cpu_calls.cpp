@@ -1,0 +1,151 @@
+// The CPU backend's own calls at the seed models' shapes (batch 32), each timed alone: the
+// elementwise calls of a step, the weight gradient followed by the optimizer's pass against the
+// two fused in one call (Backend::dense_backward_weights_update), and oneDNN's sgemm on the weight
+// gradient in one block of rows against smaller blocks. Best of many calls (the undisturbed
+// time), so the figures hold up on a shared machine. docs/PERF.md quotes them.
+//
+//   build/bench/cpu_calls [threads]      (default 1)
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "backends/backend.h"
+#include "nn/optimizers.h"
+
+using namespace crossover;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The best time of `reps` calls of f, each after `before` (untimed).
+double best_us(
+    const std::function<void()>& f, const std::function<void()>& before = [] {}, int reps = 300) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    before();
+    const auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best * 1e6;
+}
+
+void elementwise(Backend& be) {
+  const int64_t m = 32, n = 128, rows = 8000, cols = 784;
+  std::vector<float> data(static_cast<std::size_t>(rows * cols), 0.5f);
+  std::vector<float> x(static_cast<std::size_t>(m * cols)), h(static_cast<std::size_t>(m * n));
+  std::vector<float> y(h.size()), dy(h.size(), 0.01f), dz(h.size());
+  std::vector<float> logits(static_cast<std::size_t>(m * 10), 0.1f), labels(m, 3.0f);
+  std::vector<float> dout(logits.size());
+  std::vector<uint8_t> mask(h.size());
+  std::vector<int32_t> order(static_cast<std::size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) order[static_cast<std::size_t>(i)] = int32_t(i * 7919 % rows);
+  // ReLU outputs of both signs in no pattern a branch predictor learns.
+  uint32_t s = 12345;
+  for (float& v : h) {
+    s = s * 1664525u + 1013904223u;
+    v = (s >> 31) ? 0.3f : -0.2f;
+  }
+  StepCounters c;
+  std::printf("gather batch x (32 x 784 of 8000 rows)   %8.2f us\n", best_us([&] {
+                c.batch_index = (c.batch_index + 1) % (rows / m);
+                be.gather_rows(data.data(), cols, order.data(), m, &c, m, x.data());
+              }));
+  std::printf("dropout forward (32 x 128)                %8.2f us\n", best_us([&] {
+                be.dropout_forward(h.data(), y.data(), mask.data(), m, n, 0.2f, 1, 1, &c);
+              }));
+  std::printf("dropout + relu backward (32 x 128)        %8.2f us\n", best_us([&] {
+                be.relu_dropout_backward(y.data(), mask.data(), dy.data(), dz.data(), m, n, 0.2f);
+              }));
+  std::printf("loss forward+backward (32 x 10, softmax)  %8.2f us\n", best_us([&] {
+                be.loss_forward_backward(LossKind::sparse_categorical_crossentropy,
+                                         ActivationKind::softmax, logits.data(), labels.data(),
+                                         nullptr, dout.data(), m, 10, &c);
+              }));
+}
+
+void fused_update(Backend& be) {
+  struct Shape {
+    int64_t m, k, n;
+  };
+  std::vector<float> flush(8 << 20, 1.0f);  // 32 MB: evicts the state between calls ("cold")
+  auto evict = [&] {
+    float a = 0;
+    for (std::size_t i = 0; i < flush.size(); i += 16) a += flush[i];
+    if (a < 0) std::printf("\n");
+  };
+  std::printf("\nweight gradient + Adam, separate (gradient, then optimizer_step) vs fused:\n");
+  for (const Shape sh :
+       {Shape{32, 784, 128}, Shape{32, 128, 10}, Shape{32, 784, 1000}, Shape{32, 1000, 1000}}) {
+    const auto kn = static_cast<std::size_t>(sh.k * sh.n), n = static_cast<std::size_t>(sh.n);
+    std::vector<float> x(static_cast<std::size_t>(sh.m * sh.k)), dy(sh.m * n, 0.01f);
+    std::vector<float> w(kn, 0.1f), g(kn), m1(kn), v(kn), b(n), gb(n), bm(n), bv(n);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i % 17) * 0.01f;
+    const std::vector<ParamSlot> slots{{w.data(), g.data(), m1.data(), v.data(), sh.k * sh.n, true},
+                                       {b.data(), gb.data(), bm.data(), bv.data(), sh.n, false}};
+    const OptimizerConfig adam = Adam();
+    StepCounters c;
+    auto separate = [&] {
+      be.dense_backward_weights(x.data(), dy.data(), g.data(), gb.data(), sh.m, sh.k, sh.n);
+      be.optimizer_step(adam, slots, &c);
+    };
+    auto fused = [&] {
+      be.dense_backward_weights_update(x.data(), dy.data(), slots[0], &slots[1], sh.m, sh.k, sh.n,
+                                       adam, &c);
+      be.optimizer_step(adam, {}, &c);
+    };
+    for (bool cold : {false, true}) {
+      const std::function<void()> before = cold ? std::function<void()>(evict) : [] {};
+      const double a = best_us(separate, before, 60), f = best_us(fused, before, 60);
+      std::printf("  %4ld x %-4ld %s: separate %8.1f us, fused %8.1f us (%.2fx)\n", long(sh.k),
+                  long(sh.n), cold ? "cold" : "warm", a, f, a / f);
+    }
+  }
+}
+
+void row_blocks() {
+  std::printf(
+      "\noneDNN sgemm, weight gradient dw(k, n) = x^T dy (m = 32), in blocks of rows, "
+      "one thread:\n");
+  for (const int64_t n : {128, 1000})
+    for (const int64_t k : {784, 1000}) {
+      const int64_t m = 32;
+      std::vector<float> x(static_cast<std::size_t>(m * k), 0.5f);
+      std::vector<float> dy(static_cast<std::size_t>(m * n), 0.01f), dw(std::size_t(k * n));
+      for (const int64_t rows : {k, int64_t{256}, int64_t{64}, int64_t{16}}) {
+        const double us = best_us(
+            [&] {
+              for (int64_t r0 = 0; r0 < k; r0 += rows) {
+                const int64_t r1 = std::min(k, r0 + rows);
+                dnnl_sgemm('T', 'N', r1 - r0, n, m, 1.0f, x.data() + r0, k, dy.data(), n, 0.0f,
+                           dw.data() + r0 * n, n);
+              }
+            },
+            [] {}, 50);
+        std::printf("  %4ld x %-4ld rows per block %4ld: %8.1f us  %5.1f GFLOP/s\n", long(k),
+                    long(n), long(rows), us, 2.0 * double(m * n * k) / us / 1e3);
+      }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
+  if (threads < 1) {
+    std::fprintf(stderr, "cpu_calls: the thread count must be a positive integer\n");
+    return 2;
+  }
+  auto be = make_cpu_backend(threads);
+  std::printf("cpu_calls: %d thread%s (best of many calls)\n", threads, threads > 1 ? "s" : "");
+  elementwise(*be);
+  fused_update(*be);
+  if (threads == 1) row_blocks();  // dnnl_sgemm threads itself; one thread is what each block gets
+  return 0;
+}
