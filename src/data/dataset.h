@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,18 @@ DataSplits read_mnist10k(const std::string& folder);
 // /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist). `say` receives one line
 // telling what was chosen and why (e.g. "data: real MNIST from /root/.keras/datasets/mnist.npz").
 DataSplits load_data(const std::string& spec, const std::function<void(const std::string&)>& say);
+
+// --- keras.datasets.{mnist,fashion_mnist}.load_data() without a download: the copy Keras caches,
+// then crossover's own places. kind "mnist": $CROSSOVER_DATA, <keras datasets>/<file> (Keras's
+// mnist.load_data(path="mnist.npz"); an absolute `file` is used as is), ./data/mnist/.
+// kind "fashion-mnist" (`file` unused): $CROSSOVER_DATA, <keras datasets>/fashion-mnist/ (the four
+// IDX .gz files Keras caches), /usr/share/datasets/fashion-mnist. <keras datasets> is
+// $KERAS_HOME/datasets, else ~/.keras/datasets, as in Keras. $CROSSOVER_DATA is taken only when
+// its name says the same kind (the "fashion" rule of read_idx_folder), so one never gets the
+// other. Returns nullopt when no place exists, with every place listed in `looked`; a place that
+// exists but does not read throws Error, as load_data does.
+std::optional<DataSplits> find_keras_dataset(const std::string& kind, const std::string& file,
+                                             std::vector<std::string>& looked);
 
 // Where the repo's data/mnist-10k folder is (source tree, or the installed share folder).
 std::string mnist10k_folder();

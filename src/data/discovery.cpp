@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/detail.h"
 
 namespace crossover::data {
 namespace {
@@ -41,17 +42,26 @@ std::string join(const std::vector<std::string>& parts) {
   return s;
 }
 
-DataSplits load_auto(const std::function<void(const std::string&)>& say) {
-  struct Candidate {
-    std::string label;  // how the place is named to the user
-    std::string path;   // "" if it cannot exist (variable unset)
-  };
-  std::vector<Candidate> candidates;
+// A place to look for data, named as the user knows it; path "" when it cannot exist.
+struct Candidate {
+  std::string label;
+  std::string path;
+};
+
+// $CROSSOVER_DATA as a candidate (path "" when unset or empty).
+Candidate crossover_data_candidate() {
   const char* env = std::getenv("CROSSOVER_DATA");
-  if (env != nullptr && *env != '\0')
-    candidates.push_back({std::string("$CROSSOVER_DATA=") + env, env});
-  else
-    candidates.push_back({"$CROSSOVER_DATA", ""});
+  if (env != nullptr && *env != '\0') return {std::string("$CROSSOVER_DATA=") + env, env};
+  return {"$CROSSOVER_DATA", ""};
+}
+
+bool exists(const Candidate& c) {
+  std::error_code ec;
+  return !c.path.empty() && fs::exists(c.path, ec);
+}
+
+DataSplits load_auto(const std::function<void(const std::string&)>& say) {
+  std::vector<Candidate> candidates{crossover_data_candidate()};
   const char* home = std::getenv("HOME");
   candidates.push_back(
       {"~/.keras/datasets/mnist.npz",
@@ -63,8 +73,7 @@ DataSplits load_auto(const std::function<void(const std::string&)>& say) {
   std::vector<std::string> looked;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];
-    std::error_code ec;
-    if (c.path.empty() || !fs::exists(c.path, ec)) {
+    if (!exists(c)) {
       looked.push_back(c.label);
       continue;
     }
@@ -84,6 +93,53 @@ DataSplits load_auto(const std::function<void(const std::string&)>& say) {
 }
 
 }  // namespace
+
+std::optional<DataSplits> find_keras_dataset(const std::string& kind, const std::string& file,
+                                             std::vector<std::string>& looked) {
+  if (kind != "mnist" && kind != "fashion-mnist")
+    throw Error("find_keras_dataset",
+                "unknown kind '" + kind + "': expected mnist or fashion-mnist");
+  const bool fashion = kind == "fashion-mnist";
+  const char* keras_home = std::getenv("KERAS_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path datasets;
+  std::string datasets_label;
+  if (keras_home != nullptr && *keras_home != '\0') {
+    datasets = fs::path(keras_home) / "datasets";
+    datasets_label = datasets.string();
+  } else if (home != nullptr && *home != '\0') {
+    datasets = fs::path(home) / ".keras" / "datasets";
+    datasets_label = datasets.string();
+  }
+  std::vector<Candidate> candidates{crossover_data_candidate()};
+  Candidate& env = candidates.front();
+  bool env_skipped = false;
+  if (exists(env) && (detail::dataset_name_for(env.path) == "fashion-mnist") != fashion) {
+    looked.push_back(env.label + " (skipped: " +
+                     (fashion ? "not Fashion-MNIST by its name" : "Fashion-MNIST by its name") +
+                     ")");
+    env.path.clear();
+    env_skipped = true;
+  }
+  const std::string keras_file = fashion ? "fashion-mnist" : file;
+  if (keras_file.empty()) throw Error("mnist.load_data", "path is empty");
+  if (fs::path(keras_file).is_absolute())
+    candidates.push_back({keras_file, keras_file});
+  else if (!datasets.empty())
+    candidates.push_back({(datasets / keras_file).string(), (datasets / keras_file).string()});
+  else
+    candidates.push_back({"~/.keras/datasets/" + keras_file + " ($HOME unset)", ""});
+  if (fashion)
+    candidates.push_back(
+        {"/usr/share/datasets/fashion-mnist", "/usr/share/datasets/fashion-mnist"});
+  else
+    candidates.push_back({"./data/mnist/", "data/mnist"});
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (exists(candidates[i])) return load_path(candidates[i].path);
+    if (!(i == 0 && env_skipped)) looked.push_back(candidates[i].label);
+  }
+  return std::nullopt;
+}
 
 std::string mnist10k_folder() {
   std::vector<std::string> places;
