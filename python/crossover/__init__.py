@@ -7,8 +7,12 @@ See docs/PYTHON.md for what is supported.
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from . import keras
+from . import config, random  # api block: tf.config, tf.random
+from ._device import DeviceNotFoundError, device
+from .keras._args import unsupported_attribute
 
 try:
     __version__ = version("crossover")
@@ -16,3 +20,23 @@ except PackageNotFoundError:  # imported from a source tree
     __version__ = "unknown"
 
 __all__ = ["keras", "__version__"]
+__all__ += ["config", "random", "device", "DeviceNotFoundError"]
+
+# TensorFlow names a Keras script reaches for next, and what crossover has instead (api block).
+_NOT_TENSORFLOW = {
+    "data": "tf.data pipelines: pass numpy arrays to fit",
+    "function": "tf.function: the training step is compiled C++ already",
+    "GradientTape": "custom training loops: use fit",
+    "Variable": "tensors: crossover takes and returns numpy arrays",
+    "constant": "tensors: crossover takes and returns numpy arrays",
+    "convert_to_tensor": "tensors: crossover takes and returns numpy arrays",
+    "nn": "tf.nn: name activations as strings ('relu')",
+    "saved_model": "SavedModel: use model.save_weights",
+}
+
+
+def __getattr__(name: str) -> Any:
+    what = "keras, device, config.list_physical_devices and random.set_seed"
+    if name in _NOT_TENSORFLOW:
+        what += f"; not {_NOT_TENSORFLOW[name]}"
+    raise unsupported_attribute("", name, what)

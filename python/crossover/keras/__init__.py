@@ -3,8 +3,23 @@
 from crossover import keras        # in place of: import keras
 """
 
+from typing import Any
+
 from . import layers, models, optimizers
+from . import datasets, losses, metrics, utils  # api block
+from ._args import unsupported_attribute
 from .layers import Input
 from .models import History, Sequential
 
 __all__ = ["layers", "models", "optimizers", "Input", "Sequential", "History"]
+__all__ += ["datasets", "losses", "metrics", "utils"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Model":
+        return models.__getattr__("Model")  # raises: the functional API is not supported
+    raise unsupported_attribute(
+        "keras",
+        name,
+        "Sequential models (layers, models, optimizers, losses, metrics, datasets, utils)",
+    )

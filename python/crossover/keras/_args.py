@@ -19,3 +19,15 @@ def reject_unsupported(owner: str, **given: tuple[Any, Any]) -> None:
                 f"{owner}: argument {name}={value!r} is not supported by crossover "
                 f"(only {name}={default!r}); see docs/PYTHON.md"
             )
+
+
+def unsupported_attribute(where: str, name: str, supported: str) -> AttributeError:
+    """The AttributeError for a Keras / TensorFlow name crossover does not have (yet): a module's
+    __getattr__ returns it, so `layers.Conv2D` says what is there instead of a bare name."""
+    module = f"crossover.{where}" if where else "crossover"
+    if name.startswith("__"):  # import machinery, pickle, inspect: the plain error
+        return AttributeError(f"module {module!r} has no attribute {name!r}")
+    return AttributeError(
+        f"{module}.{name} is not supported (yet): crossover runs {supported}; "
+        f"see docs/PYTHON.md for what is supported"
+    )

@@ -7,7 +7,7 @@ import operator
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .. import _core
-from ._args import reject_unknown, reject_unsupported
+from ._args import reject_unknown, reject_unsupported, unsupported_attribute
 
 ActivationArg = Union[str, Callable[..., Any], None]
 ShapeArg = Optional[Sequence[Optional[int]]]
@@ -186,6 +186,33 @@ class Activation(Layer):
         super().__init__(**kwargs)
         self.activation = _activation_name(activation)
         self._layer = _core.Activation(self.activation)
+
+
+# Layers a Keras user reaches for next, and what to do instead (api block).
+_NOT_YET = {
+    "Conv2D": "convolutions",
+    "Conv1D": "convolutions",
+    "MaxPooling2D": "pooling",
+    "AveragePooling2D": "pooling",
+    "GlobalAveragePooling2D": "pooling",
+    "BatchNormalization": "normalization layers",
+    "LayerNormalization": "normalization layers",
+    "Reshape": "reshaping (Flatten is supported)",
+    "Embedding": "embeddings",
+    "LSTM": "recurrent layers",
+    "GRU": "recurrent layers",
+    "SimpleRNN": "recurrent layers",
+    "Lambda": "Python code inside the model (the model runs in C++)",
+    "Rescaling": "preprocessing layers (divide the data by 255 before fit)",
+    "Normalization": "preprocessing layers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    supported = "Input, InputLayer, Flatten, Dense, Dropout and Activation"
+    if name in _NOT_YET:
+        supported += f"; {_NOT_YET[name]} are not in the engine"
+    raise unsupported_attribute("keras.layers", name, supported)
 
 
 __all__ = ["Layer", "Input", "InputLayer", "Flatten", "Dense", "Dropout", "Activation"]

@@ -9,9 +9,11 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from .. import _core
+from .. import _core, _device, _seed
+from . import losses as losses_module
+from . import metrics as metrics_module
 from . import optimizers as optimizers_module
-from ._args import reject_unsupported
+from ._args import reject_unsupported, unsupported_attribute
 from .layers import Flatten, InputLayer, Layer
 
 
@@ -61,6 +63,9 @@ class Sequential:
         self.optimizer: Any = None
         self.loss: Any = None
         self.stop_training = False
+        # Device and metric name (api block: crossover.device, keras.metrics).
+        self._created_device = _device.current()
+        self._metric_name = "accuracy"
         for layer in layers or []:
             self.add(layer)
 
@@ -98,8 +103,19 @@ class Sequential:
         not compiled yet (Keras lets predict/get_weights/set_weights run before compile)."""
         model = self._model()
         if not model.compiled:
-            model.compile(_core.optimizer_from_name("adam"), "mean_squared_error", [])
+            model.compile(
+                _core.optimizer_from_name("adam"),
+                "mean_squared_error",
+                [],
+                device=self._device(),
+                seed=_seed.get(),
+            )
         return model
+
+    def _device(self) -> str:
+        """Where the model trains: the crossover.device scope around compile, else the one around
+        the model's creation, else the CPU."""
+        return _device.current() or self._created_device or "cpu"
 
     # --- compile, fit, evaluate, predict --------------------------------------------------
     def compile(
@@ -122,17 +138,28 @@ class Sequential:
         )
         if loss is None:
             raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
-        if not isinstance(loss, str):
-            raise TypeError(f"compile: loss must be a name such as 'mse', got {loss!r}")
-        if isinstance(metrics, str):
-            raise TypeError("compile: metrics must be a list, e.g. metrics=['accuracy']")
+        loss_name = losses_module.library_name(loss)
+        metric_names = metrics_module.resolve(metrics, loss_name)
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
-        model.compile(optimizers_module.get(optimizer), loss, list(metrics or []))
+        model.compile(
+            optimizers_module.get(optimizer),
+            loss_name,
+            ["accuracy"] if metric_names else [],
+            device=self._device(),
+            seed=_seed.get(),
+        )
         if kept:
             model.set_weights(kept)
+        self._metric_name = metric_names[0] if metric_names else "accuracy"
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
+
+    def _keras_key(self, key: str) -> str:
+        """The library's history key with the metric named as the user named it ('acc', ...)."""
+        if key in ("accuracy", "val_accuracy"):
+            return key.replace("accuracy", self._metric_name)
+        return key
 
     def _require_compiled(self, who: str) -> "_core.Sequential":
         if not self._user_compiled or self._core is None:
@@ -191,7 +218,7 @@ class Sequential:
             level,
             initial_epoch,
         )
-        history = {k: v for k, v in result["history"].items() if k != "lr"}
+        history = {self._keras_key(k): v for k, v in result["history"].items() if k != "lr"}
         steps = math.ceil(math.ceil(len(x) * (1.0 - validation_split)) / batch)
         h = History(history, result["epoch"], {"verbose": level, "epochs": epochs, "steps": steps})
         h.model = self
@@ -229,7 +256,7 @@ class Sequential:
         )
         values = {"loss": loss}
         if model.metrics():
-            values["accuracy"] = accuracy
+            values[self._metric_name] = accuracy
         if return_dict:
             return values
         return list(values.values()) if len(values) > 1 else loss
@@ -287,6 +314,38 @@ class Sequential:
         model.set_weights(
             [(n, _floats(w, f"set_weights: weight {i}")) for i, (n, w) in enumerate(named)]
         )
+
+    # --- what Keras has and crossover does not (api block) ----------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name in _UNSUPPORTED_METHODS:
+            raise AttributeError(
+                f"Sequential.{name} is not supported (yet): {_UNSUPPORTED_METHODS[name]}; see "
+                f"docs/PYTHON.md"
+            )
+        raise AttributeError(f"'Sequential' object has no attribute {name!r}")
+
+
+_UNSUPPORTED_METHODS = {
+    "save": "a whole-model .keras (or .h5) archive is not written; save_weights() and "
+    "to_json() are the supported route",
+    "export": "no SavedModel export",
+    "train_on_batch": "training runs whole epochs in C++ (fit)",
+    "test_on_batch": "use evaluate()",
+    "predict_on_batch": "use predict()",
+    "fit_generator": "fit takes numpy arrays",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Model":
+        raise AttributeError(
+            "crossover.keras.models.Model (the functional API, keras.Model(inputs, outputs), "
+            "and subclassing) is not supported (yet): crossover runs Sequential models; see "
+            "docs/PYTHON.md"
+        )
+    raise unsupported_attribute(
+        "keras.models", name, "Sequential (and model_from_json where supported)"
+    )
 
 
 __all__ = ["Sequential", "History"]

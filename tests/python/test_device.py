@@ -1,0 +1,111 @@
+"""crossover.device (tf.device) scopes and crossover.config.list_physical_devices."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import crossover as tf
+from crossover import _core, _device, keras
+
+GPUS = len(_core.cuda_devices())
+
+
+def tiny_model() -> keras.Sequential:
+    return keras.Sequential([keras.layers.Dense(3, activation="softmax", input_shape=(4,))])
+
+
+@pytest.mark.parametrize(
+    "name,library",
+    [
+        ("/cpu:0", "cpu"),
+        ("/CPU:0", "cpu"),
+        ("/device:CPU:0", "cpu"),
+        ("cpu", "cpu"),
+        ("/gpu:0", "cuda:0"),
+        ("/GPU:0", "cuda:0"),
+        ("/device:GPU:1", "cuda:1"),
+        ("gpu", "cuda:0"),
+        ("cuda", "cuda:0"),
+        ("cuda:0", "cuda:0"),
+        ("cuda:2", "cuda:2"),
+    ],
+)
+def test_tensorflow_and_torch_names_map_to_the_library_devices(name, library):
+    assert _device.library_device(name) == library
+
+
+@pytest.mark.parametrize("name", ["/tpu:0", "gpu0", "/cpu:1", "", "/gpu:x"])
+def test_an_unknown_device_name_is_a_value_error(name):
+    with pytest.raises(ValueError, match="device"):
+        with tf.device(name):
+            pass
+
+
+def test_scopes_nest_and_restore_also_on_an_exception():
+    assert _device.current() is None
+    with tf.device("/cpu:0"):
+        assert _device.current() == "cpu"
+        with pytest.raises(RuntimeError):
+            with tf.device("cpu"):
+                assert _device.current() == "cpu"
+                raise RuntimeError("inside")
+        assert _device.current() == "cpu"
+    assert _device.current() is None
+
+
+def test_a_scope_is_per_thread_as_in_tensorflow():
+    seen = []
+    with tf.device("/cpu:0"):
+        t = threading.Thread(target=lambda: seen.append(_device.current()))
+        t.start()
+        t.join()
+    assert seen == [None]
+
+
+@pytest.mark.skipif(GPUS > 0, reason="this machine has a GPU")
+def test_a_gpu_scope_without_a_gpu_raises_when_entered_and_does_not_fall_back():
+    with pytest.raises(tf.DeviceNotFoundError, match="does not fall back") as e:
+        with tf.device("/gpu:0"):
+            pytest.fail("entered a GPU scope on a machine without one")
+    assert "cuda:0" in str(e.value) and isinstance(e.value, RuntimeError)
+    assert _device.current() is None
+
+
+def test_a_gpu_ordinal_past_the_last_device_raises_when_entered():
+    with pytest.raises(tf.DeviceNotFoundError, match=f"cuda:{GPUS}"):
+        with tf.device(f"/device:GPU:{GPUS}"):
+            pass
+
+
+def test_a_model_compiled_in_a_cpu_scope_trains_on_the_cpu():
+    model = tiny_model()
+    with tf.device("/CPU:0"):
+        model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    assert model._model().device_name.startswith("cpu")
+    model.fit(np.ones((8, 4)), np.zeros(8), verbose=0)
+
+
+@pytest.mark.skipif(GPUS == 0, reason="no CUDA device here")
+def test_a_model_compiled_in_a_gpu_scope_trains_on_the_gpu():
+    x, y = np.random.default_rng(0).random((64, 4)), np.arange(64) % 3
+    with tf.device("/gpu:0"):
+        model = tiny_model()
+        model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+        model.fit(x, y, verbose=0)
+    assert model._model().device_name.startswith("cuda:0")
+    created_there = None
+    with tf.device("/gpu:0"):
+        created_there = tiny_model()
+    created_there.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    assert created_there._model().device_name.startswith("cuda:0")
+
+
+def test_list_physical_devices_is_like_tensorflows():
+    cpus = tf.config.list_physical_devices("CPU")
+    assert [(d.name, d.device_type) for d in cpus] == [("/physical_device:CPU:0", "CPU")]
+    gpus = tf.config.list_physical_devices("GPU")
+    assert [d.name for d in gpus] == [f"/physical_device:GPU:{i}" for i in range(GPUS)]
+    assert all(d.device_type == "GPU" for d in gpus)
+    assert tf.config.list_physical_devices() == cpus + gpus
+    assert tf.config.list_physical_devices("TPU") == []

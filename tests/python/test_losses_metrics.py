@@ -1,0 +1,140 @@
+"""keras.losses objects and names, and the metrics the engine computes, in compile."""
+
+import numpy as np
+import pytest
+
+from crossover import keras
+from crossover.keras import losses, metrics
+
+
+def model(units=3, activation="softmax"):
+    return keras.Sequential([keras.layers.Dense(units, activation=activation, input_shape=(4,))])
+
+
+def sparse_data():
+    rng = np.random.default_rng(3)
+    return rng.random((40, 4)), rng.integers(0, 3, 40)
+
+
+def history_of(loss, metric_list, y_transform=lambda y: y, activation="softmax"):
+    x, y = sparse_data()
+    m = model(activation=activation)
+    m.compile(optimizer="sgd", loss=loss, metrics=metric_list)
+    return m.fit(x, y_transform(y), batch_size=8, epochs=2, validation_split=0.25, verbose=0)
+
+
+def one_hot(y):
+    return np.eye(3, dtype=np.float32)[y]
+
+
+@pytest.mark.parametrize(
+    "obj,name,transform,activation",
+    [
+        (
+            losses.SparseCategoricalCrossentropy(),
+            "sparse_categorical_crossentropy",
+            None,
+            "softmax",
+        ),
+        (losses.CategoricalCrossentropy(), "categorical_crossentropy", one_hot, "softmax"),
+        (losses.BinaryCrossentropy(), "binary_crossentropy", one_hot, "sigmoid"),
+        (losses.MeanSquaredError(), "mean_squared_error", one_hot, "linear"),
+        (losses.MeanSquaredError(), "mse", one_hot, "linear"),
+    ],
+)
+def test_a_loss_object_trains_exactly_as_its_name(obj, name, transform, activation):
+    transform = transform or (lambda y: y)
+    by_object = history_of(obj, None, transform, activation).history
+    by_name = history_of(name, None, transform, activation).history
+    assert by_object == by_name and len(by_object["loss"]) == 2
+
+
+@pytest.mark.parametrize(
+    "make,argument",
+    [
+        (lambda: losses.SparseCategoricalCrossentropy(from_logits=True), "from_logits"),
+        (lambda: losses.CategoricalCrossentropy(from_logits=True), "from_logits"),
+        (lambda: losses.BinaryCrossentropy(from_logits=True), "from_logits"),
+        (lambda: losses.CategoricalCrossentropy(label_smoothing=0.1), "label_smoothing"),
+        (lambda: losses.SparseCategoricalCrossentropy(ignore_class=0), "ignore_class"),
+        (lambda: losses.MeanSquaredError(reduction="sum"), "reduction"),
+    ],
+)
+def test_a_loss_argument_the_engine_does_not_run_is_refused_by_name(make, argument):
+    with pytest.raises(ValueError, match=argument):
+        make()
+
+
+def test_a_loss_function_or_unknown_name_is_refused():
+    with pytest.raises(TypeError, match="custom loss function"):
+        model().compile(optimizer="sgd", loss=lambda y, p: 0.0)
+    with pytest.raises(ValueError, match="unknown loss 'hinge'"):
+        model().compile(optimizer="sgd", loss="hinge")
+    with pytest.raises(AttributeError, match="Huber is not supported"):
+        losses.Huber
+
+
+@pytest.mark.parametrize(
+    "given,key",
+    [
+        ("accuracy", "accuracy"),
+        ("acc", "acc"),
+        ("sparse_categorical_accuracy", "sparse_categorical_accuracy"),
+        (metrics.SparseCategoricalAccuracy(), "sparse_categorical_accuracy"),
+        (metrics.SparseCategoricalAccuracy(name="acc2"), "acc2"),
+    ],
+)
+def test_the_accuracy_is_keyed_as_the_user_named_it(given, key):
+    h = history_of("sparse_categorical_crossentropy", [given]).history
+    assert sorted(h) == sorted(["loss", key, "val_loss", f"val_{key}"])
+    reference = history_of("sparse_categorical_crossentropy", ["accuracy"]).history
+    assert h[key] == reference["accuracy"] and h[f"val_{key}"] == reference["val_accuracy"]
+
+
+def test_evaluate_names_the_metric_as_compile_did():
+    x, y = sparse_data()
+    m = model()
+    m.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", metrics=["acc"])
+    assert list(m.evaluate(x, y, verbose=0, return_dict=True)) == ["loss", "acc"]
+
+
+@pytest.mark.parametrize(
+    "loss,metric",
+    [
+        ("categorical_crossentropy", metrics.CategoricalAccuracy()),
+        ("categorical_crossentropy", "accuracy"),
+        ("binary_crossentropy", metrics.BinaryAccuracy()),
+        ("binary_crossentropy", "binary_accuracy"),
+        ("mse", metrics.CategoricalAccuracy()),
+    ],
+)
+def test_the_accuracy_that_goes_with_each_loss_is_taken(loss, metric):
+    m = model()
+    m.compile(optimizer="sgd", loss=loss, metrics=[metric])
+    assert m._model().metrics() == ["accuracy"]
+
+
+@pytest.mark.parametrize(
+    "loss,metric,message",
+    [
+        ("sparse_categorical_crossentropy", metrics.CategoricalAccuracy(), "does not go with"),
+        ("sparse_categorical_crossentropy", "mae", "metric 'mae' is not supported"),
+        ("sparse_categorical_crossentropy", "precision", "metric 'precision' is not supported"),
+        ("mse", "accuracy", "exact equality"),
+    ],
+)
+def test_a_metric_the_engine_does_not_compute_is_refused_by_name(loss, metric, message):
+    with pytest.raises(ValueError, match=message):
+        model().compile(optimizer="sgd", loss=loss, metrics=[metric])
+
+
+def test_a_binary_accuracy_threshold_other_than_the_engines_is_refused():
+    with pytest.raises(ValueError, match="threshold"):
+        metrics.BinaryAccuracy(threshold=0.7)
+
+
+def test_metrics_must_be_a_list_and_other_metric_classes_are_not_there():
+    with pytest.raises(TypeError, match="list"):
+        model().compile(optimizer="sgd", loss="mse", metrics="accuracy")
+    with pytest.raises(AttributeError, match="AUC is not supported"):
+        metrics.AUC

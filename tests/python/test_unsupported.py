@@ -1,0 +1,55 @@
+"""What a Keras user reaches for next and crossover does not have: one clear AttributeError
+naming the thing, saying it is not supported and where to look (docs/PYTHON.md)."""
+
+import pytest
+
+import crossover as tf
+from crossover import keras
+
+
+@pytest.mark.parametrize(
+    "get,name",
+    [
+        (lambda: keras.layers.Conv2D, "keras.layers.Conv2D"),
+        (lambda: keras.layers.MaxPooling2D, "keras.layers.MaxPooling2D"),
+        (lambda: tf.keras.layers.BatchNormalization, "keras.layers.BatchNormalization"),
+        (lambda: keras.layers.NoSuchLayer, "keras.layers.NoSuchLayer"),
+        (lambda: tf.data, "crossover.data"),
+        (lambda: tf.GradientTape, "crossover.GradientTape"),
+        (lambda: keras.applications, "keras.applications"),
+        (lambda: tf.config.set_visible_devices, "config.set_visible_devices"),
+    ],
+)
+def test_an_unsupported_name_is_an_attribute_error_that_says_so(get, name):
+    with pytest.raises(AttributeError, match="is not supported") as e:
+        get()
+    assert name in str(e.value) and "docs/PYTHON.md" in str(e.value)
+
+
+def test_the_functional_api_says_only_sequential_models_run():
+    for get in (lambda: keras.Model, lambda: tf.keras.Model, lambda: keras.models.Model):
+        with pytest.raises(AttributeError, match="functional API.*Sequential"):
+            get()
+
+
+def test_a_conv_layer_says_convolutions_are_not_in_the_engine():
+    with pytest.raises(AttributeError, match="convolutions are not in the engine"):
+        keras.layers.Conv2D
+
+
+def test_a_whole_model_save_is_refused_clearly():
+    model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
+    with pytest.raises((AttributeError, ValueError), match="not supported|\\.keras"):
+        model.save("model.keras")
+
+
+def test_tf_data_dataset_says_to_pass_numpy_arrays():
+    with pytest.raises(AttributeError, match="pass numpy arrays to fit"):
+        tf.data.Dataset
+
+
+def test_dunder_lookups_stay_plain_attribute_errors():
+    assert not hasattr(keras.layers, "__wrapped__")
+    assert not hasattr(tf, "__wrapped__")
+    model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
+    assert not hasattr(model, "__array__")
