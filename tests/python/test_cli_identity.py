@@ -1,0 +1,123 @@
+"""The same model, data, options and seed in Python and in `crossover train`: bit-identical
+per-epoch losses and accuracies, and bit-identical weights (issue 11, item 5).
+
+The binary is $CROSSOVER_BINARY (ctest sets it) or build/crossover beside build/python."""
+
+import json
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import crossover as tf
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = 5
+EPOCHS = 2
+
+
+def crossover_binary() -> Path:
+    given = os.environ.get("CROSSOVER_BINARY")
+    if given:
+        return Path(given)
+    beside = Path(tf.__file__).resolve().parents[2] / "crossover"  # build/python/crossover/..
+    if not beside.is_file():
+        pytest.skip("no crossover binary: set CROSSOVER_BINARY (ctest does)")
+    return beside
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        assert entry["dtype"] == "F32"
+        begin, end = entry["data_offsets"]
+        values = np.frombuffer(raw[8 + n + begin : 8 + n + end], dtype="<f4")
+        out[name] = values.reshape(entry["shape"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """`crossover train` of SMALL on mnist-10k, seed SEED, with a temporary HOME."""
+    folder = tmp_path_factory.mktemp("cli")
+    (folder / "home").mkdir()
+    threads = len(os.sched_getaffinity(0))  # as Python's compile: every core (no calibration)
+    command = [
+        str(crossover_binary()),
+        "train",
+        "--data=mnist-10k",
+        "--model=small",
+        f"--epochs={EPOCHS}",
+        f"--seed={SEED}",
+        f"--threads={threads}",
+        f"--json={folder / 'run.json'}",
+        f"--save={folder / 'model.safetensors'}",
+        "--quiet",
+    ]
+    env = dict(os.environ, HOME=str(folder / "home"))
+    env.pop("CROSSOVER_DATA", None)
+    subprocess.run(command, check=True, env=env, cwd=folder, timeout=600)
+    record = json.loads((folder / "run.json").read_text())
+    return record, read_safetensors(folder / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def python_run(tmp_path_factory):
+    """The seed's script for SMALL, seeded, its data from keras.datasets as a Keras user has it."""
+    home = tmp_path_factory.mktemp("home")
+    saved = {k: os.environ.get(k) for k in ("HOME", "CROSSOVER_DATA")}
+    os.environ["HOME"] = str(home)
+    os.environ["CROSSOVER_DATA"] = str(REPO / "data" / "mnist-10k" / "mnist-10k.npz")
+    try:
+        (x_train, y_train), _ = tf.keras.datasets.mnist.load_data()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    x_train = x_train / 255.0
+    tf.keras.utils.set_random_seed(SEED)
+    model = tf.keras.models.Sequential(
+        [
+            tf.keras.layers.Flatten(input_shape=(28, 28)),
+            tf.keras.layers.Dense(128, activation="relu"),
+            tf.keras.layers.Dropout(0.2),
+            tf.keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    history = model.fit(x_train, y_train, epochs=EPOCHS, verbose=0)
+    return history.history, model.get_weights()
+
+
+def test_the_cli_trained_the_same_run(cli_run):
+    record, _ = cli_run
+    assert record["data"]["name"] == "mnist-10k" and record["data"]["train"] == 8000
+    assert record["seed"] == SEED and record["batch_size"] == 32 and len(record["history"]) == 2
+    assert record["optimizer"] == "adam" and record["loss"] == "sparse_categorical_crossentropy"
+
+
+def test_per_epoch_losses_and_accuracies_are_bit_identical(cli_run, python_run):
+    record, _ = cli_run
+    history, _ = python_run
+    assert history["loss"] == [e["loss"] for e in record["history"]]
+    assert history["accuracy"] == [e["accuracy"] for e in record["history"]]
+
+
+def test_final_weights_are_bit_identical(cli_run, python_run):
+    _, saved = cli_run
+    _, weights = python_run
+    names = ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
+    assert sorted(saved) == sorted(names)
+    for name, w in zip(names, weights):
+        assert saved[name].shape == w.shape, name
+        np.testing.assert_array_equal(saved[name], w, err_msg=name)
