@@ -847,5 +847,58 @@ TEST(DataLoad, AutoFallsBackToFashionMnistOrExplainsWhatToInstall) {
   }
 }
 
+// keras.datasets' discovery (data::find_keras_dataset): Keras's cache first after
+// $CROSSOVER_DATA, and every place listed when none exists.
+TEST(KerasDataset, MnistTakesTheFileKerasCachesRelativeToItsDatasetsFolder) {
+  TempFolder dir;
+  fs::create_directories(dir / "home/.keras/datasets/sub");
+  write_zip(dir / "home/.keras/datasets/sub/d.npz", small_npz_entries());
+  ScopedEnv env("CROSSOVER_DATA", nullptr);
+  ScopedEnv keras_home("KERAS_HOME", nullptr);
+  ScopedEnv home("HOME", (dir / "home").c_str());
+  std::vector<std::string> looked;
+  const std::optional<DataSplits> d = find_keras_dataset("mnist", "sub/d.npz", looked);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->train.count, 5);
+  EXPECT_EQ(d->path, dir / "home/.keras/datasets/sub/d.npz");
+}
+
+TEST(KerasDataset, KerasHomeReplacesTheHomeFolder) {
+  TempFolder dir;
+  fs::create_directories(dir / "kh/datasets");
+  write_zip(dir / "kh/datasets/mnist.npz", small_npz_entries());
+  ScopedEnv env("CROSSOVER_DATA", nullptr);
+  ScopedEnv keras_home("KERAS_HOME", (dir / "kh").c_str());
+  std::vector<std::string> looked;
+  EXPECT_TRUE(find_keras_dataset("mnist", "mnist.npz", looked).has_value());
+}
+
+TEST(KerasDataset, CrossoverDataOfTheOtherKindIsSkippedAndSaidSo) {
+  TempFolder dir;
+  write_zip(dir / "fashion.npz", small_npz_entries());
+  ScopedEnv env("CROSSOVER_DATA", (dir / "fashion.npz").c_str());
+  ScopedEnv keras_home("KERAS_HOME", nullptr);
+  ScopedEnv home("HOME", (dir / "home").c_str());
+  if (fs::exists("data/mnist")) GTEST_SKIP() << "./data/mnist exists in the working folder";
+  std::vector<std::string> looked;
+  EXPECT_FALSE(find_keras_dataset("mnist", "mnist.npz", looked).has_value());
+  ASSERT_EQ(looked.size(), 3u);
+  EXPECT_EQ(looked[0],
+            "$CROSSOVER_DATA=" + (dir / "fashion.npz") + " (skipped: Fashion-MNIST by its name)");
+  EXPECT_EQ(looked[1], dir / "home/.keras/datasets/mnist.npz");
+  EXPECT_EQ(looked[2], "./data/mnist/");
+  std::vector<std::string> looked_fashion;
+  const std::optional<DataSplits> d = find_keras_dataset("fashion-mnist", "", looked_fashion);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->name, "fashion-mnist");
+  EXPECT_TRUE(looked_fashion.empty());
+}
+
+TEST(KerasDataset, AnUnknownKindIsAnError) {
+  std::vector<std::string> looked;
+  EXPECT_NE(error_of([&] { find_keras_dataset("cifar10", "", looked); }).find("unknown kind"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace crossover::data
