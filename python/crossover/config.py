@@ -1,13 +1,31 @@
 """crossover.config: tf.config's device listing (see crossover.device)."""
 
+import types
 from typing import Any
 
 from ._device import PhysicalDevice, list_physical_devices
 from .keras._args import unsupported_attribute
 
 
+def _set_memory_growth(device: PhysicalDevice, enable: bool) -> None:
+    """tf.config.experimental.set_memory_growth: accepted, with no effect (crossover allocates
+    what the model needs on the device, not the whole memory up front)."""
+    if not isinstance(device, PhysicalDevice) or device.device_type != "GPU":
+        raise ValueError(
+            f"set_memory_growth: expected a GPU from list_physical_devices('GPU'), got {device!r}"
+        )
+
+
+# tf.config.experimental: what GPU-checking scripts call before training.
+experimental = types.SimpleNamespace(
+    list_physical_devices=list_physical_devices, set_memory_growth=_set_memory_growth
+)
+
+
 def __getattr__(name: str) -> Any:
-    raise unsupported_attribute("config", name, "list_physical_devices")
+    raise unsupported_attribute(
+        "config", name, "list_physical_devices and experimental.set_memory_growth (no effect)"
+    )
 
 
-__all__ = ["list_physical_devices", "PhysicalDevice"]
+__all__ = ["list_physical_devices", "PhysicalDevice", "experimental"]

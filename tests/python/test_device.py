@@ -109,3 +109,32 @@ def test_list_physical_devices_is_like_tensorflows():
     assert all(d.device_type == "GPU" for d in gpus)
     assert tf.config.list_physical_devices() == cpus + gpus
     assert tf.config.list_physical_devices("TPU") == []
+
+
+def test_set_memory_growth_is_accepted_for_a_gpu_only():
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+    assert tf.config.experimental.list_physical_devices("CPU") == tf.config.list_physical_devices(
+        "CPU"
+    )
+    with pytest.raises(ValueError, match="expected a GPU"):
+        tf.config.experimental.set_memory_growth(tf.config.list_physical_devices("CPU")[0], True)
+
+
+@pytest.mark.skipif(GPUS == 0, reason="no CUDA device here")
+def test_fit_in_another_devices_scope_than_compiles_is_a_value_error():
+    model = tiny_model()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")  # on the CPU
+    with tf.device("/gpu:0"):
+        with pytest.raises(ValueError, match="compiled for cpu.*compile it inside that scope"):
+            model.fit(np.ones((8, 4)), np.zeros(8), verbose=0)
+        with pytest.raises(ValueError, match="compiled for cpu"):
+            model.predict(np.ones((8, 4)), verbose=0)
+
+
+def test_fit_in_the_scope_of_the_models_own_device_runs():
+    model = tiny_model()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    with tf.device("/cpu:0"):
+        model.fit(np.ones((8, 4)), np.zeros(8), verbose=0)
+        assert model.predict(np.ones((2, 4)), verbose=0).shape == (2, 3)

@@ -117,6 +117,20 @@ class Sequential:
         the model's creation, else the CPU."""
         return _device.current() or self._created_device or "cpu"
 
+    def _check_scope(self, who: str) -> None:
+        """A device scope around fit/evaluate/predict that is not the model's device is an error,
+        not a silent run elsewhere: the device is chosen at compile."""
+        scope, model = _device.current(), self._core
+        if scope is None or model is None or not model.compiled:
+            return
+        trains_on = model.device_name
+        if trains_on != scope:
+            raise ValueError(
+                f"{who}: the model was compiled for {trains_on}, but this is inside a "
+                f"crossover.device scope for {scope}: crossover places a model when it is "
+                f"compiled, so compile it inside that scope (see docs/PYTHON.md)"
+            )
+
     # --- compile, fit, evaluate, predict --------------------------------------------------
     def compile(
         self,
@@ -164,6 +178,7 @@ class Sequential:
     def _require_compiled(self, who: str) -> "_core.Sequential":
         if not self._user_compiled or self._core is None:
             raise ValueError(f"You must call `compile()` before using the model ({who}).")
+        self._check_scope(who)
         return self._core
 
     def fit(
@@ -271,6 +286,7 @@ class Sequential:
     ) -> np.ndarray:
         reject_unsupported("predict", steps=(steps, None), callbacks=(callbacks or None, None))
         _verbosity(verbose)  # checked; predict prints no progress line
+        self._check_scope("predict")
         return self._device_model().predict(
             _floats(x, "x"), 32 if batch_size is None else batch_size
         )
