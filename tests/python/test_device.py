@@ -138,3 +138,16 @@ def test_fit_in_the_scope_of_the_models_own_device_runs():
     with tf.device("/cpu:0"):
         model.fit(np.ones((8, 4)), np.zeros(8), verbose=0)
         assert model.predict(np.ones((2, 4)), verbose=0).shape == (2, 3)
+
+
+def test_a_scope_for_another_device_than_the_compiled_one_is_refused_not_ignored(monkeypatch):
+    model = tiny_model()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")  # on the CPU
+    monkeypatch.setattr(_device, "current", lambda: "cuda:0")  # as inside tf.device('/gpu:0')
+    with pytest.raises(ValueError, match="compiled for cpu.*compile it inside that scope"):
+        model.fit(np.ones((8, 4)), np.zeros(8), verbose=0)
+    with pytest.raises(ValueError, match="compiled for cpu"):
+        model.evaluate(np.ones((8, 4)), np.zeros(8), verbose=0)
+    with pytest.raises(ValueError, match="compiled for cpu"):
+        model.predict(np.ones((8, 4)), verbose=0)
+    assert len(model.get_weights()) == 2  # the weights stay readable anywhere
