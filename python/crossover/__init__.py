@@ -6,13 +6,22 @@
 See docs/PYTHON.md for what is supported.
 """
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from . import keras
-from . import config, random  # api block: tf.config, tf.random
-from ._device import DeviceNotFoundError, device
-from .keras._args import unsupported_attribute
+# OpenMP's idle threads: a short spin, as the command sets from its preinit array
+# (src/cli/openmp_env.cpp says why: libgomp's default spin takes a busy machine's cores from the
+# thread doing the work; a SMALL epoch ran 100x slower). libgomp reads this when it is loaded,
+# which is when crossover._core is first imported below, so it is set first. A value the user set
+# is kept; where another package loaded libgomp earlier, its setting stays.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "2000"
+
+from . import keras  # noqa: E402
+from . import config, random  # noqa: E402  (api block: tf.config, tf.random)
+from ._device import DeviceNotFoundError, device  # noqa: E402
+from .keras._args import unsupported_attribute  # noqa: E402
 
 try:
     __version__ = version("crossover")
