@@ -69,7 +69,8 @@ nb::dict history_to_python(const History& h) {
 
 }  // namespace
 
-void bind_api(nb::module_& m);  // _core_api.cpp
+void bind_api(nb::module_& m);    // _core_api.cpp
+void bind_optim(nb::module_& m);  // _core_optim.cpp
 
 NB_MODULE(_core, m) {
   m.doc() = "crossover's C++ engine (use crossover.keras)";
@@ -219,4 +220,5 @@ NB_MODULE(_core, m) {
           },
           nb::arg("weights"));
   bind_api(m);
+  bind_optim(m);
 }

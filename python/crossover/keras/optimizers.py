@@ -6,6 +6,7 @@ which is Keras's `global_clipnorm`: that one is taken, `clipnorm` is refused."""
 from typing import Any, Optional
 
 from .. import _core
+from . import schedules
 from ._args import reject_unknown, reject_unsupported
 
 
@@ -37,12 +38,22 @@ class Optimizer:
             loss_scale_factor=(loss_scale_factor, None),
             gradient_accumulation_steps=(gradient_accumulation_steps, None),
         )
-        if not isinstance(learning_rate, (int, float)) or isinstance(learning_rate, bool):
+        self._schedule: Optional[schedules.ExponentialDecay] = None
+        if isinstance(learning_rate, schedules.ExponentialDecay):
+            self._schedule = learning_rate
+            self.learning_rate = learning_rate.initial_learning_rate
+        elif isinstance(learning_rate, schedules.LearningRateSchedule) or callable(learning_rate):
             raise TypeError(
-                f"{owner}: learning_rate must be a number (schedules are not supported yet), "
-                f"got {learning_rate!r}"
+                f"{owner}: learning_rate {learning_rate!r} is not supported: the schedule is "
+                "evaluated inside the engine's step, which has ExponentialDecay (and a number)"
             )
-        self.learning_rate = float(learning_rate)
+        elif not isinstance(learning_rate, (int, float)) or isinstance(learning_rate, bool):
+            raise TypeError(
+                f"{owner}: learning_rate must be a number or "
+                f"optimizers.schedules.ExponentialDecay, got {learning_rate!r}"
+            )
+        else:
+            self.learning_rate = float(learning_rate)
         self.weight_decay = float(weight_decay or 0.0)
         self.global_clipnorm = float(global_clipnorm or 0.0)
         self.clipvalue = float(clipvalue or 0.0)
@@ -50,6 +61,14 @@ class Optimizer:
 
     def _core_optimizer(self) -> "_core.Optimizer":
         raise NotImplementedError
+
+    def _scheduled(self) -> "_core.Optimizer":
+        """The library's optimizer with this optimizer's learning-rate schedule, if any."""
+        core = self._core_optimizer()
+        s = self._schedule
+        if s is None:
+            return core
+        return _core.with_exponential_decay(core, s.decay_steps, s.decay_rate, s.staircase)
 
 
 class Adam(Optimizer):
@@ -137,7 +156,7 @@ class RMSprop(Optimizer):
 def get(identifier: Any) -> "_core.Optimizer":
     """The library's optimizer for 'adam' / 'sgd' / 'rmsprop' / 'adamw' or an Optimizer."""
     if isinstance(identifier, Optimizer):
-        return identifier._core_optimizer()
+        return identifier._scheduled()
     if isinstance(identifier, str):
         return _core.optimizer_from_name(identifier.lower())
     raise TypeError(
@@ -145,4 +164,4 @@ def get(identifier: Any) -> "_core.Optimizer":
     )
 
 
-__all__ = ["Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "get"]
+__all__ = ["Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "get", "schedules"]
