@@ -3,8 +3,8 @@
 from crossover import keras        # in place of: import keras
 """
 
-from . import layers, models, optimizers
+from . import callbacks, layers, models, optimizers
 from .layers import Input
 from .models import History, Sequential
 
-__all__ = ["layers", "models", "optimizers", "Input", "Sequential", "History"]
+__all__ = ["callbacks", "layers", "models", "optimizers", "Input", "Sequential", "History"]
