@@ -40,8 +40,12 @@ Shape shape_of(const FloatArray& a) {
 
 std::span<const float> values_of(const FloatArray& a) { return {a.data(), a.size()}; }
 
-// A copy of the array as a Tensor (evaluate, predict and set_weights take Tensors).
+// A copy of the array as a Tensor (set_weights keeps it).
 Tensor tensor_of(const FloatArray& a) { return Tensor(shape_of(a), values_of(a)); }
+
+// The array itself as a Tensor, not a copy, for the library to read during one call (fit's
+// validation data, evaluate, predict): the caller's ndarray argument keeps it alive meanwhile.
+Tensor view_of(const FloatArray& a) { return Tensor::view(shape_of(a), values_of(a)); }
 
 // A numpy array owning a copy of t.
 NumpyArray to_numpy(const Tensor& t) {
@@ -162,8 +166,8 @@ NB_MODULE(_core, m) {
             if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
             Tensor vx, vy;
             if (val_x && val_y) {
-              vx = tensor_of(*val_x);
-              vy = tensor_of(*val_y);
+              vx = view_of(*val_x);
+              vy = view_of(*val_y);
               o.validation_x = &vx;
               o.validation_y = &vy;
             }
@@ -182,7 +186,7 @@ NB_MODULE(_core, m) {
       .def(
           "evaluate",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose) {
-            const Tensor tx = tensor_of(x), ty = tensor_of(y);
+            const Tensor tx = view_of(x), ty = view_of(y);
             nb::gil_scoped_release release;
             const EvaluateResult r = s.evaluate(tx, ty, {batch_size, verbose, python_stdout()});
             return std::make_pair(r.loss, r.accuracy);
@@ -191,7 +195,7 @@ NB_MODULE(_core, m) {
       .def(
           "predict",
           [](Sequential& s, FloatArray x, int64_t batch_size) {
-            const Tensor tx = tensor_of(x);
+            const Tensor tx = view_of(x);
             Tensor out;
             {
               nb::gil_scoped_release release;

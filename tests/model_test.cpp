@@ -537,6 +537,29 @@ TEST(Training, FitAndEvaluateWriteTheirTextToTheGivenOutput) {
   EXPECT_EQ(text.rfind("2/2 [==============================] - ", 0), 0u) << text;
 }
 
+TEST(Tensor, AViewReadsTheCallersValuesInPlace) {
+  const std::vector<float> values{1, 2, 3, 4, 5, 6};
+  const Tensor v = Tensor::view({2, 3}, values);
+  EXPECT_EQ(v.data(), values.data());
+  EXPECT_EQ(v.shape(), (Shape{2, 3}));
+  EXPECT_EQ(v[5], 6.0f);
+  EXPECT_THROW(Tensor::view({4, 2}, values), Error);
+}
+
+TEST(Training, FitOnCallerBuffersGivesTheSameBitsAsOnTensors) {
+  const Mnist10k& d = Mnist10k::get();
+  const Tensor x = d.x_train.rows(0, 256), y = d.y_train.rows(0, 256);
+  auto train = [&](bool spans) {
+    Sequential model = small_model();
+    model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 3});
+    const FitOptions o{.epochs = 2, .verbose = 0};
+    const History h =
+        spans ? model.fit(x.values(), x.shape(), y.values(), y.shape(), o) : model.fit(x, y, o);
+    return h.history.at("loss");
+  };
+  EXPECT_EQ(train(true), train(false));
+}
+
 TEST(Training, CompileOrFitFromInsideFitIsRefused) {
   const Mnist10k& d = Mnist10k::get();
   Sequential model = small_model();

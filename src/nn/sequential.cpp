@@ -652,7 +652,8 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
 
 History Sequential::fit(std::span<const float> x, Shape x_shape, std::span<const float> y,
                         Shape y_shape, FitOptions options) {
-  return fit(Tensor(std::move(x_shape), x), Tensor(std::move(y_shape), y), std::move(options));
+  return fit(Tensor::view(std::move(x_shape), x), Tensor::view(std::move(y_shape), y),
+             std::move(options));
 }
 
 History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {

@@ -104,7 +104,8 @@ class Sequential {
 
   // x: (N, features...) floats; y: (N,) class indices (sparse losses) or (N, C) targets.
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
-  // The same on a caller's buffers: x holds N * product(sample_shape) floats, y N labels.
+  // The same on a caller's buffers, read in place (not copied first): x holds
+  // N * product(sample_shape) floats, y N labels.
   History fit(std::span<const float> x, Shape x_shape, std::span<const float> y, Shape y_shape,
               FitOptions options = {});
   EvaluateResult evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
