@@ -19,10 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "_core_callbacks.h"
 #include "crossover.h"
 
 namespace nb = nanobind;
 using namespace crossover;
+using crossover_python::python_callbacks;
+using crossover_python::python_stdout;
 
 namespace {
 
@@ -37,8 +40,12 @@ Shape shape_of(const FloatArray& a) {
 
 std::span<const float> values_of(const FloatArray& a) { return {a.data(), a.size()}; }
 
-// A copy of the array as a Tensor (evaluate, predict and set_weights take Tensors).
+// A copy of the array as a Tensor (set_weights keeps it).
 Tensor tensor_of(const FloatArray& a) { return Tensor(shape_of(a), values_of(a)); }
+
+// The array itself as a Tensor, not a copy, for the library to read during one call (fit's
+// validation data, evaluate, predict): the caller's ndarray argument keeps it alive meanwhile.
+Tensor view_of(const FloatArray& a) { return Tensor::view(shape_of(a), values_of(a)); }
 
 // A numpy array owning a copy of t.
 NumpyArray to_numpy(const Tensor& t) {
@@ -48,11 +55,6 @@ NumpyArray to_numpy(const Tensor& t) {
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
   return NumpyArray(data, shape.size(), shape.data(), owner);
 }
-
-// The library prints progress with printf: flush it so it does not trail Python's own output.
-struct FlushStdout {
-  ~FlushStdout() { std::fflush(stdout); }
-};
 
 nb::dict history_to_python(const History& h) {
   nb::dict d;
@@ -127,6 +129,8 @@ NB_MODULE(_core, m) {
       nb::arg("learning_rate"), nb::arg("rho"), nb::arg("momentum"), nb::arg("epsilon"),
       nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
 
+  crossover_python::bind_callbacks(m);
+
   nb::class_<Sequential>(m, "Sequential")
       .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
            nb::arg("name") = "sequential")
@@ -147,7 +151,8 @@ NB_MODULE(_core, m) {
           "fit",
           [](Sequential& s, FloatArray x, FloatArray y, int epochs, int64_t batch_size,
              bool shuffle, double validation_split, std::optional<FloatArray> val_x,
-             std::optional<FloatArray> val_y, int verbose, int initial_epoch) {
+             std::optional<FloatArray> val_y, int verbose, int initial_epoch, nb::object callbacks,
+             bool redraw) {
             FitOptions o;
             o.epochs = epochs;
             o.batch_size = batch_size;
@@ -155,10 +160,17 @@ NB_MODULE(_core, m) {
             o.validation_split = validation_split;
             o.verbose = verbose;
             o.initial_epoch = initial_epoch;
+            // Text goes to Python's sys.stdout; callbacks (a keras CallbackList) are called
+            // between epochs, both taking the GIL.
+            o.output = python_stdout();
+            o.redraw = redraw;
+            // A second Ctrl-C goes to Python's handler: KeyboardInterrupt, not the end of Python.
+            o.second_interrupt_ends_process = false;
+            if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
             Tensor vx, vy;
             if (val_x && val_y) {
-              vx = tensor_of(*val_x);
-              vy = tensor_of(*val_y);
+              vx = view_of(*val_x);
+              vy = view_of(*val_y);
               o.validation_x = &vx;
               o.validation_y = &vy;
             }
@@ -166,28 +178,27 @@ NB_MODULE(_core, m) {
             {
               // The loop is C++ only: other Python threads run meanwhile.
               nb::gil_scoped_release release;
-              FlushStdout flush;
               h = s.fit(values_of(x), shape_of(x), values_of(y), shape_of(y), std::move(o));
             }
             return history_to_python(h);
           },
           nb::arg("x"), nb::arg("y"), nb::arg("epochs"), nb::arg("batch_size"), nb::arg("shuffle"),
           nb::arg("validation_split"), nb::arg("validation_x").none(),
-          nb::arg("validation_y").none(), nb::arg("verbose"), nb::arg("initial_epoch"))
+          nb::arg("validation_y").none(), nb::arg("verbose"), nb::arg("initial_epoch"),
+          nb::arg("callbacks").none(), nb::arg("redraw"))
       .def(
           "evaluate",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose) {
-            const Tensor tx = tensor_of(x), ty = tensor_of(y);
+            const Tensor tx = view_of(x), ty = view_of(y);
             nb::gil_scoped_release release;
-            FlushStdout flush;
-            const EvaluateResult r = s.evaluate(tx, ty, {batch_size, verbose});
+            const EvaluateResult r = s.evaluate(tx, ty, {batch_size, verbose, python_stdout()});
             return std::make_pair(r.loss, r.accuracy);
           },
           nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"))
       .def(
           "predict",
           [](Sequential& s, FloatArray x, int64_t batch_size) {
-            const Tensor tx = tensor_of(x);
+            const Tensor tx = view_of(x);
             Tensor out;
             {
               nb::gil_scoped_release release;
@@ -204,6 +215,10 @@ NB_MODULE(_core, m) {
       .def_prop_ro("device_name", &Sequential::device_name)
       .def_prop_ro("layers", &Sequential::layers)
       .def("metrics", &Sequential::metrics)
+      // For callbacks.
+      .def("stop_training", &Sequential::stop_training)
+      .def_prop_ro("optimizer_steps", &Sequential::optimizer_steps)
+      .def_prop_ro("learning_rate", &Sequential::learning_rate)
       .def("get_weights",
            [](const Sequential& s) {
              std::vector<std::pair<std::string, NumpyArray>> out;

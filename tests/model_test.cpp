@@ -463,7 +463,116 @@ TEST(Callbacks, EarlyStoppingStopsWhenTheMonitorStalls) {
        .verbose = 0,
        .callbacks = {EarlyStopping({.monitor = "loss", .min_delta = 0.01, .patience = 2})}});
   EXPECT_TRUE(h.stopped_early);
-  EXPECT_EQ(h.epochs.size(), 4u);  // the first sets the best, then 3 without improvement
+  EXPECT_EQ(h.epochs.size(), 3u);  // as Keras: the first sets the best, then `patience` without
+}
+
+TEST(Callbacks, EarlyStoppingRestoresTheBestWeightsWhenTrainingEnds) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(SGD({.learning_rate = 0.1}), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  struct Remember : Callback {
+    std::vector<std::vector<NamedTensor>> weights;
+    void on_epoch_end(Sequential& m, int, const Logs&) override {
+      weights.push_back(m.get_weights());
+    }
+  };
+  auto remember = std::make_shared<Remember>();
+  // mode max on the loss: the first epoch is the best, none after improves on it; patience keeps
+  // training going for all three epochs.
+  History h = model.fit(d.x_train.rows(0, 256), d.y_train.rows(0, 256),
+                        {.epochs = 3,
+                         .verbose = 0,
+                         .callbacks = {remember, EarlyStopping({.monitor = "loss",
+                                                                .patience = 5,
+                                                                .mode = "max",
+                                                                .restore_best_weights = true})}});
+  ASSERT_EQ(h.epochs.size(), 3u);
+  EXPECT_GT(h.history.at("loss")[0], h.history.at("loss")[2]);
+  const auto values = [](const Tensor& t) {
+    return std::vector<float>(t.values().begin(), t.values().end());
+  };
+  EXPECT_EQ(values(model.get_weights()[0].value), values(remember->weights[0][0].value));
+  EXPECT_NE(values(model.get_weights()[0].value), values(remember->weights[2][0].value));
+}
+
+TEST(Callbacks, ModelCheckpointFillsTheEpochAndLogsIntoThePathAsKerasDoes) {
+  const Logs logs{{"loss", 0.5}, {"val_loss", 0.12345}};
+  EXPECT_EQ(checkpoint_path("w-{epoch:02d}-{val_loss:.2f}.safetensors", 2, logs),
+            "w-03-0.12.safetensors");
+  EXPECT_EQ(checkpoint_path("plain.safetensors", 0, logs), "plain.safetensors");
+  EXPECT_THROW(checkpoint_path("w-{val_accuracy}.safetensors", 0, logs), Error);
+}
+
+TEST(Callbacks, ModelCheckpointSavesThroughTheGivenFunctionEachEpoch) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(SGD(), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  std::vector<std::string> saved;
+  model.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
+            {.epochs = 2,
+             .verbose = 0,
+             .callbacks = {ModelCheckpoint(
+                 "m{epoch}.x", {.save = [&](const Sequential&, const std::string& path) {
+                   saved.push_back(path);
+                 }})}});
+  EXPECT_EQ(saved, (std::vector<std::string>{"m1.x", "m2.x"}));
+}
+
+TEST(Training, FitAndEvaluateWriteTheirTextToTheGivenOutput) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(SGD(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  std::string text;
+  const TextSink sink = [&](std::string_view piece) { text += piece; };
+  model.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
+            {.epochs = 2, .verbose = 1, .output = sink, .redraw = false});
+  EXPECT_NE(text.find("Epoch 1/2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Epoch 2/2\n2/2 [==============================] - "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" - loss: "), std::string::npos);
+  EXPECT_NE(text.find(" - accuracy: "), std::string::npos);
+  EXPECT_EQ(text.find('\r'), std::string::npos);
+  text.clear();
+  model.evaluate(d.x_test.rows(0, 64), d.y_test.rows(0, 64), {.output = sink});
+  EXPECT_EQ(text.rfind("2/2 [==============================] - ", 0), 0u) << text;
+}
+
+TEST(Tensor, AViewReadsTheCallersValuesInPlace) {
+  const std::vector<float> values{1, 2, 3, 4, 5, 6};
+  const Tensor v = Tensor::view({2, 3}, values);
+  EXPECT_EQ(v.data(), values.data());
+  EXPECT_EQ(v.shape(), (Shape{2, 3}));
+  EXPECT_EQ(v[5], 6.0f);
+  EXPECT_THROW(Tensor::view({4, 2}, values), Error);
+}
+
+TEST(Training, FitOnCallerBuffersGivesTheSameBitsAsOnTensors) {
+  const Mnist10k& d = Mnist10k::get();
+  const Tensor x = d.x_train.rows(0, 256), y = d.y_train.rows(0, 256);
+  auto train = [&](bool spans) {
+    Sequential model = small_model();
+    model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 3});
+    const FitOptions o{.epochs = 2, .verbose = 0};
+    const History h =
+        spans ? model.fit(x.values(), x.shape(), y.values(), y.shape(), o) : model.fit(x, y, o);
+    return h.history.at("loss");
+  };
+  EXPECT_EQ(train(true), train(false));
+}
+
+TEST(Training, CompileOrFitFromInsideFitIsRefused) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(SGD(), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  struct Recompile : Callback {
+    void on_epoch_end(Sequential& m, int, const Logs&) override {
+      m.compile(SGD(), "sparse_categorical_crossentropy");
+    }
+  };
+  EXPECT_THROW(model.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
+                         {.epochs = 1, .verbose = 0, .callbacks = {std::make_shared<Recompile>()}}),
+               Error);
+  EXPECT_NO_THROW(model.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64), {.verbose = 0}));
 }
 
 TEST(Callbacks, ReduceLROnPlateauAndStepDecayChangeTheLearningRate) {

@@ -40,6 +40,18 @@ Tensor::Tensor(Shape shape, std::span<const float> values) : Tensor(std::move(sh
   std::copy(values.begin(), values.end(), data_.get());
 }
 
+Tensor Tensor::view(Shape shape, std::span<const float> values) {
+  Tensor t;
+  t.size_ = shape_size(shape, "Tensor");
+  if (static_cast<int64_t>(values.size()) != t.size_)
+    throw Error("Tensor", std::to_string(values.size()) + " values given for shape " +
+                              shape_to_string(shape) + ", which holds " + std::to_string(t.size_));
+  t.shape_ = std::move(shape);
+  // Not owned: the deleter does nothing. Written through only by callers that own the values.
+  t.data_ = std::shared_ptr<float[]>(const_cast<float*>(values.data()), [](float*) {});
+  return t;
+}
+
 Tensor Tensor::rows(int64_t begin, int64_t end) const {
   if (rank() == 0 || begin < 0 || end < begin || end > shape_[0])
     throw Error("Tensor::rows", "rows [" + std::to_string(begin) + ", " + std::to_string(end) +

@@ -34,6 +34,11 @@ class Tensor {
   Tensor(Shape shape, std::initializer_list<float> values)
       : Tensor(std::move(shape), std::span<const float>(values.begin(), values.size())) {}
 
+  // A tensor over the caller's values, not a copy, for reading only (fit, evaluate and predict
+  // take one): the caller keeps the values alive and unchanged while it, or a copy of it, is in
+  // use. Requires values.size() == product(shape).
+  static Tensor view(Shape shape, std::span<const float> values);
+
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_.at(static_cast<std::size_t>(i)); }

@@ -1,5 +1,8 @@
 #include "nn/callbacks.h"
 
+#include <fmt/args.h>
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -53,22 +56,28 @@ class EarlyStoppingCallback final : public Callback {
     mon_.best = std::numeric_limits<double>::quiet_NaN();
     best_weights_.clear();
   }
-  void on_epoch_end(Sequential& model, int, const Logs& logs) override {
+  void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
+    if (epoch < o_.start_from_epoch) return;
     const double v = mon_.read(logs, "EarlyStopping");
     if (std::isnan(v)) return;
+    ++wait_;
     if (mon_.improves(v)) {
       mon_.best = v;
-      wait_ = 0;
       if (o_.restore_best_weights) best_weights_ = model.get_weights();
+      if (!o_.baseline || beats(v, *o_.baseline)) wait_ = 0;
       return;
     }
-    if (++wait_ > o_.patience) {
-      model.stop_training();
-      if (o_.restore_best_weights && !best_weights_.empty()) model.set_weights(best_weights_);
-    }
+    if (wait_ >= o_.patience && epoch > 0) model.stop_training();
+  }
+  void on_train_end(Sequential& model) override {
+    if (o_.restore_best_weights && !best_weights_.empty()) model.set_weights(best_weights_);
   }
 
  private:
+  bool beats(double v, double reference) const {
+    return mon_.max ? v - mon_.min_delta > reference : v + mon_.min_delta < reference;
+  }
+
   EarlyStoppingOptions o_;
   Monitor mon_;
   int wait_ = 0;
@@ -81,13 +90,17 @@ class ModelCheckpointCallback final : public Callback {
       : path_(std::move(path)), o_(std::move(o)) {
     mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "ModelCheckpoint"), 0.0};
   }
-  void on_epoch_end(Sequential& model, int, const Logs& logs) override {
+  void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
+    const std::string path = checkpoint_path(path_, epoch, logs);
     if (o_.save_best_only) {
       const double v = mon_.read(logs, "ModelCheckpoint");
       if (!mon_.improves(v)) return;
       mon_.best = v;
     }
-    save_weights(model, path_);
+    if (o_.save)
+      o_.save(model, path);
+    else
+      save_weights(model, path);
   }
 
  private:
@@ -152,6 +165,23 @@ std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options) {
 std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options) {
   return std::make_shared<ModelCheckpointCallback>(std::move(path), std::move(options));
 }
+std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs) {
+  if (pattern.find_first_of("{}") == std::string::npos) return pattern;
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  args.push_back(fmt::arg("epoch", epoch + 1));
+  std::string names = "epoch";
+  for (const auto& [key, value] : logs) {
+    args.push_back(fmt::arg(key.c_str(), value));
+    names += ", " + key;
+  }
+  try {
+    return fmt::vformat(pattern, args);
+  } catch (const fmt::format_error& e) {
+    throw Error("ModelCheckpoint", "cannot fill in the path '" + pattern + "' (" + e.what() +
+                                       "); it may name " + names);
+  }
+}
+
 std::shared_ptr<Callback> LearningRateScheduler(std::function<double(int, double)> schedule) {
   return std::make_shared<SchedulerCallback>(std::move(schedule));
 }

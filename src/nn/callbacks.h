@@ -46,24 +46,35 @@ class Callback {
   virtual void on_train_end(Sequential&) {}
 };
 
-// Stops when `monitor` has not improved by more than min_delta for `patience` epochs;
-// optionally puts back the best weights seen.
+// Keras's EarlyStopping: stops after `patience` epochs in a row in which `monitor` did not
+// improve by more than min_delta (so at most 1 + patience epochs after the best one); with
+// restore_best_weights, the weights of the best epoch are put back when training ends.
 struct EarlyStoppingOptions {
   std::string monitor = "val_loss";
   double min_delta = 0;
   int patience = 0;
   std::string mode = "auto";  // "min", "max", or "auto" (max for accuracy, min otherwise)
+  // An epoch that improves on the best but not on the baseline does not reset the wait.
+  std::optional<double> baseline;
   bool restore_best_weights = false;
+  int start_from_epoch = 0;  // epochs (0-based) before this one are not monitored
 };
 std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options = {});
 
-// Saves the model (safetensors) at the end of every epoch, or only when `monitor` improved.
+// Saves the model's weights at the end of every epoch, or only when `monitor` improved. The path
+// may name the epoch (1-based) and the epoch's logs as Keras's filepath does, in Python's (and
+// fmt's) format syntax: "ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"; a name the logs lack is an
+// Error.
 struct ModelCheckpointOptions {
   std::string monitor = "val_loss";
   bool save_best_only = false;
   std::string mode = "auto";
+  // Writes the file; empty: save_weights (nn/weights_io.h, safetensors).
+  std::function<void(const Sequential&, const std::string& path)> save;
 };
 std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options = {});
+// ModelCheckpoint's path for an epoch (0-based) and its logs.
+std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs);
 
 // Keras's LearningRateScheduler: lr for the next epoch = schedule(epoch (0-based), lr).
 std::shared_ptr<Callback> LearningRateScheduler(std::function<double(int, double)> schedule);

@@ -4,10 +4,18 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <utility>
 
 namespace crossover {
 
 bool is_terminal(std::FILE* f) { return ::isatty(::fileno(f)) == 1; }
+
+TextSink stdout_sink() {
+  return [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
+}
 
 std::string format_duration(double s) {
   if (s >= 1.0) return fmt::format("{}s", static_cast<long long>(std::llround(s)));
@@ -17,8 +25,8 @@ std::string format_duration(double s) {
 
 std::string format_per_step(double s) { return format_duration(s) + "/step"; }
 
-ProgressBar::ProgressBar(std::FILE* out, int64_t total_steps, bool interactive)
-    : out_(out), total_(total_steps), interactive_(interactive) {
+ProgressBar::ProgressBar(TextSink out, int64_t total_steps, bool interactive)
+    : out_(std::move(out)), total_(total_steps), interactive_(interactive) {
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -53,22 +61,16 @@ void ProgressBar::update(int64_t step, const std::vector<std::pair<std::string, 
   const double eta =
       step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : 0.0;
   const int digits = static_cast<int>(std::to_string(total_).size());
-  std::fputs(fmt::format("\r{:>{}}/{} {} - ETA: {}{}\x1b[K", step, digits, total_,
-                         bar(step, total_), format_duration(eta), values_text(values))
-                 .c_str(),
-             out_);
-  std::fflush(out_);
+  out_(fmt::format("\r{:>{}}/{} {} - ETA: {}{}\x1b[K", step, digits, total_, bar(step, total_),
+                   format_duration(eta), values_text(values)));
 }
 
 void ProgressBar::finish(int64_t steps, double seconds,
                          const std::vector<std::pair<std::string, double>>& values) {
   const double per_step = steps > 0 ? seconds / static_cast<double>(steps) : 0.0;
-  std::fputs(fmt::format("{}{}/{} {} - {} {}{}{}\n", interactive_ ? "\r" : "", steps, total_,
-                         bar(steps, total_), format_duration(seconds), format_per_step(per_step),
-                         values_text(values), interactive_ ? "\x1b[K" : "")
-                 .c_str(),
-             out_);
-  std::fflush(out_);
+  out_(fmt::format("{}{}/{} {} - {} {}{}{}\n", interactive_ ? "\r" : "", steps, total_,
+                   bar(steps, total_), format_duration(seconds), format_per_step(per_step),
+                   values_text(values), interactive_ ? "\x1b[K" : ""));
 }
 
 }  // namespace crossover

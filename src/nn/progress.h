@@ -7,11 +7,19 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace crossover {
+
+// Where fit's and evaluate's text goes: each call gets one piece (a line, or a redraw of the
+// bar), whole. The Python module passes one that writes to Python's sys.stdout.
+using TextSink = std::function<void(std::string_view)>;
+// C's stdout, flushed after each piece: the command line's output.
+TextSink stdout_sink();
 
 // "1s", "95us", "3ms": Keras's compact durations.
 std::string format_duration(double seconds);
@@ -20,8 +28,8 @@ std::string format_per_step(double seconds_per_step);
 
 class ProgressBar {
  public:
-  // out: where to draw (stdout); interactive: redraw in place (a terminal) or print once.
-  ProgressBar(std::FILE* out, int64_t total_steps, bool interactive);
+  // out: where to draw; interactive: redraw in place (a terminal) or print once.
+  ProgressBar(TextSink out, int64_t total_steps, bool interactive);
 
   // True when enough time has passed since the last draw that a redraw is worth a look at the
   // counters (so the caller reads them only a few times a second).
@@ -37,7 +45,7 @@ class ProgressBar {
   static std::string values_text(const std::vector<std::pair<std::string, double>>& values);
 
  private:
-  std::FILE* out_;
+  TextSink out_;
   int64_t total_;
   bool interactive_;
   std::chrono::steady_clock::time_point start_, last_draw_;

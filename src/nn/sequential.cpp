@@ -133,6 +133,7 @@ struct Sequential::Impl {
   std::vector<ParamSlot> slots;
   std::map<int64_t, Plan> plans;
   bool stop_requested = false;
+  bool fitting = false;  // inside fit: callbacks may look at the model, not rebuild it
   bool graphs_dirty = false;
 
   // ---- structure ----
@@ -622,6 +623,8 @@ Sequential& Sequential::operator=(Sequential&&) noexcept = default;
 void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
                          std::vector<std::string> metrics, CompileOptions options) {
   Impl& m = *impl_;
+  if (m.fitting)
+    throw Error("compile", "called during fit (from a callback): the model is being trained");
   m.loss = parse_loss(loss);
   m.loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
   m.accuracy = false;
@@ -649,12 +652,14 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
 
 History Sequential::fit(std::span<const float> x, Shape x_shape, std::span<const float> y,
                         Shape y_shape, FitOptions options) {
-  return fit(Tensor(std::move(x_shape), x), Tensor(std::move(y_shape), y), std::move(options));
+  return fit(Tensor::view(std::move(x_shape), x), Tensor::view(std::move(y_shape), y),
+             std::move(options));
 }
 
 History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   Impl& m = *impl_;
   m.require_compiled("fit");
+  if (m.fitting) throw Error("fit", "called during fit (from a callback)");
   if (o.epochs < 0) throw Error("fit", "epochs must not be negative");
   if (o.batch_size < 1) throw Error("fit", "batch_size must be at least 1");
   if (!(o.validation_split >= 0.0 && o.validation_split < 1.0))
@@ -695,9 +700,16 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
 
   History h;
   m.stop_requested = false;
-  InterruptGuard guard;
+  struct Fitting {
+    bool& flag;
+    explicit Fitting(bool& f) : flag(f) { flag = true; }
+    ~Fitting() { flag = false; }
+  } fitting(m.fitting);
+  InterruptGuard guard(o.second_interrupt_ends_process);
   const bool show = o.verbose > 0;
-  const bool interactive = show && o.verbose == 1 && is_terminal(stdout);
+  const TextSink out = o.output ? o.output : stdout_sink();
+  const bool interactive =
+      show && o.verbose == 1 && o.redraw.value_or(!o.output && is_terminal(stdout));
   for (auto& cb : o.callbacks) cb->on_train_begin(*this);
 
   std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
@@ -729,8 +741,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     m.backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
     m.backend->synchronize();
 
-    if (show) std::printf("Epoch %d/%d\n", epoch + 1, o.epochs);
-    ProgressBar bar(stdout, steps, interactive);
+    if (show) out(fmt::format("Epoch {}/{}\n", epoch + 1, o.epochs));
+    ProgressBar bar(out, steps, interactive);
     const auto t0 = Clock::now();
     int64_t done = 0;
     for (; done < steps; ++done) {
@@ -781,10 +793,10 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     if (InterruptGuard::requested() && o.stop_on_interrupt) {
       h.interrupted = true;
       if (show)
-        std::printf(
-            "Interrupted: training stopped after step %lld of epoch %d; the model keeps its "
+        out(fmt::format(
+            "Interrupted: training stopped after step {} of epoch {}; the model keeps its "
             "weights.\n",
-            static_cast<long long>(done), epoch + 1);
+            done, epoch + 1));
       break;
     }
     for (auto& cb : o.callbacks) cb->on_epoch_end(*this, epoch, logs);
@@ -814,7 +826,7 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   EvaluateResult r = m.run_evaluation(d, batch, m.copts.graphs);
   if (o.verbose > 0) {
     const int64_t steps = (d.n + batch - 1) / batch;
-    ProgressBar bar(stdout, steps, false);
+    ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false);
     StepCounters c;
     c.loss_sum = r.loss;
     c.correct_sum = r.accuracy;

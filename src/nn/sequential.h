@@ -21,6 +21,7 @@
 #include "nn/callbacks.h"
 #include "nn/layers.h"
 #include "nn/optimizers.h"
+#include "nn/progress.h"
 
 namespace crossover {
 
@@ -55,14 +56,23 @@ struct FitOptions {
   const Tensor* validation_y = nullptr;
   std::optional<uint64_t> seed;  // shuffle and dropout; default: the compile seed
   int verbose = 1;  // 1: progress bar (redrawn on a terminal; a line per epoch otherwise), 0: none
+  // Where the "Epoch i/n" lines and the bar go; empty: C's stdout (the command line).
+  TextSink output;
+  // Whether verbose=1 redraws the bar in place; unset: when `output` is empty and stdout is a
+  // terminal.
+  std::optional<bool> redraw;
   int initial_epoch = 0;  // resume: epochs before this one are counted as done
   std::vector<std::shared_ptr<Callback>> callbacks;
   bool stop_on_interrupt = true;  // Ctrl-C stops after the current step; the model is kept
+  // A second Ctrl-C in the same fit: true ends the process (the command line); false hands it to
+  // the SIGINT handler that was in place before fit (Python's).
+  bool second_interrupt_ends_process = true;
 };
 
 struct EvaluateOptions {
   int64_t batch_size = kDefaultBatchSize;
   int verbose = 1;
+  TextSink output;  // where the result line goes; empty: C's stdout
 };
 
 struct EvaluateResult {
@@ -94,7 +104,8 @@ class Sequential {
 
   // x: (N, features...) floats; y: (N,) class indices (sparse losses) or (N, C) targets.
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
-  // The same on a caller's buffers: x holds N * product(sample_shape) floats, y N labels.
+  // The same on a caller's buffers, read in place (not copied first): x holds
+  // N * product(sample_shape) floats, y N labels.
   History fit(std::span<const float> x, Shape x_shape, std::span<const float> y, Shape y_shape,
               FitOptions options = {});
   EvaluateResult evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});

@@ -4,6 +4,7 @@ builds nothing. Run: python -m pytest tests/python"""
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -223,10 +224,60 @@ def test_dense_takes_the_input_shape_of_the_model():
 def test_ctrl_c_during_fit_raises_keyboard_interrupt_with_the_model_intact(mnist):
     (x, y), _ = mnist
     model = compiled_small()
+    python_handler = signal.getsignal(signal.SIGINT)
+    # A real SIGINT from another thread while the library trains with the GIL released.
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="after the current step"):
         model.fit(x[:320], y[:320], epochs=100_000, verbose=0)
     timer.join()
     assert len(model.history.epoch) < 100_000  # stopped by the signal, not by the end of fit
+    assert all(np.isfinite(w).all() for w in model.get_weights())
     assert np.isfinite(model.predict(x[:4], verbose=0)).all()
+    assert np.isfinite(model.fit(x[:320], y[:320], epochs=1, verbose=0).history["loss"][0])
+    assert signal.getsignal(signal.SIGINT) is python_handler
+
+
+class _CtrlC(keras.callbacks.Callback):
+    """Presses Ctrl-C `times` times at the start of the second epoch."""
+
+    def __init__(self, times):
+        super().__init__()
+        self.times = times
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+            for _ in range(self.times):
+                os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_stops_after_the_current_step_and_fit_trains_on(mnist):
+    (x, y), _ = mnist
+    model = compiled_small()
+    with pytest.raises(KeyboardInterrupt, match="after the current step"):
+        model.fit(x[:320], y[:320], epochs=5, verbose=0, callbacks=[_CtrlC(1)])
+    core = model._model()
+    assert core.optimizer_steps == 10 + 1  # the first epoch's 10 steps, then one more
+    assert model.history.epoch == [0]  # the epochs finished
+    weights = model.get_weights()
+    assert all(np.isfinite(w).all() for w in weights)
+    model.fit(x[:320], y[:320], epochs=1, verbose=0)
+    assert core.optimizer_steps == 21
+    assert any((a != b).any() for a, b in zip(weights, model.get_weights()))
+
+
+def test_python_s_sigint_handler_is_back_after_fit():
+    model = compiled_small()
+    model.fit(np.zeros((32, 28, 28)), np.zeros(32), verbose=0)
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)  # Python's handler: KeyboardInterrupt right here
+        for _ in range(1000):
+            time.sleep(0.01)
+
+
+def test_a_second_ctrl_c_is_python_s_keyboard_interrupt_not_the_end_of_python(mnist):
+    (x, y), _ = mnist
+    model = compiled_small()
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x[:320], y[:320], epochs=5, verbose=0, callbacks=[_CtrlC(2)])
+    assert np.isfinite(model.predict(x[:4], verbose=0)).all()  # still here, model intact

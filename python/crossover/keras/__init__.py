@@ -5,13 +5,13 @@ from crossover import keras        # in place of: import keras
 
 from typing import Any
 
-from . import layers, models, optimizers
+from . import callbacks, layers, models, optimizers
 from . import datasets, losses, metrics, utils  # api block
 from ._args import unsupported_attribute
 from .layers import Input
 from .models import History, Sequential
 
-__all__ = ["layers", "models", "optimizers", "Input", "Sequential", "History"]
+__all__ = ["callbacks", "layers", "models", "optimizers", "Input", "Sequential", "History"]
 __all__ += ["datasets", "losses", "metrics", "utils"]
 
 
@@ -21,5 +21,6 @@ def __getattr__(name: str) -> Any:
     raise unsupported_attribute(
         "keras",
         name,
-        "Sequential models (layers, models, optimizers, losses, metrics, datasets, utils)",
+        "Sequential models (layers, models, optimizers, callbacks, losses, metrics, datasets, "
+        "utils)",
     )

@@ -4,6 +4,7 @@ compile/fit/evaluate/predict/get_weights go straight to the library's Sequential
 only maps Keras's arguments onto it and its results back to Keras's return values."""
 
 import math
+import os
 import sys
 from typing import Any, Iterable, Optional, Union
 
@@ -14,6 +15,7 @@ from . import losses as losses_module
 from . import metrics as metrics_module
 from . import optimizers as optimizers_module
 from ._args import reject_unsupported, unsupported_attribute
+from .callbacks import CallbackList, History
 from .layers import Flatten, InputLayer, Layer
 
 
@@ -33,17 +35,17 @@ def _verbosity(verbose: Union[str, int]) -> int:
     raise ValueError(f"verbose must be 'auto', 0, 1 or 2, got {verbose!r}")
 
 
-class History:
-    """Keras's History: `.history` (metric name -> per-epoch values) and `.epoch` (0-based)."""
-
-    def __init__(self, history: dict[str, list[float]], epoch: list[int], params: dict[str, Any]):
-        self.history = history
-        self.epoch = epoch
-        self.params = params
-        self.model: Optional["Sequential"] = None
-
-    def __repr__(self) -> str:
-        return f"<History epochs={self.epoch} keys={list(self.history)}>"
+# --- output (fit's progress line) ----------------------------------------------------------
+def _dynamic_display() -> bool:
+    """Whether fit redraws its progress bar in place: Keras 3's Progbar rule, word for word
+    (keras/src/utils/progbar.py). "posix" is in sys.modules on every Linux and macOS Python, so
+    there it is always True, as in Keras."""
+    return (
+        (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
+        or "ipykernel" in sys.modules
+        or "posix" in sys.modules
+        or "PYCHARM_HOSTED" in os.environ
+    )
 
 
 class Sequential:
@@ -202,7 +204,6 @@ class Sequential:
     ) -> History:
         reject_unsupported(
             "fit",
-            callbacks=(callbacks or None, None),
             class_weight=(class_weight, None),
             sample_weight=(sample_weight, None),
             steps_per_epoch=(steps_per_epoch, None),
@@ -220,7 +221,11 @@ class Sequential:
             vx, vy = (_floats(a, "validation_data") for a in validation_data)
         batch = 32 if batch_size is None else batch_size
         level = _verbosity(verbose)
-        sys.stdout.flush()  # the library prints the progress line itself
+        steps = math.ceil(math.ceil(len(x) * (1.0 - validation_split)) / batch)
+        params = {"verbose": level, "epochs": epochs, "steps": steps}
+        # Callbacks (and the History fit returns) are called between epochs by the library.
+        callback_list = CallbackList(callbacks, self, params)
+        self.stop_training = False
         result = model.fit(
             _floats(x, "x"),
             _floats(y, "y"),
@@ -232,12 +237,12 @@ class Sequential:
             vy,
             level,
             initial_epoch,
+            callback_list,
+            _dynamic_display(),
         )
-        history = {self._keras_key(k): v for k, v in result["history"].items() if k != "lr"}
-        steps = math.ceil(math.ceil(len(x) * (1.0 - validation_split)) / batch)
-        h = History(history, result["epoch"], {"verbose": level, "epochs": epochs, "steps": steps})
-        h.model = self
+        h = callback_list.history
         self.history = h
+        self.stop_training = self.stop_training or result["stopped_early"]
         if result["interrupted"]:
             raise KeyboardInterrupt(
                 "training stopped after the current step; the model keeps its weights"
@@ -262,7 +267,6 @@ class Sequential:
             callbacks=(callbacks or None, None),
         )
         model = self._require_compiled("evaluate")
-        sys.stdout.flush()
         loss, accuracy = model.evaluate(
             _floats(x, "x"),
             _floats(y, "y"),

@@ -1,0 +1,138 @@
+// crossover._core: fit's callbacks and text output (see _core_callbacks.h).
+//
+// Keras's callbacks are the library's (nn/callbacks.h): crossover/keras/callbacks.py gives them
+// Keras's names and arguments and calls their hooks; a user's Python Callback is reached through
+// python_callbacks(), the only library callback fit is given from Python.
+#include "_core_callbacks.h"
+
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace crossover;
+
+namespace crossover_python {
+namespace {
+
+class PythonCallbacks final : public Callback {
+ public:
+  explicit PythonCallbacks(nb::object list) : list_(std::move(list)) {}
+  ~PythonCallbacks() override {
+    nb::gil_scoped_acquire gil;
+    list_.reset();
+  }
+  void on_train_begin(Sequential&) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_train_begin")();
+  }
+  void on_epoch_begin(Sequential&, int epoch) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_epoch_begin")(epoch);
+  }
+  void on_epoch_end(Sequential&, int epoch, const Logs& logs) override {
+    nb::gil_scoped_acquire gil;
+    nb::dict d;
+    for (const auto& [key, value] : logs) d[key.c_str()] = value;
+    list_.attr("on_epoch_end")(epoch, d);
+  }
+  void on_train_end(Sequential&) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_train_end")();
+  }
+
+ private:
+  nb::object list_;
+};
+
+// The weight files ModelCheckpoint writes, by the path's suffix: the library's writer of each.
+using Saver = std::function<void(const Sequential&, const std::string&)>;
+const std::vector<std::pair<std::string, Saver>>& savers() {
+  static const std::vector<std::pair<std::string, Saver>> s = {
+      {".safetensors", [](const Sequential& m, const std::string& p) { save_weights(m, p); }},
+  };
+  return s;
+}
+
+Saver saver_for(const std::string& path) {
+  for (const auto& [suffix, save] : savers())
+    if (path.size() >= suffix.size() && path.ends_with(suffix)) return save;
+  std::string known;
+  for (const auto& [suffix, save] : savers()) known += (known.empty() ? "" : ", ") + suffix;
+  throw Error("ModelCheckpoint", "cannot write '" + path + "': the path must end in " + known);
+}
+
+}  // namespace
+
+std::shared_ptr<Callback> python_callbacks(nb::object callback_list) {
+  return std::make_shared<PythonCallbacks>(std::move(callback_list));
+}
+
+TextSink python_stdout() {
+  return [](std::string_view text) {
+    nb::gil_scoped_acquire gil;
+    nb::object out = nb::module_::import_("sys").attr("stdout");
+    if (out.is_none()) return;  // pythonw: no console
+    out.attr("write")(nb::str(text.data(), text.size()));
+    out.attr("flush")();
+  };
+}
+
+void bind_callbacks(nb::module_& m) {
+  // The library's callbacks, called by crossover/keras/callbacks.py with the library's model.
+  nb::class_<Callback>(m, "Callback")
+      .def("on_train_begin", &Callback::on_train_begin, nb::arg("model"))
+      .def("on_epoch_begin", &Callback::on_epoch_begin, nb::arg("model"), nb::arg("epoch"))
+      .def("on_epoch_end", &Callback::on_epoch_end, nb::arg("model"), nb::arg("epoch"),
+           nb::arg("logs"))
+      .def("on_train_end", &Callback::on_train_end, nb::arg("model"));
+
+  m.def(
+      "EarlyStopping",
+      [](std::string monitor, double min_delta, int patience, std::string mode,
+         std::optional<double> baseline, bool restore_best_weights, int start_from_epoch) {
+        return EarlyStopping({std::move(monitor), min_delta, patience, std::move(mode), baseline,
+                              restore_best_weights, start_from_epoch});
+      },
+      nb::arg("monitor"), nb::arg("min_delta"), nb::arg("patience"), nb::arg("mode"),
+      nb::arg("baseline").none(), nb::arg("restore_best_weights"), nb::arg("start_from_epoch"));
+  m.def(
+      "ModelCheckpoint",
+      [](std::string filepath, std::string monitor, bool save_best_only, std::string mode) {
+        Saver save = saver_for(filepath);
+        return ModelCheckpoint(std::move(filepath),
+                               {std::move(monitor), save_best_only, std::move(mode), save});
+      },
+      nb::arg("filepath"), nb::arg("monitor"), nb::arg("save_best_only"), nb::arg("mode"));
+  m.def("checkpoint_suffixes", [] {
+    std::vector<std::string> s;
+    for (const auto& [suffix, save] : savers()) s.push_back(suffix);
+    return s;
+  });
+  m.def(
+      "LearningRateScheduler",
+      [](std::function<double(int, double)> schedule) {
+        return LearningRateScheduler(std::move(schedule));
+      },
+      nb::arg("schedule"));
+  m.def(
+      "ReduceLROnPlateau",
+      [](std::string monitor, double factor, int patience, double min_delta, int cooldown,
+         double min_lr, std::string mode) {
+        return ReduceLROnPlateau(
+            {std::move(monitor), factor, patience, min_delta, cooldown, min_lr, std::move(mode)});
+      },
+      nb::arg("monitor"), nb::arg("factor"), nb::arg("patience"), nb::arg("min_delta"),
+      nb::arg("cooldown"), nb::arg("min_lr"), nb::arg("mode"));
+}
+
+}  // namespace crossover_python

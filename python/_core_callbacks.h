@@ -1,0 +1,26 @@
+// crossover._core's side of fit's callbacks and output (python/_core_callbacks.cpp).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+
+#include "crossover.h"
+
+namespace crossover_python {
+
+// The library's Callback that calls a Python CallbackList (crossover/keras/callbacks.py) at
+// fit's epoch boundaries, taking the GIL: on_train_begin(), on_epoch_begin(epoch),
+// on_epoch_end(epoch, logs dict), on_train_end(). A Python exception raised there leaves fit as
+// that exception (nanobind::python_error), with the model as the last finished step left it.
+std::shared_ptr<crossover::Callback> python_callbacks(nanobind::object callback_list);
+
+// Writes each piece of text to Python's sys.stdout (looked up at each call, so a redirection
+// made meanwhile is followed) and flushes it, taking the GIL.
+crossover::TextSink python_stdout();
+
+// _core.Callback (the library's callbacks: on_*(model, ...)), EarlyStopping, ModelCheckpoint,
+// LearningRateScheduler, ReduceLROnPlateau and checkpoint_suffixes().
+void bind_callbacks(nanobind::module_& m);
+
+}  // namespace crossover_python

@@ -1,0 +1,403 @@
+"""Keras's callbacks on crossover: Callback, History, EarlyStopping, ModelCheckpoint,
+LearningRateScheduler and ReduceLROnPlateau.
+
+fit's loop runs in the library (C++); between epochs it calls one CallbackList (below), which
+calls each callback's hooks in order with Keras's `logs` dict, as Keras's CallbackList does.
+EarlyStopping, ModelCheckpoint, LearningRateScheduler and ReduceLROnPlateau are the library's
+callbacks (nn/callbacks.h): these classes only take Keras's arguments and call the library's hooks.
+Batch-level hooks are never called (there is no Python between steps): a callback that overrides
+one is refused by fit."""
+
+import functools
+import os
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .. import _core
+from ._args import reject_unknown, reject_unsupported
+
+# Hooks Keras calls inside an epoch, or from evaluate/predict: crossover does not call them.
+_NOT_CALLED = (
+    "on_batch_begin",
+    "on_batch_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+    "on_test_begin",
+    "on_test_end",
+    "on_test_batch_begin",
+    "on_test_batch_end",
+    "on_predict_begin",
+    "on_predict_end",
+    "on_predict_batch_begin",
+    "on_predict_batch_end",
+)
+
+
+class Callback:
+    """keras.callbacks.Callback: subclass it and override on_train_begin/end(logs) and
+    on_epoch_begin/end(epoch, logs). `self.model` is the model being trained (set
+    `self.model.stop_training = True` to stop after this epoch), `self.params` fit's parameters
+    (verbose, epochs, steps)."""
+
+    def __init__(self) -> None:
+        self.params: Optional[dict[str, Any]] = None
+        self._model: Any = None
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    def set_model(self, model: Any) -> None:
+        self._model = model
+
+    @property
+    def model(self) -> Any:
+        return self._model
+
+    def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_train_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    # Never called by crossover (see _NOT_CALLED); here so that Keras code calling super() works.
+    def on_batch_begin(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_train_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_test_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_test_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_test_batch_begin(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_test_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_predict_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_predict_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_predict_batch_begin(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+    def on_predict_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        pass
+
+
+class History(Callback):
+    """Keras's History: `.history` (metric name -> per-epoch values) and `.epoch` (0-based), as
+    the epochs' `logs` held them after every other callback ran. fit returns one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history: dict[str, list[float]] = {}
+        self.epoch: list[int] = []
+
+    def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        self.epoch = []
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        self.epoch.append(epoch)
+        for k, v in (logs or {}).items():
+            self.history.setdefault(k, []).append(v)
+        self.model.history = self
+
+    def __repr__(self) -> str:
+        return f"<History epochs={self.epoch} keys={list(self.history)}>"
+
+
+class CallbackList:
+    """What the library's fit calls between epochs (through crossover._core): each callback in
+    order, with one `logs` dict per epoch shared by all of them, History last (Keras's order).
+    After each hook, `model.stop_training = True` is passed on to the library."""
+
+    def __init__(self, callbacks: Any, model: Any, params: dict[str, Any]) -> None:
+        if isinstance(callbacks, Callback):
+            callbacks = [callbacks]
+        self.callbacks = list(callbacks or [])
+        for cb in self.callbacks:
+            _check_callback(cb)
+        self.history = next((cb for cb in self.callbacks if isinstance(cb, History)), None)
+        if self.history is None:
+            self.history = History()
+            self.callbacks.append(self.history)
+        self.model = model
+        for cb in self.callbacks:
+            cb.set_model(model)
+            cb.set_params(params)
+        self._last_logs: dict[str, float] = {}
+
+    def _pass_on_stop(self) -> None:
+        if self.model.stop_training:
+            self.model._model().stop_training()
+
+    def on_train_begin(self) -> None:
+        logs: dict[str, float] = {}
+        for cb in self.callbacks:
+            cb.on_train_begin(logs)
+        self._pass_on_stop()
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        logs: dict[str, float] = {}
+        for cb in self.callbacks:
+            cb.on_epoch_begin(epoch, logs)
+        self._pass_on_stop()
+
+    def on_epoch_end(self, epoch: int, library_logs: dict[str, float]) -> None:
+        # The library's "lr" is Keras's "learning_rate", which only the learning-rate callbacks add.
+        # The accuracy is named as the user named the metric ('acc', ...), as in Keras's logs.
+        key = getattr(self.model, "_keras_key", lambda k: k)
+        logs = {key(k): v for k, v in library_logs.items() if k != "lr"}
+        for cb in self.callbacks:
+            cb.on_epoch_end(epoch, logs)
+        self._last_logs = logs
+        self._pass_on_stop()
+
+    def on_train_end(self) -> None:
+        for cb in self.callbacks:
+            cb.on_train_end(self._last_logs)
+
+
+def _check_callback(cb: Any) -> None:
+    if not isinstance(cb, Callback):
+        raise TypeError(
+            f"callbacks must be crossover.keras.callbacks.Callback instances, got {cb!r} "
+            f"(of type {type(cb).__name__})"
+        )
+    for name in _NOT_CALLED:
+        if getattr(type(cb), name) is not getattr(Callback, name):
+            raise ValueError(
+                f"callbacks: {type(cb).__name__} overrides {name}, which crossover never calls: "
+                "the training loop runs in C++ and calls callbacks only between epochs "
+                "(on_train_begin/end, on_epoch_begin/end); see docs/PYTHON.md"
+            )
+
+
+def _numbers(logs: Optional[dict[str, Any]]) -> dict[str, float]:
+    """The logs the library's callbacks read: the numeric entries."""
+    out = {}
+    for k, v in (logs or {}).items():
+        try:
+            out[str(k)] = float(v)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+class _LibraryCallback(Callback):
+    """A Keras callback whose logic is the library's: each hook calls the library's hook."""
+
+    _core: Any
+
+    def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        self._core.on_train_begin(self.model._model())
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        self._core.on_epoch_begin(self.model._model(), epoch)
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        self._core.on_epoch_end(self.model._model(), epoch, _numbers(logs))
+
+    def on_train_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        self._core.on_train_end(self.model._model())
+
+
+def _mode(mode: str, owner: str) -> str:
+    if mode not in ("auto", "min", "max"):
+        raise ValueError(f"{owner}: mode must be 'auto', 'min' or 'max', got {mode!r}")
+    return mode
+
+
+class EarlyStopping(_LibraryCallback):
+    """keras.callbacks.EarlyStopping: stops when `monitor` has not improved for `patience`
+    epochs (the library's EarlyStopping)."""
+
+    def __init__(
+        self,
+        monitor: str = "val_loss",
+        min_delta: float = 0,
+        patience: int = 0,
+        verbose: int = 0,
+        mode: str = "auto",
+        baseline: Optional[float] = None,
+        restore_best_weights: bool = False,
+        start_from_epoch: int = 0,
+    ) -> None:
+        super().__init__()
+        reject_unsupported("EarlyStopping", verbose=(verbose, 0))
+        self.monitor = monitor
+        self.min_delta = abs(min_delta)
+        self.patience = patience
+        self.verbose = verbose
+        self.mode = _mode(mode, "EarlyStopping")
+        self.baseline = baseline
+        self.restore_best_weights = restore_best_weights
+        self.start_from_epoch = start_from_epoch
+        self._core = _core.EarlyStopping(
+            monitor,
+            float(min_delta),
+            int(patience),
+            mode,
+            None if baseline is None else float(baseline),
+            bool(restore_best_weights),
+            int(start_from_epoch),
+        )
+
+
+class ModelCheckpoint(_LibraryCallback):
+    """keras.callbacks.ModelCheckpoint with save_weights_only=True: the weights at the end of each
+    epoch (or only the best, with save_best_only), to `filepath`, which may hold `{epoch:02d}` and
+    the logs' values (`{val_loss:.2f}`) as in Keras. The suffix names the format: the ones the
+    library writes (_core.checkpoint_suffixes(): .safetensors)."""
+
+    def __init__(
+        self,
+        filepath: Any,
+        monitor: str = "val_loss",
+        verbose: int = 0,
+        save_best_only: bool = False,
+        save_weights_only: bool = False,
+        mode: str = "auto",
+        save_freq: Any = "epoch",
+        initial_value_threshold: Optional[float] = None,
+    ) -> None:
+        super().__init__()
+        reject_unsupported(
+            "ModelCheckpoint",
+            verbose=(verbose, 0),
+            save_freq=(save_freq, "epoch"),
+            initial_value_threshold=(initial_value_threshold, None),
+        )
+        self.filepath = os.fspath(filepath)
+        suffixes = list(_core.checkpoint_suffixes())
+        if not save_weights_only:
+            raise ValueError(
+                "ModelCheckpoint: crossover saves weights only (there is no model.save): give "
+                f"save_weights_only=True and a filepath ending in {' or '.join(suffixes)}, got "
+                f"filepath={self.filepath!r}"
+            )
+        if not any(self.filepath.endswith(s) for s in suffixes):
+            raise ValueError(
+                f"ModelCheckpoint: the filepath must end in {' or '.join(suffixes)} (the weight "
+                f"formats crossover writes), got filepath={self.filepath!r}"
+            )
+        self.monitor = monitor
+        self.verbose = verbose
+        self.save_best_only = save_best_only
+        self.save_weights_only = save_weights_only
+        self.mode = _mode(mode, "ModelCheckpoint")
+        self._core = _core.ModelCheckpoint(self.filepath, monitor, bool(save_best_only), mode)
+
+    def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        folder = os.path.dirname(self.filepath)
+        if folder and "{" not in folder:
+            os.makedirs(folder, exist_ok=True)  # as Keras makes it
+        super().on_train_begin(logs)
+
+
+def _next_learning_rate(schedule: Callable[..., float], epoch: int, lr: float) -> float:
+    try:
+        value = schedule(epoch, lr)
+    except TypeError:  # Keras's old API: schedule(epoch)
+        value = schedule(epoch)
+    if not isinstance(value, (float, np.floating)):  # as Keras: an int is refused too
+        raise ValueError(f"The output of the `schedule` function should be a float. Got: {value}")
+    return float(value)
+
+
+class LearningRateScheduler(_LibraryCallback):
+    """keras.callbacks.LearningRateScheduler: at each epoch's start the learning rate becomes
+    schedule(epoch, lr) (or schedule(epoch), Keras's old form); logs get `learning_rate`."""
+
+    def __init__(self, schedule: Callable[..., float], verbose: int = 0) -> None:
+        super().__init__()
+        reject_unsupported("LearningRateScheduler", verbose=(verbose, 0))
+        self.schedule = schedule
+        self.verbose = verbose
+        # Not a bound method: the library's callback holding `self` would be a cycle through C++
+        # that Python's collector cannot see.
+        self._core = _core.LearningRateScheduler(functools.partial(_next_learning_rate, schedule))
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        super().on_epoch_end(epoch, logs)
+        if logs is not None:
+            logs["learning_rate"] = float(self.model._model().learning_rate)
+
+
+class ReduceLROnPlateau(_LibraryCallback):
+    """keras.callbacks.ReduceLROnPlateau (the library's): multiplies the learning rate by `factor`
+    after `patience` epochs without improvement of `monitor`; logs get `learning_rate` (the rate
+    the epoch ran with, as Keras logs it)."""
+
+    def __init__(
+        self,
+        monitor: str = "val_loss",
+        factor: float = 0.1,
+        patience: int = 10,
+        verbose: int = 0,
+        mode: str = "auto",
+        min_delta: float = 1e-4,
+        cooldown: int = 0,
+        min_lr: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        reject_unknown("ReduceLROnPlateau", kwargs)
+        reject_unsupported("ReduceLROnPlateau", verbose=(verbose, 0))
+        if factor >= 1.0:
+            raise ValueError(
+                f"ReduceLROnPlateau does not support a factor >= 1.0. Received factor={factor}"
+            )
+        self.monitor = monitor
+        self.factor = factor
+        self.patience = patience
+        self.verbose = verbose
+        self.mode = _mode(mode, "ReduceLROnPlateau")
+        self.min_delta = min_delta
+        self.cooldown = cooldown
+        self.min_lr = min_lr
+        self._core = _core.ReduceLROnPlateau(
+            monitor,
+            float(factor),
+            int(patience),
+            float(min_delta),
+            int(cooldown),
+            float(min_lr),
+            mode,
+        )
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        if logs is not None:
+            logs["learning_rate"] = float(self.model._model().learning_rate)
+        super().on_epoch_end(epoch, logs)
+
+
+__all__ = [
+    "Callback",
+    "CallbackList",
+    "History",
+    "EarlyStopping",
+    "ModelCheckpoint",
+    "LearningRateScheduler",
+    "ReduceLROnPlateau",
+]
