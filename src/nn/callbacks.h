@@ -57,7 +57,8 @@ struct EarlyStoppingOptions {
 };
 std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options = {});
 
-// Saves the model (safetensors) at the end of every epoch, or only when `monitor` improved.
+// Saves the weights (save_weights: .safetensors, or Keras 3 .weights.h5 by the suffix) at the
+// end of every epoch, or only when `monitor` improved.
 struct ModelCheckpointOptions {
   std::string monitor = "val_loss";
   bool save_best_only = false;
