@@ -69,6 +69,8 @@ nb::dict history_to_python(const History& h) {
 
 }  // namespace
 
+void bind_files(nb::module_& m);  // _core_files.cpp
+
 NB_MODULE(_core, m) {
   m.doc() = "crossover's C++ engine (use crossover.keras)";
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -216,4 +218,5 @@ NB_MODULE(_core, m) {
             s.set_weights(named);
           },
           nb::arg("weights"));
+  bind_files(m);
 }

@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import _core
 from . import optimizers as optimizers_module
-from ._args import reject_unsupported
+from . import saving
+from ._args import reject_unknown, reject_unsupported
 from .layers import Flatten, InputLayer, Layer
 
 
@@ -288,5 +289,23 @@ class Sequential:
             [(n, _floats(w, f"set_weights: weight {i}")) for i, (n, w) in enumerate(named)]
         )
 
+    # --- files (saving.py) ----------------------------------------------------------------
+    def save_weights(
+        self, filepath: Any, overwrite: bool = True, max_shard_size: Any = None
+    ) -> None:
+        """`.weights.h5` (Keras 3's layout) or `.safetensors`, by the suffix."""
+        saving.save_weights(self, filepath, overwrite=overwrite, max_shard_size=max_shard_size)
 
-__all__ = ["Sequential", "History"]
+    def load_weights(self, filepath: Any, skip_mismatch: bool = False, **kwargs: Any) -> None:
+        """From a `.weights.h5` (Keras's or crossover's) or `.safetensors` file."""
+        reject_unknown("load_weights", kwargs)  # Keras 2's by_name=, ...
+        saving.load_weights(self, filepath, skip_mismatch=skip_mismatch)
+
+    def to_json(self, **kwargs: Any) -> str:
+        """Keras 3's model JSON; keyword arguments go to json.dumps."""
+        return saving.to_json(self, **kwargs)
+
+
+model_from_json = saving.model_from_json
+
+__all__ = ["Sequential", "History", "model_from_json"]
