@@ -267,3 +267,15 @@ def test_model_from_json_names_an_unsupported_layer_class(file, layer):
 def test_model_from_json_refuses_a_functional_model():
     with pytest.raises(ValueError, match="Functional"):
         keras.models.model_from_json((KERAS_DATA / "functional_keras3.json").read_text())
+
+
+def test_to_json_has_a_compile_config_only_once_the_user_compiled():
+    model = tiny_model()
+    model.predict(np.zeros((1, 2, 3), np.float32))  # weights exist, the user has not compiled
+    assert "compile_config" not in json.loads(model.to_json())
+    model.compile(optimizer="sgd", loss="mean_squared_error")
+    assert json.loads(model.to_json())["compile_config"]["loss"] == "mean_squared_error"
+
+
+def test_to_json_uses_keras_separators():
+    assert tiny_model().to_json().startswith('{"module": "keras", "class_name": "Sequential"')

@@ -56,10 +56,12 @@ def load_weights(model: "Sequential", filepath: Any, skip_mismatch: bool = False
 
 
 def to_json(model: "Sequential", **kwargs: Any) -> str:
-    """Keras 3's model JSON (the library's model_to_json); keyword arguments go to json.dumps,
-    as in Keras."""
-    text = _core.model_to_json(model._model())
-    return json.dumps(json.loads(text), **kwargs) if kwargs else text
+    """Keras 3's model JSON (the library's model_to_json), with compile_config only once the
+    user compiled; keyword arguments go to json.dumps, as in Keras."""
+    config = json.loads(_core.model_to_json(model._model()))
+    if not model._user_compiled:  # the library's placeholder compile is not the user's
+        config.pop("compile_config", None)
+    return json.dumps(config, **kwargs)  # Keras's separators: {"a": 1, ...}
 
 
 def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
