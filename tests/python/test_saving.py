@@ -213,6 +213,15 @@ def test_hostile_files_are_refused_with_a_value_error_never_a_crash(tmp_path):
     assert refused >= 11  # at least every truncation and the garbage
 
 
+def test_a_file_that_crashes_libhdf5_is_a_value_error_and_the_process_lives_on():
+    # Found by fuzz/fuzz_keras_h5.cpp: libhdf5 1.10.8 reads out of bounds (SIGSEGV) on it.
+    model = tiny_model()
+    with pytest.raises(ValueError, match="libhdf5 crashed reading it"):
+        model.load_weights(KERAS_DATA / "libhdf5_crash.weights.h5")
+    model.load_weights(KERAS_DATA / "tiny.weights.h5")  # the model and libhdf5 still work
+    assert_same_weights(model.get_weights(), npz_arrays("tiny_weights.npz"))
+
+
 def test_a_legacy_keras2_file_renamed_to_weights_h5_is_refused_naming_it(tmp_path):
     path = tmp_path / "renamed.weights.h5"
     path.write_bytes((KERAS_DATA / "tiny_keras2_legacy.h5").read_bytes())
