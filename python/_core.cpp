@@ -73,6 +73,7 @@ nb::dict history_to_python(const History& h) {
 
 void bind_api(nb::module_& m);    // _core_api.cpp
 void bind_optim(nb::module_& m);  // _core_optim.cpp
+void bind_files(nb::module_& m);  // _core_files.cpp
 
 NB_MODULE(_core, m) {
   m.doc() = "crossover's C++ engine (use crossover.keras)";
@@ -236,4 +237,5 @@ NB_MODULE(_core, m) {
           nb::arg("weights"));
   bind_api(m);
   bind_optim(m);
+  bind_files(m);
 }

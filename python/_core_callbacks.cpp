@@ -54,12 +54,13 @@ class PythonCallbacks final : public Callback {
   nb::object list_;
 };
 
-// The weight files ModelCheckpoint writes, by the path's suffix: the library's writer of each.
+// The weight files ModelCheckpoint writes, by the path's suffix: the library's save_weights picks
+// the writer by the same suffix (weights_format_of).
 using Saver = std::function<void(const Sequential&, const std::string&)>;
 const std::vector<std::pair<std::string, Saver>>& savers() {
-  static const std::vector<std::pair<std::string, Saver>> s = {
-      {".safetensors", [](const Sequential& m, const std::string& p) { save_weights(m, p); }},
-  };
+  static const Saver save = [](const Sequential& m, const std::string& p) { save_weights(m, p); };
+  static const std::vector<std::pair<std::string, Saver>> s = {{".weights.h5", save},
+                                                               {".safetensors", save}};
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include "data/png.h"
 #include "nn/callbacks.h"
 #include "nn/checkpoint.h"
+#include "nn/keras_h5.h"
 #include "nn/layers.h"
 #include "nn/model_config.h"
 #include "nn/optimizers.h"

@@ -21,7 +21,7 @@ struct TrainOptions : CommonOptions {
   std::string precision = "fp32";
   ProfileFlags profile;
   double validation_split = 0.0;
-  std::string save;        // --save FILE: the trained model (safetensors)
+  std::string save;        // --save FILE: the trained model (safetensors, or .weights.h5)
   std::string checkpoint;  // --checkpoint CKPT: weights + optimizer state after every epoch
   std::string resume;      // --resume CKPT: continue a run from its checkpoint
   bool model_given = false, seed_given = false, batch_given = false;
@@ -270,7 +270,8 @@ void add_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option(
       "--save", o->save,
-      "Save the trained model here (safetensors; crossover evaluate/predict --load it)");
+      "Save the trained model here (safetensors, which crossover evaluate/predict --load; or "
+      "Keras 3's weights alone if the name ends in .weights.h5)");
   cmd->add_option("--checkpoint", o->checkpoint,
                   "Write a checkpoint (weights, optimizer state, epoch) here after every epoch");
   cmd->add_option("--resume", o->resume,

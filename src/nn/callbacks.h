@@ -61,15 +61,15 @@ struct EarlyStoppingOptions {
 };
 std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options = {});
 
-// Saves the model's weights at the end of every epoch, or only when `monitor` improved. The path
-// may name the epoch (1-based) and the epoch's logs as Keras's filepath does, in Python's (and
-// fmt's) format syntax: "ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"; a name the logs lack is an
-// Error.
+// Saves the model's weights (save_weights: .safetensors, or Keras 3's .weights.h5, by the suffix)
+// at the end of every epoch, or only when `monitor` improved. The path may name the epoch
+// (1-based) and the epoch's logs as Keras's filepath does, in Python's (and fmt's) format syntax:
+// "ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"; a name the logs lack is an Error.
 struct ModelCheckpointOptions {
   std::string monitor = "val_loss";
   bool save_best_only = false;
   std::string mode = "auto";
-  // Writes the file; empty: save_weights (nn/weights_io.h, safetensors).
+  // Writes the file; empty: save_weights (nn/weights_io.h, the format by the suffix).
   std::function<void(const Sequential&, const std::string& path)> save;
 };
 std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options = {});

@@ -849,7 +849,10 @@ std::string model_to_json(const Sequential& model) {
     }
     e["config"] = c;
     e["registered_name"] = nullptr;
-    if (!shape.empty()) e["build_config"] = ojson{{"input_shape", batch_shape(shape)}};
+    // As Keras 3 writes it: a build_config for Flatten and Dense, none for the layers whose
+    // build() does nothing (InputLayer, Dropout, Activation).
+    const bool builds = l.type == LayerType::flatten || l.type == LayerType::dense;
+    if (!shape.empty() && builds) e["build_config"] = ojson{{"input_shape", batch_shape(shape)}};
     out_layers.push_back(e);
     shape = next;
   }

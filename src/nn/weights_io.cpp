@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "nn/keras_h5.h"
 #include "nn/model_config.h"
 #include "nn/optimizers.h"
 
@@ -102,7 +104,9 @@ json parse_header_json(std::string_view text, const std::string& where) {
 
 // ---- files -----------------------------------------------------------------------------------
 
-std::vector<uint8_t> read_file(const std::string& path) {
+}  // namespace
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path, sys_error("cannot open"));
   struct stat st {};
@@ -113,7 +117,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
   }
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
-    throw Error(path, "is a folder, not a safetensors file");
+    throw Error(path, "is a folder, not a weights file");
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -143,6 +147,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return bytes;
 }
 
+namespace {
+
 // The process's umask, without changing it (umask() itself is not thread-safe to query).
 mode_t current_umask() {
   if (FILE* f = std::fopen("/proc/self/status", "r")) {
@@ -159,8 +165,8 @@ mode_t current_umask() {
   return 022;
 }
 
-// Writes the pieces to `path` through a temporary file in the same folder, then renames it over
-// the target. On failure the temporary file is removed and the target is untouched.
+}  // namespace
+
 void write_file_atomic(const std::string& path,
                        const std::vector<std::span<const uint8_t>>& pieces) {
   if (path.empty()) throw Error("save", "the output path is empty");
@@ -218,6 +224,8 @@ void write_file_atomic(const std::string& path,
     ::close(dfd);
   }
 }
+
+namespace {
 
 void to_little_endian_floats(const float* src, int64_t n, std::vector<uint8_t>& out) {
   const std::size_t at = out.size();
@@ -383,7 +391,7 @@ const Tensor* SafetensorsFile::find(const std::string& name) const {
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file(path);
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
   SafetensorsFile f;
   f.header = parse_safetensors(bytes, path);
   for (const SafetensorsEntry& e : f.header.tensors) {
@@ -441,7 +449,32 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
 
 // ---- models ----------------------------------------------------------------------------------
 
+WeightsFormat weights_format_of(const std::string& path) {
+  auto ends_with = [&](std::string_view suffix) {
+    if (path.size() < suffix.size()) return false;
+    for (std::size_t i = 0; i < suffix.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(path[path.size() - suffix.size() + i])) !=
+          suffix[i])
+        return false;
+    return true;
+  };
+  constexpr const char* kSupported =
+      "crossover saves and loads weights as .safetensors or Keras 3's .weights.h5";
+  if (ends_with(".weights.h5")) return WeightsFormat::keras_h5;
+  if (ends_with(".keras"))
+    throw Error(path, std::string("a .keras archive (model.save) is not supported: ") + kSupported +
+                          " (model.save_weights)");
+  if (ends_with(".h5") || ends_with(".hdf5") || ends_with(".he5"))
+    throw Error(path, std::string("a legacy Keras 2 .h5 file is not supported: ") + kSupported +
+                          " (name the file *.weights.h5)");
+  return WeightsFormat::safetensors;
+}
+
 void save_weights(const Sequential& model, const std::string& path) {
+  if (weights_format_of(path) == WeightsFormat::keras_h5) {
+    save_keras_weights_h5(model, path);
+    return;
+  }
   std::vector<NamedTensor> w = model.get_weights();
   if (w.empty())
     throw Error(
@@ -502,10 +535,18 @@ void load_weights(Sequential& model, const std::string& path) {
     throw Error(path,
                 "compile the model before loading weights into it (compile() sets up the "
                 "parameters, and re-initializes them)");
+  if (weights_format_of(path) == WeightsFormat::keras_h5) {
+    load_keras_weights_h5(model, path);
+    return;
+  }
   load_weights(model, read_safetensors(path), path);
 }
 
 Sequential load_model(const std::string& path, CompileOptions options) {
+  if (weights_format_of(path) == WeightsFormat::keras_h5)
+    throw Error(path,
+                "a .weights.h5 file holds weights only, without the architecture: build the model "
+                "in code and use load_weights");
   const SafetensorsFile file = read_safetensors(path);
   auto arch = file.header.metadata.find("architecture");
   if (arch == file.header.metadata.end())

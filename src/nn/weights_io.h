@@ -22,13 +22,15 @@
 
 namespace crossover {
 
-// Writes the model's weights to `path` atomically (a temporary file in the same folder, flushed
+// Writes the model's weights to `path` (safetensors, or Keras 3's .weights.h5: weights_format_of)
+// atomically (a temporary file in the same folder, flushed
 // and synced, then renamed over the target): a failed save throws Error(path, why) and leaves
 // any old file exactly as it was, with no temporary file behind.
 // Requires a model with weights (compiled, with a known input shape).
 void save_weights(const Sequential& model, const std::string& path);
 
-// Loads weights saved by save_weights (or any safetensors file with the same tensor names and
+// Loads weights saved by save_weights, or a Keras 3 .weights.h5 file (weights_format_of; see
+// nn/keras_h5.h), or any safetensors file with the same tensor names and
 // shapes, F32) into a model of the same architecture. The model must be compiled first
 // (compile() sets up the parameters; it also re-initializes them, so compile, then load).
 // Everything is checked before anything is loaded; a mismatch throws Error naming the first
@@ -45,6 +47,23 @@ void load_weights(Sequential& model, const std::string& path);
 // sparse_categorical_crossentropy (with accuracy), the seed's defaults. The optimizer's state is
 // not restored: use load_checkpoint for that.
 Sequential load_model(const std::string& path, CompileOptions options = {});
+
+// The format save_weights and load_weights use, picked by the path's suffix: ".weights.h5" is
+// Keras 3's HDF5 layout (nn/keras_h5.h); a ".keras" archive and any other ".h5"/".hdf5" (Keras
+// 2's legacy format) are refused with Error(path, ...) saying what is supported; anything else
+// is safetensors (".safetensors", a checkpoint's ".ckpt", ...).
+enum class WeightsFormat { safetensors, keras_h5 };
+WeightsFormat weights_format_of(const std::string& path);
+
+// ---- files, shared by the weight formats ----
+
+// The whole file (Error(path, why) when it cannot be read, or is a folder).
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+// Writes the pieces to `path` through a temporary file in the same folder, flushed and synced,
+// then renamed over the target. On failure the temporary file is removed and the target is
+// untouched.
+void write_file_atomic(const std::string& path,
+                       const std::vector<std::span<const uint8_t>>& pieces);
 
 // ---- the format itself, for tools, tests and fuzzing ----
 

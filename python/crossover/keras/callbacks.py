@@ -268,7 +268,7 @@ class ModelCheckpoint(_LibraryCallback):
     """keras.callbacks.ModelCheckpoint with save_weights_only=True: the weights at the end of each
     epoch (or only the best, with save_best_only), to `filepath`, which may hold `{epoch:02d}` and
     the logs' values (`{val_loss:.2f}`) as in Keras. The suffix names the format: the ones the
-    library writes (_core.checkpoint_suffixes(): .safetensors)."""
+    library writes (_core.checkpoint_suffixes(): .weights.h5, .safetensors)."""
 
     def __init__(
         self,

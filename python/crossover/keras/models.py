@@ -14,7 +14,8 @@ from .. import _core, _device, _seed
 from . import losses as losses_module
 from . import metrics as metrics_module
 from . import optimizers as optimizers_module
-from ._args import reject_unsupported, unsupported_attribute
+from . import saving
+from ._args import reject_unknown, reject_unsupported, unsupported_attribute
 from .callbacks import CallbackList, History
 from .layers import Flatten, InputLayer, Layer
 
@@ -335,6 +336,23 @@ class Sequential:
             [(n, _floats(w, f"set_weights: weight {i}")) for i, (n, w) in enumerate(named)]
         )
 
+    # --- files (saving.py) ----------------------------------------------------------------
+    def save_weights(
+        self, filepath: Any, overwrite: bool = True, max_shard_size: Any = None
+    ) -> None:
+        """`.weights.h5` (Keras 3's layout) or `.safetensors`, by the suffix."""
+        saving.save_weights(self, filepath, overwrite=overwrite, max_shard_size=max_shard_size)
+
+    def load_weights(self, filepath: Any, skip_mismatch: bool = False, **kwargs: Any) -> None:
+        """From a `.weights.h5` (Keras's or crossover's) or `.safetensors` file."""
+        reject_unknown("load_weights", kwargs)  # Keras 2's by_name=, ...
+        saving.load_weights(self, filepath, skip_mismatch=skip_mismatch)
+
+    def to_json(self, **kwargs: Any) -> str:
+        """Keras 3's model JSON; keyword arguments go to json.dumps."""
+        return saving.to_json(self, **kwargs)
+
+
     # --- what Keras has and crossover does not (api block) ----------------------------------
     def __getattr__(self, name: str) -> Any:
         if name in _UNSUPPORTED_METHODS:
@@ -368,4 +386,6 @@ def __getattr__(name: str) -> Any:
     )
 
 
-__all__ = ["Sequential", "History"]
+model_from_json = saving.model_from_json
+
+__all__ = ["Sequential", "History", "model_from_json"]
