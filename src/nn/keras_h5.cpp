@@ -703,15 +703,7 @@ KerasH5Weights keras_weights_of(const Sequential& model) {
 }
 
 void load_keras_weights(Sequential& model, const KerasH5Weights& weights, const std::string& path) {
-  if (!model.compiled())
-    throw Error(path,
-                "compile the model before loading weights into it (compile() sets up the "
-                "parameters, and re-initializes them)");
-  const std::vector<NamedTensor> expected = model.get_weights();
-  if (expected.empty())
-    throw Error(path,
-                "the model's input shape is not known yet: declare it (Input or input_shape) "
-                "before loading weights");
+  const std::vector<NamedTensor> expected = weights_to_load(model, path);
   auto shape_in_model = [&](const std::string& name) {
     for (const NamedTensor& t : expected)
       if (t.name == name) return t.value.shape();

@@ -487,16 +487,21 @@ void save_weights(const Sequential& model, const std::string& path) {
   write_safetensors(path, w, meta);
 }
 
-void load_weights(Sequential& model, const SafetensorsFile& file, const std::string& path) {
+std::vector<NamedTensor> weights_to_load(const Sequential& model, const std::string& path) {
   if (!model.compiled())
     throw Error(path,
                 "compile the model before loading weights into it (compile() sets up the "
                 "parameters, and re-initializes them)");
-  const std::vector<NamedTensor> expected = model.get_weights();
+  std::vector<NamedTensor> expected = model.get_weights();
   if (expected.empty())
     throw Error(path,
-                "the model's input shape is not known yet: declare it (Flatten({28, 28}) or "
-                "Input) before loading weights");
+                "the model's input shape is not known yet: declare it (Input, input_shape or "
+                "Flatten({28, 28})) before loading weights");
+  return expected;
+}
+
+void load_weights(Sequential& model, const SafetensorsFile& file, const std::string& path) {
+  const std::vector<NamedTensor> expected = weights_to_load(model, path);
   std::vector<std::string> file_names, model_names;
   for (const NamedTensor& t : file.tensors)
     if (!is_optimizer_tensor(t.name)) file_names.push_back(t.name);

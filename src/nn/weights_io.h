@@ -57,6 +57,10 @@ WeightsFormat weights_format_of(const std::string& path);
 
 // ---- files, shared by the weight formats ----
 
+// The model's weights (names and shapes) that loading `path` into it must replace: Error(path,
+// why) when the model is not compiled or its input shape is not known yet.
+std::vector<NamedTensor> weights_to_load(const Sequential& model, const std::string& path);
+
 // The whole file (Error(path, why) when it cannot be read, or is a folder).
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 // Writes the pieces to `path` through a temporary file in the same folder, flushed and synced,
