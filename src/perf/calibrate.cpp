@@ -35,6 +35,14 @@ const char* gemm_op_of(const std::string& kernel) {
   if (kernel == "gemm_backward_input") return "backward_input";
   return nullptr;
 }
+
+// The middle value (the mean of the two middle ones for an even count); v is reordered.
+double median(std::vector<double>& v) {
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2) return *mid;
+  return (*mid + *std::max_element(v.begin(), mid)) / 2;
+}
 }  // namespace
 
 void* pinned_host_alloc(std::size_t bytes) {
@@ -108,10 +116,13 @@ class Bench {
   // otherwise overrun many times).
   void set_deadline(Clock::time_point deadline) { deadline_ = deadline; }
 
-  // Seconds per call of `op`: the fastest of a few batches of back-to-back calls, each batch long
-  // enough to time well (the machine's undisturbed rate: on a shared machine a batch now and then
-  // loses its threads to another process for a scheduler slice). On a GPU the batch is a replayed
-  // graph (device time, with each node's overhead; the per-launch cost is measured separately).
+  // Seconds per call of `op`: the median of a few batches of back-to-back calls, each batch long
+  // enough to time well. The median, not the fastest: a batch now and then loses its threads to
+  // another process for a scheduler slice (the median ignores it), and now and then runs in a
+  // lucky moment of a shared host that training's thousands of steps do not get (the fastest
+  // batch predicted steps 20-40% too short on a 2-core VM, bench/RESULTS.md). On a GPU the batch
+  // is a replayed graph (device time, with each node's overhead; the per-launch cost is measured
+  // separately).
   double per_call(const std::function<void()>& op) {
     const double target = quick_ ? 0.001 : 0.004;
     const int batches = quick_ ? 3 : 6;
@@ -147,7 +158,7 @@ class Bench {
         per.push_back(since(t0) / reps);
       }
     }
-    return *std::min_element(per.begin(), per.end());
+    return median(per);
   }
 
   // The same, with `setup` run (untimed) before every call: on the CPU, the state training leaves
@@ -165,7 +176,7 @@ class Bench {
       if (one > 0.05) break;
     }
     const int reps = static_cast<int>(std::clamp(target / one, 1.0, double(max_reps_after_)));
-    double best = 1e30;
+    std::vector<double> per;
     for (int b = 0; b < batches && !(b > 0 && past_deadline()); ++b) {
       double total = 0;
       int done = 0;
@@ -175,9 +186,9 @@ class Bench {
         op();
         total += since(t0);
       }
-      best = std::min(best, total / done);
+      per.push_back(total / done);
     }
-    return best;
+    return median(per);
   }
 
   // Seconds per call of back-to-back calls without a graph (launch-bound on a GPU).
@@ -791,26 +802,39 @@ Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_hos
       width = std::max({width, g.in, g.out});
     }
     GemmBench gb(be, bench, false, batch, width);
-    for (const GemmNeed& g : gemms) {
-      if (over() && !p.gemm.empty()) {  // at least one: a profile must have a GEMM rate
-        ++skipped;
-        continue;
+    // Three rounds over all the shapes, each shape's rate the median of its rounds: a shape's
+    // samples are spread over the whole calibration, so that one slow or fast spell of a shared
+    // host (seconds long) does not decide it alone. Later rounds are dropped when the budget
+    // runs out.
+    std::map<GemmNeed, std::vector<GemmSample>> rounds;
+    for (int round = 0; round < 3; ++round)
+      for (const GemmNeed& g : gemms) {
+        if (over() && (round > 0 || !rounds.empty())) break;  // a profile needs one GEMM rate
+        rounds[g].push_back(gb.measure(g.op, g.batch, g.in, g.out));
       }
-      p.gemm.push_back(gb.measure(g.op, g.batch, g.in, g.out));
+    skipped += gemms.size() - rounds.size();
+    for (auto& [g, samples] : rounds) {
+      std::vector<double> rates;
+      for (const GemmSample& s : samples) rates.push_back(s.flops_per_second);
+      GemmSample s = samples.front();
+      s.flops_per_second = median(rates);
+      p.gemm.push_back(s);
     }
   }
   if (!needs.kernels.empty()) {
     int64_t largest = 0;
     for (const auto& [key, rows] : needs.kernels) largest = std::max(largest, key.second);
     KernelBench kb(be, bench, false, false, ctr, std::max<int64_t>(int64_t{1} << 22, 2 * largest));
-    for (const auto& [key, rows] : needs.kernels) {
-      if (over()) {
-        ++skipped;
-        continue;
+    // In rounds too, as the GEMMs.
+    std::map<std::pair<std::string, int64_t>, std::vector<double>> rounds;
+    for (int round = 0; round < 3; ++round)
+      for (const auto& [key, rows] : needs.kernels) {
+        if (over()) break;
+        rounds[key].push_back(kb.seconds(key.first, key.second, rows));
       }
-      std::vector<KernelSample>& curve = p.kernels[key.first];
-      curve.push_back({key.second, kb.seconds(key.first, key.second, rows)});
-    }
+    skipped += needs.kernels.size() - rounds.size();
+    for (auto& [key, seconds] : rounds)
+      p.kernels[key.first].push_back({key.second, median(seconds)});
   }
   for (auto& [name, curve] : p.kernels)
     std::sort(curve.begin(), curve.end(),
