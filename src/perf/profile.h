@@ -20,8 +20,9 @@ namespace crossover::perf {
 // Saved as "schema"; a profile without one is schema 0. Bump it too when the CPU's kernels change
 // what the curves measure. 2: the CPU's dropout draws eight Philox blocks per AVX2 pass, its
 // softmax loss reuses the softmax's exponentials, and each layer's update is fused into its
-// weight gradient (2026-11-30).
-inline constexpr int kProfileSchema = 2;
+// weight gradient (2026-11-30). 3: each figure is the median of its batches, not the fastest,
+// and on-demand shapes are measured in three interleaved rounds (2026-12-01).
+inline constexpr int kProfileSchema = 3;
 
 // One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
 //   "forward":          y(batch, out) = x(batch, in) . w(in, out), with the bias+ReLU epilogue
