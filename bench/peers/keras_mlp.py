@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TensorFlow/Keras peer of the seed experiment (SMALL / BIG MLP on an MNIST-shaped IDX data set).
+"""TensorFlow/Keras peer of the seed experiment (SMALL / BIG MLP, and Keras's MNIST convnet).
 
 The seed experiment as a Keras user writes it: Sequential(Flatten, Dense(relu), Dropout(0.2), ...,
 Dense(10, softmax)), compile(Adam(1e-3, 0.9, 0.999, 1e-7), sparse_categorical_crossentropy,
@@ -54,26 +54,41 @@ def main():
 
     t_load = time.perf_counter()
     x_train, y_train, x_test, y_test = pc.load_data_or_exit(args.data)
-    n = x_train.shape[0]
+    # Keras's validation_split takes the last fraction before shuffling; the epoch timed is the
+    # training part only, as in pytorch_mlp.py.
+    n = pc.split_validation(x_train, y_train, args.validation_split)[0].shape[0]
     pc.log(f"tensorflow {tf.__version__} / keras {keras.__version__}: loaded {n} train / "
            f"{x_test.shape[0]} test from {args.data} in {time.perf_counter() - t_load:.2f} s; "
            f"device {args.device}, threads {args.threads or 'default'}")
 
     L = keras.layers
-    if args.model == "small":
+    if args.model == "convnet":  # Keras's "Simple MNIST convnet" example, as written there
+        model = keras.Sequential([
+            keras.Input(shape=(28, 28, 1)),
+            L.Conv2D(32, kernel_size=(3, 3), activation="relu"),
+            L.MaxPooling2D(pool_size=(2, 2)),
+            L.Conv2D(64, kernel_size=(3, 3), activation="relu"),
+            L.MaxPooling2D(pool_size=(2, 2)),
+            L.Flatten(),
+            L.Dropout(0.5),
+            L.Dense(10, activation="softmax"),
+        ])
+        x_train, x_test = x_train[..., None], x_test[..., None]
+    elif args.model == "small":
         hidden = [L.Dense(128, activation="relu"), L.Dropout(0.2)]
     else:
         hidden = [L.Dense(1000, activation="relu"), L.Dropout(0.2),
                   L.Dense(1000, activation="relu"), L.Dropout(0.2)]
-    model = keras.Sequential([keras.Input(shape=x_train.shape[1:]), L.Flatten(), *hidden,
-                              L.Dense(10, activation="softmax")])
+    if args.model != "convnet":
+        model = keras.Sequential([keras.Input(shape=x_train.shape[1:]), L.Flatten(), *hidden,
+                                  L.Dense(10, activation="softmax")])
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7),
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
     )
 
-    steps_full = pc.steps_per_epoch(n)
+    steps_full = pc.steps_per_epoch(n, args.batch_size)
     steps_run = min(steps_full, args.max_steps) if args.max_steps else steps_full
     extrapolated = steps_run < steps_full
 
@@ -103,11 +118,13 @@ def main():
                    + (f" (extrapolated to {self.seconds[-1]:.3f} s for {steps_full} steps)"
                       if extrapolated else "")
                    + f" - loss {float(logs.get('loss', float('nan'))):.4f}"
-                   + f" - accuracy {float(logs.get('accuracy', float('nan'))):.4f}")
+                   + f" - accuracy {float(logs.get('accuracy', float('nan'))):.4f}"
+                   + (f" - val_accuracy {float(logs['val_accuracy']):.4f}"
+                      if "val_accuracy" in logs else ""))
 
     timer = EpochTimer()
-    fit_kwargs = dict(batch_size=pc.BATCH_SIZE, epochs=args.epochs, shuffle=True, verbose=0,
-                      callbacks=[timer])
+    fit_kwargs = dict(batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0,
+                      callbacks=[timer], validation_split=args.validation_split)
     if extrapolated:
         fit_kwargs["steps_per_epoch"] = steps_run
     hist = model.fit(x_train, y_train, **fit_kwargs)
@@ -124,6 +141,9 @@ def main():
         "device": args.device,
         "seconds_per_epoch": timer.seconds,
         "steady_seconds_per_epoch": timer.steady,
+        "batch_size": args.batch_size,
+        "validation_split": args.validation_split,
+        "val_accuracy": [float(v) for v in hist.history.get("val_accuracy", [])],
         "steps_per_epoch": steps_full,
         "timed_steps": steps_run,
         "extrapolated": extrapolated,

@@ -1,6 +1,9 @@
 """Shared pieces of the peer benchmarks (pytorch_mlp.py, keras_mlp.py).
 
-Only the standard library and numpy: the command line, the IDX reader and the JSON line.
+Only the standard library and numpy: the command line, the IDX and .npz readers and the JSON line.
+Models: the seed's SMALL and BIG MLPs (batch 32) and Keras's "Simple MNIST convnet" (issue 12:
+Conv2D(32, 3, relu), MaxPooling2D(2), Conv2D(64, 3, relu), MaxPooling2D(2), Flatten,
+Dropout(0.5), Dense(10, softmax); batch 128).
 Each peer imports this before its framework, so the thread-count environment variables
 (OMP/OpenBLAS/MKL) can be set before the framework's libraries read them.
 """
@@ -15,7 +18,8 @@ import sys
 import numpy as np
 
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
-BATCH_SIZE = 32
+BATCH_SIZE = 32  # the seed's MLPs (Keras's default)
+CONVNET_BATCH_SIZE = 128  # Keras's "Simple MNIST convnet" example
 # Steps left out of the "steady" per-epoch estimate (one-time costs: tracing, first allocations).
 WARMUP_STEPS = 10
 
@@ -33,9 +37,16 @@ def log(msg):
 
 def parse_args(description):
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--model", choices=("small", "big"), default="small")
+    p.add_argument("--model", choices=("small", "big", "convnet"), default="small")
     p.add_argument("--data", default=DEFAULT_DATA,
-                   help="folder with the four IDX .gz files (default %(default)s)")
+                   help="folder with the four IDX .gz files, or a Keras-style .npz "
+                        "(x_train, y_train, x_test, y_test; e.g. data/mnist-10k/mnist-10k.npz) "
+                        "(default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help=f"default {BATCH_SIZE} ({CONVNET_BATCH_SIZE} for the convnet)")
+    p.add_argument("--validation-split", type=float, default=0.0,
+                   help="hold out the last fraction of the training set (Keras's "
+                        "validation_split), evaluated after each epoch, untimed")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads (default: the framework's own choice)")
@@ -53,6 +64,12 @@ def parse_args(description):
         p.error("--threads must be >= 1")
     if a.max_steps is not None and a.max_steps < 1:
         p.error("--max-steps must be >= 1")
+    if a.batch_size is None:
+        a.batch_size = CONVNET_BATCH_SIZE if a.model == "convnet" else BATCH_SIZE
+    if a.batch_size < 1:
+        p.error("--batch-size must be >= 1")
+    if not 0.0 <= a.validation_split < 1.0:
+        p.error("--validation-split must be in [0, 1)")
     return a
 
 
@@ -83,8 +100,21 @@ def read_idx(path, magic):
     return np.frombuffer(buf, dtype=np.uint8, offset=header).reshape(dims)
 
 
+def load_npz(path):
+    with np.load(path) as d:
+        missing = [k for k in IDX_FILES if k not in d]
+        if missing:
+            raise ValueError(f"{path}: no {', '.join(missing)} (expected Keras's mnist.npz layout)")
+        return {k: d[k] for k in IDX_FILES}
+
+
 def load_data(folder):
     """Returns x_train, y_train, x_test, y_test: images float32 in [0,1] (N,28,28), labels int64."""
+    if folder.endswith(".npz"):
+        out = load_npz(folder)
+        x_train = out["x_train"].astype(np.float32) / np.float32(255.0)
+        x_test = out["x_test"].astype(np.float32) / np.float32(255.0)
+        return x_train, out["y_train"].astype(np.int64), x_test, out["y_test"].astype(np.int64)
     out = {}
     for key, (name, magic) in IDX_FILES.items():
         path = os.path.join(folder, name)
@@ -109,8 +139,16 @@ def load_data_or_exit(folder):
         sys.exit(2)
 
 
-def steps_per_epoch(n):
-    return math.ceil(n / BATCH_SIZE)
+def steps_per_epoch(n, batch_size=BATCH_SIZE):
+    return math.ceil(n / batch_size)
+
+
+def split_validation(x, y, fraction):
+    """Keras's validation_split: the last fraction of (x, y), taken before any shuffling."""
+    if fraction <= 0:
+        return x, y, None, None
+    n_train = math.ceil(x.shape[0] * (1.0 - fraction))
+    return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
 
 
 def epoch_estimate(elapsed, warm_elapsed, steps_run, steps_full):

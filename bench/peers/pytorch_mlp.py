@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of the seed experiment (SMALL / BIG MLP on an MNIST-shaped IDX data set).
+"""PyTorch peer of the seed experiment (SMALL / BIG MLP, and Keras's MNIST convnet) on MNIST-shaped data.
 
 Written as a competent PyTorch user would write it, with Keras's semantics:
 glorot-uniform kernels and zero biases, Adam(lr 1e-3, betas 0.9/0.999, eps 1e-7), cross-entropy
@@ -11,6 +11,11 @@ Prints one JSON line on stdout at the end; progress goes to stderr. Only the tra
 each epoch is timed (not loading, not evaluation).
 
     bench/peers/.venv/bin/python bench/peers/pytorch_mlp.py --model small --threads 1 [--max-steps 300]
+    bench/peers/.venv/bin/python bench/peers/pytorch_mlp.py --model convnet --threads 2 \
+        --data data/mnist-10k/mnist-10k.npz --epochs 15 --validation-split 0.1
+
+The convnet: Conv2d(1, 32, 3), ReLU, MaxPool2d(2), Conv2d(32, 64, 3), ReLU, MaxPool2d(2), Flatten,
+Dropout(0.5), Linear(1600, 10); batch 128 unless --batch-size; Keras's init and Adam as above.
 
 PyTorch is PyPI's default wheel, installed into bench/peers/.venv by scripts/install-peers.
 """
@@ -24,6 +29,19 @@ import peer_common as pc  # noqa: E402
 
 
 def build_model(nn, kind):
+    if kind == "convnet":
+        # Keras's "Simple MNIST convnet"; PyTorch is channels-first, so the input is (N, 1, 28, 28)
+        # and Flatten sees (64, 5, 5) in another order than Keras's (5, 5, 64): the same model.
+        model = nn.Sequential(
+            nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Dropout(0.5), nn.Linear(64 * 5 * 5, 10))
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                # Keras's glorot_uniform: fans are in/out channels x the receptive field, as here.
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.zeros_(m.bias)
+        return model
     if kind == "small":
         layers = [nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10)]
     else:
@@ -68,6 +86,10 @@ def main():
 
     t_load = time.perf_counter()
     x_tr, y_tr, x_te, y_te = pc.load_data_or_exit(args.data)
+    x_tr, y_tr, x_va, y_va = pc.split_validation(x_tr, y_tr, args.validation_split)
+    if args.model == "convnet":  # channels first
+        x_tr, x_te = x_tr[:, None], x_te[:, None]
+        x_va = None if x_va is None else x_va[:, None]
     x_train = torch.from_numpy(x_tr).to(device)
     y_train = torch.from_numpy(y_tr).to(device)
     x_test = torch.from_numpy(x_te).to(device)
@@ -82,8 +104,8 @@ def main():
     model = build_model(nn, args.model).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
-    bs = pc.BATCH_SIZE
-    steps_full = pc.steps_per_epoch(n)
+    bs = args.batch_size
+    steps_full = pc.steps_per_epoch(n, bs)
     steps_run = min(steps_full, args.max_steps) if args.max_steps else steps_full
     extrapolated = steps_run < steps_full
     read_item = not args.no_item
@@ -94,7 +116,7 @@ def main():
         if args.device == "cuda":
             torch.cuda.synchronize()
 
-    seconds, steady = [], []
+    seconds, steady, val_acc = [], [], []
     train_loss = train_acc = None
     for epoch in range(args.epochs):
         model.train()
@@ -133,9 +155,18 @@ def main():
         steady.append(st)
         train_loss = float(loss_sum) / seen
         train_acc = int(correct) / seen
+        val = ""
+        if x_va is not None:
+            model.eval()
+            with torch.inference_mode():
+                xv, yv = torch.from_numpy(x_va).to(device), torch.from_numpy(y_va).to(device)
+                hits = sum(int((model(xv[i:i + 1000]).argmax(1) == yv[i:i + 1000]).sum())
+                           for i in range(0, xv.shape[0], 1000))
+            val_acc.append(hits / xv.shape[0])
+            val = f" - val_accuracy {val_acc[-1]:.4f}"
         pc.log(f"epoch {epoch + 1}/{args.epochs}: {steps_run} steps in {elapsed:.3f} s"
                + (f" (extrapolated to {seconds[-1]:.3f} s for {steps_full} steps)" if extrapolated else "")
-               + f" - loss {train_loss:.4f} - accuracy {train_acc:.4f}")
+               + f" - loss {train_loss:.4f} - accuracy {train_acc:.4f}{val}")
 
     model.eval()
     with torch.inference_mode():
@@ -153,6 +184,9 @@ def main():
         "device": args.device,
         "seconds_per_epoch": seconds,
         "steady_seconds_per_epoch": steady,
+        "batch_size": bs,
+        "validation_split": args.validation_split,
+        "val_accuracy": val_acc,
         "steps_per_epoch": steps_full,
         "timed_steps": steps_run,
         "extrapolated": extrapolated,
