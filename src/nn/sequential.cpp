@@ -21,6 +21,7 @@
 #include "backends/cuda_info.h"
 #include "core/aligned.h"
 #include "core/error.h"
+#include "core/launcher.h"
 #include "core/philox.h"
 #include "nn/device_memory.h"
 #include "nn/interrupt.h"
@@ -635,6 +636,12 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
       throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
+  if (const LaunchedRanks l = launched_ranks(); l.size > 1)
+    throw Error("compile",
+                fmt::format("this process is rank {} of {} started by a parallel launcher ({}), "
+                            "but crossover trains in one process: the {} processes would each "
+                            "train their own copy of the model; run a single process",
+                            l.rank, l.size, l.source, l.size));
   auto backend = options.make_backend
                      ? options.make_backend()
                      : make_backend(options.device, options.threads, options.precision);

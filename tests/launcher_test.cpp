@@ -1,0 +1,96 @@
+// A process that mpirun (or another parallel launcher) started as one of several: recognised from
+// the launcher's variables, and refused at compile rather than training one copy per process.
+#include "core/launcher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "nn/optimizers.h"
+#include "nn/sequential.h"
+#include "test_util.h"
+
+namespace crossover {
+namespace {
+
+using testing_util::run_crossover;
+using testing_util::ScopedEnv;
+
+// Every launcher variable unset for the scope, so that the test's own environment cannot leak in.
+struct NoLauncher {
+  ScopedEnv a{"OMPI_COMM_WORLD_SIZE", nullptr}, b{"OMPI_COMM_WORLD_RANK", nullptr},
+      c{"PMI_SIZE", nullptr}, d{"PMI_RANK", nullptr}, e{"MV2_COMM_WORLD_SIZE", nullptr},
+      f{"MV2_COMM_WORLD_RANK", nullptr};
+};
+
+TEST(Launcher, AProcessStartedAloneIsOneRank) {
+  NoLauncher clean;
+  const LaunchedRanks r = launched_ranks();
+  EXPECT_EQ(r.size, 1);
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.source, "");
+}
+
+TEST(Launcher, ReadsOpenMpiAndPmiVariables) {
+  NoLauncher clean;
+  {
+    ScopedEnv size("OMPI_COMM_WORLD_SIZE", "3"), rank("OMPI_COMM_WORLD_RANK", "2");
+    const LaunchedRanks r = launched_ranks();
+    EXPECT_EQ(r.size, 3);
+    EXPECT_EQ(r.rank, 2);
+    EXPECT_EQ(r.source, "OMPI_COMM_WORLD_SIZE=3");
+  }
+  {
+    ScopedEnv size("PMI_SIZE", "4"), rank("PMI_RANK", "1");
+    const LaunchedRanks r = launched_ranks();
+    EXPECT_EQ(r.size, 4);
+    EXPECT_EQ(r.rank, 1);
+  }
+}
+
+TEST(Launcher, OneRankOrAValueThatIsNotACountIsNotParallel) {
+  NoLauncher clean;
+  for (const char* v : {"1", "x", "2x", "-3", ""}) {
+    ScopedEnv size("OMPI_COMM_WORLD_SIZE", v);
+    EXPECT_EQ(launched_ranks().size, 1) << v;
+    EXPECT_EQ(launched_ranks().source, "") << v;
+  }
+}
+
+TEST(Launcher, CompileRefusesToTrainOneCopyPerLaunchedProcess) {
+  NoLauncher clean;
+  ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2"), rank("OMPI_COMM_WORLD_RANK", "1");
+  Sequential model({Flatten({4}), Dense(3, "softmax")});
+  try {
+    model.compile(Adam(), "sparse_categorical_crossentropy");
+    FAIL() << "compile accepted rank 1 of 2";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 1 of 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("OMPI_COMM_WORLD_SIZE=2"), std::string::npos) << m;
+    EXPECT_NE(m.find("run a single process"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(model.compiled());
+}
+
+TEST(Launcher, CompileAcceptsASingleLaunchedProcess) {
+  NoLauncher clean;
+  ScopedEnv size("OMPI_COMM_WORLD_SIZE", "1"), rank("OMPI_COMM_WORLD_RANK", "0");
+  Sequential model({Flatten({4}), Dense(3, "softmax")});
+  model.compile(Adam(), "sparse_categorical_crossentropy");
+  EXPECT_TRUE(model.compiled());
+}
+
+TEST(Launcher, TheCommandExitsTwoWithOneLineUnderALauncher) {
+  NoLauncher clean;
+  ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2"), rank("OMPI_COMM_WORLD_RANK", "0");
+  const auto r = run_crossover("train --data mnist-10k --epochs 1 --quiet");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("rank 0 of 2"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace crossover
