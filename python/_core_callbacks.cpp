@@ -88,6 +88,14 @@ TextSink python_stdout() {
   };
 }
 
+void python_stderr_line(const std::string& line) {
+  nb::gil_scoped_acquire gil;
+  nb::object err = nb::module_::import_("sys").attr("stderr");
+  if (err.is_none()) return;
+  err.attr("write")(nb::str((line + "\n").c_str()));
+  err.attr("flush")();
+}
+
 void bind_callbacks(nb::module_& m) {
   // The library's callbacks, called by crossover/keras/callbacks.py with the library's model.
   nb::class_<Callback>(m, "Callback")
