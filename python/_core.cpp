@@ -265,6 +265,7 @@ NB_MODULE(_core, m) {
       .def("stop_training", &Sequential::stop_training)
       .def_prop_ro("optimizer_steps", &Sequential::optimizer_steps)
       .def_prop_ro("learning_rate", &Sequential::learning_rate)
+      .def("set_learning_rate", &Sequential::set_learning_rate, nb::arg("learning_rate"))
       .def("get_weights",
            [](const Sequential& s) {
              std::vector<std::pair<std::string, NumpyArray>> out;

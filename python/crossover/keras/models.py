@@ -163,8 +163,14 @@ class Sequential:
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
         device, threads, seed = self._device(), _threads.requested(), _seed.get()
+        # model.optimizer is a keras optimizer object, also for a name (as in Keras); its
+        # learning_rate reads and sets this model's rate from now on.
+        optimizer = optimizers_module.from_identifier(optimizer)
+        if isinstance(self.optimizer, optimizers_module.Optimizer):
+            self.optimizer._detach()  # keeps the rate this model's engine had
+        core_optimizer = optimizers_module.get(optimizer)
         model.compile(
-            optimizers_module.get(optimizer),
+            core_optimizer,
             loss_name,
             ["accuracy"] if metric_names else [],
             device=device,
@@ -180,6 +186,8 @@ class Sequential:
         if kept:
             model.set_weights(kept)
         self._metric_name = metric_names[0] if metric_names else "accuracy"
+        if isinstance(optimizer, optimizers_module.Optimizer):
+            optimizer._attach(self)
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
 
     def _use_measured_threads(self, x: np.ndarray, y: np.ndarray, batch: int, say: bool) -> None:
