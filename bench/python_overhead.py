@@ -6,11 +6,13 @@ mean of all and the mean after the first), and Python's `model.fit` wall time (e
 waits for: the array checks, any conversion, copying the data into the engine, the loop) for 1
 epoch and for 1 + E epochs on a new model each, on float32 input and on the float64 that
 `x / 255.0` gives. From those: Python's marginal epoch ((t(1+E) - t(1)) / E, the loop itself)
-and its per-fit set-up (t(1) minus a marginal epoch). Same seed, the same thread count (Python's
-compile takes every core; the CLI gets --threads, default the core count). Prints the medians
-over rounds and the ratios to the CLI.
+and its per-fit set-up (t(1) minus a marginal epoch); and the set-up alone, timed directly:
+`fit(epochs=0)` on a compiled model (checks, conversion, the data made ready for the engine),
+which a busy machine disturbs far less than a difference of epochs. Same seed, the same thread count (--threads,
+default the core count: the CLI's --threads and Python's CROSSOVER_THREADS, so that neither
+measures its own). Prints the medians over rounds and the ratios to the CLI.
 
-    build/venv/bin/python bench/python_overhead.py [--rounds 5] [--epochs 3]
+    build/venv/bin/python bench/python_overhead.py [--rounds 5] [--epochs 3] [--set-up-only]
 """
 
 import argparse
@@ -31,11 +33,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=3)
-    # Python's compile uses every core (the library's default for a model built in code).
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--binary", default=str(ROOT / "build" / "crossover"))
+    ap.add_argument("--set-up-only", action="store_true", help="only fit(epochs=0), no epochs")
     args = ap.parse_args()
     os.environ["CROSSOVER_DATA"] = FASHION
+    os.environ["CROSSOVER_THREADS"] = str(args.threads)  # Python's fit measures none
 
     import numpy as np
 
@@ -45,7 +48,7 @@ def main() -> int:
     x64 = x / 255.0
     x32 = x64.astype(np.float32)
 
-    def python_fit(xs, epochs: int) -> float:
+    def make_model():
         tf.random.set_seed(0)
         model = tf.keras.models.Sequential(
             [
@@ -56,8 +59,20 @@ def main() -> int:
             ]
         )
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        return model
+
+    def python_fit(xs, epochs: int) -> float:
+        model = make_model()
         t = time.perf_counter()
         model.fit(xs, y, epochs=epochs, verbose=0)
+        return time.perf_counter() - t
+
+    def python_set_up(xs) -> float:
+        """fit(epochs=0): everything fit does before its first step."""
+        model = make_model()
+        model.fit(xs[:64], y[:64], epochs=0, verbose=0)  # the engine's own buffers, once
+        t = time.perf_counter()
+        model.fit(xs, y, epochs=0, verbose=0)
         return time.perf_counter() - t
 
     def python_epoch(xs) -> tuple[float, float]:
@@ -86,8 +101,18 @@ def main() -> int:
         "python float32 fit set-up": [],
         "python float64 epoch (marginal)": [],
         "python float64 fit set-up": [],
+        "python float32 fit(epochs=0)": [],
+        "python float64 fit(epochs=0)": [],
     }
+    if args.set_up_only:
+        times = {k: v for k, v in times.items() if k.endswith("(epochs=0)")}
     for r in range(args.rounds):
+        if args.set_up_only:
+            for name, xs in (("float32", x32), ("float64", x64)):
+                times[f"python {name} fit(epochs=0)"].append(python_set_up(xs))
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in times.items()),
+                  flush=True)
+            continue
         mean, later = cli_epoch()
         times["cli epoch (mean)"].append(mean)
         times["cli epoch (after the first)"].append(later)
@@ -95,8 +120,14 @@ def main() -> int:
             marginal, setup = python_epoch(xs)
             times[f"python {name} epoch (marginal)"].append(marginal)
             times[f"python {name} fit set-up"].append(setup)
+            times[f"python {name} fit(epochs=0)"].append(python_set_up(xs))
         print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in times.items()),
               flush=True)
+    if args.set_up_only:
+        print(f"\nmedian of {args.rounds} rounds (s):")
+        for k, v in times.items():
+            print(f"  {k:32s} {statistics.median(v):.3f}")
+        return 0
     cli = statistics.median(times["cli epoch (mean)"])
     print(f"\nSMALL, Fashion-MNIST 60k, {args.threads} threads, median of {args.rounds} rounds, "
           f"{args.epochs} epochs (s):")

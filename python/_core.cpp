@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -21,10 +22,12 @@
 
 #include "_core_callbacks.h"
 #include "crossover.h"
+#include "perf/threads.h"
 
 namespace nb = nanobind;
 using namespace crossover;
 using crossover_python::python_callbacks;
+using crossover_python::python_stderr_line;
 using crossover_python::python_stdout;
 
 namespace {
@@ -149,6 +152,48 @@ NB_MODULE(_core, m) {
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
           nb::arg("threads") = 0, nb::arg("seed") = 0)
       .def(
+          "use_measured_cpu_threads",
+          [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, uint64_t seed,
+             bool say) -> std::optional<std::pair<int, std::string>> {
+            // The CLI's --threads 0 (perf::cpu_threads_for_model): the count that trains this
+            // model fastest here, measured on copies of it (or saved by an earlier run, the
+            // CLI's too); then the model is compiled again at that count, keeping its weights
+            // and optimizer state. Data the library refuses: nothing measured (std::nullopt),
+            // and fit reports it.
+            const Tensor tx = view_of(x), ty = view_of(y);
+            perf::ThreadsForRun r;
+            try {
+              std::function<void(const std::string&)> sink;
+              if (say)
+                sink = [](const std::string& line) { python_stderr_line("threads: " + line); };
+              nb::gil_scoped_release release;
+              r = perf::cpu_threads_for_model(
+                  s, tx, ty, batch_size, seed, sink,
+                  "tf.config.threading.set_intra_op_parallelism_threads(N) or CROSSOVER_THREADS=N");
+            } catch (const Error&) {
+              return std::nullopt;
+            }
+            const bool built = !s.input_shape().empty();
+            std::vector<NamedTensor> weights, state;
+            int64_t steps = 0;
+            if (built) {
+              weights = s.get_weights();
+              state = s.get_optimizer_state();
+              steps = s.optimizer_steps();
+            }
+            const OptimizerConfig optimizer = s.optimizer();
+            const std::string loss = s.loss_name();
+            s.compile(optimizer, loss, s.metrics(),
+                      {.device = "cpu", .threads = r.threads, .seed = seed});
+            if (built) {
+              s.set_weights(weights);
+              s.set_optimizer_state(state);
+              s.set_optimizer_steps(steps);
+            }
+            return std::make_pair(r.threads, r.chosen_by);
+          },
+          nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("seed"), nb::arg("say"))
+      .def(
           "fit",
           [](Sequential& s, FloatArray x, FloatArray y, int epochs, int64_t batch_size,
              bool shuffle, double validation_split, std::optional<FloatArray> val_x,
@@ -220,6 +265,7 @@ NB_MODULE(_core, m) {
       .def("stop_training", &Sequential::stop_training)
       .def_prop_ro("optimizer_steps", &Sequential::optimizer_steps)
       .def_prop_ro("learning_rate", &Sequential::learning_rate)
+      .def("set_learning_rate", &Sequential::set_learning_rate, nb::arg("learning_rate"))
       .def("get_weights",
            [](const Sequential& s) {
              std::vector<std::pair<std::string, NumpyArray>> out;

@@ -72,6 +72,13 @@ Saver saver_for(const std::string& path) {
   throw Error("ModelCheckpoint", "cannot write '" + path + "': the path must end in " + known);
 }
 
+// Keras's io_utils.print_msg for a callback's verbose messages: the line and a newline to
+// sys.stdout; none without verbose.
+CallbackMessages messages(bool verbose) {
+  if (!verbose) return {};
+  return [out = python_stdout()](const std::string& line) { out(line + "\n"); };
+}
+
 }  // namespace
 
 std::shared_ptr<Callback> python_callbacks(nb::object callback_list) {
@@ -88,6 +95,14 @@ TextSink python_stdout() {
   };
 }
 
+void python_stderr_line(const std::string& line) {
+  nb::gil_scoped_acquire gil;
+  nb::object err = nb::module_::import_("sys").attr("stderr");
+  if (err.is_none()) return;
+  err.attr("write")(nb::str((line + "\n").c_str()));
+  err.attr("flush")();
+}
+
 void bind_callbacks(nb::module_& m) {
   // The library's callbacks, called by crossover/keras/callbacks.py with the library's model.
   nb::class_<Callback>(m, "Callback")
@@ -100,20 +115,24 @@ void bind_callbacks(nb::module_& m) {
   m.def(
       "EarlyStopping",
       [](std::string monitor, double min_delta, int patience, std::string mode,
-         std::optional<double> baseline, bool restore_best_weights, int start_from_epoch) {
+         std::optional<double> baseline, bool restore_best_weights, int start_from_epoch,
+         bool verbose) {
         return EarlyStopping({std::move(monitor), min_delta, patience, std::move(mode), baseline,
-                              restore_best_weights, start_from_epoch});
+                              restore_best_weights, start_from_epoch, messages(verbose)});
       },
       nb::arg("monitor"), nb::arg("min_delta"), nb::arg("patience"), nb::arg("mode"),
-      nb::arg("baseline").none(), nb::arg("restore_best_weights"), nb::arg("start_from_epoch"));
+      nb::arg("baseline").none(), nb::arg("restore_best_weights"), nb::arg("start_from_epoch"),
+      nb::arg("verbose"));
   m.def(
       "ModelCheckpoint",
-      [](std::string filepath, std::string monitor, bool save_best_only, std::string mode) {
+      [](std::string filepath, std::string monitor, bool save_best_only, std::string mode,
+         bool verbose) {
         Saver save = saver_for(filepath);
-        return ModelCheckpoint(std::move(filepath),
-                               {std::move(monitor), save_best_only, std::move(mode), save});
+        return ModelCheckpoint(std::move(filepath), {std::move(monitor), save_best_only,
+                                                     std::move(mode), save, messages(verbose)});
       },
-      nb::arg("filepath"), nb::arg("monitor"), nb::arg("save_best_only"), nb::arg("mode"));
+      nb::arg("filepath"), nb::arg("monitor"), nb::arg("save_best_only"), nb::arg("mode"),
+      nb::arg("verbose"));
   m.def("checkpoint_suffixes", [] {
     std::vector<std::string> s;
     for (const auto& [suffix, save] : savers()) s.push_back(suffix);
@@ -128,12 +147,13 @@ void bind_callbacks(nb::module_& m) {
   m.def(
       "ReduceLROnPlateau",
       [](std::string monitor, double factor, int patience, double min_delta, int cooldown,
-         double min_lr, std::string mode) {
-        return ReduceLROnPlateau(
-            {std::move(monitor), factor, patience, min_delta, cooldown, min_lr, std::move(mode)});
+         double min_lr, std::string mode, bool verbose) {
+        return ReduceLROnPlateau({std::move(monitor), factor, patience, min_delta, cooldown, min_lr,
+                                  std::move(mode), messages(verbose)});
       },
       nb::arg("monitor"), nb::arg("factor"), nb::arg("patience"), nb::arg("min_delta"),
-      nb::arg("cooldown"), nb::arg("min_lr"), nb::arg("mode"));
+      nb::arg("cooldown"), nb::arg("min_lr"), nb::arg("mode"), nb::arg("verbose"));
+  m.def("python_float_repr", &python_float_repr, nb::arg("value"));
 }
 
 }  // namespace crossover_python

@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 
 #include <memory>
+#include <string>
 
 #include "crossover.h"
 
@@ -18,6 +19,8 @@ std::shared_ptr<crossover::Callback> python_callbacks(nanobind::object callback_
 // Writes each piece of text to Python's sys.stdout (looked up at each call, so a redirection
 // made meanwhile is followed) and flushes it, taking the GIL.
 crossover::TextSink python_stdout();
+// Writes a line to Python's sys.stderr, taking the GIL.
+void python_stderr_line(const std::string& line);
 
 // _core.Callback (the library's callbacks: on_*(model, ...)), EarlyStopping, ModelCheckpoint,
 // LearningRateScheduler, ReduceLROnPlateau and checkpoint_suffixes().

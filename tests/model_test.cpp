@@ -1,9 +1,13 @@
 // The behaviour of Sequential a Keras user relies on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/error.h"
@@ -595,6 +599,70 @@ TEST(Callbacks, ReduceLROnPlateauAndStepDecayChangeTheLearningRate) {
   ASSERT_EQ(s.history.at("lr").size(), 4u);
   EXPECT_NEAR(s.history.at("lr")[0], 0.1, 1e-7);
   EXPECT_NEAR(s.history.at("lr")[2], 0.05, 1e-7);
+}
+
+// Keras 3's ReduceLROnPlateau: at min_lr nothing is reduced, so no cooldown starts and the wait
+// keeps counting; a rate raised afterwards is reduced at the next epoch without improvement.
+TEST(Callbacks, ReduceLROnPlateauAtMinLrStartsNoCooldownAsKeras3) {
+  Sequential model({Input({3}), Dense(2)});
+  model.compile(SGD({.learning_rate = 0.1}), "mean_squared_error", {}, {.threads = 1});
+  std::string said;
+  auto cb = ReduceLROnPlateau({.monitor = "val_loss",
+                               .factor = 0.5,
+                               .patience = 1,
+                               .cooldown = 2,
+                               .min_lr = 0.02,
+                               .say = [&](const std::string& line) { said += line + "\n"; }});
+  cb->on_train_begin(model);
+  std::vector<float> rates;
+  int epoch = 0;
+  for (double v : {1.0, 1.0, 1.0, 1.0, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6}) {
+    cb->on_epoch_end(model, epoch++, {{"val_loss", v}});
+    rates.push_back(static_cast<float>(model.learning_rate()));
+  }
+  EXPECT_EQ(rates, (std::vector<float>{0.1f, 0.05f, 0.05f, 0.025f, 0.025f, 0.02f, 0.02f, 0.02f,
+                                       0.02f, 0.02f, 0.02f}));
+  model.set_learning_rate(0.08);
+  cb->on_epoch_end(model, epoch++, {{"val_loss", 0.6}});
+  EXPECT_EQ(static_cast<float>(model.learning_rate()), 0.04f);
+  EXPECT_EQ(said,
+            "\nEpoch 2: ReduceLROnPlateau reducing learning rate to 0.05000000074505806.\n"
+            "\nEpoch 4: ReduceLROnPlateau reducing learning rate to 0.02500000037252903.\n"
+            "\nEpoch 6: ReduceLROnPlateau reducing learning rate to 0.02.\n"
+            "\nEpoch 12: ReduceLROnPlateau reducing learning rate to 0.03999999910593033.\n");
+}
+
+// The CPU trains on the caller's rows where they are, not on a copy made when fit starts (so the
+// caller keeps them alive and unchanged during fit): rows a callback zeroes after the first epoch
+// are what the second epoch trains on.
+TEST(Fit, TheCpuTrainsOnTheCallersRowsInPlace) {
+  const Mnist10k& d = Mnist10k::get();
+  const Tensor y = d.y_train.rows(0, 128);
+  auto train = [&](bool zero_after_first_epoch) {
+    std::vector<float> rows(d.x_train.data(), d.x_train.data() + 128 * 784);
+    struct Zero final : Callback {
+      std::vector<float>* rows = nullptr;
+      void on_epoch_end(Sequential&, int, const Logs&) override {
+        std::fill(rows->begin(), rows->end(), 0.0f);
+      }
+    };
+    auto zero = std::make_shared<Zero>();
+    zero->rows = &rows;
+    Sequential m = small_model();
+    m.compile(SGD({.learning_rate = 0.1}), "sparse_categorical_crossentropy", {},
+              {.threads = 1, .seed = 3});
+    FitOptions o{.epochs = 2, .shuffle = false, .verbose = 0};
+    if (zero_after_first_epoch) o.callbacks = {zero};
+    m.fit(rows, {128, 28, 28}, {y.data(), static_cast<std::size_t>(y.size())}, y.shape(), o);
+    return m.get_weights();
+  };
+  const auto kept = train(false), zeroed = train(true);
+  ASSERT_EQ(kept.size(), zeroed.size());
+  bool differ = false;
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    for (int64_t j = 0; j < kept[i].value.size(); ++j)
+      differ = differ || kept[i].value[j] != zeroed[i].value[j];
+  EXPECT_TRUE(differ);
 }
 
 }  // namespace

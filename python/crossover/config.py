@@ -3,6 +3,7 @@
 import types
 from typing import Any
 
+from . import _threads
 from ._device import PhysicalDevice, list_physical_devices
 from .keras._args import unsupported_attribute
 
@@ -22,10 +23,27 @@ experimental = types.SimpleNamespace(
 )
 
 
+def _set_inter_op_parallelism_threads(num_threads: int) -> None:
+    """tf.config.threading's: accepted, with no effect (crossover runs one op at a time, each on
+    the intra-op threads)."""
+    _threads._count(num_threads, "set_inter_op_parallelism_threads")
+
+
+# tf.config.threading: the CPU thread count (see crossover/_threads.py).
+threading = types.SimpleNamespace(
+    set_intra_op_parallelism_threads=_threads.set_intra_op_parallelism_threads,
+    get_intra_op_parallelism_threads=_threads.get_intra_op_parallelism_threads,
+    set_inter_op_parallelism_threads=_set_inter_op_parallelism_threads,
+    get_inter_op_parallelism_threads=lambda: 0,
+)
+
+
 def __getattr__(name: str) -> Any:
     raise unsupported_attribute(
-        "config", name, "list_physical_devices and experimental.set_memory_growth (no effect)"
+        "config",
+        name,
+        "list_physical_devices, experimental.set_memory_growth (no effect) and threading",
     )
 
 
-__all__ = ["list_physical_devices", "PhysicalDevice", "experimental"]
+__all__ = ["list_physical_devices", "PhysicalDevice", "experimental", "threading"]

@@ -2,10 +2,11 @@
 //
 // Model code includes only this header; a backend never includes model code. All pointers
 // below are the backend's own memory (host memory for the CPU, device memory for CUDA), float32,
-// row-major, obtained from allocate(). A call only enqueues work: on CUDA it returns before the
-// kernel has run, and the calls of one training step are captured once as a CUDA graph and
-// replayed. So nothing that changes from step to step is passed by value: it lives in
-// StepCounters, in backend memory, and is advanced by advance_step() on the device itself.
+// row-major, obtained from allocate() (but for gather_rows's src where reads_host_memory()). A call
+// only enqueues work: on CUDA it returns before the kernel has run, and the calls of one training
+// step are captured once as a CUDA graph and replayed. So nothing that changes from step to step is
+// passed by value: it lives in StepCounters, in backend memory, and is advanced by advance_step()
+// on the device itself.
 //
 // The per-element arithmetic (optimizer updates, the learning-rate schedule, a loss row, softmax)
 // is written once in backends/kernel_math.h and used by every backend, host and device.
@@ -106,6 +107,11 @@ class Backend {
   virtual MemoryAvailable available_memory() const = 0;
   virtual void release(void* p) noexcept = 0;
   virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;
+  // Whether the kernels can read host memory the backend did not allocate (the CPU: its memory is
+  // the host's): then fit and evaluate read the caller's data set in place instead of uploading a
+  // copy (gather_rows's src is then the caller's memory). A wrapper that tracks what was
+  // uploaded keeps the default.
+  virtual bool reads_host_memory() const { return false; }
   virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
   // Starts a download that completes by the next synchronize(); host_dst must stay valid.
   virtual void download_async(void* host_dst, const void* src, std::size_t bytes) = 0;

@@ -86,16 +86,8 @@ perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int thread
                                            const std::string& what);
 // {"source": PATH, "calibrated_now": bool} (docs/JSON.md), null without a profile.
 nlohmann::json profile_json(const perf::CpuProfileChoice& choice);
-// --threads on the CPU: a count the user gave, as it is; 0, the count `make(t)` (the model compiled
-// for the CPU with t threads) trains fastest with here, measured on the first batches of (x, y)
-// (perf::fastest_cpu_threads), with a line on stderr saying what was chosen unless `quiet`.
-// `what` names the model for that line ("SMALL at batch 32"). With a `key`
-// (perf::threads_choice_key), a choice saved by an earlier run is reused, and a new one saved.
-struct ThreadsForRun {
-  int threads = 1;
-  std::optional<perf::ThreadsChoice> choice;  // when measured (now or by an earlier run)
-  std::string chosen_by = "user";  // "user", "measurement", "saved measurement", "all cores"
-};
+// --threads on the CPU: perf::cpu_threads_for_run, with its line on stderr unless `quiet`.
+using perf::ThreadsForRun;
 ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(int)>& make,
                                   const Tensor& x, const Tensor& y, int64_t batch, bool quiet,
                                   const std::string& what, const std::string& key);

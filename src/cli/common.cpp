@@ -239,42 +239,10 @@ nlohmann::json profile_json(const perf::CpuProfileChoice& choice) {
 ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(int)>& make,
                                   const Tensor& x, const Tensor& y, int64_t batch, bool quiet,
                                   const std::string& what, const std::string& key) {
-  if (requested > 0) return {requested, std::nullopt, "user"};
-  const int cores = perf::cpu_info().logical_cores;
-  auto say = [&](const std::string& line) {
-    if (!quiet) std::fprintf(stderr, "threads: %s\n", line.c_str());
-  };
-  std::optional<perf::ThreadsChoice> saved =
-      key.empty() ? std::nullopt : perf::saved_threads_choice(key);
-  bool busy = false;
-  if (saved) {
-    const perf::ThreadsRecheck r = perf::recheck_threads(make, x, y, batch, saved->threads);
-    if (r.holds) {
-      say(
-          fmt::format("{} of {} logical cores, measured fastest for {} by an earlier run: {} "
-                      "(saved in {}; delete it to measure again)",
-                      saved->threads, cores, what, saved->summary(), perf::threads_choice_path()));
-      const int chosen = saved->threads;
-      return {chosen, std::move(saved), "saved measurement"};
-    }
-    // Busier than when it was measured: measure again for this run, and keep the saved choice
-    // for when the machine is quiet again.
-    busy = true;
-    say(
-        fmt::format("the saved {} threads for {} now take {} a step against {} on one thread (the "
-                    "machine is busier than when they were measured): measuring again for this "
-                    "run",
-                    saved->threads, what, perf::human_seconds(r.saved.seconds_per_step),
-                    perf::human_seconds(r.one.seconds_per_step)));
-  }
-  perf::ThreadsChoice c = perf::fastest_cpu_threads(make, x, y, batch, cores);
-  say(
-      fmt::format("{} of {} logical cores, the fastest for {} here: {}, measured in {:.1f} s "
-                  "(--threads N pins a count)",
-                  c.threads, cores, what, c.summary(), c.seconds));
-  if (!key.empty() && !busy) perf::save_threads_choice(key, what, c);
-  const int chosen = c.threads;
-  return {chosen, std::move(c), "measurement"};
+  std::function<void(const std::string&)> say;
+  if (!quiet)
+    say = [](const std::string& line) { std::fprintf(stderr, "threads: %s\n", line.c_str()); };
+  return perf::cpu_threads_for_run(requested, make, x, y, batch, say, what, key, "--threads N");
 }
 
 std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Shape& sample_shape,

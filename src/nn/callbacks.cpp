@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "nn/sequential.h"
@@ -22,85 +23,121 @@ bool maximise(const std::string& monitor, const std::string& mode, const char* w
   return monitor.find("acc") != std::string::npos;
 }
 
-// Tracks the best value of a monitored quantity.
+// Tracks the best value of a monitored quantity, as Keras 3's MonitorCallback.
 struct Monitor {
   std::string key;
   bool max = false;
-  double min_delta = 0;
-  double best = std::numeric_limits<double>::quiet_NaN();
+  double min_delta = 0;  // >= 0
+  std::optional<double> best;
 
-  // Returns the value, or NaN with a warning when the logs lack it.
-  double read(const Logs& logs, const char* who) const {
+  // The value, or nothing with a warning when the logs lack it.
+  std::optional<double> read(const Logs& logs, const char* who) const {
     auto it = logs.find(key);
     if (it == logs.end()) {
       std::fprintf(stderr, "warning: %s: '%s' is not among the epoch's logs (is validation on?)\n",
                    who, key.c_str());
-      return std::numeric_limits<double>::quiet_NaN();
+      return std::nullopt;
     }
     return it->second;
   }
-  bool improves(double v) const {
-    if (std::isnan(v)) return false;
-    if (std::isnan(best)) return true;
-    return max ? v - min_delta > best : v + min_delta < best;
+  // Keras's _is_improvement: monitor_op(value -+ min_delta, reference) on float32.
+  bool improves(double v, const std::optional<double>& reference) const {
+    if (!reference) return true;
+    const float a = static_cast<float>(max ? v - min_delta : v + min_delta);
+    const float b = static_cast<float>(*reference);
+    return max ? a > b : a < b;
   }
+  bool improves(double v) const { return improves(v, best); }
 };
+
+void tell(const CallbackMessages& say, const std::string& line) {
+  if (say) say(line);
+}
 
 class EarlyStoppingCallback final : public Callback {
  public:
   explicit EarlyStoppingCallback(EarlyStoppingOptions o) : o_(std::move(o)) {
-    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "EarlyStopping"), std::abs(o_.min_delta)};
+    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "EarlyStopping"), std::abs(o_.min_delta),
+            std::nullopt};
   }
   void on_train_begin(Sequential&) override {
-    wait_ = 0;
-    mon_.best = std::numeric_limits<double>::quiet_NaN();
+    wait_ = stopped_epoch_ = best_epoch_ = 0;
+    mon_.best.reset();
     best_weights_.clear();
+    have_best_weights_ = false;
   }
   void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
-    if (epoch < o_.start_from_epoch) return;
-    const double v = mon_.read(logs, "EarlyStopping");
-    if (std::isnan(v)) return;
+    const std::optional<double> v = mon_.read(logs, "EarlyStopping");
+    if (!v || epoch < o_.start_from_epoch) return;
+    if (o_.restore_best_weights && !have_best_weights_) keep_weights(model, epoch);
     ++wait_;
-    if (mon_.improves(v)) {
-      mon_.best = v;
-      if (o_.restore_best_weights) best_weights_ = model.get_weights();
-      if (!o_.baseline || beats(v, *o_.baseline)) wait_ = 0;
+    if (mon_.improves(*v)) {
+      mon_.best = *v;
+      best_epoch_ = epoch;
+      if (o_.restore_best_weights) keep_weights(model, epoch);
+      // The wait restarts only when the value beats the baseline too.
+      if (!o_.baseline || mon_.improves(*v, o_.baseline)) wait_ = 0;
       return;
     }
-    if (wait_ >= o_.patience && epoch > 0) model.stop_training();
+    if (wait_ >= o_.patience && epoch > 0) {
+      stopped_epoch_ = epoch;
+      model.stop_training();
+    }
   }
   void on_train_end(Sequential& model) override {
-    if (o_.restore_best_weights && !best_weights_.empty()) model.set_weights(best_weights_);
+    if (stopped_epoch_ > 0)
+      tell(o_.say, fmt::format("Epoch {}: early stopping", stopped_epoch_ + 1));
+    if (o_.restore_best_weights && have_best_weights_) {
+      tell(o_.say, fmt::format("Restoring model weights from the end of the best epoch: {}.",
+                               best_epoch_ + 1));
+      model.set_weights(best_weights_);
+    }
   }
 
  private:
-  bool beats(double v, double reference) const {
-    return mon_.max ? v - mon_.min_delta > reference : v + mon_.min_delta < reference;
+  void keep_weights(const Sequential& model, int epoch) {
+    best_weights_ = model.get_weights();
+    best_epoch_ = epoch;
+    have_best_weights_ = true;
   }
 
   EarlyStoppingOptions o_;
   Monitor mon_;
-  int wait_ = 0;
+  int wait_ = 0, stopped_epoch_ = 0, best_epoch_ = 0;
   std::vector<NamedTensor> best_weights_;
+  bool have_best_weights_ = false;
 };
 
 class ModelCheckpointCallback final : public Callback {
  public:
   ModelCheckpointCallback(std::string path, ModelCheckpointOptions o)
       : path_(std::move(path)), o_(std::move(o)) {
-    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "ModelCheckpoint"), 0.0};
+    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "ModelCheckpoint"), 0.0, std::nullopt};
   }
   void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
     const std::string path = checkpoint_path(path_, epoch, logs);
     if (o_.save_best_only) {
-      const double v = mon_.read(logs, "ModelCheckpoint");
-      if (!mon_.improves(v)) return;
-      mon_.best = v;
+      // Keras 3: without the monitor in the logs it saves anyway.
+      if (const std::optional<double> v = mon_.read(logs, "ModelCheckpoint")) {
+        const std::string best =
+            mon_.best ? fmt::format("{:.5f}", *mon_.best) : std::string("None");
+        if (!mon_.improves(*v)) {
+          tell(o_.say,
+               fmt::format("\nEpoch {}: {} did not improve from {}", epoch + 1, o_.monitor, best));
+          return;
+        }
+        tell(o_.say, fmt::format("\nEpoch {}: {} improved from {} to {:.5f}, saving model to {}",
+                                 epoch + 1, o_.monitor, best, *v, path));
+        mon_.best = *v;
+      }
+    } else {
+      tell(o_.say, fmt::format("\nEpoch {}: saving model to {}", epoch + 1, path));
     }
     if (o_.save)
       o_.save(model, path);
     else
       save_weights(model, path);
+    tell(o_.say, fmt::format("\nEpoch {}: finished saving model to {}", epoch + 1, path));
   }
 
  private:
@@ -126,28 +163,36 @@ class ReduceLROnPlateauCallback final : public Callback {
   explicit ReduceLROnPlateauCallback(ReduceLROnPlateauOptions o) : o_(std::move(o)) {
     if (!(o_.factor > 0 && o_.factor < 1))
       throw Error("ReduceLROnPlateau", "factor must be in (0, 1)");
-    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "ReduceLROnPlateau"), o_.min_delta};
+    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "ReduceLROnPlateau"), std::abs(o_.min_delta),
+            std::nullopt};
   }
   void on_train_begin(Sequential&) override {
     wait_ = cooldown_ = 0;
-    mon_.best = std::numeric_limits<double>::quiet_NaN();
+    mon_.best.reset();
   }
-  void on_epoch_end(Sequential& model, int, const Logs& logs) override {
-    const double v = mon_.read(logs, "ReduceLROnPlateau");
-    if (std::isnan(v)) return;
-    if (cooldown_ > 0) --cooldown_;
-    if (mon_.improves(v)) {
-      mon_.best = v;
+  // Keras 3's on_epoch_end, line for line.
+  void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
+    const std::optional<double> v = mon_.read(logs, "ReduceLROnPlateau");
+    if (!v) return;
+    if (cooldown_ > 0) {
+      --cooldown_;
       wait_ = 0;
-      return;
     }
-    if (cooldown_ > 0) return;
-    if (++wait_ >= o_.patience) {
-      const double lr = model.learning_rate();
-      const double next = std::max(lr * o_.factor, o_.min_lr);
-      if (next < lr) model.set_learning_rate(next);
-      cooldown_ = o_.cooldown;
+    if (mon_.improves(*v)) {
+      mon_.best = *v;
       wait_ = 0;
+    } else if (cooldown_ <= 0) {
+      if (++wait_ >= o_.patience) {
+        const double lr = model.learning_rate();  // the float32 rate, as Keras reads its variable
+        if (static_cast<float>(lr) > static_cast<float>(o_.min_lr)) {
+          const double next = std::max(lr * o_.factor, o_.min_lr);
+          model.set_learning_rate(next);
+          tell(o_.say, fmt::format("\nEpoch {}: ReduceLROnPlateau reducing learning rate to {}.",
+                                   epoch + 1, python_float_repr(next)));
+          cooldown_ = o_.cooldown;
+          wait_ = 0;
+        }
+      }
     }
   }
 
@@ -158,6 +203,14 @@ class ReduceLROnPlateauCallback final : public Callback {
 };
 
 }  // namespace
+
+std::string python_float_repr(double value) {
+  // fmt's shortest round-trip form switches to an exponent where Python's repr does (below 1e-4,
+  // from 1e16); Python adds ".0" to a whole number.
+  std::string s = fmt::format("{}", value);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
 
 std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options) {
   return std::make_shared<EarlyStoppingCallback>(std::move(options));

@@ -46,6 +46,16 @@ class Callback {
   virtual void on_train_end(Sequential&) {}
 };
 
+// Where a callback's messages go, a line at a time without its newline (Keras's verbose=1:
+// Keras 3's own text, io_utils.print_msg adds the newline); empty: none.
+using CallbackMessages = std::function<void(const std::string& line)>;
+
+// EarlyStopping, ModelCheckpoint and ReduceLROnPlateau compare the monitored value as Keras 3's
+// MonitorCallback does (_is_improvement): the first value is an improvement, then
+// (value - min_delta) > best for a maximised quantity, (value + min_delta) < best for a
+// minimised one, both sides rounded to float32 (Keras's ops take Python floats as float32). A
+// monitor missing from the logs is warned about on stderr and the epoch skipped.
+
 // Keras's EarlyStopping: stops after `patience` epochs in a row in which `monitor` did not
 // improve by more than min_delta (so at most 1 + patience epochs after the best one); with
 // restore_best_weights, the weights of the best epoch are put back when training ends.
@@ -58,6 +68,8 @@ struct EarlyStoppingOptions {
   std::optional<double> baseline;
   bool restore_best_weights = false;
   int start_from_epoch = 0;  // epochs (0-based) before this one are not monitored
+  // "Epoch N: early stopping", "Restoring model weights from the end of the best epoch: N."
+  CallbackMessages say;
 };
 std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options = {});
 
@@ -71,6 +83,9 @@ struct ModelCheckpointOptions {
   std::string mode = "auto";
   // Writes the file; empty: save_weights (nn/weights_io.h, the format by the suffix).
   std::function<void(const Sequential&, const std::string& path)> save;
+  // "\nEpoch N: saving model to PATH", "\nEpoch N: val_loss improved from 0.12345 to ...",
+  // "\nEpoch N: finished saving model to PATH" (Keras 3's text).
+  CallbackMessages say;
 };
 std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options = {});
 // ModelCheckpoint's path for an epoch (0-based) and its logs.
@@ -81,7 +96,11 @@ std::shared_ptr<Callback> LearningRateScheduler(std::function<double(int, double
 // Step decay: lr = initial * drop ^ floor(epoch / epochs_per_drop).
 std::shared_ptr<Callback> StepDecay(double initial_learning_rate, double drop, int epochs_per_drop);
 
-// Keras's ReduceLROnPlateau.
+// Keras 3's ReduceLROnPlateau (keras/src/callbacks/reduce_lr_on_plateau.py, step for step): while
+// in cooldown, the cooldown counts down and the wait stays 0; an improvement sets the best and
+// the wait to 0; otherwise, out of cooldown, the wait grows, and at `patience` the rate becomes
+// max(rate * factor, min_lr) if the rate (float32) is above min_lr (as float32), which starts
+// the cooldown and resets the wait; at min_lr nothing changes (the wait keeps growing).
 struct ReduceLROnPlateauOptions {
   std::string monitor = "val_loss";
   double factor = 0.1;
@@ -90,7 +109,11 @@ struct ReduceLROnPlateauOptions {
   int cooldown = 0;
   double min_lr = 0;
   std::string mode = "auto";
+  // "\nEpoch N: ReduceLROnPlateau reducing learning rate to X." (X as Python prints the float).
+  CallbackMessages say;
 };
+// A double as Python's repr prints it (the shortest text that reads back, "0.1", "1e-05", "2.0").
+std::string python_float_repr(double value);
 std::shared_ptr<Callback> ReduceLROnPlateau(ReduceLROnPlateauOptions options = {});
 
 }  // namespace crossover

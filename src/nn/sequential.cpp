@@ -109,8 +109,13 @@ struct Sequential::Impl {
     std::vector<DeviceBlock> masks;    // per dropout layer
   };
   // Data copied to the device once per fit/evaluate.
+  // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
+  // own memory when the backend reads host memory (the CPU; the caller keeps it alive and
+  // unchanged during the call), else the copies in x and y on the device.
   struct DeviceData {
     DeviceBlock x, y, indices;
+    const float* x_rows = nullptr;
+    const float* y_rows = nullptr;
     int64_t n = 0, x_cols = 0, y_cols = 0;
   };
 
@@ -476,10 +481,10 @@ struct Sequential::Impl {
 
   void gather_batch(Plan& plan, const DeviceData& d, int64_t m, const StepCounters* ctr) {
     backend->set_scope("batch x");
-    backend->gather_rows(d.x.as<float>(), d.x_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
+    backend->gather_rows(d.x_rows, d.x_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
                          plan.input.as<float>());
     backend->set_scope("batch y");
-    backend->gather_rows(d.y.as<float>(), d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
+    backend->gather_rows(d.y_rows, d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
                          plan.targets.as<float>());
   }
 
@@ -544,17 +549,29 @@ struct Sequential::Impl {
     d.n = end - begin;
     d.x_cols = info.front().in_width;
     d.y_cols = target_columns();
-    check_fits(float_bytes(d.n * d.x_cols) + float_bytes(d.n * d.y_cols) + float_bytes(d.n),
+    const float* x_src = x.data() + begin * d.x_cols;
+    const float* y_src = y.data() + begin * d.y_cols;
+    // The CPU reads the caller's rows where they are: no copy of the data set per call.
+    const bool in_place = backend->reads_host_memory();
+    check_fits((in_place ? 0.0 : float_bytes(d.n * d.x_cols) + float_bytes(d.n * d.y_cols)) +
+                   float_bytes(d.n),
                "the data (" + std::to_string(d.n) + " samples, copied to the device once)", "");
-    d.x =
-        DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.x_cols, 16)) * 4);
-    d.y =
-        DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n * d.y_cols, 16)) * 4);
+    if (in_place) {
+      d.x_rows = x_src;
+      d.y_rows = y_src;
+    } else {
+      d.x = DeviceBlock(*backend,
+                        static_cast<std::size_t>(std::max<int64_t>(d.n * d.x_cols, 16)) * 4);
+      d.y = DeviceBlock(*backend,
+                        static_cast<std::size_t>(std::max<int64_t>(d.n * d.y_cols, 16)) * 4);
+      backend->upload(d.x.as<void>(), x_src,
+                      static_cast<std::size_t>(d.n * d.x_cols) * sizeof(float));
+      backend->upload(d.y.as<void>(), y_src,
+                      static_cast<std::size_t>(d.n * d.y_cols) * sizeof(float));
+      d.x_rows = d.x.as<float>();
+      d.y_rows = d.y.as<float>();
+    }
     d.indices = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n, 16)) * 4);
-    backend->upload(d.x.as<void>(), x.data() + begin * d.x_cols,
-                    static_cast<std::size_t>(d.n * d.x_cols) * sizeof(float));
-    backend->upload(d.y.as<void>(), y.data() + begin * d.y_cols,
-                    static_cast<std::size_t>(d.n * d.y_cols) * sizeof(float));
     std::vector<int32_t> iota(static_cast<std::size_t>(d.n));
     std::iota(iota.begin(), iota.end(), 0);
     backend->upload(d.indices.as<void>(), iota.data(), iota.size() * sizeof(int32_t));

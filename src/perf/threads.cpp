@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "perf/explain.h"
+#include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/profile.h"
 
@@ -180,6 +181,76 @@ void save_threads_choice(const std::string& key, const std::string& what, const 
   } catch (const Error&) {
     // A folder we cannot write: the choice is measured again next time.
   }
+}
+
+ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(int)>& make,
+                                  const Tensor& x, const Tensor& y, int64_t batch,
+                                  const std::function<void(const std::string&)>& say,
+                                  const std::string& what, const std::string& key,
+                                  const std::string& how_to_pin) {
+  if (requested > 0) return {requested, std::nullopt, "user"};
+  const int cores = cpu_info().logical_cores;
+  auto tell = [&](const std::string& line) {
+    if (say) say(line);
+  };
+  std::optional<ThreadsChoice> saved = key.empty() ? std::nullopt : saved_threads_choice(key);
+  bool busy = false;
+  if (saved) {
+    const ThreadsRecheck r = recheck_threads(make, x, y, batch, saved->threads);
+    if (r.holds) {
+      tell(
+          fmt::format("{} of {} logical cores, measured fastest for {} by an earlier run: {} "
+                      "(saved in {}; delete it to measure again)",
+                      saved->threads, cores, what, saved->summary(), threads_choice_path()));
+      const int chosen = saved->threads;
+      return {chosen, std::move(saved), "saved measurement"};
+    }
+    // Busier than when it was measured: measure again for this run, and keep the saved choice
+    // for when the machine is quiet again.
+    busy = true;
+    tell(
+        fmt::format("the saved {} threads for {} now take {} a step against {} on one thread (the "
+                    "machine is busier than when they were measured): measuring again for this "
+                    "run",
+                    saved->threads, what, human_seconds(r.saved.seconds_per_step),
+                    human_seconds(r.one.seconds_per_step)));
+  }
+  ThreadsChoice c = fastest_cpu_threads(make, x, y, batch, cores);
+  tell(
+      fmt::format("{} of {} logical cores, the fastest for {} here: {}, measured in {:.1f} s "
+                  "({} pins a count)",
+                  c.threads, cores, what, c.summary(), c.seconds, how_to_pin));
+  if (!key.empty() && !busy) save_threads_choice(key, what, c);
+  const int chosen = c.threads;
+  return {chosen, std::move(c), "measurement"};
+}
+
+ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, const Tensor& y,
+                                    int64_t batch, uint64_t seed,
+                                    const std::function<void(const std::string&)>& say,
+                                    const std::string& how_to_pin) {
+  if (!model.compiled()) throw Error("threads", "the model must be compiled first");
+  if (x.rank() < 2)
+    throw Error("fit",
+                "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  std::vector<Layer> layers = model.layers();
+  const Layer& first = layers.front();
+  const bool has_shape = (first.type == LayerType::input || first.type == LayerType::flatten) &&
+                         !first.input_shape.empty();
+  if (!has_shape)
+    layers.insert(layers.begin(), Input(Shape(x.shape().begin() + 1, x.shape().end())));
+  const OptimizerConfig optimizer = model.optimizer();
+  const std::string loss = model.loss_name(), name = model.name();
+  const std::vector<std::string> metrics = model.metrics();
+  auto make = [=](int threads) {
+    Sequential m(layers, name);
+    m.compile(optimizer, loss, metrics, {.device = "cpu", .threads = threads, .seed = seed});
+    return m;
+  };
+  const int64_t b = std::max<int64_t>(1, std::min(batch, x.dim(0)));
+  const std::string what = fmt::format("{} at batch {}", name, b);
+  return cpu_threads_for_run(0, make, x, y, b, say, what, threads_choice_key(describe(make(1)), b),
+                             how_to_pin);
 }
 
 }  // namespace crossover::perf

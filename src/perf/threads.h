@@ -80,4 +80,33 @@ std::optional<ThreadsChoice> saved_threads_choice(const std::string& key);
 // writer's entry may be lost, and is then measured again).
 void save_threads_choice(const std::string& key, const std::string& what, const ThreadsChoice& c);
 
+// The CPU thread count a run trains with, as the commands' --threads and Python's fit choose it:
+// `requested` when positive, as it is; 0: the count `make(t)` (the model compiled for the CPU with
+// t threads) trains fastest with here, measured on the first batches of (x, y)
+// (fastest_cpu_threads). With a `key` (threads_choice_key), a choice saved by an earlier run is
+// reused while recheck_threads says it still holds (else measured again for this run, and the
+// saved one kept), and a new one saved. `say`, when given, gets one line saying what was chosen;
+// `what` names the model in it ("SMALL at batch 32"), `how_to_pin` how to give a count instead
+// ("--threads N").
+struct ThreadsForRun {
+  int threads = 1;
+  std::optional<ThreadsChoice> choice;  // when measured (now or by an earlier run)
+  std::string chosen_by = "user";       // "user", "measurement", "saved measurement", "all cores"
+};
+ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(int)>& make,
+                                  const Tensor& x, const Tensor& y, int64_t batch,
+                                  const std::function<void(const std::string&)>& say,
+                                  const std::string& what, const std::string& key,
+                                  const std::string& how_to_pin);
+
+// The same for a model built in code (Python's): make(t) compiles copies of `model`'s layers as
+// `model` is compiled (optimizer with its current learning rate, loss, metrics) for the CPU with t
+// threads and `seed`, given the input shape of (x) when its first layer has none; the choice is
+// keyed and saved as the commands key theirs, so `crossover train` and Python share it. Requires
+// a compiled model.
+ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, const Tensor& y,
+                                    int64_t batch, uint64_t seed,
+                                    const std::function<void(const std::string&)>& say,
+                                    const std::string& how_to_pin);
+
 }  // namespace crossover::perf

@@ -5,13 +5,14 @@ from crossover import keras        # in place of: import keras
 
 from typing import Any
 
-from . import callbacks, layers, models, optimizers
+from . import backend, callbacks, layers, models, optimizers
 from . import datasets, losses, metrics, utils  # api block
 from ._args import unsupported_attribute
 from .layers import Input
 from .models import History, Sequential
 
-__all__ = ["callbacks", "layers", "models", "optimizers", "Input", "Sequential", "History"]
+__all__ = ["backend", "callbacks", "layers", "models", "optimizers", "Input", "Sequential"]
+__all__ += ["History"]
 __all__ += ["datasets", "losses", "metrics", "utils"]
 
 

@@ -10,6 +10,7 @@ one is refused by fit."""
 
 import functools
 import os
+import sys
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -244,7 +245,6 @@ class EarlyStopping(_LibraryCallback):
         start_from_epoch: int = 0,
     ) -> None:
         super().__init__()
-        reject_unsupported("EarlyStopping", verbose=(verbose, 0))
         self.monitor = monitor
         self.min_delta = abs(min_delta)
         self.patience = patience
@@ -261,6 +261,7 @@ class EarlyStopping(_LibraryCallback):
             None if baseline is None else float(baseline),
             bool(restore_best_weights),
             int(start_from_epoch),
+            verbose > 0,
         )
 
 
@@ -284,7 +285,6 @@ class ModelCheckpoint(_LibraryCallback):
         super().__init__()
         reject_unsupported(
             "ModelCheckpoint",
-            verbose=(verbose, 0),
             save_freq=(save_freq, "epoch"),
             initial_value_threshold=(initial_value_threshold, None),
         )
@@ -306,7 +306,9 @@ class ModelCheckpoint(_LibraryCallback):
         self.save_best_only = save_best_only
         self.save_weights_only = save_weights_only
         self.mode = _mode(mode, "ModelCheckpoint")
-        self._core = _core.ModelCheckpoint(self.filepath, monitor, bool(save_best_only), mode)
+        self._core = _core.ModelCheckpoint(
+            self.filepath, monitor, bool(save_best_only), mode, verbose > 0
+        )
 
     def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
         folder = os.path.dirname(self.filepath)
@@ -315,13 +317,20 @@ class ModelCheckpoint(_LibraryCallback):
         super().on_train_begin(logs)
 
 
-def _next_learning_rate(schedule: Callable[..., float], epoch: int, lr: float) -> float:
+def _next_learning_rate(
+    schedule: Callable[..., float], verbose: int, epoch: int, lr: float
+) -> float:
     try:
         value = schedule(epoch, lr)
     except TypeError:  # Keras's old API: schedule(epoch)
         value = schedule(epoch)
-    if not isinstance(value, (float, np.floating)):  # as Keras: an int is refused too
+    if not isinstance(value, (float, np.float32, np.float64)):  # as Keras: an int is refused too
         raise ValueError(f"The output of the `schedule` function should be a float. Got: {value}")
+    if verbose > 0:  # Keras 3's line (io_utils.print_msg), the value as the schedule gave it
+        sys.stdout.write(
+            f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {value}.\n"
+        )
+        sys.stdout.flush()
     return float(value)
 
 
@@ -331,12 +340,13 @@ class LearningRateScheduler(_LibraryCallback):
 
     def __init__(self, schedule: Callable[..., float], verbose: int = 0) -> None:
         super().__init__()
-        reject_unsupported("LearningRateScheduler", verbose=(verbose, 0))
         self.schedule = schedule
         self.verbose = verbose
         # Not a bound method: the library's callback holding `self` would be a cycle through C++
         # that Python's collector cannot see.
-        self._core = _core.LearningRateScheduler(functools.partial(_next_learning_rate, schedule))
+        self._core = _core.LearningRateScheduler(
+            functools.partial(_next_learning_rate, schedule, verbose)
+        )
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
         super().on_epoch_end(epoch, logs)
@@ -363,7 +373,6 @@ class ReduceLROnPlateau(_LibraryCallback):
     ) -> None:
         super().__init__()
         reject_unknown("ReduceLROnPlateau", kwargs)
-        reject_unsupported("ReduceLROnPlateau", verbose=(verbose, 0))
         if factor >= 1.0:
             raise ValueError(
                 f"ReduceLROnPlateau does not support a factor >= 1.0. Received factor={factor}"
@@ -384,6 +393,7 @@ class ReduceLROnPlateau(_LibraryCallback):
             int(cooldown),
             float(min_lr),
             mode,
+            verbose > 0,
         )
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from .. import _core, _device, _seed
+from .. import _core, _device, _seed, _threads
 from . import losses as losses_module
 from . import metrics as metrics_module
 from . import optimizers as optimizers_module
@@ -66,6 +66,8 @@ class Sequential:
         self.optimizer: Any = None
         self.loss: Any = None
         self.stop_training = False
+        self._threads_choice: Optional[tuple[int, str]] = None  # (threads, chosen by)
+        self._seed_compiled = 0
         # Device and metric name (api block: crossover.device, keras.metrics).
         self._created_device = _device.current()
         self._metric_name = "accuracy"
@@ -160,17 +162,44 @@ class Sequential:
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
+        device, threads, seed = self._device(), _threads.requested(), _seed.get()
+        # model.optimizer is a keras optimizer object, also for a name (as in Keras); its
+        # learning_rate reads and sets this model's rate from now on.
+        optimizer = optimizers_module.from_identifier(optimizer)
+        if isinstance(self.optimizer, optimizers_module.Optimizer):
+            self.optimizer._detach()  # keeps the rate this model's engine had
+        core_optimizer = optimizers_module.get(optimizer)
         model.compile(
-            optimizers_module.get(optimizer),
+            core_optimizer,
             loss_name,
             ["accuracy"] if metric_names else [],
-            device=self._device(),
-            seed=_seed.get(),
+            device=device,
+            threads=threads if device == "cpu" else 0,
+            seed=seed,
+        )
+        # On the CPU, the thread count: the one asked for, else measured at the first fit or
+        # evaluate, when the data's shape and the batch size are known (_use_measured_threads).
+        self._seed_compiled = seed
+        self._threads_choice = (
+            (threads, "user") if device == "cpu" and threads > 0 else None
         )
         if kept:
             model.set_weights(kept)
         self._metric_name = metric_names[0] if metric_names else "accuracy"
+        if isinstance(optimizer, optimizers_module.Optimizer):
+            optimizer._attach(self)
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
+
+    def _use_measured_threads(self, x: np.ndarray, y: np.ndarray, batch: int, say: bool) -> None:
+        """The CLI's --threads 0 for a CPU model without a count asked for, once: the fastest
+        count here, measured on copies of the model with (x, y) at this batch size (or saved by
+        an earlier run, the CLI's too); the model is compiled again at it, keeping its state."""
+        model = self._core
+        if model is None or model.device_name != "cpu" or self._threads_choice is not None:
+            return
+        chosen = model.use_measured_cpu_threads(x, y, batch, self._seed_compiled, say)
+        if chosen is not None:
+            self._threads_choice = chosen
 
     def _keras_key(self, key: str) -> str:
         """The library's history key with the metric named as the user named it ('acc', ...)."""
@@ -227,9 +256,11 @@ class Sequential:
         # Callbacks (and the History fit returns) are called between epochs by the library.
         callback_list = CallbackList(callbacks, self, params)
         self.stop_training = False
+        xf, yf = _floats(x, "x"), _floats(y, "y")
+        self._use_measured_threads(xf, yf, batch, level > 0)
         result = model.fit(
-            _floats(x, "x"),
-            _floats(y, "y"),
+            xf,
+            yf,
             epochs,
             batch,
             bool(shuffle),
@@ -268,12 +299,10 @@ class Sequential:
             callbacks=(callbacks or None, None),
         )
         model = self._require_compiled("evaluate")
-        loss, accuracy = model.evaluate(
-            _floats(x, "x"),
-            _floats(y, "y"),
-            32 if batch_size is None else batch_size,
-            _verbosity(verbose),
-        )
+        xf, yf = _floats(x, "x"), _floats(y, "y")
+        batch, level = 32 if batch_size is None else batch_size, _verbosity(verbose)
+        self._use_measured_threads(xf, yf, batch, level > 0)
+        loss, accuracy = model.evaluate(xf, yf, batch, level)
         values = {"loss": loss}
         if model.metrics():
             values[self._metric_name] = accuracy

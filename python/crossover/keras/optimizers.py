@@ -3,15 +3,98 @@
 Keras's `clipnorm` clips each variable's gradient on its own; crossover clips the global norm,
 which is Keras's `global_clipnorm`: that one is taken, `clipnorm` is refused."""
 
+import math
+import weakref
 from typing import Any, Optional
+
+import numpy as np
 
 from .. import _core
 from . import schedules
 from ._args import reject_unknown, reject_unsupported
 
 
+class Variable:
+    """`optimizer.learning_rate` as Keras 3 gives it (a float32 scalar `keras.Variable`): it
+    reads the rate the engine trains with now, so after LearningRateScheduler or
+    ReduceLROnPlateau changed it (or during fit, from a callback) it reports the new value.
+    float(v), v.numpy(), np.asarray(v), arithmetic and comparisons read it; v.assign(x) sets it,
+    as `optimizer.learning_rate = x` does."""
+
+    def __init__(self, optimizer: "Optimizer") -> None:
+        self._optimizer = optimizer
+        self.shape: tuple[int, ...] = ()
+        self.dtype = "float32"
+        self.trainable = False
+
+    @property
+    def path(self) -> str:
+        return f"{self._optimizer.name}/learning_rate"
+
+    @property
+    def name(self) -> str:
+        return "learning_rate"
+
+    def numpy(self) -> np.float32:
+        return np.float32(self._optimizer._current_learning_rate())
+
+    @property
+    def value(self) -> np.float32:
+        return self.numpy()
+
+    def assign(self, value: Any) -> "Variable":
+        self._optimizer.learning_rate = value
+        return self
+
+    def __float__(self) -> float:
+        return float(self.numpy())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.numpy(), dtype=dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Variable path={self.path}, shape=(), dtype=float32, value={float(self.numpy())}>"
+        )
+
+    def __format__(self, spec: str) -> str:
+        return format(float(self), spec) if spec else repr(self)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        return bool(self.numpy())
+
+    def __neg__(self) -> Any:
+        return -self.numpy()
+
+    def __abs__(self) -> Any:
+        return abs(self.numpy())
+
+
+def _binary(op: str) -> Any:
+    def method(self: Variable, other: Any) -> Any:
+        if isinstance(other, Variable):
+            other = other.numpy()
+        return getattr(self.numpy(), op)(other)
+
+    method.__name__ = op
+    return method
+
+
+for _op in (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+    "__rtruediv__", "__pow__", "__rpow__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+    "__ge__",
+):  # fmt: skip
+    setattr(Variable, _op, _binary(_op))
+
+
 class Optimizer:
-    """Common arguments; subclasses make the library's optimizer in `_core_optimizer`."""
+    """Common arguments; subclasses make the library's optimizer in `_core_optimizer`.
+    `learning_rate` is a Variable that reads the engine's current rate while a model compiled
+    with this optimizer holds it (see Variable); setting it changes that model's rate too."""
 
     def __init__(
         self,
@@ -39,9 +122,11 @@ class Optimizer:
             gradient_accumulation_steps=(gradient_accumulation_steps, None),
         )
         self._schedule: Optional[schedules.ExponentialDecay] = None
+        self._variable = Variable(self)
+        self._owner: Optional[Any] = None  # weakref to the keras Sequential compiled with it
         if isinstance(learning_rate, schedules.ExponentialDecay):
             self._schedule = learning_rate
-            self.learning_rate = learning_rate.initial_learning_rate
+            self._learning_rate = float(learning_rate.initial_learning_rate)
         elif isinstance(learning_rate, schedules.LearningRateSchedule) or callable(learning_rate):
             raise TypeError(
                 f"{owner}: learning_rate {learning_rate!r} is not supported: the schedule is "
@@ -53,11 +138,75 @@ class Optimizer:
                 f"optimizers.schedules.ExponentialDecay, got {learning_rate!r}"
             )
         else:
-            self.learning_rate = float(learning_rate)
+            self._learning_rate = float(learning_rate)
         self.weight_decay = float(weight_decay or 0.0)
         self.global_clipnorm = float(global_clipnorm or 0.0)
         self.clipvalue = float(clipvalue or 0.0)
         self.name = name or owner.lower()
+
+    # --- the learning rate (Keras's optimizer.learning_rate) ------------------------------
+    @property
+    def learning_rate(self) -> Variable:
+        return self._variable
+
+    @learning_rate.setter
+    def learning_rate(self, value: Any) -> None:
+        if self._schedule is not None:
+            raise TypeError(
+                "This optimizer was created with a `LearningRateSchedule` object as its "
+                "`learning_rate` constructor argument, hence its learning rate is not settable. "
+                "If you need the learning rate to be settable, you should instantiate the "
+                "optimizer with a float `learning_rate` argument."
+            )
+        if isinstance(value, schedules.LearningRateSchedule) or (
+            callable(value) and not isinstance(value, Variable)
+        ):
+            raise TypeError(
+                f"{type(self).__name__}: learning_rate {value!r} is not supported after "
+                "construction: give a number"
+            )
+        rate = float(value)
+        core = self._core_model()
+        if core is not None:
+            core.set_learning_rate(rate)  # the library checks it (positive)
+        self._learning_rate = float(np.float32(rate))
+
+    def _core_model(self) -> Any:
+        """The library's model this optimizer trains, while a compiled keras model holds it."""
+        model = self._owner() if self._owner is not None else None
+        if model is None or model.optimizer is not self or not model._user_compiled:
+            return None
+        core = model._core
+        return core if core is not None and core.compiled else None
+
+    def _attach(self, model: Any) -> None:
+        self._owner = weakref.ref(model)
+
+    def _detach(self) -> None:
+        """Keeps the rate the engine had (a Keras variable keeps its value)."""
+        if self._schedule is None:
+            self._learning_rate = float(self._current_learning_rate())
+        self._owner = None
+
+    def _current_learning_rate(self) -> float:
+        """The engine's rate when attached (with a schedule, its value at the current step, as
+        Keras's learning_rate reads it), else the one given."""
+        core = self._core_model()
+        base = core.learning_rate if core is not None else self._learning_rate
+        s = self._schedule
+        if s is None:
+            return float(np.float32(base))
+        step = core.optimizer_steps if core is not None else 0
+        p = step / s.decay_steps
+        if s.staircase:
+            p = math.floor(p)
+        return float(np.float32(base * s.decay_rate**p))
+
+    def _rate(self) -> float:
+        """The rate a compile builds the library's optimizer with: the current one."""
+        if self._schedule is not None:
+            return float(self._schedule.initial_learning_rate)
+        return float(self._current_learning_rate())
 
     def _core_optimizer(self) -> "_core.Optimizer":
         raise NotImplementedError
@@ -87,7 +236,7 @@ class Adam(Optimizer):
 
     def _core_optimizer(self) -> "_core.Optimizer":
         return _core.Adam(
-            self.learning_rate,
+            self._rate(),
             self.beta_1,
             self.beta_2,
             self.epsilon,
@@ -118,7 +267,7 @@ class SGD(Optimizer):
 
     def _core_optimizer(self) -> "_core.Optimizer":
         return _core.SGD(
-            self.learning_rate,
+            self._rate(),
             self.momentum,
             self.nesterov,
             self.weight_decay,
@@ -143,7 +292,7 @@ class RMSprop(Optimizer):
 
     def _core_optimizer(self) -> "_core.Optimizer":
         return _core.RMSprop(
-            self.learning_rate,
+            self._rate(),
             self.rho,
             self.momentum,
             self.epsilon,
@@ -151,6 +300,17 @@ class RMSprop(Optimizer):
             self.global_clipnorm,
             self.clipvalue,
         )
+
+
+_BY_NAME = {"adam": Adam, "adamw": AdamW, "sgd": SGD, "rmsprop": RMSprop}
+
+
+def from_identifier(identifier: Any) -> Any:
+    """The keras optimizer object compile sets as model.optimizer: the one given, or for a name
+    the class with its defaults (as keras.optimizers.get does)."""
+    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
+        return _BY_NAME[identifier.lower()]()
+    return identifier
 
 
 def get(identifier: Any) -> "_core.Optimizer":
@@ -164,4 +324,4 @@ def get(identifier: Any) -> "_core.Optimizer":
     )
 
 
-__all__ = ["Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "get", "schedules"]
+__all__ = ["Variable", "Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "get", "schedules"]

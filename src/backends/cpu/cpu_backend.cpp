@@ -235,6 +235,7 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
+  bool reads_host_memory() const override { return true; }
   void download(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
