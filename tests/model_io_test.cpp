@@ -135,7 +135,7 @@ TEST(ModelIoKerasJson, Keras3SmallModelGivesTheSameModelAndItsCompileConfig) {
   ASSERT_TRUE(tc.has_value());
   EXPECT_EQ(tc->optimizer.kind, OptimizerKind::adam);
   EXPECT_EQ(tc->optimizer.schedule.base, 1e-3f);
-  EXPECT_EQ(tc->optimizer.beta2, 0.999f);
+  EXPECT_EQ(tc->optimizer.beta2, 0.999);
   EXPECT_EQ(tc->optimizer.epsilon, 1e-7f);
   EXPECT_EQ(tc->loss, "sparse_categorical_crossentropy");
   EXPECT_EQ(tc->metrics, std::vector<std::string>{"accuracy"});

@@ -67,12 +67,15 @@ enum class OptimizerKind { sgd, adam, rmsprop };
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adam;
   LearningRateSchedule schedule;
-  float beta1 = 0.9f;         // Adam
-  float beta2 = 0.999f;       // Adam
+  // Adam's betas and RMSprop's rho as given, in double: Keras takes 1 - beta in double (Python)
+  // and rounds it to float32 once, which a float32 beta cannot reproduce (1 - 0.999f is 1.3e-5
+  // from 0.001f). See update_constants.
+  double beta1 = 0.9;         // Adam
+  double beta2 = 0.999;       // Adam
   float epsilon = 1e-7f;      // Adam, RMSprop (Keras's default)
   float momentum = 0.0f;      // SGD, RMSprop
   bool nesterov = false;      // SGD
-  float rho = 0.9f;           // RMSprop
+  double rho = 0.9;           // RMSprop
   float weight_decay = 0.0f;  // decoupled (AdamW-style; Keras's weight_decay argument)
   float clipnorm = 0.0f;      // clip by global norm when > 0
   float clipvalue = 0.0f;     // clip each element to [-clipvalue, clipvalue] when > 0

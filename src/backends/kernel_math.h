@@ -24,19 +24,33 @@ CROSSOVER_HD float clipnorm_scale(float clipnorm, double sum_squares) {
   return norm > clipnorm ? static_cast<float>(clipnorm / norm) : 1.0f;
 }
 
-// Per-step constants, computed once per step.
+// Per-step constants, computed once per step, in the float32 arithmetic Keras 3 uses.
 struct UpdateConstants {
   float lr = 0;
-  float adam_alpha = 0;  // lr * sqrt(1 - b2^t) / (1 - b1^t)
+  float adam_alpha = 0;       // lr * sqrt(1 - b2^t) / (1 - b1^t)
+  float one_minus_beta1 = 0;  // Adam: 1 - beta_1 (and 1 - beta_2), in double, then float
+  float one_minus_beta2 = 0;
+  float one_minus_rho = 0;  // RMSprop: 1 - rho, likewise
 };
 
+// Keras's Adam (keras/src/optimizers/adam.py) in float32: beta is cast to float32 and raised to the
+// step t (b^t rounded to float32; here from double, correctly rounded), then alpha = lr *
+// sqrt(1 - b2^t) / (1 - b1^t) in float32 operations. The moments' coefficient 1 - beta is Python
+// arithmetic on the double beta, rounded to float32 once: 0.001f for beta_2 = 0.999, where
+// 1 - 0.999f would be 1.3e-5 smaller, a systematic 6.4e-6 in every step that alone moves a
+// run away from Keras's (bench/RESULTS.md, "Adam against Keras, op by op").
 CROSSOVER_HD UpdateConstants update_constants(const OptimizerConfig& c, float lr, int64_t t) {
   UpdateConstants u;
   u.lr = lr;
   if (c.kind == OptimizerKind::adam) {
-    double b1t = std::pow(static_cast<double>(c.beta1), static_cast<double>(t));
-    double b2t = std::pow(static_cast<double>(c.beta2), static_cast<double>(t));
-    u.adam_alpha = static_cast<float>(lr * std::sqrt(1.0 - b2t) / (1.0 - b1t));
+    const double b1 = static_cast<float>(c.beta1), b2 = static_cast<float>(c.beta2);
+    const auto b1t = static_cast<float>(std::pow(b1, static_cast<double>(t)));
+    const auto b2t = static_cast<float>(std::pow(b2, static_cast<double>(t)));
+    u.adam_alpha = lr * std::sqrt(1.0f - b2t) / (1.0f - b1t);
+    u.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
+    u.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
+  } else if (c.kind == OptimizerKind::rmsprop) {
+    u.one_minus_rho = static_cast<float>(1.0 - c.rho);
   }
   return u;
 }
@@ -51,17 +65,19 @@ CROSSOVER_HD float clipped_gradient(const OptimizerConfig& c, float g, float gra
   return g < -c.clipvalue ? -c.clipvalue : (g > c.clipvalue ? c.clipvalue : g);
 }
 
-CROSSOVER_HD void adam_update(float beta1, float beta2, float epsilon, float alpha, float decay,
-                              float& w, float g, float& m, float& v) {
+// Keras's order: m += (g - m) * (1 - beta_1); v += (g^2 - v) * (1 - beta_2);
+// w -= m * alpha / (sqrt(v) + epsilon) (epsilon outside the root, after the bias correction).
+CROSSOVER_HD void adam_update(float one_minus_beta1, float one_minus_beta2, float epsilon,
+                              float alpha, float decay, float& w, float g, float& m, float& v) {
   w -= w * decay;
-  m = beta1 * m + (1.0f - beta1) * g;
-  v = beta2 * v + (1.0f - beta2) * g * g;
-  w -= alpha * m / (std::sqrt(v) + epsilon);
+  m += (g - m) * one_minus_beta1;
+  v += (g * g - v) * one_minus_beta2;
+  w -= m * alpha / (std::sqrt(v) + epsilon);
 }
 
 CROSSOVER_HD void adam_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
                                float& w, float g, float& m, float& v) {
-  adam_update(c.beta1, c.beta2, c.epsilon, u.adam_alpha, decay, w, g, m, v);
+  adam_update(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, w, g, m, v);
 }
 
 CROSSOVER_HD void sgd_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
@@ -75,11 +91,14 @@ CROSSOVER_HD void sgd_element(const OptimizerConfig& c, const UpdateConstants& u
   w += c.nesterov ? c.momentum * vel - u.lr * g : vel;
 }
 
+// Keras 3's RMSprop (keras/src/optimizers/rmsprop.py): ms = rho ms + (1 - rho) g^2;
+// step = lr g / sqrt(ms + epsilon) (epsilon inside the root); with momentum, mom = momentum mom +
+// step and w -= mom.
 CROSSOVER_HD void rmsprop_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
                                   float& w, float g, float& mean_square, float* momentum) {
   w -= w * decay;
-  mean_square = c.rho * mean_square + (1.0f - c.rho) * g * g;
-  const float step = u.lr * g / (std::sqrt(mean_square) + c.epsilon);
+  mean_square = static_cast<float>(c.rho) * mean_square + u.one_minus_rho * (g * g);
+  const float step = u.lr * g / std::sqrt(mean_square + c.epsilon);
   if (c.momentum > 0.0f) {
     *momentum = c.momentum * *momentum + step;
     w -= *momentum;

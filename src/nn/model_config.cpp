@@ -738,8 +738,8 @@ ojson optimizer_json(const OptimizerConfig& o) {
           {"gradient_accumulation_steps", nullptr}};
   switch (o.kind) {
     case OptimizerKind::adam:
-      c["beta_1"] = short_double(o.beta1);
-      c["beta_2"] = short_double(o.beta2);
+      c["beta_1"] = o.beta1;
+      c["beta_2"] = o.beta2;
       c["epsilon"] = short_double(o.epsilon);
       c["amsgrad"] = false;
       break;
@@ -748,7 +748,7 @@ ojson optimizer_json(const OptimizerConfig& o) {
       c["nesterov"] = o.nesterov;
       break;
     case OptimizerKind::rmsprop:
-      c["rho"] = short_double(o.rho);
+      c["rho"] = o.rho;
       c["momentum"] = short_double(o.momentum);
       c["epsilon"] = short_double(o.epsilon);
       c["centered"] = false;

@@ -24,8 +24,8 @@ OptimizerConfig Adam(const AdamOptions& o) {
   OptimizerConfig c;
   c.kind = OptimizerKind::adam;
   c.schedule.base = static_cast<float>(o.learning_rate);
-  c.beta1 = static_cast<float>(o.beta_1);
-  c.beta2 = static_cast<float>(o.beta_2);
+  c.beta1 = o.beta_1;
+  c.beta2 = o.beta_2;
   c.epsilon = static_cast<float>(o.epsilon);
   c.weight_decay = static_cast<float>(o.weight_decay);
   c.clipnorm = static_cast<float>(o.clipnorm);
@@ -56,7 +56,7 @@ OptimizerConfig RMSprop(const RMSpropOptions& o) {
   OptimizerConfig c;
   c.kind = OptimizerKind::rmsprop;
   c.schedule.base = static_cast<float>(o.learning_rate);
-  c.rho = static_cast<float>(o.rho);
+  c.rho = o.rho;
   c.momentum = static_cast<float>(o.momentum);
   c.epsilon = static_cast<float>(o.epsilon);
   c.weight_decay = static_cast<float>(o.weight_decay);

@@ -39,13 +39,14 @@ void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 }
 
 // Adam over n elements: a plain function of restrict pointers, so that it vectorises.
-__attribute__((noinline)) void adam_range(float beta1, float beta2, float epsilon, float alpha,
-                                          float decay, float grad_scale, float lo, float hi,
-                                          float* __restrict w, const float* __restrict g,
-                                          float* __restrict m, float* __restrict v, int64_t n) {
+__attribute__((noinline)) void adam_range(float one_minus_beta1, float one_minus_beta2,
+                                          float epsilon, float alpha, float decay, float grad_scale,
+                                          float lo, float hi, float* __restrict w,
+                                          const float* __restrict g, float* __restrict m,
+                                          float* __restrict v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = std::min(std::max(g[i] * grad_scale, lo), hi);
-    adam_update(beta1, beta2, epsilon, alpha, decay, w[i], gi, m[i], v[i]);
+    adam_update(one_minus_beta1, one_minus_beta2, epsilon, alpha, decay, w[i], gi, m[i], v[i]);
   }
 }
 
@@ -486,8 +487,8 @@ class CpuBackend final : public Backend {
     float* __restrict s2 = p.slot2;
     switch (c.kind) {
       case OptimizerKind::adam:
-        adam_range(c.beta1, c.beta2, c.epsilon, u.adam_alpha, decay, grad_scale, lo, hi, w + begin,
-                   g + begin, s1 + begin, s2 + begin, end - begin);
+        adam_range(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, grad_scale,
+                   lo, hi, w + begin, g + begin, s1 + begin, s2 + begin, end - begin);
         return;
       case OptimizerKind::sgd:
         for (int64_t i = begin; i < end; ++i)
