@@ -127,6 +127,9 @@ Phase call_phase(Call call) {
     case Call::dense_backward_weights:
     case Call::dense_backward_weights_update:  // a GEMM and an update; the GEMM is named for it
     case Call::dense_backward_input:
+    case Call::conv2d_forward:
+    case Call::conv2d_backward_input:
+    case Call::conv2d_backward_weights:
       return Phase::gemm;
     case Call::optimizer_step:
       return Phase::optimizer;
@@ -139,6 +142,8 @@ Phase call_phase(Call call) {
     case Call::relu_dropout_backward:
     case Call::loss_forward_backward:
     case Call::advance_batch:
+    case Call::pool2d_forward:
+    case Call::pool2d_backward:
       return Phase::elementwise;
   }
   return Phase::elementwise;
@@ -173,6 +178,16 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     o.batch = batch, o.in = in, o.out = out;
   };
   switch (c.call) {
+    // ---- not priced yet: an honest refusal rather than a made-up or zero time ----
+    case Call::conv2d_forward:
+    case Call::conv2d_backward_input:
+    case Call::conv2d_backward_weights:
+    case Call::pool2d_forward:
+    case Call::pool2d_backward:
+      throw Error("cost model",
+                  fmt::format("{}: cannot predict {} yet: the cost model prices Dense models only "
+                              "(convolution and pooling costs are a later step of issue 12)",
+                              c.scope, call_name(c.call)));
     // ---- host <-> device (inside a step only in naive mode: the NaiveBackend's copies) ----
     case Call::upload:
       o.name = "copy " + c.scope + " to device (pageable)";
