@@ -297,50 +297,55 @@ auto guarded(const char* what, F&& f) -> decltype(f()) {
   }
 }
 
-DnnlConv::DnnlConv() : state_(guarded("engine", [] { return std::make_unique<State>(); })) {}
+DnnlConv::DnnlConv() = default;
 DnnlConv::~DnnlConv() = default;
+
+DnnlConv::State& DnnlConv::state() {
+  if (!state_) state_ = guarded("engine", [] { return std::make_unique<State>(); });
+  return *state_;
+}
 
 void DnnlConv::conv_forward(const ConvShape& s, const float* x, const float* w, const float* b,
                             float* y, int64_t m, ActivationKind act) {
   if (act != ActivationKind::linear && act != ActivationKind::relu)
     throw Error("cpu", "conv2d_forward fuses linear or relu only");
   ConvForward& f = guarded("convolution", [&]() -> ConvForward& {
-    return state_->forward_for(s, m, b != nullptr, act == ActivationKind::relu);
+    return state().forward_for(s, m, b != nullptr, act == ActivationKind::relu);
   });
   std::size_t i = 0;
   f.conv.point(i++, x);
   if (f.reorder) {
     f.reorder_w.point(0, w);
-    f.reorder_w.run(state_->stream);
+    f.reorder_w.run(state().stream);
   } else {
     f.conv.point(i, w);
   }
   ++i;
   if (f.bias) f.conv.point(i++, b);
   f.conv.point(i, y);
-  f.conv.run(state_->stream);
+  f.conv.run(state().stream);
 }
 
 void DnnlConv::conv_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
                                    int64_t m) {
   ConvBackwardInput& b = guarded("convolution backward data", [&]() -> ConvBackwardInput& {
-    return state_->backward_input_for(s, m);
+    return state().backward_input_for(s, m);
   });
   b.conv.point(0, dy);
   if (b.reorder) {
     b.reorder_w.point(0, w);
-    b.reorder_w.run(state_->stream);
+    b.reorder_w.run(state().stream);
   } else {
     b.conv.point(1, w);
   }
   b.conv.point(2, dx);
-  b.conv.run(state_->stream);
+  b.conv.run(state().stream);
 }
 
 void DnnlConv::conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
                                      float* db, int64_t m) {
   ConvBackwardWeights& b = guarded("convolution backward weights", [&]() -> ConvBackwardWeights& {
-    return state_->backward_weights_for(s, m, db != nullptr);
+    return state().backward_weights_for(s, m, db != nullptr);
   });
   b.conv.point(0, x);
   b.conv.point(1, dy);
@@ -349,16 +354,16 @@ void DnnlConv::conv_backward_weights(const ConvShape& s, const float* x, const f
   else
     b.conv.point(2, dw);
   if (b.bias) b.conv.point(3, db);
-  b.conv.run(state_->stream);
-  if (b.reorder) b.reorder_w.run(state_->stream);
+  b.conv.run(state().stream);
+  if (b.reorder) b.reorder_w.run(state().stream);
 }
 
 std::size_t DnnlConv::pool_workspace_bytes(const PoolShape& s, int64_t m) {
   return guarded("pooling", [&] {
-    state_->pool_forward_for(s, m, true);
-    state_->pool_forward_for(s, m, false);
-    state_->pool_backward_for(s, m);
-    return state_->pool_pd(s, m, true).workspace_desc().get_size();
+    state().pool_forward_for(s, m, true);
+    state().pool_forward_for(s, m, false);
+    state().pool_backward_for(s, m);
+    return state().pool_pd(s, m, true).workspace_desc().get_size();
   });
 }
 
@@ -366,21 +371,21 @@ void DnnlConv::pool_forward(const PoolShape& s, const float* x, float* y, void* 
                             int64_t m) {
   const bool training = workspace != nullptr;
   PoolForward& f = guarded(
-      "pooling", [&]() -> PoolForward& { return state_->pool_forward_for(s, m, training); });
+      "pooling", [&]() -> PoolForward& { return state().pool_forward_for(s, m, training); });
   f.pool.point(0, x);
   f.pool.point(1, y);
   if (training && f.pool.args.size() > 3) f.pool.point(2, workspace);
-  f.pool.run(state_->stream);
+  f.pool.run(state().stream);
 }
 
 void DnnlConv::pool_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
                              int64_t m) {
   PoolBackward& b = guarded("pooling backward",
-                            [&]() -> PoolBackward& { return state_->pool_backward_for(s, m); });
+                            [&]() -> PoolBackward& { return state().pool_backward_for(s, m); });
   b.pool.point(0, dy);
   b.pool.point(1, dx);
   if (b.pool.args.size() > 3) b.pool.point(2, workspace);
-  b.pool.run(state_->stream);
+  b.pool.run(state().stream);
 }
 
 }  // namespace crossover::cpu

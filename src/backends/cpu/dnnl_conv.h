@@ -38,6 +38,9 @@ class DnnlConv {
   struct State;  // oneDNN's engine and stream, and the primitives made so far
 
  private:
+  // Made at the first convolution or pooling call: a model without them never creates oneDNN's
+  // engine and stream.
+  State& state();
   std::unique_ptr<State> state_;
 };
 
