@@ -99,11 +99,6 @@ Layer parse_layer(const std::string& item) {
   throw Error("--model", bad);
 }
 
-bool is_image_layer(LayerType t) {
-  return t == LayerType::conv2d || t == LayerType::max_pooling2d ||
-         t == LayerType::average_pooling2d || t == LayerType::global_average_pooling2d;
-}
-
 bool is_json_file(const std::string& spec) {
   return spec.size() > 5 && spec.substr(spec.size() - 5) == ".json";
 }

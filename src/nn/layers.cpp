@@ -65,6 +65,11 @@ Padding parse_padding(std::string_view name, const std::string& where) {
 
 std::string_view padding_name(Padding p) { return p == Padding::same ? "same" : "valid"; }
 
+bool is_image_layer(LayerType t) {
+  return t == LayerType::conv2d || t == LayerType::max_pooling2d ||
+         t == LayerType::average_pooling2d || t == LayerType::global_average_pooling2d;
+}
+
 namespace {
 
 void require_positive(Size2 s, const char* layer, const char* argument) {

@@ -66,6 +66,8 @@ std::string_view activation_name(ActivationKind a);
 std::string_view layer_type_name(LayerType t);  // "Dense", "Dropout", ... (Keras class names)
 // "valid" or "same"; throws Error(where, ...) otherwise.
 Padding parse_padding(std::string_view name, const std::string& where);
+// Conv2D and the pooling layers: they take (height, width, channels) samples.
+bool is_image_layer(LayerType t);
 std::string_view padding_name(Padding p);
 
 // Keras's InputLayer: the per-sample shape, e.g. Input({28, 28}).

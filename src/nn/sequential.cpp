@@ -84,11 +84,6 @@ void require_image(const Layer& l, const Shape& shape) {
                     (shape.size() == 2 ? ": declare Input((h, w, 1)) for one channel" : ""));
 }
 
-bool is_image_layer(LayerType t) {
-  return t == LayerType::conv2d || t == LayerType::max_pooling2d ||
-         t == LayerType::average_pooling2d || t == LayerType::global_average_pooling2d;
-}
-
 LossKind parse_loss(std::string_view name) {
   if (name == "sparse_categorical_crossentropy") return LossKind::sparse_categorical_crossentropy;
   if (name == "categorical_crossentropy") return LossKind::categorical_crossentropy;
