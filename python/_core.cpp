@@ -6,12 +6,14 @@
 // numpy arrays that own a copy. crossover::Error becomes ValueError with the library's message.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -96,13 +98,44 @@ NB_MODULE(_core, m) {
       .def_prop_ro("use_bias", [](const Layer& l) { return l.use_bias; })
       .def_prop_ro("activation",
                    [](const Layer& l) { return std::string(activation_name(l.activation)); })
-      .def_prop_ro("input_shape", [](const Layer& l) { return l.input_shape; });
+      .def_prop_ro("input_shape", [](const Layer& l) { return l.input_shape; })
+      .def_prop_ro("window",  // Conv2D's kernel_size, a pooling layer's pool_size
+                   [](const Layer& l) {
+                     return std::array<int64_t, 2>{l.window.h, l.window.w};
+                   })
+      .def_prop_ro("strides",
+                   [](const Layer& l) {
+                     return std::array<int64_t, 2>{l.strides.h, l.strides.w};
+                   })
+      .def_prop_ro("padding", [](const Layer& l) { return std::string(padding_name(l.padding)); })
+      .def_prop_ro("target_shape", [](const Layer& l) { return l.target_shape; });
   m.def("Input", &Input, nb::arg("shape"));
   m.def("Flatten", &Flatten, nb::arg("input_shape") = Shape{});
   m.def("Dense", &Dense, nb::arg("units"), nb::arg("activation") = "linear",
         nb::arg("use_bias") = true);
   m.def("Dropout", &Dropout, nb::arg("rate"));
   m.def("Activation", &Activation, nb::arg("activation"));
+  // (height, width) pairs arrive as two-element lists; the Keras layer normalises them.
+  using Pair = std::array<int64_t, 2>;
+  m.def(
+      "Conv2D",
+      [](int64_t filters, Pair kernel_size, std::string_view activation, Pair strides,
+         std::string_view padding, bool use_bias) {
+        return Conv2D(filters, {kernel_size[0], kernel_size[1]}, activation,
+                      {strides[0], strides[1]}, padding, use_bias);
+      },
+      nb::arg("filters"), nb::arg("kernel_size"), nb::arg("activation"), nb::arg("strides"),
+      nb::arg("padding"), nb::arg("use_bias"));
+  m.def(
+      "Pooling2D",
+      [](std::string_view kind, Pair pool_size, Pair strides, std::string_view padding) {
+        const Size2 pool{pool_size[0], pool_size[1]}, step{strides[0], strides[1]};
+        return kind == "max" ? MaxPooling2D(pool, step, padding)
+                             : AveragePooling2D(pool, step, padding);
+      },
+      nb::arg("kind"), nb::arg("pool_size"), nb::arg("strides"), nb::arg("padding"));
+  m.def("GlobalAveragePooling2D", &GlobalAveragePooling2D);
+  m.def("Reshape", &Reshape, nb::arg("target_shape"));
 
   nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
     return std::string(optimizer_name(o.kind));

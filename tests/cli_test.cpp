@@ -66,6 +66,28 @@ TEST(Cli, BadUsageExitsTwoWithOneLine) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+TEST(Cli, ConvolutionSpecsBuildKerasLayersAndBadOnesNameTheSyntax) {
+  expect_usage_error("train --model conv:32 --data mnist-10k",
+                     "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
+  expect_usage_error("train --model conv:8:3:relu:full,flatten,dense:10 --data mnist-10k",
+                     "padding must be 'valid' or 'same'");
+  expect_usage_error("train --model conv:8:3x0,flatten,dense:10 --data mnist-10k", "kernel_size");
+  // No flatten before Dense: the model says so, naming the layer.
+  expect_usage_error("train --model conv:8:3,dense:10:softmax --data mnist-10k", "dense");
+  // Grey 28x28 digits feed the named convnet as (28, 28, 1); epochs 0: built, summarised,
+  // evaluated.
+  auto r = run_crossover("train --model convnet --data mnist-10k --epochs 0 --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Total params: 34826"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 26, 26, 32)"), std::string::npos) << r.out;
+  r = run_crossover(
+      "train --model conv:4:5:relu:same:2,avgpool:2:same,globalavgpool,dense:10:softmax "
+      "--data mnist-10k --epochs 0 --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(None, 14, 14, 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 7, 7, 4)"), std::string::npos) << r.out;
+}
+
 TEST(Cli, AnUnavailableDeviceExitsTwoNamingIt) {
   expect_usage_error("train --data mnist-10k --epochs 1 --device tpu", "tpu");
   // Without a GPU (or without CUDA in the build) cuda:7 is unavailable either way.

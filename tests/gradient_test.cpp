@@ -40,6 +40,71 @@ void apply(ActivationKind a, Vec& row) {
   for (double& v : row) v /= s;
 }
 
+// Keras's output length and leading padding for one spatial dimension, written out again here
+// (not taken from the library): 'valid' floor((in - k) / s) + 1; 'same' ceil(in / s), with
+// TensorFlow's padding, the odd one at the end.
+struct Span {
+  int64_t out, before;
+};
+Span keras_span(int64_t in, int64_t k, int64_t s, Padding p) {
+  if (p == Padding::valid) return {(in - k) / s + 1, 0};
+  const int64_t out = (in + s - 1) / s;
+  const int64_t total = std::max<int64_t>((out - 1) * s + k - in, 0);
+  return {out, total / 2};
+}
+
+// h: one sample, channels last, of shape `shape` (height, width, channels); becomes the output.
+void conv_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel, const Vec* bias) {
+  const int64_t ih = shape[0], iw = shape[1], ic = shape[2], oc = l.units;
+  const Span sh = keras_span(ih, l.window.h, l.strides.h, l.padding);
+  const Span sw = keras_span(iw, l.window.w, l.strides.w, l.padding);
+  Vec out(static_cast<std::size_t>(sh.out * sw.out * oc), 0.0);
+  for (int64_t oy = 0; oy < sh.out; ++oy)
+    for (int64_t ox = 0; ox < sw.out; ++ox)
+      for (int64_t o = 0; o < oc; ++o) {
+        double v = bias ? (*bias)[static_cast<std::size_t>(o)] : 0.0;
+        for (int64_t ky = 0; ky < l.window.h; ++ky)
+          for (int64_t kx = 0; kx < l.window.w; ++kx) {
+            const int64_t iy = oy * l.strides.h - sh.before + ky;
+            const int64_t ix = ox * l.strides.w - sw.before + kx;
+            if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) continue;  // zero padding
+            for (int64_t c = 0; c < ic; ++c)
+              v += h[static_cast<std::size_t>((iy * iw + ix) * ic + c)] *
+                   kernel[static_cast<std::size_t>(((ky * l.window.w + kx) * ic + c) * oc + o)];
+          }
+        out[static_cast<std::size_t>((oy * sw.out + ox) * oc + o)] = act(l.activation, v);
+      }
+  h = out;
+  shape = {sh.out, sw.out, oc};
+}
+
+// Max or average over each window; padded positions never count.
+void pool_reference(Vec& h, Shape& shape, Size2 window, Size2 strides, Padding padding, bool max) {
+  const int64_t ih = shape[0], iw = shape[1], c = shape[2];
+  const Span sh = keras_span(ih, window.h, strides.h, padding);
+  const Span sw = keras_span(iw, window.w, strides.w, padding);
+  Vec out(static_cast<std::size_t>(sh.out * sw.out * c), 0.0);
+  for (int64_t oy = 0; oy < sh.out; ++oy)
+    for (int64_t ox = 0; ox < sw.out; ++ox)
+      for (int64_t k = 0; k < c; ++k) {
+        double best = -1e300, sum = 0;
+        int count = 0;
+        for (int64_t wy = 0; wy < window.h; ++wy)
+          for (int64_t wx = 0; wx < window.w; ++wx) {
+            const int64_t iy = oy * strides.h - sh.before + wy;
+            const int64_t ix = ox * strides.w - sw.before + wx;
+            if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) continue;
+            const double v = h[static_cast<std::size_t>((iy * iw + ix) * c + k)];
+            best = std::max(best, v);
+            sum += v;
+            ++count;
+          }
+        out[static_cast<std::size_t>((oy * sw.out + ox) * c + k)] = max ? best : sum / count;
+      }
+  h = out;
+  shape = {sh.out, sw.out, c};
+}
+
 // The float64 reference: the mean loss of the model over the batch, weights by name.
 double reference_loss(const Sequential& model, const std::map<std::string, std::vector<double>>& w,
                       const Tensor& x, const Tensor& y, const std::string& loss) {
@@ -47,8 +112,20 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
   double total = 0;
   for (int64_t r = 0; r < n; ++r) {
     Vec h(x.data() + r * in, x.data() + (r + 1) * in);
+    Shape shape = model.input_shape();
     for (const Layer& l : model.layers()) {
-      if (l.type == LayerType::dense) {
+      if (l.type == LayerType::conv2d) {
+        conv_reference(h, shape, l, w.at(l.name + "/kernel"),
+                       l.use_bias ? &w.at(l.name + "/bias") : nullptr);
+      } else if (l.type == LayerType::max_pooling2d || l.type == LayerType::average_pooling2d) {
+        pool_reference(h, shape, l.window, l.strides, l.padding,
+                       l.type == LayerType::max_pooling2d);
+      } else if (l.type == LayerType::global_average_pooling2d) {
+        pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid, false);
+        shape = {shape[2]};
+      } else if (l.type == LayerType::reshape) {
+        shape = l.target_shape;  // no -1 in these tests
+      } else if (l.type == LayerType::dense) {
         const auto& k = w.at(l.name + "/kernel");
         Vec out(static_cast<std::size_t>(l.units), 0.0);
         for (std::size_t j = 0; j < out.size(); ++j) {
@@ -90,14 +167,17 @@ struct Case {
   std::string name;
   std::vector<Layer> layers;
   std::string loss;
+  Shape sample = {5};  // one sample's shape
 };
 
 void check_gradients(const Case& c) {
   SCOPED_TRACE(c.name);
   Sequential model(c.layers);
   model.compile(SGD(), c.loss, {}, {.threads = 1, .seed = 7});
-  const int64_t n = 6, features = 5;
-  const Tensor x = random_tensor({n, features}, 1);
+  const int64_t n = 6;
+  Shape x_shape = {n};
+  x_shape.insert(x_shape.end(), c.sample.begin(), c.sample.end());
+  const Tensor x = random_tensor(x_shape, 1);
   // Build so the output width is known.
   const Tensor probe = model.predict(x);
   const int64_t out = probe.dim(1);
@@ -203,6 +283,173 @@ TEST(Gradients, EachLossMatchesFiniteDifferences) {
   check_gradients({"MSE", {Input({5}), Dense(4, "relu"), Dense(3)}, "mean_squared_error"});
   check_gradients({"MSE after tanh", {Input({5}), Dense(4), Dense(3, "tanh")}, "mse"});
   check_gradients({"MSE after softmax", {Input({5}), Dense(4), Dense(3, "softmax")}, "mse"});
+}
+
+// ---- convolution and pooling ----
+
+TEST(Gradients, Conv2DValidStrideOneWithBiasAndReluMatchFiniteDifferences) {
+  check_gradients({"conv valid s1 relu",
+                   {Input({6, 6, 2}), Conv2D(3, 3, "relu"), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {6, 6, 2}});
+}
+
+TEST(Gradients, Conv2DSameStrideTwoWithoutBiasMatchFiniteDifferences) {
+  // 6 rows, kernel 3, stride 2: 3 outputs and one row of padding, at the bottom (TensorFlow's).
+  check_gradients(
+      {"conv same s2 no bias",
+       {Input({6, 6, 2}), Conv2D(3, 3, "linear", 2, "same", false), Flatten(), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {6, 6, 2}});
+}
+
+TEST(Gradients, Conv2DSameWithAnEvenKernelAndTanhMatchFiniteDifferences) {
+  // A 2x4 kernel: one row and three columns of padding, the odd ones at the bottom and right.
+  check_gradients(
+      {"conv same 2x4 tanh",
+       {Input({5, 6, 2}), Conv2D(2, {2, 4}, "tanh", 1, "same"), Flatten(), Dense(3, "softmax")},
+       "categorical_crossentropy",
+       {5, 6, 2}});
+}
+
+TEST(Gradients, Conv2DValidStrideTwoMatchFiniteDifferences) {
+  check_gradients({"conv valid s2 relu",
+                   {Input({7, 7, 1}), Conv2D(4, 3, "relu", 2), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {7, 7, 1}});
+}
+
+TEST(Gradients, Conv2DAfterConv2DPassesItsInputGradientMatchFiniteDifferences) {
+  // The second convolution's input gradient (the first layer's is never computed), valid and
+  // same with stride 2.
+  check_gradients({"conv -> conv valid",
+                   {Input({6, 6, 2}), Conv2D(3, 2, "tanh"), Conv2D(4, 3, "relu"), Flatten(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {6, 6, 2}});
+  check_gradients({"conv -> conv same s2",
+                   {Input({7, 7, 2}), Conv2D(3, 2, "tanh"), Conv2D(4, 3, "linear", 2, "same"),
+                    Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {7, 7, 2}});
+}
+
+TEST(Gradients, MaxPooling2DMatchesFiniteDifferences) {
+  check_gradients(
+      {"max pool 2 valid",
+       {Input({7, 7, 2}), Conv2D(3, 2, "tanh"), MaxPooling2D(2), Flatten(), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {7, 7, 2}});
+  check_gradients({"max pool 3 stride 2 same",
+                   {Input({6, 6, 2}), Conv2D(3, 2, "linear"), MaxPooling2D(3, 2, "same"), Flatten(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {6, 6, 2}});
+}
+
+TEST(Gradients, AveragePoolingMatchesFiniteDifferences) {
+  check_gradients({"average pool 2 stride 1 same",
+                   {Input({5, 5, 2}), Conv2D(3, 2, "tanh"), AveragePooling2D(2, 1, "same"),
+                    Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 5, 2}});
+  check_gradients({"global average pool",
+                   {Input({5, 5, 2}), Conv2D(4, 3, "relu", 1, "same"), GlobalAveragePooling2D(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 5, 2}});
+}
+
+TEST(Gradients, ASmallConvnetMatchesFiniteDifferences) {
+  // The reference convnet's structure, small: conv, pool, conv, pool, flatten, dropout, dense.
+  check_gradients({"small convnet",
+                   {Input({10, 10, 1}), Conv2D(3, 3, "relu"), MaxPooling2D(2), Conv2D(4, 3, "relu"),
+                    MaxPooling2D(2), Flatten(), Dropout(0.0), Dense(3, "softmax")},
+                   "categorical_crossentropy",
+                   {10, 10, 1}});
+}
+
+TEST(Gradients, ReshapeBetweenDenseAndConv2DMatchesFiniteDifferences) {
+  check_gradients({"dense -> reshape -> conv",
+                   {Input({5}), Dense(18, "tanh"), Reshape({3, 3, 2}), Conv2D(2, 2, "tanh"),
+                    Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+}
+
+// The backend's conv2d_forward itself against the float64 loop, with explicit uneven padding and
+// strides, both fused activations, with and without bias.
+TEST(CpuBackend, Conv2DForwardMatchesTheFloat64Loop) {
+  std::unique_ptr<Backend> be = make_cpu_backend(2);
+  uint64_t seed = 70;
+  struct Setup {
+    Layer layer;
+    Shape in;
+  };
+  for (const Setup& c : {Setup{Conv2D(5, 3, "relu"), {9, 8, 3}},
+                         Setup{Conv2D(4, {2, 3}, "linear", {2, 1}, "same"), {7, 6, 2}},
+                         Setup{Conv2D(32, 3, "relu", 1, "valid", false), {28, 28, 1}}}) {
+    const Layer& l = c.layer;
+    SCOPED_TRACE(shape_to_string(c.in) + " kernel " + std::to_string(l.window.h) + "x" +
+                 std::to_string(l.window.w) + " " + std::string(padding_name(l.padding)));
+    const int64_t m = 3, in_size = c.in[0] * c.in[1] * c.in[2];
+    const Span sh = keras_span(c.in[0], l.window.h, l.strides.h, l.padding);
+    const Span sw = keras_span(c.in[1], l.window.w, l.strides.w, l.padding);
+    ConvShape s;
+    s.in_h = c.in[0], s.in_w = c.in[1], s.in_c = c.in[2];
+    s.out_h = sh.out, s.out_w = sw.out, s.out_c = l.units;
+    s.kernel_h = l.window.h, s.kernel_w = l.window.w;
+    s.stride_h = l.strides.h, s.stride_w = l.strides.w;
+    s.pad_top = sh.before, s.pad_left = sw.before;
+    s.pad_bottom =
+        std::max<int64_t>((sh.out - 1) * l.strides.h + l.window.h - c.in[0], 0) - sh.before;
+    s.pad_right =
+        std::max<int64_t>((sw.out - 1) * l.strides.w + l.window.w - c.in[1], 0) - sw.before;
+    const Tensor x = random_tensor({m, c.in[0], c.in[1], c.in[2]}, ++seed);
+    const Tensor k = random_tensor({l.window.h, l.window.w, c.in[2], l.units}, ++seed);
+    const Tensor b = random_tensor({l.units}, ++seed);
+    const int64_t out_size = sh.out * sw.out * l.units;
+    std::vector<float> y(static_cast<std::size_t>(m * out_size), std::nanf(""));
+    be->conv2d_forward(s, x.data(), k.data(), l.use_bias ? b.data() : nullptr, y.data(), m,
+                       l.activation);
+    const Vec kernel(k.values().begin(), k.values().end()),
+        bias(b.values().begin(), b.values().end());
+    for (int64_t r = 0; r < m; ++r) {
+      Vec h(x.data() + r * in_size, x.data() + (r + 1) * in_size);
+      Shape shape = c.in;
+      conv_reference(h, shape, l, kernel, l.use_bias ? &bias : nullptr);
+      ASSERT_EQ(shape_size(shape), out_size);
+      for (int64_t j = 0; j < out_size; ++j)
+        ASSERT_NEAR(y[static_cast<std::size_t>(r * out_size + j)], h[static_cast<std::size_t>(j)],
+                    1e-5 + 1e-5 * std::abs(h[static_cast<std::size_t>(j)]))
+            << "sample " << r << " element " << j;
+    }
+  }
+}
+
+// Ties in a max-pooling window: the whole gradient goes to one element, the window's first (in
+// row-major order), as TensorFlow's MaxPoolGrad does; none is split or duplicated.
+TEST(CpuBackend, MaxPoolingGivesATiedWindowsGradientToItsFirstElement) {
+  std::unique_ptr<Backend> be = make_cpu_backend(1);
+  PoolShape s;
+  s.kind = PoolKind::max;
+  s.in_h = 4, s.in_w = 4, s.channels = 2, s.out_h = 2, s.out_w = 2;
+  s.window_h = s.window_w = s.stride_h = s.stride_w = 2;
+  const int64_t m = 2;
+  std::vector<float> x(static_cast<std::size_t>(m * 4 * 4 * 2), 0.5f), y(m * 2 * 2 * 2),
+      dy(m * 2 * 2 * 2, 1.0f), dx(x.size(), std::nanf(""));
+  std::vector<unsigned char> ws(be->pool2d_workspace_bytes(s, m));
+  be->pool2d_forward(s, x.data(), y.data(), ws.data(), m);
+  be->pool2d_backward(s, dy.data(), ws.data(), dx.data(), m);
+  for (float v : y) EXPECT_EQ(v, 0.5f);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t iy = 0; iy < 4; ++iy)
+      for (int64_t ix = 0; ix < 4; ++ix)
+        for (int64_t c = 0; c < 2; ++c) {
+          const bool first = iy % 2 == 0 && ix % 2 == 0;
+          EXPECT_EQ(dx[static_cast<std::size_t>(((r * 4 + iy) * 4 + ix) * 2 + c)],
+                    first ? 1.0f : 0.0f)
+              << "sample " << r << " (" << iy << ", " << ix << ") channel " << c;
+        }
 }
 
 }  // namespace

@@ -227,10 +227,20 @@ std::string keras3_with(const std::string& layer_name, const std::string& field,
   return j.dump();
 }
 
+TEST(ModelIoKerasJson, Keras3ConvnetLoadsWithKerasShapes) {
+  // Input(28, 28, 1) -> Conv2D(32, 3, relu) -> Flatten -> Dense(128, relu) -> Dropout -> Dense(10).
+  const Sequential m = model_from_json(slurp(keras_file("cnn_keras3.json")), "cnn.json");
+  EXPECT_EQ(m.input_shape(), (Shape{28, 28, 1}));
+  EXPECT_EQ(m.layer_output_shapes()[1], (Shape{26, 26, 32}));
+  EXPECT_EQ(m.count_params(), 320 + 26 * 26 * 32 * 128 + 128 + 1290);
+}
+
 TEST(ModelIoKerasJson, RefusesWhatItCannotRunWithOneLineNamingLayerAndField) {
-  EXPECT_ERROR_HAS(model_from_json(slurp(keras_file("cnn_keras3.json")), "cnn.json"),
-                   "cnn.json: layer 2 'conv2d' (Conv2D) is not supported: crossover reads "
-                   "InputLayer, Flatten, Dense, Dropout, Activation");
+  std::string conv3d = slurp(keras_file("cnn_keras3.json"));
+  conv3d.replace(conv3d.find("\"Conv2D\""), 8, "\"Conv3D\"");
+  EXPECT_ERROR_HAS(model_from_json(conv3d, "cnn.json"),
+                   "cnn.json: layer 2 'conv2d' (Conv3D) is not supported: crossover reads "
+                   "InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D");
   EXPECT_ERROR_HAS(model_from_json(slurp(keras_file("functional_keras3.json")), "f.json"),
                    "f.json: class_name Functional is not supported: only Sequential models");
   EXPECT_ERROR_HAS(model_from_json(R"({"class_name": "Model", "config": {"layers": []}})", "m"),
@@ -967,9 +977,9 @@ TEST(ModelIoCli, TrainSaveEvaluateLoadResumeAndPredict) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("not a PNG file"), std::string::npos) << r.err;
   r = run_crossover("train --epochs 1 --data mnist-10k --quiet --model " +
-                    keras_file("cnn_keras3.json"));
+                    keras_file("functional_keras3.json"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("layer 2 'conv2d' (Conv2D) is not supported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("class_name Functional is not supported"), std::string::npos) << r.err;
   // A Keras 2 model JSON trains.
   r = run_crossover("train --epochs 1 --data mnist-10k --threads 2 --model " +
                     keras_file("small_keras2.json"));

@@ -15,6 +15,7 @@
 // ragged last batch of an epoch has fewer).
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -94,6 +95,34 @@ struct MemoryAvailable {
   std::string source;  // "MemAvailable in /proc/meminfo", "cudaMemGetInfo", ...
 };
 
+// A 2-D convolution, channels last: x (m, in_h, in_w, in_c), kernel (kernel_h, kernel_w, in_c,
+// out_c) as Keras stores it, bias (out_c), y (m, out_h, out_w, out_c). Padding is given per side
+// (TensorFlow's 'same' puts the odd row and column at the bottom and right); out_h = (in_h +
+// pad_top + pad_bottom - kernel_h) / stride_h + 1, and the same for the width.
+struct ConvShape {
+  int64_t in_h = 0, in_w = 0, in_c = 0;
+  int64_t out_h = 0, out_w = 0, out_c = 0;
+  int64_t kernel_h = 0, kernel_w = 0;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  auto operator<=>(const ConvShape&) const = default;
+};
+
+enum class PoolKind { max, average };
+
+// A 2-D pooling window over each channel, channels last: x (m, in_h, in_w, channels), y (m,
+// out_h, out_w, channels). Padded positions never count: max ignores them, the average divides by
+// the number of real elements in the window (TensorFlow's 'same').
+struct PoolShape {
+  PoolKind kind = PoolKind::max;
+  int64_t in_h = 0, in_w = 0, channels = 0;
+  int64_t out_h = 0, out_w = 0;
+  int64_t window_h = 0, window_w = 0;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  auto operator<=>(const PoolShape&) const = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -153,6 +182,49 @@ class Backend {
   // dx(m, k) = dy(m, n) . w(k, n)^T.
   virtual void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m,
                                     int64_t k, int64_t n) = 0;
+
+  // ---- 2-D convolution and pooling (ConvShape, PoolShape above; m samples) ----
+  // Whether this backend has them at all; a model with Conv2D or pooling layers is refused at
+  // compile time on one that does not, naming the layer.
+  virtual bool has_conv2d() const { return false; }
+  // y = act(conv(x, w) + b); b may be null; act is linear or relu (fused).
+  virtual void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b,
+                              float* y, int64_t m, ActivationKind act) {
+    (void)s, (void)x, (void)w, (void)b, (void)y, (void)m, (void)act;
+    throw no_conv2d();
+  }
+  // dx (m, in_h, in_w, in_c) from dy (m, out_h, out_w, out_c) and the kernel.
+  virtual void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
+                                     int64_t m) {
+    (void)s, (void)dy, (void)w, (void)dx, (void)m;
+    throw no_conv2d();
+  }
+  // dw (kernel_h, kernel_w, in_c, out_c) and db (out_c; if not null) from x and dy.
+  virtual void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy,
+                                       float* dw, float* db, int64_t m) {
+    (void)s, (void)x, (void)dy, (void)dw, (void)db, (void)m;
+    throw no_conv2d();
+  }
+  // The bytes of the workspace pool2d_forward writes in training for pool2d_backward (max
+  // pooling's argmax), for a batch of m: the model sizes it when it plans a batch size. Also
+  // prepares what the backend needs for that shape, so that no step has to.
+  virtual std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) {
+    (void)s, (void)m;
+    throw no_conv2d();
+  }
+  // y from x; with a workspace (training) it records what the backward pass needs; null: the
+  // forward of evaluate and predict.
+  virtual void pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                              int64_t m) {
+    (void)s, (void)x, (void)y, (void)workspace, (void)m;
+    throw no_conv2d();
+  }
+  // dx (m, in_h, in_w, channels) from dy and the training forward's workspace.
+  virtual void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace,
+                               float* dx, int64_t m) {
+    (void)s, (void)dy, (void)workspace, (void)dx, (void)m;
+    throw no_conv2d();
+  }
 
   // ---- activations (elementwise on (m, n); softmax is per row) ----
   virtual void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
@@ -218,6 +290,11 @@ class Backend {
   // "optimizer" around a step's own. Host-side only, never part of a captured graph; a backend
   // ignores it, a wrapper that records or times calls may read it.
   virtual void set_scope(std::string_view name) { (void)name; }
+
+ private:
+  Error no_conv2d() const {
+    return Error(device_name(), "Conv2D and pooling layers are not available on this device yet");
+  }
 };
 
 // The most threads the CPU backend takes: 4 x the logical cores it may run on. More threads than

@@ -50,8 +50,10 @@ enum CommonOption : unsigned {
 void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
                         const std::string& json_help = "", const std::string& quiet_help = "");
 
-// --model: "small", "big", a layer list ("dense:128:relu,dropout:0.2,dense:10:softmax", input
-// flattened), or a Keras model JSON file. sample_shape: the data's per-sample shape.
+// --model: "small", "big", "convnet", a layer list ("dense:128:relu,dropout:0.2,dense:10:softmax",
+// input flattened; one that starts with conv/maxpool/avgpool/globalavgpool takes (h, w, c)
+// images, a grey (h, w) image as one channel), or a Keras model JSON file. sample_shape: the
+// data's per-sample shape.
 Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes);
 
 // The optimizer, loss and metrics a Keras model JSON given as --model was compiled with (its

@@ -31,25 +31,67 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
+// A whole number (all of `text`), or Error naming the spec item.
+int64_t whole_number(const std::string& text, const std::string& bad) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    throw Error("--model", bad);
+  }
+  if (used != text.size() || text.empty()) throw Error("--model", bad);
+  return v;
+}
+
+// "3" -> (3, 3); "3x5" -> (3, 5).
+Size2 size2(const std::string& text, const std::string& bad) {
+  const auto hw = split(text, 'x');
+  if (hw.size() == 1) return whole_number(hw[0], bad);
+  if (hw.size() == 2) return {whole_number(hw[0], bad), whole_number(hw[1], bad)};
+  throw Error("--model", bad);
+}
+
+const char* const kLayerSyntax =
+    "dense:UNITS[:ACTIVATION], dropout:RATE, activation:NAME, "
+    "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]], maxpool:POOL[:PADDING[:STRIDES]], "
+    "avgpool:POOL[:PADDING[:STRIDES]], globalavgpool, flatten or reshape:DIMS (KERNEL, POOL, "
+    "STRIDES: N or HxW; PADDING: valid or same; DIMS: such as 7x7x16)";
+
 Layer parse_layer(const std::string& item) {
   const auto f = split(item, ':');
-  const std::string bad = "'" + item +
-                          "' is not a layer: expected dense:UNITS[:ACTIVATION], "
-                          "dropout:RATE or activation:NAME";
+  const std::string bad = "'" + item + "' is not a layer: expected " + kLayerSyntax;
+  const std::string& kind = f[0];
+  auto field = [&](std::size_t i, const std::string& fallback) {
+    return i < f.size() ? f[i] : fallback;
+  };
   try {
-    if (f.size() >= 2 && f.size() <= 3 && f[0] == "dense") {
-      std::size_t used = 0;
-      const long long units = std::stoll(f[1], &used);
-      if (used != f[1].size()) throw Error("--model", bad);
-      return Dense(units, f.size() == 3 ? f[2] : "linear");
-    }
-    if (f.size() == 2 && f[0] == "dropout") {
+    if (f.size() >= 2 && f.size() <= 3 && kind == "dense")
+      return Dense(whole_number(f[1], bad), field(2, "linear"));
+    if (f.size() == 2 && kind == "dropout") {
       std::size_t used = 0;
       const double rate = std::stod(f[1], &used);
       if (used != f[1].size()) throw Error("--model", bad);
       return Dropout(rate);
     }
-    if (f.size() == 2 && f[0] == "activation") return Activation(f[1]);
+    if (f.size() == 2 && kind == "activation") return Activation(f[1]);
+    if (f.size() >= 3 && f.size() <= 6 && kind == "conv")
+      return Conv2D(whole_number(f[1], bad), size2(f[2], bad), field(3, "linear"),
+                    f.size() > 5 ? size2(f[5], bad) : Size2(1), field(4, "valid"));
+    if (f.size() >= 2 && f.size() <= 4 && (kind == "maxpool" || kind == "avgpool")) {
+      const Size2 pool = size2(f[1], bad);
+      const std::optional<Size2> strides =
+          f.size() > 3 ? std::optional<Size2>(size2(f[3], bad)) : std::nullopt;
+      return kind == "maxpool" ? MaxPooling2D(pool, strides, field(2, "valid"))
+                               : AveragePooling2D(pool, strides, field(2, "valid"));
+    }
+    if (f.size() == 1 && kind == "globalavgpool") return GlobalAveragePooling2D();
+    if (f.size() == 1 && kind == "flatten") return Flatten();
+    if (f.size() == 2 && kind == "reshape") {
+      Shape dims;
+      for (const std::string& d : split(f[1], 'x')) dims.push_back(whole_number(d, bad));
+      return Reshape(dims);
+    }
   } catch (const Error& e) {
     throw Error("--model", std::string(e.what()));
   } catch (const std::exception&) {
@@ -75,7 +117,10 @@ std::string read_model_file(const std::string& path) {
 Sequential model_from_json_file(const std::string& path, const Shape& sample_shape) {
   Sequential keras = model_from_json(read_model_file(path), path);
   const Shape in = keras.input_shape();
-  if (in == sample_shape) return keras;
+  Shape one_channel = sample_shape;
+  one_channel.push_back(1);
+  // Grey (h, w) images feed a model declared on (h, w, 1) as they are (Sequential takes them).
+  if (in == sample_shape || in == one_channel) return keras;
   if (!in.empty() && shape_size(in) != shape_size(sample_shape))
     throw Error("--model " + path, "the model takes samples of shape " + shape_to_string(in) +
                                        " but the data's samples have shape " +
@@ -109,15 +154,31 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
     list = "dense:128:relu,dropout:0.2,dense:" + out;
   else if (spec == "big")
     list = "dense:1000:relu,dropout:0.2,dense:1000:relu,dropout:0.2,dense:" + out;
+  else if (spec == "convnet")  // Keras's "Simple MNIST convnet" (34,826 parameters for MNIST)
+    list = "conv:32:3:relu,maxpool:2,conv:64:3:relu,maxpool:2,flatten,dropout:0.5,dense:" + out;
   else if (is_json_file(spec))
     return model_from_json_file(spec, sample_shape);
   else
     list = spec;
   if (list.empty())
-    throw Error("--model", "empty model: give small, big, a layer list or a .json file");
-  std::vector<Layer> layers{Flatten(sample_shape)};
-  for (const std::string& item : split(list, ',')) layers.push_back(parse_layer(item));
-  return Sequential(std::move(layers), spec == "small" || spec == "big" ? spec : "sequential");
+    throw Error("--model", "empty model: give small, big, convnet, a layer list or a .json file");
+  std::vector<Layer> parsed;
+  for (const std::string& item : split(list, ',')) parsed.push_back(parse_layer(item));
+  // A list that starts with an image layer takes the samples as images, (height, width,
+  // channels): grey (h, w) images get their one channel. Any other list starts flattened.
+  std::vector<Layer> layers;
+  if (is_image_layer(parsed.front().type)) {
+    Shape image = sample_shape;
+    if (image.size() == 2) image.push_back(1);
+    layers.push_back(Input(image));
+  } else if (parsed.front().type != LayerType::flatten) {
+    layers.push_back(Flatten(sample_shape));
+  } else {
+    parsed.front().input_shape = sample_shape;
+  }
+  layers.insert(layers.end(), parsed.begin(), parsed.end());
+  const bool named = spec == "small" || spec == "big" || spec == "convnet";
+  return Sequential(std::move(layers), named ? spec : "sequential");
 }
 
 std::optional<TrainingConfig> training_config_from_spec(const std::string& spec) {
@@ -129,8 +190,9 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
                         const std::string& json_help, const std::string& quiet_help) {
   if (which & kModelOption)
     cmd.add_option("--model", o.model,
-                   "small, big, a layer list such as dense:128:relu,dropout:0.2,dense:10:softmax, "
-                   "or a Keras model .json (model.to_json(), Keras 2 or 3)")
+                   "small, big, convnet, a layer list such as dense:128:relu,dropout:0.2,"
+                   "dense:10:softmax or conv:32:3:relu,maxpool:2,flatten,dense:10:softmax, or a "
+                   "Keras model .json (model.to_json(), Keras 2 or 3)")
         ->capture_default_str();
   if (which & kDataOption)
     cmd.add_option("--data", o.data,
@@ -192,6 +254,20 @@ nlohmann::json model_json(const Sequential& model, const std::string& name) {
       j["activation"] = activation_name(l.activation);
       j["use_bias"] = l.use_bias;
     }
+    if (l.type == LayerType::conv2d) {
+      j["filters"] = l.units;
+      j["kernel_size"] = {l.window.h, l.window.w};
+      j["strides"] = {l.strides.h, l.strides.w};
+      j["padding"] = padding_name(l.padding);
+      j["activation"] = activation_name(l.activation);
+      j["use_bias"] = l.use_bias;
+    }
+    if (l.type == LayerType::max_pooling2d || l.type == LayerType::average_pooling2d) {
+      j["pool_size"] = {l.window.h, l.window.w};
+      j["strides"] = {l.strides.h, l.strides.w};
+      j["padding"] = padding_name(l.padding);
+    }
+    if (l.type == LayerType::reshape) j["target_shape"] = l.target_shape;
     if (l.type == LayerType::activation) j["activation"] = activation_name(l.activation);
     if (l.type == LayerType::dropout) j["rate"] = l.rate;
     layers.push_back(j);
@@ -263,6 +339,7 @@ nlohmann::json threads_json(const ThreadsForRun& t) {
 std::string model_label(const std::string& spec) {
   if (spec == "small") return "SMALL";
   if (spec == "big") return "BIG";
+  if (spec == "convnet") return "CONVNET";
   return spec;
 }
 

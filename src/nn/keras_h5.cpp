@@ -348,7 +348,8 @@ void write_dataset(const std::string& where, hid_t group, const std::string& nam
     fail_hdf5(where, "cannot write dataset " + name);
 }
 
-// Keras's naming.to_snake_case for the class names crossover has ("Dense" -> "dense").
+// Keras's naming.to_snake_case for the class names crossover has ("Dense" -> "dense",
+// "MaxPooling2D" -> "max_pooling2d").
 std::string snake_case(std::string_view class_name) {
   std::string out;
   for (std::size_t i = 0; i < class_name.size(); ++i) {
@@ -382,7 +383,7 @@ std::vector<LayerSlot> layer_slots(const Sequential& model) {
     auto [it, fresh] = used.try_emplace(base, 0);
     const std::string key = fresh ? base : fmt::format("{}_{}", base, ++it->second);
     LayerSlot s{&layer, ++number, key, {}};
-    if (layer.type == LayerType::dense) {
+    if (layer.type == LayerType::dense || layer.type == LayerType::conv2d) {
       s.variables.push_back(layer.name + "/kernel");
       if (layer.use_bias) s.variables.push_back(layer.name + "/bias");
     }

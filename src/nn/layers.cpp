@@ -43,9 +43,54 @@ std::string_view layer_type_name(LayerType t) {
       return "Dropout";
     case LayerType::activation:
       return "Activation";
+    case LayerType::conv2d:
+      return "Conv2D";
+    case LayerType::max_pooling2d:
+      return "MaxPooling2D";
+    case LayerType::average_pooling2d:
+      return "AveragePooling2D";
+    case LayerType::global_average_pooling2d:
+      return "GlobalAveragePooling2D";
+    case LayerType::reshape:
+      return "Reshape";
   }
   return "Layer";
 }
+
+Padding parse_padding(std::string_view name, const std::string& where) {
+  if (name == "valid") return Padding::valid;
+  if (name == "same") return Padding::same;
+  throw Error(where, "padding must be 'valid' or 'same', got '" + std::string(name) + "'");
+}
+
+std::string_view padding_name(Padding p) { return p == Padding::same ? "same" : "valid"; }
+
+bool is_image_layer(LayerType t) {
+  return t == LayerType::conv2d || t == LayerType::max_pooling2d ||
+         t == LayerType::average_pooling2d || t == LayerType::global_average_pooling2d;
+}
+
+namespace {
+
+void require_positive(Size2 s, const char* layer, const char* argument) {
+  if (s.h < 1 || s.w < 1)
+    throw Error(layer, std::string(argument) + " must be at least 1, got (" + std::to_string(s.h) +
+                           ", " + std::to_string(s.w) + ")");
+}
+
+Layer pooling(LayerType type, const char* name, Size2 pool_size, std::optional<Size2> strides,
+              std::string_view padding) {
+  require_positive(pool_size, name, "pool_size");
+  if (strides) require_positive(*strides, name, "strides");
+  Layer l;
+  l.type = type;
+  l.window = pool_size;
+  l.strides = strides.value_or(pool_size);
+  l.padding = parse_padding(padding, name);
+  return l;
+}
+
+}  // namespace
 
 Layer Input(Shape shape) {
   shape_size(shape, "Input");
@@ -87,6 +132,57 @@ Layer Activation(std::string_view activation) {
   Layer l;
   l.type = LayerType::activation;
   l.activation = parse_activation(activation);
+  return l;
+}
+
+Layer Conv2D(int64_t filters, Size2 kernel_size, std::string_view activation, Size2 strides,
+             std::string_view padding, bool use_bias) {
+  if (filters < 1)
+    throw Error("Conv2D", "filters must be at least 1, got " + std::to_string(filters));
+  require_positive(kernel_size, "Conv2D", "kernel_size");
+  require_positive(strides, "Conv2D", "strides");
+  Layer l;
+  l.type = LayerType::conv2d;
+  l.units = filters;
+  l.window = kernel_size;
+  l.strides = strides;
+  l.padding = parse_padding(padding, "Conv2D");
+  l.activation = parse_activation(activation);
+  l.use_bias = use_bias;
+  return l;
+}
+
+Layer MaxPooling2D(Size2 pool_size, std::optional<Size2> strides, std::string_view padding) {
+  return pooling(LayerType::max_pooling2d, "MaxPooling2D", pool_size, strides, padding);
+}
+
+Layer AveragePooling2D(Size2 pool_size, std::optional<Size2> strides, std::string_view padding) {
+  return pooling(LayerType::average_pooling2d, "AveragePooling2D", pool_size, strides, padding);
+}
+
+Layer GlobalAveragePooling2D() {
+  Layer l;
+  l.type = LayerType::global_average_pooling2d;
+  return l;
+}
+
+Layer Reshape(Shape target_shape) {
+  if (target_shape.empty()) throw Error("Reshape", "target_shape needs at least one dimension");
+  int inferred = 0;
+  for (int64_t d : target_shape) {
+    if (d == -1) {
+      ++inferred;
+    } else if (d < 1) {
+      throw Error("Reshape", "target_shape " + shape_to_string(target_shape) +
+                                 ": each dimension must be at least 1, or -1 (inferred)");
+    }
+  }
+  if (inferred > 1)
+    throw Error("Reshape",
+                "target_shape " + shape_to_string(target_shape) + ": only one dimension can be -1");
+  Layer l;
+  l.type = LayerType::reshape;
+  l.target_shape = std::move(target_shape);
   return l;
 }
 

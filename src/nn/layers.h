@@ -3,10 +3,15 @@
 //   Sequential model({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
 //
 // A layer here is a description (a value); compile() turns the list into a static plan of
-// buffers and kernel calls on one device (nn/plan.h).
+// buffers and kernel calls on one device (nn/sequential.cpp).
+//
+// Images are channels last, as Keras's default: a sample is (height, width, channels), and a
+// Conv2D's kernel is (kernel_h, kernel_w, in_channels, filters).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,16 +20,43 @@
 
 namespace crossover {
 
-enum class LayerType { input, flatten, dense, dropout, activation };
+enum class LayerType {
+  input,
+  flatten,
+  dense,
+  dropout,
+  activation,
+  conv2d,
+  max_pooling2d,
+  average_pooling2d,
+  global_average_pooling2d,
+  reshape,
+};
+
+// Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total
+// padding puts the extra row and column at the bottom and right, as TensorFlow does).
+enum class Padding { valid, same };
+
+// A (height, width) pair; one number means both, as Keras's kernel_size=3 means (3, 3).
+struct Size2 {
+  int64_t h = 0, w = 0;
+  Size2(int64_t both) : h(both), w(both) {}  // NOLINT: implicit, like Keras's int argument
+  Size2(int64_t height, int64_t width) : h(height), w(width) {}
+  bool operator==(const Size2&) const = default;
+};
 
 struct Layer {
   LayerType type = LayerType::dense;
   std::string name;   // "dense", "dense_1", ... given by Sequential when empty
   Shape input_shape;  // input / flatten: the per-sample shape, when given
-  int64_t units = 0;  // dense
-  ActivationKind activation = ActivationKind::linear;  // dense, activation
-  bool use_bias = true;                                // dense
+  int64_t units = 0;  // dense: units; conv2d: filters
+  ActivationKind activation = ActivationKind::linear;  // dense, conv2d, activation
+  bool use_bias = true;                                // dense, conv2d
   float rate = 0.0f;                                   // dropout
+  Size2 window = 0;                                    // conv2d: kernel_size; pooling: pool_size
+  Size2 strides = 1;                                   // conv2d, pooling
+  Padding padding = Padding::valid;                    // conv2d, pooling
+  Shape target_shape;  // reshape (one dimension may be -1: inferred)
 };
 
 // Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax".
@@ -32,6 +64,11 @@ struct Layer {
 ActivationKind parse_activation(std::string_view name);
 std::string_view activation_name(ActivationKind a);
 std::string_view layer_type_name(LayerType t);  // "Dense", "Dropout", ... (Keras class names)
+// "valid" or "same"; throws Error(where, ...) otherwise.
+Padding parse_padding(std::string_view name, const std::string& where);
+// Conv2D and the pooling layers: they take (height, width, channels) samples.
+bool is_image_layer(LayerType t);
+std::string_view padding_name(Padding p);
 
 // Keras's InputLayer: the per-sample shape, e.g. Input({28, 28}).
 Layer Input(Shape shape);
@@ -45,5 +82,22 @@ Layer Dense(int64_t units, std::string_view activation = "linear", bool use_bias
 Layer Dropout(double rate);
 // Applies an activation on its own.
 Layer Activation(std::string_view activation);
+// 2-D convolution over (height, width, channels) samples: y = activation(conv(x, kernel) + bias);
+// kernel (kernel_h, kernel_w, in_channels, filters) glorot-uniform with Keras's receptive-field
+// fans (fan_in = kernel_h * kernel_w * in_channels, fan_out = kernel_h * kernel_w * filters),
+// bias (filters) zeros. Requires filters, kernel_size and strides >= 1; padding "valid" or
+// "same". (Keras's dilation_rate and groups are 1; nothing else is supported.)
+Layer Conv2D(int64_t filters, Size2 kernel_size, std::string_view activation = "linear",
+             Size2 strides = 1, std::string_view padding = "valid", bool use_bias = true);
+// The maximum over each pool_size window of each channel; strides default to pool_size.
+Layer MaxPooling2D(Size2 pool_size = 2, std::optional<Size2> strides = std::nullopt,
+                   std::string_view padding = "valid");
+// The mean over each window (padded positions not counted, as in Keras).
+Layer AveragePooling2D(Size2 pool_size = 2, std::optional<Size2> strides = std::nullopt,
+                       std::string_view padding = "valid");
+// (height, width, channels) -> (channels): the mean of each channel.
+Layer GlobalAveragePooling2D();
+// The same values in a new per-sample shape; one dimension may be -1 (inferred).
+Layer Reshape(Shape target_shape);
 
 }  // namespace crossover

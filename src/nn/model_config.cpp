@@ -230,6 +230,50 @@ struct ParsedLayer {
   bool is_input = false;
 };
 
+// An int or a pair of ints, each from 1 to 2^31: Keras's kernel_size, strides, pool_size.
+Size2 parse_pair(const json& v, const LayerRef& ref, std::string_view field) {
+  auto one = [&](const json& d) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > kMaxDim)
+      ref.fail(field, "expected a whole number from 1 to 2^31 or a pair of them, got " + brief(v));
+    return d.get<int64_t>();
+  };
+  if (v.is_array()) {
+    if (v.size() != 2) ref.fail(field, "expected two numbers (height, width), got " + brief(v));
+    return {one(v[0]), one(v[1])};
+  }
+  return one(v);
+}
+
+// data_format: channels_last (or null, Keras's default) only.
+void check_channels_last(const json& cfg, const LayerRef& ref) {
+  if (auto f = cfg.find("data_format"); f != cfg.end() && !f->is_null()) {
+    if (!f->is_string() || f->get<std::string>() != "channels_last")
+      ref.fail("data_format", "data_format " + brief(*f) + " is not supported: only channels_last");
+  }
+}
+
+Padding parse_padding_field(const json& cfg, const LayerRef& ref) {
+  auto p = cfg.find("padding");
+  if (p == cfg.end() || p->is_null()) return Padding::valid;
+  std::string text = p->is_string() ? p->get<std::string>() : std::string();
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (text == "valid") return Padding::valid;
+  if (text == "same") return Padding::same;
+  ref.fail("padding", "padding " + brief(*p) + " is not supported: only valid and same");
+}
+
+// Keras's pooling layers' fields: pool_size, strides (null: pool_size), padding, data_format.
+void parse_pooling(const json& cfg, const LayerRef& ref, Layer& l, std::set<std::string>& handled) {
+  handled.insert({"pool_size", "strides", "padding", "data_format"});
+  auto ps = cfg.find("pool_size");
+  l.window = ps == cfg.end() || ps->is_null() ? Size2(2) : parse_pair(*ps, ref, "pool_size");
+  auto st = cfg.find("strides");
+  l.strides = st == cfg.end() || st->is_null() ? l.window : parse_pair(*st, ref, "strides");
+  l.padding = parse_padding_field(cfg, ref);
+  check_channels_last(cfg, ref);
+}
+
 bool flag_is_false(const json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
 
 ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string& where,
@@ -259,9 +303,13 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
   }
   LayerRef ref{where, index, printable(name), printable(cls)};
 
-  static const char* kSupported = "crossover reads InputLayer, Flatten, Dense, Dropout, Activation";
+  static const char* kSupported =
+      "crossover reads InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
+      "AveragePooling2D, GlobalAveragePooling2D, Reshape";
   const bool known = cls == "InputLayer" || cls == "Flatten" || cls == "Dense" ||
-                     cls == "Dropout" || cls == "Activation";
+                     cls == "Dropout" || cls == "Activation" || cls == "Conv2D" ||
+                     cls == "MaxPooling2D" || cls == "AveragePooling2D" ||
+                     cls == "GlobalAveragePooling2D" || cls == "Reshape";
   const std::string who = name.empty()
                               ? fmt::format("layer {} ({})", index, ref.cls)
                               : fmt::format("layer {} '{}' ({})", index, ref.name, ref.cls);
@@ -358,6 +406,65 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
     if (!is_null_or_absent(cfg, "noise_shape"))
       ref.fail("noise_shape", "a dropout noise_shape is not supported");
     // "seed": crossover's dropout masks come from its own seed (--seed / CompileOptions.seed).
+  } else if (cls == "Conv2D") {
+    l.type = LayerType::conv2d;
+    handled.insert({"filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+                    "groups", "activation", "use_bias", "kernel_initializer", "bias_initializer",
+                    "kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                    "kernel_constraint", "bias_constraint"});
+    auto f = cfg.find("filters");
+    if (f == cfg.end() || f->is_null()) ref.fail("filters", "Conv2D needs filters");
+    if (!f->is_number_integer() || f->get<int64_t>() < 1 || f->get<int64_t>() > kMaxDim)
+      ref.fail("filters", "filters must be a whole number from 1 to 2^31, got " + brief(*f));
+    l.units = f->get<int64_t>();
+    auto k = cfg.find("kernel_size");
+    if (k == cfg.end() || k->is_null()) ref.fail("kernel_size", "Conv2D needs a kernel_size");
+    l.window = parse_pair(*k, ref, "kernel_size");
+    if (auto st = cfg.find("strides"); st != cfg.end() && !st->is_null())
+      l.strides = parse_pair(*st, ref, "strides");
+    l.padding = parse_padding_field(cfg, ref);
+    check_channels_last(cfg, ref);
+    if (auto d = cfg.find("dilation_rate"); d != cfg.end() && !d->is_null())
+      if (parse_pair(*d, ref, "dilation_rate") != Size2(1))
+        ref.fail("dilation_rate", "dilation_rate " + brief(*d) + " is not supported: only 1");
+    if (auto g = cfg.find("groups"); g != cfg.end() && !g->is_null())
+      if (!g->is_number_integer() || g->get<int64_t>() != 1)
+        ref.fail("groups", "groups " + brief(*g) + " is not supported: only 1");
+    if (auto a = cfg.find("activation"); a != cfg.end())
+      l.activation = parse_layer_activation(*a, ref);
+    if (auto b = cfg.find("use_bias"); b != cfg.end() && !b->is_null()) {
+      if (!b->is_boolean()) ref.fail("use_bias", "expected true or false, got " + brief(*b));
+      l.use_bias = b->get<bool>();
+    }
+    if (auto ki = cfg.find("kernel_initializer"); ki != cfg.end())
+      check_initializer(*ki, true, ref);
+    if (auto bi = cfg.find("bias_initializer"); bi != cfg.end()) check_initializer(*bi, false, ref);
+    for (const char* r : {"kernel_regularizer", "bias_regularizer", "activity_regularizer"})
+      if (!is_null_or_absent(cfg, r)) ref.fail(r, "regularizers are not supported");
+    for (const char* c : {"kernel_constraint", "bias_constraint"})
+      if (!is_null_or_absent(cfg, c)) ref.fail(c, "constraints are not supported");
+  } else if (cls == "MaxPooling2D" || cls == "AveragePooling2D") {
+    l.type = cls == "MaxPooling2D" ? LayerType::max_pooling2d : LayerType::average_pooling2d;
+    parse_pooling(cfg, ref, l, handled);
+  } else if (cls == "GlobalAveragePooling2D") {
+    l.type = LayerType::global_average_pooling2d;
+    handled.insert({"data_format", "keepdims"});
+    check_channels_last(cfg, ref);
+    // keepdims false (the default) is skipped with the other false fields below.
+    if (auto kd = cfg.find("keepdims"); kd != cfg.end() && !flag_is_false(*kd))
+      ref.fail("keepdims", "keepdims true is not supported: the output is (channels)");
+  } else if (cls == "Reshape") {
+    l.type = LayerType::reshape;
+    handled.insert("target_shape");
+    auto t = cfg.find("target_shape");
+    if (t == cfg.end() || !t->is_array() || t->empty())
+      ref.fail("target_shape", "Reshape needs a target_shape list");
+    for (const json& d : *t) {
+      if (!d.is_number_integer() || d.get<int64_t>() == 0 || d.get<int64_t>() < -1 ||
+          d.get<int64_t>() > kMaxDim)
+        ref.fail("target_shape", "expected dimensions from 1 to 2^31 or -1, got " + brief(*t));
+      l.target_shape.push_back(d.get<int64_t>());
+    }
   } else {  // Activation
     l.type = LayerType::activation;
     handled.insert("activation");
@@ -380,6 +487,10 @@ void check_sizes(const std::vector<Layer>& layers, const Shape& input, const std
   int64_t width = 1;
   for (int64_t d : input) width *= d;  // bounded by parse_shape
   for (const Layer& l : layers) {
+    if (l.type == LayerType::conv2d &&
+        l.window.h * l.window.w > kMaxElements / l.units / std::max<int64_t>(input.back(), 1))
+      throw Error(where, fmt::format("layer '{}': a {}x{} kernel of {} filters is absurdly large",
+                                     printable(l.name), l.window.h, l.window.w, l.units));
     if (l.type != LayerType::dense) continue;
     if (width > kMaxElements / l.units)
       throw Error(where, fmt::format("layer '{}' field units: a {} x {} kernel is absurdly large",
@@ -777,6 +888,7 @@ ojson compile_config_json(const Sequential& model) {
 
 std::string model_to_json(const Sequential& model) {
   const std::vector<Layer>& layers = model.layers();
+  const std::vector<Shape> output_shapes = model.layer_output_shapes();
   const Shape input = model.input_shape();
   const bool built = !input.empty();
   ojson out_layers = ojson::array();
@@ -814,6 +926,7 @@ std::string model_to_json(const Sequential& model) {
     }
     c = ojson{{"name", l.name}, {"trainable", true}, {"dtype", dtype_policy()}};
     Shape next = shape;
+    if (built) next = output_shapes[static_cast<std::size_t>(&l - layers.data())];
     switch (l.type) {
       case LayerType::flatten: {
         c["data_format"] = "channels_last";
@@ -844,14 +957,47 @@ std::string model_to_json(const Sequential& model) {
       case LayerType::activation:
         c["activation"] = std::string(activation_name(l.activation));
         break;
+      case LayerType::conv2d:
+        c["filters"] = l.units;
+        c["kernel_size"] = ojson::array({l.window.h, l.window.w});
+        c["strides"] = ojson::array({l.strides.h, l.strides.w});
+        c["padding"] = std::string(padding_name(l.padding));
+        c["data_format"] = "channels_last";
+        c["dilation_rate"] = ojson::array({1, 1});
+        c["groups"] = 1;
+        c["activation"] = std::string(activation_name(l.activation));
+        c["use_bias"] = l.use_bias;
+        c["kernel_initializer"] = initializer("GlorotUniform");
+        c["bias_initializer"] = initializer("Zeros");
+        c["kernel_regularizer"] = nullptr;
+        c["bias_regularizer"] = nullptr;
+        c["activity_regularizer"] = nullptr;
+        c["kernel_constraint"] = nullptr;
+        c["bias_constraint"] = nullptr;
+        break;
+      case LayerType::max_pooling2d:
+      case LayerType::average_pooling2d:
+        c["pool_size"] = ojson::array({l.window.h, l.window.w});
+        c["padding"] = std::string(padding_name(l.padding));
+        c["strides"] = ojson::array({l.strides.h, l.strides.w});
+        c["data_format"] = "channels_last";
+        break;
+      case LayerType::global_average_pooling2d:
+        c["data_format"] = "channels_last";
+        c["keepdims"] = false;
+        break;
+      case LayerType::reshape:
+        c["target_shape"] = l.target_shape;
+        break;
       case LayerType::input:
         break;
     }
     e["config"] = c;
     e["registered_name"] = nullptr;
-    // As Keras 3 writes it: a build_config for Flatten and Dense, none for the layers whose
-    // build() does nothing (InputLayer, Dropout, Activation).
-    const bool builds = l.type == LayerType::flatten || l.type == LayerType::dense;
+    // As Keras 3 writes it: a build_config for Flatten, Dense and Conv2D, none for the layers
+    // whose build() does nothing (InputLayer, Dropout, Activation, pooling, Reshape).
+    const bool builds =
+        l.type == LayerType::flatten || l.type == LayerType::dense || l.type == LayerType::conv2d;
     if (!shape.empty() && builds) e["build_config"] = ojson{{"input_shape", batch_shape(shape)}};
     out_layers.push_back(e);
     shape = next;

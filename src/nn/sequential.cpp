@@ -43,6 +43,48 @@ int64_t add_params(int64_t offset, int64_t n, const std::string& layer) {
   return offset + round_up16(n);
 }
 
+// One spatial dimension of a convolution or pooling window, as Keras computes it: the output
+// length and the padding before and after ('same': ceil(in / stride) outputs, the odd row or
+// column of padding at the end, as TensorFlow puts it). out is 0 when a 'valid' window does not
+// fit.
+struct Extent {
+  int64_t out = 0, before = 0, after = 0;
+};
+Extent spatial_extent(int64_t in, int64_t window, int64_t stride, Padding padding) {
+  if (padding == Padding::valid) {
+    if (in < window) return {};
+    return {(in - window) / stride + 1, 0, 0};
+  }
+  const int64_t out = (in + stride - 1) / stride;
+  const int64_t total = std::max<int64_t>((out - 1) * stride + window - in, 0);
+  return {out, total / 2, total - total / 2};
+}
+
+// The 2-D window of a Conv2D or pooling layer on (height, width, channels) samples.
+template <class WindowShape>
+void place_window(const Layer& l, const Shape& in, WindowShape& s) {
+  const Extent h = spatial_extent(in[0], l.window.h, l.strides.h, l.padding);
+  const Extent w = spatial_extent(in[1], l.window.w, l.strides.w, l.padding);
+  if (h.out < 1 || w.out < 1)
+    throw Error(l.name, fmt::format("the {}x{} window does not fit in the {}x{} input with padding "
+                                    "'valid': use padding 'same' or a smaller window",
+                                    l.window.h, l.window.w, in[0], in[1]));
+  s.in_h = in[0], s.in_w = in[1];
+  s.out_h = h.out, s.out_w = w.out;
+  s.stride_h = l.strides.h, s.stride_w = l.strides.w;
+  s.pad_top = h.before, s.pad_bottom = h.after;
+  s.pad_left = w.before, s.pad_right = w.after;
+}
+
+void require_image(const Layer& l, const Shape& shape) {
+  if (shape.size() != 3)
+    throw Error(l.name,
+                std::string(layer_type_name(l.type)) +
+                    " needs samples of shape (height, width, channels), but receives " +
+                    shape_to_string(shape) +
+                    (shape.size() == 2 ? ": declare Input((h, w, 1)) for one channel" : ""));
+}
+
 LossKind parse_loss(std::string_view name) {
   if (name == "sparse_categorical_crossentropy") return LossKind::sparse_categorical_crossentropy;
   if (name == "categorical_crossentropy") return LossKind::categorical_crossentropy;
@@ -99,14 +141,16 @@ struct Sequential::Impl {
     int64_t in_width = 0, out_width = 0;
     Shape out_shape;             // per sample, for summary()
     int kernel = -1, bias = -1;  // indices into params
-    bool aliases_input = false;  // flatten/input, and dropout outside training
+    bool aliases_input = false;  // flatten/input/reshape, and dropout outside training
+    ConvShape conv;              // conv2d
+    PoolShape pool;              // pooling layers
   };
   // The buffers of one batch size.
   struct Plan {
     int64_t batch = 0;
     DeviceBlock input, targets, grad_a, grad_b;
     std::vector<DeviceBlock> outputs;  // per layer (empty block when the layer aliases)
-    std::vector<DeviceBlock> masks;    // per dropout layer
+    std::vector<DeviceBlock> masks;    // per dropout layer; per max-pooling layer, its workspace
   };
   // Data copied to the device once per fit/evaluate.
   // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
@@ -137,6 +181,9 @@ struct Sequential::Impl {
   DeviceBlock arena;     // values | grads | slot1 | slot2, each arena_floats
   DeviceBlock counters;  // StepCounters for training, then one for evaluation
   std::vector<ParamSlot> slots;
+  // The parameters a fused training step leaves to optimizer_step: those of layers other than
+  // Dense (whose update is fused into its weight gradient, Backend::fuses_weight_update).
+  std::vector<ParamSlot> unfused_slots;
   std::map<int64_t, Plan> plans;
   bool stop_requested = false;
   bool fitting = false;  // inside fit: callbacks may look at the model, not rebuild it
@@ -147,18 +194,57 @@ struct Sequential::Impl {
     std::map<std::string, int> counts;
     for (Layer& l : layers) {
       if (!l.name.empty()) continue;
-      std::string base = l.type == LayerType::input     ? "input_layer"
-                         : l.type == LayerType::flatten ? "flatten"
-                         : l.type == LayerType::dense   ? "dense"
-                         : l.type == LayerType::dropout ? "dropout"
-                                                        : "activation";
+      std::string base;
+      switch (l.type) {
+        case LayerType::input:
+          base = "input_layer";
+          break;
+        case LayerType::flatten:
+          base = "flatten";
+          break;
+        case LayerType::dense:
+          base = "dense";
+          break;
+        case LayerType::dropout:
+          base = "dropout";
+          break;
+        case LayerType::activation:
+          base = "activation";
+          break;
+        case LayerType::conv2d:
+          base = "conv2d";
+          break;
+        case LayerType::max_pooling2d:
+          base = "max_pooling2d";
+          break;
+        case LayerType::average_pooling2d:
+          base = "average_pooling2d";
+          break;
+        case LayerType::global_average_pooling2d:
+          base = "global_average_pooling2d";
+          break;
+        case LayerType::reshape:
+          base = "reshape";
+          break;
+      }
       int& c = counts[base];
       l.name = c == 0 ? base : base + "_" + std::to_string(c);
       ++c;
     }
   }
 
-  void build(const Shape& sample_shape) {
+  // Keras's (N, 28, 28) images for a model declared with Input((28, 28, 1)): the same values, one
+  // channel; the declared shape stands.
+  static Shape with_channel(const Shape& sample_shape, const Shape& declared) {
+    Shape one = sample_shape;
+    one.push_back(1);
+    return one == declared ? declared : sample_shape;
+  }
+
+  void build(const Shape& given_shape) {
+    const Layer& first = layers.front();
+    const Shape& declared = built ? input_shape : first.input_shape;
+    const Shape sample_shape = declared.empty() ? given_shape : with_channel(given_shape, declared);
     if (built) {
       if (sample_shape != input_shape)
         throw Error("input", "the model expects samples of shape " + shape_to_string(input_shape) +
@@ -199,6 +285,68 @@ struct Sequential::Impl {
             offset = add_params(offset, l.units, l.name);
           }
           shape = {l.units};
+          break;
+        }
+        case LayerType::conv2d: {
+          require_image(l, shape);
+          ConvShape& c = li.conv;
+          place_window(l, shape, c);
+          c.in_c = shape[2];
+          c.out_c = l.units;
+          c.kernel_h = l.window.h, c.kernel_w = l.window.w;
+          li.kernel = static_cast<int>(params.size());
+          const Shape kshape = {l.window.h, l.window.w, c.in_c, l.units};
+          const int64_t kernel_n = shape_size(kshape, l.name);
+          params.push_back({l.name + "/kernel", kshape, kernel_n, offset, static_cast<int>(i)});
+          offset = add_params(offset, kernel_n, l.name);
+          if (l.use_bias) {
+            li.bias = static_cast<int>(params.size());
+            params.push_back({l.name + "/bias", {l.units}, l.units, offset, static_cast<int>(i)});
+            offset = add_params(offset, l.units, l.name);
+          }
+          shape = {c.out_h, c.out_w, c.out_c};
+          break;
+        }
+        case LayerType::max_pooling2d:
+        case LayerType::average_pooling2d: {
+          require_image(l, shape);
+          PoolShape& p = li.pool;
+          p.kind = l.type == LayerType::max_pooling2d ? PoolKind::max : PoolKind::average;
+          place_window(l, shape, p);
+          p.channels = shape[2];
+          p.window_h = l.window.h, p.window_w = l.window.w;
+          shape = {p.out_h, p.out_w, p.channels};
+          break;
+        }
+        case LayerType::global_average_pooling2d: {
+          require_image(l, shape);
+          li.pool = {.kind = PoolKind::average,
+                     .in_h = shape[0],
+                     .in_w = shape[1],
+                     .channels = shape[2],
+                     .out_h = 1,
+                     .out_w = 1,
+                     .window_h = shape[0],
+                     .window_w = shape[1],
+                     .stride_h = shape[0],
+                     .stride_w = shape[1]};
+          shape = {shape[2]};
+          break;
+        }
+        case LayerType::reshape: {
+          Shape target = l.target_shape;
+          int64_t known = 1;
+          for (int64_t d : target)
+            if (d != -1) known *= d;
+          for (int64_t& d : target)
+            if (d == -1 && known > 0 && li.in_width % known == 0) d = li.in_width / known;
+          if (std::find(target.begin(), target.end(), -1) != target.end() ||
+              shape_size(target, l.name) != li.in_width)
+            throw Error(l.name, "cannot reshape samples of shape " + shape_to_string(shape) + " (" +
+                                    std::to_string(li.in_width) + " values) to " +
+                                    shape_to_string(l.target_shape));
+          shape = target;
+          li.aliases_input = true;
           break;
         }
         case LayerType::dropout:
@@ -271,17 +419,28 @@ struct Sequential::Impl {
     StepCounters zero[2];
     backend->upload(counters.as<void>(), zero, sizeof zero);
     slots.clear();
-    for (const Param& p : params)
+    unfused_slots.clear();
+    for (const Param& p : params) {
       slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
+      if (layers[static_cast<std::size_t>(p.layer)].type != LayerType::dense)
+        unfused_slots.push_back(slots.back());
+    }
     if (copts.initialize_weights) initialize_weights(copts.seed);
   }
 
-  // Keras's defaults: kernels glorot-uniform, limit sqrt(6 / (fan_in + fan_out)); biases zero.
+  // Keras's defaults: kernels glorot-uniform, limit sqrt(6 / (fan_in + fan_out)), with Keras's
+  // fans: a Dense kernel (in, out) has in and out; a Conv2D kernel (kh, kw, in, out) has
+  // kh * kw * in and kh * kw * out (the receptive field times the channels). Biases zero.
   void initialize_weights(uint64_t seed) {
     for (const Param& p : params) {
       std::vector<float> host(static_cast<std::size_t>(p.n), 0.0f);
-      if (p.shape.size() == 2) {
-        const double limit = std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
+      if (p.shape.size() >= 2) {
+        const std::size_t r = p.shape.size();
+        int64_t receptive = 1;
+        for (std::size_t d = 0; d + 2 < r; ++d) receptive *= p.shape[d];
+        const double fan_in = static_cast<double>(p.shape[r - 2] * receptive);
+        const double fan_out = static_cast<double>(p.shape[r - 1] * receptive);
+        const double limit = std::sqrt(6.0 / (fan_in + fan_out));
         for (int64_t e = 0; e < p.n; ++e) {
           const float u = philox_uniform(seed, RngStream::init, static_cast<uint32_t>(p.layer), 0,
                                          static_cast<uint64_t>(e));
@@ -316,9 +475,16 @@ struct Sequential::Impl {
     const auto rows = static_cast<double>(batch);
     double plan_bytes = float_bytes(batch * info.front().in_width) +
                         float_bytes(batch * output_width()) + 2 * rows * max_width * sizeof(float);
+    // Max pooling's workspace (what its backward pass needs from the forward), as the backend
+    // sizes it; asking also has it prepare that shape.
+    std::vector<std::size_t> workspace(layers.size(), 0);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (!info[i].aliases_input) plan_bytes += rows * info[i].out_width * sizeof(float);
       if (layers[i].type == LayerType::dropout) plan_bytes += rows * info[i].out_width;
+      if (layers[i].type == LayerType::max_pooling2d) {
+        workspace[i] = backend->pool2d_workspace_bytes(info[i].pool, batch);
+        plan_bytes += static_cast<double>(workspace[i]);
+      }
     }
     check_fits(plan_bytes,
                "a batch of " + std::to_string(batch) + " samples: its activations and gradients",
@@ -339,6 +505,7 @@ struct Sequential::Impl {
       if (!info[i].aliases_input) p.outputs[i] = floats(batch * info[i].out_width);
       if (layers[i].type == LayerType::dropout)
         p.masks[i] = DeviceBlock(*backend, static_cast<std::size_t>(batch * info[i].out_width));
+      if (workspace[i] > 0) p.masks[i] = DeviceBlock(*backend, workspace[i]);
     }
     return p;
   }
@@ -392,6 +559,26 @@ struct Sequential::Impl {
           backend->activation_forward(defer ? ActivationKind::linear : l.activation, x, y, m,
                                       li.out_width);
           break;
+        case LayerType::conv2d: {
+          // Never the final layer (its output is not flat), so its activation is never deferred.
+          const bool fused =
+              l.activation == ActivationKind::linear || l.activation == ActivationKind::relu;
+          backend->conv2d_forward(
+              li.conv, x, value(params[static_cast<std::size_t>(li.kernel)]),
+              li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr, y, m,
+              fused ? l.activation : ActivationKind::linear);
+          if (!fused) backend->activation_forward(l.activation, y, y, m, li.out_width);
+          break;
+        }
+        case LayerType::max_pooling2d:
+          backend->pool2d_forward(li.pool, x, y, training ? plan.masks[i].as<void>() : nullptr, m);
+          break;
+        case LayerType::average_pooling2d:
+        case LayerType::global_average_pooling2d:
+          backend->pool2d_forward(li.pool, x, y, nullptr, m);
+          break;
+        case LayerType::reshape:
+          break;
       }
     }
   }
@@ -424,6 +611,27 @@ struct Sequential::Impl {
       switch (l.type) {
         case LayerType::input:
         case LayerType::flatten:
+        case LayerType::reshape:
+          activation_done = false;
+          break;
+        case LayerType::conv2d: {
+          if (!activation_done)
+            backend->activation_backward(l.activation, y, g, g, m, li.out_width);
+          const Param& kernel = params[static_cast<std::size_t>(li.kernel)];
+          if (i > first_param_layer)
+            backend->conv2d_backward_input(li.conv, g, value(kernel), spare, m);
+          backend->conv2d_backward_weights(
+              li.conv, layer_input(plan, ui, true), g, grad(kernel),
+              li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m);
+          if (i > first_param_layer) std::swap(g, spare);
+          activation_done = false;
+          break;
+        }
+        case LayerType::max_pooling2d:
+        case LayerType::average_pooling2d:
+        case LayerType::global_average_pooling2d:
+          backend->pool2d_backward(li.pool, g, plan.masks[ui].as<void>(), spare, m);
+          std::swap(g, spare);
           activation_done = false;
           break;
         case LayerType::dense: {
@@ -452,7 +660,9 @@ struct Sequential::Impl {
         case LayerType::dropout: {
           const Layer& prev = layers[ui - 1];
           const bool relu_before =
-              i > 0 && (prev.type == LayerType::dense || prev.type == LayerType::activation) &&
+              i > 0 &&
+              (prev.type == LayerType::dense || prev.type == LayerType::activation ||
+               prev.type == LayerType::conv2d) &&
               prev.activation == ActivationKind::relu;
           if (relu_before) {
             backend->relu_dropout_backward(y, plan.masks[ui].as<uint8_t>(), g, spare, m,
@@ -499,8 +709,9 @@ struct Sequential::Impl {
     const bool fused = fused_update();
     backward(plan, m, fused ? ctr : nullptr);
     backend->set_scope("optimizer");
-    // Fused: every parameter was updated in backward; the step's bookkeeping remains.
-    backend->optimizer_step(opt, fused ? std::span<const ParamSlot>() : std::span(slots), ctr);
+    // Fused: every Dense layer was updated in backward; the other layers' parameters (none in an
+    // MLP) and the step's bookkeeping remain.
+    backend->optimizer_step(opt, fused ? std::span(unfused_slots) : std::span(slots), ctr);
     backend->set_scope("");
   }
 
@@ -664,6 +875,10 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
                      : make_backend(options.device, options.threads, options.precision);
   if (!backend) throw Error("compile", "make_backend returned no backend");
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
+  for (const Layer& l : m.layers)
+    if (is_image_layer(l.type) && !backend->has_conv2d())
+      throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
+                              backend->device_name() + " yet (only the CPU has it)");
   m.plans.clear();
   m.arena.reset();
   m.counters.reset();
@@ -982,6 +1197,12 @@ int64_t Sequential::count_params() const { return impl_->param_count(); }
 const std::vector<Layer>& Sequential::layers() const { return impl_->layers; }
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }
+std::vector<Shape> Sequential::layer_output_shapes() const {
+  std::vector<Shape> shapes;
+  if (impl_->built)
+    for (const auto& li : impl_->info) shapes.push_back(li.out_shape);
+  return shapes;
+}
 bool Sequential::compiled() const { return impl_->is_compiled; }
 std::string Sequential::device_name() const {
   return impl_->backend ? impl_->backend->device_name() : "none";

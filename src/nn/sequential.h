@@ -119,6 +119,9 @@ class Sequential {
   const std::string& name() const;
   // The per-sample input shape, once known (empty before).
   Shape input_shape() const;
+  // Each layer's per-sample output shape, as summary() shows them (empty before the input shape
+  // is known).
+  std::vector<Shape> layer_output_shapes() const;
   bool compiled() const;
   std::string device_name() const;
 

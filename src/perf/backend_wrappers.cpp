@@ -156,6 +156,27 @@ void TimingBackend::dense_backward_input(const float* dy, const float* w, float*
                                          int64_t k, int64_t n) {
   timed(Call::dense_backward_input, [&] { inner_->dense_backward_input(dy, w, dx, m, k, n); });
 }
+void TimingBackend::conv2d_forward(const ConvShape& s, const float* x, const float* w,
+                                   const float* b, float* y, int64_t m, ActivationKind act) {
+  timed(Call::conv2d_forward, [&] { inner_->conv2d_forward(s, x, w, b, y, m, act); });
+}
+void TimingBackend::conv2d_backward_input(const ConvShape& s, const float* dy, const float* w,
+                                          float* dx, int64_t m) {
+  timed(Call::conv2d_backward_input, [&] { inner_->conv2d_backward_input(s, dy, w, dx, m); });
+}
+void TimingBackend::conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy,
+                                            float* dw, float* db, int64_t m) {
+  timed(Call::conv2d_backward_weights,
+        [&] { inner_->conv2d_backward_weights(s, x, dy, dw, db, m); });
+}
+void TimingBackend::pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                                   int64_t m) {
+  timed(Call::pool2d_forward, [&] { inner_->pool2d_forward(s, x, y, workspace, m); });
+}
+void TimingBackend::pool2d_backward(const PoolShape& s, const float* dy, const void* workspace,
+                                    float* dx, int64_t m) {
+  timed(Call::pool2d_backward, [&] { inner_->pool2d_backward(s, dy, workspace, dx, m); });
+}
 void TimingBackend::activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                                        int64_t n) {
   timed(Call::activation_forward, [&] { inner_->activation_forward(act, x, y, m, n); });

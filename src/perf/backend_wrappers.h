@@ -99,6 +99,30 @@ class ForwardingBackend : public Backend {
     inner_->optimizer_step(config, params, counters);
   }
   void advance_batch(StepCounters* counters) override { inner_->advance_batch(counters); }
+  bool has_conv2d() const override { return inner_->has_conv2d(); }
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
+                      int64_t m, ActivationKind act) override {
+    inner_->conv2d_forward(s, x, w, b, y, m, act);
+  }
+  void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
+                             int64_t m) override {
+    inner_->conv2d_backward_input(s, dy, w, dx, m);
+  }
+  void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
+                               float* db, int64_t m) override {
+    inner_->conv2d_backward_weights(s, x, dy, dw, db, m);
+  }
+  std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override {
+    return inner_->pool2d_workspace_bytes(s, m);
+  }
+  void pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                      int64_t m) override {
+    inner_->pool2d_forward(s, x, y, workspace, m);
+  }
+  void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
+                       int64_t m) override {
+    inner_->pool2d_backward(s, dy, workspace, dx, m);
+  }
   void set_scope(std::string_view name) override { inner_->set_scope(name); }
 
  protected:
@@ -171,6 +195,16 @@ class TimingBackend final : public ForwardingBackend {
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override;
   void advance_batch(StepCounters* counters) override;
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
+                      int64_t m, ActivationKind act) override;
+  void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
+                             int64_t m) override;
+  void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
+                               float* db, int64_t m) override;
+  void pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                      int64_t m) override;
+  void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
+                       int64_t m) override;
 
  private:
   friend class TimedGraph;

@@ -46,6 +46,16 @@ const char* call_name(Call c) {
       return "optimizer_step";
     case Call::advance_batch:
       return "advance_batch";
+    case Call::conv2d_forward:
+      return "conv2d_forward";
+    case Call::conv2d_backward_input:
+      return "conv2d_backward_input";
+    case Call::conv2d_backward_weights:
+      return "conv2d_backward_weights";
+    case Call::pool2d_forward:
+      return "pool2d_forward";
+    case Call::pool2d_backward:
+      return "pool2d_backward";
   }
   return "?";
 }
@@ -74,7 +84,9 @@ class RecordedStep final : public Backend::StepGraph {
 };
 
 RecordingBackend::RecordingBackend(std::string device_name, bool fuses_weight_update)
-    : device_name_(std::move(device_name)), fuses_weight_update_(fuses_weight_update) {}
+    : device_name_(std::move(device_name)),
+      fuses_weight_update_(fuses_weight_update),
+      has_conv2d_(device_name_ == "cpu") {}
 
 RecordingBackend::~RecordingBackend() {
   for (const auto& [p, bytes] : reservations_) munmap(p, bytes);
@@ -208,5 +220,35 @@ void RecordingBackend::optimizer_step(const OptimizerConfig& config,
   for (const ParamSlot& p : params) r.segments.push_back(p.n);
 }
 void RecordingBackend::advance_batch(StepCounters*) { record(Call::advance_batch); }
+
+void RecordingBackend::conv2d_forward(const ConvShape& s, const float*, const float*,
+                                      const float* b, float*, int64_t m, ActivationKind act) {
+  BackendCall& r = record(Call::conv2d_forward);
+  r.conv = s, r.m = m, r.act = act, r.bias = b != nullptr;
+}
+void RecordingBackend::conv2d_backward_input(const ConvShape& s, const float*, const float*, float*,
+                                             int64_t m) {
+  BackendCall& r = record(Call::conv2d_backward_input);
+  r.conv = s, r.m = m;
+}
+void RecordingBackend::conv2d_backward_weights(const ConvShape& s, const float*, const float*,
+                                               float*, float* db, int64_t m) {
+  BackendCall& r = record(Call::conv2d_backward_weights);
+  r.conv = s, r.m = m, r.bias = db != nullptr;
+}
+std::size_t RecordingBackend::pool2d_workspace_bytes(const PoolShape& s, int64_t m) {
+  // Room for one index per output element, as a real backend would need at most.
+  return static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels) * sizeof(int32_t);
+}
+void RecordingBackend::pool2d_forward(const PoolShape& s, const float*, float*, void* workspace,
+                                      int64_t m) {
+  BackendCall& r = record(Call::pool2d_forward);
+  r.pool = s, r.m = m, r.gradient = workspace != nullptr;
+}
+void RecordingBackend::pool2d_backward(const PoolShape& s, const float*, const void*, float*,
+                                       int64_t m) {
+  BackendCall& r = record(Call::pool2d_backward);
+  r.pool = s, r.m = m;
+}
 
 }  // namespace crossover::perf

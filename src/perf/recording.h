@@ -38,6 +38,11 @@ enum class Call {
   loss_forward_backward,
   optimizer_step,
   advance_batch,
+  conv2d_forward,
+  conv2d_backward_input,
+  conv2d_backward_weights,
+  pool2d_forward,
+  pool2d_backward,
 };
 // "dense_forward", ... (the Backend method's name).
 const char* call_name(Call c);
@@ -59,6 +64,8 @@ struct BackendCall {
   OptimizerConfig optimizer;      // optimizer_step, dense_backward_weights_update
   std::vector<int64_t> segments;  // the parameter tensors they update: each one's elements
   int64_t bytes = 0;              // upload, download
+  ConvShape conv;                 // conv2d_* (m samples); bias as for dense
+  PoolShape pool;                 // pool2d_* (m samples); gradient: forward in training
 };
 
 // A backend that computes nothing and records every call made while a captured step is replayed
@@ -122,6 +129,18 @@ class RecordingBackend final : public Backend {
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override;
   void advance_batch(StepCounters* counters) override;
+  bool has_conv2d() const override { return has_conv2d_; }
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
+                      int64_t m, ActivationKind act) override;
+  void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
+                             int64_t m) override;
+  void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
+                               float* db, int64_t m) override;
+  std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override;
+  void pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                      int64_t m) override;
+  void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
+                       int64_t m) override;
   void set_scope(std::string_view name) override { scope_ = name; }
 
  private:
@@ -131,6 +150,7 @@ class RecordingBackend final : public Backend {
 
   std::string device_name_;
   bool fuses_weight_update_ = true;
+  bool has_conv2d_ = true;  // as the device answers: the CPU has convolutions, a GPU not yet
   std::string scope_;
   bool in_step_ = false;
   int64_t replays_ = 0;

@@ -1,4 +1,5 @@
-"""Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation.
+"""Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation,
+Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape (channels_last).
 
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
@@ -188,16 +189,135 @@ class Activation(Layer):
         self._layer = _core.Activation(self.activation)
 
 
+def _pair(value: Any, owner: str, argument: str) -> list[int]:
+    """Keras's int-or-tuple arguments (kernel_size, strides, pool_size) as [height, width]."""
+    items = [value, value] if isinstance(value, int) else list(value)
+    if len(items) != 2:
+        raise ValueError(f"{owner}: {argument} must be an integer or a pair, got {value!r}")
+    try:
+        return [operator.index(v) for v in items]
+    except TypeError:
+        raise TypeError(f"{owner}: {argument} must be integers, got {value!r}") from None
+
+
+def _channels_last(owner: str, data_format: Optional[str]) -> None:
+    if data_format not in (None, "channels_last"):
+        reject_unsupported(owner, data_format=(data_format, "channels_last"))
+
+
+class Conv2D(Layer):
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: Any,
+        strides: Any = (1, 1),
+        padding: str = "valid",
+        data_format: Optional[str] = None,
+        dilation_rate: Any = (1, 1),
+        groups: int = 1,
+        activation: ActivationArg = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        kernel_regularizer: Any = None,
+        bias_regularizer: Any = None,
+        activity_regularizer: Any = None,
+        kernel_constraint: Any = None,
+        bias_constraint: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        _channels_last("Conv2D", data_format)
+        if _pair(dilation_rate, "Conv2D", "dilation_rate") != [1, 1]:
+            reject_unsupported("Conv2D", dilation_rate=(dilation_rate, (1, 1)))
+        if _initializer(kernel_initializer) != "glorotuniform":
+            reject_unsupported("Conv2D", kernel_initializer=(kernel_initializer, "glorot_uniform"))
+        if _initializer(bias_initializer) != "zeros":
+            reject_unsupported("Conv2D", bias_initializer=(bias_initializer, "zeros"))
+        reject_unsupported(
+            "Conv2D",
+            groups=(groups, 1),
+            kernel_regularizer=(kernel_regularizer, None),
+            bias_regularizer=(bias_regularizer, None),
+            activity_regularizer=(activity_regularizer, None),
+            kernel_constraint=(kernel_constraint, None),
+            bias_constraint=(bias_constraint, None),
+        )
+        try:
+            self.filters = operator.index(filters)
+        except TypeError:
+            raise TypeError(f"Conv2D: filters must be an integer, got {filters!r}") from None
+        self.kernel_size = tuple(_pair(kernel_size, "Conv2D", "kernel_size"))
+        self.strides = tuple(_pair(strides, "Conv2D", "strides"))
+        self.padding = str(padding).lower()
+        self.activation = _activation_name(activation)
+        self.use_bias = bool(use_bias)
+        self._layer = _core.Conv2D(
+            self.filters,
+            list(self.kernel_size),
+            self.activation,
+            list(self.strides),
+            self.padding,
+            self.use_bias,
+        )
+
+
+class _Pooling2D(Layer):
+    _kind = "max"
+
+    def __init__(
+        self,
+        pool_size: Any = (2, 2),
+        strides: Any = None,
+        padding: str = "valid",
+        data_format: Optional[str] = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        owner = type(self).__name__
+        _channels_last(owner, data_format)
+        self.pool_size = tuple(_pair(pool_size, owner, "pool_size"))
+        self.strides = (
+            self.pool_size if strides is None else tuple(_pair(strides, owner, "strides"))
+        )
+        self.padding = str(padding).lower()
+        self._layer = _core.Pooling2D(
+            self._kind, list(self.pool_size), list(self.strides), self.padding
+        )
+
+
+class MaxPooling2D(_Pooling2D):
+    _kind = "max"
+
+
+class AveragePooling2D(_Pooling2D):
+    _kind = "average"
+
+
+class GlobalAveragePooling2D(Layer):
+    def __init__(
+        self, data_format: Optional[str] = None, keepdims: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        _channels_last("GlobalAveragePooling2D", data_format)
+        reject_unsupported("GlobalAveragePooling2D", keepdims=(keepdims, False))
+        self._layer = _core.GlobalAveragePooling2D()
+
+
+class Reshape(Layer):
+    def __init__(self, target_shape: Sequence[int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target_shape = tuple(int(d) for d in target_shape)
+        self._layer = _core.Reshape(list(self.target_shape))
+
+
 # Layers a Keras user reaches for next, and what to do instead (api block).
 _NOT_YET = {
-    "Conv2D": "convolutions",
-    "Conv1D": "convolutions",
-    "MaxPooling2D": "pooling",
-    "AveragePooling2D": "pooling",
-    "GlobalAveragePooling2D": "pooling",
+    "Conv1D": "1-D convolutions",
+    "Conv3D": "3-D convolutions",
+    "MaxPooling1D": "1-D pooling",
     "BatchNormalization": "normalization layers",
     "LayerNormalization": "normalization layers",
-    "Reshape": "reshaping (Flatten is supported)",
     "Embedding": "embeddings",
     "LSTM": "recurrent layers",
     "GRU": "recurrent layers",
@@ -209,10 +329,26 @@ _NOT_YET = {
 
 
 def __getattr__(name: str) -> Any:
-    supported = "Input, InputLayer, Flatten, Dense, Dropout and Activation"
+    supported = (
+        "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
+        "AveragePooling2D, GlobalAveragePooling2D and Reshape"
+    )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
     raise unsupported_attribute("keras.layers", name, supported)
 
 
-__all__ = ["Layer", "Input", "InputLayer", "Flatten", "Dense", "Dropout", "Activation"]
+__all__ = [
+    "Layer",
+    "Input",
+    "InputLayer",
+    "Flatten",
+    "Dense",
+    "Dropout",
+    "Activation",
+    "Conv2D",
+    "MaxPooling2D",
+    "AveragePooling2D",
+    "GlobalAveragePooling2D",
+    "Reshape",
+]

@@ -79,6 +79,28 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.Dropout(layer.rate, name=layer.name)
     if layer.type == "Activation":
         return layers_module.Activation(layer.activation, name=layer.name)
+    if layer.type == "Conv2D":
+        return layers_module.Conv2D(
+            layer.units,
+            tuple(layer.window),
+            strides=tuple(layer.strides),
+            padding=layer.padding,
+            activation=layer.activation,
+            use_bias=layer.use_bias,
+            name=layer.name,
+        )
+    if layer.type in ("MaxPooling2D", "AveragePooling2D"):
+        pooling = getattr(layers_module, layer.type)
+        return pooling(
+            tuple(layer.window),
+            strides=tuple(layer.strides),
+            padding=layer.padding,
+            name=layer.name,
+        )
+    if layer.type == "GlobalAveragePooling2D":
+        return layers_module.GlobalAveragePooling2D(name=layer.name)
+    if layer.type == "Reshape":
+        return layers_module.Reshape(tuple(layer.target_shape), name=layer.name)
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
 

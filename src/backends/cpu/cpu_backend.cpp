@@ -16,6 +16,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "backends/cpu/dnnl_conv.h"
 #include "backends/kernel_math.h"
 #include "core/aligned.h"
 #include "core/error.h"
@@ -326,6 +327,32 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Convolution and pooling: oneDNN's primitives (backends/cpu/dnnl_conv.h).
+  bool has_conv2d() const override { return true; }
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
+                      int64_t m, ActivationKind act) override {
+    conv_.conv_forward(s, x, w, b, y, m, act);
+  }
+  void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
+                             int64_t m) override {
+    conv_.conv_backward_input(s, dy, w, dx, m);
+  }
+  void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
+                               float* db, int64_t m) override {
+    conv_.conv_backward_weights(s, x, dy, dw, db, m);
+  }
+  std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override {
+    return conv_.pool_workspace_bytes(s, m);
+  }
+  void pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                      int64_t m) override {
+    conv_.pool_forward(s, x, y, workspace, m);
+  }
+  void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
+                       int64_t m) override {
+    conv_.pool_backward(s, dy, workspace, dx, m);
+  }
+
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                           int64_t n) override {
     const int64_t total = m * n;
@@ -601,6 +628,7 @@ class CpuBackend final : public Backend {
   }
 
   int threads_ = 1;
+  cpu::DnnlConv conv_;
   std::unique_ptr<float[], AlignedFree> scratch_;
   std::size_t scratch_size_ = 0;
 };

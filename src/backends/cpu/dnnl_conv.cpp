@@ -1,0 +1,391 @@
+#include "backends/cpu/dnnl_conv.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "core/aligned.h"
+#include "core/error.h"
+
+namespace crossover::cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+void check(dnnl_status_t status, const char* what) {
+  if (status != dnnl_success)
+    throw Error("cpu", std::string("oneDNN ") + what + " failed (status " +
+                           std::to_string(static_cast<int>(status)) + ")");
+}
+
+// A block of backend-owned memory for oneDNN (a reordered kernel, a scratchpad).
+struct Buffer {
+  std::unique_ptr<unsigned char[], AlignedFree> bytes;
+  void* get() const { return bytes.get(); }
+};
+
+// One primitive and its arguments, made once. Memory objects that stand for the caller's buffers
+// are made without memory and pointed at the buffers on each call (dnnl_memory_set_data_handle
+// allocates nothing); those for the backend's own buffers keep theirs.
+struct Exec {
+  dnnl::primitive primitive;
+  std::vector<memory> memories;  // kept alive for `args`
+  std::vector<dnnl_exec_arg_t> args;
+  std::vector<Buffer> owned;
+
+  memory& add(int arg, const memory::desc& md, const dnnl::engine& engine) {
+    memories.emplace_back(md, engine, nullptr);
+    args.push_back({arg, memories.back().get()});
+    return memories.back();
+  }
+  // An argument in a buffer the backend owns (sized by md).
+  void add_owned(int arg, const memory::desc& md, const dnnl::engine& engine) {
+    owned.push_back({make_aligned<unsigned char>(md.get_size())});
+    add(arg, md, engine);
+    point(memories.size() - 1, owned.back().get());
+  }
+  void point(std::size_t i, const void* p) {
+    check(dnnl_memory_set_data_handle(memories[i].get(), const_cast<void*>(p)), "set_data_handle");
+  }
+  void run(dnnl::stream& stream) const {
+    check(dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()),
+                                 args.data()),
+          "primitive execute");
+  }
+};
+
+memory::dims nchw_dims(int64_t n, int64_t c, int64_t h, int64_t w) { return {n, c, h, w}; }
+
+// The primitives of one convolution at one batch size.
+struct ConvForward {
+  Exec reorder_w;  // Keras's hwio kernel -> the convolution's layout (empty when the same)
+  Exec conv;       // x, w, (b), y, scratchpad
+  bool reorder = false;
+  bool bias = false;
+};
+struct ConvBackwardInput {
+  Exec reorder_w;
+  Exec conv;  // dy, w, dx, scratchpad
+  bool reorder = false;
+};
+struct ConvBackwardWeights {
+  Exec conv;       // x, dy, dw, (db), scratchpad
+  Exec reorder_w;  // the convolution's dw layout -> Keras's hwio (empty when the same)
+  bool reorder = false;
+  bool bias = false;
+};
+struct PoolForward {
+  Exec pool;  // x, y, (workspace), scratchpad
+  bool training = false;
+};
+struct PoolBackward {
+  Exec pool;  // dy, workspace, dx, scratchpad
+};
+
+}  // namespace
+
+struct DnnlConv::State {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<std::tuple<ConvShape, int64_t, bool, bool>, ConvForward> forward;  // relu, bias
+  std::map<std::tuple<ConvShape, int64_t>, ConvBackwardInput> backward_input;
+  std::map<std::tuple<ConvShape, int64_t, bool>, ConvBackwardWeights> backward_weights;
+  std::map<std::tuple<PoolShape, int64_t, bool>, PoolForward> pool_forward;
+  std::map<std::tuple<PoolShape, int64_t>, PoolBackward> pool_backward;
+
+  dnnl::primitive_attr attr(bool relu) const {
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, made with the primitive
+    if (relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      a.set_post_ops(ops);
+    }
+    return a;
+  }
+
+  struct ConvDescs {
+    memory::desc x, w_user, w_any, b, y;
+    memory::dims strides, pad_l, pad_r;
+  };
+  static ConvDescs conv_descs(const ConvShape& s, int64_t m) {
+    ConvDescs d;
+    d.x = memory::desc(nchw_dims(m, s.in_c, s.in_h, s.in_w), kF32, Tag::nhwc);
+    d.y = memory::desc(nchw_dims(m, s.out_c, s.out_h, s.out_w), kF32, Tag::nhwc);
+    const memory::dims wd = {s.out_c, s.in_c, s.kernel_h, s.kernel_w};
+    d.w_user = memory::desc(wd, kF32, Tag::hwio);  // Keras: (kh, kw, in, out)
+    d.w_any = memory::desc(wd, kF32, Tag::any);
+    d.b = memory::desc({s.out_c}, kF32, Tag::x);
+    d.strides = {s.stride_h, s.stride_w};
+    d.pad_l = {s.pad_top, s.pad_left};
+    d.pad_r = {s.pad_bottom, s.pad_right};
+    return d;
+  }
+
+  dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& s, int64_t m, bool bias,
+                                                       bool relu) const {
+    const ConvDescs d = conv_descs(s, m);
+    const dnnl::convolution_forward::desc desc =
+        bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                               dnnl::algorithm::convolution_direct, d.x, d.w_any,
+                                               d.b, d.y, d.strides, d.pad_l, d.pad_r)
+             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                               dnnl::algorithm::convolution_direct, d.x, d.w_any,
+                                               d.y, d.strides, d.pad_l, d.pad_r);
+    return {desc, attr(relu), engine};
+  }
+
+  // A reorder of `from` into `to`, with memory objects for both pointed at later (or owned).
+  Exec reorder(const memory::desc& from, const memory::desc& to) const {
+    Exec e;
+    e.primitive = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, to));
+    return e;
+  }
+
+  ConvForward& forward_for(const ConvShape& s, int64_t m, bool bias, bool relu) {
+    const auto key = std::tuple(s, m, relu, bias);
+    if (auto it = forward.find(key); it != forward.end()) return it->second;
+    const ConvDescs d = conv_descs(s, m);
+    const auto pd = forward_pd(s, m, bias, relu);
+    ConvForward f;
+    f.bias = bias;
+    f.reorder = pd.weights_desc() != d.w_user;
+    f.conv.primitive = dnnl::convolution_forward(pd);
+    f.conv.add(DNNL_ARG_SRC, d.x, engine);
+    if (f.reorder) {
+      f.conv.add_owned(DNNL_ARG_WEIGHTS, pd.weights_desc(), engine);
+      f.reorder_w = reorder(d.w_user, pd.weights_desc());
+      f.reorder_w.add(DNNL_ARG_FROM, d.w_user, engine);
+      f.reorder_w.add(DNNL_ARG_TO, pd.weights_desc(), engine);
+      f.reorder_w.point(1, f.conv.owned.back().get());
+    } else {
+      f.conv.add(DNNL_ARG_WEIGHTS, d.w_user, engine);
+    }
+    if (bias) f.conv.add(DNNL_ARG_BIAS, d.b, engine);
+    f.conv.add(DNNL_ARG_DST, d.y, engine);
+    f.conv.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
+    return forward.emplace(key, std::move(f)).first->second;
+  }
+
+  ConvBackwardInput& backward_input_for(const ConvShape& s, int64_t m) {
+    const auto key = std::tuple(s, m);
+    if (auto it = backward_input.find(key); it != backward_input.end()) return it->second;
+    const ConvDescs d = conv_descs(s, m);
+    const auto hint = forward_pd(s, m, false, false);
+    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.x, d.w_any,
+                                               d.y, d.strides, d.pad_l, d.pad_r);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, attr(false), engine, hint);
+    ConvBackwardInput b;
+    b.reorder = pd.weights_desc() != d.w_user;
+    b.conv.primitive = dnnl::convolution_backward_data(pd);
+    b.conv.add(DNNL_ARG_DIFF_DST, d.y, engine);
+    if (b.reorder) {
+      b.conv.add_owned(DNNL_ARG_WEIGHTS, pd.weights_desc(), engine);
+      b.reorder_w = reorder(d.w_user, pd.weights_desc());
+      b.reorder_w.add(DNNL_ARG_FROM, d.w_user, engine);
+      b.reorder_w.add(DNNL_ARG_TO, pd.weights_desc(), engine);
+      b.reorder_w.point(1, b.conv.owned.back().get());
+    } else {
+      b.conv.add(DNNL_ARG_WEIGHTS, d.w_user, engine);
+    }
+    b.conv.add(DNNL_ARG_DIFF_SRC, d.x, engine);
+    b.conv.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
+    return backward_input.emplace(key, std::move(b)).first->second;
+  }
+
+  ConvBackwardWeights& backward_weights_for(const ConvShape& s, int64_t m, bool bias) {
+    const auto key = std::tuple(s, m, bias);
+    if (auto it = backward_weights.find(key); it != backward_weights.end()) return it->second;
+    const ConvDescs d = conv_descs(s, m);
+    const auto hint = forward_pd(s, m, bias, false);
+    const dnnl::convolution_backward_weights::desc desc =
+        bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.x,
+                                                        d.w_any, d.b, d.y, d.strides, d.pad_l,
+                                                        d.pad_r)
+             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.x,
+                                                        d.w_any, d.y, d.strides, d.pad_l, d.pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, attr(false), engine, hint);
+    ConvBackwardWeights b;
+    b.bias = bias;
+    b.reorder = pd.diff_weights_desc() != d.w_user;
+    b.conv.primitive = dnnl::convolution_backward_weights(pd);
+    b.conv.add(DNNL_ARG_SRC, d.x, engine);
+    b.conv.add(DNNL_ARG_DIFF_DST, d.y, engine);
+    if (b.reorder) {
+      b.conv.add_owned(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc(), engine);
+      b.reorder_w = reorder(pd.diff_weights_desc(), d.w_user);
+      b.reorder_w.add(DNNL_ARG_FROM, pd.diff_weights_desc(), engine);
+      b.reorder_w.point(0, b.conv.owned.back().get());
+      b.reorder_w.add(DNNL_ARG_TO, d.w_user, engine);
+    } else {
+      b.conv.add(DNNL_ARG_DIFF_WEIGHTS, d.w_user, engine);
+    }
+    if (bias) b.conv.add(DNNL_ARG_DIFF_BIAS, d.b, engine);
+    b.conv.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
+    return backward_weights.emplace(key, std::move(b)).first->second;
+  }
+
+  struct PoolDescs {
+    memory::desc x, y;
+    memory::dims strides, kernel, pad_l, pad_r;
+    dnnl::algorithm algorithm;
+  };
+  static PoolDescs pool_descs(const PoolShape& s, int64_t m) {
+    PoolDescs d;
+    d.x = memory::desc(nchw_dims(m, s.channels, s.in_h, s.in_w), kF32, Tag::nhwc);
+    d.y = memory::desc(nchw_dims(m, s.channels, s.out_h, s.out_w), kF32, Tag::nhwc);
+    d.strides = {s.stride_h, s.stride_w};
+    d.kernel = {s.window_h, s.window_w};
+    d.pad_l = {s.pad_top, s.pad_left};
+    d.pad_r = {s.pad_bottom, s.pad_right};
+    d.algorithm = s.kind == PoolKind::max ? dnnl::algorithm::pooling_max
+                                          : dnnl::algorithm::pooling_avg_exclude_padding;
+    return d;
+  }
+  dnnl::pooling_forward::primitive_desc pool_pd(const PoolShape& s, int64_t m,
+                                                bool training) const {
+    const PoolDescs d = pool_descs(s, m);
+    dnnl::pooling_forward::desc desc(
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+        d.algorithm, d.x, d.y, d.strides, d.kernel, d.pad_l, d.pad_r);
+    return {desc, attr(false), engine};
+  }
+
+  PoolForward& pool_forward_for(const PoolShape& s, int64_t m, bool training) {
+    const auto key = std::tuple(s, m, training);
+    if (auto it = pool_forward.find(key); it != pool_forward.end()) return it->second;
+    const PoolDescs d = pool_descs(s, m);
+    const auto pd = pool_pd(s, m, training);
+    PoolForward f;
+    f.training = training;
+    f.pool.primitive = dnnl::pooling_forward(pd);
+    f.pool.add(DNNL_ARG_SRC, d.x, engine);
+    f.pool.add(DNNL_ARG_DST, d.y, engine);
+    if (training && pd.workspace_desc().get_size() > 0)
+      f.pool.add(DNNL_ARG_WORKSPACE, pd.workspace_desc(), engine);
+    f.pool.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
+    return pool_forward.emplace(key, std::move(f)).first->second;
+  }
+
+  PoolBackward& pool_backward_for(const PoolShape& s, int64_t m) {
+    const auto key = std::tuple(s, m);
+    if (auto it = pool_backward.find(key); it != pool_backward.end()) return it->second;
+    const PoolDescs d = pool_descs(s, m);
+    const auto hint = pool_pd(s, m, true);
+    dnnl::pooling_backward::desc desc(d.algorithm, d.x, d.y, d.strides, d.kernel, d.pad_l, d.pad_r);
+    dnnl::pooling_backward::primitive_desc pd(desc, attr(false), engine, hint);
+    PoolBackward b;
+    b.pool.primitive = dnnl::pooling_backward(pd);
+    b.pool.add(DNNL_ARG_DIFF_DST, d.y, engine);
+    b.pool.add(DNNL_ARG_DIFF_SRC, d.x, engine);
+    if (hint.workspace_desc().get_size() > 0)
+      b.pool.add(DNNL_ARG_WORKSPACE, hint.workspace_desc(), engine);
+    b.pool.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
+    return pool_backward.emplace(key, std::move(b)).first->second;
+  }
+};
+
+// oneDNN reports its failures as dnnl::error; the model sees crossover::Error.
+template <class F>
+auto guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    throw Error("cpu", std::string("oneDNN ") + what + ": " + e.what());
+  }
+}
+
+DnnlConv::DnnlConv() = default;
+DnnlConv::~DnnlConv() = default;
+
+DnnlConv::State& DnnlConv::state() {
+  if (!state_) state_ = guarded("engine", [] { return std::make_unique<State>(); });
+  return *state_;
+}
+
+void DnnlConv::conv_forward(const ConvShape& s, const float* x, const float* w, const float* b,
+                            float* y, int64_t m, ActivationKind act) {
+  if (act != ActivationKind::linear && act != ActivationKind::relu)
+    throw Error("cpu", "conv2d_forward fuses linear or relu only");
+  ConvForward& f = guarded("convolution", [&]() -> ConvForward& {
+    return state().forward_for(s, m, b != nullptr, act == ActivationKind::relu);
+  });
+  std::size_t i = 0;
+  f.conv.point(i++, x);
+  if (f.reorder) {
+    f.reorder_w.point(0, w);
+    f.reorder_w.run(state().stream);
+  } else {
+    f.conv.point(i, w);
+  }
+  ++i;
+  if (f.bias) f.conv.point(i++, b);
+  f.conv.point(i, y);
+  f.conv.run(state().stream);
+}
+
+void DnnlConv::conv_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
+                                   int64_t m) {
+  ConvBackwardInput& b = guarded("convolution backward data", [&]() -> ConvBackwardInput& {
+    return state().backward_input_for(s, m);
+  });
+  b.conv.point(0, dy);
+  if (b.reorder) {
+    b.reorder_w.point(0, w);
+    b.reorder_w.run(state().stream);
+  } else {
+    b.conv.point(1, w);
+  }
+  b.conv.point(2, dx);
+  b.conv.run(state().stream);
+}
+
+void DnnlConv::conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
+                                     float* db, int64_t m) {
+  ConvBackwardWeights& b = guarded("convolution backward weights", [&]() -> ConvBackwardWeights& {
+    return state().backward_weights_for(s, m, db != nullptr);
+  });
+  b.conv.point(0, x);
+  b.conv.point(1, dy);
+  if (b.reorder)
+    b.reorder_w.point(1, dw);
+  else
+    b.conv.point(2, dw);
+  if (b.bias) b.conv.point(3, db);
+  b.conv.run(state().stream);
+  if (b.reorder) b.reorder_w.run(state().stream);
+}
+
+std::size_t DnnlConv::pool_workspace_bytes(const PoolShape& s, int64_t m) {
+  return guarded("pooling", [&] {
+    state().pool_forward_for(s, m, true);
+    state().pool_forward_for(s, m, false);
+    state().pool_backward_for(s, m);
+    return state().pool_pd(s, m, true).workspace_desc().get_size();
+  });
+}
+
+void DnnlConv::pool_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                            int64_t m) {
+  const bool training = workspace != nullptr;
+  PoolForward& f = guarded(
+      "pooling", [&]() -> PoolForward& { return state().pool_forward_for(s, m, training); });
+  f.pool.point(0, x);
+  f.pool.point(1, y);
+  if (training && f.pool.args.size() > 3) f.pool.point(2, workspace);
+  f.pool.run(state().stream);
+}
+
+void DnnlConv::pool_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
+                             int64_t m) {
+  PoolBackward& b = guarded("pooling backward",
+                            [&]() -> PoolBackward& { return state().pool_backward_for(s, m); });
+  b.pool.point(0, dy);
+  b.pool.point(1, dx);
+  if (b.pool.args.size() > 3) b.pool.point(2, workspace);
+  b.pool.run(state().stream);
+}
+
+}  // namespace crossover::cpu

@@ -1,0 +1,302 @@
+// Conv2D and the pooling layers as a Keras user meets them: shapes, defaults, names, arguments,
+// the files and the JSON. (Their gradients and forward arithmetic: gradient_test.cpp; training:
+// model_test.cpp.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <tuple>
+
+#include "core/error.h"
+#include "nn/layers.h"
+#include "nn/model_config.h"
+#include "nn/sequential.h"
+#include "nn/weights_io.h"
+#include "perf/cost_model.h"
+#include "perf/recording.h"
+#include "test_util.h"
+
+namespace crossover {
+namespace {
+
+using testing_util::random_tensor;
+
+// Keras's "Simple MNIST convnet".
+Sequential keras_convnet() {
+  return Sequential({Input({28, 28, 1}), Conv2D(32, 3, "relu"), MaxPooling2D(2),
+                     Conv2D(64, 3, "relu"), MaxPooling2D(2), Flatten(), Dropout(0.5),
+                     Dense(10, "softmax")});
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Conv2D, TheKerasMnistConvnetHasKerasShapesAndParameterCount) {
+  const Sequential model = keras_convnet();
+  EXPECT_EQ(model.count_params(), 34826);
+  const std::string s = model.summary();
+  for (const char* shape : {"(None, 26, 26, 32)", "(None, 13, 13, 32)", "(None, 11, 11, 64)",
+                            "(None, 5, 5, 64)", "(None, 1600)", "(None, 10)"})
+    EXPECT_NE(s.find(shape), std::string::npos) << shape << " not in\n" << s;
+  EXPECT_NE(s.find("conv2d (Conv2D)"), std::string::npos) << s;
+  EXPECT_NE(s.find("max_pooling2d_1 (MaxPooling2D)"), std::string::npos) << s;
+}
+
+TEST(Conv2D, WeightsHaveKerasNamesAndShapes) {
+  Sequential model = keras_convnet();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  const auto w = model.get_weights();
+  ASSERT_EQ(w.size(), 6u);
+  EXPECT_EQ(w[0].name, "conv2d/kernel");
+  EXPECT_EQ(w[0].value.shape(), (Shape{3, 3, 1, 32}));
+  EXPECT_EQ(w[1].name, "conv2d/bias");
+  EXPECT_EQ(w[1].value.shape(), (Shape{32}));
+  EXPECT_EQ(w[2].name, "conv2d_1/kernel");
+  EXPECT_EQ(w[2].value.shape(), (Shape{3, 3, 32, 64}));
+  EXPECT_EQ(w[4].name, "dense/kernel");
+  EXPECT_EQ(w[4].value.shape(), (Shape{1600, 10}));
+}
+
+TEST(Conv2D, KernelsAreGlorotUniformWithReceptiveFieldFansAndBiasesZero) {
+  Sequential model = keras_convnet();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 3});
+  const auto w = model.get_weights();
+  // conv2d/kernel (3, 3, 1, 32): fan_in 9, fan_out 288. (The Dense fans of the last two
+  // dimensions, 1 and 32, would give a limit three times larger.)
+  for (const auto& [index, fan_in, fan_out] :
+       {std::tuple{0, 9.0, 288.0}, std::tuple{2, 288.0, 576.0}}) {
+    const double limit = std::sqrt(6.0 / (fan_in + fan_out));
+    double largest = 0;
+    for (float v : w[static_cast<std::size_t>(index)].value.values())
+      largest = std::max(largest, std::abs(static_cast<double>(v)));
+    EXPECT_LE(largest, limit) << w[static_cast<std::size_t>(index)].name;
+    EXPECT_GT(largest, 0.95 * limit) << w[static_cast<std::size_t>(index)].name;
+  }
+  for (float v : w[1].value.values()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Conv2D, OutputShapesAreKerasValidAndSame) {
+  auto out = [](std::vector<Layer> layers) {  // the last layer's, before a Flatten
+    layers.push_back(Flatten());
+    const Sequential m(std::move(layers));
+    return m.layer_output_shapes().end()[-2];
+  };
+  // 'same': ceil(input / stride); 'valid': floor((input - window) / stride) + 1.
+  EXPECT_EQ(out({Input({28, 28, 1}), Conv2D(4, 3, "linear", 2, "same")}), (Shape{14, 14, 4}));
+  EXPECT_EQ(out({Input({7, 9, 1}), Conv2D(4, 3, "linear", 2, "same")}), (Shape{4, 5, 4}));
+  EXPECT_EQ(out({Input({7, 7, 2}), Conv2D(4, {2, 4}, "linear", 1, "same")}), (Shape{7, 7, 4}));
+  EXPECT_EQ(out({Input({7, 8, 2}), Conv2D(4, {3, 2}, "linear", {2, 3})}), (Shape{3, 3, 4}));
+  EXPECT_EQ(out({Input({13, 13, 3}), MaxPooling2D(2)}), (Shape{6, 6, 3}));
+  EXPECT_EQ(out({Input({13, 13, 3}), MaxPooling2D(2, std::nullopt, "same")}), (Shape{7, 7, 3}));
+  EXPECT_EQ(out({Input({13, 13, 3}), AveragePooling2D(3, 2)}), (Shape{6, 6, 3}));
+  EXPECT_EQ(out({Input({5, 6, 3}), GlobalAveragePooling2D()}), (Shape{3}));
+  EXPECT_EQ(out({Input({12}), Reshape({2, -1, 3})}), (Shape{2, 2, 3}));
+}
+
+TEST(Conv2D, BadArgumentsAreRefusedNamingTheLayerAndArgument) {
+  EXPECT_EQ(message_of([] { Conv2D(0, 3); }), "Conv2D: filters must be at least 1, got 0");
+  EXPECT_NE(message_of([] { Conv2D(8, {3, 0}); }).find("Conv2D: kernel_size"), std::string::npos);
+  EXPECT_NE(message_of([] { Conv2D(8, 3, "relu", 0); }).find("Conv2D: strides"), std::string::npos);
+  EXPECT_EQ(message_of([] { Conv2D(8, 3, "relu", 1, "full"); }),
+            "Conv2D: padding must be 'valid' or 'same', got 'full'");
+  EXPECT_NE(message_of([] { Conv2D(8, 3, "gelu"); }).find("activation"), std::string::npos);
+  EXPECT_NE(message_of([] { MaxPooling2D(0); }).find("MaxPooling2D: pool_size"), std::string::npos);
+  EXPECT_NE(message_of([] { AveragePooling2D(2, Size2(-1)); }).find("AveragePooling2D: strides"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { Reshape({2, -1, -1}); }).find("Reshape"), std::string::npos);
+  // Shapes that cannot work, named by layer when the model is built.
+  EXPECT_NE(message_of([] {
+              Sequential({Input({2, 2, 1}), Conv2D(4, 3)});
+            }).find("conv2d: the 3x3 window does not fit in the 2x2 input"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              Sequential({Input({784}), Conv2D(4, 3)});
+            }).find("conv2d: Conv2D needs samples of shape (height, width, channels)"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              Sequential({Input({12}), Reshape({5, -1})});
+            }).find("reshape:"),
+            std::string::npos);
+}
+
+TEST(Conv2D, GreyImagesFeedAModelDeclaredWithOneChannel) {
+  Sequential model({Input({6, 6, 1}), Conv2D(2, 3, "relu"), Flatten(), Dense(3, "softmax")});
+  model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 1});
+  const Tensor grey = random_tensor({4, 6, 6}, 5);
+  Tensor one_channel({4, 6, 6, 1});
+  for (int64_t i = 0; i < grey.size(); ++i) one_channel[i] = grey[i];
+  const Tensor a = model.predict(grey), b = model.predict(one_channel);
+  ASSERT_EQ(a.shape(), (Shape{4, 3}));
+  for (int64_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
+  const Tensor y({4}, {0, 1, 2, 1});
+  EXPECT_NO_THROW(model.fit(grey, y, {.epochs = 1, .verbose = 0}));
+  EXPECT_EQ(model.input_shape(), (Shape{6, 6, 1}));
+}
+
+TEST(Conv2D, SafetensorsRoundTripKeepsThePredictions) {
+  Sequential model(
+      {Input({8, 8, 1}), Conv2D(3, 3, "relu"), MaxPooling2D(2), Flatten(), Dense(4, "softmax")});
+  model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 2});
+  const std::string path = testing_util::temp_folder("conv_weights") + "/w.safetensors";
+  save_weights(model, path);
+  Sequential other(
+      {Input({8, 8, 1}), Conv2D(3, 3, "relu"), MaxPooling2D(2), Flatten(), Dense(4, "softmax")});
+  other.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 99});
+  load_weights(other, path);
+  const Tensor x = random_tensor({5, 8, 8, 1}, 3);
+  const Tensor a = model.predict(x), b = other.predict(x);
+  for (int64_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
+}
+
+TEST(Conv2D, KerasJsonRoundTripKeepsTheLayers) {
+  const Sequential model = keras_convnet();
+  const Sequential back = model_from_json(model_to_json(model), "model.json");
+  ASSERT_EQ(back.layers().size(), model.layers().size());
+  EXPECT_EQ(back.count_params(), 34826);
+  EXPECT_EQ(back.layer_output_shapes(), model.layer_output_shapes());
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    const Layer &a = model.layers()[i], &b = back.layers()[i];
+    EXPECT_EQ(a.type, b.type) << i;
+    EXPECT_EQ(a.window, b.window) << i;
+    EXPECT_EQ(a.strides, b.strides) << i;
+    EXPECT_EQ(a.padding, b.padding) << i;
+  }
+}
+
+// A Conv2D and a MaxPooling2D as Keras 3's to_json() writes them.
+std::string keras3_json() {
+  return R"({"module": "keras", "class_name": "Sequential", "config": {"name": "sequential",
+    "trainable": true, "dtype": "float32", "layers": [
+    {"module": "keras.layers", "class_name": "InputLayer", "config": {"batch_shape": [null, 28, 28, 1],
+     "dtype": "float32", "sparse": false, "ragged": false, "name": "input_layer"}, "registered_name": null},
+    {"module": "keras.layers", "class_name": "Conv2D", "config": {"name": "conv2d", "trainable": true,
+     "dtype": "float32", "filters": 32, "kernel_size": [3, 3], "strides": [1, 1], "padding": "valid",
+     "data_format": "channels_last", "dilation_rate": [1, 1], "groups": 1, "activation": "relu",
+     "use_bias": true, "kernel_initializer": {"module": "keras.initializers", "class_name": "GlorotUniform",
+     "config": {"seed": null}, "registered_name": null}, "bias_initializer": {"module": "keras.initializers",
+     "class_name": "Zeros", "config": {}, "registered_name": null}, "kernel_regularizer": null,
+     "bias_regularizer": null, "activity_regularizer": null, "kernel_constraint": null,
+     "bias_constraint": null}, "registered_name": null, "build_config": {"input_shape": [null, 28, 28, 1]}},
+    {"module": "keras.layers", "class_name": "MaxPooling2D", "config": {"name": "max_pooling2d",
+     "trainable": true, "dtype": "float32", "pool_size": [2, 2], "padding": "valid", "strides": [2, 2],
+     "data_format": "channels_last"}, "registered_name": null},
+    {"module": "keras.layers", "class_name": "Flatten", "config": {"name": "flatten", "trainable": true,
+     "dtype": "float32", "data_format": "channels_last"}, "registered_name": null},
+    {"module": "keras.layers", "class_name": "Dense", "config": {"name": "dense", "trainable": true,
+     "dtype": "float32", "units": 10, "activation": "softmax", "use_bias": true}, "registered_name": null}
+    ]}, "registered_name": null})";
+}
+
+TEST(Conv2D, KerasJsonWithTheDefaultsEveryRealFileCarriesLoads) {
+  const Sequential m = model_from_json(keras3_json(), "convnet.json");
+  EXPECT_EQ(m.layer_output_shapes()[1], (Shape{26, 26, 32}));
+  EXPECT_EQ(m.layer_output_shapes()[2], (Shape{13, 13, 32}));
+  EXPECT_EQ(m.count_params(), 32 * 9 + 32 + 13 * 13 * 32 * 10 + 10);
+}
+
+TEST(Conv2D, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
+  const std::string dilated = keras3_json();
+  auto with = [](std::string json, const std::string& from, const std::string& to) {
+    json.replace(json.find(from), from.size(), to);
+    return json;
+  };
+  EXPECT_EQ(message_of([&] {
+              model_from_json(
+                  with(dilated, "\"dilation_rate\": [1, 1]", "\"dilation_rate\": [2, 2]"),
+                  "convnet.json");
+            }),
+            "convnet.json: layer 'conv2d' field dilation_rate: dilation_rate [2,2] is not "
+            "supported: only 1");
+  EXPECT_NE(message_of([&] {
+              model_from_json(with(dilated, "\"groups\": 1", "\"groups\": 2"), "convnet.json");
+            }).find("layer 'conv2d' field groups"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              model_from_json(with(dilated, "\"data_format\": \"channels_last\", \"dilation",
+                                   "\"data_format\": \"channels_first\", \"dilation"),
+                              "convnet.json");
+            }).find("layer 'conv2d' field data_format"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              model_from_json(with(dilated, "\"kernel_regularizer\": null",
+                                   "\"kernel_regularizer\": {\"class_name\": \"L2\"}"),
+                              "convnet.json");
+            }).find("layer 'conv2d' field kernel_regularizer"),
+            std::string::npos);
+}
+
+TEST(Conv2D, IsRefusedAtCompileOnADeviceWithoutIt) {
+  // A GPU's recorder answers as the CUDA backend does: no convolutions yet.
+  Sequential model = keras_convnet();
+  const std::string why = message_of([&] {
+    model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.make_backend = [] {
+                    return std::make_unique<perf::RecordingBackend>("cuda:0", false);
+                  }});
+  });
+  EXPECT_EQ(why, "conv2d: Conv2D is not available on cuda:0 yet (only the CPU has it)");
+}
+
+TEST(Conv2D, TheOpListCountsAConvolutionsFlopsAsItsGemm) {
+  const perf::ModelDesc convnet = perf::describe(keras_convnet());
+  const auto ops = perf::step_ops(convnet, 128, perf::DeviceKind::cpu, perf::Mode::resident);
+  int64_t forward_flops = 0;
+  for (const perf::Op& o : ops)
+    if (o.call == "conv2d_forward") forward_flops += o.flops;
+  // 2 x outputs x the kernel's taps: 26*26*32 x 3*3*1 and 11*11*64 x 3*3*32 per sample.
+  EXPECT_EQ(forward_flops, int64_t{2} * 128 * (26 * 26 * 32 * 9 + 11 * 11 * 64 * 288));
+}
+
+TEST(Conv2D, TheCostModelSaysItCannotPriceConvolutionsYet) {
+  const perf::ModelDesc convnet = perf::describe(keras_convnet());
+  const auto ops = perf::step_ops(convnet, 128, perf::DeviceKind::cpu, perf::Mode::resident);
+  const std::string why =
+      message_of([&] { perf::predict(ops, perf::Profile{}, perf::Mode::resident); });
+  EXPECT_EQ(why,
+            "cost model: conv2d: cannot predict conv2d_forward yet: the cost model prices Dense "
+            "models only (convolution and pooling rates are a later step of issue 12)");
+}
+
+TEST(Conv2D, TheStepRecordsEachConvolutionAndPoolingCallWithItsShape) {
+  Sequential model = keras_convnet();
+  perf::RecordingBackend* recorder = nullptr;
+  model.compile(Adam(), "sparse_categorical_crossentropy", {},
+                {.make_backend =
+                     [&recorder] {
+                       auto r = std::make_unique<perf::RecordingBackend>("cpu", true);
+                       recorder = r.get();
+                       return r;
+                     },
+                 .initialize_weights = false});
+  model.trace_training_step(16);
+  std::vector<std::string> conv_calls;
+  for (const perf::BackendCall& c : recorder->calls()) {
+    const std::string name = perf::call_name(c.call);
+    if (name.find("conv2d") == 0 || name.find("pool2d") == 0)
+      conv_calls.push_back(c.scope + " " + name);
+    if (c.call == perf::Call::conv2d_forward && c.scope == "conv2d_1") {
+      EXPECT_EQ(c.m, 16);
+      EXPECT_EQ(c.conv.in_h, 13);
+      EXPECT_EQ(c.conv.in_c, 32);
+      EXPECT_EQ(c.conv.out_h, 11);
+      EXPECT_EQ(c.conv.out_c, 64);
+      EXPECT_EQ(c.act, ActivationKind::relu);  // fused
+    }
+  }
+  // Forward, then backward from the top; the first layer's input gradient is not computed.
+  EXPECT_EQ(conv_calls,
+            (std::vector<std::string>{
+                "conv2d conv2d_forward", "max_pooling2d pool2d_forward", "conv2d_1 conv2d_forward",
+                "max_pooling2d_1 pool2d_forward", "max_pooling2d_1 pool2d_backward",
+                "conv2d_1 conv2d_backward_input", "conv2d_1 conv2d_backward_weights",
+                "max_pooling2d pool2d_backward", "conv2d conv2d_backward_weights"}));
+}
+
+}  // namespace
+}  // namespace crossover
