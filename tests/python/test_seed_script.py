@@ -28,7 +28,9 @@ def seed_run(tmp_path_factory):
     script = tmp / "seed_crossover.py"
     script.write_text(text.replace("import tensorflow as tf\n", "import crossover as tf\n"))
     env = {k: v for k, v in os.environ.items() if k not in ("CROSSOVER_DATA", "KERAS_HOME")}
-    env.update(HOME=str(tmp / "home"), EPOCHS="1")
+    # One thread count on both sides: BIG's GEMMs sum in another order at another count, and the
+    # two measured choices (the script's in its own HOME, the CLI's) may differ on a busy machine.
+    env.update(HOME=str(tmp / "home"), EPOCHS="1", CROSSOVER_THREADS="2")
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     results = {}
@@ -44,7 +46,8 @@ def cli_test_metrics(model: str, tmp_path: Path) -> tuple[float, float]:
     if not binary:
         pytest.skip("CROSSOVER_BINARY is not set (ctest sets it to the built crossover)")
     out = tmp_path / f"{model}.json"
-    args = [binary, "train", f"--model={model}", "--data=mnist-10k", "--epochs=1", "--quiet"]
+    args = [binary, "train", f"--model={model}", "--data=mnist-10k", "--epochs=1", "--threads=2",
+            "--quiet"]
     subprocess.run(args + [f"--json={out}"], check=True, cwd=ROOT)
     test = json.loads(out.read_text())["test"]
     return test["loss"], test["accuracy"]
