@@ -94,19 +94,39 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasConvReference, testing::Range(0, 8),
                            return std::string(cases()[static_cast<std::size_t>(i.param)].name);
                          });
 
-// Keras's "Simple MNIST convnet", from the same weights, on eight MNIST digits. (gradients()
-// needs a dropout rate of 0: Keras's gradients were taken with training=False, dropout off.)
-Sequential reference_convnet(double dropout = 0.5) {
+// Keras's "Simple MNIST convnet", compiled, with crossover's initial weights.
+Sequential convnet(double dropout) {
   Sequential model({Input({28, 28, 1}), Conv2D(32, 3, "relu"), MaxPooling2D(2),
                     Conv2D(64, 3, "relu"), MaxPooling2D(2), Flatten(), Dropout(dropout),
                     Dense(10, "softmax")});
   model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"});
+  return model;
+}
+
+constexpr const char* kConvnetWeights[] = {"conv2d/kernel", "conv2d/bias",  "conv2d_1/kernel",
+                                           "conv2d_1/bias", "dense/kernel", "dense/bias"};
+
+// The convnet with the reference's weights, on eight MNIST digits. (gradients() needs a dropout
+// rate of 0: Keras's gradients were taken with training=False, dropout off.)
+Sequential reference_convnet(double dropout = 0.5) {
+  Sequential model = convnet(dropout);
   std::vector<NamedTensor> w;
-  for (const char* n : {"conv2d/kernel", "conv2d/bias", "conv2d_1/kernel", "conv2d_1/bias",
-                        "dense/kernel", "dense/bias"})
-    w.push_back({n, tensor(std::string("convnet/") + n)});
+  for (const char* n : kConvnetWeights) w.push_back({n, tensor(std::string("convnet/") + n)});
   model.set_weights(w);
   return model;
+}
+
+TEST(KerasConvnetReference, LoadsTheWeightsKerasSavedInItsH5Layout) {
+  Sequential model = convnet(0.5);
+  load_weights(model, std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/convnet.weights.h5");
+  const std::vector<NamedTensor> got = model.get_weights();
+  ASSERT_EQ(got.size(), std::size(kConvnetWeights));
+  for (const NamedTensor& t : got) {
+    SCOPED_TRACE(t.name);
+    const Tensor& want = tensor("convnet/" + t.name);
+    ASSERT_EQ(t.value.shape(), want.shape());
+    EXPECT_EQ(max_abs_diff(t.value, want), 0.0);  // the same float32 values, bit for bit
+  }
 }
 
 TEST(KerasConvnetReference, HasKerasParameterCount) {

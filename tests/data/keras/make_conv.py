@@ -40,6 +40,8 @@ data/mnist-10k/mnist-10k.npz (/255):
     convnet/y            Keras's predict() (softmax probabilities; dropout off)
     convnet/loss         (1,) sparse categorical cross-entropy, mean over the 8 (dropout off)
     convnet/grad/<name>  d loss / d weight, from tf.GradientTape with training=False
+
+It also writes convnet.weights.h5: Keras's model.save_weights of the same convnet and weights.
 """
 
 import json
@@ -184,6 +186,7 @@ def main() -> None:
         tensors[f"convnet/grad/{n}"] = g.numpy()
     meta["convnet"] = {"keras": keras.__version__, "tensorflow": tf.__version__,
                        "parameters": int(model.count_params())}
+    model.save_weights(HERE / "convnet.weights.h5")  # Keras 3's own layout, the same weights
     out = HERE / "conv_reference.safetensors"
     write_safetensors(out, tensors, meta)
     print(f"wrote {out} ({out.stat().st_size} bytes, {len(tensors)} tensors); "
