@@ -987,5 +987,31 @@ TEST(ModelIoCli, TrainSaveEvaluateLoadResumeAndPredict) {
   EXPECT_NE(r.out.find("Total params: 101770"), std::string::npos) << r.out;
 }
 
+// predict --image feeds the 28x28 grey PNG to a convnet as one (1, 28, 28, 1) sample: the
+// probabilities it prints are the ones the model gives the same pixels in process.
+TEST(ModelIoCli, PredictFeedsAPngToAConvnetAsAOneChannelImage) {
+  using testing_util::run_crossover;
+  const std::string dir = temp_folder("cli-predict-conv");
+  Sequential model(
+      {Input({28, 28, 1}), Conv2D(4, 3, "relu"), MaxPooling2D(2), Flatten(), Dense(10, "softmax")});
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1, .seed = 8});
+  save_weights(model, dir + "/conv.safetensors");
+  write_bytes(dir + "/digit.png", encode_png({}));
+  const auto r = run_crossover("predict --load " + dir + "/conv.safetensors --image " + dir +
+                               "/digit.png --json " + dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json p = json::parse(slurp(dir + "/p.json"));
+  const Tensor want =
+      model.predict(data::read_png_gray28(dir + "/digit.png").reshaped({1, 28, 28, 1}));
+  ASSERT_EQ(p["probabilities"].size(), 10u);
+  int64_t best = 0;
+  for (int64_t c = 0; c < 10; ++c) {
+    EXPECT_EQ(p["probabilities"][static_cast<std::size_t>(c)].get<float>(), want[c]) << c;
+    if (want[c] > want[best]) best = c;
+  }
+  EXPECT_EQ(p["class"], best);
+  EXPECT_NE(r.out.find("digit.png: class " + std::to_string(best)), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace crossover
