@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """The seed experiment's speed, side by side with the peers, in one run.
 
-One epoch of SMALL and of BIG at batch 32 on the 60,000-image set: crossover's seconds per epoch
-(the better of two epochs, on --threads threads), its GEMM rate, its ratio to the GEMM floor (the
-epoch's GEMM FLOPs at the rate oneDNN's sgemm reaches on a 4096^3 product measured in this run),
+One epoch of SMALL and of BIG at batch 32 (and, with --models convnet, Keras's "Simple MNIST
+convnet" at batch 128, issue 12) on the 60,000-image set: crossover's seconds per epoch (the better
+of two epochs, on --threads threads), its GEMM rate, its ratio to the GEMM floor (the epoch's GEMM
+and convolution FLOPs, from crossover's own op list of the step, at the rate oneDNN's sgemm reaches
+on a 4096^3 product measured in this run),
 and the peers from bench/peers/.venv (scripts/install-peers): PyTorch from PyPI at its best of 1
 and --threads threads, TensorFlow 2.21 at --threads. Prints the CPU (model, family/model/stepping,
 ISA), the peers' versions and the table as markdown, ready to paste into bench/RESULTS.md, with
 the issue's targets marked met or not met.
 
-    bench/seed-benchmark [--threads 2] [--data DIR] [--peer-big-steps 400]
-                         [--peer-small-steps 0] [--no-peers] [--markdown FILE] [--json FILE]
+    bench/seed-benchmark [--threads 2] [--data DIR] [--models small,big,convnet]
+                         [--peer-big-steps 400] [--peer-small-steps 0] [--peer-convnet-steps 0]
+                         [--no-peers] [--markdown FILE] [--json FILE]
 
 A quick smoke run (peers timed over a few steps and extrapolated; not for the table):
 
@@ -23,21 +26,29 @@ BUILD = os.path.join(ROOT, "build")
 PEERS = os.path.join(ROOT, "bench", "peers")
 VENV_PYTHON = os.path.join(PEERS, ".venv", "bin", "python")
 
-MODELS = {"small": [784, 128, 10], "big": [784, 1000, 1000, 10]}
-# The issue's targets: crossover's ratio to the floor at most this; its speed-up over each peer
-# at least this.
-FLOOR_TARGET = {"small": 3.0, "big": 2.0}
-PEER_TARGET = {"pytorch": {"small": 5.0, "big": 3.0}, "tensorflow": {"small": 10.0, "big": 10.0}}
+# Batch size of each model (the peers use the same, bench/peers/peer_common.py).
+MODELS = {"small": 32, "big": 32, "convnet": 128}
+# The issues' targets (10 for the MLPs, 12 for the convnet): crossover's ratio to the floor at
+# most this; its speed-up over each peer at least this.
+FLOOR_TARGET = {"small": 3.0, "big": 2.0, "convnet": 3.0}
+PEER_TARGET = {"pytorch": {"small": 5.0, "big": 3.0, "convnet": 2.0},
+               "tensorflow": {"small": 10.0, "big": 10.0, "convnet": 1.0}}
 PEER_NAME = {"pytorch": "PyTorch", "tensorflow": "TF"}
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
 
 
-# GEMM FLOPs per sample of one training step: forward and weight gradient of every Dense, input
-# gradient of every Dense but the first.
-def gemm_flops_per_sample(widths):
-    fwd = sum(2 * a * b for a, b in zip(widths, widths[1:]))
-    dx = sum(2 * a * b for a, b in list(zip(widths, widths[1:]))[1:])
-    return 2 * fwd + dx
+# The GEMM and convolution FLOPs of one training step at batch `batch`, from crossover's own op
+# list of that step (`crossover explain --json`: the ops of phase "gemm", convolutions included),
+# so that no model is restated here.
+def step_gemm_flops(model, batch, data):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "e.json")
+        run([os.path.join(BUILD, "crossover"), "explain", "--model", model, "--data", data,
+             "--batch-size", str(batch), "--threads", "1", "--steps", "3", "--max-seconds", "5",
+             "--no-calibrate", "--quiet", "--json", out])
+        with open(out) as f:
+            doc = json.load(f)
+    return sum(op["flops"] for op in doc["ops"] if op["phase"] == "gemm")
 
 
 def run(cmd, env=None):
@@ -87,7 +98,8 @@ def crossover_epoch(model, threads, data):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
         run([os.path.join(BUILD, "crossover"), "train", "--model", model, "--data", data,
-             "--epochs", "2", "--threads", str(threads), "--quiet", "--json", out])
+             "--batch-size", str(MODELS[model]), "--epochs", "2", "--threads", str(threads),
+             "--quiet", "--json", out])
         with open(out) as f:
             doc = json.load(f)
     # The better of two epochs: the first also pays for first-touch page faults.
@@ -150,8 +162,10 @@ def markdown(doc):
         f"crossover {doc['commit']} on {threads} threads (the better of two epochs). "
         + (f"Peers: {'; '.join(versions)}; PyTorch at the best of {torch_threads} threads, "
            f"TensorFlow at {threads}." if versions else "Peers: not run (--no-peers)."),
-        f"Data: {doc['data']} ({rows[0]['samples']:,} train), batch 32. Floor: the epoch's GEMM "
-        f"FLOPs at oneDNN's sgemm rate on 4096^3 in this run, "
+        f"Data: {doc['data']} ({rows[0]['samples']:,} train), batch "
+        + ", ".join(f"{MODELS[r['model']]} ({r['model'].upper()})" for r in rows)
+        + ". Floor: the epoch's GEMM and convolution FLOPs (crossover's op list) at oneDNN's "
+        f"sgemm rate on 4096^3 in this run, "
         f"{doc['sgemm_peak']['flops_per_second'] / 1e9:.0f} GFLOP/s on {threads} threads.",
         "",
         "| model | crossover s/epoch | GEMM GFLOP/s | floor s | x floor | PyTorch s/epoch "
@@ -214,12 +228,20 @@ def main():
     ap.add_argument("--peer-small-steps", type=int, default=0,
                     help="SMALL in the peers: time this many steps and extrapolate "
                          "(default 0: a full epoch)")
+    ap.add_argument("--peer-convnet-steps", type=int, default=0,
+                    help="the convnet in the peers: time this many steps and extrapolate "
+                         "(default 0: a full epoch)")
+    ap.add_argument("--models", default="small,big",
+                    help="comma-separated, of small, big, convnet (default small,big)")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--markdown", help="also write the markdown section to this file")
     ap.add_argument("--json", help="write the whole run (every peer's JSON too) to this file")
     a = ap.parse_args()
-    if a.threads < 1 or a.peer_big_steps < 0 or a.peer_small_steps < 0:
+    if a.threads < 1 or min(a.peer_big_steps, a.peer_small_steps, a.peer_convnet_steps) < 0:
         ap.error("--threads must be >= 1 and the step counts >= 0")
+    models = [m.strip() for m in a.models.split(",") if m.strip()]
+    if not models or any(m not in MODELS for m in models):
+        ap.error(f"--models: a comma-separated list of {', '.join(MODELS)}, not '{a.models}'")
 
     cpu = cpu_info()
     print(f"CPU: {cpu['vendor']} {cpu['model_name']} (family {cpu['family']}, model "
@@ -234,11 +256,16 @@ def main():
     print(f"oneDNN sgemm 4096^3 on {a.threads} threads: {rate / 1e9:.0f} GFLOP/s "
           "(the floor's rate)", flush=True)
     torch_threads = sorted({1, a.threads})
-    peer_steps = {"small": a.peer_small_steps, "big": a.peer_big_steps}
+    peer_steps = {"small": a.peer_small_steps, "big": a.peer_big_steps,
+                  "convnet": a.peer_convnet_steps}
     rows = []
-    for model, widths in MODELS.items():
+    for model in models:
         secs, n, acc = crossover_epoch(model, a.threads, a.data)
-        flops = gemm_flops_per_sample(widths) * n
+        batch = MODELS[model]
+        # Full batches, and the last partial one at its own size.
+        flops = (n // batch) * step_gemm_flops(model, batch, a.data)
+        if n % batch:
+            flops += step_gemm_flops(model, n % batch, a.data)
         floor = flops / rate
         row = {"model": model, "samples": n, "gemm_flops": flops, "seconds": secs,
                "gflops_per_second": flops / secs / 1e9, "floor_seconds": floor,
