@@ -328,6 +328,28 @@ class ConvCommands : public ::testing::Test {
   std::string dir_;
 };
 
+TEST_F(ConvCommands, AGridProfileOfThisCpuGainsOnlyTheConvnetsCalls) {
+  perf::Profile grid = made_up_cpu();
+  perf::set_this_cpu(grid, 1);
+  grid.coverage = "grid";  // as calibrate saves it: it interpolates GEMMs, has no convolutions
+  const std::string file = perf::default_profile_path(grid);
+  fs::create_directories(fs::path(file).parent_path());
+  perf::save_profile(grid, file);
+  perf::CpuProfileRequest r;
+  r.threads = 1;
+  r.workloads = {{tiny_convnet(), {4}}};
+  r.what = "a tiny convnet";
+  EXPECT_TRUE(perf::cpu_profile_for(r).calibrated_now);
+  const perf::Profile saved = perf::load_profile(file);
+  EXPECT_EQ(saved.coverage, "grid");
+  ASSERT_EQ(saved.gemm.size(), 1u);  // its GEMMs and curves as they were
+  EXPECT_EQ(saved.gemm[0].flops_per_second, 1e11);
+  EXPECT_TRUE(saved.kernels.empty());
+  EXPECT_EQ(saved.conv2d.size(), 5u);
+  EXPECT_EQ(saved.pool2d.size(), 4u);
+  EXPECT_FALSE(perf::cpu_profile_for(r).calibrated_now);  // nothing left to measure
+}
+
 TEST_F(ConvCommands, SweepVariesTheFiltersOfAConvolutionAsItVariesDenseWidths) {
   const auto r = testing_util::run_crossover(
       "sweep --model conv:W:3:relu,maxpool:2,conv:2W:3,flatten,dense:10:softmax --widths 4,8 "
