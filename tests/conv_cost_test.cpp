@@ -390,6 +390,20 @@ TEST_F(ConvCommands, SweepRefusesAModelWithoutWAndLayersWithAModel) {
       2);
 }
 
+TEST_F(ConvCommands, ExplainSaysWhichOpsItEstimatedWithoutAMeasurement) {
+  // The given profile has no convolutions: they are priced at its GEMM rate, and explain says so.
+  const auto r = testing_util::run_crossover(
+      "explain --model conv:4:3:relu,maxpool:2,flatten,dense:10:softmax --data mnist-10k "
+      "--batch-size 16 --steps 2 --threads 1 --profile '" +
+      path("given.json") + "' --json '" + path("e.json") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 ops of the step have no measurement of their own shape in the profile "
+                       "and are estimated"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(read_json(path("e.json"))["step_seconds"]["predicted"].is_number());
+}
+
 TEST_F(ConvCommands, CompareTrainsAConvnetOnTheCpuAndSaysWhyThereIsNoGpuRow) {
   const auto r = testing_util::run_crossover(
       "compare --model conv:4:3:relu,maxpool:2,flatten,dense:10:softmax --data mnist-10k "
