@@ -253,16 +253,6 @@ TEST(Conv2D, TheOpListCountsAConvolutionsFlopsAsItsGemm) {
   EXPECT_EQ(forward_flops, int64_t{2} * 128 * (26 * 26 * 32 * 9 + 11 * 11 * 64 * 288));
 }
 
-TEST(Conv2D, TheCostModelSaysItCannotPriceConvolutionsYet) {
-  const perf::ModelDesc convnet = perf::describe(keras_convnet());
-  const auto ops = perf::step_ops(convnet, 128, perf::DeviceKind::cpu, perf::Mode::resident);
-  const std::string why =
-      message_of([&] { perf::predict(ops, perf::Profile{}, perf::Mode::resident); });
-  EXPECT_EQ(why,
-            "cost model: conv2d: cannot predict conv2d_forward yet: the cost model prices Dense "
-            "models only (convolution and pooling rates are a later step of issue 12)");
-}
-
 TEST(Conv2D, TheStepRecordsEachConvolutionAndPoolingCallWithItsShape) {
   Sequential model = keras_convnet();
   perf::RecordingBackend* recorder = nullptr;

@@ -88,12 +88,18 @@ void run_compare(const CompareOptions& o) {
   runs.push_back({.device = "cpu",
                   .device_name = fmt::format("{}, {} thread{}", device_description("cpu"),
                                              threads.threads, threads.threads == 1 ? "" : "s")});
-  const std::vector<CudaDeviceInfo> gpus = cuda_devices();
+  const std::vector<CudaDeviceInfo> all_gpus = cuda_devices();
+  // A model no GPU can train yet (a convnet: no cuDNN yet) has no GPU rows, measured or predicted.
+  const std::string gpu_refusal = perf::unsupported_on(desc, perf::DeviceKind::gpu);
+  if (!gpu_refusal.empty())
+    notes.push_back("GPU rows omitted: the GPU cannot train this model (" + gpu_refusal + ")");
+  const std::vector<CudaDeviceInfo> gpus =
+      gpu_refusal.empty() ? all_gpus : std::vector<CudaDeviceInfo>{};
   for (const CudaDeviceInfo& g : gpus)
     for (perf::Mode m : {perf::Mode::resident, perf::Mode::naive})
       runs.push_back(
           {.device = "cuda:" + std::to_string(g.ordinal), .device_name = g.name, .mode = m});
-  if (gpus.empty()) notes.push_back("no GPU present: the CPU was measured");
+  if (all_gpus.empty()) notes.push_back("no GPU present: the CPU was measured");
 
   out.say(fmt::format(
       "compare: {} ({} parameters), {} epochs at batch {}, seed {}, on {} ({} training samples)",
@@ -148,7 +154,7 @@ void run_compare(const CompareOptions& o) {
   notes.push_back(epoch_note);
 
   // Predicted GPU rows, where no GPU was measured.
-  if (gpus.empty()) {
+  if (all_gpus.empty() && gpu_refusal.empty()) {
     const std::vector<perf::Profile> gp = perf::gpu_profiles();
     if (gp.empty()) {
       notes.push_back("no GPU calibration profile is shipped yet: GPU rows omitted");

@@ -108,11 +108,11 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   if (!r.has_prediction) out.say("No prediction: " + note + ".");
   if (o.ops && r.has_prediction) {
     out.say("");
-    out.say(fmt::format("{:<44}{:<14}{:>10}{:>10}{:>12}{:>12}", "op", "phase", "MFLOP", "MB",
+    out.say(fmt::format("{:<52}{:<14}{:>10}{:>10}{:>12}{:>12}", "op", "phase", "MFLOP", "MB",
                         "measured", "predicted"));
     for (std::size_t i = 0; i < r.ops.size(); ++i) {
       const perf::Op& op = r.ops[i];
-      out.say(fmt::format("{:<44}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}", op.name,
+      out.say(fmt::format("{:<52}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}", op.name,
                           perf::phase_name(op.phase), double(op.flops) / 1e6,
                           double(op.bytes_read + op.bytes_written) / 1e6,
                           r.op_measured.empty() ? "-" : perf::human_seconds(r.op_measured[i]),

@@ -27,6 +27,8 @@ struct SweepOptions : CommonOptions {
   std::string widths = "32,64,128,256,512,1024,2048,4096";
   std::string batch_sizes = "32,256,1024";
   int layers = 1;
+  bool layers_given = false;
+  std::string model;  // a layer list with W where the swept width goes; "": the MLP of --layers
   int64_t steps = 200;
   double max_seconds = 3;
   bool predict_only = false;
@@ -66,9 +68,44 @@ struct Point {
   std::optional<double> predicted_seconds_per_epoch, predicted_seconds_per_step;
 };
 
-std::string spec_for(int64_t width, int layers) {
+std::vector<std::string> split_on(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, sep);) parts.push_back(part);
+  if (!text.empty() && text.back() == sep) parts.emplace_back();
+  return parts;
+}
+
+// `spec` (a --model layer list) with each field W, or kW (k a whole number), replaced by width
+// (k x width): "conv:W:3:relu,maxpool:2,conv:2W:3:relu" at 16 is "conv:16:3:relu,maxpool:2,
+// conv:32:3:relu". `replaced` counts the fields replaced.
+std::string spec_at_width(const std::string& spec, int64_t width, int* replaced = nullptr) {
+  std::string out;
+  int n = 0;
+  for (const std::string& item : split_on(spec, ',')) {
+    std::string layer;
+    for (const std::string& field : split_on(item, ':')) {
+      std::string f = field;
+      const std::string k = field.empty() ? "" : field.substr(0, field.size() - 1);
+      if (!field.empty() && field.back() == 'W' && k.size() < 6 &&
+          std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        f = std::to_string((k.empty() ? 1 : std::stoll(k)) * width);
+        ++n;
+      }
+      layer += (layer.empty() ? "" : ":") + f;
+    }
+    out += (out.empty() ? "" : ",") + layer;
+  }
+  if (replaced) *replaced = n;
+  return out;
+}
+
+// The model swept at `width`: --model with W replaced, or --layers hidden Dense(width, relu) +
+// Dropout(0.2) layers.
+std::string spec_for(int64_t width, const SweepOptions& o) {
+  if (!o.model.empty()) return spec_at_width(o.model, width);
   std::string s;
-  for (int i = 0; i < layers; ++i) s += fmt::format("dense:{}:relu,dropout:0.2,", width);
+  for (int i = 0; i < o.layers; ++i) s += fmt::format("dense:{}:relu,dropout:0.2,", width);
   return s + "dense:10:softmax";
 }
 
@@ -83,6 +120,17 @@ void run_sweep(const SweepOptions& o) {
   if (!o.plot.empty() && (o.plot.size() < 4 || o.plot.substr(o.plot.size() - 4) != ".svg"))
     throw Error("--plot " + o.plot, "the chart is written as SVG: give a file name ending in .svg");
   if (o.layers != 1 && o.layers != 2) throw Error("--layers", "must be 1 or 2 hidden layers");
+  if (!o.model.empty()) {
+    if (o.layers_given)
+      throw Error("--layers", "applies to the default MLP; with --model the layer list says it");
+    int replaced = 0;
+    spec_at_width(o.model, 1, &replaced);
+    if (replaced == 0)
+      throw Error("--model " + o.model,
+                  "sweep varies one width: give a layer list with W where it goes (Dense units or "
+                  "Conv2D filters, 2W for twice it), e.g. conv:W:3:relu,maxpool:2,conv:2W:3:relu,"
+                  "maxpool:2,flatten,dropout:0.5,dense:10:softmax (the convnet at W = 32)");
+  }
   if (o.steps < 1) throw Error("--steps", "must be at least 1");
   if (!(o.max_seconds > 0)) throw Error("--max-seconds", "must be positive");
   const std::vector<int64_t> widths = parse_list("--widths", o.widths);
@@ -106,7 +154,7 @@ void run_sweep(const SweepOptions& o) {
   const int cores = perf::cpu_info().logical_cores;
   std::map<int64_t, perf::ModelDesc> desc_of;  // width -> the model at that width
   for (int64_t w : widths)
-    desc_of[w] = perf::describe(model_from_spec(spec_for(w, o.layers), d.sample_shape, d.classes));
+    desc_of[w] = perf::describe(model_from_spec(spec_for(w, o), d.sample_shape, d.classes));
   std::map<std::pair<int64_t, int64_t>, int> cpu_threads;  // (batch, width) -> threads
   for (int64_t b : batches)
     for (int64_t w : widths) {
@@ -115,7 +163,7 @@ void run_sweep(const SweepOptions& o) {
         continue;
       }
       const ThreadsForRun t = cpu_threads_for_run(
-          0, cpu_model_maker(spec_for(w, o.layers), d.sample_shape, d.classes, o.seed), d.x_train,
+          0, cpu_model_maker(spec_for(w, o), d.sample_shape, d.classes, o.seed), d.x_train,
           d.y_train, b, true, fmt::format("width {} at batch {}", w, b),
           perf::threads_choice_key(desc_of.at(w), b));
       cpu_threads[{b, w}] = t.threads;
@@ -145,7 +193,15 @@ void run_sweep(const SweepOptions& o) {
   };
   if (!o.predict_only) series.push_back({"cpu", "resident", true, std::nullopt});
   if (cpu_predicted) series.push_back({"cpu", "resident", false, std::nullopt});
-  const std::vector<CudaDeviceInfo> gpus = cuda_devices();
+  const std::vector<CudaDeviceInfo> all_gpus = cuda_devices();
+  // A model no GPU can train yet (a convnet: no cuDNN yet) has no GPU series, measured or
+  // predicted (the layer kinds, not the width, decide it).
+  const std::string gpu_refusal =
+      perf::unsupported_on(desc_of.at(widths.front()), perf::DeviceKind::gpu);
+  if (!gpu_refusal.empty())
+    notes.push_back("no GPU rows: the GPU cannot train this model (" + gpu_refusal + ")");
+  const std::vector<CudaDeviceInfo> gpus =
+      gpu_refusal.empty() ? all_gpus : std::vector<CudaDeviceInfo>{};
   for (const CudaDeviceInfo& g : gpus) {
     const std::string id = "cuda:" + std::to_string(g.ordinal);
     std::string note;
@@ -156,8 +212,8 @@ void run_sweep(const SweepOptions& o) {
     }
     if (!gp) notes.push_back(note);
   }
-  if (gpus.empty()) {
-    notes.push_back("no GPU present");
+  if (all_gpus.empty()) notes.push_back("no GPU present");
+  if (all_gpus.empty() && gpu_refusal.empty()) {
     const std::vector<perf::Profile> gp = perf::gpu_profiles();
     if (gp.empty())
       notes.push_back("no GPU calibration profile is shipped yet: no GPU rows, no crossover");
@@ -170,13 +226,15 @@ void run_sweep(const SweepOptions& o) {
         "{} samples as ceil({} / batch) steps x the mean step",
         o.steps, o.max_seconds, n_train, n_train));
 
-  out.say(fmt::format(
-      "sweep: {} hidden layer{} of widths {}, batch sizes {}, on {} ({} training samples)",
-      o.layers, o.layers > 1 ? "s" : "", o.widths, o.batch_sizes, d.name, n_train));
+  const std::string what = o.model.empty() ? fmt::format("{} hidden layer{} of widths {}", o.layers,
+                                                         o.layers > 1 ? "s" : "", o.widths)
+                                           : fmt::format("{} for W in {}", o.model, o.widths);
+  out.say(fmt::format("sweep: {}, batch sizes {}, on {} ({} training samples)", what, o.batch_sizes,
+                      d.name, n_train));
   std::vector<Point> points;
   for (int64_t b : batches)
     for (int64_t w : widths) {
-      const std::string spec = spec_for(w, o.layers);
+      const std::string spec = spec_for(w, o);
       const perf::ModelDesc& desc = desc_of.at(w);
       const int64_t bb = std::min(b, n_train);
       const int64_t steps_per_epoch = (n_train + bb - 1) / bb;
@@ -333,8 +391,14 @@ void run_sweep(const SweepOptions& o) {
                         [t = threads](const auto& kv) { return kv.second == t; }));
       if (n > most_points) most_points = n, most = threads;
     }
+    nlohmann::json models = nlohmann::json::array();
+    for (int64_t w : widths)
+      models.push_back(
+          {{"width", w}, {"spec", spec_for(w, o)}, {"parameters", desc_of.at(w).parameters()}});
     write_json_file("--json", o.json,
                     {{"command", "sweep"},
+                     {"model", o.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.model)},
+                     {"models", models},
                      {"layers", o.layers},
                      {"data", d.name},
                      {"train_samples", n_train},
@@ -364,9 +428,13 @@ void run_sweep(const SweepOptions& o) {
   }
   if (!o.plot.empty()) {
     perf::PlotSpec spec;
-    spec.title = fmt::format("Time per epoch vs width: {} hidden layer{} ({} samples per epoch)",
-                             o.layers, o.layers > 1 ? "s" : "", n_train);
-    spec.x_label = "hidden width (units)";
+    spec.title = o.model.empty() ? fmt::format(
+                                       "Time per epoch vs width: {} hidden layer{} ({} samples per "
+                                       "epoch)",
+                                       o.layers, o.layers > 1 ? "s" : "", n_train)
+                                 : fmt::format("Time per epoch vs W: {} ({} samples per epoch)",
+                                               o.model, n_train);
+    spec.x_label = o.model.empty() ? "hidden width (units)" : "W (units or filters)";
     spec.y_label = "seconds per epoch";
     spec.footnote =
         o.predict_only
@@ -375,7 +443,10 @@ void run_sweep(const SweepOptions& o) {
                   "solid: measured (up to {} steps a point, extrapolated to an epoch); dashed: "
                   "predicted from a calibration profile",
                   o.steps);
-    if (gpu_ids.empty()) spec.footnote += "; no GPU rows (no GPU present, no GPU profile shipped)";
+    if (gpu_ids.empty())
+      spec.footnote += gpu_refusal.empty()
+                           ? "; no GPU rows (no GPU present, no GPU profile shipped)"
+                           : "; no GPU rows (the GPU cannot train this model yet)";
     for (int64_t b : batches) {
       perf::PlotPanel panel;
       panel.title = fmt::format("batch {}", b);
@@ -421,9 +492,13 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--widths", o->widths, "Hidden widths, comma-separated")->capture_default_str();
   cmd->add_option("--batch-sizes", o->batch_sizes, "Batch sizes, comma-separated")
       ->capture_default_str();
-  cmd->add_option("--layers", o->layers,
-                  "Hidden layers (1 or 2), each Dense(width, relu) + Dropout(0.2)")
-      ->capture_default_str();
+  auto* layers = cmd->add_option("--layers", o->layers,
+                                 "Hidden layers (1 or 2), each Dense(width, relu) + Dropout(0.2)")
+                     ->capture_default_str();
+  cmd->add_option("--model", o->model,
+                  "Sweep this layer list instead, with W where the width goes (Dense units or "
+                  "Conv2D filters; 2W for twice it), e.g. conv:W:3:relu,maxpool:2,conv:2W:3:relu,"
+                  "maxpool:2,flatten,dropout:0.5,dense:10:softmax");
   cmd->add_option("--steps", o->steps, "Steps measured per point (at most)")->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds,
                   "Seconds spent measuring a point (at most, roughly)")
@@ -432,7 +507,10 @@ void add_sweep(CLI::App& app) {
   add_profile_options(cmd, o->profile);
   cmd->add_option("--csv", o->csv, "Write points as CSV");
   cmd->add_option("--plot", o->plot, "Write a chart (SVG)");
-  cmd->callback([o] { run_sweep(*o); });
+  cmd->callback([o, layers] {
+    o->layers_given = layers->count() > 0;
+    run_sweep(*o);
+  });
 }
 
 }  // namespace crossover::cli

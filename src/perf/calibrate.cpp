@@ -490,6 +490,97 @@ class GemmBench {
   Block x_, w_, bias_, y_, dy_, dw_, db_, dx_;
 };
 
+// Convolution and pooling calls at their exact shapes (CPU), each timed with its inputs as a
+// training step leaves them: the layer input and the incoming gradient written by the pool's
+// threads (the ops around a convolution are threaded at these sizes), the kernel by the
+// optimizer's threaded update. Values random, of both signs (ReLU and max pooling branch on them).
+class ConvBench {
+ public:
+  ConvBench(Backend& be, Bench& bench, const std::set<ConvNeed>& convs,
+            const std::set<PoolNeed>& pools)
+      : be_(be), bench_(bench) {
+    int64_t in = 1, out = 1, weights = 1, channels = 1;
+    for (const ConvNeed& c : convs) {
+      const ConvShape& s = c.shape;
+      in = std::max(in, c.batch * s.in_h * s.in_w * s.in_c);
+      out = std::max(out, c.batch * s.out_h * s.out_w * s.out_c);
+      weights = std::max(weights, s.kernel_h * s.kernel_w * s.in_c * s.out_c);
+      channels = std::max(channels, s.out_c);
+    }
+    for (const PoolNeed& c : pools) {
+      const PoolShape& s = c.shape;
+      in = std::max(in, c.batch * s.in_h * s.in_w * s.channels);
+      out = std::max(out, c.batch * s.out_h * s.out_w * s.channels);
+    }
+    x_ = std::make_unique<Block>(be, in * 4);
+    dx_ = std::make_unique<Block>(be, in * 4);
+    y_ = std::make_unique<Block>(be, out * 4);
+    dy_ = std::make_unique<Block>(be, out * 4);
+    w_ = std::make_unique<Block>(be, weights * 4);
+    dw_ = std::make_unique<Block>(be, weights * 4);
+    bias_ = std::make_unique<Block>(be, channels * 4);
+    db_ = std::make_unique<Block>(be, channels * 4);
+    upload_random(be, x_->f(), in, 0x9E3779B97F4A7C15ull, 1.0f);
+    upload_random(be, dy_->f(), out, 0x2545F4914F6CDD1Dull, 0.1f);
+    upload_random(be, w_->f(), weights, 0xD1B54A32D192ED03ull, 0.1f);
+    be.fill(bias_->f(), 0.0f, channels);
+  }
+
+  // Seconds of one call.
+  double conv(const ConvNeed& c) {
+    const ConvShape& s = c.shape;
+    const int64_t m = c.batch, nx = m * s.in_h * s.in_w * s.in_c,
+                  ny = m * s.out_h * s.out_w * s.out_c,
+                  nw = s.kernel_h * s.kernel_w * s.in_c * s.out_c;
+    float *x = x_->f(), *y = y_->f(), *dy = dy_->f(), *dx = dx_->f(), *w = w_->f();
+    if (c.op == "forward")
+      return bench_.per_call_after(
+          [&] {
+            handoff(x, nx, true);
+            handoff(w, nw, true);
+          },
+          [&] {
+            be_.conv2d_forward(s, x, w, c.bias ? bias_->f() : nullptr, y, m,
+                               c.relu ? ActivationKind::relu : ActivationKind::linear);
+          });
+    if (c.op == "backward_input")
+      return bench_.per_call_after(
+          [&] {
+            handoff(dy, ny, true);
+            handoff(w, nw, true);
+          },
+          [&] { be_.conv2d_backward_input(s, dy, w, dx, m); });
+    return bench_.per_call_after(
+        [&] {
+          handoff(x, nx, true);
+          handoff(dy, ny, true);
+        },
+        [&] { be_.conv2d_backward_weights(s, x, dy, dw_->f(), c.bias ? db_->f() : nullptr, m); });
+  }
+
+  // Seconds of one call; the forward as training makes it (max pooling writes its workspace), the
+  // backward from that forward's workspace.
+  double pool(const PoolNeed& c) {
+    const PoolShape& s = c.shape;
+    const int64_t m = c.batch, nx = m * s.in_h * s.in_w * s.channels,
+                  ny = m * s.out_h * s.out_w * s.channels;
+    Block workspace(be_, be_.pool2d_workspace_bytes(s, m));
+    void* ws = s.kind == PoolKind::max ? workspace.p : nullptr;
+    float *x = x_->f(), *y = y_->f(), *dy = dy_->f(), *dx = dx_->f();
+    if (c.op == "forward")
+      return bench_.per_call_after([&] { handoff(x, nx, true); },
+                                   [&] { be_.pool2d_forward(s, x, y, ws, m); });
+    be_.pool2d_forward(s, x, y, ws, m);
+    return bench_.per_call_after([&] { handoff(dy, ny, true); },
+                                 [&] { be_.pool2d_backward(s, dy, ws, dx, m); });
+  }
+
+ private:
+  Backend& be_;
+  Bench& bench_;
+  std::unique_ptr<Block> x_, dx_, y_, dy_, w_, dw_, bias_, db_;
+};
+
 // The host-side costs: a backend call, an OpenMP fork-join (CPU).
 void measure_host(Backend& be, bool gpu, StepCounters* ctr, Profile& p) {
   const int reps = 2000;
@@ -722,6 +813,15 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
   for (const Workload& w : workloads)
     for (int64_t rows : w.rows)
       for (const Op& o : step_ops(w.model, rows, DeviceKind::cpu, Mode::resident)) {
+        const std::string call_op = o.call.substr(o.call.find('_') + 1);
+        if (o.call.rfind("conv2d_", 0) == 0) {
+          n.convs.insert({call_op, o.conv, o.batch, o.bias, o.act == ActivationKind::relu});
+          continue;
+        }
+        if (o.call.rfind("pool2d_", 0) == 0) {
+          n.pools.insert({call_op, o.pool, o.batch});
+          continue;
+        }
         if (o.phase == Phase::gemm) {
           if (const char* op = gemm_op_of(o.kernel)) n.gemms.insert({op, o.batch, o.in, o.out});
           if (!o.update.empty() && KernelBench::knows(o.update))
@@ -744,6 +844,15 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
 
 ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
   ShapeNeeds m;
+  // Convolutions and pooling at their exact calls, whatever the coverage (a grid has none).
+  std::set<ConvNeed> convs;
+  for (const ConvSample& c : p.conv2d) convs.insert({c.op, c.shape, c.batch, c.bias, c.relu});
+  for (const ConvNeed& c : needs.convs)
+    if (!convs.count(c)) m.convs.insert(c);
+  std::set<PoolNeed> pools;
+  for (const PoolSample& c : p.pool2d) pools.insert({c.op, c.shape, c.batch});
+  for (const PoolNeed& c : needs.pools)
+    if (!pools.count(c)) m.pools.insert(c);
   if (p.coverage == "grid") return m;
   std::set<GemmNeed> have;
   for (const GemmSample& g : p.gemm) {
@@ -821,6 +930,26 @@ Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_hos
       p.gemm.push_back(s);
     }
   }
+  // Then the convolutions and pooling calls, in rounds too.
+  if (!needs.convs.empty() || !needs.pools.empty()) {
+    ConvBench cb(be, bench, needs.convs, needs.pools);
+    std::map<ConvNeed, std::vector<double>> convs;
+    std::map<PoolNeed, std::vector<double>> pools;
+    for (int round = 0; round < 3 && !over(); ++round) {
+      for (const ConvNeed& c : needs.convs) {
+        if (over()) break;
+        convs[c].push_back(cb.conv(c));
+      }
+      for (const PoolNeed& c : needs.pools) {
+        if (over()) break;
+        pools[c].push_back(cb.pool(c));
+      }
+    }
+    skipped += needs.convs.size() - convs.size() + needs.pools.size() - pools.size();
+    for (auto& [c, seconds] : convs)
+      p.conv2d.push_back({c.op, c.shape, c.batch, c.bias, c.relu, median(seconds)});
+    for (auto& [c, seconds] : pools) p.pool2d.push_back({c.op, c.shape, c.batch, median(seconds)});
+  }
   if (!needs.kernels.empty()) {
     int64_t largest = 0;
     for (const auto& [key, rows] : needs.kernels) largest = std::max(largest, key.second);
@@ -884,8 +1013,12 @@ CpuProfileChoice cpu_profile_for(const CpuProfileRequest& r) {
   Profile me;
   set_this_cpu(me, r.threads);
   if (r.say)
-    r.say(fmt::format("calibrating this CPU for {} ({}): {} GEMM shapes, {} kernel sizes ...",
-                      r.what, reason, todo.gemms.size(), todo.kernels.size()));
+    r.say(fmt::format("calibrating this CPU for {} ({}): {} GEMM shapes, {} kernel sizes{} ...",
+                      r.what, reason, todo.gemms.size(), todo.kernels.size(),
+                      todo.convs.empty() && todo.pools.empty()
+                          ? ""
+                          : fmt::format(", {} convolution and {} pooling calls", todo.convs.size(),
+                                        todo.pools.size())));
   std::size_t left = 0;
   Profile fresh = calibrate_cpu_shapes(todo, r.threads, !mine, r.budget_seconds, &left);
   const double took = fresh.calibration_seconds;

@@ -46,13 +46,31 @@ struct GemmNeed {
   int64_t batch = 0, in = 0, out = 0;
   auto operator<=>(const GemmNeed&) const = default;
 };
-// What a CPU prediction of some training steps reads from a profile: GEMM shapes, and the sizes
+// A convolution call as a step makes it (ConvSample's op, shape, batch, bias, ReLU).
+struct ConvNeed {
+  std::string op;
+  ConvShape shape;
+  int64_t batch = 0;
+  bool bias = false, relu = false;
+  auto operator<=>(const ConvNeed&) const = default;
+};
+// A pooling call as a step makes it (PoolSample's op, shape, batch).
+struct PoolNeed {
+  std::string op;
+  PoolShape shape;
+  int64_t batch = 0;
+  auto operator<=>(const PoolNeed&) const = default;
+};
+// What a CPU prediction of some training steps reads from a profile: GEMM shapes, the sizes
 // of the elementwise and optimizer kernels (kernel, elements) -> rows (the step's rows, for the
-// kernels that work row by row: gathers, the loss, softmax).
+// kernels that work row by row: gathers, the loss, softmax), and the exact convolution and
+// pooling calls.
 struct ShapeNeeds {
   std::set<GemmNeed> gemms;
   std::map<std::pair<std::string, int64_t>, int64_t> kernels;
-  std::size_t size() const { return gemms.size() + kernels.size(); }
+  std::set<ConvNeed> convs;
+  std::set<PoolNeed> pools;
+  std::size_t size() const { return gemms.size() + kernels.size() + convs.size() + pools.size(); }
   bool empty() const { return size() == 0; }
 };
 // A model and the step sizes (rows) it will be predicted at.
@@ -66,8 +84,9 @@ std::vector<int64_t> epoch_step_rows(int64_t samples, int64_t batch);
 // every kernel size of a kernel calibration knows how to measure (the others are predicted from
 // memory bandwidth, as they always are).
 ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads);
-// What of `needs` profile `p` lacks: nothing for a "grid" profile (it interpolates), else the
-// GEMM shapes and kernel sizes it has no measurement of.
+// What of `needs` profile `p` lacks: the convolution and pooling calls it has no measurement of,
+// and, unless it is a "grid" profile (which interpolates them), the GEMM shapes and kernel sizes
+// it has no measurement of.
 ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs);
 // Measures `needs` on this CPU with `threads` threads (0: all cores), each as the full
 // calibration does (the same code), and, when `with_host`, the backend call, fork-join and memory

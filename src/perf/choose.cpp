@@ -25,6 +25,13 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
     return "cpu";
   }
   const ModelDesc desc = describe(model);
+  const std::string first_gpu = "cuda:" + std::to_string(gpus.front().ordinal);
+  // A model the GPU cannot train (a convnet: no cuDNN yet) trains on the CPU, whatever the speed.
+  if (const std::string why_not = unsupported_on(desc, DeviceKind::gpu); !why_not.empty()) {
+    why = fmt::format("the GPU ({}, {}) cannot train this model ({}): training on the CPU",
+                      first_gpu, gpus.front().name, why_not);
+    return "cpu";
+  }
   std::vector<Workload> workloads{{desc, {batch}}};
   const std::string what = fmt::format("{} at batch {}", model.name(), batch);
   const CpuProfileChoice choice = cpu_profile
@@ -32,7 +39,6 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
                                       : cpu_profile_for({.workloads = workloads, .what = what});
   const std::string& cpu_note = choice.note;
   const std::optional<Profile>& cpu = choice.profile;
-  const std::string first_gpu = "cuda:" + std::to_string(gpus.front().ordinal);
   if (!cpu) {
     why = fmt::format(
         "{}: no CPU calibration profile to compare with (run crossover calibrate); "

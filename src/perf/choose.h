@@ -18,8 +18,8 @@ namespace crossover::perf {
 // from this machine's CPU profile, each visible GPU in resident mode from a shipped or
 // calibrated profile of that GPU model. `model` must know its input shape (built: a Flatten
 // with a shape, or after a fit). `why` gets one sentence with the numbers. Without a GPU the
-// answer is "cpu"; with a GPU but nothing to predict it with (no profile for it or for this
-// CPU), the GPU, saying so.
+// answer is "cpu", and so it is for a model the GPU cannot train (unsupported_on: a convnet); with
+// a GPU but nothing to predict it with (no profile for it or for this CPU), the GPU, saying so.
 // `cpu_profile` finds the CPU's profile for the model's step (perf::cpu_profile_for, which may
 // calibrate this CPU first); by default cpu_profile_for with the default request. It is only
 // asked when a GPU is present.

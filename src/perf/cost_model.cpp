@@ -178,9 +178,9 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     o.batch = batch, o.in = in, o.out = out;
   };
   switch (c.call) {
-    // ---- convolution and pooling: described (FLOPs, bytes), not yet priced: predict() refuses
-    // them rather than price them as something they are not. m, k, n: the convolution as a
-    // GEMM, (m * out_h * out_w, kernel_h * kernel_w * in_c) . (.., out_c). ----
+    // ---- convolution and pooling: priced from their own measurements (conv_pool_seconds).
+    // m, k, n: the convolution as a GEMM, (m * out_h * out_w, kernel_h * kernel_w * in_c) .
+    // (.., out_c). ----
     case Call::conv2d_forward:
     case Call::conv2d_backward_input:
     case Call::conv2d_backward_weights: {
@@ -191,6 +191,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.m = m * s.out_h * s.out_w, o.k = s.kernel_h * s.kernel_w * s.in_c, o.n = s.out_c;
       o.flops = 2 * o.m * o.k * o.n;
       o.kernel = call_name(c.call);
+      o.batch = m, o.conv = s, o.bias = c.bias, o.act = c.act;
       const std::string shapes =
           fmt::format("{}x{}x{}->{}x{}x{}", s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c);
       if (c.call == Call::conv2d_forward) {
@@ -222,6 +223,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
           "{}{} pool {} {}x{}x{}->{}x{}", at, s.kind == PoolKind::max ? "max" : "average",
           forward ? "forward" : "backward", s.in_h, s.in_w, s.channels, s.out_h, s.out_w);
       o.m = m, o.n = y / std::max<int64_t>(m, 1);
+      o.batch = m, o.pool = s;
       o.elements = forward ? y : x;
       o.bytes_read = kFloat * (forward ? x : y);
       o.bytes_written = kFloat * (forward ? y : x);
@@ -589,6 +591,83 @@ const char* gemm_op(const std::string& kernel) {
 
 }  // namespace
 
+namespace {
+// "forward", "backward_input", "backward_weights" (conv2d_*) or "forward", "backward" (pool2d_*).
+std::string conv_pool_op(const std::string& call) { return call.substr(call.find('_') + 1); }
+}  // namespace
+
+double conv_pool_seconds(const Profile& p, const Op& o, std::string* estimate) {
+  const std::string op = conv_pool_op(o.call);
+  const std::string at = fmt::format("{} at batch {}: ", o.name, o.batch);
+  auto say = [&](const std::string& how) {
+    if (estimate) *estimate = at + how;
+  };
+  if (estimate) estimate->clear();
+  const double flops = static_cast<double>(o.flops);
+  if (o.call.rfind("conv2d_", 0) == 0) {
+    const bool relu = o.act == ActivationKind::relu;
+    const ConvSample* nearest = nullptr;
+    double distance = 0;
+    for (const ConvSample& s : p.conv2d) {
+      if (s.op != op) continue;
+      if (s.shape == o.conv && s.batch == o.batch && s.bias == o.bias && s.relu == relu)
+        return s.seconds;
+      const ConvShape& c = s.shape;
+      const double f = 2.0 * double(s.batch * c.out_h * c.out_w) *
+                       double(c.kernel_h * c.kernel_w * c.in_c) * double(c.out_c);
+      const double d = std::fabs(std::log(f) - std::log(std::max(flops, 1.0)));
+      if (!nearest || d < distance) nearest = &s, distance = d;
+    }
+    if (nearest) {
+      const ConvShape& c = nearest->shape;
+      const double f = 2.0 * double(nearest->batch * c.out_h * c.out_w) *
+                       double(c.kernel_h * c.kernel_w * c.in_c) * double(c.out_c);
+      say(fmt::format(
+          "not measured; scaled by FLOPs from the profile's {} {}x{}x{}->{}x{}x{} at batch {}", op,
+          c.in_h, c.in_w, c.in_c, c.out_h, c.out_w, c.out_c, nearest->batch));
+      return nearest->seconds * flops / f;
+    }
+    say("not measured (the profile has no convolutions); priced at the GEMM rate of its im2col "
+        "product");
+    const char* gemm = op == "forward"          ? "forward"
+                       : op == "backward_input" ? "backward_input"
+                                                : "backward_weights";
+    return flops / gemm_rate(p, gemm, o.m, o.k, o.n);
+  }
+  const PoolSample* nearest = nullptr;
+  double distance = 0;
+  auto elements_of = [&](const PoolSample& s) {
+    const PoolShape& c = s.shape;
+    return static_cast<double>(s.batch * c.channels *
+                               (op == "forward" ? c.out_h * c.out_w : c.in_h * c.in_w));
+  };
+  for (const PoolSample& s : p.pool2d) {
+    if (s.op != op || s.shape.kind != o.pool.kind) continue;
+    if (s.shape == o.pool && s.batch == o.batch) return s.seconds;
+    const double d = std::fabs(std::log(elements_of(s)) -
+                               std::log(std::max<double>(static_cast<double>(o.elements), 1)));
+    if (!nearest || d < distance) nearest = &s, distance = d;
+  }
+  if (nearest) {
+    const PoolShape& c = nearest->shape;
+    say(fmt::format("not measured; scaled by elements from the profile's {} {}x{}x{} at batch {}",
+                    op, c.in_h, c.in_w, c.channels, nearest->batch));
+    return nearest->seconds * static_cast<double>(o.elements) / elements_of(*nearest);
+  }
+  say("not measured (the profile has no pooling); priced by its bytes at the memory bandwidth");
+  return (p.kind == "gpu" ? p.graph_node_seconds : p.call_seconds) +
+         streaming(p, o.bytes_read + o.bytes_written);
+}
+
+std::string unsupported_on(const ModelDesc& model, DeviceKind device) {
+  try {
+    record_step(model, 1, device, Mode::resident);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
   Prediction r;
   r.op_seconds.assign(ops.size(), 0.0);
@@ -598,15 +677,17 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
                 "naive mode applies to a GPU: the CPU has no launches or host-device copies");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& o = ops[i];
-    if (o.call.rfind("conv2d_", 0) == 0 || o.call.rfind("pool2d_", 0) == 0)
-      throw Error("cost model",
-                  fmt::format("{}: cannot predict {} yet: the cost model prices Dense models only "
-                              "(convolution and pooling rates are a later step of issue 12)",
-                              o.layer, o.call));
+    const bool conv_pool = o.call.rfind("conv2d_", 0) == 0 || o.call.rfind("pool2d_", 0) == 0;
     double device = 0;  // time the op's own phase gets
     double host = 0;    // time host_overhead gets on its account (GPU naive: launch-bound part)
     switch (o.phase) {
       case Phase::gemm: {
+        if (conv_pool) {
+          std::string estimate;
+          device = conv_pool_seconds(p, o, &estimate);
+          if (!estimate.empty()) r.estimates.push_back(estimate);
+          break;
+        }
         device =
             static_cast<double>(o.flops) / gemm_rate(p, gemm_op(o.kernel), o.batch, o.in, o.out);
         if (gpu && mode == Mode::naive && o.launches > 1) {
@@ -625,6 +706,12 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
       }
       case Phase::elementwise:
       case Phase::optimizer:
+        if (conv_pool) {
+          std::string estimate;
+          device = conv_pool_seconds(p, o, &estimate);
+          if (!estimate.empty()) r.estimates.push_back(estimate);
+          break;
+        }
         device = kernel_time(p, o, gpu ? p.graph_node_seconds : p.call_seconds);
         break;
       case Phase::host_overhead:

@@ -80,6 +80,14 @@ struct Op {
   // the elementwise calls and the loss; gather_rows' m rows of n columns.
   int64_t m = 0, n = 0, k = 0;
   std::vector<int64_t> segments;  // optimizer: elements of each parameter tensor
+  // Convolution and pooling (conv2d_*, pool2d_*): the call's shape and `batch` its samples (m, n,
+  // k: the convolution as a GEMM, (batch * out_h * out_w, kernel_h * kernel_w * in_c) . (..,
+  // out_c)); `bias` and `act` as recorded (the forward's bias and fused activation, the weight
+  // gradient's bias).
+  ConvShape conv;
+  PoolShape pool;
+  bool bias = false;
+  ActivationKind act = ActivationKind::linear;
   // A GEMM fused with an optimizer update (the CPU's dense_backward_weights_update): the update's
   // profile kernel ("adam"), over `segments`; "" otherwise.
   std::string update;
@@ -113,12 +121,28 @@ struct Prediction {
   // The part of the GEMM phase that is optimizer updates fused into weight gradients (the CPU's
   // dense_backward_weights_update).
   double fused_update_seconds = 0;
+  // One line per op the profile has no measurement of its own shape for, priced another way
+  // (conv_pool_seconds): "conv2d conv forward 28x28x1->26x26x32 at batch 128: ...".
+  std::vector<std::string> estimates;
 };
 // Each op's time from the profile (docs/PERF.md): GEMM flops / rate interpolated at its shape;
 // elementwise and optimizer ops from the kernel's time-by-size curve (or bytes / bandwidth plus
 // a per-call floor when the profile has no curve for it); on a GPU, per-op launch or graph-node
 // floors, copies at the measured host-device bandwidth, a sync per step in naive mode.
 Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode);
+
+// The seconds of a convolution or pooling op (conv2d_*, pool2d_*) from the profile: its own
+// measurement at the exact shape (calibrate measures every shape a model's step makes, on
+// demand); without one, the profile's nearest measurement of the same call scaled by FLOPs
+// (convolution) or elements (pooling); without any, a convolution at the GEMM rate of its
+// im2col product and pooling by its bytes at the memory bandwidth. `estimate` (when not null)
+// gets "" for a measurement, else how the time was made.
+double conv_pool_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
+
+// Why `model` cannot be trained on `device`: the Error its compile gives on a recorder that
+// answers as that device does (a GPU has no convolutions yet: "conv2d: Conv2D is not available on
+// cuda:0 yet (only the CPU has it)"); "" when it can.
+std::string unsupported_on(const ModelDesc& model, DeviceKind device);
 
 // One epoch of `samples` samples at `batch` (full batches, then the ragged last one).
 struct EpochPrediction {

@@ -30,9 +30,9 @@ const char* phase_words(Phase p) {
     case Phase::d2h_copy:
       return "copying results back to the host";
     case Phase::gemm:
-      return "GEMM (the dense layers' matrix products)";
+      return "GEMM (the dense and convolution layers' products)";
     case Phase::elementwise:
-      return "elementwise work (batch gather, dropout, activations, loss)";
+      return "elementwise work (batch gather, dropout, activations, pooling, loss)";
     case Phase::optimizer:
       return "the optimizer update";
     case Phase::sync_wait:
@@ -116,6 +116,10 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
           B4, human_seconds(s4), human_seconds(per_sample), per_sample / std::max(s4, 1e-15));
       for (const Profile& g : c.other_profiles)
         if (g.kind == "gpu" && !gpu) {
+          if (const std::string why_not = unsupported_on(desc, DeviceKind::gpu); !why_not.empty()) {
+            s += fmt::format("; a GPU ({}) cannot train this model yet ({})", g.name, why_not);
+            break;
+          }
           const double t = step_at(B, Mode::resident, g);
           s += fmt::format("; on {} (resident mode) this step is predicted at {} ({:.1f}x {})",
                            g.name, human_seconds(t),
@@ -281,6 +285,14 @@ ExplainResult run_explain(const ExplainConfig& c) {
   if (r.has_prediction) {
     const std::string w = what_if(c, r, desc, tp);
     if (!w.empty()) r.sentences.push_back(w);
+    const std::vector<std::string>& est = r.prediction.estimates;
+    if (!est.empty())
+      r.sentences.push_back(fmt::format(
+          "{} op{} of the step {} no measurement of {} own shape in the profile and {} estimated "
+          "(calibrating this machine measures them): {}{}.",
+          est.size(), est.size() == 1 ? "" : "s", est.size() == 1 ? "has" : "have",
+          est.size() == 1 ? "its" : "their", est.size() == 1 ? "is" : "are", est.front(),
+          est.size() > 1 ? fmt::format(" (and {} more)", est.size() - 1) : ""));
   }
   return r;
 }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -141,6 +142,112 @@ class FileLock {
   int fd_ = -1;
 };
 
+json conv_to_json(const ConvSample& c) {
+  const ConvShape& s = c.shape;
+  return {{"op", c.op},
+          {"batch", c.batch},
+          {"input", {s.in_h, s.in_w, s.in_c}},
+          {"output", {s.out_h, s.out_w, s.out_c}},
+          {"kernel", {s.kernel_h, s.kernel_w}},
+          {"strides", {s.stride_h, s.stride_w}},
+          {"padding", {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right}},
+          {"bias", c.bias},
+          {"activation", c.relu ? "relu" : "linear"},
+          {"seconds", c.seconds}};
+}
+
+json pool_to_json(const PoolSample& c) {
+  const PoolShape& s = c.shape;
+  return {{"op", c.op},
+          {"kind", s.kind == PoolKind::max ? "max" : "average"},
+          {"batch", c.batch},
+          {"input", {s.in_h, s.in_w, s.channels}},
+          {"output", {s.out_h, s.out_w}},
+          {"window", {s.window_h, s.window_w}},
+          {"strides", {s.stride_h, s.stride_w}},
+          {"padding", {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right}},
+          {"seconds", c.seconds}};
+}
+
+// `count` integers of field `key` of `e` (positive ones unless `zero_ok`), into `slots`.
+void read_ints(const Reader& r, const json& e, const std::string& key, const std::string& f,
+               std::initializer_list<int64_t*> slots, bool zero_ok = false) {
+  const json& v = r.member(e, key, f + "." + key);
+  if (!v.is_array() || v.size() != slots.size())
+    r.fail(f + "." + key, "must be an array of " + std::to_string(slots.size()) + " integers");
+  std::size_t i = 0;
+  for (int64_t* slot : slots) {
+    *slot = r.integer(v[i], f + "." + key + "[" + std::to_string(i) + "]", !zero_ok);
+    ++i;
+  }
+}
+
+bool read_bool(const Reader& r, const json& e, const std::string& key, const std::string& f) {
+  const json& v = r.member(e, key, f + "." + key);
+  if (!v.is_boolean()) r.fail(f + "." + key, "must be true or false");
+  return v.get<bool>();
+}
+
+// out = (in + padding - window) / stride + 1, per axis, as backend.h defines the shapes.
+bool follows(int64_t in, int64_t pad_a, int64_t pad_b, int64_t window, int64_t stride,
+             int64_t out) {
+  return in + pad_a + pad_b >= window && (in + pad_a + pad_b - window) / stride + 1 == out;
+}
+
+ConvSample conv_from_json(const Reader& r, const json& e, const std::string& f) {
+  if (!e.is_object()) r.fail(f, "must be an object {op, batch, input, output, ..., seconds}");
+  ConvSample c;
+  c.op = r.string(r.member(e, "op", f + ".op"), f + ".op", true);
+  if (c.op != "forward" && c.op != "backward_input" && c.op != "backward_weights")
+    r.fail(f + ".op", "must be forward, backward_input or backward_weights, got \"" + c.op + "\"");
+  ConvShape& s = c.shape;
+  c.batch = r.integer(r.member(e, "batch", f + ".batch"), f + ".batch", true);
+  read_ints(r, e, "input", f, {&s.in_h, &s.in_w, &s.in_c});
+  read_ints(r, e, "output", f, {&s.out_h, &s.out_w, &s.out_c});
+  read_ints(r, e, "kernel", f, {&s.kernel_h, &s.kernel_w});
+  read_ints(r, e, "strides", f, {&s.stride_h, &s.stride_w});
+  read_ints(r, e, "padding", f, {&s.pad_top, &s.pad_left, &s.pad_bottom, &s.pad_right}, true);
+  if (!follows(s.in_h, s.pad_top, s.pad_bottom, s.kernel_h, s.stride_h, s.out_h) ||
+      !follows(s.in_w, s.pad_left, s.pad_right, s.kernel_w, s.stride_w, s.out_w))
+    r.fail(f + ".output", "does not follow from its input, kernel, strides and padding");
+  c.bias = read_bool(r, e, "bias", f);
+  const std::string act =
+      r.string(r.member(e, "activation", f + ".activation"), f + ".activation", true);
+  if (act != "relu" && act != "linear")
+    r.fail(f + ".activation", "must be relu or linear, got \"" + act + "\"");
+  c.relu = act == "relu";
+  c.seconds = r.number_at(e, "seconds", f + ".seconds", true);
+  return c;
+}
+
+PoolSample pool_from_json(const Reader& r, const json& e, const std::string& f) {
+  if (!e.is_object()) r.fail(f, "must be an object {op, kind, batch, input, ..., seconds}");
+  PoolSample c;
+  c.op = r.string(r.member(e, "op", f + ".op"), f + ".op", true);
+  if (c.op != "forward" && c.op != "backward")
+    r.fail(f + ".op", "must be forward or backward, got \"" + c.op + "\"");
+  PoolShape& s = c.shape;
+  const std::string kind = r.string(r.member(e, "kind", f + ".kind"), f + ".kind", true);
+  if (kind != "max" && kind != "average")
+    r.fail(f + ".kind", "must be max or average, got \"" + kind + "\"");
+  s.kind = kind == "max" ? PoolKind::max : PoolKind::average;
+  c.batch = r.integer(r.member(e, "batch", f + ".batch"), f + ".batch", true);
+  read_ints(r, e, "input", f, {&s.in_h, &s.in_w, &s.channels});
+  read_ints(r, e, "output", f, {&s.out_h, &s.out_w});
+  read_ints(r, e, "window", f, {&s.window_h, &s.window_w});
+  read_ints(r, e, "strides", f, {&s.stride_h, &s.stride_w});
+  read_ints(r, e, "padding", f, {&s.pad_top, &s.pad_left, &s.pad_bottom, &s.pad_right}, true);
+  if (!follows(s.in_h, s.pad_top, s.pad_bottom, s.window_h, s.stride_h, s.out_h) ||
+      !follows(s.in_w, s.pad_left, s.pad_right, s.window_w, s.stride_w, s.out_w))
+    r.fail(f + ".output", "does not follow from its input, window, strides and padding");
+  c.seconds = r.number_at(e, "seconds", f + ".seconds", true);
+  return c;
+}
+
+// A convolution or pooling entry's identity: all but its seconds.
+auto conv_key(const ConvSample& c) { return std::tuple{c.op, c.shape, c.batch, c.bias, c.relu}; }
+auto pool_key(const PoolSample& c) { return std::tuple{c.op, c.shape, c.batch}; }
+
 }  // namespace
 
 json profile_to_json(const Profile& p) {
@@ -158,6 +265,9 @@ json profile_to_json(const Profile& p) {
       a.push_back({{"elements", s.elements}, {"seconds", s.seconds}});
     kernels[name] = a;
   }
+  json conv2d = json::array(), pool2d = json::array();
+  for (const ConvSample& c : p.conv2d) conv2d.push_back(conv_to_json(c));
+  for (const PoolSample& c : p.pool2d) pool2d.push_back(pool_to_json(c));
   json device{{"kind", p.kind}, {"name", p.name}, {"id", p.id}, {"cores", p.cores}};
   if (p.kind == "cpu") {
     device["threads"] = p.threads;
@@ -194,7 +304,9 @@ json profile_to_json(const Profile& p) {
               {"call_seconds", p.call_seconds},
               {"fork_join_seconds", p.fork_join_seconds},
               {"gemm", gemm},
-              {"kernels", kernels}};
+              {"kernels", kernels},
+              {"conv2d", conv2d},
+              {"pool2d", pool2d}};
 }
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -325,6 +437,17 @@ Profile profile_from_json(const json& j, const std::string& where) {
       }
       p.kernels[name] = std::move(samples);
     }
+  }
+  // Convolution and pooling entries: absent in profiles from before them (measured on demand).
+  if (auto it = j.find("conv2d"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) r.fail("conv2d", "must be an array of convolution measurements");
+    for (std::size_t i = 0; i < it->size(); ++i)
+      p.conv2d.push_back(conv_from_json(r, (*it)[i], "conv2d[" + std::to_string(i) + "]"));
+  }
+  if (auto it = j.find("pool2d"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) r.fail("pool2d", "must be an array of pooling measurements");
+    for (std::size_t i = 0; i < it->size(); ++i)
+      p.pool2d.push_back(pool_from_json(r, (*it)[i], "pool2d[" + std::to_string(i) + "]"));
   }
   return p;
 }
@@ -512,6 +635,14 @@ void merge_profile(Profile& into, const Profile& from) {
       if (at == curve.end() || at->elements != s.elements) curve.insert(at, s);
     }
   }
+  std::set<decltype(conv_key(ConvSample{}))> convs;
+  for (const ConvSample& c : into.conv2d) convs.insert(conv_key(c));
+  for (const ConvSample& c : from.conv2d)
+    if (convs.insert(conv_key(c)).second) into.conv2d.push_back(c);
+  std::set<decltype(pool_key(PoolSample{}))> pools;
+  for (const PoolSample& c : into.pool2d) pools.insert(pool_key(c));
+  for (const PoolSample& c : from.pool2d)
+    if (pools.insert(pool_key(c)).second) into.pool2d.push_back(c);
   // The longer of the two: `from` may already hold `into`'s time (an extension of it, re-merged
   // under the lock), and adding would count it twice.
   into.calibration_seconds = std::max(into.calibration_seconds, from.calibration_seconds);
@@ -529,10 +660,18 @@ Profile merge_and_save_profile(const Profile& fresh, const std::string& path) {
       const bool same = old.kind == fresh.kind && old.name == fresh.name &&
                         old.schema == fresh.schema &&
                         (fresh.kind != "cpu" || cpu_mismatch(old, fresh.threads).empty());
-      // A full grid stays as it is: it interpolates any shape, and scattered extra entries
-      // would turn its trilinear interpolation into inverse-distance weighting.
+      // A full grid keeps its GEMMs and curves as they are: it interpolates any shape, and
+      // scattered extra entries would turn its trilinear interpolation into inverse-distance
+      // weighting. It gains only convolution and pooling shapes, which it has no grid of.
       if (same && old.coverage == "grid" && fresh.coverage == "shapes") {
+        const std::size_t before = old.conv2d.size() + old.pool2d.size();
+        Profile shapes;
+        shapes.conv2d = fresh.conv2d;
+        shapes.pool2d = fresh.pool2d;
+        merge_profile(old, shapes);
+        if (old.conv2d.size() + old.pool2d.size() > before) save_profile(old, path);
         old.source = path;
+        old.shipped = false;
         return old;
       }
       if (same) {

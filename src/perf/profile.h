@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
+
 namespace crossover::perf {
 
 // The version of what a profile's numbers mean to the cost model (perf/cost_model.h): bump it
@@ -21,7 +23,9 @@ namespace crossover::perf {
 // what the curves measure. 2: the CPU's dropout draws eight Philox blocks per AVX2 pass, its
 // softmax loss reuses the softmax's exponentials, and each layer's update is fused into its
 // weight gradient (2026-11-30). 3: each figure is the median of its batches, not the fastest,
-// and on-demand shapes are measured in three interleaved rounds (2026-12-01).
+// and on-demand shapes are measured in three interleaved rounds (2026-12-01). The convolution and
+// pooling entries (`conv2d`, `pool2d`, 2026-12-01) did not bump it: they are new lists, not new
+// terms for what was there, and a profile without them has them measured on demand.
 inline constexpr int kProfileSchema = 3;
 
 // One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
@@ -39,6 +43,28 @@ struct GemmSample {
 // One point of a kernel's time-by-size curve: the seconds of one call on `elements` elements.
 struct KernelSample {
   int64_t elements = 0;
+  double seconds = 0;
+};
+
+// One convolution call at one exact shape, as a training step makes it (conv2d_* in
+// backends/backend.h), timed like the GEMMs: the seconds of one call. op:
+//   "forward":          conv2d_forward, with the bias (`bias`) and ReLU fused (`relu`) as recorded
+//   "backward_input":   conv2d_backward_input
+//   "backward_weights": conv2d_backward_weights, with the bias gradient when `bias`
+struct ConvSample {
+  std::string op;
+  ConvShape shape;
+  int64_t batch = 0;  // samples (the backend's m)
+  bool bias = false, relu = false;
+  double seconds = 0;
+};
+
+// One pooling call at one exact shape: op "forward" (as training makes it: max pooling writes the
+// workspace its backward reads) or "backward".
+struct PoolSample {
+  std::string op;
+  PoolShape shape;
+  int64_t batch = 0;
   double seconds = 0;
 };
 
@@ -83,6 +109,10 @@ struct Profile {
   // gather_labels, dropout_forward, dropout_backward, relu_dropout_backward, relu_forward,
   // relu_backward, sigmoid_forward, ..., loss_sparse_softmax, adam. Sizes ascend.
   std::map<std::string, std::vector<KernelSample>> kernels;
+  // Convolutions and pooling at the exact shapes of the models asked about (measured on demand;
+  // `calibrate`'s grid has none).
+  std::vector<ConvSample> conv2d;
+  std::vector<PoolSample> pool2d;
 
   // ---- how it was made ----
   std::string created;            // ISO 8601 UTC
@@ -144,7 +174,8 @@ std::string cpu_mismatch(const Profile& p, int threads);
 std::string describe_cpu(const Profile& p);
 
 // Adds to `into` what `from` measured that `into` lacks: GEMM entries of another (op, m, n, k),
-// kernel samples of another size (kept ascending). What both have keeps `into`'s number.
+// kernel samples of another size (kept ascending), convolution and pooling entries of another
+// (op, shape, batch, ...). What both have keeps `into`'s number.
 void merge_profile(Profile& into, const Profile& from);
 // Saves `fresh` to `path`, merged with what is there: under an exclusive lock (`path`.lock,
 // flock), re-reads the file; when it holds a valid profile of the same device (cpu_mismatch
