@@ -13,6 +13,7 @@
 #include "nn/model_config.h"
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
+#include "perf/backend_wrappers.h"
 #include "perf/cost_model.h"
 #include "perf/recording.h"
 #include "test_util.h"
@@ -233,14 +234,25 @@ TEST(Conv2D, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
 }
 
 TEST(Conv2D, IsRefusedAtCompileOnADeviceWithoutIt) {
-  // A GPU's recorder answers as the CUDA backend does: no convolutions yet.
+  // A backend that answers has_conv2d() false (both of crossover's own have convolutions).
+  struct NoConvolutions : perf::ForwardingBackend {
+    NoConvolutions() : ForwardingBackend(make_cpu_backend(1)) {}
+    bool has_conv2d() const override { return false; }
+  };
   Sequential model = keras_convnet();
   const std::string why = message_of([&] {
-    model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.make_backend = [] {
-                    return std::make_unique<perf::RecordingBackend>("cuda:0", false);
-                  }});
+    model.compile(Adam(), "sparse_categorical_crossentropy", {},
+                  {.make_backend = [] { return std::make_unique<NoConvolutions>(); }});
   });
-  EXPECT_EQ(why, "conv2d: Conv2D is not available on cuda:0 yet (only the CPU has it)");
+  EXPECT_EQ(why, "conv2d: Conv2D is not available on cpu (its backend has no convolutions)");
+}
+
+TEST(Conv2D, CompilesForAGpusRecordedStepAsForTheCudaBackend) {
+  // explain and compare record a GPU's step: the convnet compiles there as on CUDA itself.
+  Sequential model = keras_convnet();
+  EXPECT_NO_THROW(model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.make_backend = [] {
+                                  return std::make_unique<perf::RecordingBackend>("cuda:0", false);
+                                }}));
 }
 
 TEST(Conv2D, TheOpListCountsAConvolutionsFlopsAsItsGemm) {

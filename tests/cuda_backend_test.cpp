@@ -710,5 +710,359 @@ TEST_F(CudaBackendTest, ACallNotSeenWhilePlanningIsAnErrorDuringCapture) {
   gpu_->synchronize();
 }
 
+// ---- convolution and pooling (cuDNN and kernels.cu) against the CPU's oneDNN -----------------
+
+// The fixture of the convolution and pooling tests (named apart so that a GPU run can pick them).
+class CudaConvTest : public CudaBackendTest {};
+
+// A ConvShape (or the matching PoolShape's window) placed as Keras places it: 'valid', or 'same'
+// with TensorFlow's split (the odd row and column of padding at the bottom and right).
+struct Placed {
+  int64_t out_h, out_w, top, bottom, left, right;
+};
+Placed place(int64_t in_h, int64_t in_w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+             bool same) {
+  Placed p{};
+  auto one = [same](int64_t in, int64_t k, int64_t stride, int64_t& out, int64_t& lo, int64_t& hi) {
+    if (!same) {
+      out = (in - k) / stride + 1;
+      lo = hi = 0;
+      return;
+    }
+    out = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>((out - 1) * stride + k - in, 0);
+    lo = total / 2;
+    hi = total - lo;
+  };
+  one(in_h, kh, sh, p.out_h, p.top, p.bottom);
+  one(in_w, kw, sw, p.out_w, p.left, p.right);
+  return p;
+}
+
+ConvShape conv_shape(int64_t in_h, int64_t in_w, int64_t in_c, int64_t out_c, int64_t kh,
+                     int64_t kw, int64_t sh, int64_t sw, bool same) {
+  const Placed p = place(in_h, in_w, kh, kw, sh, sw, same);
+  return {.in_h = in_h,
+          .in_w = in_w,
+          .in_c = in_c,
+          .out_h = p.out_h,
+          .out_w = p.out_w,
+          .out_c = out_c,
+          .kernel_h = kh,
+          .kernel_w = kw,
+          .stride_h = sh,
+          .stride_w = sw,
+          .pad_top = p.top,
+          .pad_left = p.left,
+          .pad_bottom = p.bottom,
+          .pad_right = p.right};
+}
+
+PoolShape pool_shape(PoolKind kind, int64_t in_h, int64_t in_w, int64_t c, int64_t window,
+                     int64_t stride, bool same) {
+  const Placed p = place(in_h, in_w, window, window, stride, stride, same);
+  return {.kind = kind,
+          .in_h = in_h,
+          .in_w = in_w,
+          .channels = c,
+          .out_h = p.out_h,
+          .out_w = p.out_w,
+          .window_h = window,
+          .window_w = window,
+          .stride_h = stride,
+          .stride_w = stride,
+          .pad_top = p.top,
+          .pad_left = p.left,
+          .pad_bottom = p.bottom,
+          .pad_right = p.right};
+}
+
+std::string conv_name(const ConvShape& s, int64_t m) {
+  return "m=" + std::to_string(m) + " in " + std::to_string(s.in_h) + "x" + std::to_string(s.in_w) +
+         "x" + std::to_string(s.in_c) + " kernel " + std::to_string(s.kernel_h) + "x" +
+         std::to_string(s.kernel_w) + " stride " + std::to_string(s.stride_h) + "x" +
+         std::to_string(s.stride_w) + " pad t" + std::to_string(s.pad_top) + " b" +
+         std::to_string(s.pad_bottom) + " l" + std::to_string(s.pad_left) + " r" +
+         std::to_string(s.pad_right) + " -> " + std::to_string(s.out_h) + "x" +
+         std::to_string(s.out_w) + "x" + std::to_string(s.out_c);
+}
+
+struct ConvCase {
+  int64_t m;
+  ConvShape shape;
+};
+// Valid; 'same' with symmetric padding (cuDNN's own); 'same' with the uneven split (the explicit
+// padded copy) at strides 1 and 2; an unequal kernel and strides; the MNIST convnet's layers.
+std::vector<ConvCase> conv_cases() {
+  return {{5, conv_shape(9, 8, 3, 7, 3, 3, 1, 1, false)},
+          {3, conv_shape(7, 9, 2, 5, 3, 3, 1, 1, true)},
+          {4, conv_shape(8, 8, 3, 6, 3, 3, 2, 2, true)},
+          {3, conv_shape(7, 7, 2, 4, 2, 4, 1, 1, true)},
+          {2, conv_shape(9, 11, 3, 5, 3, 2, 2, 3, false)},
+          {7, conv_shape(28, 28, 1, 32, 3, 3, 1, 1, false)},
+          {7, conv_shape(13, 13, 32, 64, 3, 3, 1, 1, false)}};
+}
+
+TEST_F(CudaConvTest, Conv2dForwardMatchesCpuWithBiasAndFusedRelu) {
+  uint32_t seed = 1000;
+  for (const auto& [m, s] : conv_cases())
+    for (ActivationKind act : {ActivationKind::linear, ActivationKind::relu})
+      for (bool bias : {true, false}) {
+        SCOPED_TRACE(conv_name(s, m) + " " + std::string(activation_name(act)) +
+                     (bias ? " bias" : " no bias"));
+        const auto nx = static_cast<std::size_t>(m * s.in_h * s.in_w * s.in_c),
+                   nw = static_cast<std::size_t>(s.kernel_h * s.kernel_w * s.in_c * s.out_c),
+                   ny = static_cast<std::size_t>(m * s.out_h * s.out_w * s.out_c);
+        const auto x = random_values(nx, ++seed), w = random_values(nw, ++seed),
+                   b = random_values(static_cast<std::size_t>(s.out_c), ++seed);
+        Memory c(*cpu_), g(*gpu_);
+        float* yc = c.poisoned(ny);
+        float* yg = g.poisoned(ny);
+        cpu_->conv2d_forward(s, c.values(x), c.values(w), bias ? c.values(b) : nullptr, yc, m, act);
+        gpu_->conv2d_forward(s, g.values(x), g.values(w), bias ? g.values(b) : nullptr, yg, m, act);
+        const auto got = g.get(yg, ny), want = c.get(yc, ny);
+        EXPECT_LE(relative_error(got, want), 1e-4);
+        if (act == ActivationKind::relu) {
+          EXPECT_EQ(*std::min_element(got.begin(), got.end()), 0.0f);
+        }
+      }
+}
+
+TEST_F(CudaConvTest, Conv2dBackwardInputMatchesCpu) {
+  uint32_t seed = 2000;
+  for (const auto& [m, s] : conv_cases()) {
+    SCOPED_TRACE(conv_name(s, m));
+    const auto nx = static_cast<std::size_t>(m * s.in_h * s.in_w * s.in_c),
+               nw = static_cast<std::size_t>(s.kernel_h * s.kernel_w * s.in_c * s.out_c),
+               ny = static_cast<std::size_t>(m * s.out_h * s.out_w * s.out_c);
+    const auto dy = random_values(ny, ++seed), w = random_values(nw, ++seed);
+    Memory c(*cpu_), g(*gpu_);
+    float* dxc = c.poisoned(nx);
+    float* dxg = g.poisoned(nx);
+    cpu_->conv2d_backward_input(s, c.values(dy), c.values(w), dxc, m);
+    gpu_->conv2d_backward_input(s, g.values(dy), g.values(w), dxg, m);
+    EXPECT_LE(relative_error(g.get(dxg, nx), c.get(dxc, nx)), 1e-4);
+  }
+}
+
+TEST_F(CudaConvTest, Conv2dBackwardWeightsMatchesCpuWithAndWithoutBias) {
+  uint32_t seed = 3000;
+  for (const auto& [m, s] : conv_cases())
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(conv_name(s, m) + (bias ? " with db" : " without db"));
+      const auto nx = static_cast<std::size_t>(m * s.in_h * s.in_w * s.in_c),
+                 nw = static_cast<std::size_t>(s.kernel_h * s.kernel_w * s.in_c * s.out_c),
+                 ny = static_cast<std::size_t>(m * s.out_h * s.out_w * s.out_c),
+                 nb = static_cast<std::size_t>(s.out_c);
+      const auto x = random_values(nx, ++seed), dy = random_values(ny, ++seed);
+      Memory c(*cpu_), g(*gpu_);
+      float* dwc = c.poisoned(nw);
+      float* dwg = g.poisoned(nw);
+      float* dbc = bias ? c.poisoned(nb) : nullptr;
+      float* dbg = bias ? g.poisoned(nb) : nullptr;
+      cpu_->conv2d_backward_weights(s, c.values(x), c.values(dy), dwc, dbc, m);
+      gpu_->conv2d_backward_weights(s, g.values(x), g.values(dy), dwg, dbg, m);
+      EXPECT_LE(relative_error(g.get(dwg, nw), c.get(dwc, nw)), 1e-4) << "dw";
+      if (bias) {
+        EXPECT_LE(relative_error(g.get(dbg, nb), c.get(dbc, nb)), 1e-4) << "db";
+      }
+    }
+}
+
+TEST_F(CudaConvTest, Conv2dRefusesAnActivationItCannotFuse) {
+  Memory g(*gpu_);
+  const ConvShape s = conv_shape(5, 5, 1, 2, 3, 3, 1, 1, false);
+  float* x = g.alloc<float>(25);
+  float* w = g.alloc<float>(18);
+  float* y = g.alloc<float>(18);
+  EXPECT_THROW(gpu_->conv2d_forward(s, x, w, nullptr, y, 1, ActivationKind::sigmoid), Error);
+}
+
+std::string pool_name(const PoolShape& s, int64_t m) {
+  return std::string(s.kind == PoolKind::max ? "max" : "average") + " m=" + std::to_string(m) +
+         " in " + std::to_string(s.in_h) + "x" + std::to_string(s.in_w) + "x" +
+         std::to_string(s.channels) + " window " + std::to_string(s.window_h) + "x" +
+         std::to_string(s.window_w) + " stride " + std::to_string(s.stride_h) + " pad t" +
+         std::to_string(s.pad_top) + " b" + std::to_string(s.pad_bottom) + " -> " +
+         std::to_string(s.out_h) + "x" + std::to_string(s.out_w);
+}
+
+// Forward and backward of one pooling shape on both backends, from x and dy.
+void expect_pool_matches(Backend& cpu, Backend& gpu, const PoolShape& s, int64_t m,
+                         const std::vector<float>& x, const std::vector<float>& dy, double tol) {
+  const auto nx = static_cast<std::size_t>(m * s.in_h * s.in_w * s.channels),
+             ny = static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels);
+  Memory c(cpu), g(gpu);
+  const bool max = s.kind == PoolKind::max;
+  const std::size_t wc_bytes = max ? cpu.pool2d_workspace_bytes(s, m) : 0,
+                    wg_bytes = max ? gpu.pool2d_workspace_bytes(s, m) : 0;
+  void* wc = max ? c.alloc<unsigned char>(wc_bytes) : nullptr;
+  void* wg = max ? g.alloc<unsigned char>(wg_bytes) : nullptr;
+  float* yc = c.poisoned(ny);
+  float* yg = g.poisoned(ny);
+  cpu.pool2d_forward(s, c.values(x), yc, wc, m);
+  gpu.pool2d_forward(s, g.values(x), yg, wg, m);
+  EXPECT_LE(relative_error(g.get(yg, ny), c.get(yc, ny)), tol) << "y";
+  // The forward of evaluate and predict (no workspace) gives the same values.
+  float* yg2 = g.poisoned(ny);
+  gpu.pool2d_forward(s, g.values(x), yg2, nullptr, m);
+  EXPECT_EQ(g.get(yg2, ny), g.get(yg, ny)) << "y without a workspace";
+  float* dxc = c.poisoned(nx);
+  float* dxg = g.poisoned(nx);
+  cpu.pool2d_backward(s, c.values(dy), wc, dxc, m);
+  gpu.pool2d_backward(s, g.values(dy), wg, dxg, m);
+  EXPECT_LE(relative_error(g.get(dxg, nx), c.get(dxc, nx)), tol) << "dx";
+}
+
+TEST_F(CudaConvTest, PoolingMatchesCpuForwardAndBackward) {
+  uint32_t seed = 4000;
+  for (PoolKind kind : {PoolKind::max, PoolKind::average}) {
+    const PoolShape shapes[] = {
+        pool_shape(kind, 26, 26, 32, 2, 2, false),  // the convnet's first pooling
+        pool_shape(kind, 11, 11, 64, 2, 2, false),  // its second: the odd last row is dropped
+        pool_shape(kind, 13, 13, 3, 2, 2, true),    // 'same', uneven: one padded row and column
+        pool_shape(kind, 9, 10, 4, 3, 2, false),    // overlapping windows
+        pool_shape(kind, 8, 7, 2, 3, 2, true),      // overlapping and padded on both sides
+        pool_shape(kind, 5, 5, 3, 3, 1, true),      // stride 1, 'same'
+    };
+    for (const PoolShape& s : shapes)
+      for (int64_t m : {int64_t{3}, int64_t{1}}) {
+        SCOPED_TRACE(pool_name(s, m));
+        const auto nx = static_cast<std::size_t>(m * s.in_h * s.in_w * s.channels),
+                   ny = static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels);
+        const auto x = random_values(nx, ++seed), dy = random_values(ny, ++seed);
+        expect_pool_matches(*cpu_, *gpu_, s, m, x, dy, 1e-6);
+      }
+  }
+}
+
+TEST_F(CudaConvTest, MaxPoolingSendsTheGradientOfATieWhereTheCpuDoes) {
+  // Values from {0, 1, 2}: most windows hold their maximum more than once. The gradient must go
+  // to the same element of each window as on the CPU (the first in row-major order), not be
+  // split or sent to another.
+  uint32_t seed = 5000;
+  for (const PoolShape& s : {pool_shape(PoolKind::max, 8, 8, 3, 2, 2, false),
+                             pool_shape(PoolKind::max, 9, 9, 2, 3, 2, true),
+                             pool_shape(PoolKind::max, 7, 6, 2, 3, 1, true)}) {
+    SCOPED_TRACE(pool_name(s, 4));
+    const int64_t m = 4;
+    auto x = random_values(static_cast<std::size_t>(m * s.in_h * s.in_w * s.channels), ++seed, 0.0f,
+                           3.0f);
+    for (float& v : x) v = std::floor(v);
+    // Distinct gradients, so that one sent to the wrong element shows.
+    const auto dy = random_values(static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels),
+                                  ++seed, 1.0f, 2.0f);
+    expect_pool_matches(*cpu_, *gpu_, s, m, x, dy, 1e-6);
+  }
+}
+
+TEST_F(CudaConvTest, GlobalAveragePoolingMatchesCpu) {
+  const int64_t m = 5, h = 7, w = 6, c = 9;
+  const PoolShape s{.kind = PoolKind::average,
+                    .in_h = h,
+                    .in_w = w,
+                    .channels = c,
+                    .out_h = 1,
+                    .out_w = 1,
+                    .window_h = h,
+                    .window_w = w,
+                    .stride_h = h,
+                    .stride_w = w};
+  expect_pool_matches(*cpu_, *gpu_, s, m, random_values(static_cast<std::size_t>(m * h * w * c), 1),
+                      random_values(static_cast<std::size_t>(m * c), 2), 1e-6);
+}
+
+TEST_F(CudaConvTest, ConvolutionsAndPoolingInACapturedGraphMatchEagerCalls) {
+  // A convnet's forward and backward, with the uneven 'same' padding's explicit copy: captured
+  // (after the planning pass made the cuDNN plans) and replayed, against the same calls made
+  // eagerly on another backend.
+  const int64_t m = 6;
+  const ConvShape cs = conv_shape(10, 10, 2, 4, 3, 3, 2, 2, true);
+  const PoolShape ps = pool_shape(PoolKind::max, cs.out_h, cs.out_w, cs.out_c, 2, 2, true);
+  const auto nx = static_cast<std::size_t>(m * cs.in_h * cs.in_w * cs.in_c),
+             nw = static_cast<std::size_t>(3 * 3 * cs.in_c * cs.out_c),
+             ny = static_cast<std::size_t>(m * cs.out_h * cs.out_w * cs.out_c),
+             np = static_cast<std::size_t>(m * ps.out_h * ps.out_w * ps.channels);
+  const auto x = random_values(nx, 61), w = random_values(nw, 62),
+             b = random_values(static_cast<std::size_t>(cs.out_c), 63), dp = random_values(np, 64);
+  struct Step {
+    float *x, *w, *b, *y, *p, *dp, *dy, *dx, *dw, *db;
+    void* ws;
+  };
+  auto make = [&](Memory& mem) {
+    Backend& be = mem.backend();
+    return Step{mem.values(x),
+                mem.values(w),
+                mem.values(b),
+                mem.poisoned(ny),
+                mem.poisoned(np),
+                mem.values(dp),
+                mem.poisoned(ny),
+                mem.poisoned(nx),
+                mem.poisoned(nw),
+                mem.poisoned(static_cast<std::size_t>(cs.out_c)),
+                mem.alloc<unsigned char>(be.pool2d_workspace_bytes(ps, m))};
+  };
+  auto run = [&](Backend& be, const Step& s) {
+    be.conv2d_forward(cs, s.x, s.w, s.b, s.y, m, ActivationKind::relu);
+    be.pool2d_forward(ps, s.y, s.p, s.ws, m);
+    be.pool2d_backward(ps, s.dp, s.ws, s.dy, m);
+    be.activation_backward(ActivationKind::relu, s.y, s.dy, s.dy, m,
+                           cs.out_h * cs.out_w * cs.out_c);
+    be.conv2d_backward_input(cs, s.dy, s.w, s.dx, m);
+    be.conv2d_backward_weights(cs, s.x, s.dy, s.dw, s.db, m);
+  };
+  auto gpu2 = make_cuda_backend(0);
+  Memory gm(*gpu_), em(*gpu2);
+  const Step gs = make(gm), es = make(em);
+  auto graph = gpu_->capture([&] { run(*gpu_, gs); }, true);
+  auto eager = gpu2->capture([&] { run(*gpu2, es); }, false);
+  graph->replay();
+  eager->replay();
+  for (auto [got, want, n, what] :
+       {std::tuple{gs.y, es.y, ny, "y"}, std::tuple{gs.p, es.p, np, "pooled"},
+        std::tuple{gs.dx, es.dx, nx, "dx"}, std::tuple{gs.dw, es.dw, nw, "dw"},
+        std::tuple{gs.db, es.db, static_cast<std::size_t>(cs.out_c), "db"}})
+    expect_close(gm.get(got, n), em.get(want, n), 1e-6, 1e-7,
+                 std::string("graph vs eager ") + what);
+}
+
+TEST_F(CudaConvTest, ADifferentConvolutionWhileCapturingIsAnError) {
+  Memory g(*gpu_);
+  float* x = g.alloc<float>(256);
+  float* w = g.alloc<float>(256);
+  float* y = g.alloc<float>(256);
+  int calls = 0;
+  EXPECT_THROW(gpu_->capture(
+                   [&] {
+                     const int64_t in = ++calls == 1 ? 5 : 6;
+                     gpu_->conv2d_forward(conv_shape(in, in, 1, 2, 3, 3, 1, 1, false), x, w,
+                                          nullptr, y, 1, ActivationKind::linear);
+                   },
+                   true),
+               Error);
+  gpu_->conv2d_forward(conv_shape(6, 6, 1, 2, 3, 3, 1, 1, false), x, w, nullptr, y, 1,
+                       ActivationKind::linear);
+  gpu_->synchronize();
+}
+
+TEST_F(CudaConvTest, DropoutAfterTheConvnetsFlattenDrawsTheCpuMask) {
+  // The convnet's Dropout(0.5) sees (batch, 1600): the masks of both devices are bit-identical.
+  const int64_t m = 32, n = 1600;
+  const auto x = random_values(static_cast<std::size_t>(m * n), 71);
+  Memory c(*cpu_), g(*gpu_);
+  StepCounters start;
+  start.step = 17;
+  uint8_t* mc = c.alloc<uint8_t>(static_cast<std::size_t>(m * n));
+  uint8_t* mg = g.alloc<uint8_t>(static_cast<std::size_t>(m * n));
+  float* yc = c.poisoned(static_cast<std::size_t>(m * n));
+  float* yg = g.poisoned(static_cast<std::size_t>(m * n));
+  cpu_->dropout_forward(c.values(x), yc, mc, m, n, 0.5f, 3, 6, c.counters(start));
+  gpu_->dropout_forward(g.values(x), yg, mg, m, n, 0.5f, 3, 6, g.counters(start));
+  EXPECT_EQ(g.get_raw(mg, static_cast<std::size_t>(m * n)),
+            c.get_raw(mc, static_cast<std::size_t>(m * n)));
+  EXPECT_EQ(g.get(yg, static_cast<std::size_t>(m * n)), c.get(yc, static_cast<std::size_t>(m * n)));
+}
+
 }  // namespace
 }  // namespace crossover

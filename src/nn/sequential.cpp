@@ -878,7 +878,7 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
   for (const Layer& l : m.layers)
     if (is_image_layer(l.type) && !backend->has_conv2d())
       throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
-                              backend->device_name() + " yet (only the CPU has it)");
+                              backend->device_name() + " (its backend has no convolutions)");
   m.plans.clear();
   m.arena.reset();
   m.counters.reset();

@@ -129,7 +129,7 @@ class RecordingBackend final : public Backend {
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override;
   void advance_batch(StepCounters* counters) override;
-  bool has_conv2d() const override { return has_conv2d_; }
+  bool has_conv2d() const override { return true; }  // the CPU and CUDA backends both have them
   void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
                       int64_t m, ActivationKind act) override;
   void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
@@ -150,7 +150,6 @@ class RecordingBackend final : public Backend {
 
   std::string device_name_;
   bool fuses_weight_update_ = true;
-  bool has_conv2d_ = true;  // as the device answers: the CPU has convolutions, a GPU not yet
   std::string scope_;
   bool in_step_ = false;
   int64_t replays_ = 0;

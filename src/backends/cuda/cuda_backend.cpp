@@ -1,10 +1,11 @@
 // The CUDA backend: one non-blocking stream, a caching device allocator, cuBLASLt products
-// (gemm.h) and the kernels of kernels.cu. See docs/CUDA.md for the design.
+// (gemm.h), cuDNN convolutions (cudnn_conv.h) and the kernels of kernels.cu. See docs/CUDA.md for
+// the design.
 //
 // Execution states. Normally each call enqueues its work on the stream and returns. capture()
 // with use_graph first runs the step's function in a *planning pass*: every call makes what it
-// will need (cuBLASLt plans, scratch, the optimizer's slot table; all of it allocation and
-// uploads) and enqueues nothing. Then it runs the function again inside a stream capture, where
+// will need (cuBLASLt and cuDNN plans, scratch, the optimizer's slot table; all of it allocation
+// and uploads) and enqueues nothing. Then it runs the function again inside a stream capture, where
 // every lookup hits, so nothing is allocated, uploaded or asked of cuBLASLt's heuristic while
 // capturing. A miss during capture (a function that does not make the same calls every time) is
 // an Error rather than a silent allocation inside the graph.
@@ -20,6 +21,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/check.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda_info.h"
@@ -106,6 +108,7 @@ class CudaBackend final : public Backend {
       reduction_.norm_partials = reduction_.loss_partials + 2 * cuda::kLossMaxBlocks;
       reduction_.tickets = reinterpret_cast<unsigned int*>(base + partial_bytes);
       gemm_ = std::make_unique<cuda::LtGemm>(ordinal_, precision_, stream_);
+      conv_ = std::make_unique<cuda::CudnnConv>(ordinal_, precision_, stream_);
       check(cuda::preload_kernels(), "cudaFuncGetAttributes (loading the kernels)");
       check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     } catch (...) {
@@ -261,6 +264,46 @@ class CudaBackend final : public Backend {
     gemm_->dense_backward_input(dy, w, dx, m, k, n, !planning_, !capturing_);
   }
 
+  // ---- convolution (cuDNN) and pooling (kernels.cu) ----
+  bool has_conv2d() const override { return true; }
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
+                      int64_t m, ActivationKind act) override {
+    activate();
+    conv_->forward(s, x, w, b, y, m, act, !planning_, !capturing_);
+  }
+  void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
+                             int64_t m) override {
+    activate();
+    conv_->backward_input(s, dy, w, dx, m, !planning_, !capturing_);
+  }
+  void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
+                               float* db, int64_t m) override {
+    activate();
+    conv_->backward_weights(s, x, dy, dw, db, m, !planning_, !capturing_);
+  }
+  // Max pooling records each output's source position (int32) for its backward pass; average
+  // pooling needs nothing.
+  std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override {
+    if (s.kind != PoolKind::max) return 0;
+    return static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels) * sizeof(int32_t);
+  }
+  void pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
+                      int64_t m) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_pool_forward(stream_, s, x, y, static_cast<int32_t*>(workspace), m),
+          "pool_forward kernel launch");
+  }
+  void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
+                       int64_t m) override {
+    if (s.kind == PoolKind::max && !workspace)
+      throw Error(where_, "pool2d_backward: max pooling needs the training forward's workspace");
+    if (planning_) return;
+    activate();
+    check(cuda::launch_pool_backward(stream_, s, dy, static_cast<const int32_t*>(workspace), dx, m),
+          "pool_backward kernel launch");
+  }
+
   // ---- activations ----
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                           int64_t n) override {
@@ -412,6 +455,7 @@ class CudaBackend final : public Backend {
   void destroy() noexcept {
     if (cudaSetDevice(ordinal_) != cudaSuccess) cudaGetLastError();
     if (stream_) cudaStreamSynchronize(stream_);
+    conv_.reset();
     gemm_.reset();
     for (SlotTable& t : slot_tables_)
       if (t.device) cudaFree(t.device);
@@ -443,6 +487,7 @@ class CudaBackend final : public Backend {
   int sm_count_ = 1;
   cuda::CachingAllocator allocator_;
   std::unique_ptr<cuda::LtGemm> gemm_;
+  std::unique_ptr<cuda::CudnnConv> conv_;
   unsigned char* staging_ = nullptr;
   std::size_t staging_used_ = 0;
   std::vector<PendingDownload> pending_;

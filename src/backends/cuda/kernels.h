@@ -86,6 +86,26 @@ cudaError_t launch_optimizer_update(cudaStream_t s, const OptimizerConfig& confi
                                     int max_blocks);
 cudaError_t launch_advance_batch(cudaStream_t s, StepCounters* counters);
 
+// ---- convolution helpers (cudnn_conv.cpp) and pooling, channels last ----
+// out(cols, rows) = in(rows, cols)^T.
+cudaError_t launch_transpose(cudaStream_t s, const float* in, float* out, int64_t rows,
+                             int64_t cols);
+// xp (m, h + top + bottom, w + left + right, c) = x (m, h, w, c) with zeros around it.
+cudaError_t launch_pad_nhwc(cudaStream_t s, const float* x, float* xp, int64_t m, int64_t h,
+                            int64_t w, int64_t c, int64_t top, int64_t bottom, int64_t left,
+                            int64_t right);
+// dx (m, h, w, c) = the interior of the padded dxp that pad_nhwc would have made from it.
+cudaError_t launch_crop_nhwc(cudaStream_t s, const float* dxp, float* dx, int64_t m, int64_t h,
+                             int64_t w, int64_t c, int64_t top, int64_t bottom, int64_t left,
+                             int64_t right);
+// Pooling as backend.h defines it. Max: argmax (m * out_h * out_w * channels int32, may be null)
+// records each output's source (row * in_w + col; the first maximum in the window on ties), which
+// the backward pass reads. Average: argmax is not used.
+cudaError_t launch_pool_forward(cudaStream_t s, const PoolShape& shape, const float* x, float* y,
+                                int32_t* argmax, int64_t m);
+cudaError_t launch_pool_backward(cudaStream_t s, const PoolShape& shape, const float* dy,
+                                 const int32_t* argmax, float* dx, int64_t m);
+
 // Loads every kernel above now (CUDA loads modules lazily, at a kernel's first launch), so that
 // no module is first loaded while a stream is being captured.
 cudaError_t preload_kernels();
