@@ -89,7 +89,8 @@ void run_compare(const CompareOptions& o) {
                   .device_name = fmt::format("{}, {} thread{}", device_description("cpu"),
                                              threads.threads, threads.threads == 1 ? "" : "s")});
   const std::vector<CudaDeviceInfo> all_gpus = cuda_devices();
-  // A model no GPU can train yet (a convnet: no cuDNN yet) has no GPU rows, measured or predicted.
+  // A model no GPU can train yet (e.g. with BatchNormalization, CPU only) has no GPU rows,
+  // measured or predicted.
   const std::string gpu_refusal = perf::unsupported_on(desc, perf::DeviceKind::gpu);
   if (!gpu_refusal.empty())
     notes.push_back("GPU rows omitted: the GPU cannot train this model (" + gpu_refusal + ")");
@@ -154,6 +155,7 @@ void run_compare(const CompareOptions& o) {
   notes.push_back(epoch_note);
 
   // Predicted GPU rows, where no GPU was measured.
+  std::vector<std::string> estimate_notes;  // ops a GPU profile priced without a measurement
   if (all_gpus.empty() && gpu_refusal.empty()) {
     const std::vector<perf::Profile> gp = perf::gpu_profiles();
     if (gp.empty()) {
@@ -162,6 +164,11 @@ void run_compare(const CompareOptions& o) {
       for (const perf::Profile& p : gp)
         for (perf::Mode m : {perf::Mode::resident, perf::Mode::naive}) {
           const perf::EpochPrediction e = perf::predict_epoch(desc, n_train, o.batch_size, p, m);
+          if (m == perf::Mode::resident) {
+            const std::string est = perf::estimates_sentence(
+                e.full_step, p.id + "'s step", "its profile has no measurement of them");
+            if (!est.empty()) estimate_notes.push_back(est);
+          }
           Run r{.device = p.id, .device_name = p.name, .mode = m};
           r.seconds_per_epoch = e.seconds;
           r.steps_per_epoch = e.steps;
@@ -264,6 +271,8 @@ void run_compare(const CompareOptions& o) {
     if (n.rfind("no GPU", 0) == 0 || n.rfind("GPU rows", 0) == 0 || n == epoch_note ||
         n.rfind("CPU predicted", 0) == 0)
       out.say(n);
+  for (const std::string& n : estimate_notes) out.say(n);
+  notes.insert(notes.end(), estimate_notes.begin(), estimate_notes.end());
 
   if (o.json.empty()) return;
   nlohmann::json jr = nlohmann::json::array();

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "backends/cuda_info.h"
@@ -232,6 +233,7 @@ void run_sweep(const SweepOptions& o) {
   out.say(fmt::format("sweep: {}, batch sizes {}, on {} ({} training samples)", what, o.batch_sizes,
                       d.name, n_train));
   std::vector<Point> points;
+  std::set<std::string> estimated_devices;  // devices whose predictions estimated some ops
   for (int64_t b : batches)
     for (int64_t w : widths) {
       const std::string spec = spec_for(w, o);
@@ -277,6 +279,12 @@ void run_sweep(const SweepOptions& o) {
               perf::predict_epoch(desc, n_train, b, profile_of(s), mode);
           p.seconds_per_epoch = e.seconds;
           p.seconds_per_step = e.full_step.step_seconds;
+          // Once per device: which of its ops the profile could not price from a measurement.
+          if (!e.full_step.estimates.empty() && estimated_devices.insert(s.device).second)
+            notes.push_back(perf::estimates_sentence(
+                e.full_step, fmt::format("{}'s step at width {} batch {}", s.device, w, b),
+                s.device == "cpu" ? "calibrating this machine measures them"
+                                  : "its profile has no measurement of them"));
         }
         points.push_back(p);
       }

@@ -668,6 +668,19 @@ std::string unsupported_on(const ModelDesc& model, DeviceKind device) {
   return "";
 }
 
+std::string estimates_sentence(const Prediction& p, const std::string& what,
+                               const std::string& remedy) {
+  const std::vector<std::string>& est = p.estimates;
+  if (est.empty()) return "";
+  const bool one = est.size() == 1;
+  return fmt::format(
+      "{} op{} of {} {} no measurement of {} own shape in the profile and {} "
+      "estimated ({}): {}{}.",
+      est.size(), one ? "" : "s", what, one ? "has" : "have", one ? "its" : "their",
+      one ? "is" : "are", remedy, est.front(),
+      one ? "" : fmt::format(" (and {} more)", est.size() - 1));
+}
+
 Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
   Prediction r;
   r.op_seconds.assign(ops.size(), 0.0);

@@ -125,6 +125,11 @@ struct Prediction {
   // (conv_pool_seconds): "conv2d conv forward 28x28x1->26x26x32 at batch 128: ...".
   std::vector<std::string> estimates;
 };
+// One sentence on a prediction's estimates for `what` ("the step", "cuda:0's step"): "4 ops of
+// the step have no measurement of their own shape in the profile and are estimated (...): ...";
+// "" when there are none.
+std::string estimates_sentence(const Prediction& p, const std::string& what,
+                               const std::string& remedy);
 // Each op's time from the profile (docs/PERF.md): GEMM flops / rate interpolated at its shape;
 // elementwise and optimizer ops from the kernel's time-by-size curve (or bytes / bandwidth plus
 // a per-call floor when the profile has no curve for it); on a GPU, per-op launch or graph-node

@@ -285,14 +285,9 @@ ExplainResult run_explain(const ExplainConfig& c) {
   if (r.has_prediction) {
     const std::string w = what_if(c, r, desc, tp);
     if (!w.empty()) r.sentences.push_back(w);
-    const std::vector<std::string>& est = r.prediction.estimates;
-    if (!est.empty())
-      r.sentences.push_back(fmt::format(
-          "{} op{} of the step {} no measurement of {} own shape in the profile and {} estimated "
-          "(calibrating this machine measures them): {}{}.",
-          est.size(), est.size() == 1 ? "" : "s", est.size() == 1 ? "has" : "have",
-          est.size() == 1 ? "its" : "their", est.size() == 1 ? "is" : "are", est.front(),
-          est.size() > 1 ? fmt::format(" (and {} more)", est.size() - 1) : ""));
+    const std::string est =
+        estimates_sentence(r.prediction, "the step", "calibrating this machine measures them");
+    if (!est.empty()) r.sentences.push_back(est);
   }
   return r;
 }
