@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -406,6 +407,14 @@ TEST(BatchNormalization, KerasJsonRoundTripKeepsTheArguments) {
   EXPECT_FALSE(l.center);
   EXPECT_TRUE(l.scale);
   EXPECT_EQ(back.count_params(), model.count_params());
+  // As Keras writes them: Keras refuses a seed in the constant initializers' config.
+  const auto doc = nlohmann::json::parse(model_to_json(model));
+  const auto& config = doc["config"]["layers"][2]["config"];
+  EXPECT_EQ(doc["config"]["layers"][2]["class_name"], "BatchNormalization");
+  EXPECT_EQ(config["gamma_initializer"]["class_name"], "Ones");
+  EXPECT_EQ(config["gamma_initializer"]["config"], nlohmann::json::object());
+  EXPECT_EQ(config["moving_variance_initializer"]["config"], nlohmann::json::object());
+  EXPECT_EQ(config["axis"], -1);
 }
 
 TEST(BatchNormalization, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {

@@ -886,7 +886,10 @@ ojson batch_shape(const Shape& s) {
 ojson initializer(const char* cls) {
   return ojson{{"module", "keras.initializers"},
                {"class_name", cls},
-               {"config", std::string(cls) == "Zeros" ? ojson::object() : ojson{{"seed", nullptr}}},
+               // The constant initializers (Zeros, Ones) take no seed; Keras refuses one.
+               {"config", std::string(cls) == "Zeros" || std::string(cls) == "Ones"
+                              ? ojson::object()
+                              : ojson{{"seed", nullptr}}},
                {"registered_name", nullptr}};
 }
 
