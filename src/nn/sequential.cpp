@@ -1278,9 +1278,11 @@ std::string Sequential::summary() const {
       for (const auto& p : m.params)
         if (p.layer == static_cast<int>(i)) count += p.n;
     }
-    s +=
-        fmt::format("{:<29}{:<26}{:>10}\n",
-                    " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")", shape, count);
+    // A long "name (Type)" ("batch_normalization_1 (BatchNormalization)") keeps a space before
+    // the shape.
+    const std::string cell = " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")";
+    s += fmt::format("{:<{}}{:<26}{:>10}\n", cell, std::max<std::size_t>(29, cell.size() + 1),
+                     shape, count);
     s += (i + 1 == m.layers.size() ? thick : std::string(65, ' ')) + "\n";
   }
   const int64_t total = count_params(), trainable = trainable_params();
