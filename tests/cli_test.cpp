@@ -139,6 +139,14 @@ TEST(Cli, BatchNormSpecBuildsKerasLayerAndCountsItsMovingStatisticsApart) {
   EXPECT_EQ(j["model"]["trainable_parameters"], 25120 + 64 + 330);
   EXPECT_EQ(j["model"]["layers"][2]["type"], "BatchNormalization");
   EXPECT_EQ(j["model"]["layers"][2]["momentum"], 0.9);
+  // Before a convolution it normalises the images' one channel.
+  const auto images = run_crossover(
+      "train --model batchnorm,conv:4:3,flatten,dense:10:softmax --data mnist-10k --epochs 0 "
+      "--threads 1");
+  ASSERT_EQ(images.exit_code, 0) << images.err;
+  EXPECT_NE(images.out.find("batch_normalization (BatchNormalization) (None, 28, 28, 1)"),
+            std::string::npos)
+      << images.out;
 }
 
 TEST(Cli, TrainWritesTheDocumentedJson) {

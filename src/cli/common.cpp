@@ -175,10 +175,14 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
     throw Error("--model", "empty model: give small, big, convnet, a layer list or a .json file");
   std::vector<Layer> parsed;
   for (const std::string& item : split(list, ',')) parsed.push_back(parse_layer(item));
-  // A list that starts with an image layer takes the samples as images, (height, width,
-  // channels): grey (h, w) images get their one channel. Any other list starts flattened.
+  // A list that starts with an image layer (after any batch normalization, which keeps the shape)
+  // takes the samples as images, (height, width, channels): grey (h, w) images get their one
+  // channel. Any other list starts flattened.
   std::vector<Layer> layers;
-  if (is_image_layer(parsed.front().type)) {
+  const auto first = std::find_if(parsed.begin(), parsed.end(), [](const Layer& l) {
+    return l.type != LayerType::batch_normalization;
+  });
+  if (first != parsed.end() && is_image_layer(first->type)) {
     Shape image = sample_shape;
     if (image.size() == 2) image.push_back(1);
     layers.push_back(Input(image));
