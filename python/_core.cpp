@@ -108,7 +108,11 @@ NB_MODULE(_core, m) {
                      return std::array<int64_t, 2>{l.strides.h, l.strides.w};
                    })
       .def_prop_ro("padding", [](const Layer& l) { return std::string(padding_name(l.padding)); })
-      .def_prop_ro("target_shape", [](const Layer& l) { return l.target_shape; });
+      .def_prop_ro("target_shape", [](const Layer& l) { return l.target_shape; })
+      .def_prop_ro("momentum", [](const Layer& l) { return l.momentum; })
+      .def_prop_ro("epsilon", [](const Layer& l) { return l.epsilon; })
+      .def_prop_ro("center", [](const Layer& l) { return l.center; })
+      .def_prop_ro("scale", [](const Layer& l) { return l.scale; });
   m.def("Input", &Input, nb::arg("shape"));
   m.def("Flatten", &Flatten, nb::arg("input_shape") = Shape{});
   m.def("Dense", &Dense, nb::arg("units"), nb::arg("activation") = "linear",
@@ -136,6 +140,8 @@ NB_MODULE(_core, m) {
       nb::arg("kind"), nb::arg("pool_size"), nb::arg("strides"), nb::arg("padding"));
   m.def("GlobalAveragePooling2D", &GlobalAveragePooling2D);
   m.def("Reshape", &Reshape, nb::arg("target_shape"));
+  m.def("BatchNormalization", &BatchNormalization, nb::arg("momentum") = 0.99,
+        nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
 
   nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
     return std::string(optimizer_name(o.kind));
@@ -288,6 +294,7 @@ NB_MODULE(_core, m) {
           nb::arg("x"), nb::arg("batch_size"))
       .def("summary", &Sequential::summary)
       .def("count_params", &Sequential::count_params)
+      .def("trainable_params", &Sequential::trainable_params)
       .def_prop_ro("compiled", &Sequential::compiled)
       .def_prop_ro("name", &Sequential::name)
       .def_prop_ro("input_shape", &Sequential::input_shape)

@@ -120,6 +120,35 @@ TEST(Cli, BadDataFilesExitTwoNamingTheFile) {
   }
 }
 
+TEST(Cli, BatchNormSpecBuildsKerasLayerAndCountsItsMovingStatisticsApart) {
+  expect_usage_error("train --model dense:8,batchnorm:fast,dense:10 --data mnist-10k",
+                     "batchnorm[:MOMENTUM[:EPSILON]]");
+  expect_usage_error("train --model dense:8,batchnorm:2,dense:10 --data mnist-10k", "momentum");
+  const std::string dir = temp_folder("bn-json");
+  const auto r = run_crossover(
+      "train --model dense:32,batchnorm:0.9,activation:relu,dense:10:softmax --data mnist-10k "
+      "--epochs 0 --threads 1 --json " +
+      dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("batch_normalization (BatchNormalization)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Non-trainable params: 64 (256.00 B)"), std::string::npos) << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  // Keras's count_params: 784*32+32, 4*32 (gamma, beta, moving mean and variance), 32*10+10.
+  EXPECT_EQ(j["model"]["parameters"], 25120 + 128 + 330);
+  EXPECT_EQ(j["model"]["trainable_parameters"], 25120 + 64 + 330);
+  EXPECT_EQ(j["model"]["layers"][2]["type"], "BatchNormalization");
+  EXPECT_EQ(j["model"]["layers"][2]["momentum"], 0.9);
+  // Before a convolution it normalises the images' one channel.
+  const auto images = run_crossover(
+      "train --model batchnorm,conv:4:3,flatten,dense:10:softmax --data mnist-10k --epochs 0 "
+      "--threads 1");
+  ASSERT_EQ(images.exit_code, 0) << images.err;
+  EXPECT_NE(images.out.find("batch_normalization (BatchNormalization) (None, 28, 28, 1)"),
+            std::string::npos)
+      << images.out;
+}
+
 TEST(Cli, TrainWritesTheDocumentedJson) {
   const std::string dir = temp_folder("json");
   const auto r = run_crossover(
@@ -133,6 +162,7 @@ TEST(Cli, TrainWritesTheDocumentedJson) {
   const auto j = nlohmann::json::parse(f);
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["model"]["parameters"], 101770);
+  EXPECT_EQ(j["model"]["trainable_parameters"], 101770);
   EXPECT_EQ(j["data"]["name"], "mnist-10k");
   EXPECT_EQ(j["data"]["train"], 8000);
   EXPECT_EQ(j["data"]["test"], 2000);

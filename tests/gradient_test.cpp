@@ -105,15 +105,47 @@ void pool_reference(Vec& h, Shape& shape, Size2 window, Size2 strides, Padding p
   shape = {sh.out, sw.out, c};
 }
 
-// The float64 reference: the mean loss of the model over the batch, weights by name.
+// Batch normalization in training, over the whole batch: each last-axis channel normalised by
+// its mean and biased variance over every sample and position, then scaled and shifted.
+void batch_norm_reference(std::vector<Vec>& batch, const Layer& l,
+                          const std::map<std::string, std::vector<double>>& w) {
+  const std::size_t channels = w.at(l.name + "/moving_mean").size();
+  Vec mean(channels, 0.0), var(channels, 0.0);
+  double count = 0;
+  for (const Vec& h : batch)
+    for (std::size_t i = 0; i < h.size(); ++i) mean[i % channels] += h[i];
+  for (const Vec& h : batch) count += static_cast<double>(h.size() / channels);
+  for (double& m : mean) m /= count;
+  for (const Vec& h : batch)
+    for (std::size_t i = 0; i < h.size(); ++i)
+      var[i % channels] += (h[i] - mean[i % channels]) * (h[i] - mean[i % channels]);
+  for (double& v : var) v /= count;
+  for (Vec& h : batch)
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      const std::size_t c = i % channels;
+      h[i] = (h[i] - mean[c]) / std::sqrt(var[c] + l.epsilon) *
+                 (l.scale ? w.at(l.name + "/gamma")[c] : 1.0) +
+             (l.center ? w.at(l.name + "/beta")[c] : 0.0);
+    }
+}
+
+// The float64 reference: the mean loss of the model over the batch, weights by name. Layers run
+// over the whole batch in turn (batch normalization needs every sample's values).
 double reference_loss(const Sequential& model, const std::map<std::string, std::vector<double>>& w,
                       const Tensor& x, const Tensor& y, const std::string& loss) {
   const int64_t n = x.dim(0), in = x.size() / n;
   double total = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    Vec h(x.data() + r * in, x.data() + (r + 1) * in);
-    Shape shape = model.input_shape();
-    for (const Layer& l : model.layers()) {
+  std::vector<Vec> batch;
+  for (int64_t r = 0; r < n; ++r) batch.emplace_back(x.data() + r * in, x.data() + (r + 1) * in);
+  Shape batch_shape = model.input_shape();
+  for (const Layer& l : model.layers()) {
+    if (l.type == LayerType::batch_normalization) {
+      batch_norm_reference(batch, l, w);
+      continue;
+    }
+    Shape after;
+    for (Vec& h : batch) {
+      Shape shape = batch_shape;
       if (l.type == LayerType::conv2d) {
         conv_reference(h, shape, l, w.at(l.name + "/kernel"),
                        l.use_bias ? &w.at(l.name + "/bias") : nullptr);
@@ -137,7 +169,12 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       } else if (l.type == LayerType::activation) {
         apply(l.activation, h);
       }
+      after = shape;
     }
+    batch_shape = after;
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    const Vec& h = batch[static_cast<std::size_t>(r)];
     const int64_t c = static_cast<int64_t>(h.size());
     if (loss == "sparse_categorical_crossentropy") {
       total -= std::log(h[static_cast<std::size_t>(y[r])]);
@@ -374,6 +411,43 @@ TEST(Gradients, ReshapeBetweenDenseAndConv2DMatchesFiniteDifferences) {
                    {Input({5}), Dense(18, "tanh"), Reshape({3, 3, 2}), Conv2D(2, 2, "tanh"),
                     Flatten(), Dense(3, "softmax")},
                    "sparse_categorical_crossentropy"});
+}
+
+// ---- batch normalization (in training: the batch's statistics, through which dx flows) ----
+
+TEST(Gradients, BatchNormalizationAfterDenseMatchesFiniteDifferences) {
+  check_gradients({"dense -> batch norm -> dense",
+                   {Input({5}), Dense(4, "tanh"), BatchNormalization(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+}
+
+TEST(Gradients, BatchNormalizationWithoutCenterOrScaleMatchesFiniteDifferences) {
+  check_gradients({"no center",
+                   {Input({5}), Dense(4), BatchNormalization(0.99, 1e-3, false, true),
+                    Activation("relu"), Dense(3, "softmax")},
+                   "categorical_crossentropy"});
+  check_gradients(
+      {"no scale, last layer",
+       {Input({5}), Dense(4, "tanh"), Dense(3), BatchNormalization(0.9, 1e-2, true, false)},
+       "mean_squared_error"});
+  check_gradients({"neither",
+                   {Input({5}), Dense(4, "tanh"), BatchNormalization(0.99, 1e-3, false, false),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+}
+
+TEST(Gradients, BatchNormalizationOverImageChannelsMatchesFiniteDifferences) {
+  // Statistics per channel over every sample and position; as the first layer, its input
+  // gradient is not needed but its gamma and beta are.
+  check_gradients({"conv -> batch norm -> pool",
+                   {Input({5, 5, 2}), Conv2D(3, 2), BatchNormalization(), Activation("relu"),
+                    MaxPooling2D(2), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 5, 2}});
+  check_gradients({"batch norm first",
+                   {Input({3, 3, 2}), BatchNormalization(), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {3, 3, 2}});
 }
 
 // The backend's conv2d_forward itself against the float64 loop, with explicit uneven padding and

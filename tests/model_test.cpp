@@ -317,6 +317,29 @@ TEST(Training, ConvnetStepLoopAllocatesAFixedCountPerStepInsideOneDnnOnly) {
   EXPECT_LE(per_20_steps, 20 * 14 * 8);
 }
 
+TEST(Training, BatchNormStepLoopAllocatesAFixedCountPerStepInsideOneDnnOnly) {
+  // The same for batch normalization after Dense and after Conv2D: its primitives, scratchpads and
+  // batch statistics are planned; only oneDNN's argument map is allocated per call.
+  const Mnist10k& d = Mnist10k::get();
+  auto count = [&](int64_t samples) {
+    Sequential model({Input({28, 28, 1}), Conv2D(8, 3, "relu"), BatchNormalization(),
+                      MaxPooling2D(2), Flatten(), Dense(32), BatchNormalization(),
+                      Activation("relu"), Dense(10, "softmax")});
+    model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 2});
+    const Tensor x = d.x_train.rows(0, samples), y = d.y_train.rows(0, samples);
+    const std::size_t before = g_allocations;
+    model.fit(x, y, {.epochs = 2, .verbose = 0});
+    return static_cast<int64_t>(g_allocations - before);
+  };
+  count(320);  // warm up one-time library state
+  const int64_t steps20 = count(320), steps40 = count(640), steps200 = count(3200);
+  const int64_t per_20_steps = steps40 - steps20;
+  EXPECT_EQ(steps200 - steps20, 9 * per_20_steps);
+  // At most 10 oneDNN calls a step (2 convolution, 2 pooling, 4 batch-norm calls and up to 2
+  // kernel reorders), at most 8 allocations each.
+  EXPECT_LE(per_20_steps, 20 * 10 * 8);
+}
+
 TEST(Training, TheKerasConvnetLearnsMnist) {
   const Mnist10k& d = Mnist10k::get();
   Sequential model = mnist_convnet();

@@ -123,6 +123,19 @@ struct PoolShape {
   auto operator<=>(const PoolShape&) const = default;
 };
 
+// Batch normalization over the last axis (Keras's axis -1): x and y are (m, spatial, channels),
+// channels last, where spatial is the product of the dimensions between the batch and the channels
+// (1 after a Dense layer, height * width for images). Statistics are per channel over the m *
+// spatial values; the variance is the biased one (divided by m * spatial), as Keras computes it.
+// gamma (scale) and beta (center) are each optional (null when the layer has scale or center
+// off).
+struct BatchNormShape {
+  int64_t spatial = 1, channels = 0;
+  float epsilon = 1e-3f;
+  bool scale = true, center = true;
+  auto operator<=>(const BatchNormShape&) const = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -226,6 +239,50 @@ class Backend {
     throw no_conv2d();
   }
 
+  // ---- batch normalization (BatchNormShape above; m samples) ----
+  // Whether this backend has it; a model with BatchNormalization is refused at compile time on
+  // one that does not, naming the layer.
+  virtual bool has_batch_norm() const { return false; }
+  // Prepares what the backend needs for this shape and batch size (all three calls below), so
+  // that no step has to. The model calls it when it plans a batch size.
+  virtual void batchnorm_prepare(const BatchNormShape& s, int64_t m) {
+    (void)s, (void)m;
+    throw no_batch_norm();
+  }
+  // Training: y = gamma * (x - mean) / sqrt(variance + epsilon) + beta with the batch's own
+  // statistics, which it writes to mean and variance (channels each) for the backward pass.
+  virtual void batchnorm_forward_training(const BatchNormShape& s, const float* x,
+                                          const float* gamma, const float* beta, float* y,
+                                          float* mean, float* variance, int64_t m) {
+    (void)s, (void)x, (void)gamma, (void)beta, (void)y, (void)mean, (void)variance, (void)m;
+    throw no_batch_norm();
+  }
+  // Evaluate and predict: the same with the given (moving) statistics.
+  virtual void batchnorm_forward_inference(const BatchNormShape& s, const float* x,
+                                           const float* gamma, const float* beta, const float* mean,
+                                           const float* variance, float* y, int64_t m) {
+    (void)s, (void)x, (void)gamma, (void)beta, (void)mean, (void)variance, (void)y, (void)m;
+    throw no_batch_norm();
+  }
+  // dx (through the batch statistics), dgamma and dbeta (each if not null) from the training
+  // forward's x, mean and variance and the incoming dy.
+  virtual void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                                  const float* gamma, const float* mean, const float* variance,
+                                  float* dx, float* dgamma, float* dbeta, int64_t m) {
+    (void)s, (void)x, (void)dy, (void)gamma, (void)mean, (void)variance, (void)dx, (void)dgamma,
+        (void)dbeta, (void)m;
+    throw no_batch_norm();
+  }
+  // Keras's moving statistics after a training batch: moving = moving * momentum + batch *
+  // (1 - momentum), per channel, in float32 as Keras computes it: momentum and 1 - momentum (taken
+  // in double, as Python does) each rounded to float once (backends/kernel_math.h).
+  virtual void batchnorm_update_moving(const BatchNormShape& s, const float* mean,
+                                       const float* variance, float* moving_mean,
+                                       float* moving_variance, double momentum) {
+    (void)s, (void)mean, (void)variance, (void)moving_mean, (void)moving_variance, (void)momentum;
+    throw no_batch_norm();
+  }
+
   // ---- activations (elementwise on (m, n); softmax is per row) ----
   virtual void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                                   int64_t n) = 0;
@@ -294,6 +351,9 @@ class Backend {
  private:
   Error no_conv2d() const {
     return Error(device_name(), "Conv2D and pooling layers are not available on this device yet");
+  }
+  Error no_batch_norm() const {
+    return Error(device_name(), "BatchNormalization is not available on this device yet");
   }
 };
 

@@ -24,6 +24,22 @@ CROSSOVER_HD float clipnorm_scale(float clipnorm, double sum_squares) {
   return norm > clipnorm ? static_cast<float>(clipnorm / norm) : 1.0f;
 }
 
+// Keras's BatchNormalization moving statistics after a training batch, per channel c:
+// moving = moving * momentum + batch * (1 - momentum), each product and the sum rounded to float32
+// as Keras's ops are, with momentum and 1 - momentum (Python arithmetic, in double) each rounded to
+// float32 once.
+CROSSOVER_HD void batchnorm_moving_update(int64_t channels, const float* mean,
+                                          const float* variance, float* moving_mean,
+                                          float* moving_variance, double momentum) {
+  const auto keep = static_cast<float>(momentum), take = static_cast<float>(1.0 - momentum);
+  for (int64_t c = 0; c < channels; ++c) {
+    const float old_mean = moving_mean[c] * keep, new_mean = mean[c] * take;
+    moving_mean[c] = old_mean + new_mean;
+    const float old_var = moving_variance[c] * keep, new_var = variance[c] * take;
+    moving_variance[c] = old_var + new_var;
+  }
+}
+
 // Per-step constants, computed once per step, in the float32 arithmetic Keras 3 uses.
 struct UpdateConstants {
   float lr = 0;

@@ -55,8 +55,9 @@ Size2 size2(const std::string& text, const std::string& bad) {
 const char* const kLayerSyntax =
     "dense:UNITS[:ACTIVATION], dropout:RATE, activation:NAME, "
     "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]], maxpool:POOL[:PADDING[:STRIDES]], "
-    "avgpool:POOL[:PADDING[:STRIDES]], globalavgpool, flatten or reshape:DIMS (KERNEL, POOL, "
-    "STRIDES: N or HxW; PADDING: valid or same; DIMS: such as 7x7x16)";
+    "avgpool:POOL[:PADDING[:STRIDES]], globalavgpool, batchnorm[:MOMENTUM[:EPSILON]], flatten or "
+    "reshape:DIMS (KERNEL, POOL, STRIDES: N or HxW; PADDING: valid or same; DIMS: such as "
+    "7x7x16)";
 
 Layer parse_layer(const std::string& item) {
   const auto f = split(item, ':');
@@ -86,6 +87,16 @@ Layer parse_layer(const std::string& item) {
                                : AveragePooling2D(pool, strides, field(2, "valid"));
     }
     if (f.size() == 1 && kind == "globalavgpool") return GlobalAveragePooling2D();
+    if (f.size() <= 3 && kind == "batchnorm") {
+      auto number = [&](std::size_t i, double fallback) {
+        if (i >= f.size()) return fallback;
+        std::size_t used = 0;
+        const double v = std::stod(f[i], &used);
+        if (used != f[i].size()) throw Error("--model", bad);
+        return v;
+      };
+      return BatchNormalization(number(1, 0.99), number(2, 1e-3));
+    }
     if (f.size() == 1 && kind == "flatten") return Flatten();
     if (f.size() == 2 && kind == "reshape") {
       Shape dims;
@@ -164,10 +175,14 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
     throw Error("--model", "empty model: give small, big, convnet, a layer list or a .json file");
   std::vector<Layer> parsed;
   for (const std::string& item : split(list, ',')) parsed.push_back(parse_layer(item));
-  // A list that starts with an image layer takes the samples as images, (height, width,
-  // channels): grey (h, w) images get their one channel. Any other list starts flattened.
+  // A list that starts with an image layer (after any batch normalization, which keeps the shape)
+  // takes the samples as images, (height, width, channels): grey (h, w) images get their one
+  // channel. Any other list starts flattened.
   std::vector<Layer> layers;
-  if (is_image_layer(parsed.front().type)) {
+  const auto first = std::find_if(parsed.begin(), parsed.end(), [](const Layer& l) {
+    return l.type != LayerType::batch_normalization;
+  });
+  if (first != parsed.end() && is_image_layer(first->type)) {
     Shape image = sample_shape;
     if (image.size() == 2) image.push_back(1);
     layers.push_back(Input(image));
@@ -270,11 +285,18 @@ nlohmann::json model_json(const Sequential& model, const std::string& name) {
     if (l.type == LayerType::reshape) j["target_shape"] = l.target_shape;
     if (l.type == LayerType::activation) j["activation"] = activation_name(l.activation);
     if (l.type == LayerType::dropout) j["rate"] = l.rate;
+    if (l.type == LayerType::batch_normalization) {
+      j["momentum"] = l.momentum;
+      j["epsilon"] = l.epsilon;
+      j["center"] = l.center;
+      j["scale"] = l.scale;
+    }
     layers.push_back(j);
   }
   return {{"name", name},
           {"layers", layers},
           {"parameters", model.count_params()},
+          {"trainable_parameters", model.trainable_params()},
           {"input_shape", model.input_shape()}};
 }
 

@@ -387,6 +387,13 @@ std::vector<LayerSlot> layer_slots(const Sequential& model) {
       s.variables.push_back(layer.name + "/kernel");
       if (layer.use_bias) s.variables.push_back(layer.name + "/bias");
     }
+    if (layer.type == LayerType::batch_normalization) {
+      // Keras saves a layer's trainable variables, then its non-trainable ones.
+      if (layer.scale) s.variables.push_back(layer.name + "/gamma");
+      if (layer.center) s.variables.push_back(layer.name + "/beta");
+      s.variables.push_back(layer.name + "/moving_mean");
+      s.variables.push_back(layer.name + "/moving_variance");
+    }
     slots.push_back(std::move(s));
   }
   return slots;

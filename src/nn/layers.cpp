@@ -53,6 +53,8 @@ std::string_view layer_type_name(LayerType t) {
       return "GlobalAveragePooling2D";
     case LayerType::reshape:
       return "Reshape";
+    case LayerType::batch_normalization:
+      return "BatchNormalization";
   }
   return "Layer";
 }
@@ -183,6 +185,21 @@ Layer Reshape(Shape target_shape) {
   Layer l;
   l.type = LayerType::reshape;
   l.target_shape = std::move(target_shape);
+  return l;
+}
+
+Layer BatchNormalization(double momentum, double epsilon, bool center, bool scale) {
+  if (!(momentum >= 0.0 && momentum <= 1.0))
+    throw Error("BatchNormalization",
+                "momentum must be in [0, 1], got " + std::to_string(momentum));
+  if (!(epsilon > 0.0 && epsilon < 1e30))
+    throw Error("BatchNormalization", "epsilon must be positive, got " + std::to_string(epsilon));
+  Layer l;
+  l.type = LayerType::batch_normalization;
+  l.momentum = momentum;
+  l.epsilon = epsilon;
+  l.center = center;
+  l.scale = scale;
   return l;
 }
 

@@ -31,6 +31,7 @@ enum class LayerType {
   average_pooling2d,
   global_average_pooling2d,
   reshape,
+  batch_normalization,
 };
 
 // Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total
@@ -57,6 +58,13 @@ struct Layer {
   Size2 strides = 1;                                   // conv2d, pooling
   Padding padding = Padding::valid;                    // conv2d, pooling
   Shape target_shape;  // reshape (one dimension may be -1: inferred)
+  // batch_normalization (over the last axis: -1, or tf.keras 2's positive index of it, checked
+  // when the model builds)
+  int64_t axis = -1;
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  bool center = true;  // beta
+  bool scale = true;   // gamma
 };
 
 // Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax".
@@ -99,5 +107,14 @@ Layer AveragePooling2D(Size2 pool_size = 2, std::optional<Size2> strides = std::
 Layer GlobalAveragePooling2D();
 // The same values in a new per-sample shape; one dimension may be -1 (inferred).
 Layer Reshape(Shape target_shape);
+// Keras's BatchNormalization over the last axis (the channels of an image, the features after
+// Dense): y = gamma * (x - mean) / sqrt(variance + epsilon) + beta. In fit, mean and variance are
+// the batch's (the biased variance, over every axis but the last), and the moving statistics
+// become moving * momentum + batch * (1 - momentum); in evaluate and predict the moving statistics
+// are used. Weights, in Keras's order: gamma (ones; when scale), beta (zeros; when center),
+// moving_mean (zeros) and moving_variance (ones), each (channels,); the moving statistics are not
+// trainable. Requires 0 <= momentum <= 1 and epsilon > 0.
+Layer BatchNormalization(double momentum = 0.99, double epsilon = 1e-3, bool center = true,
+                         bool scale = true);
 
 }  // namespace crossover

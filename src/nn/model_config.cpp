@@ -202,6 +202,34 @@ void check_initializer(const json& v, bool kernel, const LayerRef& ref) {
                          printable(cls)));
 }
 
+// BatchNormalization's initializers: the constant `value` Keras starts the weight with ("zeros" /
+// Zeros / Constant(0) for 0, "ones" / Ones / Constant(1) for 1), or null (the default).
+void check_constant_initializer(const json& v, const char* field, double value,
+                                const LayerRef& ref) {
+  if (v.is_null()) return;
+  std::string cls;
+  const json* cfg = nullptr;
+  if (v.is_string()) {
+    cls = v.get<std::string>();
+  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
+    cls = v["class_name"].get<std::string>();
+    if (auto c = v.find("config"); c != v.end() && c->is_object()) cfg = &*c;
+  } else {
+    ref.fail(field, "unreadable initializer " + brief(v));
+  }
+  std::string low = cls;
+  std::transform(low.begin(), low.end(), low.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  bool ok = value == 0.0 ? (low == "zeros" || low == "zero") : (low == "ones" || low == "one");
+  if (low == "constant" && cfg) {
+    auto val = cfg->find("value");
+    ok = val != cfg->end() && val->is_number() && val->get<double>() == value;
+  }
+  if (!ok)
+    ref.fail(field, fmt::format("initializer {} is not supported: only {} (the default)",
+                                printable(cls), value == 0.0 ? "Zeros" : "Ones"));
+}
+
 ActivationKind parse_layer_activation(const json& v, const LayerRef& ref) {
   if (v.is_null()) return ActivationKind::linear;
   std::string name;
@@ -305,11 +333,12 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
 
   static const char* kSupported =
       "crossover reads InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
-      "AveragePooling2D, GlobalAveragePooling2D, Reshape";
+      "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization";
   const bool known = cls == "InputLayer" || cls == "Flatten" || cls == "Dense" ||
                      cls == "Dropout" || cls == "Activation" || cls == "Conv2D" ||
                      cls == "MaxPooling2D" || cls == "AveragePooling2D" ||
-                     cls == "GlobalAveragePooling2D" || cls == "Reshape";
+                     cls == "GlobalAveragePooling2D" || cls == "Reshape" ||
+                     cls == "BatchNormalization";
   const std::string who = name.empty()
                               ? fmt::format("layer {} ({})", index, ref.cls)
                               : fmt::format("layer {} '{}' ({})", index, ref.name, ref.cls);
@@ -465,6 +494,53 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
         ref.fail("target_shape", "expected dimensions from 1 to 2^31 or -1, got " + brief(*t));
       l.target_shape.push_back(d.get<int64_t>());
     }
+  } else if (cls == "BatchNormalization") {
+    l.type = LayerType::batch_normalization;
+    handled.insert({"axis", "momentum", "epsilon", "center", "scale", "beta_initializer",
+                    "gamma_initializer", "moving_mean_initializer", "moving_variance_initializer",
+                    "beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
+                    "synchronized", "renorm", "renorm_clipping", "renorm_momentum"});
+    if (auto a = cfg.find("axis"); a != cfg.end() && !a->is_null()) {
+      // Keras 3 writes -1; tf.keras 2 a list such as [3] (the last axis of a built model), which
+      // the model checks against its input when it builds.
+      const json& one = a->is_array() && a->size() == 1 ? (*a)[0] : *a;
+      if (!one.is_number_integer() || one.get<int64_t>() < -1 || one.get<int64_t>() == 0 ||
+          one.get<int64_t>() > 8)
+        ref.fail("axis", "axis " + brief(*a) + " is not supported: only the last axis (-1)");
+      l.axis = one.get<int64_t>();
+    }
+    auto number = [&](const char* f, double& to) {
+      auto it = cfg.find(f);
+      if (it == cfg.end() || it->is_null()) return;
+      if (!it->is_number()) ref.fail(f, "expected a number, got " + brief(*it));
+      to = it->get<double>();
+    };
+    number("momentum", l.momentum);
+    number("epsilon", l.epsilon);
+    if (!(l.momentum >= 0.0 && l.momentum <= 1.0))
+      ref.fail("momentum", fmt::format("momentum must be in [0, 1], got {}", l.momentum));
+    if (!(l.epsilon > 0.0 && l.epsilon < 1e30))
+      ref.fail("epsilon", fmt::format("epsilon must be positive, got {}", l.epsilon));
+    for (auto [f, to] : {std::pair<const char*, bool*>{"center", &l.center}, {"scale", &l.scale}})
+      if (auto it = cfg.find(f); it != cfg.end() && !it->is_null()) {
+        if (!it->is_boolean()) ref.fail(f, "expected true or false, got " + brief(*it));
+        *to = it->get<bool>();
+      }
+    for (auto [f, value] : {std::pair<const char*, double>{"beta_initializer", 0.0},
+                            {"gamma_initializer", 1.0},
+                            {"moving_mean_initializer", 0.0},
+                            {"moving_variance_initializer", 1.0}})
+      if (auto it = cfg.find(f); it != cfg.end()) check_constant_initializer(*it, f, value, ref);
+    for (const char* r : {"beta_regularizer", "gamma_regularizer"})
+      if (!is_null_or_absent(cfg, r)) ref.fail(r, "regularizers are not supported");
+    for (const char* c : {"beta_constraint", "gamma_constraint"})
+      if (!is_null_or_absent(cfg, c)) ref.fail(c, "constraints are not supported");
+    for (const char* f : {"synchronized", "renorm"})
+      if (auto it = cfg.find(f); it != cfg.end() && !flag_is_false(*it))
+        ref.fail(f, std::string(f) + " " + brief(*it) + " is not supported: only false");
+    // renorm_clipping and renorm_momentum only matter with renorm; their defaults are accepted.
+    if (!is_null_or_absent(cfg, "renorm_clipping"))
+      ref.fail("renorm_clipping", "renorm is not supported");
   } else {  // Activation
     l.type = LayerType::activation;
     handled.insert("activation");
@@ -810,7 +886,10 @@ ojson batch_shape(const Shape& s) {
 ojson initializer(const char* cls) {
   return ojson{{"module", "keras.initializers"},
                {"class_name", cls},
-               {"config", std::string(cls) == "Zeros" ? ojson::object() : ojson{{"seed", nullptr}}},
+               // The constant initializers (Zeros, Ones) take no seed; Keras refuses one.
+               {"config", std::string(cls) == "Zeros" || std::string(cls) == "Ones"
+                              ? ojson::object()
+                              : ojson{{"seed", nullptr}}},
                {"registered_name", nullptr}};
 }
 
@@ -989,15 +1068,35 @@ std::string model_to_json(const Sequential& model) {
       case LayerType::reshape:
         c["target_shape"] = l.target_shape;
         break;
+      case LayerType::batch_normalization:
+        c["axis"] = -1;
+        c["momentum"] = l.momentum;
+        c["epsilon"] = l.epsilon;
+        c["center"] = l.center;
+        c["scale"] = l.scale;
+        c["beta_initializer"] = initializer("Zeros");
+        c["gamma_initializer"] = initializer("Ones");
+        c["moving_mean_initializer"] = initializer("Zeros");
+        c["moving_variance_initializer"] = initializer("Ones");
+        c["beta_regularizer"] = nullptr;
+        c["gamma_regularizer"] = nullptr;
+        c["beta_constraint"] = nullptr;
+        c["gamma_constraint"] = nullptr;
+        c["synchronized"] = false;
+        c["renorm"] = false;
+        c["renorm_clipping"] = nullptr;
+        c["renorm_momentum"] = 0.99;
+        break;
       case LayerType::input:
         break;
     }
     e["config"] = c;
     e["registered_name"] = nullptr;
-    // As Keras 3 writes it: a build_config for Flatten, Dense and Conv2D, none for the layers
-    // whose build() does nothing (InputLayer, Dropout, Activation, pooling, Reshape).
-    const bool builds =
-        l.type == LayerType::flatten || l.type == LayerType::dense || l.type == LayerType::conv2d;
+    // As Keras 3 writes it: a build_config for Flatten, Dense, Conv2D and BatchNormalization,
+    // none for the layers whose build() does nothing (InputLayer, Dropout, Activation, pooling,
+    // Reshape).
+    const bool builds = l.type == LayerType::flatten || l.type == LayerType::dense ||
+                        l.type == LayerType::conv2d || l.type == LayerType::batch_normalization;
     if (!shape.empty() && builds) e["build_config"] = ojson{{"input_shape", batch_shape(shape)}};
     out_layers.push_back(e);
     shape = next;

@@ -135,6 +135,8 @@ struct Sequential::Impl {
     int64_t n = 0;
     int64_t offset = 0;  // in floats, within each of the four arena sections
     int layer = 0;
+    bool trainable = true;  // false: batch normalization's moving statistics
+    float initial = 0.0f;   // the initial value of a parameter that is not a kernel
   };
   // Per layer, derived by build().
   struct LayerInfo {
@@ -144,13 +146,17 @@ struct Sequential::Impl {
     bool aliases_input = false;  // flatten/input/reshape, and dropout outside training
     ConvShape conv;              // conv2d
     PoolShape pool;              // pooling layers
+    BatchNormShape norm;         // batch_normalization: kernel is gamma, bias beta
+    int moving_mean = -1, moving_variance = -1;
   };
   // The buffers of one batch size.
   struct Plan {
     int64_t batch = 0;
     DeviceBlock input, targets, grad_a, grad_b;
     std::vector<DeviceBlock> outputs;  // per layer (empty block when the layer aliases)
-    std::vector<DeviceBlock> masks;    // per dropout layer; per max-pooling layer, its workspace
+    // Per dropout layer; per max-pooling layer, its workspace; per batch normalization, the
+    // batch's mean and variance (channels each) that its backward pass reads.
+    std::vector<DeviceBlock> masks;
   };
   // Data copied to the device once per fit/evaluate.
   // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
@@ -178,9 +184,11 @@ struct Sequential::Impl {
   bool accuracy = false;
   CompileOptions copts;
   std::unique_ptr<Backend> backend;
-  DeviceBlock arena;     // values | grads | slot1 | slot2, each arena_floats
-  DeviceBlock counters;  // StepCounters for training, then one for evaluation
-  std::vector<ParamSlot> slots;
+  DeviceBlock arena;             // values | grads | slot1 | slot2, each arena_floats
+  DeviceBlock counters;          // StepCounters for training, then one for evaluation
+  std::vector<ParamSlot> slots;  // every parameter, in params' order
+  // What optimizer_step updates: the trainable parameters (not the moving statistics).
+  std::vector<ParamSlot> trainable_slots;
   // The parameters a fused training step leaves to optimizer_step: those of layers other than
   // Dense (whose update is fused into its weight gradient, Backend::fuses_weight_update).
   std::vector<ParamSlot> unfused_slots;
@@ -225,6 +233,9 @@ struct Sequential::Impl {
           break;
         case LayerType::reshape:
           base = "reshape";
+          break;
+        case LayerType::batch_normalization:
+          base = "batch_normalization";
           break;
       }
       int& c = counts[base];
@@ -349,6 +360,36 @@ struct Sequential::Impl {
           li.aliases_input = true;
           break;
         }
+        case LayerType::batch_normalization: {
+          // Keras's axis -1: one mean and variance per last-axis entry, over everything else.
+          if (l.axis != -1 && l.axis != static_cast<int64_t>(shape.size()))
+            throw Error(l.name,
+                        fmt::format("BatchNormalization axis {} is not supported on samples "
+                                    "of shape {}: only the last axis (-1)",
+                                    l.axis, shape_to_string(shape)));
+          const int64_t channels = shape.back();
+          li.norm = {.spatial = li.in_width / channels,
+                     .channels = channels,
+                     .epsilon = static_cast<float>(l.epsilon),
+                     .scale = l.scale,
+                     .center = l.center};
+          auto add = [&](const char* var, bool trainable, float initial) {
+            params.push_back({l.name + "/" + var,
+                              {channels},
+                              channels,
+                              offset,
+                              static_cast<int>(i),
+                              trainable,
+                              initial});
+            offset = add_params(offset, channels, l.name);
+            return static_cast<int>(params.size()) - 1;
+          };
+          if (l.scale) li.kernel = add("gamma", true, 1.0f);
+          if (l.center) li.bias = add("beta", true, 0.0f);
+          li.moving_mean = add("moving_mean", false, 0.0f);
+          li.moving_variance = add("moving_variance", false, 1.0f);
+          break;
+        }
         case LayerType::dropout:
         case LayerType::activation:
           break;
@@ -385,9 +426,10 @@ struct Sequential::Impl {
     return arena.as<float>() + arena_floats * (1 + k) + p.offset;
   }
 
-  int64_t param_count() const {
+  int64_t param_count(bool trainable_only = false) const {
     int64_t n = 0;
-    for (const Param& p : params) n += p.n;
+    for (const Param& p : params)
+      if (p.trainable || !trainable_only) n += p.n;
     return n;
   }
 
@@ -419,9 +461,12 @@ struct Sequential::Impl {
     StepCounters zero[2];
     backend->upload(counters.as<void>(), zero, sizeof zero);
     slots.clear();
+    trainable_slots.clear();
     unfused_slots.clear();
     for (const Param& p : params) {
       slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
+      if (!p.trainable) continue;
+      trainable_slots.push_back(slots.back());
       if (layers[static_cast<std::size_t>(p.layer)].type != LayerType::dense)
         unfused_slots.push_back(slots.back());
     }
@@ -430,10 +475,11 @@ struct Sequential::Impl {
 
   // Keras's defaults: kernels glorot-uniform, limit sqrt(6 / (fan_in + fan_out)), with Keras's
   // fans: a Dense kernel (in, out) has in and out; a Conv2D kernel (kh, kw, in, out) has
-  // kh * kw * in and kh * kw * out (the receptive field times the channels). Biases zero.
+  // kh * kw * in and kh * kw * out (the receptive field times the channels). Biases zero;
+  // batch normalization's gamma and moving variance ones, beta and moving mean zeros.
   void initialize_weights(uint64_t seed) {
     for (const Param& p : params) {
-      std::vector<float> host(static_cast<std::size_t>(p.n), 0.0f);
+      std::vector<float> host(static_cast<std::size_t>(p.n), p.initial);
       if (p.shape.size() >= 2) {
         const std::size_t r = p.shape.size();
         int64_t receptive = 1;
@@ -483,6 +529,11 @@ struct Sequential::Impl {
       if (layers[i].type == LayerType::dropout) plan_bytes += rows * info[i].out_width;
       if (layers[i].type == LayerType::max_pooling2d) {
         workspace[i] = backend->pool2d_workspace_bytes(info[i].pool, batch);
+        plan_bytes += static_cast<double>(workspace[i]);
+      }
+      if (layers[i].type == LayerType::batch_normalization) {
+        backend->batchnorm_prepare(info[i].norm, batch);
+        workspace[i] = 2 * static_cast<std::size_t>(info[i].norm.channels) * sizeof(float);
         plan_bytes += static_cast<double>(workspace[i]);
       }
     }
@@ -579,7 +630,38 @@ struct Sequential::Impl {
           break;
         case LayerType::reshape:
           break;
+        case LayerType::batch_normalization: {
+          const float* gamma =
+              li.kernel >= 0 ? value(params[static_cast<std::size_t>(li.kernel)]) : nullptr;
+          const float* beta =
+              li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr;
+          if (training) {
+            float* stats = plan.masks[i].as<float>();
+            backend->batchnorm_forward_training(li.norm, x, gamma, beta, y, stats,
+                                                stats + li.norm.channels, m);
+          } else {
+            backend->batchnorm_forward_inference(
+                li.norm, x, gamma, beta, value(params[static_cast<std::size_t>(li.moving_mean)]),
+                value(params[static_cast<std::size_t>(li.moving_variance)]), y, m);
+          }
+          break;
+        }
       }
+    }
+  }
+
+  // After a training forward pass: each batch normalization's moving statistics take in the
+  // batch's (Keras updates them in the layer's call in training).
+  void update_moving_statistics(Plan& plan) {
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (layers[i].type != LayerType::batch_normalization) continue;
+      const LayerInfo& li = info[i];
+      backend->set_scope(layers[i].name);
+      const float* stats = plan.masks[i].as<float>();
+      backend->batchnorm_update_moving(li.norm, stats, stats + li.norm.channels,
+                                       value(params[static_cast<std::size_t>(li.moving_mean)]),
+                                       value(params[static_cast<std::size_t>(li.moving_variance)]),
+                                       layers[i].momentum);
     }
   }
 
@@ -594,7 +676,7 @@ struct Sequential::Impl {
   void backward(Plan& plan, int64_t m, const StepCounters* update = nullptr) {
     int first_param_layer = -1;
     for (std::size_t i = 0; i < layers.size(); ++i)
-      if (info[i].kernel >= 0) {
+      if (info[i].kernel >= 0 || info[i].bias >= 0) {
         first_param_layer = static_cast<int>(i);
         break;
       }
@@ -681,6 +763,20 @@ struct Sequential::Impl {
             backend->activation_backward(l.activation, y, g, g, m, li.out_width);
           activation_done = false;
           break;
+        case LayerType::batch_normalization: {
+          // Its gradient is dx even for the first layer with parameters (the dgamma and dbeta
+          // come out of the same primitive), into the spare buffer.
+          const float* stats = plan.masks[ui].as<float>();
+          backend->batchnorm_backward(
+              li.norm, layer_input(plan, ui, true), g,
+              li.kernel >= 0 ? value(params[static_cast<std::size_t>(li.kernel)]) : nullptr, stats,
+              stats + li.norm.channels, spare,
+              li.kernel >= 0 ? grad(params[static_cast<std::size_t>(li.kernel)]) : nullptr,
+              li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m);
+          std::swap(g, spare);
+          activation_done = false;
+          break;
+        }
       }
     }
   }
@@ -702,6 +798,7 @@ struct Sequential::Impl {
     StepCounters* ctr = train_counters();
     gather_batch(plan, d, m, ctr);
     forward(plan, m, true, false, seed, ctr);
+    update_moving_statistics(plan);
     backend->set_scope("loss");
     backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
                                    plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), m,
@@ -710,8 +807,9 @@ struct Sequential::Impl {
     backward(plan, m, fused ? ctr : nullptr);
     backend->set_scope("optimizer");
     // Fused: every Dense layer was updated in backward; the other layers' parameters (none in an
-    // MLP) and the step's bookkeeping remain.
-    backend->optimizer_step(opt, fused ? std::span(unfused_slots) : std::span(slots), ctr);
+    // MLP) and the step's bookkeeping remain. Never the moving statistics.
+    backend->optimizer_step(opt, fused ? std::span(unfused_slots) : std::span(trainable_slots),
+                            ctr);
     backend->set_scope("");
   }
 
@@ -875,10 +973,14 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
                      : make_backend(options.device, options.threads, options.precision);
   if (!backend) throw Error("compile", "make_backend returned no backend");
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
-  for (const Layer& l : m.layers)
+  for (const Layer& l : m.layers) {
     if (is_image_layer(l.type) && !backend->has_conv2d())
       throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
                               backend->device_name() + " (its backend has no convolutions)");
+    if (l.type == LayerType::batch_normalization && !backend->has_batch_norm())
+      throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
+                              backend->device_name() + " yet (only the CPU has it)");
+  }
   m.plans.clear();
   m.arena.reset();
   m.counters.reset();
@@ -1179,21 +1281,31 @@ std::string Sequential::summary() const {
       for (const auto& p : m.params)
         if (p.layer == static_cast<int>(i)) count += p.n;
     }
-    s +=
-        fmt::format("{:<29}{:<26}{:>10}\n",
-                    " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")", shape, count);
+    // A long "name (Type)" ("batch_normalization_1 (BatchNormalization)") keeps a space before
+    // the shape.
+    const std::string cell = " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")";
+    s += fmt::format("{:<{}}{:<26}{:>10}\n", cell, std::max<std::size_t>(29, cell.size() + 1),
+                     shape, count);
     s += (i + 1 == m.layers.size() ? thick : std::string(65, ' ')) + "\n";
   }
-  const int64_t total = count_params();
-  s += fmt::format("Total params: {} ({:.2f} KB)\n", total, static_cast<double>(total) * 4 / 1024);
-  s += fmt::format("Trainable params: {} ({:.2f} KB)\n", total,
-                   static_cast<double>(total) * 4 / 1024);
-  s += "Non-trainable params: 0 (0.00 B)\n";
+  const int64_t total = count_params(), trainable = trainable_params();
+  // Keras's byte counts (float32): B, KB, MB, ... whichever keeps the number below 1024.
+  auto bytes = [](int64_t n) {
+    double b = static_cast<double>(n) * 4;
+    const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+    std::size_t u = 0;
+    for (; b >= 1024 && u + 1 < std::size(units); ++u) b /= 1024;
+    return fmt::format("{:.2f} {}", b, units[u]);
+  };
+  s += fmt::format("Total params: {} ({})\n", total, bytes(total));
+  s += fmt::format("Trainable params: {} ({})\n", trainable, bytes(trainable));
+  s += fmt::format("Non-trainable params: {} ({})\n", total - trainable, bytes(total - trainable));
   s += rule + "\n";
   return s;
 }
 
 int64_t Sequential::count_params() const { return impl_->param_count(); }
+int64_t Sequential::trainable_params() const { return impl_->param_count(true); }
 const std::vector<Layer>& Sequential::layers() const { return impl_->layers; }
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }

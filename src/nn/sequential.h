@@ -114,7 +114,10 @@ class Sequential {
 
   // Keras-like table: layer (type), output shape, parameters; then totals.
   std::string summary() const;
+  // Every parameter, as Keras's count_params(): batch normalization's moving statistics included.
   int64_t count_params() const;
+  // Those the optimizer updates (Keras's "Trainable params").
+  int64_t trainable_params() const;
   const std::vector<Layer>& layers() const;
   const std::string& name() const;
   // The per-sample input shape, once known (empty before).

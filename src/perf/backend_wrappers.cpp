@@ -177,6 +177,32 @@ void TimingBackend::pool2d_backward(const PoolShape& s, const float* dy, const v
                                     float* dx, int64_t m) {
   timed(Call::pool2d_backward, [&] { inner_->pool2d_backward(s, dy, workspace, dx, m); });
 }
+void TimingBackend::batchnorm_forward_training(const BatchNormShape& s, const float* x,
+                                               const float* gamma, const float* beta, float* y,
+                                               float* mean, float* variance, int64_t m) {
+  timed(Call::batchnorm_forward_training,
+        [&] { inner_->batchnorm_forward_training(s, x, gamma, beta, y, mean, variance, m); });
+}
+void TimingBackend::batchnorm_forward_inference(const BatchNormShape& s, const float* x,
+                                                const float* gamma, const float* beta,
+                                                const float* mean, const float* variance, float* y,
+                                                int64_t m) {
+  timed(Call::batchnorm_forward_inference,
+        [&] { inner_->batchnorm_forward_inference(s, x, gamma, beta, mean, variance, y, m); });
+}
+void TimingBackend::batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                                       const float* gamma, const float* mean, const float* variance,
+                                       float* dx, float* dgamma, float* dbeta, int64_t m) {
+  timed(Call::batchnorm_backward,
+        [&] { inner_->batchnorm_backward(s, x, dy, gamma, mean, variance, dx, dgamma, dbeta, m); });
+}
+void TimingBackend::batchnorm_update_moving(const BatchNormShape& s, const float* mean,
+                                            const float* variance, float* moving_mean,
+                                            float* moving_variance, double momentum) {
+  timed(Call::batchnorm_update_moving, [&] {
+    inner_->batchnorm_update_moving(s, mean, variance, moving_mean, moving_variance, momentum);
+  });
+}
 void TimingBackend::activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                                        int64_t n) {
   timed(Call::activation_forward, [&] { inner_->activation_forward(act, x, y, m, n); });

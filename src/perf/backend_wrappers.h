@@ -123,6 +123,30 @@ class ForwardingBackend : public Backend {
                        int64_t m) override {
     inner_->pool2d_backward(s, dy, workspace, dx, m);
   }
+  bool has_batch_norm() const override { return inner_->has_batch_norm(); }
+  void batchnorm_prepare(const BatchNormShape& s, int64_t m) override {
+    inner_->batchnorm_prepare(s, m);
+  }
+  void batchnorm_forward_training(const BatchNormShape& s, const float* x, const float* gamma,
+                                  const float* beta, float* y, float* mean, float* variance,
+                                  int64_t m) override {
+    inner_->batchnorm_forward_training(s, x, gamma, beta, y, mean, variance, m);
+  }
+  void batchnorm_forward_inference(const BatchNormShape& s, const float* x, const float* gamma,
+                                   const float* beta, const float* mean, const float* variance,
+                                   float* y, int64_t m) override {
+    inner_->batchnorm_forward_inference(s, x, gamma, beta, mean, variance, y, m);
+  }
+  void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                          const float* gamma, const float* mean, const float* variance, float* dx,
+                          float* dgamma, float* dbeta, int64_t m) override {
+    inner_->batchnorm_backward(s, x, dy, gamma, mean, variance, dx, dgamma, dbeta, m);
+  }
+  void batchnorm_update_moving(const BatchNormShape& s, const float* mean, const float* variance,
+                               float* moving_mean, float* moving_variance,
+                               double momentum) override {
+    inner_->batchnorm_update_moving(s, mean, variance, moving_mean, moving_variance, momentum);
+  }
   void set_scope(std::string_view name) override { inner_->set_scope(name); }
 
  protected:
@@ -205,6 +229,18 @@ class TimingBackend final : public ForwardingBackend {
                       int64_t m) override;
   void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
                        int64_t m) override;
+  void batchnorm_forward_training(const BatchNormShape& s, const float* x, const float* gamma,
+                                  const float* beta, float* y, float* mean, float* variance,
+                                  int64_t m) override;
+  void batchnorm_forward_inference(const BatchNormShape& s, const float* x, const float* gamma,
+                                   const float* beta, const float* mean, const float* variance,
+                                   float* y, int64_t m) override;
+  void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                          const float* gamma, const float* mean, const float* variance, float* dx,
+                          float* dgamma, float* dbeta, int64_t m) override;
+  void batchnorm_update_moving(const BatchNormShape& s, const float* mean, const float* variance,
+                               float* moving_mean, float* moving_variance,
+                               double momentum) override;
 
  private:
   friend class TimedGraph;

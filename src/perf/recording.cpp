@@ -56,6 +56,14 @@ const char* call_name(Call c) {
       return "pool2d_forward";
     case Call::pool2d_backward:
       return "pool2d_backward";
+    case Call::batchnorm_forward_training:
+      return "batchnorm_forward_training";
+    case Call::batchnorm_forward_inference:
+      return "batchnorm_forward_inference";
+    case Call::batchnorm_backward:
+      return "batchnorm_backward";
+    case Call::batchnorm_update_moving:
+      return "batchnorm_update_moving";
   }
   return "?";
 }
@@ -84,7 +92,9 @@ class RecordedStep final : public Backend::StepGraph {
 };
 
 RecordingBackend::RecordingBackend(std::string device_name, bool fuses_weight_update)
-    : device_name_(std::move(device_name)), fuses_weight_update_(fuses_weight_update) {}
+    : device_name_(std::move(device_name)),
+      fuses_weight_update_(fuses_weight_update),
+      has_batch_norm_(device_name_ == "cpu") {}
 
 RecordingBackend::~RecordingBackend() {
   for (const auto& [p, bytes] : reservations_) munmap(p, bytes);
@@ -247,6 +257,29 @@ void RecordingBackend::pool2d_backward(const PoolShape& s, const float*, const v
                                        int64_t m) {
   BackendCall& r = record(Call::pool2d_backward);
   r.pool = s, r.m = m;
+}
+void RecordingBackend::batchnorm_forward_training(const BatchNormShape& s, const float*,
+                                                  const float*, const float*, float*, float*,
+                                                  float*, int64_t m) {
+  BackendCall& r = record(Call::batchnorm_forward_training);
+  r.norm = s, r.m = m;
+}
+void RecordingBackend::batchnorm_forward_inference(const BatchNormShape& s, const float*,
+                                                   const float*, const float*, const float*,
+                                                   const float*, float*, int64_t m) {
+  BackendCall& r = record(Call::batchnorm_forward_inference);
+  r.norm = s, r.m = m;
+}
+void RecordingBackend::batchnorm_backward(const BatchNormShape& s, const float*, const float*,
+                                          const float*, const float*, const float*, float*, float*,
+                                          float*, int64_t m) {
+  BackendCall& r = record(Call::batchnorm_backward);
+  r.norm = s, r.m = m;
+}
+void RecordingBackend::batchnorm_update_moving(const BatchNormShape& s, const float*, const float*,
+                                               float*, float*, double) {
+  BackendCall& r = record(Call::batchnorm_update_moving);
+  r.norm = s, r.m = 1;
 }
 
 }  // namespace crossover::perf

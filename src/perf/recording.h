@@ -43,6 +43,10 @@ enum class Call {
   conv2d_backward_weights,
   pool2d_forward,
   pool2d_backward,
+  batchnorm_forward_training,
+  batchnorm_forward_inference,
+  batchnorm_backward,
+  batchnorm_update_moving,
 };
 // "dense_forward", ... (the Backend method's name).
 const char* call_name(Call c);
@@ -66,6 +70,7 @@ struct BackendCall {
   int64_t bytes = 0;              // upload, download
   ConvShape conv;                 // conv2d_* (m samples); bias as for dense
   PoolShape pool;                 // pool2d_* (m samples); gradient: forward in training
+  BatchNormShape norm;            // batchnorm_* (m samples)
 };
 
 // A backend that computes nothing and records every call made while a captured step is replayed
@@ -141,6 +146,20 @@ class RecordingBackend final : public Backend {
                       int64_t m) override;
   void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
                        int64_t m) override;
+  bool has_batch_norm() const override { return has_batch_norm_; }
+  void batchnorm_prepare(const BatchNormShape&, int64_t) override {}
+  void batchnorm_forward_training(const BatchNormShape& s, const float* x, const float* gamma,
+                                  const float* beta, float* y, float* mean, float* variance,
+                                  int64_t m) override;
+  void batchnorm_forward_inference(const BatchNormShape& s, const float* x, const float* gamma,
+                                   const float* beta, const float* mean, const float* variance,
+                                   float* y, int64_t m) override;
+  void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                          const float* gamma, const float* mean, const float* variance, float* dx,
+                          float* dgamma, float* dbeta, int64_t m) override;
+  void batchnorm_update_moving(const BatchNormShape& s, const float* mean, const float* variance,
+                               float* moving_mean, float* moving_variance,
+                               double momentum) override;
   void set_scope(std::string_view name) override { scope_ = name; }
 
  private:
@@ -150,6 +169,8 @@ class RecordingBackend final : public Backend {
 
   std::string device_name_;
   bool fuses_weight_update_ = true;
+  // As the device answers: the CPU has batch normalization, a GPU not yet.
+  bool has_batch_norm_ = true;
   std::string scope_;
   bool in_step_ = false;
   int64_t replays_ = 0;

@@ -12,7 +12,7 @@ from crossover import keras
     [
         (lambda: keras.layers.Conv1D, "keras.layers.Conv1D"),
         (lambda: keras.layers.LSTM, "keras.layers.LSTM"),
-        (lambda: tf.keras.layers.BatchNormalization, "keras.layers.BatchNormalization"),
+        (lambda: tf.keras.layers.LayerNormalization, "keras.layers.LayerNormalization"),
         (lambda: keras.layers.NoSuchLayer, "keras.layers.NoSuchLayer"),
         (lambda: tf.data, "crossover.data"),
         (lambda: tf.GradientTape, "crossover.GradientTape"),

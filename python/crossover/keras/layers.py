@@ -1,5 +1,6 @@
 """Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation,
-Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape (channels_last).
+Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape (channels_last),
+BatchNormalization (over the last axis).
 
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
@@ -311,12 +312,67 @@ class Reshape(Layer):
         self._layer = _core.Reshape(list(self.target_shape))
 
 
+class BatchNormalization(Layer):
+    """Keras's BatchNormalization over the last axis: the batch's statistics in fit (updating
+    the moving ones), the moving statistics in evaluate and predict."""
+
+    def __init__(
+        self,
+        axis: int = -1,
+        momentum: float = 0.99,
+        epsilon: float = 1e-3,
+        center: bool = True,
+        scale: bool = True,
+        beta_initializer: Any = "zeros",
+        gamma_initializer: Any = "ones",
+        moving_mean_initializer: Any = "zeros",
+        moving_variance_initializer: Any = "ones",
+        beta_regularizer: Any = None,
+        gamma_regularizer: Any = None,
+        beta_constraint: Any = None,
+        gamma_constraint: Any = None,
+        synchronized: bool = False,
+        renorm: bool = False,
+        renorm_clipping: Any = None,
+        renorm_momentum: float = 0.99,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        owner = "BatchNormalization"
+        if isinstance(axis, (list, tuple)) and len(axis) == 1:
+            axis = axis[0]
+        reject_unsupported(owner, axis=(axis, -1))
+        for name, value, default in (
+            ("beta_initializer", beta_initializer, "zeros"),
+            ("gamma_initializer", gamma_initializer, "ones"),
+            ("moving_mean_initializer", moving_mean_initializer, "zeros"),
+            ("moving_variance_initializer", moving_variance_initializer, "ones"),
+        ):
+            if _initializer(value) != default:
+                reject_unsupported(owner, **{name: (value, default)})
+        reject_unsupported(
+            owner,
+            beta_regularizer=(beta_regularizer, None),
+            gamma_regularizer=(gamma_regularizer, None),
+            beta_constraint=(beta_constraint, None),
+            gamma_constraint=(gamma_constraint, None),
+            synchronized=(synchronized, False),
+            renorm=(renorm, False),
+            renorm_clipping=(renorm_clipping, None),
+        )
+        self.axis = -1
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+        self.center = bool(center)
+        self.scale = bool(scale)
+        self._layer = _core.BatchNormalization(self.momentum, self.epsilon, self.center, self.scale)
+
+
 # Layers a Keras user reaches for next, and what to do instead (api block).
 _NOT_YET = {
     "Conv1D": "1-D convolutions",
     "Conv3D": "3-D convolutions",
     "MaxPooling1D": "1-D pooling",
-    "BatchNormalization": "normalization layers",
     "LayerNormalization": "normalization layers",
     "Embedding": "embeddings",
     "LSTM": "recurrent layers",
@@ -331,7 +387,7 @@ _NOT_YET = {
 def __getattr__(name: str) -> Any:
     supported = (
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
-        "AveragePooling2D, GlobalAveragePooling2D and Reshape"
+        "AveragePooling2D, GlobalAveragePooling2D, Reshape and BatchNormalization"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -351,4 +407,5 @@ __all__ = [
     "AveragePooling2D",
     "GlobalAveragePooling2D",
     "Reshape",
+    "BatchNormalization",
 ]

@@ -101,6 +101,14 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.GlobalAveragePooling2D(name=layer.name)
     if layer.type == "Reshape":
         return layers_module.Reshape(tuple(layer.target_shape), name=layer.name)
+    if layer.type == "BatchNormalization":
+        return layers_module.BatchNormalization(
+            momentum=layer.momentum,
+            epsilon=layer.epsilon,
+            center=layer.center,
+            scale=layer.scale,
+            name=layer.name,
+        )
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
 

@@ -353,6 +353,33 @@ class CpuBackend final : public Backend {
     conv_.pool_backward(s, dy, workspace, dx, m);
   }
 
+  // Batch normalization: oneDNN's primitive (backends/cpu/dnnl_conv.h); the moving statistics
+  // update is C multiply-adds.
+  bool has_batch_norm() const override { return true; }
+  void batchnorm_prepare(const BatchNormShape& s, int64_t m) override {
+    conv_.batchnorm_prepare(s, m);
+  }
+  void batchnorm_forward_training(const BatchNormShape& s, const float* x, const float* gamma,
+                                  const float* beta, float* y, float* mean, float* variance,
+                                  int64_t m) override {
+    conv_.batchnorm_forward_training(s, x, gamma, beta, y, mean, variance, m);
+  }
+  void batchnorm_forward_inference(const BatchNormShape& s, const float* x, const float* gamma,
+                                   const float* beta, const float* mean, const float* variance,
+                                   float* y, int64_t m) override {
+    conv_.batchnorm_forward_inference(s, x, gamma, beta, mean, variance, y, m);
+  }
+  void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                          const float* gamma, const float* mean, const float* variance, float* dx,
+                          float* dgamma, float* dbeta, int64_t m) override {
+    conv_.batchnorm_backward(s, x, dy, gamma, mean, variance, dx, dgamma, dbeta, m);
+  }
+  void batchnorm_update_moving(const BatchNormShape& s, const float* mean, const float* variance,
+                               float* moving_mean, float* moving_variance,
+                               double momentum) override {
+    batchnorm_moving_update(s.channels, mean, variance, moving_mean, moving_variance, momentum);
+  }
+
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                           int64_t n) override {
     const int64_t total = m * n;

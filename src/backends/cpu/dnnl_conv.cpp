@@ -83,6 +83,16 @@ struct PoolForward {
 struct PoolBackward {
   Exec pool;  // dy, workspace, dx, scratchpad
 };
+// One batch-normalization primitive; each argument's index in its Exec (-1: not an argument).
+struct BatchNorm {
+  Exec norm;
+  int x = -1, y = -1, mean = -1, variance = -1, scale = -1, shift = -1;
+  int dy = -1, dx = -1, dscale = -1, dshift = -1;
+  void point(int i, const void* p) {
+    if (i >= 0) norm.point(static_cast<std::size_t>(i), p);
+  }
+};
+enum class NormPass { training, inference, backward };
 
 }  // namespace
 
@@ -94,6 +104,7 @@ struct DnnlConv::State {
   std::map<std::tuple<ConvShape, int64_t, bool>, ConvBackwardWeights> backward_weights;
   std::map<std::tuple<PoolShape, int64_t, bool>, PoolForward> pool_forward;
   std::map<std::tuple<PoolShape, int64_t>, PoolBackward> pool_backward;
+  std::map<std::tuple<BatchNormShape, int64_t, NormPass>, BatchNorm> batch_norm;
 
   dnnl::primitive_attr attr(bool relu) const {
     dnnl::primitive_attr a;
@@ -285,6 +296,65 @@ struct DnnlConv::State {
     b.pool.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
     return pool_backward.emplace(key, std::move(b)).first->second;
   }
+
+  dnnl::normalization_flags norm_flags(const BatchNormShape& s, bool global_stats) const {
+    auto f = static_cast<dnnl::normalization_flags>(0);
+    if (global_stats) f |= dnnl::normalization_flags::use_global_stats;
+    if (s.scale) f |= dnnl::normalization_flags::use_scale;
+    if (s.center) f |= dnnl::normalization_flags::use_shift;
+    return f;
+  }
+  static memory::desc norm_data(const BatchNormShape& s, int64_t m) {
+    return memory::desc(nchw_dims(m, s.channels, s.spatial, 1), kF32, Tag::nhwc);
+  }
+  dnnl::batch_normalization_forward::primitive_desc norm_forward_pd(const BatchNormShape& s,
+                                                                    int64_t m,
+                                                                    bool training) const {
+    dnnl::batch_normalization_forward::desc desc(
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+        norm_data(s, m), s.epsilon, norm_flags(s, !training));
+    return {desc, attr(false), engine};
+  }
+
+  BatchNorm& batch_norm_for(const BatchNormShape& s, int64_t m, NormPass pass) {
+    const auto key = std::tuple(s, m, pass);
+    if (auto it = batch_norm.find(key); it != batch_norm.end()) return it->second;
+    const memory::desc data = norm_data(s, m);
+    const memory::desc channels({s.channels}, kF32, Tag::x);
+    BatchNorm b;
+    auto add = [&](int arg, const memory::desc& md) {
+      b.norm.add(arg, md, engine);
+      return static_cast<int>(b.norm.memories.size()) - 1;
+    };
+    const auto fwd = norm_forward_pd(s, m, pass != NormPass::inference);
+    memory::desc scratchpad = fwd.scratchpad_desc();
+    if (pass == NormPass::backward) {
+      const bool weights = s.scale || s.center;
+      dnnl::batch_normalization_backward::desc desc(
+          weights ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data, data, data,
+          s.epsilon, norm_flags(s, false));
+      dnnl::batch_normalization_backward::primitive_desc pd(desc, attr(false), engine, fwd);
+      b.norm.primitive = dnnl::batch_normalization_backward(pd);
+      scratchpad = pd.scratchpad_desc();
+      b.dy = add(DNNL_ARG_DIFF_DST, data);
+      b.dx = add(DNNL_ARG_DIFF_SRC, data);
+      if (s.scale) b.dscale = add(DNNL_ARG_DIFF_SCALE, channels);
+      if (s.center) b.dshift = add(DNNL_ARG_DIFF_SHIFT, channels);
+    } else {
+      b.norm.primitive = dnnl::batch_normalization_forward(fwd);
+      b.y = add(DNNL_ARG_DST, data);
+    }
+    b.x = add(DNNL_ARG_SRC, data);
+    b.mean = add(DNNL_ARG_MEAN, channels);
+    b.variance = add(DNNL_ARG_VARIANCE, channels);
+    if (s.scale) b.scale = add(DNNL_ARG_SCALE, channels);
+    if (s.center && pass != NormPass::backward) b.shift = add(DNNL_ARG_SHIFT, channels);
+    // oneDNN 2.6's backward asks for the shift as an input too, though no gradient depends on
+    // it: a block of its own.
+    if (s.center && pass == NormPass::backward) b.norm.add_owned(DNNL_ARG_SHIFT, channels, engine);
+    b.norm.add_owned(DNNL_ARG_SCRATCHPAD, scratchpad, engine);
+    return batch_norm.emplace(key, std::move(b)).first->second;
+  }
 };
 
 // oneDNN reports its failures as dnnl::error; the model sees crossover::Error.
@@ -386,6 +456,46 @@ void DnnlConv::pool_backward(const PoolShape& s, const float* dy, const void* wo
   b.pool.point(1, dx);
   if (b.pool.args.size() > 3) b.pool.point(2, workspace);
   b.pool.run(state().stream);
+}
+
+void DnnlConv::batchnorm_prepare(const BatchNormShape& s, int64_t m) {
+  guarded("batch normalization", [&] {
+    for (NormPass pass : {NormPass::training, NormPass::inference, NormPass::backward})
+      state().batch_norm_for(s, m, pass);
+  });
+}
+
+void DnnlConv::batchnorm_forward_training(const BatchNormShape& s, const float* x,
+                                          const float* gamma, const float* beta, float* y,
+                                          float* mean, float* variance, int64_t m) {
+  BatchNorm& b = guarded("batch normalization", [&]() -> BatchNorm& {
+    return state().batch_norm_for(s, m, NormPass::training);
+  });
+  b.point(b.x, x), b.point(b.y, y), b.point(b.mean, mean), b.point(b.variance, variance);
+  b.point(b.scale, gamma), b.point(b.shift, beta);
+  b.norm.run(state().stream);
+}
+
+void DnnlConv::batchnorm_forward_inference(const BatchNormShape& s, const float* x,
+                                           const float* gamma, const float* beta, const float* mean,
+                                           const float* variance, float* y, int64_t m) {
+  BatchNorm& b = guarded("batch normalization", [&]() -> BatchNorm& {
+    return state().batch_norm_for(s, m, NormPass::inference);
+  });
+  b.point(b.x, x), b.point(b.y, y), b.point(b.mean, mean), b.point(b.variance, variance);
+  b.point(b.scale, gamma), b.point(b.shift, beta);
+  b.norm.run(state().stream);
+}
+
+void DnnlConv::batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                                  const float* gamma, const float* mean, const float* variance,
+                                  float* dx, float* dgamma, float* dbeta, int64_t m) {
+  BatchNorm& b = guarded("batch normalization backward", [&]() -> BatchNorm& {
+    return state().batch_norm_for(s, m, NormPass::backward);
+  });
+  b.point(b.x, x), b.point(b.dy, dy), b.point(b.mean, mean), b.point(b.variance, variance);
+  b.point(b.scale, gamma), b.point(b.dx, dx), b.point(b.dscale, dgamma), b.point(b.dshift, dbeta);
+  b.norm.run(state().stream);
 }
 
 }  // namespace crossover::cpu

@@ -1,4 +1,5 @@
-// The CPU backend's 2-D convolution and pooling: oneDNN primitives on channels-last data.
+// The CPU backend's 2-D convolution, pooling and batch normalization: oneDNN primitives on
+// channels-last data.
 //
 // Each primitive (and the reorders of the kernel between Keras's (kh, kw, in, out) layout and the
 // one oneDNN's convolution prefers, and its scratchpad) is created the first time a shape and a
@@ -34,6 +35,20 @@ class DnnlConv {
   void pool_forward(const PoolShape& s, const float* x, float* y, void* workspace, int64_t m);
   void pool_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
                      int64_t m);
+
+  // Batch normalization (backend.h's BatchNormShape): oneDNN's batch_normalization primitive with
+  // separate scale and shift, on (m, channels, spatial, 1) in nhwc order, which is Keras's (m,
+  // ..., channels) with every axis but the last reduced.
+  void batchnorm_prepare(const BatchNormShape& s, int64_t m);
+  void batchnorm_forward_training(const BatchNormShape& s, const float* x, const float* gamma,
+                                  const float* beta, float* y, float* mean, float* variance,
+                                  int64_t m);
+  void batchnorm_forward_inference(const BatchNormShape& s, const float* x, const float* gamma,
+                                   const float* beta, const float* mean, const float* variance,
+                                   float* y, int64_t m);
+  void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                          const float* gamma, const float* mean, const float* variance, float* dx,
+                          float* dgamma, float* dbeta, int64_t m);
 
   struct State;  // oneDNN's engine and stream, and the primitives made so far
 
