@@ -11,6 +11,8 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/launcher.h"
+#include "dist/mpi.h"
 #include "nn/model_config.h"
 #include "perf/explain.h"
 #include "perf/machine.h"
@@ -334,6 +336,33 @@ nlohmann::json threads_json(const ThreadsForRun& t) {
   nlohmann::json j{{"threads", t.threads}, {"chosen_by", t.chosen_by}};
   if (t.choice) j["trials"] = perf::trials_json(t.choice->trials);
   return j;
+}
+
+Ranks ranks_for_command() {
+  const LaunchedRanks launched = launched_ranks();
+  if (launched.size < 2) return {};
+  if (!dist::built_with_mpi())
+    throw Error("mpirun",
+                fmt::format("started by mpirun with {} ranks ({}) but built without MPI: install "
+                            "libopenmpi-dev and build again (CROSSOVER_MPI), or run one process",
+                            launched.size, launched.source));
+  const std::shared_ptr<dist::MpiWorld> world = dist::world();
+  if (world->size() != launched.size)
+    throw Error("mpirun",
+                fmt::format("the launcher's variables say {} ranks ({}) but MPI sees {}: "
+                            "start crossover with the mpirun of the MPI it was built "
+                            "with ({})",
+                            launched.size, launched.source, world->size(), world->description()));
+  return {world, world->rank(), world->size(), world->local_size()};
+}
+
+int threads_per_rank(const Ranks& ranks) {
+  return std::max(1, perf::cpu_info().logical_cores / std::max(ranks.local_size, 1));
+}
+
+void add_ranks_json(nlohmann::json& doc, const Ranks& ranks) {
+  doc["ranks"] = ranks.size;
+  if (ranks.collective) doc["collective"] = ranks.collective->description();
 }
 
 std::string model_label(const std::string& spec) {
