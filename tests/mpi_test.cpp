@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -165,6 +166,43 @@ TEST_F(Mpi, AnErrorOnOneRankEndsEveryRank) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("crossover: error: rank "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
+}
+
+// Open MPI's default when a rank dies (orte_abort_on_non_zero_status): mpirun ends the other
+// ranks and exits non-zero. Rank 1 is killed during training (after the first epoch's
+// checkpoint); the run must end, non-zero, with no model saved. The 120 s wait only tells a hang
+// from an end (it is not a speed requirement: the run ends within a second or two here).
+TEST_F(Mpi, KillingOneRankEndsTheRunWithoutAModel) {
+  const std::string dir = temp_folder("mpi-kill");
+  {
+    std::ofstream script(dir + "/run.sh");
+    script << "cd " << dir << "\n"
+           << "(" << launcher(2) << " " << CROSSOVER_BINARY
+           << " train --model small --data mnist-10k --epochs 1000 --threads 1 --quiet"
+              " --checkpoint c.ckpt --save w.safetensors >out 2>err & echo $! >pid; wait $!;"
+              " echo $? >rc.tmp; mv rc.tmp rc) &\n"
+           // Until the first checkpoint is written (training is under way), then rank 1's process.
+           << "for i in $(seq 600); do [ -f c.ckpt ] && break; sleep 0.2; done\n"
+           << "for p in $(pgrep -P $(cat pid)); do\n"
+           << "  if tr '\\0' '\\n' </proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=1; then\n"
+           << "    kill -9 $p; echo $p >killed\n"
+           << "  fi\n"
+           << "done\n"
+           << "for i in $(seq 600); do [ -f rc ] && break; sleep 0.2; done\n"
+           << "[ -f rc ] || kill $(cat pid)\n";  // no run left behind when the test fails
+  }
+  ASSERT_EQ(std::system(("bash " + dir + "/run.sh").c_str()), 0);
+  auto slurp = [&](const std::string& name) {
+    std::ifstream f(dir + "/" + name);
+    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return s;
+  };
+  ASSERT_FALSE(slurp("killed").empty()) << "rank 1 was not found to kill";
+  const std::string rc = slurp("rc");
+  ASSERT_FALSE(rc.empty()) << "mpirun had not ended 120 s after rank 1 was killed";
+  EXPECT_NE(std::stoi(rc), 0);
+  EXPECT_NE(slurp("err").find("rank 1"), std::string::npos) << slurp("err");
+  EXPECT_FALSE(std::ifstream(dir + "/w.safetensors").good()) << "a model was saved";
 }
 
 }  // namespace
