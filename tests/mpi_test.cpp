@@ -168,6 +168,26 @@ TEST_F(Mpi, AnErrorOnOneRankEndsEveryRank) {
   EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
 }
 
+// A checkpoint written by 2 ranks, resumed by 2 ranks, continues the one-process trajectory.
+TEST_F(Mpi, ResumingOverTwoRanksContinuesTheOneProcessRun) {
+  const std::string dir = temp_folder("mpi-resume");
+  const std::string common = " --data mnist-10k --threads 1 --quiet --epochs ";
+  ASSERT_EQ(run_crossover("train --model small" + common + "1 --checkpoint " + dir + "/c.ckpt",
+                          launcher(2))
+                .exit_code,
+            0);
+  const auto resumed = run_crossover(
+      "train --resume " + dir + "/c.ckpt" + common + "2 --json " + dir + "/two.json", launcher(2));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  ASSERT_EQ(
+      run_crossover("train --model small" + common + "2 --json " + dir + "/one.json").exit_code, 0);
+  std::ifstream f1(dir + "/one.json"), f2(dir + "/two.json");
+  const nlohmann::json one = nlohmann::json::parse(f1), two = nlohmann::json::parse(f2);
+  EXPECT_EQ(two["initial_epoch"], 1);
+  EXPECT_LT(relative(two["history"][0]["loss"], one["history"][1]["loss"]), 2e-4);
+  EXPECT_LT(relative(two["test"]["loss"], one["test"]["loss"]), 2e-4);
+}
+
 // Open MPI's default when a rank dies (orte_abort_on_non_zero_status): mpirun ends the other
 // ranks and exits non-zero. Rank 1 is killed during training (after the first epoch's
 // checkpoint); the run must end, non-zero, with no model saved. The 120 s wait only tells a hang
