@@ -102,5 +102,18 @@ TEST(Launcher, TheCommandExitsTwoWithOneLineUnderALauncherItCannotJoin) {
         << r.err;
 }
 
+// Commands that do not run over ranks yet refuse a launched process instead of running N times.
+TEST(Launcher, CommandsWithoutRanksRefuseALaunchedProcess) {
+  NoLauncher clean;
+  ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2"), rank("OMPI_COMM_WORLD_RANK", "1");
+  for (const char* command : {"compare --data mnist-10k", "explain --data mnist-10k",
+                              "calibrate --quick", "predict --load m.safetensors --image d.png"}) {
+    const auto r = run_crossover(command);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("does not run over ranks yet (started as rank 1 of 2"), std::string::npos)
+        << command << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace crossover

@@ -115,6 +115,9 @@ Ranks ranks_for_command();
 // --threads 0 for one of several ranks: this host's logical cores divided among its ranks, at
 // least 1 (the threads measurement of one process would time every rank against the others).
 int threads_per_rank(const Ranks& ranks);
+// For the commands that do not run over ranks yet: throws Error (exit 2) when a launcher started
+// this process as one of several, naming the command, instead of running it N times over.
+void refuse_ranks(const std::string& command);
 // The JSON's "ranks" (a count) and, with ranks, "collective" (what carries them).
 void add_ranks_json(nlohmann::json& doc, const Ranks& ranks);
 

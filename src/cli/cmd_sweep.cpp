@@ -432,7 +432,10 @@ void add_sweep(CLI::App& app) {
   add_profile_options(cmd, o->profile);
   cmd->add_option("--csv", o->csv, "Write points as CSV");
   cmd->add_option("--plot", o->plot, "Write a chart (SVG)");
-  cmd->callback([o] { run_sweep(*o); });
+  cmd->callback([o] {
+    refuse_ranks("sweep");
+    run_sweep(*o);
+  });
 }
 
 }  // namespace crossover::cli

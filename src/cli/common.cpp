@@ -356,6 +356,14 @@ Ranks ranks_for_command() {
   return {world, world->rank(), world->size(), world->local_size()};
 }
 
+void refuse_ranks(const std::string& command) {
+  const LaunchedRanks launched = launched_ranks();
+  if (launched.size > 1)
+    throw Error(command, fmt::format("does not run over ranks yet (started as rank {} of {}, {}): "
+                                     "train and evaluate do; run {} as one process",
+                                     launched.rank, launched.size, launched.source, command));
+}
+
 int threads_per_rank(const Ranks& ranks) {
   return std::max(1, perf::cpu_info().logical_cores / std::max(ranks.local_size, 1));
 }
