@@ -168,6 +168,21 @@ TEST_F(Mpi, AnErrorOnOneRankEndsEveryRank) {
   EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
 }
 
+// Every rank reads the data itself; a rank that read other data stops the run, naming itself.
+TEST_F(Mpi, ARankWithOtherDataIsAnErrorNamingItAndTheFile) {
+  const char* fashion = "/usr/share/datasets/fashion-mnist";
+  if (!std::ifstream(std::string(fashion) + "/train-labels-idx1-ubyte.gz").good())
+    GTEST_SKIP() << "no Fashion-MNIST at " << fashion << " (dataset-fashion-mnist)";
+  // Open MPI's MPMD form: rank 0 and rank 1 each with their own arguments.
+  const std::string args = "train --model small --epochs 1 --threads 1 --quiet --data ";
+  const auto r = run_crossover(
+      args + "mnist-10k : -np 1 " + CROSSOVER_BINARY + " " + args + fashion, launcher(1));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("error: rank 1 of 2: --data " + std::string(fashion)), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("differ from rank 0's"), std::string::npos) << r.err;
+}
+
 // A checkpoint written by 2 ranks, resumed by 2 ranks, continues the one-process trajectory.
 TEST_F(Mpi, ResumingOverTwoRanksContinuesTheOneProcessRun) {
   const std::string dir = temp_folder("mpi-resume");

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -115,6 +116,11 @@ Ranks ranks_for_command();
 // --threads 0 for one of several ranks: this host's logical cores divided among its ranks, at
 // least 1 (the threads measurement of one process would time every rank against the others).
 int threads_per_rank(const Ranks& ranks);
+// With ranks: every rank has read the same data, checked at start by a fingerprint of `tensors`
+// (shapes and values) broadcast from rank 0. A rank whose data differ throws Error naming itself
+// and `where` (the --data path), which ends every rank.
+void check_same_data(const Ranks& ranks, const std::string& where,
+                     std::initializer_list<const Tensor*> tensors);
 // For the commands that do not run over ranks yet: throws Error (exit 2) when a launcher started
 // this process as one of several, naming the command, instead of running it N times over.
 void refuse_ranks(const std::string& command);

@@ -189,6 +189,7 @@ void run_train(const TrainOptions& o) {
       sparse ? data::to_float_labels(d.train) : data::to_one_hot_labels(d.train, d.num_classes);
   const Tensor y_test =
       sparse ? data::to_float_labels(d.test) : data::to_one_hot_labels(d.test, d.num_classes);
+  check_same_data(ranks, "--data " + d.path, {&x_train, &y_train, &x_test, &y_test});
   if (!o.resume.empty())
     out.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o.resume, initial_epoch,
                         model.optimizer_steps()));

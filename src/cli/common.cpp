@@ -356,6 +356,33 @@ Ranks ranks_for_command() {
   return {world, world->rank(), world->size(), world->local_size()};
 }
 
+void check_same_data(const Ranks& ranks, const std::string& where,
+                     std::initializer_list<const Tensor*> tensors) {
+  if (!ranks.collective) return;
+  // FNV-1a over 64-bit words: the shapes, then the values' bytes.
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](uint64_t word) { h = (h ^ word) * 1099511628211ull; };
+  for (const Tensor* t : tensors) {
+    mix(static_cast<uint64_t>(t->rank()));
+    for (int64_t d : t->shape()) mix(static_cast<uint64_t>(d));
+    const auto* bytes = reinterpret_cast<const unsigned char*>(t->data());
+    const std::size_t n = static_cast<std::size_t>(t->size()) * sizeof(float);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, bytes + i, 8);
+      mix(word);
+    }
+    for (; i < n; ++i) mix(bytes[i]);
+  }
+  uint64_t root = h;
+  ranks.collective->broadcast(&root, sizeof root, 0);
+  if (root != h)
+    throw Error(where, fmt::format("rank {}'s data differ from rank 0's (fingerprint {:016x}, rank "
+                                   "0's {:016x}): every rank must read the same data",
+                                   ranks.rank, h, root));
+}
+
 void refuse_ranks(const std::string& command) {
   const LaunchedRanks launched = launched_ranks();
   if (launched.size > 1)
