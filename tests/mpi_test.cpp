@@ -5,6 +5,7 @@
 #include "dist/mpi.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -157,6 +158,20 @@ TEST_F(Mpi, OnlyRankZeroSpeaks) {
     ++epochs;
   EXPECT_EQ(epochs, 1u) << r.out;
   EXPECT_NE(r.out.find("ranks: MPI"), std::string::npos) << r.out;
+}
+
+// --threads 0 over ranks: this host's cores divided among its ranks, not measured.
+TEST_F(Mpi, ThreadsZeroDividesTheHostsCoresAmongItsRanks) {
+  const std::string dir = temp_folder("mpi-threads");
+  const auto r = run_crossover(
+      "train --model small --data mnist-10k --epochs 1 --quiet --json " + dir + "/r.json",
+      launcher(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(dir + "/r.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));  // as perf::cpu_info()
+  EXPECT_EQ(j["threads"], std::max(1, cores / 2));
+  EXPECT_EQ(j["threads_choice"]["chosen_by"], "cores divided among ranks");
 }
 
 // A rank that fails ends every rank: the run exits non-zero with the rank's line, not a hang.
