@@ -58,7 +58,7 @@ void elementwise(Backend& be) {
                 be.gather_rows(data.data(), cols, order.data(), m, &c, m, x.data());
               }));
   std::printf("dropout forward (32 x 128)                %8.2f us\n", best_us([&] {
-                be.dropout_forward(h.data(), y.data(), mask.data(), m, n, 0.2f, 1, 1, &c);
+                be.dropout_forward(h.data(), y.data(), mask.data(), m, n, 0.2f, 1, 1, &c, 0);
               }));
   std::printf("dropout + relu backward (32 x 128)        %8.2f us\n", best_us([&] {
                 be.relu_dropout_backward(y.data(), mask.data(), dy.data(), dz.data(), m, n, 0.2f);
@@ -66,7 +66,7 @@ void elementwise(Backend& be) {
   std::printf("loss forward+backward (32 x 10, softmax)  %8.2f us\n", best_us([&] {
                 be.loss_forward_backward(LossKind::sparse_categorical_crossentropy,
                                          ActivationKind::softmax, logits.data(), labels.data(),
-                                         nullptr, dout.data(), m, 10, &c);
+                                         nullptr, dout.data(), m, 10, &c, m);
               }));
 }
 

@@ -353,8 +353,8 @@ TEST_F(CudaBackendTest, DropoutDrawsTheCpuMaskExactly) {
     uint8_t* mg = g.alloc<uint8_t>(total);
     float* yc = c.poisoned(total);
     float* yg = g.poisoned(total);
-    cpu_->dropout_forward(c.values(x), yc, mc, m, n, rate, 42, 3, c.counters(counters));
-    gpu_->dropout_forward(g.values(x), yg, mg, m, n, rate, 42, 3, g.counters(counters));
+    cpu_->dropout_forward(c.values(x), yc, mc, m, n, rate, 42, 3, c.counters(counters), 0);
+    gpu_->dropout_forward(g.values(x), yg, mg, m, n, rate, 42, 3, g.counters(counters), 0);
     EXPECT_EQ(g.get_raw(mg, total), c.get_raw(mc, total));
     EXPECT_EQ(g.get(yg, total), c.get(yc, total));
 
@@ -460,9 +460,9 @@ TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
         float* dc = outputs ? cm.poisoned(total) : nullptr;
         float* dg = outputs ? gm.poisoned(total) : nullptr;
         cpu_->loss_forward_backward(k.loss, k.act, cm.values(out), cm.values(targets), pc, dc, m, c,
-                                    cc);
+                                    cc, m);
         gpu_->loss_forward_backward(k.loss, k.act, gm.values(out), gm.values(targets), pg, dg, m, c,
-                                    gc);
+                                    gc, m);
         if (outputs) {
           expect_close(gm.get(pg, total), cm.get(pc, total), 1e-5, 1e-7, "probs");
           expect_close(gm.get(dg, total), cm.get(dc, total), 1e-4, 1e-7, "d_out");
@@ -612,10 +612,10 @@ struct TinyModel {
     b_.gather_rows(data, kIn, indices, kBatch, counters, m_, x);
     b_.gather_rows(labels, 1, indices, kBatch, counters, m_, y);
     b_.dense_forward(x, w1, b1, h, m_, kIn, kHidden, ActivationKind::relu);
-    b_.dropout_forward(h, hd, mask, m_, kHidden, kRate, 77, 1, counters);
+    b_.dropout_forward(h, hd, mask, m_, kHidden, kRate, 77, 1, counters, 0);
     b_.dense_forward(hd, w2, b2, z, m_, kHidden, kOut, ActivationKind::linear);
     b_.loss_forward_backward(LossKind::sparse_categorical_crossentropy, ActivationKind::softmax, z,
-                             y, probs, dz, m_, kOut, counters);
+                             y, probs, dz, m_, kOut, counters, m_);
     b_.dense_backward_weights(hd, dz, dw2, db2, m_, kHidden, kOut);
     b_.dense_backward_input(dz, w2, dhd, m_, kHidden, kOut);
     b_.relu_dropout_backward(hd, mask, dhd, dh, m_, kHidden, kRate);
@@ -1057,8 +1057,8 @@ TEST_F(CudaConvTest, DropoutAfterTheConvnetsFlattenDrawsTheCpuMask) {
   uint8_t* mg = g.alloc<uint8_t>(static_cast<std::size_t>(m * n));
   float* yc = c.poisoned(static_cast<std::size_t>(m * n));
   float* yg = g.poisoned(static_cast<std::size_t>(m * n));
-  cpu_->dropout_forward(c.values(x), yc, mc, m, n, 0.5f, 3, 6, c.counters(start));
-  gpu_->dropout_forward(g.values(x), yg, mg, m, n, 0.5f, 3, 6, g.counters(start));
+  cpu_->dropout_forward(c.values(x), yc, mc, m, n, 0.5f, 3, 6, c.counters(start), 0);
+  gpu_->dropout_forward(g.values(x), yg, mg, m, n, 0.5f, 3, 6, g.counters(start), 0);
   EXPECT_EQ(g.get_raw(mg, static_cast<std::size_t>(m * n)),
             c.get_raw(mc, static_cast<std::size_t>(m * n)));
   EXPECT_EQ(g.get(yg, static_cast<std::size_t>(m * n)), c.get(yc, static_cast<std::size_t>(m * n)));

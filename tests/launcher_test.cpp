@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "dist/mpi.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "test_util.h"
@@ -83,13 +84,35 @@ TEST(Launcher, CompileAcceptsASingleLaunchedProcess) {
   EXPECT_TRUE(model.compiled());
 }
 
-TEST(Launcher, TheCommandExitsTwoWithOneLineUnderALauncher) {
+// The launcher's variables without the launcher: a binary without MPI says it cannot train over
+// ranks; one with MPI finds that MPI sees one process, not the two the variables claim.
+TEST(Launcher, TheCommandExitsTwoWithOneLineUnderALauncherItCannotJoin) {
   NoLauncher clean;
   ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2"), rank("OMPI_COMM_WORLD_RANK", "0");
   const auto r = run_crossover("train --data mnist-10k --epochs 1 --quiet");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("rank 0 of 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("OMPI_COMM_WORLD_SIZE=2"), std::string::npos) << r.err;
+  if (dist::built_with_mpi())
+    EXPECT_NE(r.err.find("but MPI sees 1"), std::string::npos) << r.err;
+  else
+    EXPECT_NE(r.err.find("started by mpirun with 2 ranks (OMPI_COMM_WORLD_SIZE=2) but built "
+                         "without MPI"),
+              std::string::npos)
+        << r.err;
+}
+
+// Commands that do not run over ranks yet refuse a launched process instead of running N times.
+TEST(Launcher, CommandsWithoutRanksRefuseALaunchedProcess) {
+  NoLauncher clean;
+  ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2"), rank("OMPI_COMM_WORLD_RANK", "1");
+  for (const char* command : {"compare --data mnist-10k", "explain --data mnist-10k",
+                              "calibrate --quick", "predict --load m.safetensors --image d.png"}) {
+    const auto r = run_crossover(command);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("does not run over ranks yet (started as rank 1 of 2"), std::string::npos)
+        << command << ": " << r.err;
+  }
 }
 
 }  // namespace

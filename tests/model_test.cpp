@@ -148,7 +148,7 @@ TEST(Dropout, KeepsAboutOneMinusRateAndScalesKeptUnits) {
   std::vector<float> x(static_cast<std::size_t>(m * n), 1.5f), y(x.size());
   std::vector<uint8_t> mask(x.size());
   StepCounters c;
-  be->dropout_forward(x.data(), y.data(), mask.data(), m, n, 0.2f, 42, 3, &c);
+  be->dropout_forward(x.data(), y.data(), mask.data(), m, n, 0.2f, 42, 3, &c, 0);
   int64_t kept = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
     if (mask[i]) {
@@ -163,7 +163,7 @@ TEST(Dropout, KeepsAboutOneMinusRateAndScalesKeptUnits) {
   // Another step draws another mask.
   std::vector<uint8_t> mask2(x.size());
   c.step = 1;
-  be->dropout_forward(x.data(), y.data(), mask2.data(), m, n, 0.2f, 42, 3, &c);
+  be->dropout_forward(x.data(), y.data(), mask2.data(), m, n, 0.2f, 42, 3, &c, 0);
   EXPECT_NE(mask, mask2);
 }
 
@@ -187,7 +187,7 @@ TEST(Dropout, TheCpuMaskIsDropoutKeepOfEveryElementAtAnyShapeAndThreadCount) {
       StepCounters counters;
       counters.step = static_cast<int64_t>(c.step);
       be->dropout_forward(x.data(), y.data(), mask.data(), c.m, c.n, 0.3f, c.seed, c.layer,
-                          &counters);
+                          &counters, 0);
       int64_t wrong = 0;
       for (int64_t i = 0; i < total; ++i) {
         const bool keep = dropout_keep(c.seed, c.layer, c.step, static_cast<uint64_t>(i), 0.3f);

@@ -643,9 +643,10 @@ class CallLog final : public perf::ForwardingBackend {
     inner().activation_backward(a, y, dy, dx, m, n);
   }
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
-                       uint64_t seed, uint32_t layer, const StepCounters* c) override {
+                       uint64_t seed, uint32_t layer, const StepCounters* c,
+                       int64_t first_row) override {
     log("dropout_forward", m, 0, n);
-    inner().dropout_forward(x, y, mask, m, n, rate, seed, layer, c);
+    inner().dropout_forward(x, y, mask, m, n, rate, seed, layer, c, first_row);
   }
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
                         float rate) override {
@@ -659,9 +660,9 @@ class CallLog final : public perf::ForwardingBackend {
   }
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                              const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters) override {
+                             StepCounters* counters, int64_t mean_rows) override {
     log("loss_forward_backward", m, 0, c);
-    inner().loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters);
+    inner().loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters, mean_rows);
   }
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {

@@ -49,12 +49,12 @@ std::string temp_folder(const std::string& name) {
   return p.string();
 }
 
-CommandResult run_crossover(const std::string& args) {
+CommandResult run_crossover(const std::string& args, const std::string& launcher) {
   static int counter = 0;
   const std::string dir = temp_folder("cmd" + std::to_string(counter++));
   const std::string out = dir + "/out", err = dir + "/err";
-  const std::string cmd =
-      std::string(CROSSOVER_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const std::string cmd = (launcher.empty() ? "" : launcher + " ") + std::string(CROSSOVER_BINARY) +
+                          " " + args + " >" + out + " 2>" + err + " </dev/null";
   CommandResult r;
   const int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

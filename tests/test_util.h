@@ -27,8 +27,9 @@ struct CommandResult {
   std::string err;  // stderr
 };
 
-// Runs the crossover binary with `args` (a shell-quoted string), capturing stdout and stderr.
-CommandResult run_crossover(const std::string& args);
+// Runs the crossover binary with `args` (a shell-quoted string), capturing stdout and stderr;
+// `launcher` (e.g. "mpirun -np 2"), when given, goes in front of the binary.
+CommandResult run_crossover(const std::string& args, const std::string& launcher = "");
 
 // Sets (or unsets, for nullptr) an environment variable for one scope, then restores it.
 class ScopedEnv {

@@ -291,10 +291,13 @@ class Backend {
                                    int64_t m, int64_t n) = 0;
 
   // ---- dropout (inverted): y = x * keep / (1 - rate), keep drawn by dropout_keep(seed, layer,
-  // counters->step, row * n + col, rate). mask (m * n bytes) records keep for the backward pass.
+  // counters->step, (first_row + row) * n + col, rate). mask (m * n bytes) records keep for the
+  // backward pass. first_row is the global batch row of x's row 0: 0 in one process; in one rank
+  // of several (data parallelism), where its rows start in the global batch, so that every row
+  // draws the mask one process at the global batch would draw for it.
   virtual void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n,
                                float rate, uint64_t seed, uint32_t layer,
-                               const StepCounters* counters) = 0;
+                               const StepCounters* counters, int64_t first_row) = 0;
   virtual void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m,
                                 int64_t n, float rate) = 0;
   // The fused backward of Dense(relu) followed by Dropout: dz = dy * keep / (1 - rate) * (h > 0),
@@ -306,12 +309,15 @@ class Backend {
   // ---- loss, fused with the output activation's backward ----
   // `out` (m, c) is the model output *before* the final activation `act` (logits when act is
   // softmax or sigmoid). Computes the activated output into `probs` (may be null when not
-  // needed), the gradient of mean-over-batch loss w.r.t. `out` into d_out (if not null), and
-  // adds sum of per-sample losses and the count of correct predictions to counters (if
-  // `counters` is not null). targets: class indices as floats (sparse) or (m, c) values.
+  // needed), the gradient w.r.t. `out` of the per-sample losses summed over these m rows and
+  // divided by `mean_rows` into d_out (if not null), and adds sum of per-sample losses and the
+  // count of correct predictions to counters (if `counters` is not null). targets: class indices
+  // as floats (sparse) or (m, c) values. mean_rows is m in one process (the batch mean); in one
+  // rank of several, the global batch's rows, so that the ranks' gradients sum to the global
+  // batch mean.
   virtual void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                                      const float* targets, float* probs, float* d_out, int64_t m,
-                                     int64_t c, StepCounters* counters) = 0;
+                                     int64_t c, StepCounters* counters, int64_t mean_rows) = 0;
 
   // ---- optimizer: one update of every parameter (one launch on CUDA) ----
   // Reads counters->step (t = step + 1), writes counters->learning_rate from the schedule,

@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <initializer_list>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -100,6 +102,30 @@ std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Sh
 // {"threads": N, "chosen_by": "user" | "measurement" | "saved measurement" | "all cores",
 // "trials": [{threads, seconds_per_step}] (when measured, also by an earlier run)}
 nlohmann::json threads_json(const ThreadsForRun& t);
+
+// The ranks this process trains among (docs/DISTRIBUTED.md): one process (rank 0 of 1, no
+// collective) unless a launcher started it as one of N > 1 (mpirun), then MPI's world (src/dist).
+// Under a launcher, a binary built without MPI throws Error (exit 2) rather than train N copies.
+struct Ranks {
+  std::shared_ptr<Collective> collective;  // null for one process
+  int rank = 0, size = 1;
+  int local_size = 1;  // the ranks on this host
+  bool leader() const { return rank == 0; }
+};
+Ranks ranks_for_command();
+// --threads 0 for one of several ranks: this host's logical cores divided among its ranks, at
+// least 1 (the threads measurement of one process would time every rank against the others).
+int threads_per_rank(const Ranks& ranks);
+// With ranks: every rank has read the same data, checked at start by a fingerprint of `tensors`
+// (shapes and values) broadcast from rank 0. A rank whose data differ throws Error naming itself
+// and `where` (the --data path), which ends every rank.
+void check_same_data(const Ranks& ranks, const std::string& where,
+                     std::initializer_list<const Tensor*> tensors);
+// For the commands that do not run over ranks yet: throws Error (exit 2) when a launcher started
+// this process as one of several, naming the command, instead of running it N times over.
+void refuse_ranks(const std::string& command);
+// The JSON's "ranks" (a count) and, with ranks, "collective" (what carries them).
+void add_ranks_json(nlohmann::json& doc, const Ranks& ranks);
 
 // "SMALL" and "BIG" for the built-in models, the spec itself otherwise.
 std::string model_label(const std::string& spec);

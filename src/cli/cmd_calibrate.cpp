@@ -48,7 +48,10 @@ void add_calibrate(CLI::App& app) {
                   "Profile file to write (default: <slug>.json in $CROSSOVER_PROFILE_DIR or "
                   "~/.local/share/crossover/profiles)");
   cmd->add_flag("--quick", o->quick, "A coarser grid and fewer repeats (a few seconds)");
-  cmd->callback([o] { run_calibrate(*o); });
+  cmd->callback([o] {
+    refuse_ranks("calibrate");
+    run_calibrate(*o);
+  });
 }
 
 }  // namespace crossover::cli

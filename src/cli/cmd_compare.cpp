@@ -325,7 +325,10 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   add_profile_options(cmd, o->profile);
-  cmd->callback([o] { run_compare(*o); });
+  cmd->callback([o] {
+    refuse_ranks("compare");
+    run_compare(*o);
+  });
 }
 
 }  // namespace crossover::cli

@@ -35,20 +35,26 @@ Tensor fit_to_model(const Tensor& x, const Sequential& model, const std::string&
 }
 
 void run_evaluate(const EvaluateOptionsCli& o) {
-  Output out{o.quiet};
-  if (!o.json.empty()) check_writable("--json", o.json);
+  // Under mpirun, each rank evaluates its share of the rows; rank 0 alone speaks and writes.
+  const Ranks ranks = ranks_for_command();
+  const bool quiet = o.quiet || !ranks.leader();
+  Output out{quiet};
+  if (ranks.leader() && !o.json.empty()) check_writable("--json", o.json);
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
-  Sequential model = load_model(o.load, {.device = o.device, .threads = o.threads});
+  CompileOptions copts{.device = o.device, .threads = o.threads};
+  if (ranks.size > 1 && o.threads == 0) copts.threads = threads_per_rank(ranks);
+  copts.collective = ranks.collective;
+  Sequential model = load_model(o.load, copts);
   out.say(fmt::format("model: {} ({} parameters) on {}", o.load, model.count_params(),
                       device_description(model.device_name())));
   data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
   const Tensor x_test = fit_to_model(data::to_float_images(d.test), model, o.load, d.name);
   const Tensor y_test = data::to_float_labels(d.test);
-  if (!o.quiet)
-    std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
+  check_same_data(ranks, "--data " + d.path, {&x_test, &y_test});
+  if (!quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
   const EvaluateResult test =
-      model.evaluate(x_test, y_test, {.batch_size = o.batch_size, .verbose = o.quiet ? 0 : 1});
-  if (o.json.empty()) return;
+      model.evaluate(x_test, y_test, {.batch_size = o.batch_size, .verbose = quiet ? 0 : 1});
+  if (!ranks.leader() || o.json.empty()) return;
   nlohmann::json doc{{"command", "evaluate"},
                      {"device", model.device_name()},
                      {"device_name", device_description(model.device_name())},
@@ -61,6 +67,7 @@ void run_evaluate(const EvaluateOptionsCli& o) {
                        {"accuracy", test.accuracy},
                        {"seconds", test.seconds},
                        {"samples", test.samples}}}};
+  add_ranks_json(doc, ranks);
   write_json_file("--json", o.json, doc);
 }
 

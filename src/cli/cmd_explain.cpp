@@ -188,7 +188,10 @@ void add_explain(CLI::App& app) {
       ->capture_default_str();
   add_profile_options(cmd, o->profile);
   cmd->add_flag("--ops", o->ops, "Also print the cost model's op list");
-  cmd->callback([o] { run_explain_cmd(*o); });
+  cmd->callback([o] {
+    refuse_ranks("explain");
+    run_explain_cmd(*o);
+  });
 }
 
 }  // namespace crossover::cli

@@ -64,7 +64,10 @@ void add_predict(CLI::App& app) {
                      "Write the class and probabilities as JSON to this file",
                      "Only the line with the predicted class");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->callback([o] { run_predict(*o); });
+  cmd->callback([o] {
+    refuse_ranks("predict");
+    run_predict(*o);
+  });
 }
 
 }  // namespace crossover::cli

@@ -516,6 +516,7 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--csv", o->csv, "Write points as CSV");
   cmd->add_option("--plot", o->plot, "Write a chart (SVG)");
   cmd->callback([o, layers] {
+    refuse_ranks("sweep");
     o->layers_given = layers->count() > 0;
     run_sweep(*o);
   });

@@ -71,10 +71,14 @@ uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t
 }
 
 void run_train(const TrainOptions& o) {
-  Output out{o.quiet};
-  if (!o.json.empty()) check_writable("--json", o.json);
-  if (!o.save.empty()) check_writable("--save", o.save);
-  if (!o.checkpoint.empty()) check_writable("--checkpoint", o.checkpoint);
+  // Under mpirun, one rank of several: rank 0 alone speaks and writes files (docs/DISTRIBUTED.md).
+  const Ranks ranks = ranks_for_command();
+  const bool leader = ranks.leader();
+  const bool quiet = o.quiet || !leader;
+  Output out{quiet};
+  if (leader && !o.json.empty()) check_writable("--json", o.json);
+  if (leader && !o.save.empty()) check_writable("--save", o.save);
+  if (leader && !o.checkpoint.empty()) check_writable("--checkpoint", o.checkpoint);
   if (!o.resume.empty() && o.model_given)
     throw Error("--resume", "the model comes from the checkpoint: drop --model");
   // Resuming: the checkpoint's seed and batch size, unless given again, keep the trajectory.
@@ -103,6 +107,17 @@ void run_train(const TrainOptions& o) {
                             std::nullopt, o.threads > 0 ? "user" : "all cores"};
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
   copts.precision = o.precision;
+  copts.collective = ranks.collective;
+  // With ranks: the CPU (the only device that trains over ranks yet), and --threads 0 divides this
+  // host's cores among its ranks instead of measuring.
+  const bool measure = o.threads == 0 && ranks.size == 1;
+  if (ranks.size > 1) {
+    if (copts.device == "auto") copts.device = "cpu";
+    if (o.threads == 0) {
+      threads_run = {threads_per_rank(ranks), std::nullopt, "cores divided among ranks"};
+      copts.threads = threads_run.threads;
+    }
+  }
   // --threads 0: the thread count that trains this model fastest here, measured on a few batches
   // of models that `make(threads)` compiles.
   auto measure_threads = [&](const std::function<Sequential(int)>& make, const std::string& what) {
@@ -110,13 +125,13 @@ void run_train(const TrainOptions& o) {
     const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
     const Tensor y_probe = sparse_loss ? data::to_float_labels(d.train)
                                        : data::to_one_hot_labels(d.train, d.num_classes);
-    threads_run = cpu_threads_for_run(0, make, x_train, y_probe, batch_size, o.quiet, what,
+    threads_run = cpu_threads_for_run(0, make, x_train, y_probe, batch_size, quiet, what,
                                       perf::threads_choice_key(perf::describe(one), batch_size));
   };
   Sequential model = [&] {
     if (!o.resume.empty()) {
       if (copts.device == "auto") copts.device = "cpu";
-      if (copts.device == "cpu" && o.threads == 0) {
+      if (copts.device == "cpu" && measure) {
         measure_threads(
             [&](int t) {
               CompileOptions co = copts;
@@ -140,8 +155,7 @@ void run_train(const TrainOptions& o) {
     const std::string what = fmt::format("{} at batch {}", model_label(o.model), batch_size);
     // The thread count that trains this model fastest here, measured on a few batches (before
     // --device auto, which weighs the CPU at that count; not for a precision only a GPU has).
-    if ((copts.device == "cpu" || (copts.device == "auto" && o.precision == "fp32")) &&
-        o.threads == 0) {
+    if ((copts.device == "cpu" || (copts.device == "auto" && o.precision == "fp32")) && measure) {
       auto make = [&](int t) {
         Sequential p = model_from_spec(o.model, d.train.item_shape, d.num_classes);
         CompileOptions co = copts;
@@ -152,13 +166,14 @@ void run_train(const TrainOptions& o) {
       };
       measure_threads(make, what);
     }
-    const int cpu_threads = o.threads > 0 || threads_run.choice ? threads_run.threads : 0;
+    const int cpu_threads =
+        o.threads > 0 || threads_run.choice || ranks.size > 1 ? threads_run.threads : 0;
     if (copts.device == "auto") {
       // The device the cost model predicts faster for this model and batch, and why.
       std::string why;
       copts.device = perf::choose_device(
           m, batch_size, why, [&](std::vector<perf::Workload> w, const std::string&) {
-            return cpu_profile_for_run(o.profile, cpu_threads, o.quiet, std::move(w), what);
+            return cpu_profile_for_run(o.profile, cpu_threads, quiet, std::move(w), what);
           });
       out.say("device auto: " + copts.device + ": " + why);
     }
@@ -174,11 +189,12 @@ void run_train(const TrainOptions& o) {
       sparse ? data::to_float_labels(d.train) : data::to_one_hot_labels(d.train, d.num_classes);
   const Tensor y_test =
       sparse ? data::to_float_labels(d.test) : data::to_one_hot_labels(d.test, d.num_classes);
+  check_same_data(ranks, "--data " + d.path, {&x_train, &y_train, &x_test, &y_test});
   if (!o.resume.empty())
     out.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o.resume, initial_epoch,
                         model.optimizer_steps()));
   std::vector<std::shared_ptr<Callback>> callbacks;
-  if (!o.checkpoint.empty())
+  if (leader && !o.checkpoint.empty())
     callbacks.push_back(std::make_shared<CheckpointEachEpoch>(
         o.checkpoint, std::map<std::string, std::string>{{"seed", std::to_string(seed)},
                                                          {"batch_size", std::to_string(batch_size)},
@@ -188,25 +204,29 @@ void run_train(const TrainOptions& o) {
                       model.count_params(), device_description(model.device_name()),
                       model.device_name() == "cpu" ? fmt::format(" with {} threads", threads) : "",
                       batch_size, seed));
-  if (!o.quiet) std::fputs(model.summary().c_str(), stdout);
+  if (ranks.collective)
+    out.say(
+        fmt::format("ranks: {}: each of the {} ranks takes its rows of every batch of {}, "
+                    "with {} threads",
+                    ranks.collective->description(), ranks.size, batch_size, threads));
+  if (!quiet) std::fputs(model.summary().c_str(), stdout);
 
   History h = model.fit(x_train, y_train,
                         {.epochs = o.epochs,
                          .batch_size = batch_size,
                          .validation_split = o.validation_split,
-                         .verbose = o.quiet ? 0 : 1,
+                         .verbose = quiet ? 0 : 1,
                          .initial_epoch = initial_epoch,
                          .callbacks = callbacks});
-  if (!o.save.empty()) {
+  if (leader && !o.save.empty()) {
     save_weights(model, o.save);
     out.say("saved: " + o.save);
   }
-  if (!o.quiet)
-    std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
+  if (!quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
   EvaluateResult test =
-      model.evaluate(x_test, y_test, {.batch_size = batch_size, .verbose = o.quiet ? 0 : 1});
+      model.evaluate(x_test, y_test, {.batch_size = batch_size, .verbose = quiet ? 0 : 1});
 
-  if (o.json.empty()) return;
+  if (!leader || o.json.empty()) return;
   nlohmann::json hist = nlohmann::json::array();
   for (const EpochRecord& e : h.epochs) {
     nlohmann::json j{{"epoch", e.epoch},       {"loss", e.loss},
@@ -243,6 +263,7 @@ void run_train(const TrainOptions& o) {
         {"accuracy", test.accuracy},
         {"seconds", test.seconds},
         {"samples", test.samples}}}};
+  add_ranks_json(doc, ranks);
   if (!o.save.empty()) doc["save"] = o.save;
   if (!o.checkpoint.empty()) doc["checkpoint"] = o.checkpoint;
   if (!o.resume.empty()) doc["resume"] = o.resume;

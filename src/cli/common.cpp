@@ -11,6 +11,8 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/launcher.h"
+#include "dist/mpi.h"
 #include "nn/model_config.h"
 #include "perf/explain.h"
 #include "perf/machine.h"
@@ -356,6 +358,68 @@ nlohmann::json threads_json(const ThreadsForRun& t) {
   nlohmann::json j{{"threads", t.threads}, {"chosen_by", t.chosen_by}};
   if (t.choice) j["trials"] = perf::trials_json(t.choice->trials);
   return j;
+}
+
+Ranks ranks_for_command() {
+  const LaunchedRanks launched = launched_ranks();
+  if (launched.size < 2) return {};
+  if (!dist::built_with_mpi())
+    throw Error("mpirun",
+                fmt::format("started by mpirun with {} ranks ({}) but built without MPI: install "
+                            "libopenmpi-dev and build again (CROSSOVER_MPI), or run one process",
+                            launched.size, launched.source));
+  const std::shared_ptr<dist::MpiWorld> world = dist::world();
+  if (world->size() != launched.size)
+    throw Error("mpirun",
+                fmt::format("the launcher's variables say {} ranks ({}) but MPI sees {}: "
+                            "start crossover with the mpirun of the MPI it was built "
+                            "with ({})",
+                            launched.size, launched.source, world->size(), world->description()));
+  return {world, world->rank(), world->size(), world->local_size()};
+}
+
+void check_same_data(const Ranks& ranks, const std::string& where,
+                     std::initializer_list<const Tensor*> tensors) {
+  if (!ranks.collective) return;
+  // FNV-1a over 64-bit words: the shapes, then the values' bytes.
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](uint64_t word) { h = (h ^ word) * 1099511628211ull; };
+  for (const Tensor* t : tensors) {
+    mix(static_cast<uint64_t>(t->rank()));
+    for (int64_t d : t->shape()) mix(static_cast<uint64_t>(d));
+    const auto* bytes = reinterpret_cast<const unsigned char*>(t->data());
+    const std::size_t n = static_cast<std::size_t>(t->size()) * sizeof(float);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, bytes + i, 8);
+      mix(word);
+    }
+    for (; i < n; ++i) mix(bytes[i]);
+  }
+  uint64_t root = h;
+  ranks.collective->broadcast(&root, sizeof root, 0);
+  if (root != h)
+    throw Error(where, fmt::format("rank {}'s data differ from rank 0's (fingerprint {:016x}, rank "
+                                   "0's {:016x}): every rank must read the same data",
+                                   ranks.rank, h, root));
+}
+
+void refuse_ranks(const std::string& command) {
+  const LaunchedRanks launched = launched_ranks();
+  if (launched.size > 1)
+    throw Error(command, fmt::format("does not run over ranks yet (started as rank {} of {}, {}): "
+                                     "train and evaluate do; run {} as one process",
+                                     launched.rank, launched.size, launched.source, command));
+}
+
+int threads_per_rank(const Ranks& ranks) {
+  return std::max(1, perf::cpu_info().logical_cores / std::max(ranks.local_size, 1));
+}
+
+void add_ranks_json(nlohmann::json& doc, const Ranks& ranks) {
+  doc["ranks"] = ranks.size;
+  if (ranks.collective) doc["collective"] = ranks.collective->description();
 }
 
 std::string model_label(const std::string& spec) {

@@ -3,9 +3,26 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "dist/mpi.h"
+
+namespace {
+
+// One line on stderr; one rank of several (mpirun) names itself and ends every rank, so that none
+// waits forever in a collective for this one.
+int fail(int code, const char* kind, const std::string& what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "crossover: %s: %s%s\n", kind, crossover::dist::rank_prefix().c_str(),
+               what.c_str());
+  std::fflush(stderr);
+  crossover::dist::abort_all_if_parallel(code);
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"crossover: the same training on CPU and GPU, and why one is faster", "crossover"};
@@ -39,16 +56,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "crossover: error: %s (see crossover --help)\n", e.what());
     return 2;
   } catch (const crossover::Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "crossover: error: %s\n", e.what());
-    return 2;
+    return fail(2, "error", e.what());
   } catch (const std::bad_alloc&) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "crossover: internal error: out of memory\n");
-    return 1;
+    return fail(1, "internal error", "out of memory");
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "crossover: internal error: %s\n", e.what());
-    return 1;
+    return fail(1, "internal error", e.what());
   }
 }

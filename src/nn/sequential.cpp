@@ -577,8 +577,9 @@ struct Sequential::Impl {
 
   // Forward over m rows of plan.input. In training the final activation is left to the loss op;
   // with `final_activation` (predict) it is applied.
+  // first_row: the global batch row of plan.input's row 0 (dropout draws by the global row).
   void forward(Plan& plan, int64_t m, bool training, bool final_activation, uint64_t seed,
-               StepCounters* ctr) {
+               StepCounters* ctr, int64_t first_row = 0) {
     const int deferred = final_activation ? -1 : final_activation_layer();
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
@@ -604,7 +605,7 @@ struct Sequential::Impl {
         case LayerType::dropout:
           if (training)
             backend->dropout_forward(x, y, plan.masks[i].as<uint8_t>(), m, li.out_width, l.rate,
-                                     seed, static_cast<uint32_t>(i), ctr);
+                                     seed, static_cast<uint32_t>(i), ctr, first_row);
           break;
         case LayerType::activation:
           backend->activation_forward(defer ? ActivationKind::linear : l.activation, x, y, m,
@@ -794,17 +795,41 @@ struct Sequential::Impl {
                          plan.targets.as<float>());
   }
 
-  void train_step(Plan& plan, const DeviceData& d, int64_t m, uint64_t seed) {
+  int ranks() const { return copts.collective ? copts.collective->size() : 1; }
+  int rank() const { return copts.collective ? copts.collective->rank() : 0; }
+
+  // One rank's part of a training step: `rows` rows of the global batch of `global_rows`, from
+  // global row `first_row` (all of it, from 0, in one process).
+  struct Shard {
+    int64_t rows = 0, first_row = 0, global_rows = 0;
+  };
+
+  void train_step(Plan& plan, const DeviceData& d, const Shard& s, uint64_t seed) {
     StepCounters* ctr = train_counters();
-    gather_batch(plan, d, m, ctr);
-    forward(plan, m, true, false, seed, ctr);
-    update_moving_statistics(plan);
-    backend->set_scope("loss");
-    backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
-                                   plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), m,
-                                   output_width(), ctr);
-    const bool fused = fused_update();
-    backward(plan, m, fused ? ctr : nullptr);
+    const bool parallel = ranks() > 1;
+    // With ranks, the update must see the summed gradient: no layer is updated in backward.
+    const bool fused = fused_update() && !parallel;
+    float* grads = arena.as<float>() + arena_floats;
+    if (s.rows > 0) {
+      gather_batch(plan, d, s.rows, ctr);
+      forward(plan, s.rows, true, false, seed, ctr, s.first_row);
+      update_moving_statistics(plan);
+      backend->set_scope("loss");
+      // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
+      // gradients add up to the global batch's mean gradient.
+      backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
+                                     plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(),
+                                     s.rows, output_width(), ctr, s.global_rows);
+      backward(plan, s.rows, fused ? ctr : nullptr);
+    } else {
+      // A rank with no rows in this batch (fewer rows than ranks) adds nothing to the sum.
+      backend->set_scope("allreduce");
+      backend->fill(grads, 0.0f, arena_floats);
+    }
+    if (parallel) {
+      backend->set_scope("allreduce");
+      copts.collective->allreduce_sum(grads, arena_floats);
+    }
     backend->set_scope("optimizer");
     // Fused: every Dense layer was updated in backward; the other layers' parameters (none in an
     // MLP) and the step's bookkeeping remain. Never the moving statistics.
@@ -820,7 +845,7 @@ struct Sequential::Impl {
     backend->set_scope("loss");
     backend->loss_forward_backward(loss, final_activation(), final_output(plan, false),
                                    plan.targets.as<float>(), nullptr, nullptr, m, output_width(),
-                                   ctr);
+                                   ctr, m);
     backend->set_scope("");
     backend->advance_batch(ctr);
   }
@@ -904,24 +929,60 @@ struct Sequential::Impl {
     return v;
   }
 
-  EvaluateResult run_evaluation(const DeviceData& d, int64_t batch, bool use_graphs) {
-    Plan& plan = plan_for(batch);
-    StepCounters start;
-    write_counters(eval_counters(), start);
-    const int64_t full = d.n / batch, rest = d.n % batch;
+  // The loss and accuracy over d's rows, in batches of at most `batch`. With ranks, d holds this
+  // rank's share of the rows (split_data; none: nullptr) and the sums are added over the ranks, so
+  // every rank returns the result over all rows.
+  EvaluateResult run_evaluation(const DeviceData* d, int64_t batch, bool use_graphs) {
+    StepCounters c;
     const auto t0 = Clock::now();
-    if (full > 0) {
-      auto g = backend->capture([&] { eval_step(plan, d, batch); }, use_graphs);
-      for (int64_t s = 0; s < full; ++s) g->replay();
+    if (d && d->n > 0) {
+      batch = std::min(batch, d->n);
+      Plan& plan = plan_for(batch);
+      StepCounters start;
+      write_counters(eval_counters(), start);
+      const int64_t full = d->n / batch, rest = d->n % batch;
+      if (full > 0) {
+        auto g = backend->capture([&] { eval_step(plan, *d, batch); }, use_graphs);
+        for (int64_t s = 0; s < full; ++s) g->replay();
+      }
+      if (rest > 0) eval_step(plan, *d, rest);
+      c = read_counters(eval_counters());
     }
-    if (rest > 0) eval_step(plan, d, rest);
-    const StepCounters c = read_counters(eval_counters());
+    sum_over_ranks(c);
     EvaluateResult r;
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    r.samples = d.n;
+    r.samples = static_cast<int64_t>(c.sample_count);
     r.loss = c.loss_sum / std::max(c.sample_count, 1.0);
     r.accuracy = c.correct_sum / std::max(c.sample_count, 1.0);
     return r;
+  }
+
+  // With ranks: the loss and accuracy sums and the sample count added over every rank.
+  void sum_over_ranks(StepCounters& c) const {
+    if (ranks() < 2) return;
+    double sums[3] = {c.loss_sum, c.correct_sum, c.sample_count};
+    copts.collective->allreduce_sum(sums, 3);
+    c.loss_sum = sums[0], c.correct_sum = sums[1], c.sample_count = sums[2];
+  }
+
+  // Rows [begin, end) of (x, y) for evaluation: all of them in one process; with ranks, this
+  // rank's share (rank_rows), or nothing when it has none.
+  std::optional<DeviceData> split_data(const Tensor& x, const Tensor& y, int64_t begin,
+                                       int64_t end) {
+    const RowRange share = rank_rows(end - begin, rank(), ranks());
+    if (share.count() == 0) return std::nullopt;
+    return upload_data(x, y, begin + share.begin, begin + share.end);
+  }
+
+  // With ranks, every rank starts from rank 0's parameters, optimizer state and step: identical
+  // by the seed already, unless the ranks loaded different files.
+  void share_parameters() {
+    if (ranks() < 2) return;
+    backend->synchronize();
+    copts.collective->broadcast(arena.as<void>(), arena.bytes(), 0);
+    StepCounters c = read_counters(train_counters());
+    copts.collective->broadcast(&c.step, sizeof c.step, 0);
+    write_counters(train_counters(), c);
   }
 };
 
@@ -962,18 +1023,28 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
       throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
-  if (const LaunchedRanks l = launched_ranks(); l.size > 1)
+  const int ranks = options.collective ? options.collective->size() : 1;
+  if (const LaunchedRanks l = launched_ranks(); l.size > 1 && ranks != l.size)
     throw Error("compile",
                 fmt::format("this process is rank {} of {} started by a parallel launcher ({}), "
-                            "but crossover trains in one process: the {} processes would each "
-                            "train their own copy of the model; run a single process",
-                            l.rank, l.size, l.source, l.size));
+                            "but crossover trains in one process here: the {} processes would each "
+                            "train their own copy of the model; run a single process (or give "
+                            "compile a Collective of the {} ranks: CompileOptions::collective)",
+                            l.rank, l.size, l.source, l.size, l.size));
   auto backend = options.make_backend
                      ? options.make_backend()
                      : make_backend(options.device, options.threads, options.precision);
   if (!backend) throw Error("compile", "make_backend returned no backend");
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
+  if (ranks > 1 && backend->device_name() != "cpu")
+    throw Error("compile", fmt::format("training over {} ranks runs on the CPU only for now, not "
+                                       "on {} (gradients between GPUs need NCCL, not built yet)",
+                                       ranks, backend->device_name()));
   for (const Layer& l : m.layers) {
+    if (ranks > 1 && l.type == LayerType::batch_normalization)
+      throw Error(l.name, fmt::format("BatchNormalization over {} ranks is not supported yet: each "
+                                      "rank's batch statistics would differ from one process's",
+                                      ranks));
     if (is_image_layer(l.type) && !backend->has_conv2d())
       throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
                               backend->device_name() + " (its backend has no convolutions)");
@@ -1023,21 +1094,42 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   if (n_train < 1) throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
 
   Impl::DeviceData train = m.upload_data(x, y, 0, n_train);
+  // Validation: with ranks, each evaluates its share of the rows (run_evaluation adds them up).
   std::optional<Impl::DeviceData> val;
+  bool validate = false;
   if (o.validation_x) {
     m.build(m.sample_shape_of(*o.validation_x));
     m.check_xy(*o.validation_x, *o.validation_y, "fit (validation_data)");
-    val = m.upload_data(*o.validation_x, *o.validation_y, 0, o.validation_x->dim(0));
+    val = m.split_data(*o.validation_x, *o.validation_y, 0, o.validation_x->dim(0));
+    validate = true;
   } else if (n_train < n_all) {
-    val = m.upload_data(x, y, n_train, n_all);
+    val = m.split_data(x, y, n_train, n_all);
+    validate = true;
   }
 
   const uint64_t seed = o.seed.value_or(m.copts.seed);
-  const int64_t batch = std::min<int64_t>(o.batch_size, n_train);
-  Impl::Plan& plan = m.plan_for(batch);
+  const int64_t batch = std::min<int64_t>(o.batch_size, n_train);  // the global batch
   const int64_t full = n_train / batch, rest = n_train % batch;
   const int64_t steps = full + (rest ? 1 : 0);
+  // With ranks, this rank's rows of each full batch and of the last, partial one; its plan is
+  // sized for the largest share, ceil(batch / ranks).
+  const int ranks = m.ranks();
+  const RowRange full_rows = rank_rows(batch, m.rank(), ranks);
+  const RowRange rest_rows = rank_rows(rest, m.rank(), ranks);
+  const Impl::Shard full_shard{full_rows.count(), full_rows.begin, batch};
+  const Impl::Shard rest_shard{rest_rows.count(), rest_rows.begin, rest};
+  const int64_t local_batch = (batch + ranks - 1) / ranks;
+  Impl::Plan& plan = m.plan_for(local_batch);
   std::vector<int32_t> order(static_cast<std::size_t>(n_train));
+  // With ranks, the epoch's order as this rank gathers it: batch s's rows at s * local_batch.
+  std::vector<int32_t> local_order;
+  if (ranks > 1) {
+    local_order.assign(static_cast<std::size_t>(steps * local_batch), 0);
+    train.indices = DeviceBlock(
+        *m.backend,
+        static_cast<std::size_t>(std::max<int64_t>(steps * local_batch, 16)) * sizeof(int32_t));
+  }
+  m.share_parameters();
 
   History h;
   m.stop_requested = false;
@@ -1046,7 +1138,11 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     explicit Fitting(bool& f) : flag(f) { flag = true; }
     ~Fitting() { flag = false; }
   } fitting(m.fitting);
-  InterruptGuard guard(o.second_interrupt_ends_process);
+  // With ranks, Ctrl-C is the launcher's (mpirun ends every rank): a rank that stopped alone would
+  // leave the others waiting in the next allreduce.
+  std::optional<InterruptGuard> guard;
+  if (ranks == 1) guard.emplace(o.second_interrupt_ends_process);
+  const bool stop_on_interrupt = o.stop_on_interrupt && ranks == 1;
   const bool show = o.verbose > 0;
   const TextSink out = o.output ? o.output : stdout_sink();
   const bool interactive =
@@ -1055,14 +1151,16 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
 
   std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
   auto capture = [&] {
-    full_graph = full > 0 ? m.backend->capture([&m, &plan, &train, batch,
-                                                seed] { m.train_step(plan, train, batch, seed); },
-                                               m.copts.graphs)
-                          : nullptr;
-    rest_graph = rest > 0 ? m.backend->capture([&m, &plan, &train, rest,
-                                                seed] { m.train_step(plan, train, rest, seed); },
-                                               m.copts.graphs)
-                          : nullptr;
+    full_graph = full > 0
+                     ? m.backend->capture([&m, &plan, &train, full_shard,
+                                           seed] { m.train_step(plan, train, full_shard, seed); },
+                                          m.copts.graphs)
+                     : nullptr;
+    rest_graph = rest > 0
+                     ? m.backend->capture([&m, &plan, &train, rest_shard,
+                                           seed] { m.train_step(plan, train, rest_shard, seed); },
+                                          m.copts.graphs)
+                     : nullptr;
     m.graphs_dirty = false;
   };
   capture();
@@ -1079,7 +1177,18 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     c.batch_index = 0;
     c.loss_sum = c.correct_sum = c.sample_count = 0;
     m.write_counters(m.train_counters(), c);
-    m.backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
+    if (ranks > 1) {
+      for (int64_t s = 0; s < steps; ++s) {
+        const RowRange rows = s < full ? full_rows : rest_rows;
+        for (int64_t i = 0; i < rows.count(); ++i)
+          local_order[static_cast<std::size_t>(s * local_batch + i)] =
+              order[static_cast<std::size_t>(s * batch + rows.begin + i)];
+      }
+      m.backend->upload(train.indices.as<void>(), local_order.data(),
+                        local_order.size() * sizeof(int32_t));
+    } else {
+      m.backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
+    }
     m.backend->synchronize();
 
     if (show) out(fmt::format("Epoch {}/{}\n", epoch + 1, o.epochs));
@@ -1091,7 +1200,7 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
         full_graph->replay();
       else
         rest_graph->replay();
-      if (o.stop_on_interrupt && InterruptGuard::requested()) {
+      if (stop_on_interrupt && InterruptGuard::requested()) {
         ++done;
         break;
       }
@@ -1106,7 +1215,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     }
     m.backend->synchronize();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    const StepCounters end = m.read_counters(m.train_counters());
+    StepCounters end = m.read_counters(m.train_counters());
+    m.sum_over_ranks(end);  // the epoch's loss and accuracy over every rank's rows
 
     EpochRecord rec;
     rec.epoch = epoch + 1;
@@ -1116,8 +1226,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
     rec.learning_rate = end.learning_rate;
     auto values = m.metric_values(end, "");
-    if (val) {
-      EvaluateResult v = m.run_evaluation(*val, std::min<int64_t>(batch, val->n), m.copts.graphs);
+    if (validate) {
+      EvaluateResult v = m.run_evaluation(val ? &*val : nullptr, batch, m.copts.graphs);
       rec.val_loss = v.loss;
       rec.val_accuracy = v.accuracy;
       rec.val_seconds = v.seconds;
@@ -1131,7 +1241,7 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     logs["lr"] = rec.learning_rate;
     h.epochs.push_back(rec);
     for (const auto& [k, v] : logs) h.history[k].push_back(v);
-    if (InterruptGuard::requested() && o.stop_on_interrupt) {
+    if (stop_on_interrupt && InterruptGuard::requested()) {
       h.interrupted = true;
       if (show)
         out(fmt::format(
@@ -1162,11 +1272,12 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
   m.check_xy(x, y, "evaluate");
   if (x.dim(0) == 0) throw Error("evaluate", "x holds no samples");
-  Impl::DeviceData d = m.upload_data(x, y, 0, x.dim(0));
-  const int64_t batch = std::min<int64_t>(o.batch_size, d.n);
-  EvaluateResult r = m.run_evaluation(d, batch, m.copts.graphs);
+  // With ranks, each evaluates its share of the rows and the sums are added.
+  const std::optional<Impl::DeviceData> d = m.split_data(x, y, 0, x.dim(0));
+  const int64_t batch = std::min<int64_t>(o.batch_size, x.dim(0));
+  EvaluateResult r = m.run_evaluation(d ? &*d : nullptr, batch, m.copts.graphs);
   if (o.verbose > 0) {
-    const int64_t steps = (d.n + batch - 1) / batch;
+    const int64_t steps = (x.dim(0) + batch - 1) / batch;
     ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false);
     StepCounters c;
     c.loss_sum = r.loss;
@@ -1224,8 +1335,9 @@ void Sequential::trace_training_step(int64_t rows, const Shape& sample_shape) {
   c.loss_sum = c.correct_sum = c.sample_count = 0;
   m.write_counters(m.train_counters(), c);
   const uint64_t seed = m.copts.seed;
-  auto step = m.backend->capture([&m, &plan, &d, rows, seed] { m.train_step(plan, d, rows, seed); },
-                                 m.copts.graphs);
+  const Impl::Shard shard{rows, 0, rows};
+  auto step = m.backend->capture(
+      [&m, &plan, &d, shard, seed] { m.train_step(plan, d, shard, seed); }, m.copts.graphs);
   step->replay();
   m.backend->synchronize();
 }
@@ -1248,7 +1360,7 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   m.forward(plan, n, true, false, 0, m.eval_counters());
   m.backend->loss_forward_backward(m.loss, m.final_activation(), m.final_output(plan, true),
                                    plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), n,
-                                   m.output_width(), nullptr);
+                                   m.output_width(), nullptr, n);
   m.backward(plan, n);
   m.backend->synchronize();
   std::vector<NamedTensor> out;

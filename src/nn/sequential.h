@@ -19,6 +19,7 @@
 #include "backends/backend.h"
 #include "core/tensor.h"
 #include "nn/callbacks.h"
+#include "nn/collective.h"
 #include "nn/layers.h"
 #include "nn/optimizers.h"
 #include "nn/progress.h"
@@ -44,6 +45,13 @@ struct CompileOptions {
   // false: the parameters start as zeros instead of Keras's initial weights, with no host work
   // per parameter (for tools that only look at the calls a step makes, at any width).
   bool initialize_weights = true;
+  // Data parallelism: this process is one rank of collective->size() (src/dist makes one over
+  // MPI). fit then trains as one process would at the same global batch size (each rank its rows
+  // of every batch, gradients summed before each step), evaluate splits the rows, and both report
+  // the global loss and accuracy on every rank (docs/DISTRIBUTED.md). The CPU only, for now.
+  // Null or size 1: one process. A process started by a launcher as one of N ranks (mpirun;
+  // core/launcher.h) is refused at compile without a collective of that size.
+  std::shared_ptr<Collective> collective;
 };
 
 // How fit reports progress: Keras's verbose=1 (a bar, redrawn), 2 (a line per epoch), 0 (none).

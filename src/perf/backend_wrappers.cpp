@@ -213,9 +213,9 @@ void TimingBackend::activation_backward(ActivationKind act, const float* y, cons
 }
 void TimingBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n,
                                     float rate, uint64_t seed, uint32_t layer,
-                                    const StepCounters* counters) {
+                                    const StepCounters* counters, int64_t first_row) {
   timed(Call::dropout_forward,
-        [&] { inner_->dropout_forward(x, y, mask, m, n, rate, seed, layer, counters); });
+        [&] { inner_->dropout_forward(x, y, mask, m, n, rate, seed, layer, counters, first_row); });
 }
 void TimingBackend::dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m,
                                      int64_t n, float rate) {
@@ -228,9 +228,10 @@ void TimingBackend::relu_dropout_backward(const float* y, const uint8_t* mask, c
 }
 void TimingBackend::loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                                           const float* targets, float* probs, float* d_out,
-                                          int64_t m, int64_t c, StepCounters* counters) {
+                                          int64_t m, int64_t c, StepCounters* counters,
+                                          int64_t mean_rows) {
   timed(Call::loss_forward_backward, [&] {
-    inner_->loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters);
+    inner_->loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters, mean_rows);
   });
 }
 void TimingBackend::optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,

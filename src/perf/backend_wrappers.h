@@ -78,8 +78,9 @@ class ForwardingBackend : public Backend {
     inner_->activation_backward(act, y, dy, dx, m, n);
   }
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
-                       uint64_t seed, uint32_t layer, const StepCounters* counters) override {
-    inner_->dropout_forward(x, y, mask, m, n, rate, seed, layer, counters);
+                       uint64_t seed, uint32_t layer, const StepCounters* counters,
+                       int64_t first_row) override {
+    inner_->dropout_forward(x, y, mask, m, n, rate, seed, layer, counters, first_row);
   }
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
                         float rate) override {
@@ -91,8 +92,8 @@ class ForwardingBackend : public Backend {
   }
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                              const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters) override {
-    inner_->loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters);
+                             StepCounters* counters, int64_t mean_rows) override {
+    inner_->loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters, mean_rows);
   }
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {
@@ -208,14 +209,15 @@ class TimingBackend final : public ForwardingBackend {
   void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
                            int64_t m, int64_t n) override;
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
-                       uint64_t seed, uint32_t layer, const StepCounters* counters) override;
+                       uint64_t seed, uint32_t layer, const StepCounters* counters,
+                       int64_t first_row) override;
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
                         float rate) override;
   void relu_dropout_backward(const float* y, const uint8_t* mask, const float* dy, float* dz,
                              int64_t m, int64_t n, float rate) override;
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                              const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters) override;
+                             StepCounters* counters, int64_t mean_rows) override;
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override;
   void advance_batch(StepCounters* counters) override;

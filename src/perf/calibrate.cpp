@@ -288,7 +288,7 @@ class KernelBench {
     be.fill(c_.f(), 0.0f, nmax);
     be.fill(d_.f(), 0.0f, nmax);
     // Masks at every offset, for the two backward kernels that read them.
-    be.dropout_forward(a_.f(), c_.f(), mask_.as<uint8_t>(), 1, nmax, 0.2f, 1, 1, ctr_);
+    be.dropout_forward(a_.f(), c_.f(), mask_.as<uint8_t>(), 1, nmax, 0.2f, 1, 1, ctr_, 0);
     StepCounters zero;
     be.upload(ctr_ + 1, &zero, sizeof zero);
   }
@@ -323,7 +323,7 @@ class KernelBench {
     } else if (act_b) {
       op = [&, a = *act_b] { be_.activation_backward(a, A(), B(), c_.f(), 1, e); };
     } else if (name == "dropout_forward") {
-      op = [&] { be_.dropout_forward(A(), c_.f(), M(), 1, e, 0.2f, 1, 1, ctr_); };
+      op = [&] { be_.dropout_forward(A(), c_.f(), M(), 1, e, 0.2f, 1, 1, ctr_, 0); };
     } else if (name == "dropout_backward") {
       op = [&] { be_.dropout_backward(B(), M(), c_.f(), 1, e, 0.2f); };
     } else if (name == "relu_dropout_backward") {
@@ -332,7 +332,7 @@ class KernelBench {
       op = [&] {
         be_.loss_forward_backward(LossKind::sparse_categorical_crossentropy,
                                   ActivationKind::softmax, A(), d_.f(), nullptr, c_.f(), rows, cols,
-                                  ctr_);
+                                  ctr_, rows);
       };
     } else if (name == "softmax_forward") {
       op = [&] { be_.activation_forward(ActivationKind::softmax, A(), c_.f(), rows, cols); };

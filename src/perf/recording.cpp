@@ -198,7 +198,7 @@ void RecordingBackend::activation_backward(ActivationKind act, const float*, con
   r.in_place = dx == dy;
 }
 void RecordingBackend::dropout_forward(const float*, float*, uint8_t*, int64_t m, int64_t n, float,
-                                       uint64_t, uint32_t, const StepCounters*) {
+                                       uint64_t, uint32_t, const StepCounters*, int64_t) {
   BackendCall& r = record(Call::dropout_forward);
   r.m = m, r.n = n;
 }
@@ -214,7 +214,7 @@ void RecordingBackend::relu_dropout_backward(const float*, const uint8_t*, const
 }
 void RecordingBackend::loss_forward_backward(LossKind loss, ActivationKind act, const float*,
                                              const float*, float*, float* d_out, int64_t m,
-                                             int64_t c, StepCounters*) {
+                                             int64_t c, StepCounters*, int64_t) {
   BackendCall& r = record(Call::loss_forward_backward);
   r.m = m, r.n = c;
   r.loss = loss;

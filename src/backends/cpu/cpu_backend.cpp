@@ -70,10 +70,13 @@ inline float keep_if_positive(float y, float g) {
 
 // The elementwise loops are plain functions of restrict pointers, free of branches, so that
 // they vectorise (a mask branch mispredicts on every other element).
+// Element i of x, y and mask is element 4 * base + i of the layer's draw: block b here is
+// Philox block base + b.
 __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* __restrict y,
                                               uint8_t* __restrict mask, int64_t total, float rate,
                                               float scale, uint64_t seed, uint32_t layer,
-                                              uint64_t step, int64_t b0, int64_t b1) {
+                                              uint64_t step, uint64_t base, int64_t b0,
+                                              int64_t b1) {
   const int64_t full = std::min(b1, total / 4);
   int64_t b = b0;
   // Eight Philox blocks at a time in AVX2 (the library's baseline ISA, x86-64-v3): the same
@@ -83,17 +86,15 @@ __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* 
                            (static_cast<uint32_t>(RngStream::dropout) << 24) ^ (layer << 4);
   const __m256 rate8 = _mm256_set1_ps(rate), scale8 = _mm256_set1_ps(scale);
   for (; b + 8 <= full; b += 8) {
-    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(b))),
+    const uint64_t g = base + static_cast<uint64_t>(b);  // the Philox block of lane 0
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(g))),
                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     // The block index's high word, lane by lane.
-    __m256i c1 = _mm256_setr_epi32(static_cast<int>(static_cast<uint64_t>(b + 0) >> 32),
-                                   static_cast<int>(static_cast<uint64_t>(b + 1) >> 32),
-                                   static_cast<int>(static_cast<uint64_t>(b + 2) >> 32),
-                                   static_cast<int>(static_cast<uint64_t>(b + 3) >> 32),
-                                   static_cast<int>(static_cast<uint64_t>(b + 4) >> 32),
-                                   static_cast<int>(static_cast<uint64_t>(b + 5) >> 32),
-                                   static_cast<int>(static_cast<uint64_t>(b + 6) >> 32),
-                                   static_cast<int>(static_cast<uint64_t>(b + 7) >> 32));
+    __m256i c1 =
+        _mm256_setr_epi32(static_cast<int>((g + 0) >> 32), static_cast<int>((g + 1) >> 32),
+                          static_cast<int>((g + 2) >> 32), static_cast<int>((g + 3) >> 32),
+                          static_cast<int>((g + 4) >> 32), static_cast<int>((g + 5) >> 32),
+                          static_cast<int>((g + 6) >> 32), static_cast<int>((g + 7) >> 32));
     __m256i c2 = _mm256_set1_epi32(static_cast<int>(draw_lo));
     __m256i c3 = _mm256_set1_epi32(static_cast<int>(draw_hi));
     uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
@@ -135,7 +136,7 @@ __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* 
   }
   for (; b < full; ++b) {
     const Philox4x32 r =
-        philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(b));
+        philox_block(seed, RngStream::dropout, layer, step, base + static_cast<uint64_t>(b));
     for (int k = 0; k < 4; ++k) {
       const int64_t i = b * 4 + k;
       const bool keep = uniform01(r.v[k]) >= rate;
@@ -145,7 +146,7 @@ __attribute__((noinline)) void dropout_blocks(const float* __restrict x, float* 
   }
   for (int64_t b = std::max(b0, full); b < b1; ++b) {  // the last, partial block
     const Philox4x32 r =
-        philox_block(seed, RngStream::dropout, layer, step, static_cast<uint64_t>(b));
+        philox_block(seed, RngStream::dropout, layer, step, base + static_cast<uint64_t>(b));
     for (int64_t i = b * 4; i < std::min(total, b * 4 + 4); ++i) {
       const bool keep = uniform01(r.v[i & 3]) >= rate;
       mask[i] = keep;
@@ -433,13 +434,26 @@ class CpuBackend final : public Backend {
   }
 
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
-                       uint64_t seed, uint32_t layer, const StepCounters* counters) override {
+                       uint64_t seed, uint32_t layer, const StepCounters* counters,
+                       int64_t first_row) override {
     const float scale = 1.0f / (1.0f - rate);
     const uint64_t step = static_cast<uint64_t>(counters->step);
     const int64_t total = m * n;
-    // One Philox call gives the draws of four consecutive elements (the same on every device).
-    parallel_chunks((total + 3) / 4, [&](int64_t b0, int64_t b1) {
-      dropout_blocks(x, y, mask, total, rate, scale, seed, layer, step, b0, b1);
+    // Element i is element first + i of the layer's draw. One Philox call gives the draws of four
+    // consecutive elements (the same on every device), from a multiple of 4: the elements before
+    // the first such one (when first is not a multiple of 4) are drawn one by one.
+    const uint64_t first = static_cast<uint64_t>(first_row) * static_cast<uint64_t>(n);
+    const int64_t head = std::min<int64_t>(total, static_cast<int64_t>((4 - first % 4) % 4));
+    for (int64_t i = 0; i < head; ++i) {
+      const bool keep = dropout_keep(seed, layer, step, first + static_cast<uint64_t>(i), rate);
+      mask[i] = keep;
+      y[i] = x[i] * (keep ? scale : 0.0f);
+    }
+    const int64_t rest = total - head;
+    const uint64_t base = (first + static_cast<uint64_t>(head)) / 4;
+    parallel_chunks((rest + 3) / 4, [&](int64_t b0, int64_t b1) {
+      dropout_blocks(x + head, y + head, mask + head, rest, rate, scale, seed, layer, step, base,
+                     b0, b1);
     });
   }
 
@@ -459,9 +473,9 @@ class CpuBackend final : public Backend {
 
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                              const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters) override {
+                             StepCounters* counters, int64_t mean_rows) override {
     double loss_sum = 0.0, correct = 0.0;
-    const float inv_m = 1.0f / static_cast<float>(m);
+    const float inv_m = 1.0f / static_cast<float>(mean_rows);
     for (int64_t r = 0; r < m; ++r) {
       const float* z = out + r * c;
       float* p = probs ? probs + r * c : scratch_row(c);

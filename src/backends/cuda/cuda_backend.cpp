@@ -321,10 +321,12 @@ class CudaBackend final : public Backend {
 
   // ---- dropout ----
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
-                       uint64_t seed, uint32_t layer, const StepCounters* counters) override {
+                       uint64_t seed, uint32_t layer, const StepCounters* counters,
+                       int64_t first_row) override {
     if (planning_) return;
     activate();
-    check(cuda::launch_dropout_forward(stream_, x, y, mask, m, n, rate, seed, layer, counters),
+    check(cuda::launch_dropout_forward(stream_, x, y, mask, m, n, rate, seed, layer, counters,
+                                       first_row),
           "dropout_forward kernel launch");
   }
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
@@ -346,12 +348,13 @@ class CudaBackend final : public Backend {
   // ---- loss ----
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
                              const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters) override {
+                             StepCounters* counters, int64_t mean_rows) override {
     activate();
     if (m <= 0) return;
     float* p = probs ? probs : probs_scratch(static_cast<std::size_t>(m * c));
     if (planning_) return;
-    check(cuda::launch_loss(stream_, loss, act, out, targets, p, d_out, m, c, counters, reduction_),
+    check(cuda::launch_loss(stream_, loss, act, out, targets, p, d_out, m, c, counters, reduction_,
+                            mean_rows),
           "loss kernel launch");
   }
 

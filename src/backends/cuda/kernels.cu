@@ -194,14 +194,15 @@ __global__ void softmax_backward_rows_kernel(const float* y, const float* dy, fl
   for (int64_t j = lane; j < n; j += 32) dxr[j] = yr[j] * (dyr[j] - dot);
 }
 
-// keep drawn exactly as on the CPU: dropout_keep(seed, layer, step, row * n + col, rate).
+// keep drawn exactly as on the CPU: dropout_keep(seed, layer, step, first + row * n + col, rate),
+// first = first_row * n.
 __global__ void dropout_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
                                        uint8_t* __restrict__ mask, int64_t total, float rate,
                                        float scale, uint64_t seed, uint32_t layer,
-                                       const StepCounters* counters) {
+                                       const StepCounters* counters, uint64_t first) {
   const uint64_t step = static_cast<uint64_t>(counters->step);
   for (int64_t e = global_thread(); e < total; e += grid_stride()) {
-    const bool keep = dropout_keep(seed, layer, step, static_cast<uint64_t>(e), rate);
+    const bool keep = dropout_keep(seed, layer, step, first + static_cast<uint64_t>(e), rate);
     mask[e] = keep ? 1 : 0;
     y[e] = keep ? x[e] * scale : 0.0f;
   }
@@ -576,11 +577,12 @@ cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const
 
 cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
                                    int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,
-                                   const StepCounters* counters) {
+                                   const StepCounters* counters, int64_t first_row) {
   if (m <= 0 || n <= 0) return cudaSuccess;
   const float scale = 1.0f / (1.0f - rate);  // as the CPU computes it
+  const uint64_t first = static_cast<uint64_t>(first_row) * static_cast<uint64_t>(n);
   dropout_forward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(x, y, mask, m * n, rate, scale,
-                                                                seed, layer, counters);
+                                                                seed, layer, counters, first);
   return cudaGetLastError();
 }
 
@@ -603,9 +605,10 @@ cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dr
 
 cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
                         const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                        StepCounters* counters, const ReductionScratch& scratch) {
+                        StepCounters* counters, const ReductionScratch& scratch,
+                        int64_t mean_rows) {
   if (m <= 0) return cudaSuccess;
-  const float inv_m = 1.0f / static_cast<float>(m);
+  const float inv_m = 1.0f / static_cast<float>(mean_rows);
   const int blocks = blocks_for(m, kLossThreads, kLossMaxBlocks);
   loss_kernel<<<blocks, kLossThreads, 0, s>>>(loss, act, out, targets, probs, d_out, m, c, inv_m,
                                               counters, scratch.loss_partials, scratch.tickets + 0);

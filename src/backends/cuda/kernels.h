@@ -63,16 +63,17 @@ cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const
 
 cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
                                    int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,
-                                   const StepCounters* counters);
+                                   const StepCounters* counters, int64_t first_row);
 cudaError_t launch_dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx,
                                     int64_t total, float rate);
 cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dropout,
                                          const float* dy, float* dz, int64_t total, float rate);
 
-// probs must not be null (the backend passes scratch when the caller's is).
+// probs must not be null (the backend passes scratch when the caller's is). The gradient is of
+// the rows' summed loss divided by mean_rows (Backend::loss_forward_backward).
 cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
                         const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                        StepCounters* counters, const ReductionScratch& scratch);
+                        StepCounters* counters, const ReductionScratch& scratch, int64_t mean_rows);
 
 // Clip-by-global-norm factor into counters->grad_scale (one launch, deterministic).
 cudaError_t launch_gradient_norm(cudaStream_t s, const SlotDescriptor* slots, int nslots,

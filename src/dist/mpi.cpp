@@ -1,0 +1,140 @@
+#include "dist/mpi.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+
+#if defined(CROSSOVER_HAVE_MPI)
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace crossover::dist {
+
+#if defined(CROSSOVER_HAVE_MPI)
+
+namespace {
+
+bool g_parallel = false;
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw Error(call, std::string(text, static_cast<std::size_t>(len)));
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// MPI counts are ints: larger buffers go in pieces of at most 2^30 elements.
+template <class T, class F>
+void in_pieces(T* data, int64_t n, F&& f) {
+  constexpr int64_t kPiece = int64_t{1} << 30;
+  for (int64_t b = 0; b < n; b += kPiece) f(data + b, static_cast<int>(std::min(kPiece, n - b)));
+}
+
+}  // namespace
+
+bool built_with_mpi() { return true; }
+
+std::shared_ptr<MpiWorld> world() {
+  static std::shared_ptr<MpiWorld> the_world;  // one per process, kept until exit
+  if (the_world) return the_world;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    std::atexit(finalize_at_exit);
+  }
+  auto w = std::shared_ptr<MpiWorld>(new MpiWorld());
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &w->size_), "MPI_Comm_size");
+  MPI_Comm local;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank_, MPI_INFO_NULL, &local),
+        "MPI_Comm_split_type");
+  check(MPI_Comm_rank(local, &w->local_rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(local, &w->local_size_), "MPI_Comm_size");
+  MPI_Comm_free(&local);
+  g_parallel = w->size_ > 1;
+  the_world = w;
+  return w;
+}
+
+void MpiWorld::allreduce_sum(float* data, int64_t n) {
+  in_pieces(data, n, [](float* p, int count) {
+    check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+          "MPI_Allreduce");
+  });
+}
+
+void MpiWorld::allreduce_sum(double* data, int64_t n) {
+  in_pieces(data, n, [](double* p, int count) {
+    check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+          "MPI_Allreduce");
+  });
+}
+
+void MpiWorld::broadcast(void* data, std::size_t bytes, int root) {
+  in_pieces(static_cast<char*>(data), static_cast<int64_t>(bytes), [root](char* p, int count) {
+    check(MPI_Bcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  });
+}
+
+void MpiWorld::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+std::string MpiWorld::description() const {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  std::string v(version, static_cast<std::size_t>(len));
+  if (const auto comma = v.find(','); comma != std::string::npos) v.resize(comma);
+  return fmt::format("MPI ({}), {} ranks", v, size_);
+}
+
+void abort_all_if_parallel(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && g_parallel) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+std::string rank_prefix() {
+  int initialized = 0, rank = 0, size = 1;
+  MPI_Initialized(&initialized);
+  if (!initialized || !g_parallel) return "";
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return fmt::format("rank {} of {}: ", rank, size);
+}
+
+#else  // built without MPI
+
+bool built_with_mpi() { return false; }
+
+std::shared_ptr<MpiWorld> world() {
+  throw Error("MPI",
+              "this crossover was built without MPI (CROSSOVER_MPI=OFF, or no libopenmpi-dev "
+              "when it was configured)");
+}
+
+void MpiWorld::allreduce_sum(float*, int64_t) { world(); }
+void MpiWorld::allreduce_sum(double*, int64_t) { world(); }
+void MpiWorld::broadcast(void*, std::size_t, int) { world(); }
+void MpiWorld::barrier() { world(); }
+std::string MpiWorld::description() const { return "no MPI"; }
+void abort_all_if_parallel(int) {}
+std::string rank_prefix() { return ""; }
+
+#endif
+
+}  // namespace crossover::dist

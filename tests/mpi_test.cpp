@@ -1,0 +1,259 @@
+// `mpirun -np N crossover train` (src/dist, docs/DISTRIBUTED.md): N ranks train the model one
+// process trains at the same global batch. Skipped where the binary was built without MPI or
+// mpirun is not on the PATH. Open MPI's shared-memory transport needs ptrace rights containers
+// often lack, so the tests set OMPI_MCA_btl_vader_single_copy_mechanism=none.
+#include "dist/mpi.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nn/sequential.h"
+#include "nn/weights_io.h"
+#include "test_util.h"
+
+namespace crossover {
+namespace {
+
+using testing_util::run_crossover;
+using testing_util::ScopedEnv;
+using testing_util::temp_folder;
+
+bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+std::string launcher(int ranks) {
+  return "mpirun --oversubscribe --allow-run-as-root -np " + std::to_string(ranks);
+}
+
+// One training run: its JSON record and the saved weights.
+struct Trained {
+  nlohmann::json json;
+  std::vector<NamedTensor> weights;
+};
+
+// SMALL on mnist-10k, one epoch, 1 thread per rank; ranks 0: one process without mpirun.
+Trained train(int ranks, int64_t batch, const std::string& tag) {
+  const std::string dir = temp_folder("mpi-" + tag);
+  const std::string args =
+      "train --model small --data mnist-10k --epochs 1 --threads 1 --seed 5 "
+      "--quiet --batch-size " +
+      std::to_string(batch) + " --json " + dir + "/r.json --save " + dir + "/w.safetensors";
+  const auto r = run_crossover(args, ranks > 0 ? launcher(ranks) : "");
+  EXPECT_EQ(r.exit_code, 0) << tag << ": " << r.err;
+  if (r.exit_code != 0) return {};
+  std::ifstream f(dir + "/r.json");
+  Trained t;
+  t.json = nlohmann::json::parse(f);
+  t.weights = load_model(dir + "/w.safetensors").get_weights();
+  return t;
+}
+
+double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+
+// The largest, over the tensors, of max |a - b| / max |b|.
+double weights_difference(const Trained& a, const Trained& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < b.weights.size(); ++i) {
+    const Tensor& ta = a.weights[i].value;
+    const Tensor& tb = b.weights[i].value;
+    double diff = 0, scale = 0;
+    for (int64_t e = 0; e < tb.size(); ++e) {
+      diff = std::max(diff, static_cast<double>(std::fabs(ta[e] - tb[e])));
+      scale = std::max(scale, static_cast<double>(std::fabs(tb[e])));
+    }
+    worst = std::max(worst, diff / std::max(scale, 1e-30));
+  }
+  return worst;
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!dist::built_with_mpi()) GTEST_SKIP() << "built without MPI";
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun is not on the PATH";
+  }
+  ScopedEnv vader_{"OMPI_MCA_btl_vader_single_copy_mechanism", "none"};
+};
+
+void expect_as_one_process(const Trained& many, const Trained& one, int ranks) {
+  ASSERT_FALSE(many.weights.empty());
+  ASSERT_FALSE(one.weights.empty());
+  EXPECT_EQ(many.json["ranks"], ranks);
+  EXPECT_EQ(one.json["ranks"], 1);
+  const double loss = many.json["history"][0]["loss"], loss1 = one.json["history"][0]["loss"];
+  EXPECT_LT(relative(loss, loss1), 2e-4) << loss << " against " << loss1;
+  EXPECT_EQ(many.json["history"][0]["steps"], one.json["history"][0]["steps"]);
+  EXPECT_LT(weights_difference(many, one), 1e-4);
+  const double test = many.json["test"]["loss"], test1 = one.json["test"]["loss"];
+  EXPECT_LT(relative(test, test1), 2e-4) << test << " against " << test1;
+  EXPECT_EQ(many.json["test"]["samples"], one.json["test"]["samples"]);
+}
+
+TEST_F(Mpi, TwoRanksTrainTheModelOneProcessTrains) {
+  expect_as_one_process(train(2, 32, "np2"), train(0, 32, "one"), 2);
+}
+
+TEST_F(Mpi, OneRankUnderMpirunIsOneProcess) {
+  expect_as_one_process(train(1, 32, "np1"), train(0, 32, "one"), 1);
+}
+
+// 8,000 rows at batch 32 over 3 ranks: 10, 11 and 11 rows of every batch.
+TEST_F(Mpi, ThreeRanksOfARaggedBatchTrainTheSameModel) {
+  expect_as_one_process(train(3, 32, "np3"), train(0, 32, "one"), 3);
+}
+
+// 8,000 rows at batch 48 over 2 ranks: the last batch has 32 rows, 16 each.
+TEST_F(Mpi, TwoRanksRunBitIdenticallyFromRunToRun) {
+  const Trained a = train(2, 48, "np2a"), b = train(2, 48, "np2b");
+  ASSERT_FALSE(a.weights.empty());
+  ASSERT_FALSE(b.weights.empty());
+  EXPECT_EQ(weights_difference(a, b), 0.0);
+  EXPECT_EQ(a.json["history"][0]["loss"], b.json["history"][0]["loss"]);
+  EXPECT_EQ(a.json["history"][0]["accuracy"], b.json["history"][0]["accuracy"]);
+  EXPECT_EQ(a.json["test"]["loss"], b.json["test"]["loss"]);
+}
+
+// evaluate over 2 ranks: each its half of the test rows, the sums added.
+TEST_F(Mpi, EvaluateOverTwoRanksGivesTheOneProcessResult) {
+  const std::string dir = temp_folder("mpi-evaluate");
+  ASSERT_EQ(run_crossover("train --model small --data mnist-10k --epochs 1 --threads 1 --quiet "
+                          "--save " +
+                          dir + "/w.safetensors")
+                .exit_code,
+            0);
+  auto evaluate = [&](const std::string& json, const std::string& how) {
+    const auto r = run_crossover("evaluate --load " + dir +
+                                     "/w.safetensors --data mnist-10k "
+                                     "--threads 1 --quiet --json " +
+                                     dir + "/" + json,
+                                 how);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream f(dir + "/" + json);
+    return nlohmann::json::parse(f);
+  };
+  const nlohmann::json one = evaluate("one.json", ""), two = evaluate("two.json", launcher(2));
+  EXPECT_EQ(two["ranks"], 2);
+  EXPECT_EQ(two["test"]["samples"], one["test"]["samples"]);
+  EXPECT_LT(relative(two["test"]["loss"], one["test"]["loss"]), 1e-6);
+  EXPECT_EQ(two["test"]["accuracy"], one["test"]["accuracy"]);
+}
+
+TEST_F(Mpi, OnlyRankZeroSpeaks) {
+  const auto r = run_crossover(
+      "train --model small --data mnist-10k --epochs 1 --threads 1 --batch-size 256", launcher(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') > 0, true);
+  // One "Epoch 1/1" line, not one per rank.
+  std::size_t epochs = 0;
+  for (std::size_t p = r.out.find("Epoch 1/1"); p != std::string::npos;
+       p = r.out.find("Epoch 1/1", p + 1))
+    ++epochs;
+  EXPECT_EQ(epochs, 1u) << r.out;
+  EXPECT_NE(r.out.find("ranks: MPI"), std::string::npos) << r.out;
+}
+
+// --threads 0 over ranks: this host's cores divided among its ranks, not measured.
+TEST_F(Mpi, ThreadsZeroDividesTheHostsCoresAmongItsRanks) {
+  const std::string dir = temp_folder("mpi-threads");
+  const auto r = run_crossover(
+      "train --model small --data mnist-10k --epochs 1 --quiet --json " + dir + "/r.json",
+      launcher(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(dir + "/r.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));  // as perf::cpu_info()
+  EXPECT_EQ(j["threads"], std::max(1, cores / 2));
+  EXPECT_EQ(j["threads_choice"]["chosen_by"], "cores divided among ranks");
+}
+
+// A rank that fails ends every rank: the run exits non-zero with the rank's line, not a hang.
+TEST_F(Mpi, AnErrorOnOneRankEndsEveryRank) {
+  const auto r =
+      run_crossover("train --model small --data /nonexistent --epochs 1 --quiet", launcher(2));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("crossover: error: rank "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
+}
+
+// Every rank reads the data itself; a rank that read other data stops the run, naming itself.
+TEST_F(Mpi, ARankWithOtherDataIsAnErrorNamingItAndTheFile) {
+  const char* fashion = "/usr/share/datasets/fashion-mnist";
+  if (!std::ifstream(std::string(fashion) + "/train-labels-idx1-ubyte.gz").good())
+    GTEST_SKIP() << "no Fashion-MNIST at " << fashion << " (dataset-fashion-mnist)";
+  // Open MPI's MPMD form: rank 0 and rank 1 each with their own arguments.
+  const std::string args = "train --model small --epochs 1 --threads 1 --quiet --data ";
+  const auto r = run_crossover(
+      args + "mnist-10k : -np 1 " + CROSSOVER_BINARY + " " + args + fashion, launcher(1));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("error: rank 1 of 2: --data " + std::string(fashion)), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("differ from rank 0's"), std::string::npos) << r.err;
+}
+
+// A checkpoint written by 2 ranks, resumed by 2 ranks, continues the one-process trajectory.
+TEST_F(Mpi, ResumingOverTwoRanksContinuesTheOneProcessRun) {
+  const std::string dir = temp_folder("mpi-resume");
+  const std::string common = " --data mnist-10k --threads 1 --quiet --epochs ";
+  ASSERT_EQ(run_crossover("train --model small" + common + "1 --checkpoint " + dir + "/c.ckpt",
+                          launcher(2))
+                .exit_code,
+            0);
+  const auto resumed = run_crossover(
+      "train --resume " + dir + "/c.ckpt" + common + "2 --json " + dir + "/two.json", launcher(2));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  ASSERT_EQ(
+      run_crossover("train --model small" + common + "2 --json " + dir + "/one.json").exit_code, 0);
+  std::ifstream f1(dir + "/one.json"), f2(dir + "/two.json");
+  const nlohmann::json one = nlohmann::json::parse(f1), two = nlohmann::json::parse(f2);
+  EXPECT_EQ(two["initial_epoch"], 1);
+  EXPECT_LT(relative(two["history"][0]["loss"], one["history"][1]["loss"]), 2e-4);
+  EXPECT_LT(relative(two["test"]["loss"], one["test"]["loss"]), 2e-4);
+}
+
+// Open MPI's default when a rank dies (orte_abort_on_non_zero_status): mpirun ends the other
+// ranks and exits non-zero. Rank 1 is killed during training (after the first epoch's
+// checkpoint); the run must end, non-zero, with no model saved. The 120 s wait only tells a hang
+// from an end (it is not a speed requirement: the run ends within a second or two here).
+TEST_F(Mpi, KillingOneRankEndsTheRunWithoutAModel) {
+  const std::string dir = temp_folder("mpi-kill");
+  {
+    std::ofstream script(dir + "/run.sh");
+    script << "cd " << dir << "\n"
+           << "(" << launcher(2) << " " << CROSSOVER_BINARY
+           << " train --model small --data mnist-10k --epochs 1000 --threads 1 --quiet"
+              " --checkpoint c.ckpt --save w.safetensors >out 2>err & echo $! >pid; wait $!;"
+              " echo $? >rc.tmp; mv rc.tmp rc) &\n"
+           // Until the first checkpoint is written (training is under way), then rank 1's process.
+           << "for i in $(seq 600); do [ -f c.ckpt ] && break; sleep 0.2; done\n"
+           << "for p in $(pgrep -P $(cat pid)); do\n"
+           << "  if tr '\\0' '\\n' </proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=1; then\n"
+           << "    kill -9 $p; echo $p >killed\n"
+           << "  fi\n"
+           << "done\n"
+           << "for i in $(seq 600); do [ -f rc ] && break; sleep 0.2; done\n"
+           << "[ -f rc ] || kill $(cat pid)\n";  // no run left behind when the test fails
+  }
+  ASSERT_EQ(std::system(("bash " + dir + "/run.sh").c_str()), 0);
+  auto slurp = [&](const std::string& name) {
+    std::ifstream f(dir + "/" + name);
+    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return s;
+  };
+  ASSERT_FALSE(slurp("killed").empty()) << "rank 1 was not found to kill";
+  const std::string rc = slurp("rc");
+  ASSERT_FALSE(rc.empty()) << "mpirun had not ended 120 s after rank 1 was killed";
+  EXPECT_NE(std::stoi(rc), 0);
+  EXPECT_NE(slurp("err").find("rank 1"), std::string::npos) << slurp("err");
+  EXPECT_FALSE(std::ifstream(dir + "/w.safetensors").good()) << "a model was saved";
+}
+
+}  // namespace
+}  // namespace crossover
