@@ -261,5 +261,21 @@ TEST(DataParallel, CompileRefusesRanksOnAGpu) {
   }
 }
 
+TEST(DataParallel, CompileRefusesBatchNormalizationOverRanks) {
+  NoLauncher clean;
+  auto shared = std::make_shared<ThreadCollective::Shared>(2);
+  Sequential model({Input({8}), Dense(4, "relu"), BatchNormalization(), Dense(3, "softmax")});
+  CompileOptions o{.threads = 1};
+  o.collective = std::make_shared<ThreadCollective>(shared, 0);
+  try {
+    model.compile(Adam(), "sparse_categorical_crossentropy", {}, o);
+    FAIL() << "compiled a BatchNormalization for 2 ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BatchNormalization over 2 ranks is not supported yet"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace crossover
