@@ -76,13 +76,6 @@ struct ConvBackwardWeights {
   bool reorder = false;
   bool bias = false;
 };
-struct PoolForward {
-  Exec pool;  // x, y, (workspace), scratchpad
-  bool training = false;
-};
-struct PoolBackward {
-  Exec pool;  // dy, workspace, dx, scratchpad
-};
 // One batch-normalization primitive; each argument's index in its Exec (-1: not an argument).
 struct BatchNorm {
   Exec norm;
@@ -102,8 +95,6 @@ struct DnnlConv::State {
   std::map<std::tuple<ConvShape, int64_t, bool, bool>, ConvForward> forward;  // relu, bias
   std::map<std::tuple<ConvShape, int64_t>, ConvBackwardInput> backward_input;
   std::map<std::tuple<ConvShape, int64_t, bool>, ConvBackwardWeights> backward_weights;
-  std::map<std::tuple<PoolShape, int64_t, bool>, PoolForward> pool_forward;
-  std::map<std::tuple<PoolShape, int64_t>, PoolBackward> pool_backward;
   std::map<std::tuple<BatchNormShape, int64_t, NormPass>, BatchNorm> batch_norm;
 
   dnnl::primitive_attr attr(bool relu) const {
@@ -238,65 +229,6 @@ struct DnnlConv::State {
     return backward_weights.emplace(key, std::move(b)).first->second;
   }
 
-  struct PoolDescs {
-    memory::desc x, y;
-    memory::dims strides, kernel, pad_l, pad_r;
-    dnnl::algorithm algorithm;
-  };
-  static PoolDescs pool_descs(const PoolShape& s, int64_t m) {
-    PoolDescs d;
-    d.x = memory::desc(nchw_dims(m, s.channels, s.in_h, s.in_w), kF32, Tag::nhwc);
-    d.y = memory::desc(nchw_dims(m, s.channels, s.out_h, s.out_w), kF32, Tag::nhwc);
-    d.strides = {s.stride_h, s.stride_w};
-    d.kernel = {s.window_h, s.window_w};
-    d.pad_l = {s.pad_top, s.pad_left};
-    d.pad_r = {s.pad_bottom, s.pad_right};
-    d.algorithm = s.kind == PoolKind::max ? dnnl::algorithm::pooling_max
-                                          : dnnl::algorithm::pooling_avg_exclude_padding;
-    return d;
-  }
-  dnnl::pooling_forward::primitive_desc pool_pd(const PoolShape& s, int64_t m,
-                                                bool training) const {
-    const PoolDescs d = pool_descs(s, m);
-    dnnl::pooling_forward::desc desc(
-        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-        d.algorithm, d.x, d.y, d.strides, d.kernel, d.pad_l, d.pad_r);
-    return {desc, attr(false), engine};
-  }
-
-  PoolForward& pool_forward_for(const PoolShape& s, int64_t m, bool training) {
-    const auto key = std::tuple(s, m, training);
-    if (auto it = pool_forward.find(key); it != pool_forward.end()) return it->second;
-    const PoolDescs d = pool_descs(s, m);
-    const auto pd = pool_pd(s, m, training);
-    PoolForward f;
-    f.training = training;
-    f.pool.primitive = dnnl::pooling_forward(pd);
-    f.pool.add(DNNL_ARG_SRC, d.x, engine);
-    f.pool.add(DNNL_ARG_DST, d.y, engine);
-    if (training && pd.workspace_desc().get_size() > 0)
-      f.pool.add(DNNL_ARG_WORKSPACE, pd.workspace_desc(), engine);
-    f.pool.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
-    return pool_forward.emplace(key, std::move(f)).first->second;
-  }
-
-  PoolBackward& pool_backward_for(const PoolShape& s, int64_t m) {
-    const auto key = std::tuple(s, m);
-    if (auto it = pool_backward.find(key); it != pool_backward.end()) return it->second;
-    const PoolDescs d = pool_descs(s, m);
-    const auto hint = pool_pd(s, m, true);
-    dnnl::pooling_backward::desc desc(d.algorithm, d.x, d.y, d.strides, d.kernel, d.pad_l, d.pad_r);
-    dnnl::pooling_backward::primitive_desc pd(desc, attr(false), engine, hint);
-    PoolBackward b;
-    b.pool.primitive = dnnl::pooling_backward(pd);
-    b.pool.add(DNNL_ARG_DIFF_DST, d.y, engine);
-    b.pool.add(DNNL_ARG_DIFF_SRC, d.x, engine);
-    if (hint.workspace_desc().get_size() > 0)
-      b.pool.add(DNNL_ARG_WORKSPACE, hint.workspace_desc(), engine);
-    b.pool.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
-    return pool_backward.emplace(key, std::move(b)).first->second;
-  }
-
   dnnl::normalization_flags norm_flags(const BatchNormShape& s, bool global_stats) const {
     auto f = static_cast<dnnl::normalization_flags>(0);
     if (global_stats) f |= dnnl::normalization_flags::use_global_stats;
@@ -426,36 +358,6 @@ void DnnlConv::conv_backward_weights(const ConvShape& s, const float* x, const f
   if (b.bias) b.conv.point(3, db);
   b.conv.run(state().stream);
   if (b.reorder) b.reorder_w.run(state().stream);
-}
-
-std::size_t DnnlConv::pool_workspace_bytes(const PoolShape& s, int64_t m) {
-  return guarded("pooling", [&] {
-    state().pool_forward_for(s, m, true);
-    state().pool_forward_for(s, m, false);
-    state().pool_backward_for(s, m);
-    return state().pool_pd(s, m, true).workspace_desc().get_size();
-  });
-}
-
-void DnnlConv::pool_forward(const PoolShape& s, const float* x, float* y, void* workspace,
-                            int64_t m) {
-  const bool training = workspace != nullptr;
-  PoolForward& f = guarded(
-      "pooling", [&]() -> PoolForward& { return state().pool_forward_for(s, m, training); });
-  f.pool.point(0, x);
-  f.pool.point(1, y);
-  if (training && f.pool.args.size() > 3) f.pool.point(2, workspace);
-  f.pool.run(state().stream);
-}
-
-void DnnlConv::pool_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
-                             int64_t m) {
-  PoolBackward& b = guarded("pooling backward",
-                            [&]() -> PoolBackward& { return state().pool_backward_for(s, m); });
-  b.pool.point(0, dy);
-  b.pool.point(1, dx);
-  if (b.pool.args.size() > 3) b.pool.point(2, workspace);
-  b.pool.run(state().stream);
 }
 
 void DnnlConv::batchnorm_prepare(const BatchNormShape& s, int64_t m) {

@@ -1,5 +1,5 @@
-// The CPU backend's 2-D convolution, pooling and batch normalization: oneDNN primitives on
-// channels-last data.
+// The CPU backend's 2-D convolution and batch normalization: oneDNN primitives on channels-last
+// data (pooling is the CPU backend's own loops, cpu_backend.cpp).
 //
 // Each primitive (and the reorders of the kernel between Keras's (kh, kw, in, out) layout and the
 // one oneDNN's convolution prefers, and its scratchpad) is created the first time a shape and a
@@ -31,10 +31,6 @@ class DnnlConv {
                            int64_t m);
   void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
                              float* db, int64_t m);
-  std::size_t pool_workspace_bytes(const PoolShape& s, int64_t m);
-  void pool_forward(const PoolShape& s, const float* x, float* y, void* workspace, int64_t m);
-  void pool_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
-                     int64_t m);
 
   // Batch normalization (backend.h's BatchNormShape): oneDNN's batch_normalization primitive with
   // separate scale and shift, on (m, channels, spatial, 1) in nhwc order, which is Keras's (m,
@@ -53,8 +49,8 @@ class DnnlConv {
   struct State;  // oneDNN's engine and stream, and the primitives made so far
 
  private:
-  // Made at the first convolution or pooling call: a model without them never creates oneDNN's
-  // engine and stream.
+  // Made at the first convolution or batch-normalization call: a model without them never creates
+  // oneDNN's engine and stream.
   State& state();
   std::unique_ptr<State> state_;
 };
