@@ -30,18 +30,8 @@ namespace {
 
 using testing_util::random_tensor;
 
-const std::string kReference =
-    std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/batchnorm_reference.safetensors";
-
-const SafetensorsFile& reference() {
-  static const SafetensorsFile f = read_safetensors(kReference);
-  return f;
-}
-
 const Tensor& tensor(const std::string& name) {
-  const Tensor* t = reference().find(name);
-  if (!t) throw Error(kReference, "no tensor " + name);
-  return *t;
+  return testing_util::keras_fixture_tensor("batchnorm_reference.safetensors", name);
 }
 
 std::string message_of(const std::function<void()>& f) {

@@ -11,22 +11,16 @@
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
+#include "test_util.h"
 
 namespace crossover {
 namespace {
 
-const std::string kReference =
-    std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/conv_reference.safetensors";
-
 const SafetensorsFile& reference() {
-  static const SafetensorsFile f = read_safetensors(kReference);
-  return f;
+  return testing_util::keras_fixture("conv_reference.safetensors");
 }
-
 const Tensor& tensor(const std::string& name) {
-  const Tensor* t = reference().find(name);
-  if (!t) throw Error(kReference, "no tensor " + name);
-  return *t;
+  return testing_util::keras_fixture_tensor("conv_reference.safetensors", name);
 }
 
 Shape sample_shape(const Tensor& x) { return Shape(x.shape().begin() + 1, x.shape().end()); }

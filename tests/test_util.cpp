@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+
+#include "core/error.h"
 
 namespace crossover::testing_util {
 
@@ -62,6 +65,23 @@ CommandResult run_crossover(const std::string& args, const std::string& launcher
   r.err = slurp(err);
   std::filesystem::remove_all(dir);
   return r;
+}
+
+const SafetensorsFile& keras_fixture(const std::string& file_name) {
+  static std::map<std::string, SafetensorsFile> files;
+  auto it = files.find(file_name);
+  if (it == files.end())
+    it = files
+             .emplace(file_name, read_safetensors(std::string(CROSSOVER_SOURCE_DIR) +
+                                                  "/tests/data/keras/" + file_name))
+             .first;
+  return it->second;
+}
+
+const Tensor& keras_fixture_tensor(const std::string& file_name, const std::string& tensor_name) {
+  const Tensor* t = keras_fixture(file_name).find(tensor_name);
+  if (!t) throw Error("tests/data/keras/" + file_name, "no tensor " + tensor_name);
+  return *t;
 }
 
 }  // namespace crossover::testing_util

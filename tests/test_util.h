@@ -10,6 +10,7 @@
 
 #include "core/philox.h"
 #include "core/tensor.h"
+#include "nn/weights_io.h"
 
 namespace crossover::testing_util {
 
@@ -20,6 +21,11 @@ inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float 
     t[i] = lo + (hi - lo) * philox_uniform(seed, RngStream::init, 999, 0, static_cast<uint64_t>(i));
   return t;
 }
+
+// A fixture of tests/data/keras (made by its make_*.py with Keras itself), read once per name.
+const SafetensorsFile& keras_fixture(const std::string& file_name);
+// One tensor of it; Error naming the file when it has none of that name.
+const Tensor& keras_fixture_tensor(const std::string& file_name, const std::string& tensor_name);
 
 struct CommandResult {
   int exit_code = -1;
