@@ -21,6 +21,7 @@
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
+#include "perf/backend_wrappers.h"
 #include "perf/cost_model.h"
 #include "perf/recording.h"
 #include "test_util.h"
@@ -438,16 +439,31 @@ TEST(BatchNormalization, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
 
 // ---- devices and the op list ----
 
-TEST(BatchNormalization, IsRefusedAtCompileOnADeviceWithoutIt) {
+TEST(BatchNormalization, IsRefusedAtCompileOnABackendWithoutIt) {
+  // A backend that answers has_batch_norm() false (both of crossover's own have it).
+  struct NoBatchNorm : perf::ForwardingBackend {
+    NoBatchNorm() : ForwardingBackend(make_cpu_backend(1)) {}
+    bool has_batch_norm() const override { return false; }
+  };
   Sequential model = dense_bn_model();
   const std::string why = message_of([&] {
-    model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.make_backend = [] {
-                    return std::make_unique<perf::RecordingBackend>("cuda:0", false);
-                  }});
+    model.compile(Adam(), "sparse_categorical_crossentropy", {},
+                  {.make_backend = [] { return std::make_unique<NoBatchNorm>(); }});
   });
   EXPECT_EQ(why,
-            "batch_normalization: BatchNormalization is not available on cuda:0 yet (only the CPU "
-            "has it)");
+            "batch_normalization: BatchNormalization is not available on cpu (its backend has no "
+            "batch normalization)");
+}
+
+TEST(BatchNormalization, CompilesForAGpusRecordedStepAsForTheCudaBackend) {
+  Sequential model = dense_bn_model();
+  EXPECT_EQ(message_of([&] {
+              model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.make_backend = [] {
+                              return std::make_unique<perf::RecordingBackend>("cuda:0", false);
+                            }});
+            }),
+            "(no error)");
+  EXPECT_EQ(perf::unsupported_on(perf::describe(dense_bn_model()), perf::DeviceKind::gpu), "");
 }
 
 TEST(BatchNormalization, TheStepRecordsItsCallsAndTheCostModelDescribesButDoesNotPriceThem) {

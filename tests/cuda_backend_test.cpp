@@ -1064,5 +1064,232 @@ TEST_F(CudaConvTest, DropoutAfterTheConvnetsFlattenDrawsTheCpuMask) {
   EXPECT_EQ(g.get(yg, static_cast<std::size_t>(m * n)), c.get(yc, static_cast<std::size_t>(m * n)));
 }
 
+// ---- batch normalization (crossover's own kernels) against the CPU's oneDNN
+// ----------------------
+
+class CudaBatchNormTest : public CudaBackendTest {};
+
+struct NormCase {
+  int64_t m;
+  BatchNormShape shape;
+};
+// After a Dense layer (spatial 1); a small image; more than 32 channels, not a multiple of 32;
+// more rows than one block sums (512), and far more (the convnet's first layer at batch 128:
+// 169 blocks of rows); scale or center off; a non-default epsilon.
+std::vector<NormCase> norm_cases() {
+  return {{7, {.spatial = 1, .channels = 13}},
+          {5, {.spatial = 36, .channels = 4}},
+          {3, {.spatial = 25, .channels = 70}},
+          {2000, {.spatial = 1, .channels = 3}},
+          {128, {.spatial = 676, .channels = 32}},
+          {6, {.spatial = 9, .channels = 5, .scale = false}},
+          {6, {.spatial = 9, .channels = 5, .center = false}},
+          {4, {.spatial = 16, .channels = 6, .epsilon = 0.1f, .scale = false, .center = false}}};
+}
+
+std::string norm_name(const NormCase& c) {
+  const BatchNormShape& s = c.shape;
+  return "m=" + std::to_string(c.m) + " spatial " + std::to_string(s.spatial) + " channels " +
+         std::to_string(s.channels) + " epsilon " + std::to_string(s.epsilon) +
+         (s.scale ? " scale" : "") + (s.center ? " center" : "");
+}
+
+// The inputs of one case: x with a per-channel offset and spread (so that neither the mean nor the
+// variance is near 0 or 1), gamma, beta, moving statistics (variance positive), dy.
+struct NormInputs {
+  std::vector<float> x, gamma, beta, mean, variance, dy;
+};
+NormInputs norm_inputs(const NormCase& c, uint32_t seed) {
+  const auto ch = static_cast<std::size_t>(c.shape.channels);
+  const auto n = static_cast<std::size_t>(c.m * c.shape.spatial) * ch;
+  NormInputs in;
+  in.x = random_values(n, seed);
+  const auto offset = random_values(ch, seed + 1, -2.0f, 2.0f);
+  const auto spread = random_values(ch, seed + 2, 0.5f, 3.0f);
+  for (std::size_t i = 0; i < n; ++i) in.x[i] = in.x[i] * spread[i % ch] + offset[i % ch];
+  in.gamma = random_values(ch, seed + 3, 0.5f, 1.5f);
+  in.beta = random_values(ch, seed + 4);
+  in.mean = random_values(ch, seed + 5);
+  in.variance = random_values(ch, seed + 6, 0.5f, 2.0f);
+  in.dy = random_values(n, seed + 7);
+  return in;
+}
+
+TEST_F(CudaBatchNormTest, TrainingForwardMatchesCpuWithTheBatchStatistics) {
+  uint32_t seed = 8000;
+  for (const NormCase& nc : norm_cases()) {
+    SCOPED_TRACE(norm_name(nc));
+    const BatchNormShape& s = nc.shape;
+    const NormInputs in = norm_inputs(nc, seed += 10);
+    const auto n = in.x.size(), ch = in.gamma.size();
+    Memory c(*cpu_), g(*gpu_);
+    cpu_->batchnorm_prepare(s, nc.m);
+    gpu_->batchnorm_prepare(s, nc.m);
+    float *yc = c.poisoned(n), *mc = c.poisoned(ch), *vc = c.poisoned(ch);
+    float *yg = g.poisoned(n), *mg = g.poisoned(ch), *vg = g.poisoned(ch);
+    cpu_->batchnorm_forward_training(s, c.values(in.x), s.scale ? c.values(in.gamma) : nullptr,
+                                     s.center ? c.values(in.beta) : nullptr, yc, mc, vc, nc.m);
+    gpu_->batchnorm_forward_training(s, g.values(in.x), s.scale ? g.values(in.gamma) : nullptr,
+                                     s.center ? g.values(in.beta) : nullptr, yg, mg, vg, nc.m);
+    // oneDNN sums in float, our kernels add their partials in double: up to 86,528 rows apart.
+    expect_close(g.get(mg, ch), c.get(mc, ch), 1e-5, 1e-5, "mean");
+    expect_close(g.get(vg, ch), c.get(vc, ch), 1e-4, 1e-6, "variance");
+    expect_close(g.get(yg, n), c.get(yc, n), 1e-4, 1e-4, "y");
+  }
+}
+
+TEST_F(CudaBatchNormTest, InferenceForwardMatchesCpuWithTheGivenStatistics) {
+  uint32_t seed = 8500;
+  for (const NormCase& nc : norm_cases()) {
+    SCOPED_TRACE(norm_name(nc));
+    const BatchNormShape& s = nc.shape;
+    const NormInputs in = norm_inputs(nc, seed += 10);
+    const auto n = in.x.size();
+    Memory c(*cpu_), g(*gpu_);
+    cpu_->batchnorm_prepare(s, nc.m);
+    gpu_->batchnorm_prepare(s, nc.m);
+    float* yc = c.poisoned(n);
+    float* yg = g.poisoned(n);
+    cpu_->batchnorm_forward_inference(s, c.values(in.x), s.scale ? c.values(in.gamma) : nullptr,
+                                      s.center ? c.values(in.beta) : nullptr, c.values(in.mean),
+                                      c.values(in.variance), yc, nc.m);
+    gpu_->batchnorm_forward_inference(s, g.values(in.x), s.scale ? g.values(in.gamma) : nullptr,
+                                      s.center ? g.values(in.beta) : nullptr, g.values(in.mean),
+                                      g.values(in.variance), yg, nc.m);
+    expect_close(g.get(yg, n), c.get(yc, n), 1e-5, 1e-6, "y");
+  }
+}
+
+TEST_F(CudaBatchNormTest, BackwardMatchesCpuForDxDgammaAndDbeta) {
+  uint32_t seed = 9000;
+  for (const NormCase& nc : norm_cases()) {
+    SCOPED_TRACE(norm_name(nc));
+    const BatchNormShape& s = nc.shape;
+    const NormInputs in = norm_inputs(nc, seed += 10);
+    const auto n = in.x.size(), ch = in.gamma.size();
+    // The batch statistics as the CPU's training forward wrote them, on both devices.
+    Memory c(*cpu_), g(*gpu_);
+    cpu_->batchnorm_prepare(s, nc.m);
+    gpu_->batchnorm_prepare(s, nc.m);
+    float *y = c.poisoned(n), *mean = c.poisoned(ch), *variance = c.poisoned(ch);
+    const float* x = c.values(in.x);
+    cpu_->batchnorm_forward_training(s, x, c.values(in.gamma), c.values(in.beta), y, mean, variance,
+                                     nc.m);
+    const auto batch_mean = c.get(mean, ch), batch_variance = c.get(variance, ch);
+    float *dxc = c.poisoned(n), *dgc = s.scale ? c.poisoned(ch) : nullptr,
+          *dbc = s.center ? c.poisoned(ch) : nullptr;
+    float *dxg = g.poisoned(n), *dgg = s.scale ? g.poisoned(ch) : nullptr,
+          *dbg = s.center ? g.poisoned(ch) : nullptr;
+    cpu_->batchnorm_backward(s, x, c.values(in.dy), s.scale ? c.values(in.gamma) : nullptr, mean,
+                             variance, dxc, dgc, dbc, nc.m);
+    gpu_->batchnorm_backward(s, g.values(in.x), g.values(in.dy),
+                             s.scale ? g.values(in.gamma) : nullptr, g.values(batch_mean),
+                             g.values(batch_variance), dxg, dgg, dbg, nc.m);
+    EXPECT_LE(relative_error(g.get(dxg, n), c.get(dxc, n)), 1e-4) << "dx";
+    if (s.scale) {
+      EXPECT_LE(relative_error(g.get(dgg, ch), c.get(dgc, ch)), 1e-4) << "dgamma";
+    }
+    if (s.center) {
+      EXPECT_LE(relative_error(g.get(dbg, ch), c.get(dbc, ch)), 1e-4) << "dbeta";
+    }
+  }
+}
+
+TEST_F(CudaBatchNormTest, MovingStatisticsUpdateIsTheCpusBitForBit) {
+  const int64_t ch = 37;
+  const auto mean = random_values(ch, 9501), variance = random_values(ch, 9502, 0.1f, 3.0f),
+             moving_mean = random_values(ch, 9503),
+             moving_variance = random_values(ch, 9504, 0.1f, 3.0f);
+  const BatchNormShape s{.spatial = 4, .channels = ch};
+  Memory c(*cpu_), g(*gpu_);
+  float *mmc = c.values(moving_mean), *mvc = c.values(moving_variance);
+  float *mmg = g.values(moving_mean), *mvg = g.values(moving_variance);
+  for (double momentum : {0.99, 0.9}) {
+    cpu_->batchnorm_update_moving(s, c.values(mean), c.values(variance), mmc, mvc, momentum);
+    gpu_->batchnorm_update_moving(s, g.values(mean), g.values(variance), mmg, mvg, momentum);
+  }
+  EXPECT_EQ(g.get(mmg, ch), c.get(mmc, ch));
+  EXPECT_EQ(g.get(mvg, ch), c.get(mvc, ch));
+}
+
+TEST_F(CudaBatchNormTest, StatisticsAndGradientsAreBitIdenticalRunToRun) {
+  // The per-channel sums are split among many blocks here (676 x 128 rows): with no atomics their
+  // order is fixed, so two runs give the same bits.
+  const NormCase nc{128, {.spatial = 676, .channels = 32}};
+  const BatchNormShape& s = nc.shape;
+  const NormInputs in = norm_inputs(nc, 9600);
+  const auto n = in.x.size(), ch = in.gamma.size();
+  auto run = [&] {
+    auto gpu = make_cuda_backend(0);
+    Memory g(*gpu);
+    gpu->batchnorm_prepare(s, nc.m);
+    float *x = g.values(in.x), *gamma = g.values(in.gamma), *dy = g.values(in.dy);
+    float *y = g.poisoned(n), *mean = g.poisoned(ch), *variance = g.poisoned(ch);
+    float *dx = g.poisoned(n), *dgamma = g.poisoned(ch), *dbeta = g.poisoned(ch);
+    gpu->batchnorm_forward_training(s, x, gamma, g.values(in.beta), y, mean, variance, nc.m);
+    gpu->batchnorm_backward(s, x, dy, gamma, mean, variance, dx, dgamma, dbeta, nc.m);
+    return std::vector<std::vector<float>>{g.get(y, n),  g.get(mean, ch),   g.get(variance, ch),
+                                           g.get(dx, n), g.get(dgamma, ch), g.get(dbeta, ch)};
+  };
+  EXPECT_EQ(run(), run());
+}
+
+TEST_F(CudaBatchNormTest, InACapturedGraphItMatchesEagerCallsWithoutAPrepareOfItsOwn) {
+  // The planning pass sizes the scratch of the sums (no batchnorm_prepare here); the captured
+  // training forward, moving update and backward then match the same calls made eagerly.
+  const NormCase nc{9, {.spatial = 100, .channels = 40}};
+  const BatchNormShape& s = nc.shape;
+  const NormInputs in = norm_inputs(nc, 9700);
+  const auto n = in.x.size(), ch = in.gamma.size();
+  struct Step {
+    float *x, *gamma, *beta, *y, *mean, *variance, *moving_mean, *moving_variance, *dy, *dx,
+        *dgamma, *dbeta;
+  };
+  auto make = [&](Memory& mem) {
+    return Step{mem.values(in.x),    mem.values(in.gamma),    mem.values(in.beta),
+                mem.poisoned(n),     mem.poisoned(ch),        mem.poisoned(ch),
+                mem.values(in.mean), mem.values(in.variance), mem.values(in.dy),
+                mem.poisoned(n),     mem.poisoned(ch),        mem.poisoned(ch)};
+  };
+  auto run = [&](Backend& be, const Step& t) {
+    be.batchnorm_forward_training(s, t.x, t.gamma, t.beta, t.y, t.mean, t.variance, nc.m);
+    be.batchnorm_update_moving(s, t.mean, t.variance, t.moving_mean, t.moving_variance, 0.99);
+    be.batchnorm_backward(s, t.x, t.dy, t.gamma, t.mean, t.variance, t.dx, t.dgamma, t.dbeta, nc.m);
+  };
+  auto gpu2 = make_cuda_backend(0);
+  Memory gm(*gpu_), em(*gpu2);
+  const Step gs = make(gm), es = make(em);
+  auto graph = gpu_->capture([&] { run(*gpu_, gs); }, true);
+  auto eager = gpu2->capture([&] { run(*gpu2, es); }, false);
+  graph->replay();
+  eager->replay();
+  for (auto [got, want, size, what] :
+       {std::tuple{gs.y, es.y, n, "y"},
+        std::tuple{gs.moving_mean, es.moving_mean, ch, "moving mean"},
+        std::tuple{gs.moving_variance, es.moving_variance, ch, "moving variance"},
+        std::tuple{gs.dx, es.dx, n, "dx"}, std::tuple{gs.dgamma, es.dgamma, ch, "dgamma"},
+        std::tuple{gs.dbeta, es.dbeta, ch, "dbeta"}})
+    EXPECT_EQ(gm.get(got, size), em.get(want, size)) << "graph vs eager " << what;
+}
+
+TEST_F(CudaBatchNormTest, ALargerBatchWhileCapturingIsAnError) {
+  // The scratch is sized outside capture; a call that would need more inside it is refused.
+  Memory g(*gpu_);
+  const BatchNormShape s{.spatial = 1, .channels = 4};
+  float* x = g.alloc<float>(4 * 5000);
+  float* y = g.alloc<float>(4 * 5000);
+  float* stats = g.alloc<float>(8);
+  int calls = 0;
+  EXPECT_THROW(gpu_->capture(
+                   [&] {
+                     const int64_t m = ++calls == 1 ? 10 : 5000;
+                     gpu_->batchnorm_forward_training(s, x, nullptr, nullptr, y, stats, stats + 4,
+                                                      m);
+                   },
+                   true),
+               Error);
+  gpu_->synchronize();
+}
+
 }  // namespace
 }  // namespace crossover

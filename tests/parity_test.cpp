@@ -2,7 +2,8 @@
 // weights agree to 1e-3 (relative Frobenius norm), and the per-epoch losses of 3 epochs to 0.5%.
 // Float32 with TF32 off on the GPU (the default). The MLPs of the seed and Keras's MNIST convnet
 // (cuDNN's convolutions against oneDNN's; its Dropout draws the same masks on both devices, or
-// the weights could not agree). Skipped where no GPU is present.
+// the weights could not agree), and that convnet with BatchNormalization after each convolution.
+// Skipped where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,9 +15,13 @@
 namespace crossover {
 namespace {
 
-enum class Model { small, big, convnet };
+enum class Model { small, big, convnet, convnet_bn };
 
 Sequential model_of(Model which) {
+  if (which == Model::convnet_bn)  // the convnet with BatchNormalization after each convolution
+    return Sequential({Input({28, 28, 1}), Conv2D(32, 3, "relu"), BatchNormalization(),
+                       MaxPooling2D(2), Conv2D(64, 3, "relu"), BatchNormalization(),
+                       MaxPooling2D(2), Flatten(), Dropout(0.5), Dense(10, "softmax")});
   if (which == Model::convnet)  // Keras's "Simple MNIST convnet" (as in conv_test.cpp)
     return Sequential({Input({28, 28, 1}), Conv2D(32, 3, "relu"), MaxPooling2D(2),
                        Conv2D(64, 3, "relu"), MaxPooling2D(2), Flatten(), Dropout(0.5),
@@ -80,6 +85,11 @@ void check_parity(Model which) {
 TEST(Parity, SmallModelFollowsTheSameTrajectoryOnCpuAndGpu) { check_parity(Model::small); }
 TEST(Parity, BigModelFollowsTheSameTrajectoryOnCpuAndGpu) { check_parity(Model::big); }
 TEST(Parity, MnistConvnetFollowsTheSameTrajectoryOnCpuAndGpu) { check_parity(Model::convnet); }
+// Batch normalization (crossover's CUDA kernels against oneDNN's): the weights include the moving
+// statistics, so they are compared too.
+TEST(Parity, ConvnetWithBatchNormFollowsTheSameTrajectoryOnCpuAndGpu) {
+  check_parity(Model::convnet_bn);
+}
 
 }  // namespace
 }  // namespace crossover

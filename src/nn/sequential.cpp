@@ -1050,7 +1050,7 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
                               backend->device_name() + " (its backend has no convolutions)");
     if (l.type == LayerType::batch_normalization && !backend->has_batch_norm())
       throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
-                              backend->device_name() + " yet (only the CPU has it)");
+                              backend->device_name() + " (its backend has no batch normalization)");
   }
   m.plans.clear();
   m.arena.reset();

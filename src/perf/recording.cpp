@@ -92,9 +92,7 @@ class RecordedStep final : public Backend::StepGraph {
 };
 
 RecordingBackend::RecordingBackend(std::string device_name, bool fuses_weight_update)
-    : device_name_(std::move(device_name)),
-      fuses_weight_update_(fuses_weight_update),
-      has_batch_norm_(device_name_ == "cpu") {}
+    : device_name_(std::move(device_name)), fuses_weight_update_(fuses_weight_update) {}
 
 RecordingBackend::~RecordingBackend() {
   for (const auto& [p, bytes] : reservations_) munmap(p, bytes);

@@ -304,6 +304,51 @@ class CudaBackend final : public Backend {
           "pool_backward kernel launch");
   }
 
+  // ---- batch normalization (kernels.cu: per-channel sums without atomics) ----
+  bool has_batch_norm() const override { return true; }
+  void batchnorm_prepare(const BatchNormShape& s, int64_t m) override {
+    activate();
+    norm_scratch(s, m);
+  }
+  void batchnorm_forward_training(const BatchNormShape& s, const float* x, const float* gamma,
+                                  const float* beta, float* y, float* mean, float* variance,
+                                  int64_t m) override {
+    activate();
+    float* scratch = norm_scratch(s, m);
+    if (planning_) return;
+    check(cuda::launch_batchnorm_forward_training(stream_, s, x, gamma, beta, y, mean, variance, m,
+                                                  scratch),
+          "batchnorm_forward_training kernel launch");
+  }
+  void batchnorm_forward_inference(const BatchNormShape& s, const float* x, const float* gamma,
+                                   const float* beta, const float* mean, const float* variance,
+                                   float* y, int64_t m) override {
+    if (planning_) return;
+    activate();
+    check(
+        cuda::launch_batchnorm_forward_inference(stream_, s, x, gamma, beta, mean, variance, y, m),
+        "batchnorm_forward_inference kernel launch");
+  }
+  void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
+                          const float* gamma, const float* mean, const float* variance, float* dx,
+                          float* dgamma, float* dbeta, int64_t m) override {
+    activate();
+    float* scratch = norm_scratch(s, m);
+    if (planning_) return;
+    check(cuda::launch_batchnorm_backward(stream_, s, x, dy, gamma, mean, variance, dx, dgamma,
+                                          dbeta, m, scratch),
+          "batchnorm_backward kernel launch");
+  }
+  void batchnorm_update_moving(const BatchNormShape& s, const float* mean, const float* variance,
+                               float* moving_mean, float* moving_variance,
+                               double momentum) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_batchnorm_update_moving(stream_, mean, variance, moving_mean,
+                                               moving_variance, s.channels, momentum),
+          "batchnorm_update_moving kernel launch");
+  }
+
   // ---- activations ----
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                           int64_t n) override {
@@ -455,6 +500,21 @@ class CudaBackend final : public Backend {
     return probs_scratch_;
   }
 
+  // The partial sums of batch normalization: one block for every layer and both passes (they run
+  // in order on the stream), sized by batchnorm_prepare when a batch size is planned. Grows only;
+  // an outgrown block is kept until destruction (a captured graph may still use it).
+  float* norm_scratch(const BatchNormShape& s, int64_t m) {
+    const auto floats = static_cast<std::size_t>(cuda::batchnorm_scratch_floats(s, m));
+    if (floats <= norm_scratch_floats_) return norm_scratch_;
+    require_may_prepare("batch normalization");
+    void* p = nullptr;
+    check(cudaMalloc(&p, floats * sizeof(float)), "cudaMalloc (batch normalization scratch)");
+    if (norm_scratch_) retired_.push_back(norm_scratch_);
+    norm_scratch_ = static_cast<float*>(p);
+    norm_scratch_floats_ = floats;
+    return norm_scratch_;
+  }
+
   void destroy() noexcept {
     if (cudaSetDevice(ordinal_) != cudaSuccess) cudaGetLastError();
     if (stream_) cudaStreamSynchronize(stream_);
@@ -465,6 +525,8 @@ class CudaBackend final : public Backend {
     slot_tables_.clear();
     if (probs_scratch_) cudaFree(probs_scratch_);
     probs_scratch_ = nullptr;
+    if (norm_scratch_) cudaFree(norm_scratch_);
+    norm_scratch_ = nullptr;
     for (float* p : retired_) cudaFree(p);
     retired_.clear();
     if (reduction_block_) cudaFree(reduction_block_);
@@ -498,6 +560,8 @@ class CudaBackend final : public Backend {
   cuda::ReductionScratch reduction_{};
   float* probs_scratch_ = nullptr;
   std::size_t probs_scratch_floats_ = 0;
+  float* norm_scratch_ = nullptr;
+  std::size_t norm_scratch_floats_ = 0;
   std::vector<float*> retired_;
   std::vector<SlotTable> slot_tables_;
   bool planning_ = false;   // planning pass: prepare, enqueue nothing

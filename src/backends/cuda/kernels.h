@@ -107,6 +107,33 @@ cudaError_t launch_pool_forward(cudaStream_t s, const PoolShape& shape, const fl
 cudaError_t launch_pool_backward(cudaStream_t s, const PoolShape& shape, const float* dy,
                                  const int32_t* argmax, float* dx, int64_t m);
 
+// ---- batch normalization (backend.h's BatchNormShape), channels last over rows = m * spatial ----
+// Crossover's own kernels, not cuDNN's (docs/CUDA.md, "Batch normalization" says why). Every
+// per-channel sum is split among blocks by the shape alone, each block writes a partial, and a
+// second kernel adds the partials in block order in double: no atomics, so the statistics and
+// gradients are bit-identical run to run. `scratch` holds batchnorm_scratch_floats(shape, m)
+// floats (the backend's, allocated when the batch size is planned); calls on one stream share it.
+int64_t batchnorm_scratch_floats(const BatchNormShape& shape, int64_t m);
+// The batch's mean, then its biased variance from the mean (two passes over x, as oneDNN), then y.
+cudaError_t launch_batchnorm_forward_training(cudaStream_t s, const BatchNormShape& shape,
+                                              const float* x, const float* gamma, const float* beta,
+                                              float* y, float* mean, float* variance, int64_t m,
+                                              float* scratch);
+cudaError_t launch_batchnorm_forward_inference(cudaStream_t s, const BatchNormShape& shape,
+                                               const float* x, const float* gamma,
+                                               const float* beta, const float* mean,
+                                               const float* variance, float* y, int64_t m);
+// dbeta = sum dy, dgamma = sum dy * xhat (each only when its parameter exists and the pointer is
+// not null), then dx through the batch statistics (dx may alias dy).
+cudaError_t launch_batchnorm_backward(cudaStream_t s, const BatchNormShape& shape, const float* x,
+                                      const float* dy, const float* gamma, const float* mean,
+                                      const float* variance, float* dx, float* dgamma, float* dbeta,
+                                      int64_t m, float* scratch);
+// kernel_math.h's batchnorm_moving_update, one thread per channel.
+cudaError_t launch_batchnorm_update_moving(cudaStream_t s, const float* mean, const float* variance,
+                                           float* moving_mean, float* moving_variance,
+                                           int64_t channels, double momentum);
+
 // Loads every kernel above now (CUDA loads modules lazily, at a kernel's first launch), so that
 // no module is first loaded while a stream is being captured.
 cudaError_t preload_kernels();
