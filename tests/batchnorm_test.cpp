@@ -2,15 +2,17 @@
 // forward pass against float64 and against what Keras itself computed
 // (tests/data/keras/batchnorm_reference.safetensors, written by Keras 3.15.1 on TensorFlow 2.21
 // with tests/data/keras/make_batchnorm.py, which names every tensor and how it was made), the
-// moving statistics after a fit step, the files, the JSON, and the op list. (Its gradients:
-// gradient_test.cpp; its step's allocations: model_test.cpp.)
+// moving statistics after a fit step, the files, the JSON, the op list and its prices. (Its
+// gradients: gradient_test.cpp; its step's allocations: model_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -22,7 +24,9 @@
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
 #include "perf/backend_wrappers.h"
+#include "perf/calibrate.h"
 #include "perf/cost_model.h"
+#include "perf/profile.h"
 #include "perf/recording.h"
 #include "test_util.h"
 
@@ -466,31 +470,209 @@ TEST(BatchNormalization, CompilesForAGpusRecordedStepAsForTheCudaBackend) {
   EXPECT_EQ(perf::unsupported_on(perf::describe(dense_bn_model()), perf::DeviceKind::gpu), "");
 }
 
-TEST(BatchNormalization, TheStepRecordsItsCallsAndTheCostModelDescribesButDoesNotPriceThem) {
-  Sequential model({Input({8, 8, 3}), Conv2D(4, 3, "relu"), BatchNormalization(), Flatten(),
-                    Dense(10, "softmax")});
-  const perf::ModelDesc desc = perf::describe(model);
-  const auto ops = perf::step_ops(desc, 32, perf::DeviceKind::cpu, perf::Mode::resident);
+// ---- the cost model ----
+
+// A convnet with batch normalization after its convolution: at 32 samples the layer normalises
+// (32, 6 x 6, 4).
+perf::ModelDesc conv_bn_model() {
+  return perf::describe(Sequential({Input({8, 8, 3}), Conv2D(4, 3, "relu"), BatchNormalization(),
+                                    Flatten(), Dense(10, "softmax")}));
+}
+
+std::vector<perf::Op> bn_ops(const std::vector<perf::Op>& ops) {
+  std::vector<perf::Op> out;
+  for (const perf::Op& o : ops)
+    if (o.call.rfind("batchnorm_", 0) == 0) out.push_back(o);
+  return out;
+}
+
+// A CPU profile with made-up rates and no batch-normalization entries.
+perf::Profile made_up_cpu() {
+  perf::Profile p;
+  p.name = "test cpu";
+  p.memory_bytes_per_second = 1e10;
+  p.call_seconds = 1e-7;
+  p.gemm.push_back({"", 64, 64, 64, 1e11});
+  return p;
+}
+
+TEST(BatchNormCost, TheOpListHasEachCallOnceWithItsShapeBytesAndLaunches) {
+  const auto cpu =
+      bn_ops(perf::step_ops(conv_bn_model(), 32, perf::DeviceKind::cpu, perf::Mode::resident));
   std::vector<std::string> calls;
-  for (const perf::Op& o : ops)
-    if (o.call.rfind("batchnorm_", 0) == 0) {
-      calls.push_back(o.call);
-      EXPECT_EQ(o.layer, "batch_normalization");
-      if (o.call == "batchnorm_forward_training") {
-        EXPECT_EQ(o.elements, 32 * 6 * 6 * 4);
-        EXPECT_EQ(o.bytes_written, 4 * (32 * 6 * 6 * 4 + 2 * 4));
-      }
-    }
-  EXPECT_EQ(calls, (std::vector<std::string>{"batchnorm_forward_training",
+  const int64_t x = 32 * 6 * 6 * 4, ch = 4;
+  for (const perf::Op& o : cpu) {
+    calls.push_back(o.call);
+    EXPECT_EQ(o.layer, "batch_normalization");
+    EXPECT_EQ(o.batch, o.call == "batchnorm_update_moving" ? 1 : 32) << o.call;
+    EXPECT_EQ(o.norm, (BatchNormShape{.spatial = 36, .channels = 4})) << o.call;
+    EXPECT_EQ(o.launches, 0) << o.call;
+  }
+  ASSERT_EQ(calls, (std::vector<std::string>{"batchnorm_forward_training",
                                              "batchnorm_update_moving", "batchnorm_backward"}));
-  perf::Profile cpu;
-  cpu.kind = "cpu";
-  std::vector<perf::Op> only_bn;
-  for (const perf::Op& o : ops)
-    if (o.call.rfind("batchnorm_", 0) == 0) only_bn.push_back(o);
-  EXPECT_EQ(message_of([&] { perf::predict(only_bn, cpu, perf::Mode::resident); }),
-            "cost model: batch_normalization: cannot predict batchnorm_forward_training yet: "
-            "batch-normalization rates are not calibrated (a later step of issue 12)");
+  // Training forward: x twice (the statistics, then y) and gamma, beta; y and the statistics.
+  EXPECT_EQ(cpu[0].elements, x);
+  EXPECT_EQ(cpu[0].bytes_read, 4 * (2 * x + 2 * ch));
+  EXPECT_EQ(cpu[0].bytes_written, 4 * (x + 2 * ch));
+  EXPECT_EQ(cpu[0].flops, 8 * x);
+  // Moving update: both statistics and both moving ones read, the moving ones written.
+  EXPECT_EQ(cpu[1].bytes_read, 4 * 4 * ch);
+  EXPECT_EQ(cpu[1].bytes_written, 4 * 2 * ch);
+  // Backward: x and dy twice, gamma, beta, the statistics; dx, dgamma, dbeta.
+  EXPECT_EQ(cpu[2].elements, x);
+  EXPECT_EQ(cpu[2].bytes_read, 4 * (4 * x + 2 * ch + 2 * ch));
+  EXPECT_EQ(cpu[2].bytes_written, 4 * (x + 2 * ch));
+  // On a GPU: the kernels of kernels.cu (two sums and their totals, then y; the moving update;
+  // the backward's sums, their totals, then dx).
+  const auto gpu =
+      bn_ops(perf::step_ops(conv_bn_model(), 32, perf::DeviceKind::gpu, perf::Mode::resident));
+  ASSERT_EQ(gpu.size(), 3u);
+  EXPECT_EQ(gpu[0].launches, 5);
+  EXPECT_EQ(gpu[1].launches, 1);
+  EXPECT_EQ(gpu[2].launches, 3);
+}
+
+// The profile's own entry for each batch-normalization call of `needs`: 1 ms, 2 ms, ... times
+// `scale`.
+void add_norm_entries(perf::Profile& p, const perf::ShapeNeeds& needs, double scale) {
+  double t = 1e-3;
+  for (const perf::NormNeed& c : needs.norms) {
+    p.batchnorm.push_back({c.op, c.shape, c.batch, t * scale});
+    t += 1e-3;
+  }
+}
+
+TEST(BatchNormCost, ShapeNeedsAreEachCallAndEvenAGridProfileLacksThem) {
+  const perf::ShapeNeeds needs = perf::cpu_shape_needs({{conv_bn_model(), {32, 5}}});
+  std::set<perf::NormNeed> want;
+  for (int64_t m : {32, 5}) {
+    want.insert({"forward_training", {.spatial = 36, .channels = 4}, m});
+    want.insert({"backward", {.spatial = 36, .channels = 4}, m});
+  }
+  want.insert({"update_moving", {.spatial = 36, .channels = 4}, 1});
+  EXPECT_EQ(needs.norms, want);
+  perf::Profile grid = made_up_cpu();
+  grid.coverage = "grid";
+  EXPECT_EQ(perf::missing_shapes(grid, needs).norms, want);
+  add_norm_entries(grid, needs, 1.0);
+  EXPECT_TRUE(perf::missing_shapes(grid, needs).norms.empty());
+}
+
+TEST(BatchNormCost, EachCallCostsItsOwnMeasurementAndTheStepTheirSum) {
+  const perf::ModelDesc model = conv_bn_model();
+  const perf::ShapeNeeds needs = perf::cpu_shape_needs({{model, {32}}});
+  ASSERT_EQ(needs.norms.size(), 3u);
+  perf::Profile once = made_up_cpu(), twice = made_up_cpu();
+  add_norm_entries(once, needs, 1.0);
+  add_norm_entries(twice, needs, 2.0);
+  const auto ops = perf::step_ops(model, 32, perf::DeviceKind::cpu, perf::Mode::resident);
+  const perf::Prediction a = perf::predict(ops, once, perf::Mode::resident);
+  const perf::Prediction b = perf::predict(ops, twice, perf::Mode::resident);
+  for (const std::string& e : a.estimates) EXPECT_EQ(e.find("batch norm"), std::string::npos) << e;
+  double measured = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].call.rfind("batchnorm_", 0) != 0) continue;
+    double expected = -1;
+    for (const perf::NormSample& c : once.batchnorm)
+      if (ops[i].call == "batchnorm_" + c.op && c.shape == ops[i].norm && c.batch == ops[i].batch)
+        expected = c.seconds;
+    EXPECT_DOUBLE_EQ(a.op_seconds[i], expected) << ops[i].name;
+    measured += expected;
+  }
+  EXPECT_NEAR(measured, 6e-3, 1e-12);  // 1 + 2 + 3 ms, each call once
+  EXPECT_NEAR(b.step_seconds - a.step_seconds, measured, 1e-12);
+}
+
+TEST(BatchNormCost, AShapeNotMeasuredIsScaledByElementsFromTheNearestAndSaysSo) {
+  const perf::ModelDesc model = conv_bn_model();
+  perf::Profile p = made_up_cpu();
+  add_norm_entries(p, perf::cpu_shape_needs({{model, {32}}}), 1.0);
+  // At 8 samples only the moving update (per channel, the same at any batch) is measured: the
+  // others are a quarter of the elements of the same call at 32.
+  const auto at8 = perf::step_ops(model, 8, perf::DeviceKind::cpu, perf::Mode::resident);
+  const auto at32 = perf::step_ops(model, 32, perf::DeviceKind::cpu, perf::Mode::resident);
+  const perf::Prediction r8 = perf::predict(at8, p, perf::Mode::resident);
+  const perf::Prediction r32 = perf::predict(at32, p, perf::Mode::resident);
+  auto index = [](const std::vector<perf::Op>& ops, const std::string& call) {
+    std::size_t i = 0;
+    while (ops[i].call != call) ++i;
+    return i;
+  };
+  for (const char* call : {"batchnorm_forward_training", "batchnorm_backward"})
+    EXPECT_DOUBLE_EQ(r8.op_seconds[index(at8, call)], r32.op_seconds[index(at32, call)] / 4)
+        << call;
+  std::vector<std::string> norm_estimates;
+  for (const std::string& e : r8.estimates)
+    if (e.find("batch norm") != std::string::npos) norm_estimates.push_back(e);
+  ASSERT_EQ(norm_estimates.size(), 2u);
+  EXPECT_NE(norm_estimates.front().find("not measured; scaled by elements from the profile's "
+                                        "forward_training 36x4 at batch 32"),
+            std::string::npos)
+      << norm_estimates.front();
+  // A profile without any: a call's floor plus the bytes at the memory bandwidth, and the
+  // estimates sentence counts them.
+  const perf::Prediction flat = perf::predict(at8, made_up_cpu(), perf::Mode::resident);
+  const std::size_t f = index(at8, "batchnorm_forward_training");
+  EXPECT_DOUBLE_EQ(flat.op_seconds[f],
+                   1e-7 + double(at8[f].bytes_read + at8[f].bytes_written) / 1e10);
+  std::size_t flat_norms = 0;
+  for (const std::string& e : flat.estimates)
+    if (e.find("the profile has no batch normalization") != std::string::npos) ++flat_norms;
+  EXPECT_EQ(flat_norms, 3u);
+  EXPECT_NE(perf::estimates_sentence(flat, "the step", "calibrate").find("estimated"),
+            std::string::npos);
+}
+
+TEST(BatchNormCost, EntriesSurviveTheJsonRoundTripAndOlderProfilesHaveNone) {
+  perf::Profile p = made_up_cpu();
+  add_norm_entries(p, perf::cpu_shape_needs({{conv_bn_model(), {32}}}), 1.0);
+  p.batchnorm.push_back({"forward_inference",
+                         {.spatial = 1, .channels = 7, .epsilon = 0.01f, .scale = false},
+                         5,
+                         2.5e-5});
+  const nlohmann::json j = perf::profile_to_json(p);
+  ASSERT_EQ(j["batchnorm"].size(), 4u);
+  const perf::Profile back = perf::profile_from_json(j);
+  ASSERT_EQ(back.batchnorm.size(), p.batchnorm.size());
+  for (std::size_t i = 0; i < p.batchnorm.size(); ++i) {
+    EXPECT_EQ(back.batchnorm[i].shape, p.batchnorm[i].shape);
+    EXPECT_EQ(std::tie(back.batchnorm[i].op, back.batchnorm[i].batch, back.batchnorm[i].seconds),
+              std::tie(p.batchnorm[i].op, p.batchnorm[i].batch, p.batchnorm[i].seconds));
+  }
+  nlohmann::json old = j;
+  old.erase("batchnorm");
+  EXPECT_TRUE(perf::profile_from_json(old).batchnorm.empty());
+  nlohmann::json bad = j;
+  bad["batchnorm"][0]["op"] = "sideways";
+  EXPECT_EQ(message_of([&] { perf::profile_from_json(bad, "p.json"); }),
+            "p.json: field 'batchnorm[0].op' must be forward_training, forward_inference, "
+            "backward or update_moving, got \"sideways\"");
+  // Merging adds what is new and keeps what is there.
+  perf::Profile into = made_up_cpu();
+  into.batchnorm.push_back(p.batchnorm[0]);
+  into.batchnorm[0].seconds = 9;
+  perf::merge_profile(into, p);
+  ASSERT_EQ(into.batchnorm.size(), p.batchnorm.size());
+  EXPECT_EQ(into.batchnorm[0].seconds, 9);
+}
+
+TEST(BatchNormCost, CalibratingStoresExactlyTheModelsCalls) {
+  const perf::ShapeNeeds needs = perf::cpu_shape_needs({{conv_bn_model(), {4}}});
+  perf::ShapeNeeds norms_only;
+  norms_only.norms = needs.norms;
+  ASSERT_EQ(norms_only.norms.size(), 3u);
+  std::size_t left = 99;
+  const perf::Profile p = perf::calibrate_cpu_shapes(norms_only, 1, false, 120, &left);
+  EXPECT_EQ(left, 0u);
+  std::set<perf::NormNeed> got;
+  for (const perf::NormSample& c : p.batchnorm) {
+    got.insert({c.op, c.shape, c.batch});
+    EXPECT_GT(c.seconds, 0);
+  }
+  EXPECT_EQ(got, needs.norms);
+  EXPECT_EQ(p.batchnorm.size(), needs.norms.size());
+  EXPECT_TRUE(p.gemm.empty());
+  EXPECT_TRUE(p.conv2d.empty());
 }
 
 }  // namespace

@@ -497,7 +497,7 @@ class GemmBench {
 class ConvBench {
  public:
   ConvBench(Backend& be, Bench& bench, const std::set<ConvNeed>& convs,
-            const std::set<PoolNeed>& pools)
+            const std::set<PoolNeed>& pools, const std::set<NormNeed>& norms = {})
       : be_(be), bench_(bench) {
     int64_t in = 1, out = 1, weights = 1, channels = 1;
     for (const ConvNeed& c : convs) {
@@ -512,6 +512,11 @@ class ConvBench {
       in = std::max(in, c.batch * s.in_h * s.in_w * s.channels);
       out = std::max(out, c.batch * s.out_h * s.out_w * s.channels);
     }
+    for (const NormNeed& c : norms) {
+      const int64_t n = c.batch * c.shape.spatial * c.shape.channels;
+      in = std::max(in, n), out = std::max(out, n);
+      channels = std::max(channels, c.shape.channels);
+    }
     x_ = std::make_unique<Block>(be, in * 4);
     dx_ = std::make_unique<Block>(be, in * 4);
     y_ = std::make_unique<Block>(be, out * 4);
@@ -524,6 +529,11 @@ class ConvBench {
     upload_random(be, dy_->f(), out, 0x2545F4914F6CDD1Dull, 0.1f);
     upload_random(be, w_->f(), weights, 0xD1B54A32D192ED03ull, 0.1f);
     be.fill(bias_->f(), 0.0f, channels);
+    // Batch normalization's per-channel vectors: gamma, beta, mean, variance, dgamma, dbeta.
+    norm_ = std::make_unique<Block>(be, 6 * channels * 4);
+    be.fill(norm_->f(), 1.0f, channels);                 // gamma
+    be.fill(norm_->f() + 3 * channels, 1.0f, channels);  // variance
+    channels_ = channels;
   }
 
   // Seconds of one call.
@@ -575,10 +585,42 @@ class ConvBench {
                                  [&] { be_.pool2d_backward(s, dy, ws, dx, m); });
   }
 
+  // Seconds of one call, with its inputs as a step leaves them: the training forward on the layer
+  // input, the backward from that forward's statistics, the moving update of the statistics.
+  double norm(const NormNeed& c) {
+    const BatchNormShape& s = c.shape;
+    const int64_t m = c.batch, n = m * s.spatial * s.channels, ch = channels_;
+    float *x = x_->f(), *y = y_->f(), *dy = dy_->f(), *dx = dx_->f(), *v = norm_->f();
+    float *gamma = s.scale ? v : nullptr, *beta = s.center ? v + ch : nullptr;
+    float *mean = v + 2 * ch, *variance = v + 3 * ch;
+    float *dgamma = s.scale ? v + 4 * ch : nullptr, *dbeta = s.center ? v + 5 * ch : nullptr;
+    be_.batchnorm_prepare(s, m);
+    if (c.op == "forward_training")
+      return bench_.per_call_after(
+          [&] { handoff(x, n, true); },
+          [&] { be_.batchnorm_forward_training(s, x, gamma, beta, y, mean, variance, m); });
+    if (c.op == "forward_inference")
+      return bench_.per_call_after(
+          [&] { handoff(x, n, true); },
+          [&] { be_.batchnorm_forward_inference(s, x, gamma, beta, mean, variance, y, m); });
+    if (c.op == "update_moving")
+      return bench_.per_call_after({}, [&] {
+        be_.batchnorm_update_moving(s, mean, variance, v + 4 * ch, v + 5 * ch, 0.99);
+      });
+    be_.batchnorm_forward_training(s, x, gamma, beta, y, mean, variance, m);
+    return bench_.per_call_after(
+        [&] {
+          handoff(x, n, true);
+          handoff(dy, n, true);
+        },
+        [&] { be_.batchnorm_backward(s, x, dy, gamma, mean, variance, dx, dgamma, dbeta, m); });
+  }
+
  private:
   Backend& be_;
   Bench& bench_;
-  std::unique_ptr<Block> x_, dx_, y_, dy_, w_, dw_, bias_, db_;
+  std::unique_ptr<Block> x_, dx_, y_, dy_, w_, dw_, bias_, db_, norm_;
+  int64_t channels_ = 1;
 };
 
 // The host-side costs: a backend call, an OpenMP fork-join (CPU).
@@ -822,6 +864,10 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
           n.pools.insert({call_op, o.pool, o.batch});
           continue;
         }
+        if (o.call.rfind("batchnorm_", 0) == 0) {
+          n.norms.insert({call_op, o.norm, o.batch});
+          continue;
+        }
         if (o.phase == Phase::gemm) {
           if (const char* op = gemm_op_of(o.kernel)) n.gemms.insert({op, o.batch, o.in, o.out});
           if (!o.update.empty() && KernelBench::knows(o.update))
@@ -844,7 +890,8 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
 
 ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
   ShapeNeeds m;
-  // Convolutions and pooling at their exact calls, whatever the coverage (a grid has none).
+  // Convolutions, pooling and batch normalization at their exact calls, whatever the coverage (a
+  // grid has none).
   std::set<ConvNeed> convs;
   for (const ConvSample& c : p.conv2d) convs.insert({c.op, c.shape, c.batch, c.bias, c.relu});
   for (const ConvNeed& c : needs.convs)
@@ -853,6 +900,10 @@ ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
   for (const PoolSample& c : p.pool2d) pools.insert({c.op, c.shape, c.batch});
   for (const PoolNeed& c : needs.pools)
     if (!pools.count(c)) m.pools.insert(c);
+  std::set<NormNeed> norms;
+  for (const NormSample& c : p.batchnorm) norms.insert({c.op, c.shape, c.batch});
+  for (const NormNeed& c : needs.norms)
+    if (!norms.count(c)) m.norms.insert(c);
   if (p.coverage == "grid") return m;
   std::set<GemmNeed> have;
   for (const GemmSample& g : p.gemm) {
@@ -930,11 +981,12 @@ Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_hos
       p.gemm.push_back(s);
     }
   }
-  // Then the convolutions and pooling calls, in rounds too.
-  if (!needs.convs.empty() || !needs.pools.empty()) {
-    ConvBench cb(be, bench, needs.convs, needs.pools);
+  // Then the convolution, pooling and batch-normalization calls, in rounds too.
+  if (!needs.convs.empty() || !needs.pools.empty() || !needs.norms.empty()) {
+    ConvBench cb(be, bench, needs.convs, needs.pools, needs.norms);
     std::map<ConvNeed, std::vector<double>> convs;
     std::map<PoolNeed, std::vector<double>> pools;
+    std::map<NormNeed, std::vector<double>> norms;
     for (int round = 0; round < 3 && !over(); ++round) {
       for (const ConvNeed& c : needs.convs) {
         if (over()) break;
@@ -944,11 +996,18 @@ Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_hos
         if (over()) break;
         pools[c].push_back(cb.pool(c));
       }
+      for (const NormNeed& c : needs.norms) {
+        if (over()) break;
+        norms[c].push_back(cb.norm(c));
+      }
     }
-    skipped += needs.convs.size() - convs.size() + needs.pools.size() - pools.size();
+    skipped += needs.convs.size() - convs.size() + needs.pools.size() - pools.size() +
+               needs.norms.size() - norms.size();
     for (auto& [c, seconds] : convs)
       p.conv2d.push_back({c.op, c.shape, c.batch, c.bias, c.relu, median(seconds)});
     for (auto& [c, seconds] : pools) p.pool2d.push_back({c.op, c.shape, c.batch, median(seconds)});
+    for (auto& [c, seconds] : norms)
+      p.batchnorm.push_back({c.op, c.shape, c.batch, median(seconds)});
   }
   if (!needs.kernels.empty()) {
     int64_t largest = 0;
@@ -1013,12 +1072,15 @@ CpuProfileChoice cpu_profile_for(const CpuProfileRequest& r) {
   Profile me;
   set_this_cpu(me, r.threads);
   if (r.say)
-    r.say(fmt::format("calibrating this CPU for {} ({}): {} GEMM shapes, {} kernel sizes{} ...",
+    r.say(fmt::format("calibrating this CPU for {} ({}): {} GEMM shapes, {} kernel sizes{}{} ...",
                       r.what, reason, todo.gemms.size(), todo.kernels.size(),
                       todo.convs.empty() && todo.pools.empty()
                           ? ""
                           : fmt::format(", {} convolution and {} pooling calls", todo.convs.size(),
-                                        todo.pools.size())));
+                                        todo.pools.size()),
+                      todo.norms.empty()
+                          ? ""
+                          : fmt::format(", {} batch-normalization calls", todo.norms.size())));
   std::size_t left = 0;
   Profile fresh = calibrate_cpu_shapes(todo, r.threads, !mine, r.budget_seconds, &left);
   const double took = fresh.calibration_seconds;

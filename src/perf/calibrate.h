@@ -61,16 +61,26 @@ struct PoolNeed {
   int64_t batch = 0;
   auto operator<=>(const PoolNeed&) const = default;
 };
+// A batch-normalization call as a step makes it (NormSample's op, shape, batch).
+struct NormNeed {
+  std::string op;
+  BatchNormShape shape;
+  int64_t batch = 0;
+  auto operator<=>(const NormNeed&) const = default;
+};
 // What a CPU prediction of some training steps reads from a profile: GEMM shapes, the sizes
 // of the elementwise and optimizer kernels (kernel, elements) -> rows (the step's rows, for the
-// kernels that work row by row: gathers, the loss, softmax), and the exact convolution and
-// pooling calls.
+// kernels that work row by row: gathers, the loss, softmax), and the exact convolution, pooling
+// and batch-normalization calls.
 struct ShapeNeeds {
   std::set<GemmNeed> gemms;
   std::map<std::pair<std::string, int64_t>, int64_t> kernels;
   std::set<ConvNeed> convs;
   std::set<PoolNeed> pools;
-  std::size_t size() const { return gemms.size() + kernels.size() + convs.size() + pools.size(); }
+  std::set<NormNeed> norms;
+  std::size_t size() const {
+    return gemms.size() + kernels.size() + convs.size() + pools.size() + norms.size();
+  }
   bool empty() const { return size() == 0; }
 };
 // A model and the step sizes (rows) it will be predicted at.
@@ -84,7 +94,8 @@ std::vector<int64_t> epoch_step_rows(int64_t samples, int64_t batch);
 // every kernel size of a kernel calibration knows how to measure (the others are predicted from
 // memory bandwidth, as they always are).
 ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads);
-// What of `needs` profile `p` lacks: the convolution and pooling calls it has no measurement of,
+// What of `needs` profile `p` lacks: the convolution, pooling and batch-normalization calls it
+// has no measurement of,
 // and, unless it is a "grid" profile (which interpolates them), the GEMM shapes and kernel sizes
 // it has no measurement of.
 ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs);

@@ -233,10 +233,11 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.bytes_written = kFloat * (forward ? y : x);
       break;
     }
-    // ---- batch normalization: described, not yet priced (predict() refuses it). Per element:
+    // ---- batch normalization: priced from its own measurements (norm_seconds). Per element:
     // the training forward reads x twice (statistics, then normalisation) and writes y, ~8
     // FLOPs; the backward reads x and dy twice (the two channel sums, then dx) and writes dx,
-    // ~12 FLOPs; the moving update is 6 FLOPs per channel. ----
+    // ~12 FLOPs; the moving update is 6 FLOPs per channel. On a GPU (kernels.cu) the training
+    // forward is 5 kernels (two sums and their totals, then y), the backward 3. ----
     case Call::batchnorm_forward_training:
     case Call::batchnorm_forward_inference:
     case Call::batchnorm_backward:
@@ -247,9 +248,11 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       const int64_t weights = (s.scale ? ch : 0) + (s.center ? ch : 0);
       o.kernel = call_name(c.call);
       o.m = m, o.n = s.spatial * ch;
+      o.batch = m, o.norm = s;
       const std::string shape = fmt::format("{}x{}", s.spatial, ch);
       if (c.call == Call::batchnorm_forward_training) {
         o.name = at + "batch norm forward (batch statistics) " + shape;
+        if (gpu) o.launches = 5;
         o.flops = 8 * x;
         o.elements = x;
         o.bytes_read = kFloat * (2 * x + weights);
@@ -262,6 +265,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
         o.bytes_written = kFloat * x;
       } else if (c.call == Call::batchnorm_backward) {
         o.name = at + "batch norm backward " + shape;
+        if (gpu) o.launches = 3;
         o.flops = 12 * x;
         o.elements = x;
         o.bytes_read = kFloat * (4 * x + weights + 2 * ch);
@@ -706,6 +710,40 @@ double conv_pool_seconds(const Profile& p, const Op& o, std::string* estimate) {
          streaming(p, o.bytes_read + o.bytes_written);
 }
 
+double norm_seconds(const Profile& p, const Op& o, std::string* estimate) {
+  const std::string op = o.call.substr(o.call.find('_') + 1);  // "forward_training", ...
+  if (estimate) estimate->clear();
+  auto elements_of = [](const NormSample& s) {
+    return static_cast<double>(s.op == "update_moving"
+                                   ? 2 * s.shape.channels
+                                   : s.batch * s.shape.spatial * s.shape.channels);
+  };
+  const NormSample* nearest = nullptr;
+  double distance = 0;
+  const double elements = std::max<double>(static_cast<double>(o.elements), 1);
+  for (const NormSample& s : p.batchnorm) {
+    if (s.op != op) continue;
+    if (s.shape == o.norm && s.batch == o.batch) return s.seconds;
+    const double d = std::fabs(std::log(elements_of(s)) - std::log(elements));
+    if (!nearest || d < distance) nearest = &s, distance = d;
+  }
+  const std::string at = fmt::format("{} at batch {}: ", o.name, o.batch);
+  if (nearest) {
+    if (estimate)
+      *estimate = at + fmt::format(
+                           "not measured; scaled by elements from the profile's {} {}x{} "
+                           "at batch {}",
+                           op, nearest->shape.spatial, nearest->shape.channels, nearest->batch);
+    return nearest->seconds * elements / elements_of(*nearest);
+  }
+  if (estimate)
+    *estimate = at +
+                "not measured (the profile has no batch normalization); priced by its bytes at the "
+                "memory bandwidth";
+  return (p.kind == "gpu" ? p.graph_node_seconds : p.call_seconds) +
+         streaming(p, o.bytes_read + o.bytes_written);
+}
+
 std::string unsupported_on(const ModelDesc& model, DeviceKind device) {
   try {
     record_step(model, 1, device, Mode::resident);
@@ -737,10 +775,7 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
                 "naive mode applies to a GPU: the CPU has no launches or host-device copies");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& o = ops[i];
-    if (o.call.rfind("batchnorm_", 0) == 0)
-      throw Error("cost model", fmt::format("{}: cannot predict {} yet: batch-normalization rates "
-                                            "are not calibrated (a later step of issue 12)",
-                                            o.layer, o.call));
+    const bool norm = o.call.rfind("batchnorm_", 0) == 0;
     const bool conv_pool = o.call.rfind("conv2d_", 0) == 0 || o.call.rfind("pool2d_", 0) == 0;
     double device = 0;  // time the op's own phase gets
     double host = 0;    // time host_overhead gets on its account (GPU naive: launch-bound part)
@@ -770,6 +805,12 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
       }
       case Phase::elementwise:
       case Phase::optimizer:
+        if (norm) {
+          std::string estimate;
+          device = norm_seconds(p, o, &estimate);
+          if (!estimate.empty()) r.estimates.push_back(estimate);
+          break;
+        }
         if (conv_pool) {
           std::string estimate;
           device = conv_pool_seconds(p, o, &estimate);

@@ -86,6 +86,8 @@ struct Op {
   // gradient's bias).
   ConvShape conv;
   PoolShape pool;
+  // Batch normalization (batchnorm_*): the call's shape, `batch` its samples.
+  BatchNormShape norm;
   bool bias = false;
   ActivationKind act = ActivationKind::linear;
   // A GEMM fused with an optimizer update (the CPU's dense_backward_weights_update): the update's
@@ -122,7 +124,7 @@ struct Prediction {
   // dense_backward_weights_update).
   double fused_update_seconds = 0;
   // One line per op the profile has no measurement of its own shape for, priced another way
-  // (conv_pool_seconds): "conv2d conv forward 28x28x1->26x26x32 at batch 128: ...".
+  // (conv_pool_seconds, norm_seconds): "conv2d conv forward 28x28x1->26x26x32 at batch 128: ...".
   std::vector<std::string> estimates;
 };
 // One sentence on a prediction's estimates for `what` ("the step", "cuda:0's step"): "4 ops of
@@ -144,9 +146,15 @@ Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode
 // gets "" for a measurement, else how the time was made.
 double conv_pool_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
 
+// The seconds of a batch-normalization op (batchnorm_*) from the profile: its own measurement at
+// the exact shape and batch; without one, the nearest measurement of the same call scaled by
+// elements; without any, its bytes at the memory bandwidth plus a call's (CPU) or graph node's
+// (GPU) floor. `estimate` as for conv_pool_seconds.
+double norm_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
+
 // Why `model` cannot be trained on `device`: the Error its compile gives on a recorder that
-// answers as that device does (a GPU has no convolutions yet: "conv2d: Conv2D is not available on
-// cuda:0 yet (only the CPU has it)"); "" when it can.
+// answers as that device does; "" when it can. Both of crossover's backends now have every layer
+// (the recorder says so), so this finds only what a future layer one device lacks would add.
 std::string unsupported_on(const ModelDesc& model, DeviceKind device);
 
 // One epoch of `samples` samples at `batch` (full batches, then the ragged last one).

@@ -169,6 +169,13 @@ json pool_to_json(const PoolSample& c) {
           {"seconds", c.seconds}};
 }
 
+json norm_to_json(const NormSample& c) {
+  const BatchNormShape& s = c.shape;
+  return {
+      {"op", c.op},           {"batch", c.batch}, {"spatial", s.spatial}, {"channels", s.channels},
+      {"epsilon", s.epsilon}, {"scale", s.scale}, {"center", s.center},   {"seconds", c.seconds}};
+}
+
 // `count` integers of field `key` of `e` (positive ones unless `zero_ok`), into `slots`.
 void read_ints(const Reader& r, const json& e, const std::string& key, const std::string& f,
                std::initializer_list<int64_t*> slots, bool zero_ok = false) {
@@ -244,9 +251,30 @@ PoolSample pool_from_json(const Reader& r, const json& e, const std::string& f) 
   return c;
 }
 
-// A convolution or pooling entry's identity: all but its seconds.
+NormSample norm_from_json(const Reader& r, const json& e, const std::string& f) {
+  if (!e.is_object()) r.fail(f, "must be an object {op, batch, spatial, channels, ..., seconds}");
+  NormSample c;
+  c.op = r.string(r.member(e, "op", f + ".op"), f + ".op", true);
+  if (c.op != "forward_training" && c.op != "forward_inference" && c.op != "backward" &&
+      c.op != "update_moving")
+    r.fail(f + ".op",
+           "must be forward_training, forward_inference, backward or update_moving, got \"" + c.op +
+               "\"");
+  BatchNormShape& s = c.shape;
+  c.batch = r.integer(r.member(e, "batch", f + ".batch"), f + ".batch", true);
+  s.spatial = r.integer(r.member(e, "spatial", f + ".spatial"), f + ".spatial", true);
+  s.channels = r.integer(r.member(e, "channels", f + ".channels"), f + ".channels", true);
+  s.epsilon = static_cast<float>(r.number_at(e, "epsilon", f + ".epsilon", true));
+  s.scale = read_bool(r, e, "scale", f);
+  s.center = read_bool(r, e, "center", f);
+  c.seconds = r.number_at(e, "seconds", f + ".seconds", true);
+  return c;
+}
+
+// A convolution, pooling or batch-normalization entry's identity: all but its seconds.
 auto conv_key(const ConvSample& c) { return std::tuple{c.op, c.shape, c.batch, c.bias, c.relu}; }
 auto pool_key(const PoolSample& c) { return std::tuple{c.op, c.shape, c.batch}; }
+auto norm_key(const NormSample& c) { return std::tuple{c.op, c.shape, c.batch}; }
 
 }  // namespace
 
@@ -268,6 +296,8 @@ json profile_to_json(const Profile& p) {
   json conv2d = json::array(), pool2d = json::array();
   for (const ConvSample& c : p.conv2d) conv2d.push_back(conv_to_json(c));
   for (const PoolSample& c : p.pool2d) pool2d.push_back(pool_to_json(c));
+  json batchnorm = json::array();
+  for (const NormSample& c : p.batchnorm) batchnorm.push_back(norm_to_json(c));
   json device{{"kind", p.kind}, {"name", p.name}, {"id", p.id}, {"cores", p.cores}};
   if (p.kind == "cpu") {
     device["threads"] = p.threads;
@@ -306,7 +336,8 @@ json profile_to_json(const Profile& p) {
               {"gemm", gemm},
               {"kernels", kernels},
               {"conv2d", conv2d},
-              {"pool2d", pool2d}};
+              {"pool2d", pool2d},
+              {"batchnorm", batchnorm}};
 }
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -448,6 +479,12 @@ Profile profile_from_json(const json& j, const std::string& where) {
     if (!it->is_array()) r.fail("pool2d", "must be an array of pooling measurements");
     for (std::size_t i = 0; i < it->size(); ++i)
       p.pool2d.push_back(pool_from_json(r, (*it)[i], "pool2d[" + std::to_string(i) + "]"));
+  }
+  if (auto it = j.find("batchnorm"); it != j.end() && !it->is_null()) {
+    if (!it->is_array())
+      r.fail("batchnorm", "must be an array of batch-normalization measurements");
+    for (std::size_t i = 0; i < it->size(); ++i)
+      p.batchnorm.push_back(norm_from_json(r, (*it)[i], "batchnorm[" + std::to_string(i) + "]"));
   }
   return p;
 }
@@ -643,6 +680,10 @@ void merge_profile(Profile& into, const Profile& from) {
   for (const PoolSample& c : into.pool2d) pools.insert(pool_key(c));
   for (const PoolSample& c : from.pool2d)
     if (pools.insert(pool_key(c)).second) into.pool2d.push_back(c);
+  std::set<decltype(norm_key(NormSample{}))> norms;
+  for (const NormSample& c : into.batchnorm) norms.insert(norm_key(c));
+  for (const NormSample& c : from.batchnorm)
+    if (norms.insert(norm_key(c)).second) into.batchnorm.push_back(c);
   // The longer of the two: `from` may already hold `into`'s time (an extension of it, re-merged
   // under the lock), and adding would count it twice.
   into.calibration_seconds = std::max(into.calibration_seconds, from.calibration_seconds);
@@ -662,14 +703,17 @@ Profile merge_and_save_profile(const Profile& fresh, const std::string& path) {
                         (fresh.kind != "cpu" || cpu_mismatch(old, fresh.threads).empty());
       // A full grid keeps its GEMMs and curves as they are: it interpolates any shape, and
       // scattered extra entries would turn its trilinear interpolation into inverse-distance
-      // weighting. It gains only convolution and pooling shapes, which it has no grid of.
+      // weighting. It gains only convolution, pooling and batch-norm shapes, which it has no grid
+      // of.
       if (same && old.coverage == "grid" && fresh.coverage == "shapes") {
-        const std::size_t before = old.conv2d.size() + old.pool2d.size();
+        const std::size_t before = old.conv2d.size() + old.pool2d.size() + old.batchnorm.size();
         Profile shapes;
         shapes.conv2d = fresh.conv2d;
         shapes.pool2d = fresh.pool2d;
+        shapes.batchnorm = fresh.batchnorm;
         merge_profile(old, shapes);
-        if (old.conv2d.size() + old.pool2d.size() > before) save_profile(old, path);
+        if (old.conv2d.size() + old.pool2d.size() + old.batchnorm.size() > before)
+          save_profile(old, path);
         old.source = path;
         old.shipped = false;
         return old;

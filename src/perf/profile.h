@@ -24,8 +24,9 @@ namespace crossover::perf {
 // softmax loss reuses the softmax's exponentials, and each layer's update is fused into its
 // weight gradient (2026-11-30). 3: each figure is the median of its batches, not the fastest,
 // and on-demand shapes are measured in three interleaved rounds (2026-12-01). The convolution and
-// pooling entries (`conv2d`, `pool2d`, 2026-12-01) did not bump it: they are new lists, not new
-// terms for what was there, and a profile without them has them measured on demand.
+// pooling entries (`conv2d`, `pool2d`, 2026-12-01) and the batch-normalization ones (`batchnorm`,
+// 2026-12-01) did not bump it: they are new lists, not new terms for what was there, and a
+// profile without them has them measured on demand.
 inline constexpr int kProfileSchema = 3;
 
 // One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
@@ -64,6 +65,16 @@ struct ConvSample {
 struct PoolSample {
   std::string op;
   PoolShape shape;
+  int64_t batch = 0;
+  double seconds = 0;
+};
+
+// One batch-normalization call at one exact shape (batchnorm_* in backends/backend.h): op
+// "forward_training" (the batch's statistics), "forward_inference" (the moving ones),
+// "backward" (dx, dgamma, dbeta) or "update_moving" (the moving statistics' update).
+struct NormSample {
+  std::string op;
+  BatchNormShape shape;
   int64_t batch = 0;
   double seconds = 0;
 };
@@ -113,6 +124,8 @@ struct Profile {
   // `calibrate`'s grid has none).
   std::vector<ConvSample> conv2d;
   std::vector<PoolSample> pool2d;
+  // Batch normalization likewise (measured on demand at the shapes of the models asked about).
+  std::vector<NormSample> batchnorm;
 
   // ---- how it was made ----
   std::string created;            // ISO 8601 UTC
