@@ -858,7 +858,8 @@ cudaError_t launch_batchnorm_forward_training(cudaStream_t s, const BatchNormSha
       <<<g.blocks, g.threads, 0, s>>>(x, nullptr, mean, rows, ch, g.rows_per_block, scratch);
   norm_statistic_kernel<<<blocks_for(ch), kThreads, 0, s>>>(scratch, g.row_blocks, ch, rows,
                                                             variance);
-  norm_apply_kernel<<<g.blocks, g.threads, 0, s>>>(x, mean, variance, gamma, beta, shape.epsilon,
+  norm_apply_kernel<<<g.blocks, g.threads, 0, s>>>(x, mean, variance, shape.scale ? gamma : nullptr,
+                                                   shape.center ? beta : nullptr, shape.epsilon,
                                                    rows, ch, g.rows_per_block, y);
   return cudaGetLastError();
 }
@@ -870,7 +871,8 @@ cudaError_t launch_batchnorm_forward_inference(cudaStream_t s, const BatchNormSh
   const int64_t rows = m * shape.spatial, ch = shape.channels;
   if (rows <= 0 || ch <= 0) return cudaSuccess;
   const NormGrid g = norm_grid(rows, ch);
-  norm_apply_kernel<<<g.blocks, g.threads, 0, s>>>(x, mean, variance, gamma, beta, shape.epsilon,
+  norm_apply_kernel<<<g.blocks, g.threads, 0, s>>>(x, mean, variance, shape.scale ? gamma : nullptr,
+                                                   shape.center ? beta : nullptr, shape.epsilon,
                                                    rows, ch, g.rows_per_block, y);
   return cudaGetLastError();
 }
