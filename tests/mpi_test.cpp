@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda_info.h"
+#include "dist/nccl.h"
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
 #include "test_util.h"
@@ -156,6 +158,24 @@ TEST_F(Mpi, TwoRanksOnTwoHostsTalkOverTcp) {
   const double gradients = 4.0 * static_cast<double>(j["history"][0]["steps"]) *
                            static_cast<double>(j["model"]["parameters"]);
   EXPECT_GE(received, gradients);
+}
+
+// Ranks on a GPU need NCCL and a GPU per rank: otherwise one line and exit 2 (from every rank),
+// not a crash or N runs. Skipped where this host has the 2 GPUs to train on.
+TEST_F(Mpi, RanksOnAGpuWithoutNcclOrAGpuEachAreRefusedInOneLine) {
+  const std::size_t gpus = cuda_devices().size();
+  if (dist::built_with_nccl() && gpus >= 2) GTEST_SKIP() << "this host can train 2 ranks on GPUs";
+  const auto r = run_crossover(
+      "train --model small --data mnist-10k --epochs 1 --threads 1 --quiet --device cuda",
+      launcher(2));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const std::string why = !dist::built_with_nccl() ? "built without it (CROSSOVER_NCCL"
+                          : gpus == 0              ? "no CUDA device on this host"
+                                                   : "2 ranks on this host but 1 CUDA device";
+  // The first rank to fail ends the others (MPI_Abort), maybe before they print: either rank.
+  EXPECT_NE(r.err.find("crossover: error: rank "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" of 2: --device cuda: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
 }
 
 // evaluate over 2 ranks: each its half of the test rows, the sums added.
