@@ -140,6 +140,7 @@ TEST_F(Mpi, TwoRanksRunBitIdenticallyFromRunToRun) {
 // namespaces cannot be made (not root, no iproute2, no unshare).
 TEST_F(Mpi, TwoRanksOnTwoHostsTalkOverTcp) {
   const std::string two_hosts = std::string(CROSSOVER_SOURCE_DIR) + "/scripts/mpirun-two-hosts";
+  ScopedEnv limit("MPIRUN_TWO_HOSTS_TIMEOUT", "300");  // a hang ends; not a speed requirement
   const RunResult tcp = run_training(two_hosts, 32, "two-hosts");
   if (tcp.exit_code == 77) GTEST_SKIP() << tcp.err;
   ASSERT_EQ(tcp.exit_code, 0) << tcp.err;

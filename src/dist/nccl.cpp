@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -41,6 +42,10 @@ class NcclCollective final : public Collective, public DeviceCollective {
  public:
   NcclCollective(std::shared_ptr<Collective> host, int device)
       : host_(std::move(host)), device_(device) {
+    // Every connection made at init (NCCL >= 2.22 otherwise connects peers at their first
+    // collective), so that the first allreduce, which runs inside a step graph's capture, has no
+    // set-up to do there; unless the user chose.
+    ::setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     ncclUniqueId id{};
     if (host_->rank() == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId", device_);
     host_->broadcast(&id, sizeof id, 0);
