@@ -796,9 +796,10 @@ struct Sequential::Impl {
   }
 
   int ranks() const { return copts.collective ? copts.collective->size() : 1; }
-  // Whether the parameter arena is host memory that the collective can sum itself (the CPU's).
-  bool host_memory() const { return backend->device_name() == "cpu"; }
   int rank() const { return copts.collective ? copts.collective->rank() : 0; }
+  // Whether the parameter arena is host memory that the collective sums itself (the CPU's);
+  // otherwise the backend sums it through the collective's on_device() (NCCL).
+  bool host_memory() const { return backend->device_name() == "cpu"; }
 
   // One rank's part of a training step: `rows` rows of the global batch of `global_rows`, from
   // global row `first_row` (all of it, from 0, in one process).
