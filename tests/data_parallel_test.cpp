@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda_info.h"
 #include "core/error.h"
 #include "core/launcher.h"
+#include "dist/nccl.h"
 #include "nn/collective.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
@@ -134,7 +136,9 @@ Sequential small_model() {
   return Sequential({Flatten({12}), Dense(16, "relu"), Dropout(0.25f), Dense(4, "softmax")});
 }
 
-RankRun train_on(int ranks, int64_t batch, int epochs = 2) {
+// On "cpu" the ranks are joined by the ThreadCollective; on "cuda", rank r trains on cuda:r and
+// the gradients go between the GPUs over NCCL (bootstrapped over the ThreadCollective).
+RankRun train_on(int ranks, int64_t batch, int epochs = 2, const std::string& device = "cpu") {
   const int64_t rows = 150;
   const Tensor x = random_tensor({rows, 12}, 5);
   Tensor y({rows});
@@ -148,8 +152,13 @@ RankRun train_on(int ranks, int64_t batch, int epochs = 2) {
   auto rank_main = [&](int r) {
     try {
       Sequential model = small_model();
-      CompileOptions o{.device = "cpu", .threads = 1, .seed = 9};
-      if (ranks > 1) o.collective = std::make_shared<ThreadCollective>(shared, r);
+      const bool gpu = device == "cuda";
+      CompileOptions o{
+          .device = gpu ? "cuda:" + std::to_string(r) : device, .threads = 1, .seed = 9};
+      if (ranks > 1) {
+        auto host = std::make_shared<ThreadCollective>(shared, r);
+        o.collective = gpu ? dist::nccl_collective(host, r) : host;
+      }
       model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, o);
       RankRun& run = runs[static_cast<std::size_t>(r)];
       run.history = model.fit(x, y,
@@ -254,9 +263,10 @@ TEST(DataParallel, CompileRefusesRanksOnAGpu) {
     model.compile(Adam(), "sparse_categorical_crossentropy", {}, o);
     FAIL() << "compiled for 2 ranks on a GPU";
   } catch (const Error& e) {
-    // Without a GPU the device itself is refused first; with one, the ranks are.
+    // Without a GPU the device itself is refused first; with one, the ranks (no NCCL here).
     const std::string m = e.what();
-    EXPECT_TRUE(m.find("CPU only") != std::string::npos || m.find("cuda") != std::string::npos)
+    EXPECT_TRUE(m.find("needs a collective that sums GPU memory (NCCL)") != std::string::npos ||
+                m.find("cuda") != std::string::npos)
         << m;
   }
 }
@@ -275,6 +285,60 @@ TEST(DataParallel, CompileRefusesBatchNormalizationOverRanks) {
               std::string::npos)
         << e.what();
   }
+}
+
+// ---- between GPUs, over NCCL ----
+
+// Skips unless this build has NCCL and the machine `gpus` CUDA devices.
+#define REQUIRE_NCCL_AND_GPUS(gpus)                                                      \
+  do {                                                                                   \
+    if (!dist::built_with_nccl()) GTEST_SKIP() << "built without NCCL (CROSSOVER_NCCL)"; \
+    if (cuda_devices().size() < (gpus))                                                  \
+      GTEST_SKIP() << "needs " << (gpus) << " CUDA device(s), this machine has "         \
+                   << cuda_devices().size();                                             \
+  } while (0)
+
+// One rank: the communicator bootstraps over the host collective, and its sum and broadcast run
+// in the backend's stream order inside a captured step graph (after the fill before them).
+TEST(Nccl, OneRankSumsAndBroadcastsInsideAStepGraph) {
+  REQUIRE_NCCL_AND_GPUS(1u);
+  auto host = std::make_shared<ThreadCollective>(std::make_shared<ThreadCollective::Shared>(1), 0);
+  const std::shared_ptr<Collective> nccl = dist::nccl_collective(host, 0);
+  ASSERT_NE(nccl->on_device(), nullptr);
+  EXPECT_EQ(nccl->size(), 1);
+  EXPECT_NE(nccl->description().find("NCCL 2."), std::string::npos) << nccl->description();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+  const int64_t n = 1000003;  // not a multiple of anything NCCL splits by
+  auto* data = static_cast<float*>(gpu->allocate(static_cast<std::size_t>(n) * sizeof(float)));
+  auto graph = gpu->capture(
+      [&] {
+        gpu->fill(data, 0.5f, n);
+        gpu->allreduce_sum(data, n, *nccl->on_device());
+        gpu->broadcast(data, static_cast<std::size_t>(n) * sizeof(float), 0, *nccl->on_device());
+      },
+      true);
+  graph->replay();
+  graph->replay();
+  std::vector<float> out(static_cast<std::size_t>(n), -1.0f);
+  gpu->download(out.data(), data, out.size() * sizeof(float));
+  EXPECT_EQ(std::count(out.begin(), out.end(), 0.5f), n);
+  gpu->release(data);
+}
+
+// Two ranks as two threads, each on its own GPU: the model one GPU trains at the same batch.
+TEST(Nccl, TwoGpusTrainTheModelOneGpuTrains) {
+  NoLauncher clean;
+  REQUIRE_NCCL_AND_GPUS(2u);
+  const RankRun one = train_on(1, 16, 2, "cuda");
+  expect_same_training(one, train_on(2, 16, 2, "cuda"), "2 GPUs, batch 16");
+}
+
+// 3 ranks of a ragged batch over 3 GPUs (10, 11 and 11 rows of 32).
+TEST(Nccl, ThreeGpusOfARaggedBatchTrainTheSameModel) {
+  NoLauncher clean;
+  REQUIRE_NCCL_AND_GPUS(3u);
+  const RankRun one = train_on(1, 32, 2, "cuda");
+  expect_same_training(one, train_on(3, 32, 2, "cuda"), "3 GPUs, batch 32");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda_info.h"
+#include "dist/nccl.h"
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
 #include "test_util.h"
@@ -39,21 +41,33 @@ struct Trained {
   std::vector<NamedTensor> weights;
 };
 
-// SMALL on mnist-10k, one epoch, 1 thread per rank; ranks 0: one process without mpirun.
-Trained train(int ranks, int64_t batch, const std::string& tag) {
+// SMALL on mnist-10k, one epoch, 1 thread per rank, started by `how` ("": one process without
+// mpirun). A run that fails has no JSON.
+struct RunResult {
+  Trained trained;
+  int exit_code = 0;
+  std::string err;
+};
+RunResult run_training(const std::string& how, int64_t batch, const std::string& tag) {
   const std::string dir = temp_folder("mpi-" + tag);
   const std::string args =
       "train --model small --data mnist-10k --epochs 1 --threads 1 --seed 5 "
       "--quiet --batch-size " +
       std::to_string(batch) + " --json " + dir + "/r.json --save " + dir + "/w.safetensors";
-  const auto r = run_crossover(args, ranks > 0 ? launcher(ranks) : "");
-  EXPECT_EQ(r.exit_code, 0) << tag << ": " << r.err;
-  if (r.exit_code != 0) return {};
+  const auto r = run_crossover(args, how);
+  RunResult run{{}, r.exit_code, r.err};
+  if (r.exit_code != 0) return run;
   std::ifstream f(dir + "/r.json");
-  Trained t;
-  t.json = nlohmann::json::parse(f);
-  t.weights = load_model(dir + "/w.safetensors").get_weights();
-  return t;
+  run.trained.json = nlohmann::json::parse(f);
+  run.trained.weights = load_model(dir + "/w.safetensors").get_weights();
+  return run;
+}
+
+// The same, with `ranks` ranks on this host (0: one process without mpirun).
+Trained train(int ranks, int64_t batch, const std::string& tag) {
+  RunResult r = run_training(ranks > 0 ? launcher(ranks) : "", batch, tag);
+  EXPECT_EQ(r.exit_code, 0) << tag << ": " << r.err;
+  return r.trained;
 }
 
 double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
@@ -119,6 +133,50 @@ TEST_F(Mpi, TwoRanksRunBitIdenticallyFromRunToRun) {
   EXPECT_EQ(a.json["history"][0]["loss"], b.json["history"][0]["loss"]);
   EXPECT_EQ(a.json["history"][0]["accuracy"], b.json["history"][0]["accuracy"]);
   EXPECT_EQ(a.json["test"]["loss"], b.json["test"]["loss"]);
+}
+
+// Two ranks on two "hosts": network namespaces joined by a veth pair (scripts/mpirun-two-hosts),
+// so that Open MPI's TCP transport carries the allreduce, as between machines. Skipped where
+// namespaces cannot be made (not root, no iproute2, no unshare).
+TEST_F(Mpi, TwoRanksOnTwoHostsTalkOverTcp) {
+  const std::string two_hosts = std::string(CROSSOVER_SOURCE_DIR) + "/scripts/mpirun-two-hosts";
+  ScopedEnv limit("MPIRUN_TWO_HOSTS_TIMEOUT", "300");  // a hang ends; not a speed requirement
+  const RunResult tcp = run_training(two_hosts, 32, "two-hosts");
+  if (tcp.exit_code == 77) GTEST_SKIP() << tcp.err;
+  ASSERT_EQ(tcp.exit_code, 0) << tcp.err;
+  const Trained shared_memory = train(2, 32, "np2-shm");
+  ASSERT_FALSE(shared_memory.weights.empty());
+  const nlohmann::json& j = tcp.trained.json;
+  EXPECT_EQ(j["ranks"], 2);
+  const double loss = j["history"][0]["loss"], loss2 = shared_memory.json["history"][0]["loss"];
+  EXPECT_LT(relative(loss, loss2), 2e-4) << loss << " against " << loss2;
+  // Rank 0 must receive rank 1's whole gradient at every step: at least steps x parameters x 4
+  // bytes over the veth (it cannot have gone another way).
+  const std::string said = "10.213.0.1 received ";
+  const auto at = tcp.err.find(said);
+  ASSERT_NE(at, std::string::npos) << tcp.err;
+  const double received = std::stod(tcp.err.substr(at + said.size()));
+  const double gradients = 4.0 * static_cast<double>(j["history"][0]["steps"]) *
+                           static_cast<double>(j["model"]["parameters"]);
+  EXPECT_GE(received, gradients);
+}
+
+// Ranks on a GPU need NCCL and a GPU per rank: otherwise one line and exit 2 (from every rank),
+// not a crash or N runs. Skipped where this host has the 2 GPUs to train on.
+TEST_F(Mpi, RanksOnAGpuWithoutNcclOrAGpuEachAreRefusedInOneLine) {
+  const std::size_t gpus = cuda_devices().size();
+  if (dist::built_with_nccl() && gpus >= 2) GTEST_SKIP() << "this host can train 2 ranks on GPUs";
+  const auto r = run_crossover(
+      "train --model small --data mnist-10k --epochs 1 --threads 1 --quiet --device cuda",
+      launcher(2));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const std::string why = !dist::built_with_nccl() ? "built without it (CROSSOVER_NCCL"
+                          : gpus == 0              ? "no CUDA device on this host"
+                                                   : "2 ranks on this host but 1 CUDA device";
+  // The first rank to fail ends the others (MPI_Abort), maybe before they print: either rank.
+  EXPECT_NE(r.err.find("crossover: error: rank "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" of 2: --device cuda: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
 }
 
 // evaluate over 2 ranks: each its half of the test rows, the sums added.

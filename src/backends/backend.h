@@ -136,6 +136,17 @@ struct BatchNormShape {
   auto operator<=>(const BatchNormShape&) const = default;
 };
 
+// What a backend asks of a communicator between ranks that works in device memory (NCCL between
+// GPUs, src/dist/nccl.h), given the stream to enqueue on (a cudaStream_t; the backend's own).
+class DeviceCollective {
+ public:
+  virtual ~DeviceCollective() = default;
+  // Every rank passes n floats of its device's memory; each ends with the element-wise sum.
+  virtual void allreduce_sum(float* data, int64_t n, void* stream) = 0;
+  // Rank `root`'s bytes copied into every other rank's buffer.
+  virtual void broadcast(void* data, std::size_t bytes, int root, void* stream) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -347,6 +358,23 @@ class Backend {
   // counters->batch_index += 1 without an update (evaluation steps).
   virtual void advance_batch(StepCounters* counters) = 0;
 
+  // ---- ranks ----
+  // Sums n floats of this device's memory over the ranks of `with`, in place, as one of the
+  // step's calls: enqueued in order after the calls before it (on CUDA: on the step's stream, so
+  // that it is captured into the step's graph), and skipped in a planning pass. A device whose
+  // memory the host reaches (the CPU) is summed by nn's Collective directly instead; the default
+  // throws Error.
+  virtual void allreduce_sum(float* data, int64_t n, DeviceCollective& with) {
+    (void)data, (void)n, (void)with;
+    throw no_device_collective();
+  }
+  // Rank `root`'s bytes of this device's memory into every other rank's, in order; the default
+  // throws Error.
+  virtual void broadcast(void* data, std::size_t bytes, int root, DeviceCollective& with) {
+    (void)data, (void)bytes, (void)root, (void)with;
+    throw no_device_collective();
+  }
+
   // ---- annotation ----
   // Names what the calls that follow belong to, until the next set_scope: the model passes a
   // layer's name ("dense_1") around each layer's calls, and "batch x", "batch y", "loss",
@@ -360,6 +388,9 @@ class Backend {
   }
   Error no_batch_norm() const {
     return Error(device_name(), "BatchNormalization is not available on this device yet");
+  }
+  Error no_device_collective() const {
+    return Error(device_name(), "this backend cannot sum its memory over ranks");
   }
 };
 

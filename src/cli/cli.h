@@ -109,10 +109,15 @@ nlohmann::json threads_json(const ThreadsForRun& t);
 struct Ranks {
   std::shared_ptr<Collective> collective;  // null for one process
   int rank = 0, size = 1;
-  int local_size = 1;  // the ranks on this host
+  int local_size = 1, local_rank = 0;  // the ranks on this host, and this one among them
   bool leader() const { return rank == 0; }
 };
 Ranks ranks_for_command();
+// With ranks on a GPU (`device` "cuda" or "cuda:N" under mpirun): each rank takes this host's GPU
+// local_rank mod the device count (`device` becomes that "cuda:K"), and ranks.collective becomes
+// NCCL between the GPUs, bootstrapped over MPI. Throws Error (exit 2) when built without NCCL.
+// Does nothing for one process or another device.
+void place_ranks_on_device(Ranks& ranks, std::string& device);
 // --threads 0 for one of several ranks: this host's logical cores divided among its ranks, at
 // least 1 (the threads measurement of one process would time every rank against the others).
 int threads_per_rank(const Ranks& ranks);

@@ -36,12 +36,13 @@ Tensor fit_to_model(const Tensor& x, const Sequential& model, const std::string&
 
 void run_evaluate(const EvaluateOptionsCli& o) {
   // Under mpirun, each rank evaluates its share of the rows; rank 0 alone speaks and writes.
-  const Ranks ranks = ranks_for_command();
+  Ranks ranks = ranks_for_command();
   const bool quiet = o.quiet || !ranks.leader();
   Output out{quiet};
   if (ranks.leader() && !o.json.empty()) check_writable("--json", o.json);
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
   CompileOptions copts{.device = o.device, .threads = o.threads};
+  place_ranks_on_device(ranks, copts.device);
   if (ranks.size > 1 && o.threads == 0) copts.threads = threads_per_rank(ranks);
   copts.collective = ranks.collective;
   Sequential model = load_model(o.load, copts);

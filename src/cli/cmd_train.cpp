@@ -72,7 +72,7 @@ uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t
 
 void run_train(const TrainOptions& o) {
   // Under mpirun, one rank of several: rank 0 alone speaks and writes files (docs/DISTRIBUTED.md).
-  const Ranks ranks = ranks_for_command();
+  Ranks ranks = ranks_for_command();
   const bool leader = ranks.leader();
   const bool quiet = o.quiet || !leader;
   Output out{quiet};
@@ -107,12 +107,13 @@ void run_train(const TrainOptions& o) {
                             std::nullopt, o.threads > 0 ? "user" : "all cores"};
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
   copts.precision = o.precision;
-  copts.collective = ranks.collective;
-  // With ranks: the CPU (the only device that trains over ranks yet), and --threads 0 divides this
-  // host's cores among its ranks instead of measuring.
+  // With ranks: the CPU unless a GPU is asked for (then NCCL between the GPUs), and --threads 0
+  // divides this host's cores among its ranks instead of measuring.
   const bool measure = o.threads == 0 && ranks.size == 1;
+  if (ranks.size > 1 && copts.device == "auto") copts.device = "cpu";
+  place_ranks_on_device(ranks, copts.device);
+  copts.collective = ranks.collective;
   if (ranks.size > 1) {
-    if (copts.device == "auto") copts.device = "cpu";
     if (o.threads == 0) {
       threads_run = {threads_per_rank(ranks), std::nullopt, "cores divided among ranks"};
       copts.threads = threads_run.threads;

@@ -9,10 +9,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/cuda_info.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/launcher.h"
 #include "dist/mpi.h"
+#include "dist/nccl.h"
 #include "nn/model_config.h"
 #include "perf/explain.h"
 #include "perf/machine.h"
@@ -375,7 +377,29 @@ Ranks ranks_for_command() {
                             "start crossover with the mpirun of the MPI it was built "
                             "with ({})",
                             launched.size, launched.source, world->size(), world->description()));
-  return {world, world->rank(), world->size(), world->local_size()};
+  return {world, world->rank(), world->size(), world->local_size(), world->local_rank()};
+}
+
+void place_ranks_on_device(Ranks& ranks, std::string& device) {
+  if (ranks.size < 2 || !device.starts_with("cuda")) return;
+  if (!dist::built_with_nccl())
+    throw Error("--device " + device,
+                fmt::format("training over {} ranks on a GPU needs NCCL between the GPUs, and this "
+                            "crossover was built without it (CROSSOVER_NCCL: the CUDA toolkit's "
+                            "nccl.h and libnccl): use --device cpu",
+                            ranks.size));
+  const int count = static_cast<int>(cuda_devices().size());
+  if (count == 0) throw Error("--device " + device, "no CUDA device on this host");
+  // NCCL takes one GPU per rank (two ranks on one device are its error, "Duplicate GPU").
+  if (ranks.local_size > count)
+    throw Error(
+        "--device " + device,
+        fmt::format("{} ranks on this host but {} CUDA device{}: NCCL needs a GPU per rank "
+                    "(start at most {} rank{} per host)",
+                    ranks.local_size, count, count == 1 ? "" : "s", count, count == 1 ? "" : "s"));
+  const int ordinal = dist::device_for_local_rank(ranks.local_rank, count);
+  device = "cuda:" + std::to_string(ordinal);
+  ranks.collective = dist::nccl_collective(ranks.collective, ordinal);
 }
 
 void check_same_data(const Ranks& ranks, const std::string& where,

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/backend.h"
+
 namespace crossover {
 
 class Collective {
@@ -26,6 +28,10 @@ class Collective {
   virtual void barrier() = 0;
   // "MPI (Open MPI v4.1.4)": for messages and the JSON.
   virtual std::string description() const = 0;
+  // The communicator for device memory (NCCL between GPUs, src/dist/nccl.h), through which a GPU
+  // backend sums the gradients on its own stream (Backend::allreduce_sum); null where this
+  // collective reaches host memory only (then ranks train on the CPU alone).
+  virtual DeviceCollective* on_device() { return nullptr; }
 };
 
 // The rows [begin, end) of a global batch of `rows` that rank `rank` of `size` takes:

@@ -797,6 +797,9 @@ struct Sequential::Impl {
 
   int ranks() const { return copts.collective ? copts.collective->size() : 1; }
   int rank() const { return copts.collective ? copts.collective->rank() : 0; }
+  // Whether the parameter arena is host memory that the collective sums itself (the CPU's);
+  // otherwise the backend sums it through the collective's on_device() (NCCL).
+  bool host_memory() const { return backend->device_name() == "cpu"; }
 
   // One rank's part of a training step: `rows` rows of the global batch of `global_rows`, from
   // global row `first_row` (all of it, from 0, in one process).
@@ -828,7 +831,12 @@ struct Sequential::Impl {
     }
     if (parallel) {
       backend->set_scope("allreduce");
-      copts.collective->allreduce_sum(grads, arena_floats);
+      // The CPU's memory is the host's: MPI sums it. A GPU's is summed by NCCL on the step's
+      // stream, inside the step's graph (compile made sure there is a device collective).
+      if (host_memory())
+        copts.collective->allreduce_sum(grads, arena_floats);
+      else
+        backend->allreduce_sum(grads, arena_floats, *copts.collective->on_device());
     }
     backend->set_scope("optimizer");
     // Fused: every Dense layer was updated in backward; the other layers' parameters (none in an
@@ -979,7 +987,12 @@ struct Sequential::Impl {
   void share_parameters() {
     if (ranks() < 2) return;
     backend->synchronize();
-    copts.collective->broadcast(arena.as<void>(), arena.bytes(), 0);
+    if (host_memory()) {
+      copts.collective->broadcast(arena.as<void>(), arena.bytes(), 0);
+    } else {
+      backend->broadcast(arena.as<void>(), arena.bytes(), 0, *copts.collective->on_device());
+      backend->synchronize();
+    }
     StepCounters c = read_counters(train_counters());
     copts.collective->broadcast(&c.step, sizeof c.step, 0);
     write_counters(train_counters(), c);
@@ -1036,10 +1049,12 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
                      : make_backend(options.device, options.threads, options.precision);
   if (!backend) throw Error("compile", "make_backend returned no backend");
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
-  if (ranks > 1 && backend->device_name() != "cpu")
-    throw Error("compile", fmt::format("training over {} ranks runs on the CPU only for now, not "
-                                       "on {} (gradients between GPUs need NCCL, not built yet)",
-                                       ranks, backend->device_name()));
+  if (ranks > 1 && backend->device_name() != "cpu" && !options.collective->on_device())
+    throw Error("compile",
+                fmt::format("training over {} ranks on {} needs a collective that sums GPU "
+                            "memory (NCCL); {} has none: train on the CPU, or use a crossover "
+                            "built with NCCL (CROSSOVER_NCCL)",
+                            ranks, backend->device_name(), options.collective->description()));
   for (const Layer& l : m.layers) {
     if (ranks > 1 && l.type == LayerType::batch_normalization)
       throw Error(l.name, fmt::format("BatchNormalization over {} ranks is not supported yet: each "

@@ -48,7 +48,8 @@ struct CompileOptions {
   // Data parallelism: this process is one rank of collective->size() (src/dist makes one over
   // MPI). fit then trains as one process would at the same global batch size (each rank its rows
   // of every batch, gradients summed before each step), evaluate splits the rows, and both report
-  // the global loss and accuracy on every rank (docs/DISTRIBUTED.md). The CPU only, for now.
+  // the global loss and accuracy on every rank (docs/DISTRIBUTED.md). On a GPU the collective
+  // must sum device memory (on_device(): NCCL, src/dist/nccl.h); compile refuses one that cannot.
   // Null or size 1: one process. A process started by a launcher as one of N ranks (mpirun;
   // core/launcher.h) is refused at compile without a collective of that size.
   std::shared_ptr<Collective> collective;

@@ -190,6 +190,19 @@ class CudaBackend final : public Backend {
     synchronize_and_flush();
   }
 
+  // ---- ranks ----
+  // On the step's stream, in order: NCCL's collectives can be captured into the step's graph.
+  void allreduce_sum(float* data, int64_t n, DeviceCollective& with) override {
+    if (planning_) return;
+    activate();
+    with.allreduce_sum(data, n, stream_);
+  }
+  void broadcast(void* data, std::size_t bytes, int root, DeviceCollective& with) override {
+    if (planning_) return;
+    activate();
+    with.broadcast(data, bytes, root, stream_);
+  }
+
   // ---- graphs ----
   std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool use_graph) override {
     if (!use_graph) return std::make_unique<EagerStepGraph>(std::move(enqueue));
