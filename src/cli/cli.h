@@ -110,9 +110,34 @@ struct Ranks {
   std::shared_ptr<Collective> collective;  // null for one process
   int rank = 0, size = 1;
   int local_size = 1;  // the ranks on this host
+  int local_rank = 0;  // this one among them
   bool leader() const { return rank == 0; }
 };
 Ranks ranks_for_command();
+// cpu_profile_for_run over ranks (`ranks.size` > 1; every rank calls it together):
+// perf::cpu_profile_for_ranks. Rank 0 alone finds or calibrates the compute (its progress lines
+// only), the ranks measure their allreduce where the profile has none for them, and every rank
+// gets rank 0's profile.
+perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
+                                           std::vector<perf::Workload> workloads,
+                                           const std::string& what, const Ranks& ranks);
+// The hosts the ranks run on (the ranks whose local_rank is 0, counted with an allreduce; every
+// rank calls it together); 1 for one process.
+int hosts_of(const Ranks& ranks);
+// Thrown by a command that ran itself again as another process (relaunch_under_mpirun): main
+// exits with that process's status.
+struct ExitStatus {
+  int code = 0;
+};
+// The command line main() was given, for a command that starts itself again under mpirun.
+void remember_command_line(int argc, char** argv);
+// For `--ranks N` given to a command run as one process: runs this very command line again as
+// `mpirun -np N ...` (mpirun from PATH; --oversubscribe when N exceeds this host's cores,
+// --allow-run-as-root as root; OMPI_MCA_btl_vader_single_copy_mechanism=none unless set, as
+// containers often lack the ptrace rights Open MPI's single-copy transport needs), after one line
+// on stdout (unless `quiet`) saying so, and returns mpirun's exit status. Throws Error (exit 2)
+// when this crossover was built without MPI or mpirun is not on PATH.
+int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet);
 // --threads 0 for one of several ranks: this host's logical cores divided among its ranks, at
 // least 1 (the threads measurement of one process would time every rank against the others).
 int threads_per_rank(const Ranks& ranks);

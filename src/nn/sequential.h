@@ -50,7 +50,8 @@ struct CompileOptions {
   // of every batch, gradients summed before each step), evaluate splits the rows, and both report
   // the global loss and accuracy on every rank (docs/DISTRIBUTED.md). The CPU only, for now.
   // Null or size 1: one process. A process started by a launcher as one of N ranks (mpirun;
-  // core/launcher.h) is refused at compile without a collective of that size.
+  // core/launcher.h) is refused at compile without a collective (perf's cost model compiles
+  // onto a recorder with one of the count it prices, whatever the launcher's).
   std::shared_ptr<Collective> collective;
 };
 

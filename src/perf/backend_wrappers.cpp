@@ -70,6 +70,13 @@ void TimingBackend::timed(Call call, F&& f) {
   times_.instrument_seconds += since(a, t0) + std::min(wait, sync_floor_);
 }
 
+void TimingCollective::allreduce_sum(float* data, int64_t n) {
+  if (TimingBackend* t = *timing_)
+    t->timed(Call::allreduce, [&] { inner_->allreduce_sum(data, n); });
+  else
+    inner_->allreduce_sum(data, n);
+}
+
 class TimedGraph final : public Backend::StepGraph {
  public:
   TimedGraph(TimingBackend& owner, std::unique_ptr<Backend::StepGraph> inner)
