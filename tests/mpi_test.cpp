@@ -320,5 +320,26 @@ TEST_F(Mpi, ExplainOverTwoRanksShowsTheAllreducePhase) {
   EXPECT_TRUE(saved) << "no profile in " << dir << " holds a 2-rank allreduce fit";
 }
 
+// compare --ranks 1,2: both counts measured (by explain, the second under mpirun) and predicted.
+TEST_F(Mpi, CompareOverRanksMeasuresEachCountUpToTheCores) {
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one core: 2 ranks are predicted only";
+  const std::string dir = temp_folder("mpi-compare-ranks");
+  ScopedEnv profiles("CROSSOVER_PROFILE_DIR", dir.c_str());
+  const auto r = run_crossover(
+      "compare --ranks 1,2 --model small --data mnist-10k --threads 1 "
+      "--json " +
+      dir + "/c.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(dir + "/c.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const nlohmann::json& row : j["rows"]) {
+    EXPECT_EQ(row["measured"], true) << row;
+    EXPECT_GT(row["epoch_seconds"]["measured"].get<double>(), 0) << row;
+    EXPECT_GT(row["epoch_seconds"]["predicted"].get<double>(), 0) << row;
+  }
+  EXPECT_GT(j["rows"][1]["allreduce_share"]["measured"].get<double>(), 0);
+}
+
 }  // namespace
 }  // namespace crossover

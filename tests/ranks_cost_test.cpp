@@ -4,6 +4,7 @@
 // runs under mpirun (calibrate, explain --ranks) are in mpi_test.cpp.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "perf/calibrate.h"
 #include "perf/cost_model.h"
 #include "perf/profile.h"
+#include "test_util.h"
 
 namespace crossover {
 namespace {
@@ -260,6 +262,41 @@ TEST(RanksCost, AnEpochOverRanksIsItsStepsAtEachRanksShare) {
                           .step_seconds;
   EXPECT_EQ(e.steps, 16);
   EXPECT_DOUBLE_EQ(e.seconds, 15 * full + last);
+}
+
+// sweep --ranks --predict-only: every count predicted, none measured (so no MPI is needed), each
+// row with its allreduce share, and one sentence on where more ranks stop paying.
+TEST(RanksTable, SweepPredictOnlyGivesEveryCountAndWhereMoreRanksStopPaying) {
+  const std::string dir = testing_util::temp_folder("ranks-sweep");
+  testing_util::ScopedEnv profiles("CROSSOVER_PROFILE_DIR", dir.c_str());
+  const auto r = testing_util::run_crossover(
+      "sweep --ranks 4,1,2 --predict-only --model small --data mnist-10k --threads 1 --json " +
+      dir + "/s.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(dir + "/s.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["command"], "sweep");
+  ASSERT_EQ(j["rows"].size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const nlohmann::json& row = j["rows"][i];
+    EXPECT_EQ(row["ranks"], std::vector<int>({1, 2, 4})[i]);
+    EXPECT_EQ(row["measured"], false);
+    EXPECT_EQ(row["predicted_only_because"], "--predict-only");
+    EXPECT_TRUE(row["epoch_seconds"]["measured"].is_null());
+    EXPECT_GT(row["epoch_seconds"]["predicted"].get<double>(), 0);
+  }
+  EXPECT_EQ(j["rows"][0]["allreduce_share"]["predicted"], 0.0);
+  EXPECT_GT(j["rows"][1]["allreduce_share"]["predicted"].get<double>(), 0);
+  const std::string summary = j["summary"];
+  EXPECT_NE(summary.find("More ranks"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("allreduce"), std::string::npos) << summary;
+  EXPECT_NE(r.out.find(summary), std::string::npos) << r.out;
+}
+
+TEST(RanksTable, ABadRankListIsOneLineAndExitTwo) {
+  const auto r = testing_util::run_crossover("compare --ranks 1,x --data mnist-10k");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--ranks: 'x' is not a rank count"), std::string::npos) << r.err;
 }
 
 }  // namespace

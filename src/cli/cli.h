@@ -152,6 +152,27 @@ void refuse_ranks(const std::string& command);
 // The JSON's "ranks" (a count) and, with ranks, "collective" (what carries them).
 void add_ranks_json(nlohmann::json& doc, const Ranks& ranks);
 
+// compare --ranks LIST and sweep --ranks LIST (src/cli/ranks_table.cpp): one epoch of `model` at
+// the global `batch` over each rank count, with `threads` per rank (0: the cores divided among
+// the ranks). A count up to this host's cores is measured by `crossover explain --ranks N` (a
+// child process; it starts mpirun itself), unless `predict_only`; every count is predicted
+// (perf::predict_epoch over N ranks). A table, where more ranks stop paying and why (the
+// allreduce's share of the step), and JSON.
+struct RanksTableOptions {
+  std::string command;  // "compare" or "sweep": for the messages
+  std::string model = "small", data = "auto", ranks, json;
+  int64_t batch = kDefaultBatchSize;
+  uint64_t seed = 0;
+  int threads = 0;
+  int64_t steps = 200;
+  double max_seconds = 20;
+  bool predict_only = false, quiet = false;
+  ProfileFlags profile;
+};
+void run_ranks_table(const RanksTableOptions& options);
+// "1,2,4" -> {1, 2, 4} (sorted, without repeats); throws Error("--ranks", ...) otherwise.
+std::vector<int64_t> parse_ranks(const std::string& text);
+
 // "SMALL" and "BIG" for the built-in models, the spec itself otherwise.
 std::string model_label(const std::string& spec);
 
