@@ -263,8 +263,10 @@ class TimingBackend final : public ForwardingBackend {
 // The ranks' collective as explain times it: forwards every call to `inner`, and times each
 // float allreduce made inside a step by `timing` (into Phase::allreduce, at its position in the
 // step, as TimingBackend times a backend call): the seconds this rank spends in the collective
-// call, waiting for the other ranks included. The epoch's loss sums (outside the step) are not
-// timed.
+// call. Before it, a barrier (timed run only): the time this rank waits there for the slowest
+// rank goes to Phase::sync_wait, so that the allreduce is its own cost, not the ranks' imbalance
+// (which the cost model does not predict: it assumes ranks of equal speed). The epoch's loss
+// sums (outside the step) are not timed.
 class TimingCollective final : public Collective {
  public:
   TimingCollective(std::shared_ptr<Collective> inner, TimingBackend* const* timing)

@@ -1080,15 +1080,27 @@ AllreduceFit calibrate_allreduce(Collective& ranks, int hosts, bool quick) {
   const int rounds = quick ? 3 : 7;
   constexpr int64_t kLargest = int64_t{32} << 20;
   std::vector<float> buffer(static_cast<std::size_t>(kLargest / 4), 1.0f);
+  // In a training step the gradients reach the allreduce after the backward pass and before it
+  // the optimizer have streamed the parameters' arrays through the caches: from 1 MB on, each
+  // round is one call on a buffer written just before and with the caches flushed by a pass over
+  // 64 MB, as the step leaves them; smaller sizes are latency, timed back to back.
+  std::vector<float> flush(static_cast<std::size_t>(int64_t{64} << 20) / 4, 0.0f);
+  float stamp = 0;
   for (const int64_t bytes :
        {int64_t{4} << 10, int64_t{16} << 10, int64_t{64} << 10, int64_t{256} << 10,
         int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20, kLargest}) {
     const int64_t n = bytes / 4;
-    // About 32 MB moved per round, at least 2 calls and at most 200.
-    const int calls = static_cast<int>(std::clamp<int64_t>(kLargest / bytes, 2, 200));
+    const bool cold = bytes >= (int64_t{1} << 20);
+    // About 32 MB moved per round, at least 2 calls and at most 200 (1 when cold).
+    const int calls = cold ? 1 : static_cast<int>(std::clamp<int64_t>(kLargest / bytes, 2, 200));
     for (int i = 0; i < 2; ++i) ranks.allreduce_sum(buffer.data(), n);  // warm-up
     std::vector<double> per_call;
-    for (int r = 0; r < rounds; ++r) {
+    for (int r = 0; r < (cold ? 2 * rounds + 1 : rounds); ++r) {
+      if (cold) {
+        stamp += 1;
+        for (float& f : flush) f = stamp;
+        std::fill(buffer.begin(), buffer.begin() + n, stamp);
+      }
       ranks.barrier();
       const auto t0 = Clock::now();
       for (int i = 0; i < calls; ++i) ranks.allreduce_sum(buffer.data(), n);

@@ -123,8 +123,10 @@ CpuProfileChoice cpu_profile_for(const CpuProfileRequest& request);
 
 // Times an in-place float allreduce (Collective::allreduce_sum) at sizes from 4 KB to 32 MB: at
 // each size a few warm-up calls, then rounds of calls (7; 3 when `quick`) between barriers, the
-// seconds of a call being the median of its rounds on rank 0; then fit_allreduce. Every rank
-// returns rank 0's figures. `hosts`: the hosts the ranks are on (1: shared memory).
+// seconds of a call being the median of its rounds on rank 0; then fit_allreduce. From 1 MB on,
+// each round is one call on a buffer just written, after a 64 MB pass that flushes the caches
+// (twice as many rounds, plus one), as a training step leaves its gradients. Every rank returns
+// rank 0's figures. `hosts`: the hosts the ranks are on (1: shared memory).
 AllreduceFit calibrate_allreduce(Collective& ranks, int hosts, bool quick);
 // The line seconds = latency + bytes / bandwidth through `fit.samples`, by least squares on the
 // relative error (each sample weighed by 1 / its seconds squared), so that the small sizes set

@@ -228,7 +228,8 @@ ExplainResult run_explain(const ExplainConfig& c) {
         "untimed run (the timed run's step was {}){}",
         r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall),
         ranks ? fmt::format("; rank 0 of {}, its allreduce timed in the step (the time it spent "
-                            "in MPI_Allreduce, waiting for the other ranks included)",
+                            "in MPI_Allreduce, after a barrier whose wait for the slowest rank is "
+                            "counted as sync_wait)",
                             r.ranks)
               : "");
   } else {
@@ -316,9 +317,12 @@ ExplainResult run_explain(const ExplainConfig& c) {
           "of the gradients ({:.2f} MB): measured {} ({}% of the step), predicted {} (latency + "
           "bytes / bandwidth from the profile); it is one blocking call after the backward pass, "
           "not bucketed or overlapped with it yet, so none of it is hidden, and the optimizer "
-          "still updates every parameter on every rank.",
+          "still updates every parameter on every rank. Before it rank 0 waited {} ({}%) for the "
+          "slowest rank (sync_wait: the ranks' imbalance, which the cost model does not predict).",
           r.ranks, r.rank_rows, r.batch, double(bytes) / 1e6, human_seconds(r.measured[a]),
-          pct(r.measured[a], r.step_measured), human_seconds(r.predicted[a])));
+          pct(r.measured[a], r.step_measured), human_seconds(r.predicted[a]),
+          human_seconds(r.measured[static_cast<std::size_t>(Phase::sync_wait)]),
+          pct(r.measured[static_cast<std::size_t>(Phase::sync_wait)], r.step_measured)));
     }
     const std::string est =
         estimates_sentence(r.prediction, "the step", "calibrating this machine measures them");
