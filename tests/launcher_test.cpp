@@ -106,13 +106,28 @@ TEST(Launcher, TheCommandExitsTwoWithOneLineUnderALauncherItCannotJoin) {
 TEST(Launcher, CommandsWithoutRanksRefuseALaunchedProcess) {
   NoLauncher clean;
   ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2"), rank("OMPI_COMM_WORLD_RANK", "1");
-  for (const char* command : {"compare --data mnist-10k", "explain --data mnist-10k",
-                              "calibrate --quick", "predict --load m.safetensors --image d.png"}) {
+  for (const char* command : {"compare --data mnist-10k", "sweep --data mnist-10k",
+                              "predict --load m.safetensors --image d.png"}) {
     const auto r = run_crossover(command);
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
     EXPECT_NE(r.err.find("does not run over ranks yet (started as rank 1 of 2"), std::string::npos)
         << command << ": " << r.err;
   }
+}
+
+// explain --ranks N started as one process runs itself under mpirun; without one on the PATH (or
+// without MPI in the build) that is one line and exit 2, before any work.
+TEST(Launcher, ExplainOverRanksWithoutMpirunIsOneLineAndExitTwo) {
+  NoLauncher clean;
+  ScopedEnv path("PATH", "/nonexistent");
+  const auto r = run_crossover("explain --ranks 2 --data mnist-10k");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  if (dist::built_with_mpi())
+    EXPECT_NE(r.err.find("--ranks 2: needs mpirun on PATH"), std::string::npos) << r.err;
+  else
+    EXPECT_NE(r.err.find("--ranks 2: this crossover was built without MPI"), std::string::npos)
+        << r.err;
 }
 
 }  // namespace

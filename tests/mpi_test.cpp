@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -311,6 +312,91 @@ TEST_F(Mpi, KillingOneRankEndsTheRunWithoutAModel) {
   EXPECT_NE(std::stoi(rc), 0);
   EXPECT_NE(slurp("err").find("rank 1"), std::string::npos) << slurp("err");
   EXPECT_FALSE(std::ifstream(dir + "/w.safetensors").good()) << "a model was saved";
+}
+
+// calibrate under mpirun: rank 0 measures the CPU alone, then the ranks their allreduce; the
+// profile holds the fit for 2 ranks on this one host, with its sizes.
+TEST_F(Mpi, CalibrateOverTwoRanksAddsTheirAllreduceFit) {
+  const std::string dir = temp_folder("mpi-calibrate");
+  ScopedEnv profiles("CROSSOVER_PROFILE_DIR", dir.c_str());
+  const auto r =
+      run_crossover("calibrate --quick --threads 1 --out " + dir + "/p.json", launcher(2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(dir + "/p.json");
+  const nlohmann::json p = nlohmann::json::parse(f);
+  ASSERT_EQ(p["allreduce"].size(), 1u) << p["allreduce"];
+  const nlohmann::json& a = p["allreduce"][0];
+  EXPECT_EQ(a["transport"], "mpi");
+  EXPECT_EQ(a["ranks"], 2);
+  EXPECT_EQ(a["hosts"], 1);
+  EXPECT_EQ(a["samples"].size(), 8u);
+  EXPECT_EQ(a["samples"][0]["bytes"], 4096);
+  EXPECT_EQ(a["samples"][7]["bytes"], 32 << 20);
+  EXPECT_GT(a["bytes_per_second"].get<double>(), 0);
+  // One voice: rank 0's lines only.
+  EXPECT_EQ(r.out.find("profile saved to"), r.out.rfind("profile saved to")) << r.out;
+}
+
+// explain --ranks 2 started as one process: it runs itself under mpirun, says so in one line, and
+// shows the allreduce phase measured and predicted; the profile it calibrated on demand (rank 0
+// the compute, both ranks the allreduce) is saved with the 2 ranks' fit.
+TEST_F(Mpi, ExplainOverTwoRanksShowsTheAllreducePhase) {
+  const std::string dir = temp_folder("mpi-explain");
+  ScopedEnv profiles("CROSSOVER_PROFILE_DIR", dir.c_str());
+  const auto r = run_crossover(
+      "explain --ranks 2 --model small --data mnist-10k --threads 1 "
+      "--steps 16 --max-seconds 2 --json " +
+      dir + "/e.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("explain: not started by mpirun: running 2 ranks as `"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nallreduce "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Over 2 ranks each rank computes 16 of the 32 rows"), std::string::npos)
+      << r.out;
+  std::ifstream f(dir + "/e.json");
+  const nlohmann::json e = nlohmann::json::parse(f);
+  EXPECT_EQ(e["ranks"], 2);
+  bool phase = false;
+  for (const nlohmann::json& p : e["phases"])
+    if (p["name"] == "allreduce") {
+      phase = true;
+      EXPECT_GT(p["measured_seconds"].get<double>(), 0) << p;
+      EXPECT_GT(p["predicted_seconds"].get<double>(), 0) << p;
+    }
+  EXPECT_TRUE(phase) << e["phases"];
+  int allreduce_ops = 0;
+  for (const nlohmann::json& o : e["ops"]) allreduce_ops += o["phase"] == "allreduce";
+  EXPECT_EQ(allreduce_ops, 1);
+  // The fit was measured for these ranks and saved with the compute.
+  bool saved = false;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".json" && entry.path().filename() != "e.json") {
+      std::ifstream pf(entry.path());
+      const nlohmann::json p = nlohmann::json::parse(pf);
+      for (const nlohmann::json& a : p["allreduce"]) saved |= a["ranks"] == 2;
+    }
+  EXPECT_TRUE(saved) << "no profile in " << dir << " holds a 2-rank allreduce fit";
+}
+
+// compare --ranks 1,2: both counts measured (by explain, the second under mpirun) and predicted.
+TEST_F(Mpi, CompareOverRanksMeasuresEachCountUpToTheCores) {
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one core: 2 ranks are predicted only";
+  const std::string dir = temp_folder("mpi-compare-ranks");
+  ScopedEnv profiles("CROSSOVER_PROFILE_DIR", dir.c_str());
+  const auto r = run_crossover(
+      "compare --ranks 1,2 --model small --data mnist-10k --threads 1 "
+      "--json " +
+      dir + "/c.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(dir + "/c.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const nlohmann::json& row : j["rows"]) {
+    EXPECT_EQ(row["measured"], true) << row;
+    EXPECT_GT(row["epoch_seconds"]["measured"].get<double>(), 0) << row;
+    EXPECT_GT(row["epoch_seconds"]["predicted"].get<double>(), 0) << row;
+  }
+  EXPECT_GT(j["rows"][1]["allreduce_share"]["measured"].get<double>(), 0);
 }
 
 }  // namespace

@@ -918,7 +918,7 @@ TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("dominates"), std::string::npos) << r.out;
   const json j = read_json(path("e.json"));
-  ASSERT_EQ(j["phases"].size(), 7u);
+  ASSERT_EQ(j["phases"].size(), 8u);
   std::vector<std::string> names;
   double sum = 0;
   for (const json& p : j["phases"]) {
@@ -927,8 +927,11 @@ TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
     EXPECT_TRUE(p.contains("predicted_seconds"));
     sum += p["measured_seconds"].get<double>();
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"host_overhead", "h2d_copy", "d2h_copy", "gemm",
-                                             "elementwise", "optimizer", "sync_wait"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"host_overhead", "h2d_copy", "d2h_copy", "gemm",
+                                      "elementwise", "optimizer", "sync_wait", "allreduce"}));
+  EXPECT_EQ(j["phases"][7]["measured_seconds"], 0.0);  // one process: no allreduce
+  EXPECT_EQ(j["ranks"], 1);
   const double step = j["step_seconds"]["measured"];
   EXPECT_GT(step, 0);
   EXPECT_NEAR(sum, step, 1e-9 * std::max(1.0, step));  // the phases add up to the step

@@ -109,10 +109,35 @@ nlohmann::json threads_json(const ThreadsForRun& t);
 struct Ranks {
   std::shared_ptr<Collective> collective;  // null for one process
   int rank = 0, size = 1;
-  int local_size = 1, local_rank = 0;  // the ranks on this host, and this one among them
+  int local_size = 1;  // the ranks on this host
+  int local_rank = 0;  // this one among them
   bool leader() const { return rank == 0; }
 };
 Ranks ranks_for_command();
+// cpu_profile_for_run over ranks (`ranks.size` > 1; every rank calls it together):
+// perf::cpu_profile_for_ranks. Rank 0 alone finds or calibrates the compute (its progress lines
+// only), the ranks measure their allreduce where the profile has none for them, and every rank
+// gets rank 0's profile.
+perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
+                                           std::vector<perf::Workload> workloads,
+                                           const std::string& what, const Ranks& ranks);
+// The hosts the ranks run on (the ranks whose local_rank is 0, counted with an allreduce; every
+// rank calls it together); 1 for one process.
+int hosts_of(const Ranks& ranks);
+// Thrown by a command that ran itself again as another process (relaunch_under_mpirun): main
+// exits with that process's status.
+struct ExitStatus {
+  int code = 0;
+};
+// The command line main() was given, for a command that starts itself again under mpirun.
+void remember_command_line(int argc, char** argv);
+// For `--ranks N` given to a command run as one process: runs this very command line again as
+// `mpirun -np N ...` (mpirun from PATH; --oversubscribe when N exceeds this host's cores,
+// --allow-run-as-root as root; OMPI_MCA_btl_vader_single_copy_mechanism=none unless set, as
+// containers often lack the ptrace rights Open MPI's single-copy transport needs), after one line
+// on stdout (unless `quiet`) saying so, and returns mpirun's exit status. Throws Error (exit 2)
+// when this crossover was built without MPI or mpirun is not on PATH.
+int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet);
 // With ranks on a GPU (`device` "cuda" or "cuda:N" under mpirun): each rank takes this host's GPU
 // local_rank mod the device count (`device` becomes that "cuda:K"), and ranks.collective becomes
 // NCCL between the GPUs, bootstrapped over MPI. Throws Error (exit 2) when built without NCCL.
@@ -131,6 +156,27 @@ void check_same_data(const Ranks& ranks, const std::string& where,
 void refuse_ranks(const std::string& command);
 // The JSON's "ranks" (a count) and, with ranks, "collective" (what carries them).
 void add_ranks_json(nlohmann::json& doc, const Ranks& ranks);
+
+// compare --ranks LIST and sweep --ranks LIST (src/cli/ranks_table.cpp): one epoch of `model` at
+// the global `batch` over each rank count, with `threads` per rank (0: the cores divided among
+// the ranks). A count up to this host's cores is measured by `crossover explain --ranks N` (a
+// child process; it starts mpirun itself), unless `predict_only`; every count is predicted
+// (perf::predict_epoch over N ranks). A table, where more ranks stop paying and why (the
+// allreduce's share of the step), and JSON.
+struct RanksTableOptions {
+  std::string command;  // "compare" or "sweep": for the messages
+  std::string model = "small", data = "auto", ranks, json;
+  int64_t batch = kDefaultBatchSize;
+  uint64_t seed = 0;
+  int threads = 0;
+  int64_t steps = 200;
+  double max_seconds = 20;
+  bool predict_only = false, quiet = false;
+  ProfileFlags profile;
+};
+void run_ranks_table(const RanksTableOptions& options);
+// "1,2,4" -> {1, 2, 4} (sorted, without repeats); throws Error("--ranks", ...) otherwise.
+std::vector<int64_t> parse_ranks(const std::string& text);
 
 // "SMALL" and "BIG" for the built-in models, the spec itself otherwise.
 std::string model_label(const std::string& spec);

@@ -18,13 +18,33 @@ struct CalibrateCliOptions : CommonOptions {
   bool quick = false;
 };
 
+// Under mpirun (N ranks): rank 0 alone calibrates the device while the others wait (N ranks
+// timing at once would each measure against the others), then every rank takes part in the
+// allreduce measurement, and rank 0 adds the fit to the profile and saves it.
 void run_calibrate(const CalibrateCliOptions& o) {
-  Output out{o.quiet};
-  if (!o.out.empty()) check_writable("--out", o.out);
-  perf::Profile p = perf::calibrate({.device = o.device,
-                                     .quick = o.quick,
-                                     .threads = o.threads,
-                                     .say = [&](const std::string& l) { out.say(l); }});
+  const Ranks ranks = ranks_for_command();
+  if (ranks.size > 1 && o.device != "cpu")
+    throw Error("calibrate",
+                "over ranks measures the CPU's MPI allreduce only for now (--device "
+                "cpu)");
+  Output out{o.quiet || !ranks.leader()};
+  if (!o.out.empty() && ranks.leader()) check_writable("--out", o.out);
+  perf::Profile p;
+  if (ranks.leader())
+    p = perf::calibrate({.device = o.device,
+                         .quick = o.quick,
+                         .threads = o.threads,
+                         .say = [&](const std::string& l) { out.say(l); }});
+  if (ranks.collective) {
+    const int hosts = hosts_of(ranks);
+    out.say(fmt::format("allreduce of {} ranks on {} host{} ({}) ...", ranks.size, hosts,
+                        hosts == 1 ? "" : "s", ranks.collective->description()));
+    const perf::AllreduceFit fit = perf::calibrate_allreduce(*ranks.collective, hosts, o.quick);
+    out.say(fmt::format("allreduce: {:.1f} us latency, {:.2f} GB/s", fit.latency_seconds * 1e6,
+                        fit.bytes_per_second / 1e9));
+    if (!ranks.leader()) return;
+    p.allreduce.push_back(fit);
+  }
   std::string path = o.out;
   if (path.empty()) {
     path = perf::default_profile_path(p);
@@ -48,10 +68,7 @@ void add_calibrate(CLI::App& app) {
                   "Profile file to write (default: <slug>.json in $CROSSOVER_PROFILE_DIR or "
                   "~/.local/share/crossover/profiles)");
   cmd->add_flag("--quick", o->quick, "A coarser grid and fewer repeats (a few seconds)");
-  cmd->callback([o] {
-    refuse_ranks("calibrate");
-    run_calibrate(*o);
-  });
+  cmd->callback([o] { run_calibrate(*o); });
 }
 
 }  // namespace crossover::cli

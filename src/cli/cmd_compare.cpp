@@ -22,6 +22,7 @@ struct CompareOptions : CommonOptions {
   int epochs = 10;
   int64_t batch_size = kDefaultBatchSize;
   ProfileFlags profile;
+  std::string ranks;  // "1,2": the ranks table instead (ranks_table.cpp)
 };
 
 struct Run {
@@ -325,8 +326,25 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   add_profile_options(cmd, o->profile);
+  cmd->add_option("--ranks", o->ranks,
+                  "Compare training over these rank counts instead (e.g. 1,2: MPI data "
+                  "parallelism on the CPU; each measured by explain --ranks N up to the cores, "
+                  "all predicted)");
   cmd->callback([o] {
     refuse_ranks("compare");
+    if (!o->ranks.empty()) {
+      run_ranks_table({.command = "compare",
+                       .model = o->model,
+                       .data = o->data,
+                       .ranks = o->ranks,
+                       .json = o->json,
+                       .batch = o->batch_size,
+                       .seed = o->seed,
+                       .threads = o->threads,
+                       .quiet = o->quiet,
+                       .profile = o->profile});
+      return;
+    }
     run_compare(*o);
   });
 }

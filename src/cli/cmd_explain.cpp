@@ -20,10 +20,20 @@ struct ExplainCliOptions : CommonOptions {
   double max_seconds = 20;
   ProfileFlags profile;
   bool ops = false;
+  int ranks = 0;  // 0: as started (one process, or mpirun's ranks)
 };
 
 void run_explain_cmd(const ExplainCliOptions& o) {
-  Output out{o.quiet};
+  // Over ranks: under mpirun, each rank runs this; rank 0 alone speaks and writes the JSON.
+  const Ranks ranks = ranks_for_command();
+  if (o.ranks < 0) throw Error("--ranks", "must be at least 1");
+  if (o.ranks > 1 && ranks.size == 1)
+    throw ExitStatus{relaunch_under_mpirun("explain", o.ranks, o.quiet)};
+  if (o.ranks > 0 && o.ranks != ranks.size)
+    throw Error(fmt::format("--ranks {}", o.ranks),
+                fmt::format("started by mpirun as {} ranks: give --ranks {} or none", ranks.size,
+                            ranks.size));
+  Output out{o.quiet || !ranks.leader()};
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
   if (o.steps < 1) throw Error("--steps", "must be at least 1");
@@ -36,9 +46,12 @@ void run_explain_cmd(const ExplainCliOptions& o) {
                 "applies to a GPU (cuda:N): the CPU has no launches or host-device copies");
   if (gpu && cuda_device_count() == 0)
     throw Error("--device " + o.device, "no GPU present (or this build has no CUDA backend)");
+  if (gpu && ranks.size > 1)
+    throw Error("--ranks", "explain over ranks runs on the CPU only for now (--device cpu)");
 
   perf::TrainingData d =
       perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
+  check_same_data(ranks, "--data " + d.path, {&d.x_train, &d.y_train});
   // Check the model spec before any measuring.
   const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes);
 
@@ -50,12 +63,16 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   c.device = o.device == "cuda" ? "cuda:0" : o.device;
   c.mode = mode;
   const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
+  // Over ranks, --threads 0 divides this host's cores among its ranks (as train does).
   const ThreadsForRun threads =
-      gpu ? ThreadsForRun{o.threads, std::nullopt}
-          : cpu_threads_for_run(o.threads,
-                                cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed),
-                                d.x_train, d.y_train, o.batch_size, o.quiet, what,
-                                perf::threads_choice_key(perf::describe(probe), o.batch_size));
+      gpu              ? ThreadsForRun{o.threads, std::nullopt}
+      : ranks.size > 1 ? (o.threads > 0 ? ThreadsForRun{o.threads, std::nullopt}
+                                        : ThreadsForRun{threads_per_rank(ranks), std::nullopt,
+                                                        "cores divided among ranks"})
+                       : cpu_threads_for_run(
+                             o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed),
+                             d.x_train, d.y_train, o.batch_size, o.quiet, what,
+                             perf::threads_choice_key(perf::describe(probe), o.batch_size));
   c.threads = threads.threads;
   c.seed = o.seed;
   c.steps = o.steps;
@@ -69,18 +86,26 @@ void run_explain_cmd(const ExplainCliOptions& o) {
     // This CPU's profile, calibrated first where none matches this machine.
     const perf::CpuProfileChoice choice = cpu_profile_for_run(
         o.profile, threads.threads, o.quiet,
-        // The step, and the batch of 4x that explain's sentences weigh it against.
+        // A rank's step, and the batch of 4x that explain's sentences weigh it against.
         {{perf::describe(probe),
-          {std::min<int64_t>(o.batch_size, d.x_train.dim(0)), 4 * o.batch_size}}},
-        what);
+          {(std::min<int64_t>(o.batch_size, d.x_train.dim(0)) + ranks.size - 1) / ranks.size,
+           (4 * o.batch_size + ranks.size - 1) / ranks.size}}},
+        what, ranks);
     c.profile = choice.profile;
     note = choice.note;
     profile_doc = profile_json(choice);
   }
   if (profile_doc.is_object()) profile_doc["note"] = note;
   if (!gpu) c.other_profiles = perf::gpu_profiles();
-  out.say(fmt::format("explain: {} on {}, batch {}, {} mode; prediction from {}", o.model,
-                      device_description(c.device), o.batch_size, o.mode, note));
+  c.collective = ranks.collective;
+  out.say(fmt::format("explain: {} on {}, batch {}{}, {} mode; prediction from {}", o.model,
+                      device_description(c.device), o.batch_size,
+                      ranks.collective
+                          ? fmt::format(" over {} ranks ({}; {} thread{} each)", ranks.size,
+                                        ranks.collective->description(), threads.threads,
+                                        threads.threads == 1 ? "" : "s")
+                          : "",
+                      o.mode, note));
   const perf::ExplainResult r = perf::run_explain(c);
 
   out.say(fmt::format("measured {} steps: {}", r.steps_measured, r.method));
@@ -89,6 +114,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
                       "ratio"));
   for (int i = 0; i < perf::kPhaseCount; ++i) {
     const auto k = static_cast<std::size_t>(i);
+    if (static_cast<perf::Phase>(i) == perf::Phase::allreduce && r.ranks == 1) continue;
     const std::string pred = r.has_prediction ? perf::human_seconds(r.predicted[k]) : "-";
     const std::string ratio = r.has_prediction && r.measured[k] > 0 && r.predicted[k] > 0
                                   ? fmt::format("{:.2f}", r.predicted[k] / r.measured[k])
@@ -120,7 +146,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
     }
   }
 
-  if (o.json.empty()) return;
+  if (o.json.empty() || !ranks.leader()) return;
   nlohmann::json phases = nlohmann::json::array();
   for (int i = 0; i < perf::kPhaseCount; ++i) {
     const auto k = static_cast<std::size_t>(i);
@@ -168,6 +194,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
                                    : nlohmann::json(nullptr)}}},
       {"summary", r.sentences},
       {"ops", ops}};
+  add_ranks_json(doc, ranks);
   write_json_file("--json", o.json, doc);
 }
 
@@ -188,10 +215,10 @@ void add_explain(CLI::App& app) {
       ->capture_default_str();
   add_profile_options(cmd, o->profile);
   cmd->add_flag("--ops", o->ops, "Also print the cost model's op list");
-  cmd->callback([o] {
-    refuse_ranks("explain");
-    run_explain_cmd(*o);
-  });
+  cmd->add_option("--ranks", o->ranks,
+                  "Explain a step of training over N ranks (data parallel, MPI): started as one "
+                  "process, explain runs itself under mpirun -np N (default: as started)");
+  cmd->callback([o] { run_explain_cmd(*o); });
 }
 
 }  // namespace crossover::cli

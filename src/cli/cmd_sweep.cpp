@@ -35,6 +35,7 @@ struct SweepOptions : CommonOptions {
   bool predict_only = false;
   ProfileFlags profile;
   std::string csv, plot;
+  std::string ranks;  // "1,2,4": the ranks table instead (ranks_table.cpp)
 };
 
 std::vector<int64_t> parse_list(const std::string& flag, const std::string& text) {
@@ -515,9 +516,29 @@ void add_sweep(CLI::App& app) {
   add_profile_options(cmd, o->profile);
   cmd->add_option("--csv", o->csv, "Write points as CSV");
   cmd->add_option("--plot", o->plot, "Write a chart (SVG)");
+  cmd->add_option("--ranks", o->ranks,
+                  "Sweep these rank counts instead (e.g. 1,2,4; MPI data parallelism on the CPU) "
+                  "for --model (default small) at the first --batch-sizes: where more ranks stop "
+                  "paying");
   cmd->callback([o, layers] {
     refuse_ranks("sweep");
     o->layers_given = layers->count() > 0;
+    if (!o->ranks.empty()) {
+      run_ranks_table({.command = "sweep",
+                       .model = o->model.empty() ? "small" : o->model,
+                       .data = o->data,
+                       .ranks = o->ranks,
+                       .json = o->json,
+                       .batch = parse_list("--batch-sizes", o->batch_sizes).front(),
+                       .seed = o->seed,
+                       .threads = o->threads,
+                       .steps = o->steps,
+                       .max_seconds = o->max_seconds,
+                       .predict_only = o->predict_only,
+                       .quiet = o->quiet,
+                       .profile = o->profile});
+      return;
+    }
     run_sweep(*o);
   });
 }

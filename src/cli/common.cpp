@@ -1,8 +1,10 @@
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -331,6 +333,22 @@ perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int thread
   return perf::cpu_profile_for(r);
 }
 
+perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
+                                           std::vector<perf::Workload> workloads,
+                                           const std::string& what, const Ranks& ranks) {
+  if (!ranks.collective || ranks.size < 2)
+    return cpu_profile_for_run(flags, threads, quiet, std::move(workloads), what);
+  perf::CpuProfileRequest r;
+  r.explicit_path = flags.profile;
+  r.threads = threads;
+  r.calibrate = !flags.no_calibrate;
+  r.workloads = std::move(workloads);
+  r.what = what;
+  if (!quiet && ranks.leader())
+    r.say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  return perf::cpu_profile_for_ranks(r, *ranks.collective, hosts_of(ranks));
+}
+
 nlohmann::json profile_json(const perf::CpuProfileChoice& choice) {
   if (!choice.profile) return nullptr;
   return {{"source", choice.profile->source},
@@ -400,6 +418,85 @@ void place_ranks_on_device(Ranks& ranks, std::string& device) {
   const int ordinal = dist::device_for_local_rank(ranks.local_rank, count);
   device = "cuda:" + std::to_string(ordinal);
   ranks.collective = dist::nccl_collective(ranks.collective, ordinal);
+}
+
+int hosts_of(const Ranks& ranks) {
+  if (!ranks.collective || ranks.size < 2) return 1;
+  double firsts = ranks.local_rank == 0 ? 1 : 0;
+  ranks.collective->allreduce_sum(&firsts, 1);
+  return static_cast<int>(std::lround(firsts));
+}
+
+namespace {
+std::vector<std::string>& command_line_store() {
+  static std::vector<std::string> line;
+  return line;
+}
+
+// The path of `name` on PATH, "" when it is not there.
+std::string on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  std::size_t at = 0;
+  while (at <= dirs.size()) {
+    const std::size_t colon = std::min(dirs.find(':', at), dirs.size());
+    const std::string dir = dirs.substr(at, colon - at);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    at = colon + 1;
+  }
+  return "";
+}
+}  // namespace
+
+void remember_command_line(int argc, char** argv) {
+  command_line_store().assign(argv, argv + argc);
+}
+
+int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet) {
+  const std::string flag = fmt::format("--ranks {}", ranks);
+  if (!dist::built_with_mpi())
+    throw Error(flag,
+                "this crossover was built without MPI (CROSSOVER_MPI=OFF, or no "
+                "libopenmpi-dev when it was configured): it cannot run " +
+                    command + " over ranks");
+  const std::string mpirun = on_path("mpirun");
+  if (mpirun.empty())
+    throw Error(flag, "needs mpirun on PATH to start " + std::to_string(ranks) +
+                          " ranks (Debian: apt install openmpi-bin), or start crossover under "
+                          "mpirun yourself");
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const std::vector<std::string>& line = command_line_store();
+  std::vector<std::string> args{mpirun, "-np", std::to_string(ranks)};
+  if (ranks > perf::cpu_info().logical_cores) args.push_back("--oversubscribe");
+  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  args.push_back(self.empty() ? (line.empty() ? "crossover" : line[0]) : self);
+  args.insert(args.end(), line.begin() + (line.empty() ? 0 : 1), line.end());
+  const bool set_cma = std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism") == nullptr;
+  if (set_cma) ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+  std::string shown;
+  for (const std::string& a : args) shown += (shown.empty() ? "" : " ") + a;
+  if (!quiet)
+    std::printf("%s: not started by mpirun: running %d ranks as `%s`%s\n", command.c_str(), ranks,
+                shown.c_str(),
+                set_cma ? " (with OMPI_MCA_btl_vader_single_copy_mechanism=none)" : "");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) throw Error(flag, "cannot start mpirun (fork failed)");
+  if (child == 0) {
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 void check_same_data(const Ranks& ranks, const std::string& where,

@@ -36,9 +36,12 @@ int main(int argc, char** argv) {
   crossover::cli::add_explain(app);
   crossover::cli::add_compare(app);
   crossover::cli::add_sweep(app);
+  crossover::cli::remember_command_line(argc, argv);
   try {
     app.parse(argc, argv);
     return 0;
+  } catch (const crossover::cli::ExitStatus& e) {
+    return e.code;
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;

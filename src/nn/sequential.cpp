@@ -1037,7 +1037,7 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
   const int ranks = options.collective ? options.collective->size() : 1;
-  if (const LaunchedRanks l = launched_ranks(); l.size > 1 && ranks != l.size)
+  if (const LaunchedRanks l = launched_ranks(); l.size > 1 && !options.collective)
     throw Error("compile",
                 fmt::format("this process is rank {} of {} started by a parallel launcher ({}), "
                             "but crossover trains in one process here: the {} processes would each "

@@ -51,7 +51,8 @@ struct CompileOptions {
   // the global loss and accuracy on every rank (docs/DISTRIBUTED.md). On a GPU the collective
   // must sum device memory (on_device(): NCCL, src/dist/nccl.h); compile refuses one that cannot.
   // Null or size 1: one process. A process started by a launcher as one of N ranks (mpirun;
-  // core/launcher.h) is refused at compile without a collective of that size.
+  // core/launcher.h) is refused at compile without a collective (perf's cost model compiles
+  // onto a recorder with one of the count it prices, whatever the launcher's).
   std::shared_ptr<Collective> collective;
 };
 

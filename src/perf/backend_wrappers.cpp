@@ -70,6 +70,20 @@ void TimingBackend::timed(Call call, F&& f) {
   times_.instrument_seconds += since(a, t0) + std::min(wait, sync_floor_);
 }
 
+void TimingCollective::allreduce_sum(float* data, int64_t n) {
+  TimingBackend* t = *timing_;
+  if (!t || !t->enabled_ || !t->in_step_) {
+    inner_->allreduce_sum(data, n);
+    return;
+  }
+  // Waiting for a slower rank is not the allreduce's own cost: a barrier first, its time counted
+  // as sync_wait (the cost model assumes ranks of equal speed), then the allreduce timed alone.
+  const auto a = Clock::now();
+  inner_->barrier();
+  t->times_.seconds[static_cast<std::size_t>(Phase::sync_wait)] += since(a, Clock::now());
+  t->timed(Call::allreduce, [&] { inner_->allreduce_sum(data, n); });
+}
+
 class TimedGraph final : public Backend::StepGraph {
  public:
   TimedGraph(TimingBackend& owner, std::unique_ptr<Backend::StepGraph> inner)

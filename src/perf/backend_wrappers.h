@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "nn/collective.h"
 #include "perf/cost_model.h"
 #include "perf/recording.h"
 
@@ -43,6 +44,12 @@ class ForwardingBackend : public Backend {
   }
   void fill(float* dst, float value, int64_t n) override { inner_->fill(dst, value, n); }
   void synchronize() override { inner_->synchronize(); }
+  void allreduce_sum(float* data, int64_t n, DeviceCollective& with) override {
+    inner_->allreduce_sum(data, n, with);
+  }
+  void broadcast(void* data, std::size_t bytes, int root, DeviceCollective& with) override {
+    inner_->broadcast(data, bytes, root, with);
+  }
   std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool use_graph) override {
     return inner_->capture(std::move(enqueue), use_graph);
   }
@@ -246,6 +253,7 @@ class TimingBackend final : public ForwardingBackend {
 
  private:
   friend class TimedGraph;
+  friend class TimingCollective;
   // Times `f`, the backend call `call`, into call_phase(call).
   template <class F>
   void timed(Call call, F&& f);
@@ -256,6 +264,32 @@ class TimingBackend final : public ForwardingBackend {
   std::size_t position_ = 0;
   double sync_floor_ = 0;  // an idle synchronize(), measured at construction (instrument only)
   PhaseTimes times_;
+};
+
+// The ranks' collective as explain times it: forwards every call to `inner`, and times each
+// float allreduce made inside a step by `timing` (into Phase::allreduce, at its position in the
+// step, as TimingBackend times a backend call): the seconds this rank spends in the collective
+// call. Before it, a barrier (timed run only): the time this rank waits there for the slowest
+// rank goes to Phase::sync_wait, so that the allreduce is its own cost, not the ranks' imbalance
+// (which the cost model does not predict: it assumes ranks of equal speed). The epoch's loss
+// sums (outside the step) are not timed.
+class TimingCollective final : public Collective {
+ public:
+  TimingCollective(std::shared_ptr<Collective> inner, TimingBackend* const* timing)
+      : inner_(std::move(inner)), timing_(timing) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void allreduce_sum(float* data, int64_t n) override;
+  void allreduce_sum(double* data, int64_t n) override { inner_->allreduce_sum(data, n); }
+  void broadcast(void* data, std::size_t bytes, int root) override {
+    inner_->broadcast(data, bytes, root);
+  }
+  void barrier() override { inner_->barrier(); }
+  std::string description() const override { return inner_->description(); }
+
+ private:
+  std::shared_ptr<Collective> inner_;
+  TimingBackend* const* timing_;  // the timing backend, once compile has made it
 };
 
 // Runs each step as a naive framework loop does (see the top of this file). Keeps a host copy

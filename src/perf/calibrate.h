@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/collective.h"
 #include "perf/cost_model.h"
 #include "perf/profile.h"
 
@@ -125,6 +126,32 @@ struct CpuProfileChoice {
 // profile, first calibrating (and merging into it, under a lock) what it lacks; else, with
 // `calibrate` false, the closest found (shipped included), labelled not this machine.
 CpuProfileChoice cpu_profile_for(const CpuProfileRequest& request);
+
+// ---- the ranks' allreduce (under mpirun) -----------------------------------------------------
+//
+// Every rank calls these together (they are collective calls on `ranks`). Rank 0 alone measures
+// the compute (cpu_profile_for): N ranks calibrating at once would each time against the others.
+
+// Times an in-place float allreduce (Collective::allreduce_sum) at sizes from 4 KB to 32 MB: at
+// each size a few warm-up calls, then rounds of calls (7; 3 when `quick`) between barriers, the
+// seconds of a call being the median of its rounds on rank 0; then fit_allreduce. From 1 MB on,
+// each round is one call on a buffer just written, after a 64 MB pass that flushes the caches
+// (twice as many rounds, plus one), as a training step leaves its gradients. Every rank returns
+// rank 0's figures. `hosts`: the hosts the ranks are on (1: shared memory).
+AllreduceFit calibrate_allreduce(Collective& ranks, int hosts, bool quick);
+// The line seconds = latency + bytes / bandwidth through `fit.samples`, by least squares on the
+// relative error (each sample weighed by 1 / its seconds squared), so that the small sizes set
+// the latency and the large ones the bandwidth; the latency is not negative. Throws Error with
+// fewer than two samples.
+void fit_allreduce(AllreduceFit& fit);
+
+// cpu_profile_for over ranks: rank 0 finds (or calibrates, as cpu_profile_for does) the compute
+// profile while the others wait; when it has no allreduce fit for these ranks and hosts (and
+// `request.calibrate`), every rank measures one (calibrate_allreduce) and rank 0 merges it into
+// the saved profile; then rank 0's profile and note are broadcast, so that every rank returns
+// the same choice. With one rank, cpu_profile_for.
+CpuProfileChoice cpu_profile_for_ranks(const CpuProfileRequest& request, Collective& ranks,
+                                       int hosts);
 
 // Page-locked host memory for the pinned-bandwidth measurements: the CUDA runtime's
 // cudaMallocHost where the build has CUDA (nullptr otherwise, or when it fails).

@@ -38,6 +38,8 @@ const char* phase_name(Phase p) {
       return "optimizer";
     case Phase::sync_wait:
       return "sync_wait";
+    case Phase::allreduce:
+      return "allreduce";
   }
   return "?";
 }
@@ -93,17 +95,22 @@ ModelDesc mlp(int64_t input_width, const std::vector<int64_t>& hidden, int64_t c
 
 // ---- the op list: the step's own calls, recorded -----------------------------------------------
 std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, DeviceKind device,
-                                     Mode mode) {
+                                     Mode mode, int ranks) {
   if (rows < 1) throw Error("cost model", "a step needs at least one row");
+  if (ranks < 1) throw Error("cost model", "a step needs at least one rank");
   Sequential s(model.layers);
   RecordingBackend* recorder = nullptr;
   CompileOptions o;
   o.graphs = mode == Mode::resident;
   o.initialize_weights = false;  // the calls do not depend on the values
-  o.make_backend = [&recorder, device]() -> std::unique_ptr<Backend> {
+  // Always a collective, of one rank too: a process started by mpirun may price any count.
+  auto ranks_recorder = std::make_shared<RecordingCollective>(ranks);
+  o.collective = ranks_recorder;
+  o.make_backend = [&recorder, device, ranks_recorder]() -> std::unique_ptr<Backend> {
     auto r = device == DeviceKind::cpu ? std::make_unique<RecordingBackend>("cpu", true)
                                        : std::make_unique<RecordingBackend>("cuda:0", false);
     recorder = r.get();
+    ranks_recorder->record_into(recorder);
     return r;
   };
   if (mode == Mode::naive)
@@ -149,6 +156,8 @@ Phase call_phase(Call call) {
     case Call::batchnorm_backward:
     case Call::batchnorm_update_moving:
       return Phase::elementwise;
+    case Call::allreduce:
+      return Phase::allreduce;
   }
   return Phase::elementwise;
 }
@@ -299,6 +308,16 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.kernel = "sync";
       o.launches = 0;
       break;
+    // ---- the gradients summed across the ranks (Collective::allreduce_sum, in place) ----
+    case Call::allreduce:
+      o.name = fmt::format("allreduce gradients over {} ranks ({:.2f} MB)", c.ranks,
+                           static_cast<double>(c.bytes) / 1e6);
+      o.kernel = "allreduce";
+      o.elements = n;
+      o.bytes_read = o.bytes_written = c.bytes;
+      o.ranks = c.ranks;
+      o.launches = 0;
+      break;
     case Call::fill:
       o.name = at + "fill";
       o.kernel = "fill";
@@ -442,12 +461,13 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
   return o;
 }
 
-std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, Mode mode) {
+std::vector<Op> step_ops(const ModelDesc& model, int64_t m, DeviceKind device, Mode mode,
+                         int ranks) {
   if (device == DeviceKind::cpu && mode == Mode::naive)
     throw Error("--mode",
                 "naive mode applies to a GPU: the CPU has no launches or host-device copies");
   std::vector<Op> ops;
-  for (const BackendCall& c : record_step(model, m, device, mode))
+  for (const BackendCall& c : record_step(model, m, device, mode, ranks))
     ops.push_back(op_of(c, device, mode));
   // Around the step: the host's dispatch of its calls (CPU), or the graph's launch (GPU
   // resident). Naive mode's copies and sync are recorded calls already.
@@ -744,6 +764,42 @@ double norm_seconds(const Profile& p, const Op& o, std::string* estimate) {
          streaming(p, o.bytes_read + o.bytes_written);
 }
 
+double allreduce_seconds(const Profile& p, const Op& o, std::string* estimate) {
+  if (estimate) estimate->clear();
+  const double bytes = static_cast<double>(o.bytes_read);
+  const int n = std::max(o.ranks, 1);
+  if (n == 1) return 0;
+  // A ring allreduce: each rank sends and receives (N - 1) / N of the buffer twice, in 2 (N - 1)
+  // steps.
+  auto ring = [](int ranks) { return static_cast<double>(ranks - 1) / ranks; };
+  // The fit at the nearest rank count (the exact one first), on the fewest hosts.
+  const AllreduceFit* nearest = nullptr;
+  for (const AllreduceFit& f : p.allreduce) {
+    if (f.transport != "mpi") continue;
+    const auto key = [n](const AllreduceFit& e) {
+      return std::pair{std::abs(e.ranks - n), e.hosts};
+    };
+    if (!nearest || key(f) < key(*nearest)) nearest = &f;
+  }
+  if (nearest && nearest->ranks == n)
+    return nearest->latency_seconds + bytes / nearest->bytes_per_second;
+  const std::string at = fmt::format("{}: ", o.name);
+  if (nearest) {
+    if (estimate)
+      *estimate = at + fmt::format(
+                           "not measured at {} ranks; scaled from the profile's {} ranks as "
+                           "a ring allreduce scales",
+                           n, nearest->ranks);
+    return nearest->latency_seconds * (n - 1) / std::max(nearest->ranks - 1, 1) +
+           bytes / nearest->bytes_per_second * ring(n) / ring(nearest->ranks);
+  }
+  if (estimate)
+    *estimate = at +
+                "not measured (the profile has no allreduce); priced as a ring allreduce at the "
+                "memory bandwidth";
+  return p.call_seconds + 2 * ring(n) * 2 * bytes / p.memory_bytes_per_second;
+}
+
 std::string unsupported_on(const ModelDesc& model, DeviceKind device) {
   try {
     record_step(model, 1, device, Mode::resident);
@@ -838,6 +894,13 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
       case Phase::sync_wait:
         device = p.sync_seconds;
         break;
+      case Phase::allreduce: {
+        // One blocking call after the backward pass: nothing overlaps it yet.
+        std::string estimate;
+        device = allreduce_seconds(p, o, &estimate);
+        if (!estimate.empty()) r.estimates.push_back(estimate);
+        break;
+      }
     }
     if (gpu && o.launches > 0) {
       if (mode == Mode::resident) {
@@ -857,17 +920,22 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
 }
 
 EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t batch,
-                              const Profile& profile, Mode mode) {
+                              const Profile& profile, Mode mode, int ranks) {
   if (samples < 1 || batch < 1)
     throw Error("cost model", "samples and batch size must be positive");
   const DeviceKind dev = profile.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu;
   const int64_t b = std::min(batch, samples);
   const int64_t full = samples / b, rest = samples % b;
+  if (ranks < 1) throw Error("cost model", "ranks must be positive");
+  // The largest rank's share of a batch of `rows`: the step every rank waits for.
+  auto share = [ranks](int64_t rows) { return (rows + ranks - 1) / ranks; };
   EpochPrediction e;
-  e.full_step = predict(step_ops(model, b, dev, mode), profile, mode);
+  e.full_step = predict(step_ops(model, share(b), dev, mode, ranks), profile, mode);
   e.steps = full + (rest ? 1 : 0);
   e.seconds = static_cast<double>(full) * e.full_step.step_seconds;
-  if (rest) e.seconds += predict(step_ops(model, rest, dev, mode), profile, mode).step_seconds;
+  if (rest)
+    e.seconds +=
+        predict(step_ops(model, share(rest), dev, mode, ranks), profile, mode).step_seconds;
   return e;
 }
 

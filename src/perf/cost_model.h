@@ -28,8 +28,20 @@ class Sequential;
 namespace crossover::perf {
 
 // Where a step's time goes.
-enum class Phase { host_overhead, h2d_copy, d2h_copy, gemm, elementwise, optimizer, sync_wait };
-inline constexpr int kPhaseCount = 7;
+// allreduce: the gradients summed across the ranks (training over N > 1 ranks), after the
+// backward pass and before the optimizer step; one blocking call, not bucketed or overlapped with
+// the backward pass yet, so nothing of it overlaps (docs/DISTRIBUTED.md).
+enum class Phase {
+  host_overhead,
+  h2d_copy,
+  d2h_copy,
+  gemm,
+  elementwise,
+  optimizer,
+  sync_wait,
+  allreduce
+};
+inline constexpr int kPhaseCount = 8;
 const char* phase_name(Phase p);
 // Throws Error for an unknown name.
 Phase parse_phase(const std::string& name);
@@ -93,21 +105,27 @@ struct Op {
   // A GEMM fused with an optimizer update (the CPU's dense_backward_weights_update): the update's
   // profile kernel ("adam"), over `segments`; "" otherwise.
   std::string update;
+  int ranks = 1;  // allreduce: the ranks it sums over (bytes_read: the gradients' bytes)
 };
 
 // The ops of one training step on `rows` rows (<= the batch size), in call order: the calls
 // record_step() records, each priced by op_of(), with the mode's host op in front (the CPU's
 // dispatch of the step's calls, or a GPU's graph launch in resident mode). Throws Error for
-// rows < 1 and for the CPU in naive mode.
-std::vector<Op> step_ops(const ModelDesc& model, int64_t rows, DeviceKind device, Mode mode);
+// rows < 1 and for the CPU in naive mode. With `ranks` > 1, the step of one rank of that many:
+// `rows` is its share of the global batch (ceil(batch / ranks) for the largest), no update is
+// fused into a weight gradient, the allreduce of the gradients follows the backward pass, and
+// the optimizer updates every parameter (on every rank).
+std::vector<Op> step_ops(const ModelDesc& model, int64_t rows, DeviceKind device, Mode mode,
+                         int ranks = 1);
 
 // The backend calls of one training step on `rows` rows: the model built as a Sequential and
 // compiled onto a RecordingBackend that answers as `device` does (the CPU fuses each layer's
 // update into its weight gradient, a GPU does not; Backend::fuses_weight_update), wrapped in the
 // NaiveBackend in naive mode (graphs off), then Sequential::trace_training_step. No device and no
-// parameter memory is needed.
+// parameter memory is needed. The model is compiled with a RecordingCollective of `ranks`
+// ranks, whose allreduce is recorded in the list as Call::allreduce.
 std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, DeviceKind device,
-                                     Mode mode);
+                                     Mode mode, int ranks = 1);
 
 // The one table of what each backend call costs: its phase, profile kernel, FLOPs, bytes read and
 // written, elements, GPU launches and host-device bytes, from the call's own arguments. A new
@@ -151,6 +169,13 @@ double conv_pool_seconds(const Profile& profile, const Op& op, std::string* esti
 // elements; without any, its bytes at the memory bandwidth plus a call's (CPU) or graph node's
 // (GPU) floor. `estimate` as for conv_pool_seconds.
 double norm_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
+// The seconds of an allreduce op (Phase::allreduce) from the profile: latency + bytes /
+// bandwidth of the profile's allreduce fit at the op's rank count (transport "mpi", the fewest
+// hosts). Without one at that count, the nearest count's fit scaled as a ring allreduce scales
+// (latency by N - 1, the bytes each rank moves by (N - 1) / N); without any, 2 (N - 1) / N of the
+// bytes read and written at the memory bandwidth. `estimate` (when not null) gets "" for a
+// measured fit, else how the time was made.
+double allreduce_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
 
 // Why `model` cannot be trained on `device`: the Error its compile gives on a recorder that
 // answers as that device does; "" when it can. Both of crossover's backends now have every layer
@@ -163,8 +188,10 @@ struct EpochPrediction {
   int64_t steps = 0;
   Prediction full_step;  // a full batch's step
 };
+// With `ranks` > 1: each step is the largest rank's share of the batch (ceil(batch / ranks)
+// rows, ceil(rest / ranks) for the ragged last one), with the allreduce (step_ops).
 EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t batch,
-                              const Profile& profile, Mode mode);
+                              const Profile& profile, Mode mode, int ranks = 1);
 
 // GEMM FLOPs of one epoch (what the arithmetic tests check: SMALL 24.5 GFLOP, BIG 552 GFLOP for
 // 60,000 samples at batch 32).

@@ -37,6 +37,8 @@ const char* phase_words(Phase p) {
       return "the optimizer update";
     case Phase::sync_wait:
       return "waiting on synchronisation";
+    case Phase::allreduce:
+      return "the allreduce of the gradients across the ranks";
   }
   return "?";
 }
@@ -53,10 +55,11 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
   const bool gpu = p.kind == "gpu";
   const DeviceKind dev = gpu ? DeviceKind::gpu : DeviceKind::cpu;
   const int64_t B = r.batch;
+  // A step at global batch `batch`, over the ranks explained (each its share).
   auto step_at = [&](int64_t batch, Mode mode, const Profile& prof) {
-    return predict(
-               step_ops(desc, batch, prof.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu, mode),
-               prof, mode)
+    return predict(step_ops(desc, (batch + r.ranks - 1) / r.ranks,
+                            prof.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu, mode, r.ranks),
+                   prof, mode)
         .step_seconds;
   };
   const double per_sample = r.step_predicted / static_cast<double>(B);
@@ -115,7 +118,7 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
                     : "",
           B4, human_seconds(s4), human_seconds(per_sample), per_sample / std::max(s4, 1e-15));
       for (const Profile& g : c.other_profiles)
-        if (g.kind == "gpu" && !gpu) {
+        if (g.kind == "gpu" && !gpu && r.ranks == 1) {
           if (const std::string why_not = unsupported_on(desc, DeviceKind::gpu); !why_not.empty()) {
             s += fmt::format("; a GPU ({}) cannot train this model yet ({})", g.name, why_not);
             break;
@@ -135,7 +138,8 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
         if (o.phase == Phase::optimizer && !o.segments.empty()) opt = &o;
       if (!opt) return "";  // each layer's update was fused into its weight gradient
       const int64_t B4 = B * 4;
-      const Prediction p4 = predict(step_ops(desc, B4, dev, c.mode), p, c.mode);
+      const Prediction p4 =
+          predict(step_ops(desc, (B4 + r.ranks - 1) / r.ranks, dev, c.mode, r.ranks), p, c.mode);
       return fmt::format(
           "The optimizer reads and writes {:.1f} MB per step ({} parameters) whatever the batch "
           "size, "
@@ -145,6 +149,8 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
           pct(p4.phase_seconds[static_cast<std::size_t>(Phase::optimizer)], p4.step_seconds),
           human_seconds(p4.step_seconds / double(B4)), human_seconds(per_sample));
     }
+    case Phase::allreduce:
+      return "";  // run_explain's sentence on the ranks says it
     case Phase::elementwise: {
       std::size_t worst = r.ops.size();
       for (std::size_t i = 0; i < r.ops.size(); ++i)
@@ -170,11 +176,21 @@ ExplainResult run_explain(const ExplainConfig& c) {
   ExplainResult r;
   const bool gpu = is_gpu_device(c.device);
 
+  Collective* ranks = c.collective && c.collective->size() > 1 ? c.collective.get() : nullptr;
+  if (ranks && gpu) throw Error("explain", "over ranks runs on the CPU only for now");
+  r.ranks = ranks ? ranks->size() : 1;
+
   // 1. The plain run: the true step time.
   Sequential plain = c.make_model();
-  compile_for(plain, {.device = c.device, .mode = c.mode, .threads = c.threads, .seed = c.seed});
-  const StepTiming t = time_steps(plain, *c.x, *c.y, c.batch, c.steps, c.max_seconds);
+  compile_for(plain, {.device = c.device,
+                      .mode = c.mode,
+                      .threads = c.threads,
+                      .seed = c.seed,
+                      .collective = c.collective});
+  const StepTiming t =
+      time_steps(plain, *c.x, *c.y, c.batch, c.steps, c.max_seconds, nullptr, ranks);
   r.batch = t.batch;
+  r.rank_rows = (r.batch + r.ranks - 1) / r.ranks;
   r.steps_measured = t.steps;
   r.step_measured = t.seconds_per_step;
   const ModelDesc desc = describe(plain);
@@ -187,9 +203,10 @@ ExplainResult run_explain(const ExplainConfig& c) {
                       .threads = c.threads,
                       .seed = c.seed,
                       .no_graph = gpu,
-                      .timing = &timing});
-  const StepTiming tt =
-      time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1), c.max_seconds, timing);
+                      .timing = &timing,
+                      .collective = c.collective});
+  const StepTiming tt = time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1),
+                                   c.max_seconds, timing, ranks);
   r.raw = timing->times();
   const double steps = static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
   r.timed_step_wall = r.raw.step_wall_seconds / steps;
@@ -208,8 +225,13 @@ ExplainResult run_explain(const ExplainConfig& c) {
         "CPU calls are synchronous: each backend call of {} timed steps was timed by the wall "
         "clock "
         "(host overhead: the rest of the step), then the split was scaled to the {} step of an "
-        "untimed run (the timed run's step was {})",
-        r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall));
+        "untimed run (the timed run's step was {}){}",
+        r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall),
+        ranks ? fmt::format("; rank 0 of {}, its allreduce timed in the step (the time it spent "
+                            "in MPI_Allreduce, after a barrier whose wait for the slowest rank is "
+                            "counted as sync_wait)",
+                            r.ranks)
+              : "");
   } else {
     double device = 0;
     for (int i = 0; i < kPhaseCount; ++i)
@@ -235,7 +257,7 @@ ExplainResult run_explain(const ExplainConfig& c) {
   }
 
   // 3. The prediction.
-  r.ops = step_ops(desc, r.batch, gpu ? DeviceKind::gpu : DeviceKind::cpu, c.mode);
+  r.ops = step_ops(desc, r.rank_rows, gpu ? DeviceKind::gpu : DeviceKind::cpu, c.mode, r.ranks);
   if (c.profile) {
     r.prediction = predict(r.ops, *c.profile, c.mode);
     r.has_prediction = true;
@@ -285,6 +307,23 @@ ExplainResult run_explain(const ExplainConfig& c) {
   if (r.has_prediction) {
     const std::string w = what_if(c, r, desc, tp);
     if (!w.empty()) r.sentences.push_back(w);
+    if (ranks) {
+      const auto a = static_cast<std::size_t>(Phase::allreduce);
+      int64_t bytes = 0;
+      for (const Op& o : r.ops)
+        if (o.phase == Phase::allreduce) bytes += o.bytes_read;
+      r.sentences.push_back(fmt::format(
+          "Over {} ranks each rank computes {} of the {} rows and then waits for the allreduce "
+          "of the gradients ({:.2f} MB): measured {} ({}% of the step), predicted {} (latency + "
+          "bytes / bandwidth from the profile); it is one blocking call after the backward pass, "
+          "not bucketed or overlapped with it yet, so none of it is hidden, and the optimizer "
+          "still updates every parameter on every rank. Before it rank 0 waited {} ({}%) for the "
+          "slowest rank (sync_wait: the ranks' imbalance, which the cost model does not predict).",
+          r.ranks, r.rank_rows, r.batch, double(bytes) / 1e6, human_seconds(r.measured[a]),
+          pct(r.measured[a], r.step_measured), human_seconds(r.predicted[a]),
+          human_seconds(r.measured[static_cast<std::size_t>(Phase::sync_wait)]),
+          pct(r.measured[static_cast<std::size_t>(Phase::sync_wait)], r.step_measured)));
+    }
     const std::string est =
         estimates_sentence(r.prediction, "the step", "calibrating this machine measures them");
     if (!est.empty()) r.sentences.push_back(est);

@@ -39,6 +39,10 @@ struct ExplainConfig {
   double max_seconds = 20;              // per run (plain, timed)
   std::optional<Profile> profile;       // to predict with (nullopt: no prediction)
   std::vector<Profile> other_profiles;  // for what-if sentences (a GPU profile, on the CPU)
+  // Over ranks (the CPU; every rank calls run_explain together, under mpirun): `batch` is the
+  // global batch, each rank's step takes its share, and the allreduce is timed in the step (on
+  // each rank; rank 0's result is the one to show). Null: one process.
+  std::shared_ptr<Collective> collective;
 };
 
 struct ExplainResult {
@@ -47,9 +51,11 @@ struct ExplainResult {
   bool has_prediction = false;
   double step_measured = 0, step_predicted = 0;
   int64_t steps_measured = 0, batch = 0;
-  std::string method;                  // how the split was measured, one sentence
-  std::vector<Op> ops;                 // the cost model's op list
-  Prediction prediction;               // per op
+  int ranks = 1;
+  int64_t rank_rows = 0;  // the rows of the largest rank's share of a batch (the batch: 1 rank)
+  std::string method;     // how the split was measured, one sentence
+  std::vector<Op> ops;    // the cost model's op list
+  Prediction prediction;  // per op
   std::vector<double> op_measured;     // per op, seconds per step (scaled as the phases); empty
                                        // when the calls did not line up with the op list
   std::vector<std::string> sentences;  // what dominates and what would change it

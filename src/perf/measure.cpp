@@ -13,11 +13,15 @@ namespace crossover::perf {
 namespace {
 using Clock = std::chrono::steady_clock;
 
+// With ranks, rank 0's clock decides for every rank.
 class StopAfter final : public Callback {
  public:
-  StopAfter(Clock::time_point start, double limit) : start_(start), limit_(limit) {}
+  StopAfter(Clock::time_point start, double limit, Collective* ranks)
+      : start_(start), limit_(limit), ranks_(ranks) {}
   void on_epoch_end(Sequential& model, int, const Logs&) override {
-    if (std::chrono::duration<double>(Clock::now() - start_).count() > limit_) {
+    int stop = std::chrono::duration<double>(Clock::now() - start_).count() > limit_;
+    if (ranks_) ranks_->broadcast(&stop, sizeof stop, 0);
+    if (stop) {
       stopped = true;
       model.stop_training();
     }
@@ -27,6 +31,7 @@ class StopAfter final : public Callback {
  private:
   Clock::time_point start_;
   double limit_;
+  Collective* ranks_;
 };
 }  // namespace
 
@@ -58,6 +63,8 @@ void compile_for(Sequential& model, const RunConfig& c) {
   const bool naive = c.mode == Mode::naive;
   const bool gpu = is_gpu_device(c.device);
   TimingBackend** timing = c.timing;
+  o.collective = c.collective && timing ? std::make_shared<TimingCollective>(c.collective, timing)
+                                        : c.collective;
   if (naive || timing) {
     o.wrap_backend = [naive, gpu, timing](std::unique_ptr<Backend> b) -> std::unique_ptr<Backend> {
       if (timing) {
@@ -73,7 +80,8 @@ void compile_for(Sequential& model, const RunConfig& c) {
 }
 
 StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64_t batch,
-                      int64_t steps, double max_seconds, TimingBackend* timing) {
+                      int64_t steps, double max_seconds, TimingBackend* timing, Collective* ranks) {
+  if (ranks && ranks->size() < 2) ranks = nullptr;
   const auto start = Clock::now();
   const int64_t n = x.dim(0);
   if (n < 1) throw Error("measure", "no samples to train on");
@@ -87,9 +95,10 @@ StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64
   const Tensor wx = x.rows(0, warm_rows), wy = y.rows(0, warm_rows);
   History warm = model.fit(
       wx, wy, {.epochs = 1, .batch_size = r.batch, .verbose = 0, .stop_on_interrupt = false});
-  const double est = warm.epochs.empty() || warm.epochs[0].steps == 0
-                         ? 1e-3
-                         : warm.epochs[0].seconds / static_cast<double>(warm.epochs[0].steps);
+  double est = warm.epochs.empty() || warm.epochs[0].steps == 0
+                   ? 1e-3
+                   : warm.epochs[0].seconds / static_cast<double>(warm.epochs[0].steps);
+  if (ranks) ranks->broadcast(&est, sizeof est, 0);
 
   // Short epochs of k steps (about eight per measurement, fewer steps where the time cap needs
   // it): the step time is the median over epochs of each epoch's mean step, so that a moment's
@@ -101,7 +110,8 @@ StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64
   const int64_t rows = k * r.batch;
   const Tensor mx = x.rows(0, rows), my = y.rows(0, rows);
   const int epochs = static_cast<int>((steps + k - 1) / k);
-  auto stop = std::make_shared<StopAfter>(Clock::now(), max_seconds > 0 ? max_seconds : 1e300);
+  auto stop =
+      std::make_shared<StopAfter>(Clock::now(), max_seconds > 0 ? max_seconds : 1e300, ranks);
   if (timing) {
     timing->reset();
     timing->set_enabled(true);

@@ -34,6 +34,9 @@ struct RunConfig {
   bool no_graph = false;
   // Wrap the backend in a TimingBackend (instrumented on a GPU); its address is stored here.
   TimingBackend** timing = nullptr;
+  // Train over these ranks (CompileOptions::collective; null: one process). With `timing`, the
+  // step's allreduce is timed too (TimingCollective).
+  std::shared_ptr<Collective> collective;
 };
 
 // compile(Adam, sparse_categorical_crossentropy, accuracy) for the device and mode.
@@ -55,9 +58,12 @@ struct StepTiming {
 // counted), stopping early once `max_seconds` have passed after at least one measured epoch.
 // The steps run as about eight short epochs (chunks of the data, sized so that the time cap is
 // respected); the step time is the median of the epochs' mean steps. With `timing`, the timing
-// backend counts the measured steps only.
+// backend counts the measured steps only. A model compiled over ranks is given them as `ranks`
+// (every rank calls this together): the epochs' length and when to stop are rank 0's, so that
+// every rank trains the same number of steps; each rank's figures are its own.
 StepTiming time_steps(Sequential& model, const Tensor& x, const Tensor& y, int64_t batch,
-                      int64_t steps, double max_seconds, TimingBackend* timing = nullptr);
+                      int64_t steps, double max_seconds, TimingBackend* timing = nullptr,
+                      Collective* ranks = nullptr);
 
 // Largest relative difference between two sets of weights: max over tensors of
 // max |a - b| / max |a| (0 when identical). Throws Error when the sets do not match.

@@ -271,10 +271,49 @@ NormSample norm_from_json(const Reader& r, const json& e, const std::string& f) 
   return c;
 }
 
-// A convolution, pooling or batch-normalization entry's identity: all but its seconds.
+json allreduce_to_json(const AllreduceFit& f) {
+  json samples = json::array();
+  for (const AllreduceSample& s : f.samples)
+    samples.push_back({{"bytes", s.bytes}, {"seconds", s.seconds}});
+  return {{"transport", f.transport},
+          {"ranks", f.ranks},
+          {"hosts", f.hosts},
+          {"latency_seconds", f.latency_seconds},
+          {"bytes_per_second", f.bytes_per_second},
+          {"samples", samples}};
+}
+
+AllreduceFit allreduce_from_json(const Reader& r, const json& e, const std::string& f) {
+  if (!e.is_object())
+    r.fail(f, "must be an object {transport, ranks, hosts, latency_seconds, bytes_per_second}");
+  AllreduceFit a;
+  a.transport = r.string(r.member(e, "transport", f + ".transport"), f + ".transport", true);
+  a.ranks = static_cast<int>(r.integer(r.member(e, "ranks", f + ".ranks"), f + ".ranks", true));
+  if (a.ranks < 2) r.fail(f + ".ranks", "must be at least 2");
+  a.hosts = static_cast<int>(r.integer(r.member(e, "hosts", f + ".hosts"), f + ".hosts", true));
+  a.latency_seconds = r.number_at(e, "latency_seconds", f + ".latency_seconds", false);
+  a.bytes_per_second = r.number_at(e, "bytes_per_second", f + ".bytes_per_second", true);
+  if (auto it = e.find("samples"); it != e.end() && !it->is_null()) {
+    if (!it->is_array()) r.fail(f + ".samples", "must be an array of {bytes, seconds}");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const std::string fi = f + ".samples[" + std::to_string(i) + "]";
+      AllreduceSample s;
+      s.bytes = r.integer(r.member((*it)[i], "bytes", fi + ".bytes"), fi + ".bytes", true);
+      s.seconds = r.number_at((*it)[i], "seconds", fi + ".seconds", true);
+      if (!a.samples.empty() && s.bytes <= a.samples.back().bytes)
+        r.fail(fi + ".bytes", "must ascend");
+      a.samples.push_back(s);
+    }
+  }
+  return a;
+}
+
+// A convolution, pooling, batch-normalization or allreduce entry's identity: all but its
+// seconds.
 auto conv_key(const ConvSample& c) { return std::tuple{c.op, c.shape, c.batch, c.bias, c.relu}; }
 auto pool_key(const PoolSample& c) { return std::tuple{c.op, c.shape, c.batch}; }
 auto norm_key(const NormSample& c) { return std::tuple{c.op, c.shape, c.batch}; }
+auto allreduce_key(const AllreduceFit& f) { return std::tuple{f.transport, f.ranks, f.hosts}; }
 
 }  // namespace
 
@@ -298,6 +337,8 @@ json profile_to_json(const Profile& p) {
   for (const PoolSample& c : p.pool2d) pool2d.push_back(pool_to_json(c));
   json batchnorm = json::array();
   for (const NormSample& c : p.batchnorm) batchnorm.push_back(norm_to_json(c));
+  json allreduce = json::array();
+  for (const AllreduceFit& f : p.allreduce) allreduce.push_back(allreduce_to_json(f));
   json device{{"kind", p.kind}, {"name", p.name}, {"id", p.id}, {"cores", p.cores}};
   if (p.kind == "cpu") {
     device["threads"] = p.threads;
@@ -337,7 +378,8 @@ json profile_to_json(const Profile& p) {
               {"kernels", kernels},
               {"conv2d", conv2d},
               {"pool2d", pool2d},
-              {"batchnorm", batchnorm}};
+              {"batchnorm", batchnorm},
+              {"allreduce", allreduce}};
 }
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -485,6 +527,13 @@ Profile profile_from_json(const json& j, const std::string& where) {
       r.fail("batchnorm", "must be an array of batch-normalization measurements");
     for (std::size_t i = 0; i < it->size(); ++i)
       p.batchnorm.push_back(norm_from_json(r, (*it)[i], "batchnorm[" + std::to_string(i) + "]"));
+  }
+  // Allreduce fits: absent in profiles made without mpirun.
+  if (auto it = j.find("allreduce"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) r.fail("allreduce", "must be an array of allreduce fits");
+    for (std::size_t i = 0; i < it->size(); ++i)
+      p.allreduce.push_back(
+          allreduce_from_json(r, (*it)[i], "allreduce[" + std::to_string(i) + "]"));
   }
   return p;
 }
@@ -684,6 +733,10 @@ void merge_profile(Profile& into, const Profile& from) {
   for (const NormSample& c : into.batchnorm) norms.insert(norm_key(c));
   for (const NormSample& c : from.batchnorm)
     if (norms.insert(norm_key(c)).second) into.batchnorm.push_back(c);
+  std::set<decltype(allreduce_key(AllreduceFit{}))> fits;
+  for (const AllreduceFit& f : into.allreduce) fits.insert(allreduce_key(f));
+  for (const AllreduceFit& f : from.allreduce)
+    if (fits.insert(allreduce_key(f)).second) into.allreduce.push_back(f);
   // The longer of the two: `from` may already hold `into`'s time (an extension of it, re-merged
   // under the lock), and adding would count it twice.
   into.calibration_seconds = std::max(into.calibration_seconds, from.calibration_seconds);
@@ -703,17 +756,20 @@ Profile merge_and_save_profile(const Profile& fresh, const std::string& path) {
                         (fresh.kind != "cpu" || cpu_mismatch(old, fresh.threads).empty());
       // A full grid keeps its GEMMs and curves as they are: it interpolates any shape, and
       // scattered extra entries would turn its trilinear interpolation into inverse-distance
-      // weighting. It gains only convolution, pooling and batch-norm shapes, which it has no grid
-      // of.
+      // weighting. It gains only convolution, pooling and batch-norm shapes and allreduce fits,
+      // which it has no grid of.
       if (same && old.coverage == "grid" && fresh.coverage == "shapes") {
-        const std::size_t before = old.conv2d.size() + old.pool2d.size() + old.batchnorm.size();
+        auto count = [](const Profile& p) {
+          return p.conv2d.size() + p.pool2d.size() + p.batchnorm.size() + p.allreduce.size();
+        };
+        const std::size_t before = count(old);
         Profile shapes;
         shapes.conv2d = fresh.conv2d;
         shapes.pool2d = fresh.pool2d;
         shapes.batchnorm = fresh.batchnorm;
+        shapes.allreduce = fresh.allreduce;
         merge_profile(old, shapes);
-        if (old.conv2d.size() + old.pool2d.size() + old.batchnorm.size() > before)
-          save_profile(old, path);
+        if (count(old) > before) save_profile(old, path);
         old.source = path;
         old.shipped = false;
         return old;

@@ -79,6 +79,24 @@ struct NormSample {
   double seconds = 0;
 };
 
+// The allreduce of the ranks it was measured on (`crossover calibrate` or the on-demand
+// calibration, under mpirun): the seconds of one in-place float sum across `ranks` ranks on
+// `hosts` hosts at each size, and the line fitted through them, seconds = latency + bytes /
+// bandwidth (least squares on the relative error, so that the small sizes set the latency and
+// the large ones the bandwidth). Keyed by transport, ranks and hosts.
+struct AllreduceSample {
+  int64_t bytes = 0;
+  double seconds = 0;  // the median of its rounds, on rank 0
+};
+struct AllreduceFit {
+  std::string transport = "mpi";  // "mpi": MPI_Allreduce on MPI_COMM_WORLD (a CPU buffer)
+  int ranks = 2;
+  int hosts = 1;  // 1: shared memory between the ranks; more: the network between hosts
+  double latency_seconds = 0;
+  double bytes_per_second = 0;
+  std::vector<AllreduceSample> samples;  // ascending bytes
+};
+
 // Host-device bandwidth; null where it does not apply (the CPU) or was not measured.
 struct TransferRates {
   std::optional<double> pageable, pinned;
@@ -126,6 +144,8 @@ struct Profile {
   std::vector<PoolSample> pool2d;
   // Batch normalization likewise (measured on demand at the shapes of the models asked about).
   std::vector<NormSample> batchnorm;
+  // The ranks' allreduce, by transport, ranks and hosts (measured under mpirun only).
+  std::vector<AllreduceFit> allreduce;
 
   // ---- how it was made ----
   std::string created;            // ISO 8601 UTC
@@ -188,7 +208,8 @@ std::string describe_cpu(const Profile& p);
 
 // Adds to `into` what `from` measured that `into` lacks: GEMM entries of another (op, m, n, k),
 // kernel samples of another size (kept ascending), convolution and pooling entries of another
-// (op, shape, batch, ...). What both have keeps `into`'s number.
+// (op, shape, batch, ...), allreduce fits of another (transport, ranks, hosts). What both have
+// keeps `into`'s number.
 void merge_profile(Profile& into, const Profile& from);
 // Saves `fresh` to `path`, merged with what is there: under an exclusive lock (`path`.lock,
 // flock), re-reads the file; when it holds a valid profile of the same device (cpu_mismatch

@@ -64,6 +64,8 @@ const char* call_name(Call c) {
       return "batchnorm_backward";
     case Call::batchnorm_update_moving:
       return "batchnorm_update_moving";
+    case Call::allreduce:
+      return "allreduce";
   }
   return "?";
 }
@@ -278,6 +280,23 @@ void RecordingBackend::batchnorm_update_moving(const BatchNormShape& s, const fl
                                                float*, float*, double) {
   BackendCall& r = record(Call::batchnorm_update_moving);
   r.norm = s, r.m = 1;
+}
+
+// ---- RecordingCollective ----------------------------------------------------------------------
+RecordingCollective::RecordingCollective(int ranks) : ranks_(ranks) {
+  if (ranks < 1) throw Error("cost model", "a step needs at least one rank");
+}
+
+void RecordingCollective::allreduce_sum(float*, int64_t n) {
+  if (!recorder_) return;
+  BackendCall& r = recorder_->record(Call::allreduce);
+  r.n = n;
+  r.bytes = n * static_cast<int64_t>(sizeof(float));
+  r.ranks = ranks_;
+}
+
+std::string RecordingCollective::description() const {
+  return std::to_string(ranks_) + " ranks (recorded)";
 }
 
 }  // namespace crossover::perf

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "nn/collective.h"
 
 namespace crossover::perf {
 
@@ -47,6 +48,10 @@ enum class Call {
   batchnorm_forward_inference,
   batchnorm_backward,
   batchnorm_update_moving,
+  // Not a Backend call: the gradients summed across the ranks (Collective::allreduce_sum), made
+  // between the backward pass and the optimizer step when training over ranks. Recorded by a
+  // RecordingCollective into the same list, so that the step's op list holds it in its place.
+  allreduce,
 };
 // "dense_forward", ... (the Backend method's name).
 const char* call_name(Call c);
@@ -67,7 +72,8 @@ struct BackendCall {
   bool gradient = false;          // loss_forward_backward: writes d_out
   OptimizerConfig optimizer;      // optimizer_step, dense_backward_weights_update
   std::vector<int64_t> segments;  // the parameter tensors they update: each one's elements
-  int64_t bytes = 0;              // upload, download
+  int64_t bytes = 0;              // upload, download, allreduce (n floats: 4 n)
+  int ranks = 1;                  // allreduce: the ranks summed over
   ConvShape conv;                 // conv2d_* (m samples); bias as for dense
   PoolShape pool;                 // pool2d_* (m samples); gradient: forward in training
   BatchNormShape norm;            // batchnorm_* (m samples)
@@ -78,6 +84,30 @@ struct BackendCall {
 // Its memory is address space only, reserved and inaccessible: a model of any width costs no
 // memory, and anything that read backend memory directly would fault rather than see made-up
 // values. upload does nothing; download and download_async write zeros.
+class RecordingBackend;
+
+// The ranks of a training step as the cost model prices them: a Collective of `ranks` ranks
+// (this process is rank 0) that sums nothing and records each float allreduce made inside a
+// replay into the recorder's list (record_into) as Call::allreduce (n floats, the scope, the
+// ranks). The other calls (the epoch's loss sums, the start's broadcast) are outside the step
+// and do nothing.
+class RecordingCollective final : public Collective {
+ public:
+  explicit RecordingCollective(int ranks);
+  void record_into(RecordingBackend* recorder) { recorder_ = recorder; }
+  int rank() const override { return 0; }
+  int size() const override { return ranks_; }
+  void allreduce_sum(float* data, int64_t n) override;
+  void allreduce_sum(double*, int64_t) override {}
+  void broadcast(void*, std::size_t, int) override {}
+  void barrier() override {}
+  std::string description() const override;
+
+ private:
+  RecordingBackend* recorder_ = nullptr;
+  int ranks_ = 1;
+};
+
 class RecordingBackend final : public Backend {
  public:
   // fuses_weight_update: what the device recorded for answers (the CPU fuses, a GPU does not), so
@@ -165,6 +195,7 @@ class RecordingBackend final : public Backend {
 
  private:
   friend class RecordedStep;
+  friend class RecordingCollective;
   // A call of kind `c` with the current scope, kept when inside a replay.
   BackendCall& record(Call c);
 
