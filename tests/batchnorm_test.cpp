@@ -486,16 +486,6 @@ std::vector<perf::Op> bn_ops(const std::vector<perf::Op>& ops) {
   return out;
 }
 
-// A CPU profile with made-up rates and no batch-normalization entries.
-perf::Profile made_up_cpu() {
-  perf::Profile p;
-  p.name = "test cpu";
-  p.memory_bytes_per_second = 1e10;
-  p.call_seconds = 1e-7;
-  p.gemm.push_back({"", 64, 64, 64, 1e11});
-  return p;
-}
-
 TEST(BatchNormCost, TheOpListHasEachCallOnceWithItsShapeBytesAndLaunches) {
   const auto cpu =
       bn_ops(perf::step_ops(conv_bn_model(), 32, perf::DeviceKind::cpu, perf::Mode::resident));
@@ -551,7 +541,7 @@ TEST(BatchNormCost, ShapeNeedsAreEachCallAndEvenAGridProfileLacksThem) {
   }
   want.insert({"update_moving", {.spatial = 36, .channels = 4}, 1});
   EXPECT_EQ(needs.norms, want);
-  perf::Profile grid = made_up_cpu();
+  perf::Profile grid = testing_util::made_up_cpu_profile();
   grid.coverage = "grid";
   EXPECT_EQ(perf::missing_shapes(grid, needs).norms, want);
   add_norm_entries(grid, needs, 1.0);
@@ -562,7 +552,8 @@ TEST(BatchNormCost, EachCallCostsItsOwnMeasurementAndTheStepTheirSum) {
   const perf::ModelDesc model = conv_bn_model();
   const perf::ShapeNeeds needs = perf::cpu_shape_needs({{model, {32}}});
   ASSERT_EQ(needs.norms.size(), 3u);
-  perf::Profile once = made_up_cpu(), twice = made_up_cpu();
+  perf::Profile once = testing_util::made_up_cpu_profile(),
+                twice = testing_util::made_up_cpu_profile();
   add_norm_entries(once, needs, 1.0);
   add_norm_entries(twice, needs, 2.0);
   const auto ops = perf::step_ops(model, 32, perf::DeviceKind::cpu, perf::Mode::resident);
@@ -585,7 +576,7 @@ TEST(BatchNormCost, EachCallCostsItsOwnMeasurementAndTheStepTheirSum) {
 
 TEST(BatchNormCost, AShapeNotMeasuredIsScaledByElementsFromTheNearestAndSaysSo) {
   const perf::ModelDesc model = conv_bn_model();
-  perf::Profile p = made_up_cpu();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   add_norm_entries(p, perf::cpu_shape_needs({{model, {32}}}), 1.0);
   // At 8 samples only the moving update (per channel, the same at any batch) is measured: the
   // others are a quarter of the elements of the same call at 32.
@@ -611,7 +602,8 @@ TEST(BatchNormCost, AShapeNotMeasuredIsScaledByElementsFromTheNearestAndSaysSo) 
       << norm_estimates.front();
   // A profile without any: a call's floor plus the bytes at the memory bandwidth, and the
   // estimates sentence counts them.
-  const perf::Prediction flat = perf::predict(at8, made_up_cpu(), perf::Mode::resident);
+  const perf::Prediction flat =
+      perf::predict(at8, testing_util::made_up_cpu_profile(), perf::Mode::resident);
   const std::size_t f = index(at8, "batchnorm_forward_training");
   EXPECT_DOUBLE_EQ(flat.op_seconds[f],
                    1e-7 + double(at8[f].bytes_read + at8[f].bytes_written) / 1e10);
@@ -624,7 +616,7 @@ TEST(BatchNormCost, AShapeNotMeasuredIsScaledByElementsFromTheNearestAndSaysSo) 
 }
 
 TEST(BatchNormCost, EntriesSurviveTheJsonRoundTripAndOlderProfilesHaveNone) {
-  perf::Profile p = made_up_cpu();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   add_norm_entries(p, perf::cpu_shape_needs({{conv_bn_model(), {32}}}), 1.0);
   p.batchnorm.push_back({"forward_inference",
                          {.spatial = 1, .channels = 7, .epsilon = 0.01f, .scale = false},
@@ -648,7 +640,7 @@ TEST(BatchNormCost, EntriesSurviveTheJsonRoundTripAndOlderProfilesHaveNone) {
             "p.json: field 'batchnorm[0].op' must be forward_training, forward_inference, "
             "backward or update_moving, got \"sideways\"");
   // Merging adds what is new and keeps what is there.
-  perf::Profile into = made_up_cpu();
+  perf::Profile into = testing_util::made_up_cpu_profile();
   into.batchnorm.push_back(p.batchnorm[0]);
   into.batchnorm[0].seconds = 9;
   perf::merge_profile(into, p);

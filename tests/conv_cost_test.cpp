@@ -46,16 +46,6 @@ perf::ModelDesc tiny_convnet() {
                   AveragePooling2D(2), Flatten(), Dense(3, "softmax")}));
 }
 
-// A CPU profile with made-up rates and no convolution or pooling entries.
-perf::Profile made_up_cpu() {
-  perf::Profile p;
-  p.name = "test cpu";
-  p.memory_bytes_per_second = 1e10;
-  p.call_seconds = 1e-7;
-  p.gemm.push_back({"", 64, 64, 64, 1e11});
-  return p;
-}
-
 // The profile's own entry for each convolution and pooling call of `needs`, each a different
 // time: 1 ms, 2 ms, ... times `scale`.
 void add_entries(perf::Profile& p, const perf::ShapeNeeds& needs, double scale) {
@@ -130,7 +120,7 @@ TEST(ConvCost, ShapeNeedsAreEveryConvolutionAndPoolingCallAtEachStepSize) {
 
 TEST(ConvCost, EvenAGridProfileLacksTheConvolutionsItHasNotMeasured) {
   const perf::ShapeNeeds n = perf::cpu_shape_needs({{convnet(), {128}}});
-  perf::Profile p = made_up_cpu();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   p.coverage = "grid";  // interpolates GEMMs and kernels, but has no convolutions
   const perf::ShapeNeeds m = perf::missing_shapes(p, n);
   EXPECT_EQ(m.convs, n.convs);
@@ -172,7 +162,8 @@ TEST(ConvCost, CalibratingATinyConvnetStoresExactlyItsCalls) {
 TEST(ConvCost, EachCallCostsItsOwnMeasurementAndTheStepTheirSum) {
   const perf::ModelDesc model = convnet();
   const perf::ShapeNeeds needs = perf::cpu_shape_needs({{model, {128}}});
-  perf::Profile once = made_up_cpu(), twice = made_up_cpu();
+  perf::Profile once = testing_util::made_up_cpu_profile(),
+                twice = testing_util::made_up_cpu_profile();
   add_entries(once, needs, 1.0);
   add_entries(twice, needs, 2.0);
   const std::vector<Op> ops = perf::step_ops(model, 128, DeviceKind::cpu, Mode::resident);
@@ -200,7 +191,7 @@ TEST(ConvCost, EachCallCostsItsOwnMeasurementAndTheStepTheirSum) {
 
 TEST(ConvCost, AShapeNotMeasuredIsScaledByFlopsFromTheNearestAndSaysSo) {
   const perf::ModelDesc model = convnet();
-  perf::Profile p = made_up_cpu();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   add_entries(p, perf::cpu_shape_needs({{model, {128}}}), 1.0);
   // At 64 samples nothing is measured: half the FLOPs of the same call at 128.
   const std::vector<Op> at64 = perf::step_ops(model, 64, DeviceKind::cpu, Mode::resident);
@@ -216,7 +207,8 @@ TEST(ConvCost, AShapeNotMeasuredIsScaledByFlopsFromTheNearestAndSaysSo) {
   EXPECT_NE(r64.estimates.front().find("not measured; scaled by"), std::string::npos)
       << r64.estimates.front();
   // A profile without any convolution prices it at the GEMM rate of its im2col product.
-  const perf::Prediction flat = perf::predict(at64, made_up_cpu(), Mode::resident);
+  const perf::Prediction flat =
+      perf::predict(at64, testing_util::made_up_cpu_profile(), Mode::resident);
   EXPECT_NEAR(flat.op_seconds[i64], double(at64[i64].flops) / 1e11,
               1e-9 * double(at64[i64].flops) / 1e11);
   EXPECT_NE(flat.estimates.front().find("the profile has no convolutions"), std::string::npos)
@@ -225,7 +217,7 @@ TEST(ConvCost, AShapeNotMeasuredIsScaledByFlopsFromTheNearestAndSaysSo) {
 
 // ---- profiles ----------------------------------------------------------------------------------
 TEST(ConvCost, EntriesSurviveTheJsonRoundTripAndOlderProfilesHaveNone) {
-  perf::Profile p = made_up_cpu();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   add_entries(p, perf::cpu_shape_needs({{tiny_convnet(), {4}}}), 1.0);
   const json j = perf::profile_to_json(p);
   ASSERT_EQ(j["conv2d"].size(), 5u);
@@ -254,7 +246,7 @@ TEST(ConvCost, EntriesSurviveTheJsonRoundTripAndOlderProfilesHaveNone) {
 }
 
 TEST(ConvCost, ABadEntryIsRefusedNamingItsField) {
-  perf::Profile p = made_up_cpu();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   add_entries(p, perf::cpu_shape_needs({{tiny_convnet(), {4}}}), 1.0);
   auto message = [](const json& j) {
     try {
@@ -276,7 +268,7 @@ TEST(ConvCost, ABadEntryIsRefusedNamingItsField) {
 
 TEST(ConvCost, MergingAddsOtherCallsAndKeepsWhatIsThere) {
   const perf::ShapeNeeds n = perf::cpu_shape_needs({{tiny_convnet(), {4}}});
-  perf::Profile a = made_up_cpu(), b = made_up_cpu();
+  perf::Profile a = testing_util::made_up_cpu_profile(), b = testing_util::made_up_cpu_profile();
   add_entries(a, n, 1.0);
   add_entries(b, n, 5.0);
   b.conv2d.back().batch = 8;  // another call
@@ -311,7 +303,7 @@ class ConvCommands : public ::testing::Test {
     dir_ = testing_util::temp_folder("conv-cost");
     env_.emplace("CROSSOVER_PROFILE_DIR", (dir_ + "/profiles").c_str());
     // A made-up profile to predict with: nothing is calibrated.
-    perf::save_profile(made_up_cpu(), path("given.json"));
+    perf::save_profile(testing_util::made_up_cpu_profile(), path("given.json"));
   }
   void TearDown() override {
     env_.reset();
@@ -327,7 +319,7 @@ class ConvCommands : public ::testing::Test {
 };
 
 TEST_F(ConvCommands, AGridProfileOfThisCpuGainsOnlyTheConvnetsCalls) {
-  perf::Profile grid = made_up_cpu();
+  perf::Profile grid = testing_util::made_up_cpu_profile();
   perf::set_this_cpu(grid, 1);
   grid.coverage = "grid";  // as calibrate saves it: it interpolates GEMMs, has no convolutions
   const std::string file = perf::default_profile_path(grid);

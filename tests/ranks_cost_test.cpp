@@ -102,15 +102,6 @@ TEST(RanksCost, OverRanksTheOptimizerUpdatesEveryParameterUnfused) {
   EXPECT_EQ(opt.front()->elements, kSmall.parameters());
 }
 
-perf::Profile cpu_profile() {
-  perf::Profile p;
-  p.name = "test cpu";
-  p.memory_bytes_per_second = 1e10;
-  p.call_seconds = 1e-7;
-  p.gemm.push_back({"", 64, 64, 64, 1e11});
-  return p;
-}
-
 perf::AllreduceFit fit(int ranks, double latency, double bandwidth, int hosts = 1) {
   perf::AllreduceFit f;
   f.ranks = ranks;
@@ -133,7 +124,7 @@ Op allreduce_op(int ranks, int64_t bytes) {
 }
 
 TEST(RanksCost, PredictAddsLatencyPlusBytesOverBandwidth) {
-  perf::Profile p = cpu_profile();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   p.allreduce.push_back(fit(2, 20e-6, 4e9));
   p.allreduce.push_back(fit(2, 90e-6, 1e9, 2));  // two hosts: not the one used
   const perf::Prediction r = perf::predict({allreduce_op(2, 8'000'000)}, p, Mode::resident);
@@ -144,7 +135,7 @@ TEST(RanksCost, PredictAddsLatencyPlusBytesOverBandwidth) {
 
 // The step of a rank: its compute at its rows, plus the allreduce, nothing overlapped.
 TEST(RanksCost, AStepOverRanksIsItsComputePlusTheAllreduce) {
-  perf::Profile p = cpu_profile();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   p.allreduce.push_back(fit(2, 20e-6, 4e9));
   const std::vector<Op> ops = perf::step_ops(kSmall, 16, DeviceKind::cpu, Mode::resident, 2);
   const perf::Prediction r = perf::predict(ops, p, Mode::resident);
@@ -160,7 +151,7 @@ TEST(RanksCost, AStepOverRanksIsItsComputePlusTheAllreduce) {
 // No fit at 4 ranks: the 2-rank fit scaled as a ring allreduce (latency by N - 1, the bytes each
 // rank moves by (N - 1) / N), and said.
 TEST(RanksCost, AnotherRankCountIsScaledFromTheNearestFitAndSaidSo) {
-  perf::Profile p = cpu_profile();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   p.allreduce.push_back(fit(2, 20e-6, 4e9));
   std::string estimate;
   const double t = perf::allreduce_seconds(p, allreduce_op(4, 8'000'000), &estimate);
@@ -173,7 +164,7 @@ TEST(RanksCost, AnotherRankCountIsScaledFromTheNearestFitAndSaidSo) {
 }
 
 TEST(RanksCost, WithoutAnyFitTheAllreduceIsPricedAtTheMemoryBandwidth) {
-  const perf::Profile p = cpu_profile();
+  const perf::Profile p = testing_util::made_up_cpu_profile();
   std::string estimate;
   const double t = perf::allreduce_seconds(p, allreduce_op(2, 8'000'000), &estimate);
   EXPECT_DOUBLE_EQ(t, 1e-7 + 2 * 0.5 * 2 * 8e6 / 1e10);
@@ -196,7 +187,7 @@ TEST(RanksCost, TheFitNeedsTwoSizes) {
 }
 
 TEST(RanksProfile, AllreduceFitsRoundTripThroughJson) {
-  perf::Profile p = cpu_profile();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   perf::AllreduceFit a = fit(2, 21e-6, 3.5e9);
   a.samples = {{4096, 2.2e-5}, {32 << 20, 9.6e-3}};
   p.allreduce.push_back(a);
@@ -216,13 +207,13 @@ TEST(RanksProfile, AllreduceFitsRoundTripThroughJson) {
 }
 
 TEST(RanksProfile, AProfileWithoutAllreduceFitsHasNone) {
-  nlohmann::json j = perf::profile_to_json(cpu_profile());
+  nlohmann::json j = perf::profile_to_json(testing_util::made_up_cpu_profile());
   j.erase("allreduce");
   EXPECT_TRUE(perf::profile_from_json(j).allreduce.empty());
 }
 
 TEST(RanksProfile, ABadAllreduceFieldIsNamed) {
-  nlohmann::json j = perf::profile_to_json(cpu_profile());
+  nlohmann::json j = perf::profile_to_json(testing_util::made_up_cpu_profile());
   j["allreduce"] = {{{"transport", "mpi"},
                      {"ranks", 2},
                      {"hosts", 1},
@@ -238,7 +229,8 @@ TEST(RanksProfile, ABadAllreduceFieldIsNamed) {
 }
 
 TEST(RanksProfile, MergingAddsFitsOfOtherRanksAndKeepsItsOwn) {
-  perf::Profile into = cpu_profile(), from = cpu_profile();
+  perf::Profile into = testing_util::made_up_cpu_profile(),
+                from = testing_util::made_up_cpu_profile();
   into.allreduce.push_back(fit(2, 20e-6, 4e9));
   from.allreduce.push_back(fit(2, 99e-6, 1e9));
   from.allreduce.push_back(fit(3, 30e-6, 3e9));
@@ -250,7 +242,7 @@ TEST(RanksProfile, MergingAddsFitsOfOtherRanksAndKeepsItsOwn) {
 
 // The epoch over ranks: each step the largest share of the batch, with the allreduce.
 TEST(RanksCost, AnEpochOverRanksIsItsStepsAtEachRanksShare) {
-  perf::Profile p = cpu_profile();
+  perf::Profile p = testing_util::made_up_cpu_profile();
   p.allreduce.push_back(fit(2, 20e-6, 4e9));
   const perf::EpochPrediction e = perf::predict_epoch(kSmall, 1000, 64, p, Mode::resident, 2);
   const double full = perf::predict(perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::resident, 2),

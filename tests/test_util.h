@@ -11,6 +11,7 @@
 #include "core/philox.h"
 #include "core/tensor.h"
 #include "nn/weights_io.h"
+#include "perf/profile.h"
 
 namespace crossover::testing_util {
 
@@ -20,6 +21,18 @@ inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float 
   for (int64_t i = 0; i < t.size(); ++i)
     t[i] = lo + (hi - lo) * philox_uniform(seed, RngStream::init, 999, 0, static_cast<uint64_t>(i));
   return t;
+}
+
+// A CPU profile with made-up rates (a 64^3 GEMM entry, bandwidth and a call's floor) and nothing
+// else: no convolution, pooling, batch-norm or allreduce entries, so that a cost test adds what it
+// prices and knows every figure.
+inline perf::Profile made_up_cpu_profile() {
+  perf::Profile p;
+  p.name = "test cpu";
+  p.memory_bytes_per_second = 1e10;
+  p.call_seconds = 1e-7;
+  p.gemm.push_back({"", 64, 64, 64, 1e11});
+  return p;
 }
 
 // A fixture of tests/data/keras (made by its make_*.py with Keras itself), read once per name.

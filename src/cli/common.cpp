@@ -320,17 +320,26 @@ void add_profile_options(CLI::App* cmd, ProfileFlags& flags) {
                 "one found (labelled not this machine)");
 }
 
-perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
-                                           std::vector<perf::Workload> workloads,
-                                           const std::string& what) {
+namespace {
+// The request of a command's profile; progress lines on stderr when `say`.
+perf::CpuProfileRequest profile_request(const ProfileFlags& flags, int threads, bool say,
+                                        std::vector<perf::Workload> workloads,
+                                        const std::string& what) {
   perf::CpuProfileRequest r;
   r.explicit_path = flags.profile;
   r.threads = threads;
   r.calibrate = !flags.no_calibrate;
   r.workloads = std::move(workloads);
   r.what = what;
-  if (!quiet) r.say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  return perf::cpu_profile_for(r);
+  if (say) r.say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  return r;
+}
+}  // namespace
+
+perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
+                                           std::vector<perf::Workload> workloads,
+                                           const std::string& what) {
+  return perf::cpu_profile_for(profile_request(flags, threads, !quiet, std::move(workloads), what));
 }
 
 perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int threads, bool quiet,
@@ -338,15 +347,9 @@ perf::CpuProfileChoice cpu_profile_for_run(const ProfileFlags& flags, int thread
                                            const std::string& what, const Ranks& ranks) {
   if (!ranks.collective || ranks.size < 2)
     return cpu_profile_for_run(flags, threads, quiet, std::move(workloads), what);
-  perf::CpuProfileRequest r;
-  r.explicit_path = flags.profile;
-  r.threads = threads;
-  r.calibrate = !flags.no_calibrate;
-  r.workloads = std::move(workloads);
-  r.what = what;
-  if (!quiet && ranks.leader())
-    r.say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  return perf::cpu_profile_for_ranks(r, *ranks.collective, hosts_of(ranks));
+  return perf::cpu_profile_for_ranks(
+      profile_request(flags, threads, !quiet && ranks.leader(), std::move(workloads), what),
+      *ranks.collective, hosts_of(ranks));
 }
 
 nlohmann::json profile_json(const perf::CpuProfileChoice& choice) {
