@@ -252,6 +252,10 @@ TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
 
 TEST(Cli, DeviceAutoWeighsTheCpuAtItsMeasuredThreadCount) {
   const std::string dir = temp_folder("auto-threads");
+  // A profile folder of its own: a thread count that an earlier test in this process measured
+  // and kept would be reused ("saved measurement") instead of measured.
+  const std::string profiles = dir + "/profiles";
+  testing_util::ScopedEnv own_profiles("CROSSOVER_PROFILE_DIR", profiles.c_str());
   const auto r =
       run_crossover("train --data mnist-10k --epochs 0 --device auto --json " + dir + "/run.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
