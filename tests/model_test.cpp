@@ -1,7 +1,9 @@
 // The behaviour of Sequential a Keras user relies on.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -519,6 +521,40 @@ TEST(Training, CtrlCStopsAfterTheCurrentStepAndKeepsTheModel) {
   EXPECT_EQ(h.epochs[1].steps, 1);
   EXPECT_EQ(model.optimizer_steps(), 21);
   EXPECT_GT(model.evaluate(d.x_test, d.y_test, {.verbose = 0}).accuracy, 0.5);
+}
+
+namespace {
+std::atomic<int> g_previous_handler_calls{0};
+extern "C" void count_sigint(int) { g_previous_handler_calls.fetch_add(1); }
+}  // namespace
+
+TEST(Training, CtrlCDuringAFitThatDoesNotStopIsPassedOnWhenItReturns) {
+  // The thread measurement's trial fits run on through Ctrl-C; the press must reach the handler
+  // that was there before (Python's, or the default that ends the process), not be lost.
+  struct Interrupter : Callback {
+    void on_epoch_begin(Sequential&, int epoch) override {
+      if (epoch == 1) InterruptGuard::request();
+    }
+  };
+  struct sigaction counting {
+  }, previous{};
+  counting.sa_handler = count_sigint;
+  sigemptyset(&counting.sa_mask);
+  ASSERT_EQ(sigaction(SIGINT, &counting, &previous), 0);
+  g_previous_handler_calls = 0;
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  History h = model.fit(d.x_train.rows(0, 320), d.y_train.rows(0, 320),
+                        {.epochs = 3,
+                         .verbose = 0,
+                         .callbacks = {std::make_shared<Interrupter>()},
+                         .stop_on_interrupt = false});
+  sigaction(SIGINT, &previous, nullptr);
+  EXPECT_FALSE(h.interrupted);
+  EXPECT_EQ(h.epochs.size(), 3u);  // it ran on
+  EXPECT_EQ(g_previous_handler_calls.load(), 1);
+  EXPECT_FALSE(InterruptGuard::requested());
 }
 
 TEST(Callbacks, EarlyStoppingStopsWhenTheMonitorStalls) {

@@ -34,7 +34,7 @@ extern "C" void on_sigint(int) {
 
 }  // namespace
 
-InterruptGuard::InterruptGuard(bool second_ends_process) {
+InterruptGuard::InterruptGuard(bool second_ends_process, bool pass_on) : pass_on_(pass_on) {
   if (g_depth++ == 0) {
     g_requested.store(false);
     g_second_ends_process.store(second_ends_process);
@@ -55,6 +55,8 @@ InterruptGuard::~InterruptGuard() {
     sigaction(SIGINT, &g_previous, nullptr);
     if (g_stack_installed) sigaltstack(&g_previous_stack, nullptr);
     g_stack_installed = false;
+    // At a safe point (not inside a kernel), with the previous handler back in place.
+    if (pass_on_ && g_requested.exchange(false)) std::raise(SIGINT);
   }
 }
 

@@ -8,8 +8,11 @@ namespace crossover {
 
 class InterruptGuard {
  public:
-  // Installs the handler (restores the previous one when destroyed).
-  explicit InterruptGuard(bool second_ends_process = true);
+  // Installs the handler (restores the previous one when destroyed). `pass_on`: for a fit that
+  // does not stop on Ctrl-C (the thread measurement's trials), a press during it is not lost: the
+  // outermost guard, when destroyed, raises SIGINT again for the handler it restored (Python's:
+  // KeyboardInterrupt; the default: the process ends as Ctrl-C ends it).
+  explicit InterruptGuard(bool second_ends_process = true, bool pass_on = false);
   ~InterruptGuard();
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
@@ -17,6 +20,9 @@ class InterruptGuard {
   static void clear();
   // For tests: behave as if Ctrl-C had been pressed.
   static void request();
+
+ private:
+  bool pass_on_ = false;
 };
 
 }  // namespace crossover

@@ -1156,7 +1156,7 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   // With ranks, Ctrl-C is the launcher's (mpirun ends every rank): a rank that stopped alone would
   // leave the others waiting in the next allreduce.
   std::optional<InterruptGuard> guard;
-  if (ranks == 1) guard.emplace(o.second_interrupt_ends_process);
+  if (ranks == 1) guard.emplace(o.second_interrupt_ends_process, !o.stop_on_interrupt);
   const bool stop_on_interrupt = o.stop_on_interrupt && ranks == 1;
   const bool show = o.verbose > 0;
   const TextSink out = o.output ? o.output : stdout_sink();

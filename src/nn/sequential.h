@@ -73,7 +73,9 @@ struct FitOptions {
   std::optional<bool> redraw;
   int initial_epoch = 0;  // resume: epochs before this one are counted as done
   std::vector<std::shared_ptr<Callback>> callbacks;
-  bool stop_on_interrupt = true;  // Ctrl-C stops after the current step; the model is kept
+  // Ctrl-C stops after the current step; the model is kept. false (measuring trials): fit runs
+  // on, and a press during it is raised again for the previous handler when fit returns.
+  bool stop_on_interrupt = true;
   // A second Ctrl-C in the same fit: true ends the process (the command line); false hands it to
   // the SIGINT handler that was in place before fit (Python's).
   bool second_interrupt_ends_process = true;

@@ -255,6 +255,34 @@ def test_ctrl_c_at_any_moment_of_a_step_leaves_the_process_intact(mnist, monkeyp
         assert np.isfinite(model.fit(x[:320], y[:320], epochs=1, verbose=0).history["loss"][0])
 
 
+def test_ctrl_c_while_the_first_fit_measures_threads_says_so(mnist, monkeypatch, tmp_path):
+    # The first fit of a CPU model without a thread count measures the fastest count first (the
+    # library's trial fits, which do not stop on Ctrl-C): a press then is not lost but a
+    # KeyboardInterrupt that says where it landed, and the model trains afterwards. A profile folder of its own, so
+    # that no count saved by another test skips the measurement.
+    monkeypatch.delenv("CROSSOVER_THREADS", raising=False)
+    monkeypatch.setenv("CROSSOVER_PROFILE_DIR", str(tmp_path))
+    (x, y), _ = mnist
+    # Two layers of 1,000 (the seed's BIG): the measurement takes about a second here, so the
+    # press lands in it on a machine five times as fast too.
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28)),
+            layers.Flatten(),
+            layers.Dense(1000, activation="relu"),
+            layers.Dense(1000, activation="relu"),
+            layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt, match="while measuring the thread count"):
+        model.fit(x[:320], y[:320], epochs=1, verbose=0)
+    timer.join()
+    assert np.isfinite(model.fit(x[:320], y[:320], epochs=1, verbose=0).history["loss"][0])
+
+
 class _CtrlC(keras.callbacks.Callback):
     """Presses Ctrl-C `times` times at the start of the second epoch."""
 

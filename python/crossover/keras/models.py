@@ -197,7 +197,14 @@ class Sequential:
         model = self._core
         if model is None or model.device_name != "cpu" or self._threads_choice is not None:
             return
-        chosen = model.use_measured_cpu_threads(x, y, batch, self._seed_compiled, say)
+        try:
+            chosen = model.use_measured_cpu_threads(x, y, batch, self._seed_compiled, say)
+        except KeyboardInterrupt:
+            # Ctrl-C while the library measured (Python's handler only notes it then): say
+            # where it landed, as fit's own stop does.
+            raise KeyboardInterrupt(
+                "stopped while measuring the thread count, before training; the model is unchanged"
+            ) from None
         if chosen is not None:
             self._threads_choice = chosen
 
