@@ -2,8 +2,6 @@
 // and a JSON record of what happened.
 #include <fmt/format.h>
 
-#include <cstdlib>
-
 #include "cli/cli.h"
 #include "core/error.h"
 #include "data/dataset.h"
@@ -115,9 +113,6 @@ void run_train(const TrainOptions& o) {
   if (ranks.size > 1 && copts.device == "auto") copts.device = "cpu";
   place_ranks_on_device(ranks, copts.device);
   copts.collective = ranks.collective;
-  // Measurement only (this commit is reverted by the next): the bucket size from the environment.
-  if (const char* b = std::getenv("CROSSOVER_ALLREDUCE_BUCKET_BYTES"))
-    copts.allreduce_bucket_bytes = std::atoll(b);
   if (ranks.size > 1) {
     if (o.threads == 0) {
       threads_run = {threads_per_rank(ranks), std::nullopt, "cores divided among ranks"};

@@ -11,7 +11,6 @@
 #include <ctime>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "core/error.h"
 
@@ -28,8 +27,6 @@ namespace crossover::dist {
 namespace {
 
 bool g_parallel = false;
-// The sums start_allreduce_sum started and wait_all has not seen finish (one world per process).
-std::vector<MPI_Request> g_pending;
 
 void check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
@@ -150,31 +147,6 @@ void MpiWorld::allreduce_sum(double* data, int64_t n) {
   });
 }
 
-void MpiWorld::start_allreduce_sum(float* data, int64_t n) {
-  in_pieces(data, n, [](float* p, int count) {
-    check(MPI_Iallreduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                         &g_pending.emplace_back()),
-          "MPI_Iallreduce");
-  });
-}
-
-void MpiWorld::progress() {
-  if (g_pending.empty()) return;
-  int done = 0;
-  check(
-      MPI_Testall(static_cast<int>(g_pending.size()), g_pending.data(), &done, MPI_STATUSES_IGNORE),
-      "MPI_Testall");
-  if (done) g_pending.clear();
-}
-
-void MpiWorld::wait_all() {
-  if (g_pending.empty()) return;
-  const Waiting waiting("MPI_Waitall");
-  check(MPI_Waitall(static_cast<int>(g_pending.size()), g_pending.data(), MPI_STATUSES_IGNORE),
-        "MPI_Waitall");
-  g_pending.clear();
-}
-
 // A rank may wait here for long (the others wait for rank 0's calibration before it shares the
 // profile): it polls with short sleeps instead of Open MPI's busy wait, which would take a core
 // from the rank being waited for. Broadcasts are never inside a training step.
@@ -241,9 +213,6 @@ std::shared_ptr<MpiWorld> world() {
 
 void MpiWorld::allreduce_sum(float*, int64_t) { world(); }
 void MpiWorld::allreduce_sum(double*, int64_t) { world(); }
-void MpiWorld::start_allreduce_sum(float*, int64_t) { world(); }
-void MpiWorld::progress() { world(); }
-void MpiWorld::wait_all() { world(); }
 void MpiWorld::broadcast(void*, std::size_t, int) { world(); }
 void MpiWorld::barrier() { world(); }
 void MpiWorld::set_timeout(double) {}

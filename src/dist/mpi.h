@@ -24,10 +24,6 @@ class MpiWorld : public Collective {
   int size() const override { return size_; }
   void allreduce_sum(float* data, int64_t n) override;
   void allreduce_sum(double* data, int64_t n) override;
-  // MPI_Iallreduce; MPI_Testall on the started ones; MPI_Waitall.
-  void start_allreduce_sum(float* data, int64_t n) override;
-  void progress() override;
-  void wait_all() override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void barrier() override;
   std::string description() const override;

@@ -23,14 +23,6 @@ class Collective {
   // Every rank passes n values; each ends with the element-wise sum over the ranks, in place.
   virtual void allreduce_sum(float* data, int64_t n) = 0;
   virtual void allreduce_sum(double* data, int64_t n) = 0;
-  // The same sum without waiting, so that it can go on while the backward pass makes the next
-  // gradients: start_allreduce_sum begins summing `data` (left alone by the caller until
-  // wait_all returns), progress() lets the started sums advance (an MPI without a progress
-  // thread moves data only inside its calls), wait_all() returns when every started sum is done.
-  // Every rank starts the same sums in the same order. By default the sum is made at the start.
-  virtual void start_allreduce_sum(float* data, int64_t n) { allreduce_sum(data, n); }
-  virtual void progress() {}
-  virtual void wait_all() {}
   // Rank `root`'s bytes, copied into every other rank's buffer.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;

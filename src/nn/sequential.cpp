@@ -192,16 +192,6 @@ struct Sequential::Impl {
   // The parameters a fused training step leaves to optimizer_step: those of layers other than
   // Dense (whose update is fused into its weight gradient, Backend::fuses_weight_update).
   std::vector<ParamSlot> unfused_slots;
-  // With ranks on the CPU: the gradient arena in the pieces that are summed as the backward pass
-  // makes them (docs/DISTRIBUTED.md), in the order they are started; each is the floats
-  // [begin, end) of the gradients, complete once layer `after_layer`'s backward call is made.
-  // One bucket: the whole arena, summed after the backward pass.
-  struct Bucket {
-    int64_t begin = 0, end = 0;
-    int after_layer = 0;
-  };
-  std::vector<Bucket> buckets;
-  std::size_t next_bucket = 0;  // during a step's backward pass: the next to start
   std::map<int64_t, Plan> plans;
   bool stop_requested = false;
   bool fitting = false;  // inside fit: callbacks may look at the model, not rebuild it
@@ -480,33 +470,7 @@ struct Sequential::Impl {
       if (layers[static_cast<std::size_t>(p.layer)].type != LayerType::dense)
         unfused_slots.push_back(slots.back());
     }
-    plan_buckets();
     if (copts.initialize_weights) initialize_weights(copts.seed);
-  }
-
-  // Layers' parameters lie in the arena in layer order, so the gradients the backward pass has
-  // made so far (from the last layer down) are a suffix of it: a bucket closes at the first layer
-  // that brings it to allreduce_bucket_bytes, and the first layer with parameters closes the
-  // last (from 0).
-  void plan_buckets() {
-    buckets.clear();
-    const int64_t bucket_floats =
-        copts.allreduce_bucket_bytes / static_cast<int64_t>(sizeof(float));
-    int64_t end = arena_floats;
-    int first = -1;
-    for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
-      const LayerInfo& li = info[static_cast<std::size_t>(i)];
-      if (li.kernel < 0 && li.bias < 0) continue;
-      first = i;
-      int64_t begin = end;
-      for (const Param& p : params)
-        if (p.layer == i) begin = std::min(begin, p.offset);
-      if (bucket_floats > 0 && end - begin >= bucket_floats) {
-        buckets.push_back({begin, end, i});
-        end = begin;
-      }
-    }
-    if (first >= 0 && end > 0) buckets.push_back({0, end, first});
   }
 
   // Keras's defaults: kernels glorot-uniform, limit sqrt(6 / (fan_in + fan_out)), with Keras's
@@ -710,9 +674,7 @@ struct Sequential::Impl {
   // already in plan.grad_a) down to the first layer with parameters. With `update` (a training
   // step's counters, when fused_update()), each layer's parameters are updated with their
   // gradient as it is made; without, the gradients are left for optimizer_step or for reading.
-  // With `summing` (ranks on the CPU, more than one bucket), each bucket's allreduce starts as
-  // soon as its gradients are made (gradients_made).
-  void backward(Plan& plan, int64_t m, const StepCounters* update = nullptr, bool summing = false) {
+  void backward(Plan& plan, int64_t m, const StepCounters* update = nullptr) {
     int first_param_layer = -1;
     for (std::size_t i = 0; i < layers.size(); ++i)
       if (info[i].kernel >= 0 || info[i].bias >= 0) {
@@ -817,21 +779,7 @@ struct Sequential::Impl {
           break;
         }
       }
-      if (summing) gradients_made(i);
     }
-  }
-
-  // With ranks, after layer i's backward calls: the buckets that it completes start summing; the
-  // started ones progress otherwise.
-  void gradients_made(int i) {
-    bool started = false;
-    float* grads = arena.as<float>() + arena_floats;
-    while (next_bucket < buckets.size() && buckets[next_bucket].after_layer == i) {
-      const Bucket& b = buckets[next_bucket++];
-      copts.collective->start_allreduce_sum(grads + b.begin, b.end - b.begin);
-      started = true;
-    }
-    if (!started) copts.collective->progress();
   }
 
   const float* final_output(const Plan& plan, bool training) const {
@@ -865,9 +813,6 @@ struct Sequential::Impl {
     // With ranks, the update must see the summed gradient: no layer is updated in backward.
     const bool fused = fused_update() && !parallel;
     float* grads = arena.as<float>() + arena_floats;
-    // Buckets summed during the backward pass: in host memory, with more than one bucket.
-    const bool overlap = parallel && host_memory() && buckets.size() > 1;
-    next_bucket = 0;
     if (s.rows > 0) {
       gather_batch(plan, d, s.rows, ctr);
       forward(plan, s.rows, true, false, seed, ctr, s.first_row);
@@ -878,19 +823,13 @@ struct Sequential::Impl {
       backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
                                      plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(),
                                      s.rows, output_width(), ctr, s.global_rows);
-      backward(plan, s.rows, fused ? ctr : nullptr, overlap);
+      backward(plan, s.rows, fused ? ctr : nullptr);
     } else {
       // A rank with no rows in this batch (fewer rows than ranks) adds nothing to the sum.
       backend->set_scope("allreduce");
       backend->fill(grads, 0.0f, arena_floats);
-      if (overlap)
-        for (const Bucket& b : buckets)
-          copts.collective->start_allreduce_sum(grads + b.begin, b.end - b.begin);
     }
-    if (overlap) {
-      backend->set_scope("allreduce");
-      copts.collective->wait_all();
-    } else if (parallel) {
+    if (parallel) {
       backend->set_scope("allreduce");
       // The CPU's memory is the host's: MPI sums it. A GPU's is summed by NCCL on the step's
       // stream, inside the step's graph (compile made sure there is a device collective).

@@ -54,10 +54,6 @@ struct CompileOptions {
   // core/launcher.h) is refused at compile without a collective (perf's cost model compiles
   // onto a recorder with one of the count it prices, whatever the launcher's).
   std::shared_ptr<Collective> collective;
-  // With ranks on the CPU: the gradients are summed in buckets of at least this many bytes, each
-  // started as soon as the backward pass has made it and finished before the optimizer step;
-  // 0: the whole arena summed once, after the backward pass.
-  int64_t allreduce_bucket_bytes = 0;
 };
 
 // How fit reports progress: Keras's verbose=1 (a bar, redrawn), 2 (a line per epoch), 0 (none).
