@@ -250,7 +250,17 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
                    "Under mpirun: seconds a rank may wait for the others in one collective call "
                    "(a rank stuck or stopped) before it names itself and ends every rank; 0: "
                    "wait forever")
-        ->check(CLI::NonNegativeNumber)
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              try {
+                std::size_t used = 0;
+                const double seconds = std::stod(text, &used);
+                if (used == text.size() && seconds >= 0) return std::string();
+              } catch (const std::exception&) {
+              }
+              return "must be a number of seconds, 0 (wait forever) or more, got '" + text + "'";
+            },
+            "", "seconds"))
         ->capture_default_str();
 }
 

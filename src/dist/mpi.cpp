@@ -171,9 +171,11 @@ void MpiWorld::barrier() {
 
 void MpiWorld::set_timeout(double seconds) {
   if (size_ < 2) return;
-  g_timeout_ns.store(static_cast<int64_t>(seconds * 1e9));
+  // At most 10^9 s (about 30 years: forever, in nanoseconds that still fit); NaN: never.
+  const double capped = seconds > 0 ? std::min(seconds, 1e9) : 0.0;
+  g_timeout_ns.store(static_cast<int64_t>(capped * 1e9));
   static std::once_flag started;
-  if (seconds > 0) std::call_once(started, [] { std::thread(watch).detach(); });
+  if (capped > 0) std::call_once(started, [] { std::thread(watch).detach(); });
 }
 
 std::string MpiWorld::description() const {
