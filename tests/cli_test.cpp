@@ -250,6 +250,17 @@ TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
                      "4 x the");
 }
 
+// The commands that run over ranks take --rank-timeout (seconds; 0: forever) and refuse what is
+// not a count of seconds before any work.
+TEST(Cli, ARankTimeoutThatIsNotSecondsIsRefusedByEveryCommandThatRunsOverRanks) {
+  for (const std::string cmd : {"train", "evaluate --load m.safetensors", "explain", "calibrate"}) {
+    expect_usage_error(cmd + " --rank-timeout -1", "--rank-timeout: must be a number of seconds");
+    expect_usage_error(cmd + " --rank-timeout soon", "got 'soon'");
+    const auto help = run_crossover(cmd + " --help");
+    EXPECT_NE(help.out.find("--rank-timeout"), std::string::npos) << cmd << help.out;
+  }
+}
+
 TEST(Cli, DeviceAutoWeighsTheCpuAtItsMeasuredThreadCount) {
   const std::string dir = temp_folder("auto-threads");
   // A profile folder of its own: a thread count that an earlier test in this process measured

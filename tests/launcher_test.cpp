@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "dist/mpi.h"
@@ -128,6 +129,27 @@ TEST(Launcher, ExplainOverRanksWithoutMpirunIsOneLineAndExitTwo) {
   else
     EXPECT_NE(r.err.find("--ranks 2: this crossover was built without MPI"), std::string::npos)
         << r.err;
+}
+
+// compare --ranks and sweep --ranks measure each count up to the cores with explain under mpirun:
+// without mpirun on the PATH (or without MPI in the build) that is one line and exit 2 before
+// any work, not a first row measured and then a failure.
+TEST(Launcher, CompareAndSweepOverRanksWithoutMpirunAreOneLineAndExitTwo) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "2 ranks would only be predicted";
+  NoLauncher clean;
+  ScopedEnv path("PATH", "/nonexistent");
+  for (const char* command : {"compare --ranks 1,2 --data mnist-10k",
+                              "sweep --ranks 1,2,4 --data mnist-10k --model big"}) {
+    const auto r = run_crossover(command);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": " << r.err;
+    EXPECT_EQ(r.out.find("measuring"), std::string::npos) << command << ": " << r.out;
+    if (dist::built_with_mpi())
+      EXPECT_NE(r.err.find("--ranks 2: needs mpirun on PATH"), std::string::npos) << r.err;
+    else
+      EXPECT_NE(r.err.find("--ranks 2: this crossover was built without MPI"), std::string::npos)
+          << r.err;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -277,41 +278,76 @@ TEST_F(Mpi, ResumingOverTwoRanksContinuesTheOneProcessRun) {
   EXPECT_LT(relative(two["test"]["loss"], one["test"]["loss"]), 2e-4);
 }
 
-// Open MPI's default when a rank dies (orte_abort_on_non_zero_status): mpirun ends the other
-// ranks and exits non-zero. Rank 1 is killed during training (after the first epoch's
-// checkpoint); the run must end, non-zero, with no model saved. The 120 s wait only tells a hang
-// from an end (it is not a speed requirement: the run ends within a second or two here).
-TEST_F(Mpi, KillingOneRankEndsTheRunWithoutAModel) {
-  const std::string dir = temp_folder("mpi-kill");
+// Trains SMALL for (nearly) ever on 2 ranks with a checkpoint each epoch; once the first
+// checkpoint is written (training is under way), sends `signal` ("-9", "-STOP") to rank 1's
+// process, then waits up to 120 s for mpirun to end. That wait only tells a hang from an end (it
+// is not a speed requirement). No run is left behind, even when the test fails.
+struct SignalledRun {
+  bool signalled = false;        // rank 1 was found and signalled
+  std::optional<int> exit_code;  // mpirun's; none when it had not ended
+  std::string err;
+  bool model_saved = false;
+};
+SignalledRun signal_rank_one(const std::string& tag, const std::string& signal,
+                             const std::string& options) {
+  const std::string dir = temp_folder(tag);
   {
     std::ofstream script(dir + "/run.sh");
     script << "cd " << dir << "\n"
            << "(" << launcher(2) << " " << CROSSOVER_BINARY
-           << " train --model small --data mnist-10k --epochs 1000 --threads 1 --quiet"
-              " --checkpoint c.ckpt --save w.safetensors >out 2>err & echo $! >pid; wait $!;"
+           << " train --model small --data mnist-10k --epochs 1000 --threads 1 --quiet " << options
+           << " --checkpoint c.ckpt --save w.safetensors >out 2>err & echo $! >pid; wait $!;"
               " echo $? >rc.tmp; mv rc.tmp rc) &\n"
-           // Until the first checkpoint is written (training is under way), then rank 1's process.
            << "for i in $(seq 600); do [ -f c.ckpt ] && break; sleep 0.2; done\n"
            << "for p in $(pgrep -P $(cat pid)); do\n"
            << "  if tr '\\0' '\\n' </proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=1; then\n"
-           << "    kill -9 $p; echo $p >killed\n"
+           << "    kill " << signal << " $p; echo $p >signalled\n"
            << "  fi\n"
            << "done\n"
            << "for i in $(seq 600); do [ -f rc ] && break; sleep 0.2; done\n"
-           << "[ -f rc ] || kill $(cat pid)\n";  // no run left behind when the test fails
+           // mpirun has ended the signalled rank when it ends; when it has not, both go.
+           << "[ -f rc ] || { kill $(cat pid); kill -9 $(cat signalled) 2>/dev/null; }\n"
+           << "true\n";
   }
-  ASSERT_EQ(std::system(("bash " + dir + "/run.sh").c_str()), 0);
+  EXPECT_EQ(std::system(("bash " + dir + "/run.sh").c_str()), 0);
   auto slurp = [&](const std::string& name) {
     std::ifstream f(dir + "/" + name);
     std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     return s;
   };
-  ASSERT_FALSE(slurp("killed").empty()) << "rank 1 was not found to kill";
-  const std::string rc = slurp("rc");
-  ASSERT_FALSE(rc.empty()) << "mpirun had not ended 120 s after rank 1 was killed";
-  EXPECT_NE(std::stoi(rc), 0);
-  EXPECT_NE(slurp("err").find("rank 1"), std::string::npos) << slurp("err");
-  EXPECT_FALSE(std::ifstream(dir + "/w.safetensors").good()) << "a model was saved";
+  SignalledRun run;
+  run.signalled = !slurp("signalled").empty();
+  if (const std::string rc = slurp("rc"); !rc.empty()) run.exit_code = std::stoi(rc);
+  run.err = slurp("err");
+  run.model_saved = std::ifstream(dir + "/w.safetensors").good();
+  return run;
+}
+
+// The run ended, mpirun non-zero, with no model saved, after rank 1 was `what` ("killed").
+void expect_ended_without_a_model(const SignalledRun& r, const std::string& what) {
+  ASSERT_TRUE(r.signalled) << "rank 1 was not found to signal";
+  ASSERT_TRUE(r.exit_code) << "mpirun had not ended 120 s after rank 1 was " << what;
+  EXPECT_NE(*r.exit_code, 0);
+  EXPECT_FALSE(r.model_saved) << "a model was saved";
+}
+
+// Open MPI's default when a rank dies (orte_abort_on_non_zero_status): mpirun ends the other
+// ranks and exits non-zero. Rank 1 is killed during training; the run must end, non-zero, with
+// no model saved (it ends within a second or two here).
+TEST_F(Mpi, KillingOneRankEndsTheRunWithoutAModel) {
+  const SignalledRun r = signal_rank_one("mpi-kill", "-9", "");
+  expect_ended_without_a_model(r, "killed");
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+}
+
+// A rank that hangs rather than dies (SIGSTOP here; a slow file system or a deadlock elsewhere)
+// would leave the others in their next collective forever: with --rank-timeout 3, rank 0 waits
+// 3 s, names itself, the call and the wait in one line, and ends; mpirun ends the stopped rank.
+TEST_F(Mpi, AStoppedRankEndsTheRunAfterTheRankTimeoutWithoutAModel) {
+  const SignalledRun r = signal_rank_one("mpi-stop", "-STOP", "--rank-timeout 3");
+  expect_ended_without_a_model(r, "stopped");
+  EXPECT_NE(r.err.find("rank 0 of 2: waited"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(--rank-timeout 3)"), std::string::npos) << r.err;
 }
 
 // calibrate under mpirun: rank 0 measures the CPU alone, then the ranks their allreduce; the

@@ -33,6 +33,9 @@ struct CommonOptions {
   int threads = 0;
   std::string json;
   bool quiet = false;
+  // Under mpirun: how long a rank may wait in one collective call before it ends every rank
+  // (dist::MpiWorld::set_timeout); 0: forever.
+  double rank_timeout = 600;
 };
 
 // Which of the common options a subcommand has, or'ed together.
@@ -44,9 +47,11 @@ enum CommonOption : unsigned {
   kJsonOption = 1u << 4,
   kQuietOption = 1u << 5,
   kAllCommonOptions = (1u << 6) - 1,
+  kRankTimeoutOption = 1u << 6,  // the commands that run over ranks (not in kAllCommonOptions)
 };
 
-// Adds --model, --data, --seed, --threads, --json and --quiet (those in `which`) to `cmd`, bound
+// Adds --model, --data, --seed, --threads, --json, --quiet and --rank-timeout (those in `which`)
+// to `cmd`, bound
 // to `o`. What --json writes and what --quiet silences differ per subcommand: `json_help` and
 // `quiet_help` say it. --threads refuses, at parse time, a count above max_cpu_threads().
 void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
@@ -113,7 +118,9 @@ struct Ranks {
   int local_rank = 0;  // this one among them
   bool leader() const { return rank == 0; }
 };
-Ranks ranks_for_command();
+// Under a launcher, MPI's watchdog ends every rank once one has waited `rank_timeout` seconds in
+// a collective (--rank-timeout; 0: never).
+Ranks ranks_for_command(double rank_timeout);
 // cpu_profile_for_run over ranks (`ranks.size` > 1; every rank calls it together):
 // perf::cpu_profile_for_ranks. Rank 0 alone finds or calibrates the compute (its progress lines
 // only), the ranks measure their allreduce where the profile has none for them, and every rank
@@ -137,6 +144,9 @@ void remember_command_line(int argc, char** argv);
 // containers often lack the ptrace rights Open MPI's single-copy transport needs), after one line
 // on stdout (unless `quiet`) saying so, and returns mpirun's exit status. Throws Error (exit 2)
 // when this crossover was built without MPI or mpirun is not on PATH.
+// The mpirun that runs `command` ("explain") over `ranks` ranks; throws Error ("--ranks N", exit
+// 2) when this binary was built without MPI or there is no mpirun on PATH.
+std::string mpirun_for_ranks(const std::string& command, int ranks);
 int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet);
 // With ranks on a GPU (`device` "cuda" or "cuda:N" under mpirun): each rank takes this host's GPU
 // local_rank mod the device count (`device` becomes that "cuda:K"), and ranks.collective becomes

@@ -22,7 +22,7 @@ struct CalibrateCliOptions : CommonOptions {
 // timing at once would each measure against the others), then every rank takes part in the
 // allreduce measurement, and rank 0 adds the fit to the profile and saves it.
 void run_calibrate(const CalibrateCliOptions& o) {
-  const Ranks ranks = ranks_for_command();
+  const Ranks ranks = ranks_for_command(o.rank_timeout);
   if (ranks.size > 1 && o.device != "cpu")
     throw Error("calibrate",
                 "over ranks measures the CPU's MPI allreduce only for now (--device "
@@ -62,7 +62,8 @@ void add_calibrate(CLI::App& app) {
   auto o = std::make_shared<CalibrateCliOptions>();
   auto* cmd = app.add_subcommand(
       "calibrate", "Measure this machine (GEMM rates, bandwidth, latencies) and save a profile");
-  add_common_options(*cmd, *o, kThreadsOption | kQuietOption, "", "No progress on stdout");
+  add_common_options(*cmd, *o, kThreadsOption | kQuietOption | kRankTimeoutOption, "",
+                     "No progress on stdout");
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--out", o->out,
                   "Profile file to write (default: <slug>.json in $CROSSOVER_PROFILE_DIR or "

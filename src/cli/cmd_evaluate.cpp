@@ -36,7 +36,7 @@ Tensor fit_to_model(const Tensor& x, const Sequential& model, const std::string&
 
 void run_evaluate(const EvaluateOptionsCli& o) {
   // Under mpirun, each rank evaluates its share of the rows; rank 0 alone speaks and writes.
-  Ranks ranks = ranks_for_command();
+  Ranks ranks = ranks_for_command(o.rank_timeout);
   const bool quiet = o.quiet || !ranks.leader();
   Output out{quiet};
   if (ranks.leader() && !o.json.empty()) check_writable("--json", o.json);
@@ -80,7 +80,8 @@ void add_evaluate(CLI::App& app) {
       "evaluate", "Test a saved model (crossover train --save) on a data set's test split");
   cmd->add_option("--load", o->load, "The model file (.safetensors) written by train --save")
       ->required();
-  add_common_options(*cmd, *o, kDataOption | kThreadsOption | kJsonOption | kQuietOption,
+  add_common_options(*cmd, *o,
+                     kDataOption | kThreadsOption | kJsonOption | kQuietOption | kRankTimeoutOption,
                      "Write a JSON record with the same \"test\" object as train's",
                      "No progress or information on stdout");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();

@@ -25,7 +25,7 @@ struct ExplainCliOptions : CommonOptions {
 
 void run_explain_cmd(const ExplainCliOptions& o) {
   // Over ranks: under mpirun, each rank runs this; rank 0 alone speaks and writes the JSON.
-  const Ranks ranks = ranks_for_command();
+  const Ranks ranks = ranks_for_command(o.rank_timeout);
   if (o.ranks < 0) throw Error("--ranks", "must be at least 1");
   if (o.ranks > 1 && ranks.size == 1)
     throw ExitStatus{relaunch_under_mpirun("explain", o.ranks, o.quiet)};
@@ -204,8 +204,8 @@ void add_explain(CLI::App& app) {
   auto o = std::make_shared<ExplainCliOptions>();
   auto* cmd = app.add_subcommand(
       "explain", "Where a training step's time goes: phases measured and predicted");
-  add_common_options(*cmd, *o, kAllCommonOptions, "Write the phases as JSON to this file",
-                     "Nothing on stdout");
+  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption,
+                     "Write the phases as JSON to this file", "Nothing on stdout");
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--mode", o->mode, "resident or naive (GPU)")->capture_default_str();

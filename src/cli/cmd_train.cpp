@@ -72,7 +72,7 @@ uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t
 
 void run_train(const TrainOptions& o) {
   // Under mpirun, one rank of several: rank 0 alone speaks and writes files (docs/DISTRIBUTED.md).
-  Ranks ranks = ranks_for_command();
+  Ranks ranks = ranks_for_command(o.rank_timeout);
   const bool leader = ranks.leader();
   const bool quiet = o.quiet || !leader;
   Output out{quiet};
@@ -277,7 +277,8 @@ void add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto* cmd =
       app.add_subcommand("train", "Train a model (the seed experiment by default) and test it");
-  add_common_options(*cmd, *o, kAllCommonOptions, "Write a JSON record (docs/JSON.md) to this file",
+  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption,
+                     "Write a JSON record (docs/JSON.md) to this file",
                      "No progress or information on stdout");
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   auto* batch_opt =

@@ -245,6 +245,23 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
   }
   if (which & kJsonOption) cmd.add_option("--json", o.json, json_help);
   if (which & kQuietOption) cmd.add_flag("--quiet", o.quiet, quiet_help);
+  if (which & kRankTimeoutOption)
+    cmd.add_option("--rank-timeout", o.rank_timeout,
+                   "Under mpirun: seconds a rank may wait for the others in one collective call "
+                   "(a rank stuck or stopped) before it names itself and ends every rank; 0: "
+                   "wait forever")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              try {
+                std::size_t used = 0;
+                const double seconds = std::stod(text, &used);
+                if (used == text.size() && seconds >= 0) return std::string();
+              } catch (const std::exception&) {
+              }
+              return "must be a number of seconds, 0 (wait forever) or more, got '" + text + "'";
+            },
+            "", "seconds"))
+        ->capture_default_str();
 }
 
 void check_writable(const std::string& flag, const std::string& path) {
@@ -383,7 +400,7 @@ nlohmann::json threads_json(const ThreadsForRun& t) {
   return j;
 }
 
-Ranks ranks_for_command() {
+Ranks ranks_for_command(double rank_timeout) {
   const LaunchedRanks launched = launched_ranks();
   if (launched.size < 2) return {};
   if (!dist::built_with_mpi())
@@ -398,6 +415,7 @@ Ranks ranks_for_command() {
                             "start crossover with the mpirun of the MPI it was built "
                             "with ({})",
                             launched.size, launched.source, world->size(), world->description()));
+  world->set_timeout(rank_timeout);
   return {world, world->rank(), world->size(), world->local_size(), world->local_rank()};
 }
 
@@ -456,7 +474,7 @@ void remember_command_line(int argc, char** argv) {
   command_line_store().assign(argv, argv + argc);
 }
 
-int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet) {
+std::string mpirun_for_ranks(const std::string& command, int ranks) {
   const std::string flag = fmt::format("--ranks {}", ranks);
   if (!dist::built_with_mpi())
     throw Error(flag,
@@ -468,6 +486,11 @@ int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet) {
     throw Error(flag, "needs mpirun on PATH to start " + std::to_string(ranks) +
                           " ranks (Debian: apt install openmpi-bin), or start crossover under "
                           "mpirun yourself");
+  return mpirun;
+}
+
+int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet) {
+  const std::string mpirun = mpirun_for_ranks(command, ranks);
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   const std::vector<std::string>& line = command_line_store();
@@ -490,7 +513,7 @@ int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet) {
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const pid_t child = ::fork();
-  if (child < 0) throw Error(flag, "cannot start mpirun (fork failed)");
+  if (child < 0) throw Error(fmt::format("--ranks {}", ranks), "cannot start mpirun (fork failed)");
   if (child == 0) {
     ::execv(argv[0], argv.data());
     std::_Exit(127);

@@ -86,13 +86,17 @@ void run_ranks_table(const RanksTableOptions& o) {
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.batch < 1) throw Error("--batch-size", "must be at least 1");
   const std::vector<int64_t> counts = parse_ranks(o.ranks);
+  const int cores = perf::cpu_info().logical_cores;
+  // Before any work: the counts to be measured need MPI and mpirun (one line, exit 2).
+  if (!o.predict_only)
+    for (const int64_t n : counts)
+      if (n > 1 && n <= cores) mpirun_for_ranks("explain", static_cast<int>(n));
   perf::TrainingData d = perf::load_training_data(o.data, [&](const std::string&) {});
   const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes);
   const perf::ModelDesc desc = perf::describe(probe);
   const int64_t samples = d.x_train.dim(0);
   const int64_t batch = std::min(o.batch, samples);
   const int64_t steps = (samples + batch - 1) / batch;
-  const int cores = perf::cpu_info().logical_cores;
   out.say(fmt::format(
       "{} --ranks: {} at batch {} (global), one epoch of {} ({} samples, {} steps), on {} ({} "
       "cores); each rank count up to the cores measured by `crossover explain --ranks N`, every "

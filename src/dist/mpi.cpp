@@ -1,10 +1,16 @@
 #include "dist/mpi.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <mutex>
+#include <thread>
 
 #include "core/error.h"
 
@@ -30,10 +36,62 @@ void check(int rc, const char* call) {
   throw Error(call, std::string(text, static_cast<std::size_t>(len)));
 }
 
+// The watchdog's view of the main thread: the collective call it is in (null: none) and since
+// when (steady clock, nanoseconds), and the timeout in nanoseconds (0: no watchdog).
+std::atomic<const char*> g_waiting_in{nullptr};
+std::atomic<int64_t> g_waiting_since{0};
+std::atomic<int64_t> g_timeout_ns{0};
+int g_rank = 0, g_size = 1;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Marks the main thread as waiting in `call` for as long as it lives.
+class Waiting {
+ public:
+  explicit Waiting(const char* call) {
+    g_waiting_since.store(now_ns());
+    g_waiting_in.store(call);
+  }
+  ~Waiting() { g_waiting_in.store(nullptr); }
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
+};
+
+[[noreturn]] void watch() {
+  for (;;) {
+    const int64_t timeout = g_timeout_ns.load();
+    // A tenth of the timeout between looks (at most a second): it fires within 10% of it.
+    const int64_t pause = std::clamp<int64_t>(timeout / 10, 1'000'000, 1'000'000'000);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
+    // The start read before and after the call's name: when both agree, the name is that wait's
+    // (the main thread stores a wait's start before its name, and starts only increase).
+    const int64_t since = g_waiting_since.load();
+    const char* call = g_waiting_in.load();
+    if (!call || timeout == 0 || g_waiting_since.load() != since) continue;
+    const int64_t waited = now_ns() - since;
+    if (waited <= timeout) continue;
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "crossover: error: rank %d of %d: waited %.1f s in %s for the other ranks "
+                 "(--rank-timeout %g): one of them is stuck or far slower; ending every rank\n",
+                 g_rank, g_size, static_cast<double>(waited) * 1e-9, call,
+                 static_cast<double>(timeout) * 1e-9);
+    std::fflush(stderr);
+    // mpirun ends the other ranks when one exits non-zero (orte_abort_on_non_zero_status).
+    _exit(1);
+  }
+}
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  const Waiting waiting("MPI_Finalize");
+  MPI_Finalize();
 }
 
 // MPI counts are ints: larger buffers go in pieces of at most 2^30 elements.
@@ -67,11 +125,14 @@ std::shared_ptr<MpiWorld> world() {
   check(MPI_Comm_size(local, &w->local_size_), "MPI_Comm_size");
   MPI_Comm_free(&local);
   g_parallel = w->size_ > 1;
+  g_rank = w->rank_;
+  g_size = w->size_;
   the_world = w;
   return w;
 }
 
 void MpiWorld::allreduce_sum(float* data, int64_t n) {
+  const Waiting waiting("MPI_Allreduce");
   in_pieces(data, n, [](float* p, int count) {
     check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
           "MPI_Allreduce");
@@ -79,6 +140,7 @@ void MpiWorld::allreduce_sum(float* data, int64_t n) {
 }
 
 void MpiWorld::allreduce_sum(double* data, int64_t n) {
+  const Waiting waiting("MPI_Allreduce");
   in_pieces(data, n, [](double* p, int count) {
     check(MPI_Allreduce(MPI_IN_PLACE, p, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
           "MPI_Allreduce");
@@ -89,6 +151,7 @@ void MpiWorld::allreduce_sum(double* data, int64_t n) {
 // profile): it polls with short sleeps instead of Open MPI's busy wait, which would take a core
 // from the rank being waited for. Broadcasts are never inside a training step.
 void MpiWorld::broadcast(void* data, std::size_t bytes, int root) {
+  const Waiting waiting("MPI_Ibcast");
   in_pieces(static_cast<char*>(data), static_cast<int64_t>(bytes), [root](char* p, int count) {
     MPI_Request request;
     check(MPI_Ibcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD, &request), "MPI_Ibcast");
@@ -101,7 +164,19 @@ void MpiWorld::broadcast(void* data, std::size_t bytes, int root) {
   });
 }
 
-void MpiWorld::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiWorld::barrier() {
+  const Waiting waiting("MPI_Barrier");
+  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
+
+void MpiWorld::set_timeout(double seconds) {
+  if (size_ < 2) return;
+  // At most 10^9 s (about 30 years: forever, in nanoseconds that still fit); NaN: never.
+  const double capped = seconds > 0 ? std::min(seconds, 1e9) : 0.0;
+  g_timeout_ns.store(static_cast<int64_t>(capped * 1e9));
+  static std::once_flag started;
+  if (capped > 0) std::call_once(started, [] { std::thread(watch).detach(); });
+}
 
 std::string MpiWorld::description() const {
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -142,6 +217,7 @@ void MpiWorld::allreduce_sum(float*, int64_t) { world(); }
 void MpiWorld::allreduce_sum(double*, int64_t) { world(); }
 void MpiWorld::broadcast(void*, std::size_t, int) { world(); }
 void MpiWorld::barrier() { world(); }
+void MpiWorld::set_timeout(double) {}
 std::string MpiWorld::description() const { return "no MPI"; }
 void abort_all_if_parallel(int) {}
 std::string rank_prefix() { return ""; }

@@ -27,6 +27,14 @@ class MpiWorld : public Collective {
   void broadcast(void* data, std::size_t bytes, int root) override;
   void barrier() override;
   std::string description() const override;
+  // The watchdog (`--rank-timeout`): once this rank has waited longer than `seconds` in one
+  // collective call (0: never), it prints one line naming itself, the call and the wait, and
+  // ends; mpirun then ends every other rank (as when a rank dies). A thread of its own watches,
+  // so that it sees a rank blocked in any MPI call; it makes no MPI call itself (MPI was
+  // initialised funneled: only the main thread may), and ends the process with _exit, leaving
+  // whatever is half-written (only temporary files: models are renamed into place) unrenamed.
+  // With one rank it does nothing.
+  void set_timeout(double seconds);
   // The ranks on this host (MPI_Comm_split_type shared memory), and this one among them.
   int local_size() const { return local_size_; }
   int local_rank() const { return local_rank_; }

@@ -29,8 +29,8 @@ namespace crossover::perf {
 
 // Where a step's time goes.
 // allreduce: the gradients summed across the ranks (training over N > 1 ranks), after the
-// backward pass and before the optimizer step; one blocking call, not bucketed or overlapped with
-// the backward pass yet, so nothing of it overlaps (docs/DISTRIBUTED.md).
+// backward pass and before the optimizer step; one blocking call, so nothing of it overlaps
+// (overlapping it with the backward pass was measured not to pay: docs/DISTRIBUTED.md).
 enum class Phase {
   host_overhead,
   h2d_copy,

@@ -315,8 +315,9 @@ ExplainResult run_explain(const ExplainConfig& c) {
       r.sentences.push_back(fmt::format(
           "Over {} ranks each rank computes {} of the {} rows and then waits for the allreduce "
           "of the gradients ({:.2f} MB): measured {} ({}% of the step), predicted {} (latency + "
-          "bytes / bandwidth from the profile); it is one blocking call after the backward pass, "
-          "not bucketed or overlapped with it yet, so none of it is hidden, and the optimizer "
+          "bytes / bandwidth from the profile); it is one blocking call after the backward pass "
+          "(overlapping it with the backward pass did not pay on the CPU: docs/DISTRIBUTED.md), "
+          "so none of it is hidden, and the optimizer "
           "still updates every parameter on every rank. Before it rank 0 waited {} ({}%) for the "
           "slowest rank (sync_wait: the ranks' imbalance, which the cost model does not predict).",
           r.ranks, r.rank_rows, r.batch, double(bytes) / 1e6, human_seconds(r.measured[a]),
