@@ -163,6 +163,44 @@ TEST(RanksCost, AnotherRankCountIsScaledFromTheNearestFitAndSaidSo) {
   EXPECT_EQ(r.estimates.size(), 1u);
 }
 
+// A fit with samples is read between them, not off its line: on shared memory a buffer that
+// fits the caches moves several times faster than one that does not, and no one line holds both.
+perf::AllreduceFit measured_fit() {
+  perf::AllreduceFit f = fit(2, 1e-6, 3.5e9);  // the line the small sizes pulled up
+  f.samples = {{4096, 2e-6}, {1 << 20, 3e-4}, {4 << 20, 4.5e-3}, {16 << 20, 19e-3}};
+  return f;
+}
+
+TEST(RanksCost, AMeasuredSizeIsItsOwnTimeAndOthersAreInterpolatedBetweenThem) {
+  perf::Profile p = testing_util::made_up_cpu_profile();
+  p.allreduce.push_back(measured_fit());
+  std::string estimate = "x";
+  EXPECT_DOUBLE_EQ(perf::allreduce_seconds(p, allreduce_op(2, 4 << 20), &estimate), 4.5e-3);
+  EXPECT_EQ(estimate, "");
+  const double between =
+      4.5e-3 + (7e6 - double(4 << 20)) / double((16 << 20) - (4 << 20)) * (19e-3 - 4.5e-3);
+  EXPECT_DOUBLE_EQ(perf::allreduce_seconds(p, allreduce_op(2, 7'000'000)), between);
+  // Past the largest at its rate; below the smallest its time.
+  EXPECT_DOUBLE_EQ(perf::allreduce_seconds(p, allreduce_op(2, 32 << 20)), 2 * 19e-3);
+  EXPECT_DOUBLE_EQ(perf::allreduce_seconds(p, allreduce_op(2, 1024)), 2e-6);
+  const perf::Prediction r = perf::predict({allreduce_op(2, 7'000'000)}, p, Mode::resident);
+  EXPECT_DOUBLE_EQ(r.phase_seconds[static_cast<std::size_t>(Phase::allreduce)], between);
+}
+
+TEST(RanksCost, AnotherRankCountScalesTheInterpolatedTimeAsARing) {
+  perf::Profile p = testing_util::made_up_cpu_profile();
+  p.allreduce.push_back(measured_fit());
+  const double t2 = 4.5e-3;  // 4 MB at 2 ranks, of which 1 us is the fit's latency
+  EXPECT_DOUBLE_EQ(perf::allreduce_seconds(p, allreduce_op(4, 4 << 20)),
+                   1e-6 * 3 + (t2 - 1e-6) * (3.0 / 4) / (1.0 / 2));
+}
+
+TEST(RanksCost, AFitIsDescribedByWhatItMeasured) {
+  EXPECT_EQ(perf::describe_allreduce(measured_fit()),
+            "2.0 us at 4 KB, 3.50 GB/s at 1 MB, 0.88 GB/s at 16 MB");
+  EXPECT_EQ(perf::describe_allreduce(fit(2, 21e-6, 3.5e9)), "21.0 us latency, 3.50 GB/s");
+}
+
 TEST(RanksCost, WithoutAnyFitTheAllreduceIsPricedAtTheMemoryBandwidth) {
   const perf::Profile p = testing_util::made_up_cpu_profile();
   std::string estimate;

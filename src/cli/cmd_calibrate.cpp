@@ -40,8 +40,7 @@ void run_calibrate(const CalibrateCliOptions& o) {
     out.say(fmt::format("allreduce of {} ranks on {} host{} ({}) ...", ranks.size, hosts,
                         hosts == 1 ? "" : "s", ranks.collective->description()));
     const perf::AllreduceFit fit = perf::calibrate_allreduce(*ranks.collective, hosts, o.quick);
-    out.say(fmt::format("allreduce: {:.1f} us latency, {:.2f} GB/s", fit.latency_seconds * 1e6,
-                        fit.bytes_per_second / 1e9));
+    out.say("allreduce: " + perf::describe_allreduce(fit));
     if (!ranks.leader()) return;
     p.allreduce.push_back(fit);
   }

@@ -1134,6 +1134,25 @@ void fit_allreduce(AllreduceFit& f) {
   f.bytes_per_second = 1.0 / b;
 }
 
+std::string describe_allreduce(const AllreduceFit& f) {
+  if (f.samples.size() < 2)
+    return fmt::format("{:.1f} us latency, {:.2f} GB/s", f.latency_seconds * 1e6,
+                       f.bytes_per_second / 1e9);
+  auto size = [](int64_t bytes) {
+    return bytes >= (int64_t{1} << 20) ? fmt::format("{} MB", bytes >> 20)
+                                       : fmt::format("{} KB", bytes >> 10);
+  };
+  auto rate = [&](const AllreduceSample& s) {
+    return fmt::format("{:.2f} GB/s at {}", static_cast<double>(s.bytes) / s.seconds / 1e9,
+                       size(s.bytes));
+  };
+  std::string text = fmt::format("{:.1f} us at {}", f.samples.front().seconds * 1e6,
+                                 size(f.samples.front().bytes));
+  for (const AllreduceSample& s : f.samples)
+    if (s.bytes == (int64_t{1} << 20) && &s != &f.samples.back()) text += ", " + rate(s);
+  return text + ", " + rate(f.samples.back());
+}
+
 AllreduceFit calibrate_allreduce(Collective& ranks, int hosts, bool quick) {
   AllreduceFit fit;
   fit.transport = "mpi";
@@ -1224,9 +1243,8 @@ CpuProfileChoice cpu_profile_for_ranks(const CpuProfileRequest& r, Collective& r
       c.profile = merge_and_save_profile(base, path);
       c.calibrated_now = true;
       if (r.say)
-        r.say(fmt::format("allreduce of {} ranks: {} latency, {:.2f} GB/s ({:.1f} s); saved to {}",
-                          ranks.size(), fmt::format("{:.1f} us", fit.latency_seconds * 1e6),
-                          fit.bytes_per_second / 1e9, since(t0), path));
+        r.say(fmt::format("allreduce of {} ranks: {} ({:.1f} s); saved to {}", ranks.size(),
+                          describe_allreduce(fit), since(t0), path));
     }
   }
   // Rank 0's choice on every rank.

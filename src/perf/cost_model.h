@@ -169,12 +169,13 @@ double conv_pool_seconds(const Profile& profile, const Op& op, std::string* esti
 // elements; without any, its bytes at the memory bandwidth plus a call's (CPU) or graph node's
 // (GPU) floor. `estimate` as for conv_pool_seconds.
 double norm_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
-// The seconds of an allreduce op (Phase::allreduce) from the profile: latency + bytes /
-// bandwidth of the profile's allreduce fit at the op's rank count (transport "mpi", the fewest
-// hosts). Without one at that count, the nearest count's fit scaled as a ring allreduce scales
-// (latency by N - 1, the bytes each rank moves by (N - 1) / N); without any, 2 (N - 1) / N of the
-// bytes read and written at the memory bandwidth. `estimate` (when not null) gets "" for a
-// measured fit, else how the time was made.
+// The seconds of an allreduce op (Phase::allreduce) from the profile's allreduce fit at the op's
+// rank count (transport "mpi", the fewest hosts): interpolated between the sizes it measured
+// (linear in the bytes; past the largest at its bytes per second), or latency + bytes / bandwidth
+// for a fit without samples. Without one at that count, the nearest count's, scaled as a ring
+// allreduce scales (latency by N - 1, the bytes each rank moves by (N - 1) / N); without any,
+// 2 (N - 1) / N of the bytes read and written at the memory bandwidth. `estimate` (when not null)
+// gets "" for a measured fit, else how the time was made.
 double allreduce_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
 
 // Why `model` cannot be trained on `device`: the Error its compile gives on a recorder that

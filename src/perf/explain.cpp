@@ -314,8 +314,8 @@ ExplainResult run_explain(const ExplainConfig& c) {
         if (o.phase == Phase::allreduce) bytes += o.bytes_read;
       r.sentences.push_back(fmt::format(
           "Over {} ranks each rank computes {} of the {} rows and then waits for the allreduce "
-          "of the gradients ({:.2f} MB): measured {} ({}% of the step), predicted {} (latency + "
-          "bytes / bandwidth from the profile); it is one blocking call after the backward pass "
+          "of the gradients ({:.2f} MB): measured {} ({}% of the step), predicted {} (from the "
+          "profile's measured allreduce sizes); it is one blocking call after the backward pass "
           "(overlapping it with the backward pass did not pay on the CPU: docs/DISTRIBUTED.md), "
           "so none of it is hidden, and the optimizer "
           "still updates every parameter on every rank. Before it rank 0 waited {} ({}%) for the "
