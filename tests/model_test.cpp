@@ -41,17 +41,7 @@ Sequential small_model() {
   return Sequential({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
 }
 
-struct Mnist10k {
-  Tensor x_train, y_train, x_test, y_test;
-  static const Mnist10k& get() {
-    static const Mnist10k d = [] {
-      data::DataSplits s = data::read_mnist10k(data::mnist10k_folder());
-      return Mnist10k{data::to_float_images(s.train), data::to_float_labels(s.train),
-                      data::to_float_images(s.test), data::to_float_labels(s.test)};
-    }();
-    return d;
-  }
-};
+using testing_util::Mnist10k;
 
 // The seed's two models, trained as fit trains them (Adam, batch 32, dropout on), give the
 // per-epoch losses they gave when the CPU engine's arithmetic was last changed on purpose

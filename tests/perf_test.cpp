@@ -21,6 +21,7 @@
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "perf/backend_wrappers.h"
+#include "perf/calibrate.h"
 #include "perf/choose.h"
 #include "perf/cost_model.h"
 #include "perf/measure.h"
@@ -373,6 +374,69 @@ TEST(CostModel, GemmRateInterpolatesInLogSpaceOnAGrid) {
   EXPECT_NEAR(perf::gemm_rate(p, "forward", 4096, 50, 30), 64e9, 1e-3);  // clamped at the edge
   // No samples for this op: the others serve.
   EXPECT_NEAR(perf::gemm_rate(p, "backward_input", 16, 32, 10), 16e9, 1e-3);
+}
+
+TEST(CostModel, Bf16GemmsArePricedAtTheProfilesBf16Rates) {
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  p.gemm_bf16.push_back({"", 64, 64, 64, 4e11});
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 32, 784, 128, Precision::bf16), 4e11, 1.0);
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 32, 784, 128, Precision::fp32), 1e11, 1.0);
+  EXPECT_NEAR(perf::gemm_rate(p, "forward", 32, 784, 128, Precision::tf32), 1e11, 1.0);
+  // Only the dense GEMMs change: the GEMM phase by exactly flops x (1/1e11 - 1/4e11), the rest not.
+  const std::vector<Op> ops = perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::resident);
+  double flops = 0;
+  for (const Op& o : ops)
+    if (o.phase == Phase::gemm) flops += static_cast<double>(o.flops);
+  const perf::Prediction fp32 = perf::predict(ops, p, Mode::resident);
+  const perf::Prediction bf16 = perf::predict(ops, p, Mode::resident, Precision::bf16);
+  const auto g = static_cast<std::size_t>(Phase::gemm);
+  EXPECT_NEAR(fp32.phase_seconds[g] - bf16.phase_seconds[g], flops * (1 / 1e11 - 1 / 4e11), 1e-15);
+  EXPECT_GT(flops, 0);
+  for (std::size_t i = 0; i < fp32.phase_seconds.size(); ++i) {
+    if (i == g) continue;
+    EXPECT_DOUBLE_EQ(bf16.phase_seconds[i], fp32.phase_seconds[i]) << i;
+  }
+  // A profile without bf16 rates cannot price bf16, and says so.
+  p.gemm_bf16.clear();
+  p.source = "p.json";
+  try {
+    perf::gemm_rate(p, "forward", 32, 784, 128, Precision::bf16);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no bf16 GEMM rates"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CostModel, Bf16GemmRatesRoundTripAndAreCalibratedOnDemand) {
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  p.gemm_bf16.push_back({"forward", 32, 128, 784, 3e11});
+  const perf::Profile back = perf::profile_from_json(perf::profile_to_json(p));
+  ASSERT_EQ(back.gemm_bf16.size(), 1u);
+  EXPECT_EQ(back.gemm_bf16[0].op, "forward");
+  EXPECT_EQ(back.gemm_bf16[0].k, 784);
+  EXPECT_EQ(back.gemm_bf16[0].flops_per_second, 3e11);
+  json old = perf::profile_to_json(p);
+  old.erase("gemm_bf16");  // a profile from before them
+  EXPECT_TRUE(perf::profile_from_json(old).gemm_bf16.empty());
+  // A bf16 workload needs bf16 GEMMs (and no fp32 ones); a grid without bf16 lacks them all, a
+  // grid with some interpolates; a shapes profile lacks those it has not measured.
+  const perf::ShapeNeeds fp32 = perf::cpu_shape_needs({{kSmall, {32}}});
+  const perf::ShapeNeeds bf16 = perf::cpu_shape_needs({{kSmall, {32}, Precision::bf16}});
+  EXPECT_EQ(bf16.gemms_bf16, fp32.gemms);
+  EXPECT_TRUE(bf16.gemms.empty());
+  EXPECT_EQ(fp32.gemms.size(), 5u);  // 2 forward, 2 weight gradients, 1 input gradient
+  perf::Profile grid = flat_profile("cpu", 1e11, 1e10);
+  grid.coverage = "grid";
+  EXPECT_EQ(perf::missing_shapes(grid, bf16).gemms_bf16, bf16.gemms_bf16);
+  grid.gemm_bf16.push_back({"", 64, 64, 64, 4e11});
+  EXPECT_TRUE(perf::missing_shapes(grid, bf16).gemms_bf16.empty());
+  perf::Profile shapes = grid;
+  shapes.coverage = "shapes";
+  shapes.gemm_bf16 = {{"forward", 32, 128, 784, 3e11}};  // SMALL's first layer, forward
+  const perf::ShapeNeeds lack = perf::missing_shapes(shapes, bf16);
+  EXPECT_EQ(lack.gemms_bf16.size(), 4u);
+  EXPECT_FALSE(lack.gemms_bf16.count({"forward", 32, 784, 128}));
 }
 
 TEST(CostModel, KernelCurvesInterpolateLinearly) {

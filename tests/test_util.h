@@ -10,10 +10,24 @@
 
 #include "core/philox.h"
 #include "core/tensor.h"
+#include "data/dataset.h"
 #include "nn/weights_io.h"
 #include "perf/profile.h"
 
 namespace crossover::testing_util {
+
+// data/mnist-10k as float tensors, read once per test process.
+struct Mnist10k {
+  Tensor x_train, y_train, x_test, y_test;
+  static const Mnist10k& get() {
+    static const Mnist10k d = [] {
+      data::DataSplits s = data::read_mnist10k(data::mnist10k_folder());
+      return Mnist10k{data::to_float_images(s.train), data::to_float_labels(s.train),
+                      data::to_float_images(s.test), data::to_float_labels(s.test)};
+    }();
+    return d;
+  }
+};
 
 // Deterministic uniform values in [lo, hi).
 inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -394,6 +394,38 @@ class Backend {
   }
 };
 
+// The arithmetic of the dense layers' matrix products. Everything else is float32.
+//   fp32: float32 operands, float32 accumulation, no TF32 (CUBLAS_COMPUTE_32F). The default: the
+//         one that follows the CPU's trajectory up to summation order.
+//   tf32: float32 operands rounded to TF32 inside the tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32).
+//   bf16: bfloat16 copies of both operands (converted by a kernel before each product, rounded
+//         to nearest even), float32 accumulation and output. On CUDA, and on CPUs with
+//         AVX512_BF16 or AMX-BF16 (oneDNN's bf16 matmul): forward, input gradient and weight
+//         gradient alike, as Keras's mixed_bfloat16 policy and PyTorch's autocast do; the
+//         weights, their gradients and the optimizer's state stay float32.
+enum class Precision { fp32, tf32, bf16 };
+
+inline const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp32:
+      return "fp32";
+    case Precision::tf32:
+      return "tf32";
+    case Precision::bf16:
+      return "bf16";
+  }
+  return "fp32";
+}
+
+// "fp32" | "tf32" | "bf16"; throws Error(where, ...) for anything else.
+inline Precision parse_precision(const std::string& text,
+                                 const std::string& where = "--precision") {
+  if (text == "fp32") return Precision::fp32;
+  if (text == "tf32") return Precision::tf32;
+  if (text == "bf16") return Precision::bf16;
+  throw Error(where, "unknown precision '" + text + "' (expected fp32, tf32 or bf16)");
+}
+
 // The most threads the CPU backend takes: 4 x the logical cores it may run on. More threads than
 // cores only wait for each other at every OpenMP barrier (1,000 threads on 2 cores made a
 // one-second epoch take over a minute), and libgomp places every new thread's start data on the
@@ -406,6 +438,22 @@ std::string cpu_threads_problem(int64_t threads);
 // The CPU backend with `threads` threads (0 = all cores). Never null. Throws Error for a negative
 // count or one above max_cpu_threads().
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// What this CPU has for bf16 GEMMs: AVX512_BF16 (CPUID.(7,1):EAX[5]) with the OS saving the
+// AVX-512 state, and AMX-BF16 (CPUID.(7,0):EDX[22]) with the OS saving the tile state.
+struct CpuBf16Support {
+  bool avx512_bf16 = false;
+  bool amx_bf16 = false;
+};
+CpuBf16Support cpu_bf16_support();
+// Why Precision::bf16 cannot run on a CPU with `isa` (one line naming the missing instruction
+// sets), or "" when it can.
+std::string cpu_bf16_problem(const CpuBf16Support& isa);
+// The CPU backend with its dense GEMMs in `precision`: fp32, or bf16 where `isa` allows
+// (Error("precision bf16", cpu_bf16_problem(isa)) elsewhere); tf32 is a GPU precision and throws.
+// `isa` is injectable so that the refusal can be tested on any CPU.
+std::unique_ptr<Backend> make_cpu_backend(int threads, Precision precision,
+                                          const CpuBf16Support& isa = cpu_bf16_support());
 // The CUDA backend on device `ordinal`; throws Error("cuda:N", why) if that device is
 // unavailable or the binary was built without CUDA.
 std::unique_ptr<Backend> make_cuda_backend(int ordinal);

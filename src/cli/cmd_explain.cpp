@@ -16,6 +16,7 @@ struct ExplainCliOptions : CommonOptions {
   int64_t batch_size = kDefaultBatchSize;
   std::string device = "cpu";
   std::string mode = "resident";
+  std::string precision = "fp32";
   int64_t steps = 200;
   double max_seconds = 20;
   ProfileFlags profile;
@@ -62,6 +63,12 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   c.batch = o.batch_size;
   c.device = o.device == "cuda" ? "cuda:0" : o.device;
   c.mode = mode;
+  c.precision = parse_precision(o.precision);
+  if (c.precision == Precision::tf32 && !gpu)
+    throw Error("--precision tf32", "is a GPU precision; the CPU trains in fp32 or bf16");
+  if (c.precision == Precision::bf16 && !gpu)
+    if (const std::string why = cpu_bf16_problem(cpu_bf16_support()); !why.empty())
+      throw Error("--precision bf16", why);
   const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
   // Over ranks, --threads 0 divides this host's cores among its ranks (as train does).
   const ThreadsForRun threads =
@@ -89,7 +96,8 @@ void run_explain_cmd(const ExplainCliOptions& o) {
         // A rank's step, and the batch of 4x that explain's sentences weigh it against.
         {{perf::describe(probe),
           {(std::min<int64_t>(o.batch_size, d.x_train.dim(0)) + ranks.size - 1) / ranks.size,
-           (4 * o.batch_size + ranks.size - 1) / ranks.size}}},
+           (4 * o.batch_size + ranks.size - 1) / ranks.size},
+          c.precision}},
         what, ranks);
     c.profile = choice.profile;
     note = choice.note;
@@ -209,6 +217,10 @@ void add_explain(CLI::App& app) {
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--mode", o->mode, "resident or naive (GPU)")->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "Dense GEMM arithmetic, as train's: fp32, tf32 (GPU) or bf16 (GPU, or a CPU "
+                  "with AVX512_BF16 or AMX-BF16; priced at calibrate's bf16 GEMM rates)")
+      ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Training steps to measure (each run)")
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "Stop measuring a run after this long")

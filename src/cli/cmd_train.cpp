@@ -285,8 +285,10 @@ void add_train(CLI::App& app) {
       cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N, or auto (the device predicted faster)")
       ->capture_default_str();
-  cmd->add_option("--precision", o->precision,
-                  "GPU GEMM arithmetic: fp32, tf32 or bf16 (faster, less exact)")
+  cmd->add_option(
+         "--precision", o->precision,
+         "Dense GEMM arithmetic: fp32, tf32 (GPU) or bf16 (GPU, or a CPU with AVX512_BF16 or "
+         "AMX-BF16; bf16 operands, fp32 accumulation and weights: faster, less exact)")
       ->capture_default_str();
   cmd->add_option("--validation-split", o->validation_split,
                   "Fraction of training data held out for validation")

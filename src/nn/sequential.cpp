@@ -98,12 +98,7 @@ LossKind parse_loss(std::string_view name) {
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
                                       const std::string& precision) {
   const Precision p = parse_precision(precision, "precision");
-  if (device == "cpu") {
-    if (p != Precision::fp32)
-      throw Error("precision " + precision,
-                  "tf32 and bf16 are GPU precisions; the CPU trains in fp32");
-    return make_cpu_backend(threads);
-  }
+  if (device == "cpu") return make_cpu_backend(threads, p);
   if (device == "cuda") return make_cuda_backend(0, p);
   if (device.rfind("cuda:", 0) == 0) {
     const std::string n = device.substr(5);

@@ -34,8 +34,9 @@ struct CompileOptions {
   int threads = 0;     // CPU threads; 0 = all cores; at most max_cpu_threads() (4 x the cores)
   uint64_t seed = 0;   // initial weights (and, unless fit says otherwise, shuffle and dropout)
   bool graphs = true;  // CUDA: capture steps as graphs (false: one launch per op, "naive")
-  // CUDA GEMM arithmetic: "fp32" (default, TF32 off), "tf32", or "bf16" (bf16 operands, fp32
-  // accumulation and master weights): faster and less exact. The CPU computes in fp32 only.
+  // The dense GEMMs' arithmetic: "fp32" (default; TF32 off on CUDA), "tf32" (CUDA only), or
+  // "bf16" (bf16 operands, fp32 accumulation, master weights and optimizer state): faster and
+  // less exact; on the CPU only where it has AVX512_BF16 or AMX-BF16 (refused elsewhere).
   std::string precision = "fp32";
   // Optional: creates the backend in place of `device`'s (then `threads` and `precision` are not
   // used): a tool's own backend, such as perf/'s, which records a step's calls without a device.

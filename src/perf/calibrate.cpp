@@ -819,19 +819,31 @@ Profile calibrate(const CalibrateOptions& o) {
   {
     const GemmGrid g = gemm_grid(o.quick);
     const int64_t I = g.ins.back(), O = g.outs.back();
-    GemmBench gb(be, bench, gpu, g.batches.back(), std::max(I, O));
-    double best = 0;
-    for (int64_t batch : g.batches)
-      for (int64_t in : g.ins)
-        for (int64_t out : g.outs)
-          for (const char* op : {"forward", "backward_weights", "backward_input"}) {
-            p.gemm.push_back(gb.measure(op, batch, in, out));
-            best = std::max(best, p.gemm.back().flops_per_second);
-          }
+    // Every shape of the grid on `on`, into `out`; the best rate.
+    auto grid_rates = [&](Backend& on, Bench& timer, std::vector<GemmSample>& out) {
+      GemmBench gb(on, timer, gpu, g.batches.back(), std::max(I, O));
+      double best = 0;
+      for (int64_t batch : g.batches)
+        for (int64_t in : g.ins)
+          for (int64_t out_width : g.outs)
+            for (const char* op : {"forward", "backward_weights", "backward_input"}) {
+              out.push_back(gb.measure(op, batch, in, out_width));
+              best = std::max(best, out.back().flops_per_second);
+            }
+      return best;
+    };
+    const double best = grid_rates(be, bench, p.gemm);
     say(fmt::format("  GEMM: {} shapes x 3 ops (batch {}..{}, widths {}..{}), best {:.1f} GFLOP/s",
                     g.batches.size() * g.ins.size() * g.outs.size(), g.batches.front(),
                     g.batches.back(), std::min(g.ins.front(), g.outs.front()), std::max(I, O),
                     best / 1e9));
+    // The same grid with bf16 operands (--precision bf16), on a CPU that has bf16.
+    if (!gpu && cpu_bf16_problem(cpu_bf16_support()).empty()) {
+      std::unique_ptr<Backend> bf16 = make_cpu_backend(o.threads, Precision::bf16);
+      Bench bench16(*bf16, false, o.quick);
+      const double best16 = grid_rates(*bf16, bench16, p.gemm_bf16);
+      say(fmt::format("  GEMM in bf16: the same shapes, best {:.1f} GFLOP/s", best16 / 1e9));
+    }
   }
 
   p.calibration_seconds = since(start);
@@ -869,7 +881,9 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
           continue;
         }
         if (o.phase == Phase::gemm) {
-          if (const char* op = gemm_op_of(o.kernel)) n.gemms.insert({op, o.batch, o.in, o.out});
+          if (const char* op = gemm_op_of(o.kernel))
+            (w.precision == Precision::bf16 ? n.gemms_bf16 : n.gemms)
+                .insert({op, o.batch, o.in, o.out});
           if (!o.update.empty() && KernelBench::knows(o.update))
             for (int64_t s : o.segments) n.kernels.emplace(std::pair{o.update, s}, 1);
           continue;
@@ -904,15 +918,21 @@ ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
   for (const NormSample& c : p.batchnorm) norms.insert({c.op, c.shape, c.batch});
   for (const NormNeed& c : needs.norms)
     if (!norms.count(c)) m.norms.insert(c);
+  if (p.gemm_bf16.empty()) m.gemms_bf16 = needs.gemms_bf16;
   if (p.coverage == "grid") return m;
-  std::set<GemmNeed> have;
-  for (const GemmSample& g : p.gemm) {
-    if (g.op == "forward") have.insert({g.op, g.m, g.k, g.n});
-    if (g.op == "backward_weights") have.insert({g.op, g.k, g.m, g.n});
-    if (g.op == "backward_input") have.insert({g.op, g.m, g.n, g.k});
-  }
-  for (const GemmNeed& g : needs.gemms)
-    if (!have.count(g)) m.gemms.insert(g);
+  auto lacking = [](const std::vector<GemmSample>& samples, const std::set<GemmNeed>& want,
+                    std::set<GemmNeed>& out) {
+    std::set<GemmNeed> have;
+    for (const GemmSample& g : samples) {
+      if (g.op == "forward") have.insert({g.op, g.m, g.k, g.n});
+      if (g.op == "backward_weights") have.insert({g.op, g.k, g.m, g.n});
+      if (g.op == "backward_input") have.insert({g.op, g.m, g.n, g.k});
+    }
+    for (const GemmNeed& g : want)
+      if (!have.count(g)) out.insert(g);
+  };
+  lacking(p.gemm, needs.gemms, m.gemms);
+  lacking(p.gemm_bf16, needs.gemms_bf16, m.gemms_bf16);
   for (const auto& [key, rows] : needs.kernels) {
     auto it = p.kernels.find(key.first);
     const int64_t elements = key.second;  // a structured binding cannot be captured (clang 14)
@@ -922,6 +942,36 @@ ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
     if (!has) m.kernels.emplace(key, rows);
   }
   return m;
+}
+
+// Measures `gemms` on `be` into `out`: three rounds over all the shapes, each shape's rate the
+// median of its rounds, so that a shape's samples are spread over the whole calibration and one
+// slow or fast spell of a shared host (seconds long) does not decide it alone. Later rounds are
+// dropped when `over()` says the budget has run out (but one shape is always measured: a profile
+// needs one GEMM rate); `skipped` counts the shapes not measured at all.
+static void measure_gemm_rounds(Backend& be, Bench& bench, const std::set<GemmNeed>& gemms,
+                                const std::function<bool()>& over, std::vector<GemmSample>& out,
+                                std::size_t& skipped) {
+  int64_t batch = 1, width = 1;
+  for (const GemmNeed& g : gemms) {
+    batch = std::max(batch, g.batch);
+    width = std::max({width, g.in, g.out});
+  }
+  GemmBench gb(be, bench, false, batch, width);
+  std::map<GemmNeed, std::vector<GemmSample>> rounds;
+  for (int round = 0; round < 3; ++round)
+    for (const GemmNeed& g : gemms) {
+      if (over() && (round > 0 || !rounds.empty())) break;
+      rounds[g].push_back(gb.measure(g.op, g.batch, g.in, g.out));
+    }
+  skipped += gemms.size() - rounds.size();
+  for (auto& [g, samples] : rounds) {
+    std::vector<double> rates;
+    for (const GemmSample& s : samples) rates.push_back(s.flops_per_second);
+    GemmSample s = samples.front();
+    s.flops_per_second = median(rates);
+    out.push_back(s);
+  }
 }
 
 Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_host,
@@ -956,29 +1006,18 @@ Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_hos
   if (!needs.gemms.empty() || with_host) {
     std::set<GemmNeed> gemms = needs.gemms;
     if (gemms.empty()) gemms.insert({"forward", 32, 128, 128});
-    int64_t batch = 1, width = 1;
-    for (const GemmNeed& g : gemms) {
-      batch = std::max(batch, g.batch);
-      width = std::max({width, g.in, g.out});
-    }
-    GemmBench gb(be, bench, false, batch, width);
-    // Three rounds over all the shapes, each shape's rate the median of its rounds: a shape's
-    // samples are spread over the whole calibration, so that one slow or fast spell of a shared
-    // host (seconds long) does not decide it alone. Later rounds are dropped when the budget
-    // runs out.
-    std::map<GemmNeed, std::vector<GemmSample>> rounds;
-    for (int round = 0; round < 3; ++round)
-      for (const GemmNeed& g : gemms) {
-        if (over() && (round > 0 || !rounds.empty())) break;  // a profile needs one GEMM rate
-        rounds[g].push_back(gb.measure(g.op, g.batch, g.in, g.out));
-      }
-    skipped += gemms.size() - rounds.size();
-    for (auto& [g, samples] : rounds) {
-      std::vector<double> rates;
-      for (const GemmSample& s : samples) rates.push_back(s.flops_per_second);
-      GemmSample s = samples.front();
-      s.flops_per_second = median(rates);
-      p.gemm.push_back(s);
+    measure_gemm_rounds(be, bench, gemms, over, p.gemm, skipped);
+  }
+  // The bf16 GEMMs, the same way on a backend in bf16, where this CPU has it.
+  if (!needs.gemms_bf16.empty()) {
+    if (cpu_bf16_problem(cpu_bf16_support()).empty()) {
+      std::unique_ptr<Backend> bf16 = make_cpu_backend(threads, Precision::bf16);
+      Bench bench16(*bf16, false, false, 200);
+      bench16.set_deadline(start + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(budget_seconds)));
+      measure_gemm_rounds(*bf16, bench16, needs.gemms_bf16, over, p.gemm_bf16, skipped);
+    } else {
+      skipped += needs.gemms_bf16.size();
     }
   }
   // Then the convolution, pooling and batch-normalization calls, in rounds too.
@@ -1072,15 +1111,15 @@ CpuProfileChoice cpu_profile_for(const CpuProfileRequest& r) {
   Profile me;
   set_this_cpu(me, r.threads);
   if (r.say)
-    r.say(fmt::format("calibrating this CPU for {} ({}): {} GEMM shapes, {} kernel sizes{}{} ...",
-                      r.what, reason, todo.gemms.size(), todo.kernels.size(),
-                      todo.convs.empty() && todo.pools.empty()
-                          ? ""
-                          : fmt::format(", {} convolution and {} pooling calls", todo.convs.size(),
-                                        todo.pools.size()),
-                      todo.norms.empty()
-                          ? ""
-                          : fmt::format(", {} batch-normalization calls", todo.norms.size())));
+    r.say(fmt::format(
+        "calibrating this CPU for {} ({}): {} GEMM shapes, {} kernel sizes{}{} ...", r.what, reason,
+        todo.gemms.size() + todo.gemms_bf16.size(), todo.kernels.size(),
+        todo.convs.empty() && todo.pools.empty()
+            ? ""
+            : fmt::format(", {} convolution and {} pooling calls", todo.convs.size(),
+                          todo.pools.size()),
+        todo.norms.empty() ? ""
+                           : fmt::format(", {} batch-normalization calls", todo.norms.size())));
   std::size_t left = 0;
   Profile fresh = calibrate_cpu_shapes(todo, r.threads, !mine, r.budget_seconds, &left);
   const double took = fresh.calibration_seconds;

@@ -75,12 +75,14 @@ struct NormNeed {
 // and batch-normalization calls.
 struct ShapeNeeds {
   std::set<GemmNeed> gemms;
+  std::set<GemmNeed> gemms_bf16;  // the dense GEMMs of a bf16 step (Profile::gemm_bf16)
   std::map<std::pair<std::string, int64_t>, int64_t> kernels;
   std::set<ConvNeed> convs;
   std::set<PoolNeed> pools;
   std::set<NormNeed> norms;
   std::size_t size() const {
-    return gemms.size() + kernels.size() + convs.size() + pools.size() + norms.size();
+    return gemms.size() + gemms_bf16.size() + kernels.size() + convs.size() + pools.size() +
+           norms.size();
   }
   bool empty() const { return size() == 0; }
 };
@@ -88,6 +90,7 @@ struct ShapeNeeds {
 struct Workload {
   ModelDesc model;
   std::vector<int64_t> rows;
+  Precision precision = Precision::fp32;  // bf16: its dense GEMMs need bf16 rates
 };
 // The step sizes of an epoch of `samples` at `batch`: the full batch, and the ragged last one.
 std::vector<int64_t> epoch_step_rows(int64_t samples, int64_t batch);
@@ -96,13 +99,15 @@ std::vector<int64_t> epoch_step_rows(int64_t samples, int64_t batch);
 // memory bandwidth, as they always are).
 ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads);
 // What of `needs` profile `p` lacks: the convolution, pooling and batch-normalization calls it
-// has no measurement of,
-// and, unless it is a "grid" profile (which interpolates them), the GEMM shapes and kernel sizes
-// it has no measurement of.
+// has no measurement of, every bf16 GEMM when it has no bf16 rates at all,
+// and, unless it is a "grid" profile (which interpolates them), the GEMM shapes (fp32 and bf16)
+// and kernel sizes it has no measurement of.
 ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs);
 // Measures `needs` on this CPU with `threads` threads (0: all cores), each as the full
 // calibration does (the same code), and, when `with_host`, the backend call, fork-join and memory
-// bandwidth a profile must have. Stops starting new measurements after `budget_seconds`;
+// bandwidth a profile must have. The bf16 GEMMs are measured on a CPU backend in bf16, and
+// skipped (counted in `left`) on a CPU without bf16. Stops starting new measurements after
+// `budget_seconds`;
 // `left` (when not null) gets how many were not measured. A "shapes" profile of this CPU.
 Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_host,
                              double budget_seconds, std::size_t* left = nullptr);

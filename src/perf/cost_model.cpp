@@ -526,10 +526,16 @@ void bracket(const std::vector<double>& axis, double v, std::size_t& lo, double&
 }  // namespace
 
 double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in,
-                 int64_t out) {
+                 int64_t out, Precision precision) {
+  const bool bf16 = precision == Precision::bf16;
+  const std::vector<GemmSample>& samples = bf16 ? profile.gemm_bf16 : profile.gemm;
+  if (bf16 && samples.empty())
+    throw Error(profile.source.empty() ? "profile" : profile.source,
+                "has no bf16 GEMM rates: calibrate measures them on a CPU with AVX512_BF16 or "
+                "AMX-BF16");
   std::vector<GemmPoint> pts;
   for (const std::string& want : {op, std::string()}) {
-    for (const GemmSample& g : profile.gemm) {
+    for (const GemmSample& g : samples) {
       if (g.op != want) continue;
       int64_t b, i, o;
       to_layer_shape(g, b, i, o);
@@ -539,7 +545,7 @@ double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, i
     if (!pts.empty()) break;
   }
   if (pts.empty())
-    for (const GemmSample& g : profile.gemm) {
+    for (const GemmSample& g : samples) {
       int64_t b, i, o;
       to_layer_shape(g, b, i, o);
       pts.push_back({std::log2(double(b)), std::log2(double(i)), std::log2(double(o)),
@@ -850,7 +856,7 @@ std::string estimates_sentence(const Prediction& p, const std::string& what,
       one ? "" : fmt::format(" (and {} more)", est.size() - 1));
 }
 
-Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
+Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode, Precision precision) {
   Prediction r;
   r.op_seconds.assign(ops.size(), 0.0);
   const bool gpu = p.kind == "gpu";
@@ -871,8 +877,8 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
           if (!estimate.empty()) r.estimates.push_back(estimate);
           break;
         }
-        device =
-            static_cast<double>(o.flops) / gemm_rate(p, gemm_op(o.kernel), o.batch, o.in, o.out);
+        device = static_cast<double>(o.flops) /
+                 gemm_rate(p, gemm_op(o.kernel), o.batch, o.in, o.out, precision);
         if (gpu && mode == Mode::naive && o.launches > 1) {
           // The epilogue the graph mode fuses runs as its own kernel: one more pass over the
           // output.
@@ -948,7 +954,7 @@ Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode) {
 }
 
 EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t batch,
-                              const Profile& profile, Mode mode, int ranks) {
+                              const Profile& profile, Mode mode, int ranks, Precision precision) {
   if (samples < 1 || batch < 1)
     throw Error("cost model", "samples and batch size must be positive");
   const DeviceKind dev = profile.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu;
@@ -958,12 +964,12 @@ EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t b
   // The largest rank's share of a batch of `rows`: the step every rank waits for.
   auto share = [ranks](int64_t rows) { return (rows + ranks - 1) / ranks; };
   EpochPrediction e;
-  e.full_step = predict(step_ops(model, share(b), dev, mode, ranks), profile, mode);
+  e.full_step = predict(step_ops(model, share(b), dev, mode, ranks), profile, mode, precision);
   e.steps = full + (rest ? 1 : 0);
   e.seconds = static_cast<double>(full) * e.full_step.step_seconds;
   if (rest)
-    e.seconds +=
-        predict(step_ops(model, share(rest), dev, mode, ranks), profile, mode).step_seconds;
+    e.seconds += predict(step_ops(model, share(rest), dev, mode, ranks), profile, mode, precision)
+                     .step_seconds;
   return e;
 }
 

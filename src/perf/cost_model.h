@@ -154,7 +154,9 @@ std::string estimates_sentence(const Prediction& p, const std::string& what,
 // elementwise and optimizer ops from the kernel's time-by-size curve (or bytes / bandwidth plus
 // a per-call floor when the profile has no curve for it); on a GPU, per-op launch or graph-node
 // floors, copies at the measured host-device bandwidth, a sync per step in naive mode.
-Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode);
+// With Precision::bf16 the dense GEMMs are priced at the profile's bf16 rates (gemm_bf16).
+Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode,
+                   Precision precision = Precision::fp32);
 
 // The seconds of a convolution or pooling op (conv2d_*, pool2d_*) from the profile: its own
 // measurement at the exact shape (calibrate measures every shape a model's step makes, on
@@ -192,7 +194,8 @@ struct EpochPrediction {
 // With `ranks` > 1: each step is the largest rank's share of the batch (ceil(batch / ranks)
 // rows, ceil(rest / ranks) for the ragged last one), with the allreduce (step_ops).
 EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t batch,
-                              const Profile& profile, Mode mode, int ranks = 1);
+                              const Profile& profile, Mode mode, int ranks = 1,
+                              Precision precision = Precision::fp32);
 
 // GEMM FLOPs of one epoch (what the arithmetic tests check: SMALL 24.5 GFLOP, BIG 552 GFLOP for
 // 60,000 samples at batch 32).
@@ -201,9 +204,10 @@ int64_t epoch_gemm_flops(const ModelDesc& model, int64_t samples, int64_t batch)
 // The rate the profile gives a dense GEMM (op "forward", "backward_weights", "backward_input") of
 // a layer in -> out at `batch` rows: trilinear interpolation of log(rate) over log(batch),
 // log(in), log(out) on the profile's grid, clamped at its edges (inverse-distance weighting when
-// the samples do not form a grid).
+// the samples do not form a grid). Precision::bf16 reads the profile's bf16 rates (gemm_bf16) and
+// throws Error when it has none; fp32 and tf32 read its fp32 rates.
 double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in,
-                 int64_t out);
+                 int64_t out, Precision precision = Precision::fp32);
 // The time of one call of `kernel` on `elements` elements: piecewise-linear interpolation over
 // the kernel's samples, linear extrapolation in elements above, the smallest sample's time below.
 // Returns a negative number when the profile has no curve for it.

@@ -59,7 +59,7 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
   auto step_at = [&](int64_t batch, Mode mode, const Profile& prof) {
     return predict(step_ops(desc, (batch + r.ranks - 1) / r.ranks,
                             prof.kind == "gpu" ? DeviceKind::gpu : DeviceKind::cpu, mode, r.ranks),
-                   prof, mode)
+                   prof, mode, prof.kind == p.kind ? c.precision : Precision::fp32)
         .step_seconds;
   };
   const double per_sample = r.step_predicted / static_cast<double>(B);
@@ -139,7 +139,8 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
       if (!opt) return "";  // each layer's update was fused into its weight gradient
       const int64_t B4 = B * 4;
       const Prediction p4 =
-          predict(step_ops(desc, (B4 + r.ranks - 1) / r.ranks, dev, c.mode, r.ranks), p, c.mode);
+          predict(step_ops(desc, (B4 + r.ranks - 1) / r.ranks, dev, c.mode, r.ranks), p, c.mode,
+                  c.precision);
       return fmt::format(
           "The optimizer reads and writes {:.1f} MB per step ({} parameters) whatever the batch "
           "size, "
@@ -186,6 +187,7 @@ ExplainResult run_explain(const ExplainConfig& c) {
                       .mode = c.mode,
                       .threads = c.threads,
                       .seed = c.seed,
+                      .precision = c.precision,
                       .collective = c.collective});
   const StepTiming t =
       time_steps(plain, *c.x, *c.y, c.batch, c.steps, c.max_seconds, nullptr, ranks);
@@ -202,6 +204,7 @@ ExplainResult run_explain(const ExplainConfig& c) {
                       .mode = c.mode,
                       .threads = c.threads,
                       .seed = c.seed,
+                      .precision = c.precision,
                       .no_graph = gpu,
                       .timing = &timing,
                       .collective = c.collective});
@@ -259,7 +262,7 @@ ExplainResult run_explain(const ExplainConfig& c) {
   // 3. The prediction.
   r.ops = step_ops(desc, r.rank_rows, gpu ? DeviceKind::gpu : DeviceKind::cpu, c.mode, r.ranks);
   if (c.profile) {
-    r.prediction = predict(r.ops, *c.profile, c.mode);
+    r.prediction = predict(r.ops, *c.profile, c.mode, c.precision);
     r.has_prediction = true;
     r.predicted = r.prediction.phase_seconds;
     r.step_predicted = r.prediction.step_seconds;

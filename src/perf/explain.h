@@ -35,6 +35,7 @@ struct ExplainConfig {
   Mode mode = Mode::resident;
   int threads = 0;
   uint64_t seed = 0;
+  Precision precision = Precision::fp32;  // trained and predicted in (bf16: the bf16 GEMM rates)
   int64_t steps = 200;
   double max_seconds = 20;              // per run (plain, timed)
   std::optional<Profile> profile;       // to predict with (nullopt: no prediction)

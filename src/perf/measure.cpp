@@ -59,6 +59,7 @@ void compile_for(Sequential& model, const RunConfig& c) {
   o.device = c.device;
   o.threads = c.threads;
   o.seed = c.seed;
+  o.precision = precision_name(c.precision);
   o.graphs = c.mode == Mode::resident && !c.no_graph;
   const bool naive = c.mode == Mode::naive;
   const bool gpu = is_gpu_device(c.device);

@@ -29,6 +29,7 @@ struct RunConfig {
   Mode mode = Mode::resident;  // naive: graphs off and the NaiveBackend (GPU; any backend works)
   int threads = 0;
   uint64_t seed = 0;
+  Precision precision = Precision::fp32;  // the dense GEMMs' (CompileOptions::precision)
   // Resident mode without a graph (explain's instrumented GPU run): one launch per op, but the
   // data stays on the device and nothing is synchronised per step.
   bool no_graph = false;

@@ -317,14 +317,19 @@ auto allreduce_key(const AllreduceFit& f) { return std::tuple{f.transport, f.ran
 
 }  // namespace
 
-json profile_to_json(const Profile& p) {
+json gemm_to_json(const std::vector<GemmSample>& samples) {
   json gemm = json::array();
-  for (const GemmSample& g : p.gemm)
+  for (const GemmSample& g : samples)
     gemm.push_back({{"op", g.op},
                     {"m", g.m},
                     {"n", g.n},
                     {"k", g.k},
                     {"flops_per_second", g.flops_per_second}});
+  return gemm;
+}
+
+json profile_to_json(const Profile& p) {
+  const json gemm = gemm_to_json(p.gemm);
   json kernels = json::object();
   for (const auto& [name, samples] : p.kernels) {
     json a = json::array();
@@ -375,11 +380,35 @@ json profile_to_json(const Profile& p) {
               {"call_seconds", p.call_seconds},
               {"fork_join_seconds", p.fork_join_seconds},
               {"gemm", gemm},
+              {"gemm_bf16", gemm_to_json(p.gemm_bf16)},
               {"kernels", kernels},
               {"conv2d", conv2d},
               {"pool2d", pool2d},
               {"batchnorm", batchnorm},
               {"allreduce", allreduce}};
+}
+
+// The GEMM samples of the array `gemm` (the profile's `name`), appended to `out`.
+static void read_gemm_samples(const Reader& r, const json& gemm, const std::string& name,
+                              std::vector<GemmSample>& out) {
+  static const std::set<std::string> ops{"", "forward", "backward_weights", "backward_input"};
+  for (std::size_t i = 0; i < gemm.size(); ++i) {
+    const std::string f = name + "[" + std::to_string(i) + "]";
+    const json& e = gemm[i];
+    if (!e.is_object()) r.fail(f, "must be an object {m, n, k, flops_per_second}");
+    GemmSample g;
+    if (auto it = e.find("op"); it != e.end() && !it->is_null()) {
+      g.op = r.string(*it, f + ".op", false);
+      if (!ops.count(g.op))
+        r.fail(f + ".op",
+               "must be forward, backward_weights or backward_input, got \"" + g.op + "\"");
+    }
+    g.m = r.integer(r.member(e, "m", f + ".m"), f + ".m", true);
+    g.n = r.integer(r.member(e, "n", f + ".n"), f + ".n", true);
+    g.k = r.integer(r.member(e, "k", f + ".k"), f + ".k", true);
+    g.flops_per_second = r.number_at(e, "flops_per_second", f + ".flops_per_second", true);
+    out.push_back(g);
+  }
 }
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -472,23 +501,11 @@ Profile profile_from_json(const json& j, const std::string& where) {
   const json& gemm = r.member(j, "gemm", "gemm");
   if (!gemm.is_array()) r.fail("gemm", "must be an array of {m, n, k, flops_per_second}");
   if (gemm.empty()) r.fail("gemm", "must hold at least one measurement");
-  static const std::set<std::string> ops{"", "forward", "backward_weights", "backward_input"};
-  for (std::size_t i = 0; i < gemm.size(); ++i) {
-    const std::string f = "gemm[" + std::to_string(i) + "]";
-    const json& e = gemm[i];
-    if (!e.is_object()) r.fail(f, "must be an object {m, n, k, flops_per_second}");
-    GemmSample g;
-    if (auto it = e.find("op"); it != e.end() && !it->is_null()) {
-      g.op = r.string(*it, f + ".op", false);
-      if (!ops.count(g.op))
-        r.fail(f + ".op",
-               "must be forward, backward_weights or backward_input, got \"" + g.op + "\"");
-    }
-    g.m = r.integer(r.member(e, "m", f + ".m"), f + ".m", true);
-    g.n = r.integer(r.member(e, "n", f + ".n"), f + ".n", true);
-    g.k = r.integer(r.member(e, "k", f + ".k"), f + ".k", true);
-    g.flops_per_second = r.number_at(e, "flops_per_second", f + ".flops_per_second", true);
-    p.gemm.push_back(g);
+  read_gemm_samples(r, gemm, "gemm", p.gemm);
+  // bf16 rates: absent in profiles from before them, and of CPUs without bf16.
+  if (auto it = j.find("gemm_bf16"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) r.fail("gemm_bf16", "must be an array of {m, n, k, flops_per_second}");
+    read_gemm_samples(r, *it, "gemm_bf16", p.gemm_bf16);
   }
 
   if (auto it = j.find("kernels"); it != j.end() && !it->is_null()) {
@@ -709,10 +726,12 @@ std::string cpu_mismatch(const Profile& p, int threads) {
 }
 
 void merge_profile(Profile& into, const Profile& from) {
-  std::set<std::tuple<std::string, int64_t, int64_t, int64_t>> have;
-  for (const GemmSample& g : into.gemm) have.insert({g.op, g.m, g.n, g.k});
-  for (const GemmSample& g : from.gemm)
-    if (have.insert({g.op, g.m, g.n, g.k}).second) into.gemm.push_back(g);
+  for (auto list : {&Profile::gemm, &Profile::gemm_bf16}) {
+    std::set<std::tuple<std::string, int64_t, int64_t, int64_t>> have;
+    for (const GemmSample& g : into.*list) have.insert({g.op, g.m, g.n, g.k});
+    for (const GemmSample& g : from.*list)
+      if (have.insert({g.op, g.m, g.n, g.k}).second) (into.*list).push_back(g);
+  }
   for (const auto& [name, samples] : from.kernels) {
     std::vector<KernelSample>& curve = into.kernels[name];
     for (const KernelSample& s : samples) {

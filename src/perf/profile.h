@@ -24,9 +24,9 @@ namespace crossover::perf {
 // softmax loss reuses the softmax's exponentials, and each layer's update is fused into its
 // weight gradient (2026-11-30). 3: each figure is the median of its batches, not the fastest,
 // and on-demand shapes are measured in three interleaved rounds (2026-12-01). The convolution and
-// pooling entries (`conv2d`, `pool2d`, 2026-12-01) and the batch-normalization ones (`batchnorm`,
-// 2026-12-01) did not bump it: they are new lists, not new terms for what was there, and a
-// profile without them has them measured on demand.
+// pooling entries (`conv2d`, `pool2d`, 2026-12-01), the batch-normalization ones (`batchnorm`,
+// 2026-12-01) and the bf16 GEMM rates (`gemm_bf16`, 2026-12-01) did not bump it: they are new
+// lists, not new terms for what was there, and a profile without them has them measured on demand.
 inline constexpr int kProfileSchema = 3;
 
 // One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
@@ -134,6 +134,11 @@ struct Profile {
 
   // ---- compute ----
   std::vector<GemmSample> gemm;
+  // The same three products with bf16 operands and float32 accumulation (--precision bf16,
+  // backends/backend.h's Precision): the rates the cost model prices a bf16 step's dense GEMMs
+  // at. Measured on a CPU with AVX512_BF16 or AMX-BF16 only; empty elsewhere (and on GPUs, whose
+  // profiles do not have them yet).
+  std::vector<GemmSample> gemm_bf16;
   // Time-by-size of each elementwise kernel, by name (see docs/PROFILE.md): gather_rows,
   // gather_labels, dropout_forward, dropout_backward, relu_dropout_backward, relu_forward,
   // relu_backward, sigmoid_forward, ..., loss_sparse_softmax, adam. Sizes ascend.

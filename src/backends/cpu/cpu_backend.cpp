@@ -1,6 +1,7 @@
 // The CPU backend: GEMMs from oneDNN (see docs/GEMM.md for why), everything else as plain loops
 // that the compiler vectorises, threaded with OpenMP (the runtime oneDNN itself uses, so the two
 // share one thread pool). A step allocates nothing: every buffer comes from the model's plan.
+#include <cpuid.h>
 #include <fmt/format.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -17,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/dnnl_conv.h"
+#include "backends/cpu/dnnl_matmul.h"
 #include "backends/kernel_math.h"
 #include "core/aligned.h"
 #include "core/error.h"
@@ -208,7 +210,7 @@ MemoryAvailable host_memory_available() {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) {
+  CpuBackend(int threads, Precision precision) : bf16_(precision == Precision::bf16) {
     threads_ = threads > 0 ? threads : omp_get_num_procs();
     omp_set_num_threads(threads_);
     // Flush denormals to zero in every thread that computes (as TensorFlow does): without it,
@@ -277,11 +279,13 @@ class CpuBackend final : public Backend {
   // and no call allocates (oneDNN's own threading allocates per call; docs/GEMM.md).
   void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
                      int64_t n, ActivationKind act) override {
-    // y(m, n) = x(m, k) . w(k, n): blocks of columns of y.
+    // y(m, n) = x(m, k) . w(k, n): blocks of columns of y. In bf16 the product is one oneDNN
+    // matmul on its own threads, and the blocks only apply the bias and ReLU.
     const bool relu = act == ActivationKind::relu;
+    if (bf16_) gemm_bf16(false, false, m, n, k, x, w, y);
     for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
       if (c1 <= c0) return;
-      sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
+      if (!bf16_) sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
       if (b == nullptr && !relu) return;
       for (int64_t r = 0; r < m; ++r) {
         float* row = y + r * n;
@@ -322,6 +326,10 @@ class CpuBackend final : public Backend {
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override {
     // dx(m, k) = dy(m, n) . w(k, n)^T: blocks of columns of dx (rows of w).
+    if (bf16_) {
+      gemm_bf16(false, true, m, k, n, dy, w, dx);
+      return;
+    }
     for_blocks(k, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
       if (c1 <= c0) return;
       sgemm('N', 'T', m, c1 - c0, n, 1.0f, dy, n, w + c0 * n, n, 0.0f, dx + c0, k);
@@ -678,11 +686,13 @@ class CpuBackend final : public Backend {
   // Smaller blocks, to keep each in L2 until its update, measured slower: oneDNN's sgemm on
   // 16-row blocks of a 1000x1000 gradient ran at 59 GFLOP/s against 73 for the whole block on
   // the Zen 3, 1 thread (bench/cpu_calls), and the update gained less than that (docs/PERF.md).
+  // In bf16 the product is one oneDNN matmul first, and the blocks only do the rest.
   void weight_gradient(const float* x, const float* dy, float* dw, float* db, int64_t m, int64_t k,
                        int64_t n, const BlockUpdate* update) {
+    if (bf16_) gemm_bf16(true, false, k, n, m, x, dy, dw);
     for_blocks_with_index(k, 2 * m * n * k, [&](int64_t r0, int64_t r1, int64_t t, int64_t nt) {
       if (r1 > r0) {
-        sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
+        if (!bf16_) sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
         if (update)
           update_range(update->config, update->constants, 1.0f, update->kernel, r0 * n, r1 * n);
       }
@@ -696,6 +706,16 @@ class CpuBackend final : public Backend {
 
   // Below this many flops a GEMM runs on one thread: a fork-join costs a few microseconds.
   static constexpr int64_t kParallelGemmFlops = 1 << 19;
+
+  // Row-major c(m, n) = op(a) . op(b) with bf16 operands and float32 accumulation
+  // (backends/cpu/dnnl_matmul.h); a small product runs on one thread, as the sgemm blocks do.
+  void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                 float* c) {
+    const int nt = 2 * m * n * k < kParallelGemmFlops ? 1 : threads_;
+    if (nt != threads_) omp_set_num_threads(nt);
+    matmul_.gemm(ta, tb, m, n, k, a, b, c, nt);
+    if (nt != threads_) omp_set_num_threads(threads_);
+  }
 
   // f(begin, end, thread, threads) over [0, extent) in blocks of multiples of 16 (whole cache
   // lines and vectors), one per thread; one thread when the work is small.
@@ -755,7 +775,9 @@ class CpuBackend final : public Backend {
   }
 
   int threads_ = 1;
+  bool bf16_ = false;  // the dense GEMMs in bf16 (Precision::bf16)
   cpu::DnnlConv conv_;
+  cpu::DnnlMatmulBf16 matmul_;
   std::unique_ptr<float[], AlignedFree> scratch_;
   std::size_t scratch_size_ = 0;
 };
@@ -775,9 +797,45 @@ std::string cpu_threads_problem(int64_t threads) {
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return make_cpu_backend(threads, Precision::fp32, CpuBf16Support{});
+}
+
+CpuBf16Support cpu_bf16_support() {
+  CpuBf16Support s;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(1, 0, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return s;
+  const uint64_t xcr0 = _xgetbv(0);
+  const bool avx512_state = (xcr0 & 0xE6) == 0xE6;      // SSE, AVX, opmask, ZMM0-15, ZMM16-31
+  const bool tile_state = (xcr0 & 0x60000) == 0x60000;  // XTILECFG, XTILEDATA
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return s;
+  const bool avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1;
+  s.amx_bf16 = ((d >> 22) & 1) && tile_state;
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  if (a >= 1 && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1))
+    s.avx512_bf16 = ((a1 >> 5) & 1) && avx512f && avx512bw && avx512_state;
+  return s;
+}
+
+std::string cpu_bf16_problem(const CpuBf16Support& isa) {
+  if (isa.avx512_bf16) return "";
+  // The bf16 copies are made by an AVX512_BF16 kernel: AMX alone (no such CPU is sold) is not
+  // enough for this build.
+  if (isa.amx_bf16)
+    return "needs AVX512_BF16 (for the bf16 conversion); this CPU has AMX-BF16 only";
+  return "needs AVX512_BF16 or AMX-BF16 on the CPU; this CPU has neither (train in fp32, or on a "
+         "GPU)";
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, Precision precision,
+                                          const CpuBf16Support& isa) {
   if (const std::string why = cpu_threads_problem(threads); !why.empty())
     throw Error("threads", why);
-  return std::make_unique<CpuBackend>(threads);
+  if (precision == Precision::tf32)
+    throw Error("precision tf32", "tf32 is a GPU precision; the CPU trains in fp32 or bf16");
+  if (precision == Precision::bf16)
+    if (const std::string why = cpu_bf16_problem(isa); !why.empty())
+      throw Error("precision bf16", why);
+  return std::make_unique<CpuBackend>(threads, precision);
 }
 
 }  // namespace crossover

@@ -1,0 +1,164 @@
+// --precision bf16 on the CPU: oneDNN's bf16 matmul for the dense GEMMs where the CPU has
+// AVX512_BF16 (or AMX-BF16), refused with one line elsewhere. The tests that run bf16 arithmetic
+// skip, saying why, on a CPU without it; the refusal is tested everywhere (the ISA is injected).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/dnnl_matmul.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "nn/sequential.h"
+#include "test_util.h"
+
+namespace crossover {
+namespace {
+
+#define SKIP_WITHOUT_BF16()                                                         \
+  do {                                                                              \
+    if (const std::string why = cpu_bf16_problem(cpu_bf16_support()); !why.empty()) \
+      GTEST_SKIP() << "bf16 on the CPU " << why;                                    \
+  } while (0)
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CpuBf16, IsRefusedWithOneLineNamingTheMissingInstructionSets) {
+  const std::string none = error_of([] { make_cpu_backend(1, Precision::bf16, CpuBf16Support{}); });
+  EXPECT_NE(none.find("precision bf16"), std::string::npos) << none;
+  EXPECT_NE(none.find("AVX512_BF16 or AMX-BF16"), std::string::npos) << none;
+  EXPECT_NE(none.find("neither"), std::string::npos) << none;
+  EXPECT_EQ(none.find('\n'), std::string::npos) << none;
+  const std::string amx_only =
+      error_of([] { make_cpu_backend(1, Precision::bf16, CpuBf16Support{.amx_bf16 = true}); });
+  EXPECT_NE(amx_only.find("AVX512_BF16"), std::string::npos) << amx_only;
+  // tf32 is a GPU precision whatever the CPU has; fp32 needs nothing.
+  const std::string tf32 =
+      error_of([] { make_cpu_backend(1, Precision::tf32, CpuBf16Support{.avx512_bf16 = true}); });
+  EXPECT_NE(tf32.find("GPU precision"), std::string::npos) << tf32;
+  EXPECT_NE(make_cpu_backend(1, Precision::fp32, CpuBf16Support{}), nullptr);
+  EXPECT_EQ(cpu_bf16_problem(CpuBf16Support{.avx512_bf16 = true}), "");
+}
+
+TEST(CpuBf16, CompileOnThisCpuAcceptsOrRefusesAsItsIsaSays) {
+  Sequential model({Input({4}), Dense(3, "softmax")});
+  const std::string why = cpu_bf16_problem(cpu_bf16_support());
+  const std::string got = error_of(
+      [&] { model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.precision = "bf16"}); });
+  if (why.empty())
+    EXPECT_EQ(got, "");
+  else
+    EXPECT_NE(got.find(why), std::string::npos) << got;
+}
+
+TEST(CpuBf16, ConversionRoundsToNearestEvenAsTheInstructionDoes) {
+  SKIP_WITHOUT_BF16();
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: even (1). 1 + 3 * 2^-8: up to 1 + 2^-6.
+  std::vector<float> x{1.0f,           1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f, 0.0f,
+                       1.0f + 0x1p-9f, 3.0e38f,        -1.0e-40f /* denormal: -0 */};
+  for (int i = 0; i < 40; ++i) x.push_back(static_cast<float>(i) * 0.337f - 5.0f);  // a vector
+  std::vector<uint16_t> got(x.size());
+  cpu::to_bf16(x.data(), got.data(), static_cast<int64_t>(x.size()));
+  const uint16_t want_head[] = {0x3F80, 0x3F80, 0x3F82, 0xC020, 0x0000, 0x3F80, 0x7F62, 0x8000};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(got[i], want_head[i]) << "element " << i;
+  for (std::size_t i = 8; i < x.size(); ++i) {  // within half a bf16 unit, by value
+    const float back = std::bit_cast<float>(static_cast<uint32_t>(got[i]) << 16);
+    EXPECT_LE(std::fabs(back - x[i]), std::fabs(x[i]) * 0x1p-8f) << "element " << i;
+  }
+}
+
+// The three dense GEMMs of a bf16 backend against the fp32 backend's: close (bf16 operands carry
+// 8 significant bits, so about 2^-9 relative per product), and not equal (the bf16 path ran).
+TEST(CpuBf16, DenseProductsStayNearFloat32ButAreNotFloat32) {
+  SKIP_WITHOUT_BF16();
+  auto fp32 = make_cpu_backend(2, Precision::fp32), bf16 = make_cpu_backend(2, Precision::bf16);
+  struct Shape {
+    int64_t m, k, n;
+  };
+  for (Shape s : {Shape{32, 784, 128}, Shape{33, 65, 47}, Shape{32, 1000, 1000}, Shape{1, 7, 3}}) {
+    SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n));
+    const Tensor x = testing_util::random_tensor({s.m, s.k}, 1);
+    const Tensor w = testing_util::random_tensor({s.k, s.n}, 2);
+    const Tensor b = testing_util::random_tensor({s.n}, 3);
+    const Tensor dy = testing_util::random_tensor({s.m, s.n}, 4);
+    auto compare = [&](auto run, int64_t size, const char* what) {
+      std::vector<float> want(static_cast<std::size_t>(size)), got(want.size());
+      run(*fp32, want.data());
+      run(*bf16, got.data());
+      double err = 0, norm = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        err += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+        norm += static_cast<double>(want[i]) * want[i];
+      }
+      EXPECT_LT(std::sqrt(err / norm), 1e-2) << what;
+      EXPECT_GT(err, 0.0) << what << ": bit-identical to fp32, so not bf16";
+    };
+    compare(
+        [&](Backend& be, float* y) {
+          be.dense_forward(x.data(), w.data(), b.data(), y, s.m, s.k, s.n, ActivationKind::linear);
+        },
+        s.m * s.n, "forward");
+    compare([&](Backend& be,
+                float* dx) { be.dense_backward_input(dy.data(), w.data(), dx, s.m, s.k, s.n); },
+            s.m * s.k, "backward input");
+    std::vector<float> db(static_cast<std::size_t>(s.n));
+    compare(
+        [&](Backend& be, float* dw) {
+          be.dense_backward_weights(x.data(), dy.data(), dw, db.data(), s.m, s.k, s.n);
+        },
+        s.k * s.n, "backward weights");
+  }
+}
+
+using testing_util::Mnist10k;
+
+Sequential small_model() {
+  return Sequential({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
+}
+
+// SMALL's per-epoch losses on the first 4096 digits, 3 epochs at 2 threads.
+std::vector<double> small_losses(const std::string& precision) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                {.threads = 2, .seed = 7, .precision = precision});
+  return model.fit(d.x_train.rows(0, 4096), d.y_train.rows(0, 4096), {.epochs = 3, .verbose = 0})
+      .history.at("loss");
+}
+
+TEST(CpuBf16, TrainingFollowsFloat32LooselyAndIsBitIdenticalRunToRun) {
+  SKIP_WITHOUT_BF16();
+  const std::vector<double> fp32 = small_losses("fp32"), bf16 = small_losses("bf16");
+  ASSERT_EQ(bf16.size(), fp32.size());
+  for (std::size_t e = 0; e < fp32.size(); ++e)
+    EXPECT_NEAR(bf16[e], fp32[e], 0.03 * fp32[e]) << "epoch " << e + 1;
+  EXPECT_NE(bf16, fp32);
+  EXPECT_EQ(small_losses("bf16"), bf16);
+}
+
+TEST(CpuBf16, SmallReachesFloat32sTestAccuracyWithinHalfAPoint) {
+  SKIP_WITHOUT_BF16();
+  const Mnist10k& d = Mnist10k::get();
+  auto accuracy = [&](const std::string& precision) {
+    Sequential model = small_model();
+    model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                  {.threads = 2, .seed = 0, .precision = precision});
+    model.fit(d.x_train, d.y_train, {.epochs = 10, .verbose = 0});
+    return model.evaluate(d.x_test, d.y_test, {.verbose = 0}).accuracy;
+  };
+  const double fp32 = accuracy("fp32"), bf16 = accuracy("bf16");
+  EXPECT_NEAR(bf16, fp32, 0.005) << "fp32 " << fp32 << ", bf16 " << bf16;
+}
+
+}  // namespace
+}  // namespace crossover
