@@ -253,7 +253,9 @@ TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
 // The commands that run over ranks take --rank-timeout (seconds; 0: forever) and refuse what is
 // not a count of seconds before any work.
 TEST(Cli, ARankTimeoutThatIsNotSecondsIsRefusedByEveryCommandThatRunsOverRanks) {
-  for (const std::string cmd : {"train", "evaluate --load m.safetensors", "explain", "calibrate"}) {
+  // compare and sweep pass it on to the explain runs of their --ranks tables.
+  for (const std::string cmd :
+       {"train", "evaluate --load m.safetensors", "explain", "calibrate", "compare", "sweep"}) {
     expect_usage_error(cmd + " --rank-timeout -1", "--rank-timeout: must be a number of seconds");
     expect_usage_error(cmd + " --rank-timeout soon", "got 'soon'");
     const auto help = run_crossover(cmd + " --help");

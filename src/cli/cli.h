@@ -182,6 +182,7 @@ struct RanksTableOptions {
   int64_t steps = 200;
   double max_seconds = 20;
   bool predict_only = false, quiet = false;
+  double rank_timeout = 600;  // --rank-timeout for the explain runs over more than one rank
   ProfileFlags profile;
 };
 void run_ranks_table(const RanksTableOptions& options);

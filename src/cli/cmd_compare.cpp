@@ -321,8 +321,8 @@ void add_compare(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "compare",
       "Train the same model with the same seed on every device (and GPU mode), side by side");
-  add_common_options(*cmd, *o, kAllCommonOptions, "Write the comparison as JSON to this file",
-                     "Nothing on stdout");
+  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption,
+                     "Write the comparison as JSON to this file", "Nothing on stdout");
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   add_profile_options(cmd, o->profile);
@@ -342,6 +342,7 @@ void add_compare(CLI::App& app) {
                        .seed = o->seed,
                        .threads = o->threads,
                        .quiet = o->quiet,
+                       .rank_timeout = o->rank_timeout,
                        .profile = o->profile});
       return;
     }

@@ -495,9 +495,10 @@ void add_sweep(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
   auto* cmd = app.add_subcommand(
       "sweep", "Time per epoch across widths and batch sizes on each device; the crossover width");
-  add_common_options(*cmd, *o,
-                     kDataOption | kSeedOption | kThreadsOption | kJsonOption | kQuietOption,
-                     "Write points and crossovers as JSON", "Nothing on stdout");
+  add_common_options(
+      *cmd, *o,
+      kDataOption | kSeedOption | kThreadsOption | kJsonOption | kQuietOption | kRankTimeoutOption,
+      "Write points and crossovers as JSON", "Nothing on stdout");
   cmd->add_option("--widths", o->widths, "Hidden widths, comma-separated")->capture_default_str();
   cmd->add_option("--batch-sizes", o->batch_sizes, "Batch sizes, comma-separated")
       ->capture_default_str();
@@ -536,6 +537,7 @@ void add_sweep(CLI::App& app) {
                        .max_seconds = o->max_seconds,
                        .predict_only = o->predict_only,
                        .quiet = o->quiet,
+                       .rank_timeout = o->rank_timeout,
                        .profile = o->profile});
       return;
     }

@@ -142,7 +142,9 @@ void run_ranks_table(const RanksTableOptions& o) {
                                     "--quiet",
                                     "--json",
                                     json};
-      if (n > 1) args.insert(args.end(), {"--ranks", std::to_string(n)});
+      if (n > 1)
+        args.insert(args.end(), {"--ranks", std::to_string(n), "--rank-timeout",
+                                 fmt::format("{}", o.rank_timeout)});
       if (!o.profile.profile.empty()) args.insert(args.end(), {"--profile", o.profile.profile});
       if (o.profile.no_calibrate) args.push_back("--no-calibrate");
       const int rc = run_self(args);
