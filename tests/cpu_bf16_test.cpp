@@ -24,14 +24,7 @@ namespace {
       GTEST_SKIP() << "bf16 on the CPU " << why;                                    \
   } while (0)
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 TEST(CpuBf16, IsRefusedWithOneLineNamingTheMissingInstructionSets) {
   const std::string none = error_of([] { make_cpu_backend(1, Precision::bf16, CpuBf16Support{}); });

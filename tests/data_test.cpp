@@ -186,16 +186,7 @@ Entries without_entry(Entries entries, const std::string& name) {
   return entries;
 }
 
-// The message of the crossover::Error that `f` throws ("" if it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 // Peak resident memory since the last reset, via /proc/self/clear_refs (Linux); nullopt where
 // that is unavailable. Used to show a lying header does not make the reader allocate.

@@ -52,16 +52,7 @@ std::string keras_file(const std::string& name) {
   return std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/" + name;
 }
 
-// The message of the Error that `f` throws ("" if it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_util::error_of;
 
 #define EXPECT_ERROR_HAS(stmt, text)                                                    \
   do {                                                                                  \

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/philox.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
@@ -40,6 +41,17 @@ inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float 
 // A CPU profile with made-up rates (a 64^3 GEMM entry, bandwidth and a call's floor) and nothing
 // else: no convolution, pooling, batch-norm or allreduce entries, so that a cost test adds what it
 // prices and knows every figure.
+// The message of the crossover::Error that `f` throws ("" if it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 inline perf::Profile made_up_cpu_profile() {
   perf::Profile p;
   p.name = "test cpu";
