@@ -20,12 +20,14 @@
 #include "test_util.h"
 
 // Counts every operator new in this process, to show that fit's step loop allocates nothing.
+// Atomic: oneDNN's worker threads allocate too (the convnet's steps), and a plain counter loses
+// increments when two threads allocate at once, which made the convnet's count flaky under load.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 namespace {
-std::size_t g_allocations = 0;
+std::atomic<std::size_t> g_allocations{0};
 }
 void* operator new(std::size_t n) {
-  ++g_allocations;
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
