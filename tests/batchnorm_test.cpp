@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -33,19 +32,12 @@
 namespace crossover {
 namespace {
 
+using testing_util::error_of;
+
 using testing_util::random_tensor;
 
 const Tensor& tensor(const std::string& name) {
   return testing_util::keras_fixture_tensor("batchnorm_reference.safetensors", name);
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -96,9 +88,9 @@ TEST(BatchNormalization, CountsItsMovingStatisticsAsNonTrainableParameters) {
 }
 
 TEST(BatchNormalization, BadArgumentsAreRefusedNamingTheLayerAndArgument) {
-  EXPECT_EQ(message_of([] { BatchNormalization(1.5); }),
+  EXPECT_EQ(error_of([] { BatchNormalization(1.5); }),
             "BatchNormalization: momentum must be in [0, 1], got 1.500000");
-  EXPECT_EQ(message_of([] { BatchNormalization(0.99, 0.0); }),
+  EXPECT_EQ(error_of([] { BatchNormalization(0.99, 0.0); }),
             "BatchNormalization: epsilon must be positive, got 0.000000");
 }
 
@@ -416,7 +408,7 @@ TEST(BatchNormalization, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
   auto refusal = [](const std::string& from, const std::string& to) {
     std::string json = keras3_json();
     json.replace(json.find(from), from.size(), to);
-    return message_of([&] { model_from_json(json, "bn.json"); });
+    return error_of([&] { model_from_json(json, "bn.json"); });
   };
   EXPECT_EQ(refusal("\"renorm\": false", "\"renorm\": true"),
             "bn.json: layer 'batch_normalization' field renorm: renorm true is not supported: "
@@ -438,7 +430,7 @@ TEST(BatchNormalization, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
             "bn.json: layer 'batch_normalization' field gamma_initializer: initializer Zeros is "
             "not supported: only Ones (the default)");
   // tf.keras 2 writes the axis as a list holding the last axis' index: accepted.
-  EXPECT_EQ(refusal("\"axis\": -1", "\"axis\": [3]"), "(no error)");
+  EXPECT_EQ(refusal("\"axis\": -1", "\"axis\": [3]"), "");
 }
 
 // ---- devices and the op list ----
@@ -450,7 +442,7 @@ TEST(BatchNormalization, IsRefusedAtCompileOnABackendWithoutIt) {
     bool has_batch_norm() const override { return false; }
   };
   Sequential model = dense_bn_model();
-  const std::string why = message_of([&] {
+  const std::string why = error_of([&] {
     model.compile(Adam(), "sparse_categorical_crossentropy", {},
                   {.make_backend = [] { return std::make_unique<NoBatchNorm>(); }});
   });
@@ -461,12 +453,12 @@ TEST(BatchNormalization, IsRefusedAtCompileOnABackendWithoutIt) {
 
 TEST(BatchNormalization, CompilesForAGpusRecordedStepAsForTheCudaBackend) {
   Sequential model = dense_bn_model();
-  EXPECT_EQ(message_of([&] {
+  EXPECT_EQ(error_of([&] {
               model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.make_backend = [] {
                               return std::make_unique<perf::RecordingBackend>("cuda:0", false);
                             }});
             }),
-            "(no error)");
+            "");
   EXPECT_EQ(perf::unsupported_on(perf::describe(dense_bn_model()), perf::DeviceKind::gpu), "");
 }
 
@@ -636,7 +628,7 @@ TEST(BatchNormCost, EntriesSurviveTheJsonRoundTripAndOlderProfilesHaveNone) {
   EXPECT_TRUE(perf::profile_from_json(old).batchnorm.empty());
   nlohmann::json bad = j;
   bad["batchnorm"][0]["op"] = "sideways";
-  EXPECT_EQ(message_of([&] { perf::profile_from_json(bad, "p.json"); }),
+  EXPECT_EQ(error_of([&] { perf::profile_from_json(bad, "p.json"); }),
             "p.json: field 'batchnorm[0].op' must be forward_training, forward_inference, "
             "backward or update_moving, got \"sideways\"");
   // Merging adds what is new and keeps what is there.

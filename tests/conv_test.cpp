@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <string>
 #include <tuple>
 
@@ -21,6 +20,8 @@
 namespace crossover {
 namespace {
 
+using testing_util::error_of;
+
 using testing_util::random_tensor;
 
 // Keras's "Simple MNIST convnet".
@@ -28,15 +29,6 @@ Sequential keras_convnet() {
   return Sequential({Input({28, 28, 1}), Conv2D(32, 3, "relu"), MaxPooling2D(2),
                      Conv2D(64, 3, "relu"), MaxPooling2D(2), Flatten(), Dropout(0.5),
                      Dense(10, "softmax")});
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Conv2D, TheKerasMnistConvnetHasKerasShapesAndParameterCount) {
@@ -102,26 +94,26 @@ TEST(Conv2D, OutputShapesAreKerasValidAndSame) {
 }
 
 TEST(Conv2D, BadArgumentsAreRefusedNamingTheLayerAndArgument) {
-  EXPECT_EQ(message_of([] { Conv2D(0, 3); }), "Conv2D: filters must be at least 1, got 0");
-  EXPECT_NE(message_of([] { Conv2D(8, {3, 0}); }).find("Conv2D: kernel_size"), std::string::npos);
-  EXPECT_NE(message_of([] { Conv2D(8, 3, "relu", 0); }).find("Conv2D: strides"), std::string::npos);
-  EXPECT_EQ(message_of([] { Conv2D(8, 3, "relu", 1, "full"); }),
+  EXPECT_EQ(error_of([] { Conv2D(0, 3); }), "Conv2D: filters must be at least 1, got 0");
+  EXPECT_NE(error_of([] { Conv2D(8, {3, 0}); }).find("Conv2D: kernel_size"), std::string::npos);
+  EXPECT_NE(error_of([] { Conv2D(8, 3, "relu", 0); }).find("Conv2D: strides"), std::string::npos);
+  EXPECT_EQ(error_of([] { Conv2D(8, 3, "relu", 1, "full"); }),
             "Conv2D: padding must be 'valid' or 'same', got 'full'");
-  EXPECT_NE(message_of([] { Conv2D(8, 3, "gelu"); }).find("activation"), std::string::npos);
-  EXPECT_NE(message_of([] { MaxPooling2D(0); }).find("MaxPooling2D: pool_size"), std::string::npos);
-  EXPECT_NE(message_of([] { AveragePooling2D(2, Size2(-1)); }).find("AveragePooling2D: strides"),
+  EXPECT_NE(error_of([] { Conv2D(8, 3, "gelu"); }).find("activation"), std::string::npos);
+  EXPECT_NE(error_of([] { MaxPooling2D(0); }).find("MaxPooling2D: pool_size"), std::string::npos);
+  EXPECT_NE(error_of([] { AveragePooling2D(2, Size2(-1)); }).find("AveragePooling2D: strides"),
             std::string::npos);
-  EXPECT_NE(message_of([] { Reshape({2, -1, -1}); }).find("Reshape"), std::string::npos);
+  EXPECT_NE(error_of([] { Reshape({2, -1, -1}); }).find("Reshape"), std::string::npos);
   // Shapes that cannot work, named by layer when the model is built.
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(error_of([] {
               Sequential({Input({2, 2, 1}), Conv2D(4, 3)});
             }).find("conv2d: the 3x3 window does not fit in the 2x2 input"),
             std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(error_of([] {
               Sequential({Input({784}), Conv2D(4, 3)});
             }).find("conv2d: Conv2D needs samples of shape (height, width, channels)"),
             std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(error_of([] {
               Sequential({Input({12}), Reshape({5, -1})});
             }).find("reshape:"),
             std::string::npos);
@@ -208,24 +200,24 @@ TEST(Conv2D, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
     json.replace(json.find(from), from.size(), to);
     return json;
   };
-  EXPECT_EQ(message_of([&] {
+  EXPECT_EQ(error_of([&] {
               model_from_json(
                   with(dilated, "\"dilation_rate\": [1, 1]", "\"dilation_rate\": [2, 2]"),
                   "convnet.json");
             }),
             "convnet.json: layer 'conv2d' field dilation_rate: dilation_rate [2,2] is not "
             "supported: only 1");
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of([&] {
               model_from_json(with(dilated, "\"groups\": 1", "\"groups\": 2"), "convnet.json");
             }).find("layer 'conv2d' field groups"),
             std::string::npos);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of([&] {
               model_from_json(with(dilated, "\"data_format\": \"channels_last\", \"dilation",
                                    "\"data_format\": \"channels_first\", \"dilation"),
                               "convnet.json");
             }).find("layer 'conv2d' field data_format"),
             std::string::npos);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of([&] {
               model_from_json(with(dilated, "\"kernel_regularizer\": null",
                                    "\"kernel_regularizer\": {\"class_name\": \"L2\"}"),
                               "convnet.json");
@@ -240,7 +232,7 @@ TEST(Conv2D, IsRefusedAtCompileOnADeviceWithoutIt) {
     bool has_conv2d() const override { return false; }
   };
   Sequential model = keras_convnet();
-  const std::string why = message_of([&] {
+  const std::string why = error_of([&] {
     model.compile(Adam(), "sparse_categorical_crossentropy", {},
                   {.make_backend = [] { return std::make_unique<NoConvolutions>(); }});
   });
