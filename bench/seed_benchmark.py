@@ -7,13 +7,16 @@ of two epochs, on --threads threads), its GEMM rate, its ratio to the GEMM floor
 and convolution FLOPs, from crossover's own op list of the step, at the rate oneDNN's sgemm reaches
 on a 4096^3 product measured in this run),
 and the peers from bench/peers/.venv (scripts/install-peers): PyTorch from PyPI at its best of 1
-and --threads threads, TensorFlow 2.21 at --threads. Prints the CPU (model, family/model/stepping,
+and --threads threads, TensorFlow 2.21 at --threads. Where the CPU trains in bf16 (AVX512_BF16 or
+AMX-BF16: crossover itself decides, and its refusal is printed where it has neither), each model
+also gets a bf16 row (`--precision bf16`: bf16 products, fp32 weights and Adam) with its speed-up
+over fp32 and its test accuracy beside fp32's; the floor stays fp32's (issue 10, item 4). Prints the CPU (model, family/model/stepping,
 ISA), the peers' versions and the table as markdown, ready to paste into bench/RESULTS.md, with
 the issue's targets marked met or not met.
 
     bench/seed-benchmark [--threads 2] [--data DIR] [--models small,big,convnet]
                          [--peer-big-steps 400] [--peer-small-steps 0] [--peer-convnet-steps 0]
-                         [--no-peers] [--markdown FILE] [--json FILE]
+                         [--no-peers] [--no-bf16] [--markdown FILE] [--json FILE]
 
 A quick smoke run (peers timed over a few steps and extrapolated; not for the table):
 
@@ -94,12 +97,12 @@ def git_commit():
         return "?"
 
 
-def crossover_epoch(model, threads, data):
+def crossover_epoch(model, threads, data, precision="fp32"):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
         run([os.path.join(BUILD, "crossover"), "train", "--model", model, "--data", data,
              "--batch-size", str(MODELS[model]), "--epochs", "2", "--threads", str(threads),
-             "--quiet", "--json", out])
+             "--precision", precision, "--quiet", "--json", out])
         with open(out) as f:
             doc = json.load(f)
     # The better of two epochs: the first also pays for first-touch page faults.
@@ -124,6 +127,17 @@ def peer(script, model, threads, data, max_steps):
         return doc
     doc["seconds"] = min(doc["seconds_per_epoch"])
     return doc
+
+
+def bf16_refusal(data):
+    """None where crossover trains in bf16 on this CPU, else its one-line refusal."""
+    p = subprocess.run([os.path.join(BUILD, "crossover"), "train", "--model", "small", "--data",
+                        data, "--epochs", "0", "--precision", "bf16", "--quiet"],
+                       capture_output=True, text=True)
+    if p.returncode == 0:
+        return None
+    lines = p.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit {p.returncode}"
 
 
 def available(p):
@@ -163,7 +177,8 @@ def markdown(doc):
         + (f"Peers: {'; '.join(versions)}; PyTorch at the best of {torch_threads} threads, "
            f"TensorFlow at {threads}." if versions else "Peers: not run (--no-peers)."),
         f"Data: {doc['data']} ({rows[0]['samples']:,} train), batch "
-        + ", ".join(f"{MODELS[r['model']]} ({r['model'].upper()})" for r in rows)
+        + ", ".join(f"{MODELS[r['model']]} ({r['model'].upper()})" for r in rows
+                    if r["precision"] == "fp32")
         + ". Floor: the epoch's GEMM and convolution FLOPs (crossover's op list) at oneDNN's "
         f"sgemm rate on 4096^3 in this run, "
         f"{doc['sgemm_peak']['flops_per_second'] / 1e9:.0f} GFLOP/s on {threads} threads.",
@@ -174,8 +189,12 @@ def markdown(doc):
     ]
     extrapolated, how = [], ""
     for r in rows:
-        cells = [r["model"].upper(), f"{r['seconds']:.3f}", f"{r['gflops_per_second']:.0f}",
+        name = r["model"].upper() + (" bf16" if r["precision"] == "bf16" else "")
+        cells = [name, f"{r['seconds']:.3f}", f"{r['gflops_per_second']:.0f}",
                  f"{r['floor_seconds']:.3f}", f"{r['ratio_to_floor']:.2f}x"]
+        if r["precision"] != "fp32":
+            lines.append("| " + " | ".join(cells + ["-", "", "-", ""]) + " |")
+            continue
         for key in ("pytorch", "tensorflow"):
             p = r.get(key)
             if not available(p):
@@ -193,6 +212,16 @@ def markdown(doc):
         lines.append("| " + " | ".join(cells) + " |")
     if extrapolated:
         lines += ["", f"`*`: {'; '.join(extrapolated)} timed ({how})."]
+    bf16 = [r for r in rows if r["precision"] == "bf16"]
+    if bf16:
+        lines += ["", "bf16 rows (`--precision bf16`: bf16 products with fp32 accumulation, fp32 "
+                  "weights and Adam; the floor is fp32's): "
+                  + "; ".join(f"{r['model'].upper()} {r['speedup_fp32']:.2f}x fp32's speed, "
+                              f"test accuracy {r['test_accuracy']:.4f} against "
+                              f"{r['fp32_test_accuracy']:.4f} after two epochs" for r in bf16)
+                  + "."]
+    elif doc.get("bf16_refusal"):
+        lines += ["", f"No bf16 rows: {doc['bf16_refusal']}"]
     lines += ["", "| target | this run | |", "| --- | ---: | --- |"]
     for t in doc["targets"]:
         met = {True: "**met**", False: "**not met**", None: "not measured"}[t["met"]]
@@ -205,6 +234,8 @@ def targets(rows):
     out = []
     for r in rows:
         m = r["model"]
+        if r["precision"] != "fp32":
+            continue  # the targets are fp32's; bf16 is reported beside them
         out.append({"name": f"{m.upper()} within {FLOOR_TARGET[m]:g}x of the floor",
                     "value": r["ratio_to_floor"], "met": r["ratio_to_floor"] <= FLOOR_TARGET[m]})
     for key, goals in PEER_TARGET.items():
@@ -234,6 +265,8 @@ def main():
     ap.add_argument("--models", default="small,big",
                     help="comma-separated, of small, big, convnet (default small,big)")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--no-bf16", action="store_true",
+                    help="no bf16 rows (by default each model gets one where the CPU has bf16)")
     ap.add_argument("--markdown", help="also write the markdown section to this file")
     ap.add_argument("--json", help="write the whole run (every peer's JSON too) to this file")
     a = ap.parse_args()
@@ -258,6 +291,7 @@ def main():
     torch_threads = sorted({1, a.threads})
     peer_steps = {"small": a.peer_small_steps, "big": a.peer_big_steps,
                   "convnet": a.peer_convnet_steps}
+    refusal = "not run (--no-bf16)" if a.no_bf16 else bf16_refusal(a.data)
     rows = []
     for model in models:
         secs, n, acc = crossover_epoch(model, a.threads, a.data)
@@ -267,7 +301,8 @@ def main():
         if n % batch:
             flops += step_gemm_flops(model, n % batch, a.data)
         floor = flops / rate
-        row = {"model": model, "samples": n, "gemm_flops": flops, "seconds": secs,
+        row = {"model": model, "precision": "fp32", "samples": n, "gemm_flops": flops,
+               "seconds": secs,
                "gflops_per_second": flops / secs / 1e9, "floor_seconds": floor,
                "ratio_to_floor": secs / floor, "test_accuracy": acc}
         print(f"crossover {model}: {secs:.3f} s/epoch, {secs / floor:.2f}x the floor", flush=True)
@@ -287,11 +322,21 @@ def main():
                 else:
                     print(f"{key} {model}: not available: {p.get('reason', '?')}", flush=True)
         rows.append(row)
+        if refusal is None and model in ("small", "big"):  # the MLPs of issue 10
+            secs16, _, acc16 = crossover_epoch(model, a.threads, a.data, "bf16")
+            rows.append({"model": model, "precision": "bf16", "samples": n, "gemm_flops": flops,
+                         "seconds": secs16, "gflops_per_second": flops / secs16 / 1e9,
+                         "floor_seconds": floor, "ratio_to_floor": secs16 / floor,
+                         "test_accuracy": acc16, "fp32_test_accuracy": acc,
+                         "speedup_fp32": secs / secs16})
+            print(f"crossover {model} bf16: {secs16:.3f} s/epoch, {secs / secs16:.2f}x fp32's "
+                  f"speed", flush=True)
 
     doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpu": cpu,
            "commit": commit, "data": a.data, "threads": a.threads,
            "pytorch_threads": torch_threads, "load_before": load_before,
            "load_after": load_average(), "sgemm_peak": peak, "rows": rows,
+           "bf16_refusal": refusal,
            "args": vars(a)}
     doc["targets"] = targets(rows)
     doc["markdown"] = markdown(doc)
