@@ -18,6 +18,25 @@ CROSSOVER_HD float scheduled_learning_rate(const LearningRateSchedule& s, int64_
   return static_cast<float>(s.base * std::pow(static_cast<double>(s.decay_rate), p));
 }
 
+// The positions [start, end) along one axis (rows or columns) of the pooling window of output
+// position `out` that lie inside the image: padding never counts (max ignores it, the average
+// divides by the real elements only, TensorFlow's 'same').
+struct PoolSpan {
+  int64_t start, end;
+  CROSSOVER_HD int64_t size() const { return end - start; }
+};
+CROSSOVER_HD PoolSpan pool_window(int64_t out, int64_t stride, int64_t pad, int64_t window,
+                                  int64_t size) {
+  const int64_t s = out * stride - pad;
+  return {s < 0 ? 0 : s, s + window < size ? s + window : size};
+}
+CROSSOVER_HD PoolSpan pool_rows(const PoolShape& p, int64_t oh) {
+  return pool_window(oh, p.stride_h, p.pad_top, p.window_h, p.in_h);
+}
+CROSSOVER_HD PoolSpan pool_cols(const PoolShape& p, int64_t ow) {
+  return pool_window(ow, p.stride_w, p.pad_left, p.window_w, p.in_w);
+}
+
 // Clip by global norm (Keras's global_clipnorm / torch's clip_grad_norm_): scale = min(1, c/norm).
 CROSSOVER_HD float clipnorm_scale(float clipnorm, double sum_squares) {
   double norm = std::sqrt(sum_squares);

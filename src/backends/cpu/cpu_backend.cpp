@@ -367,11 +367,9 @@ class CpuBackend final : public Backend {
     parallel_rows(m * s.out_h, s.out_w * c * s.window_h * s.window_w, [&](int64_t row) {
       const int64_t n = row / s.out_h, oh = row % s.out_h;
       const float* xs = x + n * in_sample;
-      const int64_t h0 = oh * s.stride_h - s.pad_top;
-      const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + s.window_h, s.in_h);
+      const auto [ha, hb] = pool_rows(s, oh);
       for (int64_t ow = 0; ow < s.out_w; ++ow) {
-        const int64_t w0 = ow * s.stride_w - s.pad_left;
-        const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + s.window_w, s.in_w);
+        const auto [wa, wb] = pool_cols(s, ow);
         const int64_t out = (row * s.out_w + ow) * c;
         float* yo = y + out;
         if (s.kind == PoolKind::max) {
@@ -431,11 +429,9 @@ class CpuBackend final : public Backend {
         return;
       }
       for (int64_t oh = 0; oh < s.out_h; ++oh) {
-        const int64_t h0 = oh * s.stride_h - s.pad_top;
-        const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + s.window_h, s.in_h);
+        const auto [ha, hb] = pool_rows(s, oh);
         for (int64_t ow = 0; ow < s.out_w; ++ow) {
-          const int64_t w0 = ow * s.stride_w - s.pad_left;
-          const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + s.window_w, s.in_w);
+          const auto [wa, wb] = pool_cols(s, ow);
           const float count = static_cast<float>(std::max<int64_t>((hb - ha) * (wb - wa), 1));
           const float* dyo = dys + (oh * s.out_w + ow) * c;
           for (int64_t h = ha; h < hb; ++h)

@@ -416,16 +416,6 @@ __global__ void crop_nhwc_kernel(const float* __restrict__ dxp, float* __restric
   }
 }
 
-// The rows [start, end) of one window along one axis that lie inside the image.
-struct Span {
-  int64_t start, end;
-};
-__device__ __forceinline__ Span window_span(int64_t out, int64_t stride, int64_t pad,
-                                            int64_t window, int64_t size) {
-  const int64_t s = out * stride - pad;
-  return {s < 0 ? 0 : s, s + window < size ? s + window : size};
-}
-
 // One thread per output element (n, oh, ow, c). Max: the first maximum in the window's row-major
 // order (a later equal element does not replace it, as oneDNN does), its position in the image
 // (row * in_w + col) into argmax when given. Average: over the real elements only.
@@ -440,8 +430,7 @@ __global__ void pool_forward_kernel(PoolShape s, const float* __restrict__ x, fl
     r /= s.out_w;
     const int64_t oh = r % s.out_h;
     const int64_t n = r / s.out_h;
-    const Span rows = window_span(oh, s.stride_h, s.pad_top, s.window_h, s.in_h);
-    const Span cols = window_span(ow, s.stride_w, s.pad_left, s.window_w, s.in_w);
+    const PoolSpan rows = pool_rows(s, oh), cols = pool_cols(s, ow);
     const float* img = x + n * s.in_h * s.in_w * s.channels + ch;
     if (s.kind == PoolKind::max) {
       float best = img[(rows.start * s.in_w + cols.start) * s.channels];
@@ -457,7 +446,7 @@ __global__ void pool_forward_kernel(PoolShape s, const float* __restrict__ x, fl
       float sum = 0.0f;
       for (int64_t i = rows.start; i < rows.end; ++i)
         for (int64_t j = cols.start; j < cols.end; ++j) sum += img[(i * s.in_w + j) * s.channels];
-      y[e] = sum / static_cast<float>((rows.end - rows.start) * (cols.end - cols.start));
+      y[e] = sum / static_cast<float>(rows.size() * cols.size());
     }
   }
 }
@@ -490,9 +479,8 @@ __global__ void pool_backward_kernel(PoolShape s, const float* __restrict__ dy,
         if (s.kind == PoolKind::max) {
           if (argmax[o] == here) sum += dy[o];
         } else {
-          const Span rows = window_span(oh, s.stride_h, s.pad_top, s.window_h, s.in_h);
-          const Span cols = window_span(ow, s.stride_w, s.pad_left, s.window_w, s.in_w);
-          sum += dy[o] / static_cast<float>((rows.end - rows.start) * (cols.end - cols.start));
+          const PoolSpan rows = pool_rows(s, oh), cols = pool_cols(s, ow);
+          sum += dy[o] / static_cast<float>(rows.size() * cols.size());
         }
       }
     dx[e] = sum;
