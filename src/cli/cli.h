@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "nn/model_config.h"
 #include "nn/sequential.h"
@@ -173,16 +174,17 @@ void add_ranks_json(nlohmann::json& doc, const Ranks& ranks);
 // child process; it starts mpirun itself), unless `predict_only`; every count is predicted
 // (perf::predict_epoch over N ranks). A table, where more ranks stop paying and why (the
 // allreduce's share of the step), and JSON.
-struct RanksTableOptions {
+// The common options (model, data, seed, threads, json, quiet, rank_timeout: the latter for the
+// explain runs over more than one rank) are the calling command's own.
+struct RanksTableOptions : CommonOptions {
+  RanksTableOptions(std::string command_name, const CommonOptions& common)
+      : CommonOptions(common), command(std::move(command_name)) {}
   std::string command;  // "compare" or "sweep": for the messages
-  std::string model = "small", data = "auto", ranks, json;
+  std::string ranks;
   int64_t batch = kDefaultBatchSize;
-  uint64_t seed = 0;
-  int threads = 0;
   int64_t steps = 200;
   double max_seconds = 20;
-  bool predict_only = false, quiet = false;
-  double rank_timeout = 600;  // --rank-timeout for the explain runs over more than one rank
+  bool predict_only = false;
   ProfileFlags profile;
 };
 void run_ranks_table(const RanksTableOptions& options);

@@ -333,17 +333,11 @@ void add_compare(CLI::App& app) {
   cmd->callback([o] {
     refuse_ranks("compare");
     if (!o->ranks.empty()) {
-      run_ranks_table({.command = "compare",
-                       .model = o->model,
-                       .data = o->data,
-                       .ranks = o->ranks,
-                       .json = o->json,
-                       .batch = o->batch_size,
-                       .seed = o->seed,
-                       .threads = o->threads,
-                       .quiet = o->quiet,
-                       .rank_timeout = o->rank_timeout,
-                       .profile = o->profile});
+      RanksTableOptions t("compare", *o);
+      t.ranks = o->ranks;
+      t.batch = o->batch_size;
+      t.profile = o->profile;
+      run_ranks_table(t);
       return;
     }
     run_compare(*o);

@@ -525,20 +525,15 @@ void add_sweep(CLI::App& app) {
     refuse_ranks("sweep");
     o->layers_given = layers->count() > 0;
     if (!o->ranks.empty()) {
-      run_ranks_table({.command = "sweep",
-                       .model = o->model.empty() ? "small" : o->model,
-                       .data = o->data,
-                       .ranks = o->ranks,
-                       .json = o->json,
-                       .batch = parse_list("--batch-sizes", o->batch_sizes).front(),
-                       .seed = o->seed,
-                       .threads = o->threads,
-                       .steps = o->steps,
-                       .max_seconds = o->max_seconds,
-                       .predict_only = o->predict_only,
-                       .quiet = o->quiet,
-                       .rank_timeout = o->rank_timeout,
-                       .profile = o->profile});
+      RanksTableOptions t("sweep", *o);
+      if (t.model.empty()) t.model = "small";
+      t.ranks = o->ranks;
+      t.batch = parse_list("--batch-sizes", o->batch_sizes).front();
+      t.steps = o->steps;
+      t.max_seconds = o->max_seconds;
+      t.predict_only = o->predict_only;
+      t.profile = o->profile;
+      run_ranks_table(t);
       return;
     }
     run_sweep(*o);
