@@ -695,6 +695,31 @@ TEST(Callbacks, ReduceLROnPlateauAndStepDecayChangeTheLearningRate) {
   EXPECT_NEAR(s.history.at("lr")[2], 0.05, 1e-7);
 }
 
+// A schedule's rate is not settable (Keras: TypeError): a callback that sets the rate stops the fit
+// with one error, and the schedule stays as it was (silently replacing it by a constant was wrong).
+TEST(Callbacks, ACallbackCannotReplaceAScheduledLearningRate) {
+  const Mnist10k& d = Mnist10k::get();
+  Sequential model = small_model();
+  model.compile(with_exponential_decay(SGD({.learning_rate = 0.1}), 10, 0.5),
+                "sparse_categorical_crossentropy", {}, {.threads = 1});
+  const std::string why = testing_util::error_of([&] {
+    model.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
+              {.epochs = 2, .verbose = 0, .callbacks = {LearningRateScheduler([](int, double lr) {
+                                            return lr / 2;
+                                          })}});
+  });
+  EXPECT_NE(why.find("is a schedule (ExponentialDecay), so it is not settable"), std::string::npos)
+      << why;
+  EXPECT_EQ(model.optimizer().schedule.base, 0.1f);
+  EXPECT_EQ(model.optimizer().schedule.decay_steps, 10);
+  // A callback that leaves the rate alone is fine with a schedule.
+  EXPECT_NO_THROW(
+      model.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
+                {.epochs = 1, .verbose = 0, .callbacks = {LearningRateScheduler([](int, double lr) {
+                                              return lr;
+                                            })}}));
+}
+
 // Keras 3's ReduceLROnPlateau: at min_lr nothing is reduced, so no cooldown starts and the wait
 // keeps counting; a rate raised afterwards is reduced at the next epoch without improvement.
 TEST(Callbacks, ReduceLROnPlateauAtMinLrStartsNoCooldownAsKeras3) {

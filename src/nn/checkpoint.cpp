@@ -79,8 +79,12 @@ void restore(Sequential& model, const SafetensorsFile& file, const CheckpointInf
   }
   model.set_optimizer_state(state);
   model.set_optimizer_steps(info.step);  // exact, past 2^24 steps too
+  // A rate a callback changed; a schedule is the model's own (as Keras, which saves no schedule
+  // in its optimizer variables), and the steps restored above give its value.
   const float lr = info.training.optimizer.schedule.base;
-  if (lr > 0 && lr != model.optimizer().schedule.base) model.set_learning_rate(lr);
+  if (lr > 0 && lr != model.optimizer().schedule.base &&
+      model.optimizer().schedule.decay_steps == 0)
+    model.set_learning_rate(lr);
 }
 
 }  // namespace

@@ -1541,6 +1541,11 @@ void Sequential::stop_training() { impl_->stop_requested = true; }
 double Sequential::learning_rate() const { return impl_->opt.schedule.base; }
 void Sequential::set_learning_rate(double lr) {
   if (!(lr > 0)) throw Error("set_learning_rate", "the learning rate must be positive");
+  // Keras refuses it too (TypeError): replacing the schedule's base would silently change it.
+  if (impl_->opt.schedule.decay_steps > 0)
+    throw Error("set_learning_rate",
+                "the optimizer's learning rate is a schedule (ExponentialDecay), so it is not "
+                "settable; compile with a number as the learning rate to change it in training");
   impl_->opt.schedule.base = static_cast<float>(lr);
   impl_->graphs_dirty = true;  // a captured step holds the optimizer's settings
 }

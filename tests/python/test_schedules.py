@@ -71,3 +71,34 @@ def test_other_keras_schedules_say_what_is_there():
 def test_bad_schedule_arguments_are_value_errors(steps, rate):
     with pytest.raises(ValueError, match="ExponentialDecay"):
         keras.optimizers.schedules.ExponentialDecay(0.1, steps, rate)
+
+
+def scheduled_model():
+    model = keras.Sequential([keras.layers.Input(shape=(3,)), keras.layers.Dense(1)])
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 4, 0.5)
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=schedule), loss="mse")
+    return model, schedule
+
+
+def test_a_callback_that_sets_a_scheduled_rate_is_a_keras_type_error(data):
+    # Keras 3: LearningRateScheduler sets the rate at every epoch's start, and an optimizer built
+    # with a schedule refuses (TypeError). crossover used to replace the schedule by a constant.
+    x, y = data
+    model, schedule = scheduled_model()
+    scheduler = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr)
+    with pytest.raises(TypeError, match="its learning rate is not settable"):
+        model.fit(x, y, epochs=2, verbose=0, callbacks=[scheduler])
+    assert model.optimizer.learning_rate == pytest.approx(0.1)  # no step taken: the schedule's start
+    # ReduceLROnPlateau only when it reduces (Keras fails there, not before): a plateau of 0
+    # epochs with a min_delta nothing meets reduces at the second epoch.
+    plateau = keras.callbacks.ReduceLROnPlateau(monitor="loss", patience=0, min_delta=100.0)
+    with pytest.raises(TypeError, match="its learning rate is not settable"):
+        model.fit(x, y, epochs=2, verbose=0, callbacks=[plateau])
+    patient = keras.callbacks.ReduceLROnPlateau(monitor="loss", patience=100)
+    model.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[patient])
+    # Still the schedule, at the steps taken so far: none in the first fit (refused before its
+    # first step), 2 in the second (12 samples, batch 32: a step an epoch; refused at the end of
+    # its second), 6 in the last (batch 4).
+    assert model.optimizer.iterations == 0 + 2 + 6
+    assert model.optimizer.learning_rate == pytest.approx(schedule(model.optimizer.iterations))
+    assert model.optimizer.learning_rate == pytest.approx(schedule(model.optimizer.iterations))

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .. import _core
+from . import optimizers
 from ._args import reject_unknown, reject_unsupported
 
 # Hooks Keras calls inside an epoch, or from evaluate/predict: crossover does not call them.
@@ -334,6 +335,13 @@ def _next_learning_rate(
     return float(value)
 
 
+def _refuse_a_schedule(model: Any) -> None:
+    """Keras's TypeError where a callback would set the rate of an optimizer with a schedule (the
+    library refuses it too, with a ValueError)."""
+    if getattr(model.optimizer, "_schedule", None) is not None:
+        raise TypeError(optimizers.NOT_SETTABLE)
+
+
 class LearningRateScheduler(_LibraryCallback):
     """keras.callbacks.LearningRateScheduler: at each epoch's start the learning rate becomes
     schedule(epoch, lr) (or schedule(epoch), Keras's old form); logs get `learning_rate`."""
@@ -347,6 +355,10 @@ class LearningRateScheduler(_LibraryCallback):
         self._core = _core.LearningRateScheduler(
             functools.partial(_next_learning_rate, schedule, verbose)
         )
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        _refuse_a_schedule(self.model)  # Keras sets the rate at every epoch's start
+        super().on_epoch_begin(epoch, logs)
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
         super().on_epoch_end(epoch, logs)
@@ -399,7 +411,11 @@ class ReduceLROnPlateau(_LibraryCallback):
     def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
         if logs is not None:
             logs["learning_rate"] = float(self.model._model().learning_rate)
-        super().on_epoch_end(epoch, logs)
+        try:
+            super().on_epoch_end(epoch, logs)
+        except ValueError:  # the library refuses to set a schedule's rate, when it would reduce it
+            _refuse_a_schedule(self.model)
+            raise
 
 
 __all__ = [

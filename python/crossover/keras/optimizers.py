@@ -13,6 +13,14 @@ from .. import _core
 from . import schedules
 from ._args import reject_unknown, reject_unsupported
 
+# Keras 3's TypeError when a schedule's learning rate is set (by the user or by a callback).
+NOT_SETTABLE = (
+    "This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` "
+    "constructor argument, hence its learning rate is not settable. If you need the learning "
+    "rate to be settable, you should instantiate the optimizer with a float `learning_rate` "
+    "argument."
+)
+
 
 class Variable:
     """`optimizer.learning_rate` as Keras 3 gives it (a float32 scalar `keras.Variable`): it
@@ -124,6 +132,7 @@ class Optimizer:
         self._schedule: Optional[schedules.ExponentialDecay] = None
         self._variable = Variable(self)
         self._owner: Optional[Any] = None  # weakref to the keras Sequential compiled with it
+        self._iterations = 0
         if isinstance(learning_rate, schedules.ExponentialDecay):
             self._schedule = learning_rate
             self._learning_rate = float(learning_rate.initial_learning_rate)
@@ -152,12 +161,7 @@ class Optimizer:
     @learning_rate.setter
     def learning_rate(self, value: Any) -> None:
         if self._schedule is not None:
-            raise TypeError(
-                "This optimizer was created with a `LearningRateSchedule` object as its "
-                "`learning_rate` constructor argument, hence its learning rate is not settable. "
-                "If you need the learning rate to be settable, you should instantiate the "
-                "optimizer with a float `learning_rate` argument."
-            )
+            raise TypeError(NOT_SETTABLE)
         if isinstance(value, schedules.LearningRateSchedule) or (
             callable(value) and not isinstance(value, Variable)
         ):
@@ -179,6 +183,13 @@ class Optimizer:
         core = model._core
         return core if core is not None and core.compiled else None
 
+    @property
+    def iterations(self) -> np.int64:
+        """The steps this optimizer has taken (Keras's `optimizer.iterations`; the engine's count
+        while a compiled model holds it, what it had when it was last compiled otherwise)."""
+        core = self._core_model()
+        return np.int64(core.optimizer_steps if core is not None else self._iterations)
+
     def _attach(self, model: Any) -> None:
         self._owner = weakref.ref(model)
 
@@ -186,6 +197,7 @@ class Optimizer:
         """Keeps the rate the engine had (a Keras variable keeps its value)."""
         if self._schedule is None:
             self._learning_rate = float(self._current_learning_rate())
+        self._iterations = int(self.iterations)
         self._owner = None
 
     def _current_learning_rate(self) -> float:
