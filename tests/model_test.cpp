@@ -695,6 +695,35 @@ TEST(Callbacks, ReduceLROnPlateauAndStepDecayChangeTheLearningRate) {
   EXPECT_NEAR(s.history.at("lr")[2], 0.05, 1e-7);
 }
 
+// Keras 3's mode 'auto' (MonitorCallback._set_monitor_op, at the first epoch's end): the loss is
+// minimised, a compiled metric (the accuracy) maximised, with or without "val_"; any other monitor
+// is refused rather than guessed (crossover minimised it).
+TEST(Callbacks, ModeAutoKnowsTheLossAndTheCompiledMetricsOnly) {
+  const Mnist10k& d = Mnist10k::get();
+  auto fit_with = [&](const std::string& monitor, const std::string& mode,
+                      std::vector<std::string> metrics) {
+    Sequential model = small_model();
+    model.compile(Adam(), "sparse_categorical_crossentropy", std::move(metrics), {.threads = 1});
+    return testing_util::error_of([&] {
+      model.fit(d.x_train.rows(0, 64), d.y_train.rows(0, 64),
+                {.epochs = 1,
+                 .validation_split = 0.5,
+                 .verbose = 0,
+                 .callbacks = {EarlyStopping({.monitor = monitor, .mode = mode}),
+                               ReduceLROnPlateau({.monitor = monitor, .mode = mode})}});
+    });
+  };
+  for (const std::string monitor : {"loss", "val_loss", "accuracy", "val_accuracy"})
+    EXPECT_EQ(fit_with(monitor, "auto", {"accuracy"}), "") << monitor;
+  EXPECT_EQ(fit_with("learning_rate", "min", {"accuracy"}), "");
+  EXPECT_EQ(fit_with("learning_rate", "auto", {"accuracy"}),
+            "EarlyStopping: monitor 'learning_rate': mode 'auto' cannot tell whether it should be "
+            "maximized or minimized (it knows the loss and the compiled metrics: accuracy); pass "
+            "mode 'max' or 'min'");
+  EXPECT_NE(fit_with("val_accuracy", "auto", {}).find("compiled metrics: none"), std::string::npos);
+  EXPECT_NE(fit_with("val_acc", "auto", {"accuracy"}).find("monitor 'val_acc'"), std::string::npos);
+}
+
 // A schedule's rate is not settable (Keras: TypeError): a callback that sets the rate stops the fit
 // with one error, and the schedule stays as it was (silently replacing it by a constant was wrong).
 TEST(Callbacks, ACallbackCannotReplaceAScheduledLearningRate) {

@@ -15,20 +15,43 @@
 namespace crossover {
 namespace {
 
-// Keras's "auto" mode: maximise accuracy-like quantities, minimise the rest.
-bool maximise(const std::string& monitor, const std::string& mode, const char* who) {
-  if (mode == "max") return true;
-  if (mode == "min") return false;
-  if (mode != "auto") throw Error(who, "mode must be auto, min or max, got '" + mode + "'");
-  return monitor.find("acc") != std::string::npos;
+void check_mode(const std::string& mode, const char* who) {
+  if (mode != "auto" && mode != "min" && mode != "max")
+    throw Error(who, "mode must be auto, min or max, got '" + mode + "'");
 }
 
 // Tracks the best value of a monitored quantity, as Keras 3's MonitorCallback.
 struct Monitor {
-  std::string key;
-  bool max = false;
-  double min_delta = 0;  // >= 0
+  std::string key, mode;
+  const char* who = "";
+  double min_delta = 0;     // >= 0
+  std::optional<bool> max;  // decided at the first epoch's end (decide)
   std::optional<double> best;
+
+  Monitor(const std::string& monitor, const std::string& direction, const char* owner, double delta)
+      : key(monitor), mode(direction), who(owner), min_delta(std::abs(delta)) {
+    check_mode(mode, who);
+  }
+
+  // Keras 3's _set_monitor_op, which its callbacks call at the first epoch's end: "min" and "max"
+  // as said; "auto" minimises the loss and maximises a compiled metric (the accuracy, whose
+  // direction is up), with or without "val_", and refuses anything else rather than guess.
+  void decide(const Sequential& model) {
+    if (max) return;
+    if (mode != "auto") {
+      max = mode == "max";
+      return;
+    }
+    const std::string name = key.starts_with("val_") ? key.substr(4) : key;
+    if (name == "loss") max = false;
+    for (const std::string& metric : model.metrics())
+      if (metric == name) max = true;
+    if (!max)
+      throw Error(who, fmt::format("monitor '{}': mode 'auto' cannot tell whether it should be "
+                                   "maximized or minimized (it knows the loss and the compiled "
+                                   "metrics: {}); pass mode 'max' or 'min'",
+                                   key, model.metrics().empty() ? "none" : "accuracy"));
+  }
 
   // The value, or nothing with a warning when the logs lack it.
   std::optional<double> read(const Logs& logs, const char* who) const {
@@ -43,9 +66,10 @@ struct Monitor {
   // Keras's _is_improvement: monitor_op(value -+ min_delta, reference) on float32.
   bool improves(double v, const std::optional<double>& reference) const {
     if (!reference) return true;
-    const float a = static_cast<float>(max ? v - min_delta : v + min_delta);
+    const bool up = max.value();  // decide() ran at the epoch's end
+    const float a = static_cast<float>(up ? v - min_delta : v + min_delta);
     const float b = static_cast<float>(*reference);
-    return max ? a > b : a < b;
+    return up ? a > b : a < b;
   }
   bool improves(double v) const { return improves(v, best); }
 };
@@ -56,10 +80,8 @@ void tell(const CallbackMessages& say, const std::string& line) {
 
 class EarlyStoppingCallback final : public Callback {
  public:
-  explicit EarlyStoppingCallback(EarlyStoppingOptions o) : o_(std::move(o)) {
-    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "EarlyStopping"), std::abs(o_.min_delta),
-            std::nullopt};
-  }
+  explicit EarlyStoppingCallback(EarlyStoppingOptions o)
+      : o_(std::move(o)), mon_(o_.monitor, o_.mode, "EarlyStopping", o_.min_delta) {}
   void on_train_begin(Sequential&) override {
     wait_ = stopped_epoch_ = best_epoch_ = 0;
     mon_.best.reset();
@@ -67,6 +89,7 @@ class EarlyStoppingCallback final : public Callback {
     have_best_weights_ = false;
   }
   void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
+    mon_.decide(model);
     const std::optional<double> v = mon_.read(logs, "EarlyStopping");
     if (!v || epoch < o_.start_from_epoch) return;
     if (o_.restore_best_weights && !have_best_weights_) keep_weights(model, epoch);
@@ -111,10 +134,11 @@ class EarlyStoppingCallback final : public Callback {
 class ModelCheckpointCallback final : public Callback {
  public:
   ModelCheckpointCallback(std::string path, ModelCheckpointOptions o)
-      : path_(std::move(path)), o_(std::move(o)) {
-    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "ModelCheckpoint"), 0.0, std::nullopt};
-  }
+      : path_(std::move(path)),
+        o_(std::move(o)),
+        mon_(o_.monitor, o_.mode, "ModelCheckpoint", 0.0) {}
   void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
+    mon_.decide(model);  // Keras decides here even without save_best_only
     const std::string path = checkpoint_path(path_, epoch, logs);
     if (o_.save_best_only) {
       // Keras 3: without the monitor in the logs it saves anyway.
@@ -160,11 +184,10 @@ class SchedulerCallback final : public Callback {
 
 class ReduceLROnPlateauCallback final : public Callback {
  public:
-  explicit ReduceLROnPlateauCallback(ReduceLROnPlateauOptions o) : o_(std::move(o)) {
+  explicit ReduceLROnPlateauCallback(ReduceLROnPlateauOptions o)
+      : o_(std::move(o)), mon_(o_.monitor, o_.mode, "ReduceLROnPlateau", o_.min_delta) {
     if (!(o_.factor > 0 && o_.factor < 1))
       throw Error("ReduceLROnPlateau", "factor must be in (0, 1)");
-    mon_ = {o_.monitor, maximise(o_.monitor, o_.mode, "ReduceLROnPlateau"), std::abs(o_.min_delta),
-            std::nullopt};
   }
   void on_train_begin(Sequential&) override {
     wait_ = cooldown_ = 0;
@@ -172,6 +195,7 @@ class ReduceLROnPlateauCallback final : public Callback {
   }
   // Keras 3's on_epoch_end, line for line.
   void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
+    mon_.decide(model);
     const std::optional<double> v = mon_.read(logs, "ReduceLROnPlateau");
     if (!v) return;
     if (cooldown_ > 0) {

@@ -63,7 +63,7 @@ struct EarlyStoppingOptions {
   std::string monitor = "val_loss";
   double min_delta = 0;
   int patience = 0;
-  std::string mode = "auto";  // "min", "max", or "auto" (max for accuracy, min otherwise)
+  std::string mode = "auto";  // "min", "max", or "auto" (Keras 3's: see Monitor::decide)
   // An epoch that improves on the best but not on the baseline does not reset the wait.
   std::optional<double> baseline;
   bool restore_best_weights = false;

@@ -211,3 +211,31 @@ def test_a_scheduled_learning_rate_is_read_at_the_current_step_and_not_settable(
     assert float(m.optimizer.learning_rate) == f32(0.1 * 0.5**2)
     with pytest.raises(TypeError, match="not settable"):
         m.optimizer.learning_rate = 0.5
+
+
+@pytest.mark.parametrize(
+    "monitor, metrics, refused",
+    [
+        ("val_accuracy", ["accuracy"], False),
+        ("loss", [], False),
+        ("learning_rate", ["accuracy"], True),
+        ("val_accuracy", [], True),
+        ("acc", ["accuracy"], True),
+    ],
+)
+def test_mode_auto_refuses_what_keras_cannot_direct(monitor, metrics, refused):
+    # Keras 3.15.1 on the same fits: a ValueError ("isn't able to automatically determine whether
+    # that metric should be maximized or minimized") for the refused ones, at the first epoch's end.
+    rng = np.random.default_rng(0)
+    x, y = rng.random((64, 4), dtype=np.float32), rng.integers(0, 3, 64)
+    m = keras.Sequential([layers.Input((4,)), layers.Dense(3, activation="softmax")])
+    m.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=metrics)
+    fit = lambda: m.fit(  # noqa: E731
+        x, y, epochs=1, verbose=0, validation_split=0.5,
+        callbacks=[callbacks.EarlyStopping(monitor=monitor)],
+    )
+    if refused:
+        with pytest.raises(ValueError, match="mode 'auto' cannot tell whether it should be"):
+            fit()
+    else:
+        fit()
