@@ -158,6 +158,16 @@ def test_compile_keeps_weights_set_before_it():
     assert all(not w.any() for w in model.get_weights())
 
 
+def test_compile_takes_its_positional_arguments_in_keras_order():
+    # Keras 3: compile(optimizer, loss, loss_weights, metrics, ...): the third is loss_weights.
+    model = small_model()
+    model.compile("adam", "sparse_categorical_crossentropy", None, ["accuracy"])
+    x, y = np.zeros((8, 28, 28), np.float32), np.zeros(8, np.int64)
+    assert set(model.evaluate(x, y, verbose=0, return_dict=True)) == {"loss", "accuracy"}
+    with pytest.raises(ValueError, match="loss_weights"):
+        model.compile("adam", "sparse_categorical_crossentropy", ["accuracy"])
+
+
 # --- errors ------------------------------------------------------------------------------
 def compiled_small() -> keras.Sequential:
     model = small_model()

@@ -141,8 +141,8 @@ class Sequential:
         self,
         optimizer: Any = "rmsprop",
         loss: Any = None,
+        loss_weights: Any = None,  # Keras 3's order: compile("adam", "mse", None, ["mae"])
         metrics: Optional[list[str]] = None,
-        loss_weights: Any = None,
         weighted_metrics: Any = None,
         run_eagerly: bool = False,
         steps_per_execution: int = 1,
