@@ -181,15 +181,16 @@ NB_MODULE(_core, m) {
           "compile",
           [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,
              std::vector<std::string> metrics, const std::string& device, int threads,
-             uint64_t seed) {
+             uint64_t seed, const std::string& precision) {
             CompileOptions o;
             o.device = device;
             o.threads = threads;
             o.seed = seed;
+            o.precision = precision;
             s.compile(opt, loss, std::move(metrics), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
-          nb::arg("threads") = 0, nb::arg("seed") = 0)
+          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "fp32")
       .def(
           "use_measured_cpu_threads",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, uint64_t seed,
@@ -222,8 +223,9 @@ NB_MODULE(_core, m) {
             }
             const OptimizerConfig optimizer = s.optimizer();
             const std::string loss = s.loss_name();
-            s.compile(optimizer, loss, s.metrics(),
-                      {.device = "cpu", .threads = r.threads, .seed = seed});
+            s.compile(
+                optimizer, loss, s.metrics(),
+                {.device = "cpu", .threads = r.threads, .seed = seed, .precision = s.precision()});
             if (built) {
               s.set_weights(weights);
               s.set_optimizer_state(state);
@@ -299,6 +301,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("name", &Sequential::name)
       .def_prop_ro("input_shape", &Sequential::input_shape)
       .def_prop_ro("device_name", &Sequential::device_name)
+      .def_prop_ro("precision", &Sequential::precision)
       .def_prop_ro("layers", &Sequential::layers)
       .def("metrics", &Sequential::metrics)
       // For callbacks.
@@ -321,6 +324,13 @@ NB_MODULE(_core, m) {
             s.set_weights(named);
           },
           nb::arg("weights"));
+  // "" when the CPU can train in `precision` ("fp32", "bf16"), else why not (the engine's line).
+  m.def(
+      "cpu_precision_problem",
+      [](const std::string& precision) {
+        return cpu_precision_problem(parse_precision(precision, "precision"));
+      },
+      nb::arg("precision"));
   bind_api(m);
   bind_optim(m);
   bind_files(m);

@@ -387,6 +387,9 @@ TEST_F(OnDemand, AThreadChoiceIsSavedAndReadBackByItsKey) {
   EXPECT_EQ(key, perf::threads_choice_key(small, 32));
   EXPECT_NE(key, perf::threads_choice_key(small, 64));
   EXPECT_NE(key, perf::threads_choice_key(perf::mlp(784, {1000, 1000}, 10, 0.2), 32));
+  // A bf16 step is kept apart; fp32's key is the one saved before precisions were keyed.
+  EXPECT_EQ(key, perf::threads_choice_key(small, 32, Precision::fp32));
+  EXPECT_NE(key, perf::threads_choice_key(small, 32, Precision::bf16));
   EXPECT_FALSE(perf::saved_threads_choice(key));
   perf::ThreadsChoice c;
   c.threads = 2;
@@ -404,6 +407,23 @@ TEST_F(OnDemand, AThreadChoiceIsSavedAndReadBackByItsKey) {
   // A damaged file is measured again, not an error.
   std::ofstream(perf::threads_choice_path()) << "{ not json";
   EXPECT_FALSE(perf::saved_threads_choice(key));
+}
+
+// Python's first fit measures a bf16 model's thread count on bf16 copies of it, kept under the
+// bf16 key, and the copies it measures train as the model does.
+TEST_F(OnDemand, AModelsThreadCountIsMeasuredAndKeptInItsPrecision) {
+  if (const std::string why = cpu_bf16_problem(cpu_bf16_support()); !why.empty())
+    GTEST_SKIP() << "bf16 on the CPU " << why;
+  Sequential model({Input({12}), Dense(16, "relu"), Dense(4, "softmax")});
+  model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.precision = "bf16"});
+  ASSERT_EQ(model.precision(), "bf16");
+  Tensor x({64, 12}), y({64});
+  for (int64_t i = 0; i < 64; ++i) y.data()[i] = static_cast<float>(i % 4);
+  const perf::ThreadsForRun r = perf::cpu_threads_for_model(model, x, y, 32, 0, {}, "pin");
+  EXPECT_EQ(r.chosen_by, "measurement");
+  const perf::ModelDesc desc = perf::describe(model);
+  EXPECT_TRUE(perf::saved_threads_choice(perf::threads_choice_key(desc, 32, Precision::bf16)));
+  EXPECT_FALSE(perf::saved_threads_choice(perf::threads_choice_key(desc, 32)));
 }
 
 TEST_F(OnDemand, CompareWithNoCalibrateLabelsAnotherCpusProfile) {

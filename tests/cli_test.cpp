@@ -279,6 +279,48 @@ TEST(Cli, DeviceAutoWeighsTheCpuAtItsMeasuredThreadCount) {
   EXPECT_EQ(j["threads_choice"]["threads"], j["threads"]);
 }
 
+// --device auto --precision bf16 weighs the CPU at the count measured in bf16 (a bf16 step's
+// cost is not an fp32 step's), and keeps that choice apart from fp32's.
+TEST(Cli, DeviceAutoInBf16MeasuresTheThreadCountInBf16) {
+  const std::string dir = temp_folder("auto-threads-bf16");
+  const std::string profiles = dir + "/profiles";
+  testing_util::ScopedEnv own_profiles("CROSSOVER_PROFILE_DIR", profiles.c_str());
+  auto train = [&](const std::string& precision) {
+    const auto r =
+        run_crossover("train --data mnist-10k --epochs 0 --quiet --device auto " +
+                      std::string("--precision ") + precision + " --json " + dir + "/run.json");
+    nlohmann::json j;
+    if (r.exit_code == 0) j = nlohmann::json::parse(std::ifstream(dir + "/run.json"));
+    return std::pair{r, j};
+  };
+  const std::string why = cpu_bf16_problem(cpu_bf16_support());
+  const auto [r, j] = train("bf16");
+  if (!why.empty()) {
+    // No bf16 here: nothing is measured in it, and without a GPU the CPU's refusal is the answer.
+    if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU can train in bf16 here";
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("precision bf16: " + why), std::string::npos) << r.err;
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (j["device"] != "cpu") GTEST_SKIP() << "--device auto chose " << j["device"];
+  EXPECT_EQ(j["precision"], "bf16");
+  EXPECT_EQ(j["threads_choice"]["chosen_by"], "measurement");
+  EXPECT_EQ(j["threads_choice"]["threads"], j["threads"]);
+  // fp32 does not take bf16's saved count: it measures its own, and both are kept.
+  auto saved_choices = [&] {
+    std::size_t n = 0;
+    for (const auto& f : std::filesystem::directory_iterator(profiles + "/threads"))
+      n += nlohmann::json::parse(std::ifstream(f.path()))["choices"].size();
+    return n;
+  };
+  EXPECT_EQ(saved_choices(), 1u);
+  const auto [r32, j32] = train("fp32");
+  ASSERT_EQ(r32.exit_code, 0) << r32.err;
+  EXPECT_EQ(j32["threads_choice"]["chosen_by"], "measurement");
+  EXPECT_EQ(saved_choices(), 2u);
+}
+
 TEST(Cli, TheThreadLimitItselfIsAValidCount) {
   const auto r = run_crossover("train --data mnist-10k --epochs 0 --quiet --threads " +
                                std::to_string(max_cpu_threads()));

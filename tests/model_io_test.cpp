@@ -258,6 +258,10 @@ TEST(ModelIoKerasJson, RefusesWhatItCannotRunWithOneLineNamingLayerAndField) {
                                       "config": {"name": "mixed_float16"}, "registered_name": null})");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense_1", "dtype", mixed), "d"),
                    "layer 'dense_1' field dtype: dtype 'mixed_float16' is not supported");
+  // crossover trains in bf16, but as the model's compile option: the JSON says where to ask.
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "dtype", json("mixed_bfloat16")), "d"),
+                   "dtype 'mixed_bfloat16' is not read from a model's JSON: crossover's precision "
+                   "is the whole model's, chosen when it is compiled (train --precision bf16;");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "trainable", json(false)), "t"),
                    "layer 'dense' field trainable: frozen layers");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "activation", json("gelu")), "a"),

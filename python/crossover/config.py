@@ -3,7 +3,7 @@
 import types
 from typing import Any
 
-from . import _threads
+from . import _precision, _threads
 from ._device import PhysicalDevice, list_physical_devices
 from .keras._args import unsupported_attribute
 
@@ -17,9 +17,12 @@ def _set_memory_growth(device: PhysicalDevice, enable: bool) -> None:
         )
 
 
-# tf.config.experimental: what GPU-checking scripts call before training.
+# tf.config.experimental: what GPU-checking scripts call before training, and TF32 on a GPU.
 experimental = types.SimpleNamespace(
-    list_physical_devices=list_physical_devices, set_memory_growth=_set_memory_growth
+    list_physical_devices=list_physical_devices,
+    set_memory_growth=_set_memory_growth,
+    enable_tensor_float_32_execution=_precision.enable_tensor_float_32_execution,
+    tensor_float_32_execution_enabled=_precision.tensor_float_32_execution_enabled,
 )
 
 
@@ -42,7 +45,8 @@ def __getattr__(name: str) -> Any:
     raise unsupported_attribute(
         "config",
         name,
-        "list_physical_devices, experimental.set_memory_growth (no effect) and threading",
+        "list_physical_devices, experimental.set_memory_growth (no effect), "
+        "experimental.enable_tensor_float_32_execution and threading",
     )
 
 

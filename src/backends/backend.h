@@ -449,8 +449,12 @@ CpuBf16Support cpu_bf16_support();
 // Why Precision::bf16 cannot run on a CPU with `isa` (one line naming the missing instruction
 // sets), or "" when it can.
 std::string cpu_bf16_problem(const CpuBf16Support& isa);
-// The CPU backend with its dense GEMMs in `precision`: fp32, or bf16 where `isa` allows
-// (Error("precision bf16", cpu_bf16_problem(isa)) elsewhere); tf32 is a GPU precision and throws.
+// Why the CPU cannot train in `precision` (tf32: a GPU precision; bf16: cpu_bf16_problem(isa)),
+// or "" when it can: one message for the backend, the commands and --device auto.
+std::string cpu_precision_problem(Precision precision,
+                                  const CpuBf16Support& isa = cpu_bf16_support());
+// The CPU backend with its dense GEMMs in `precision`: fp32, or bf16 where `isa` allows; else
+// Error("precision " + name, cpu_precision_problem(precision, isa)) (tf32 always).
 // `isa` is injectable so that the refusal can be tested on any CPU.
 std::unique_ptr<Backend> make_cpu_backend(int threads, Precision precision,
                                           const CpuBf16Support& isa = cpu_bf16_support());

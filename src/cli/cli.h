@@ -102,9 +102,11 @@ ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(
                                   const Tensor& x, const Tensor& y, int64_t batch, bool quiet,
                                   const std::string& what, const std::string& key);
 // make(t) for cpu_threads_for_run: the --model spec, compiled as the commands train it
-// (perf::compile_for: Adam, sparse categorical cross-entropy) for the CPU with t threads.
+// (perf::compile_for: Adam, sparse categorical cross-entropy) for the CPU with t threads, its
+// dense GEMMs in `precision`.
 std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Shape& sample_shape,
-                                               int num_classes, uint64_t seed);
+                                               int num_classes, uint64_t seed,
+                                               Precision precision = Precision::fp32);
 // {"threads": N, "chosen_by": "user" | "measurement" | "saved measurement" | "all cores",
 // "trials": [{threads, seconds_per_step}] (when measured, also by an earlier run)}
 nlohmann::json threads_json(const ThreadsForRun& t);

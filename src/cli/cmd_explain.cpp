@@ -64,22 +64,21 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   c.device = o.device == "cuda" ? "cuda:0" : o.device;
   c.mode = mode;
   c.precision = parse_precision(o.precision);
-  if (c.precision == Precision::tf32 && !gpu)
-    throw Error("--precision tf32", "is a GPU precision; the CPU trains in fp32 or bf16");
-  if (c.precision == Precision::bf16 && !gpu)
-    if (const std::string why = cpu_bf16_problem(cpu_bf16_support()); !why.empty())
-      throw Error("--precision bf16", why);
+  if (!gpu)
+    if (const std::string why = cpu_precision_problem(c.precision); !why.empty())
+      throw Error("--precision " + o.precision, why);
   const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
   // Over ranks, --threads 0 divides this host's cores among its ranks (as train does).
   const ThreadsForRun threads =
-      gpu              ? ThreadsForRun{o.threads, std::nullopt}
-      : ranks.size > 1 ? (o.threads > 0 ? ThreadsForRun{o.threads, std::nullopt}
-                                        : ThreadsForRun{threads_per_rank(ranks), std::nullopt,
-                                                        "cores divided among ranks"})
-                       : cpu_threads_for_run(
-                             o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed),
-                             d.x_train, d.y_train, o.batch_size, o.quiet, what,
-                             perf::threads_choice_key(perf::describe(probe), o.batch_size));
+      gpu ? ThreadsForRun{o.threads, std::nullopt}
+      : ranks.size > 1
+          ? (o.threads > 0 ? ThreadsForRun{o.threads, std::nullopt}
+                           : ThreadsForRun{threads_per_rank(ranks), std::nullopt,
+                                           "cores divided among ranks"})
+          : cpu_threads_for_run(
+                o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed, c.precision),
+                d.x_train, d.y_train, o.batch_size, o.quiet, what,
+                perf::threads_choice_key(perf::describe(probe), o.batch_size, c.precision));
   c.threads = threads.threads;
   c.seed = o.seed;
   c.steps = o.steps;

@@ -105,6 +105,7 @@ void run_train(const TrainOptions& o) {
   int initial_epoch = 0;
   ThreadsForRun threads_run{o.threads > 0 ? o.threads : perf::cpu_info().logical_cores,
                             std::nullopt, o.threads > 0 ? "user" : "all cores"};
+  const Precision precision = parse_precision(o.precision);
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
   copts.precision = o.precision;
   // With ranks: the CPU unless a GPU is asked for (then NCCL between the GPUs), and --threads 0
@@ -126,8 +127,9 @@ void run_train(const TrainOptions& o) {
     const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
     const Tensor y_probe = sparse_loss ? data::to_float_labels(d.train)
                                        : data::to_one_hot_labels(d.train, d.num_classes);
-    threads_run = cpu_threads_for_run(0, make, x_train, y_probe, batch_size, quiet, what,
-                                      perf::threads_choice_key(perf::describe(one), batch_size));
+    threads_run =
+        cpu_threads_for_run(0, make, x_train, y_probe, batch_size, quiet, what,
+                            perf::threads_choice_key(perf::describe(one), batch_size, precision));
   };
   Sequential model = [&] {
     if (!o.resume.empty()) {
@@ -154,9 +156,11 @@ void run_train(const TrainOptions& o) {
         mm.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
     };
     const std::string what = fmt::format("{} at batch {}", model_label(o.model), batch_size);
-    // The thread count that trains this model fastest here, measured on a few batches (before
-    // --device auto, which weighs the CPU at that count; not for a precision only a GPU has).
-    if ((copts.device == "cpu" || (copts.device == "auto" && o.precision == "fp32")) && measure) {
+    // The thread count that trains this model fastest here, measured on a few batches in the
+    // precision it trains in (before --device auto, which weighs the CPU at that count; not for
+    // a precision this CPU cannot train in: tf32, or bf16 without AVX512_BF16).
+    const bool cpu_can = cpu_precision_problem(precision).empty();
+    if ((copts.device == "cpu" || (copts.device == "auto" && cpu_can)) && measure) {
       auto make = [&](int t) {
         Sequential p = model_from_spec(o.model, d.train.item_shape, d.num_classes);
         CompileOptions co = copts;
@@ -173,9 +177,11 @@ void run_train(const TrainOptions& o) {
       // The device the cost model predicts faster for this model and batch, and why.
       std::string why;
       copts.device = perf::choose_device(
-          m, batch_size, why, [&](std::vector<perf::Workload> w, const std::string&) {
+          m, batch_size, why,
+          [&](std::vector<perf::Workload> w, const std::string&) {
             return cpu_profile_for_run(o.profile, cpu_threads, quiet, std::move(w), what);
-          });
+          },
+          precision);
       out.say("device auto: " + copts.device + ": " + why);
     }
     if (copts.device == "cpu") copts.threads = cpu_threads;

@@ -386,10 +386,12 @@ ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(
 }
 
 std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Shape& sample_shape,
-                                               int num_classes, uint64_t seed) {
+                                               int num_classes, uint64_t seed,
+                                               Precision precision) {
   return [=](int threads) {
     Sequential m = model_from_spec(spec, sample_shape, num_classes);
-    perf::compile_for(m, {.device = "cpu", .threads = threads, .seed = seed});
+    perf::compile_for(m,
+                      {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
     return m;
   };
 }

@@ -110,6 +110,11 @@ void check_dtype(const json& v, const LayerRef& ref, std::string_view field = "d
   } else {
     ref.fail(field, "expected a dtype name, got " + brief(v));
   }
+  if (name == "mixed_bfloat16")
+    ref.fail(field,
+             "dtype 'mixed_bfloat16' is not read from a model's JSON: crossover's precision is "
+             "the whole model's, chosen when it is compiled (train --precision bf16; in Python, "
+             "keras.mixed_precision.set_global_policy('mixed_bfloat16') before making the model)");
   if (name != "float32")
     ref.fail(field,
              "dtype '" + printable(name) + "' is not supported: crossover computes in float32");

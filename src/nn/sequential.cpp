@@ -1441,6 +1441,7 @@ bool Sequential::compiled() const { return impl_->is_compiled; }
 std::string Sequential::device_name() const {
   return impl_->backend ? impl_->backend->device_name() : "none";
 }
+const std::string& Sequential::precision() const { return impl_->copts.precision; }
 const OptimizerConfig& Sequential::optimizer() const { return impl_->opt; }
 const std::string& Sequential::loss_name() const { return impl_->loss_name; }
 

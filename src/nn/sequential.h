@@ -140,6 +140,8 @@ class Sequential {
   std::vector<Shape> layer_output_shapes() const;
   bool compiled() const;
   std::string device_name() const;
+  // The dense GEMMs' arithmetic compile() was given (CompileOptions::precision; "fp32" before).
+  const std::string& precision() const;
 
   // Parameters, named as Keras stores them, copied to/from the device.
   std::vector<NamedTensor> get_weights() const;

@@ -18,7 +18,7 @@ std::string us(double s) {
 }  // namespace
 
 std::string choose_device(const Sequential& model, int64_t batch, std::string& why,
-                          const CpuProfileSource& cpu_profile) {
+                          const CpuProfileSource& cpu_profile, Precision precision) {
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();
   if (gpus.empty()) {
     why = "no GPU present: training on the CPU";
@@ -32,7 +32,12 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
                       first_gpu, gpus.front().name, why_not);
     return "cpu";
   }
-  std::vector<Workload> workloads{{desc, {batch}}};
+  if (const std::string cpu_cannot = cpu_precision_problem(precision); !cpu_cannot.empty()) {
+    why = fmt::format("{} ({}): the CPU cannot train in {} ({})", first_gpu, gpus.front().name,
+                      precision_name(precision), cpu_cannot);
+    return first_gpu;
+  }
+  std::vector<Workload> workloads{{desc, {batch}, precision}};
   const std::string what = fmt::format("{} at batch {}", model.name(), batch);
   const CpuProfileChoice choice = cpu_profile
                                       ? cpu_profile(std::move(workloads), what)
@@ -46,12 +51,12 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
         first_gpu, gpus.front().name);
     return first_gpu;
   }
-  const double cpu_step =
-      predict(step_ops(desc, batch, DeviceKind::cpu, Mode::resident), *cpu, Mode::resident)
-          .step_seconds;
+  const double cpu_step = predict(step_ops(desc, batch, DeviceKind::cpu, Mode::resident), *cpu,
+                                  Mode::resident, precision)
+                              .step_seconds;
   std::string best = "cpu", best_label = "cpu";
   double best_step = cpu_step;
-  std::string missing;
+  std::string missing, fp32_rates;  // GPUs without a profile; bf16 priced at fp32 rates
   bool any_gpu_prediction = false;
   for (const CudaDeviceInfo& g : gpus) {
     const std::vector<Profile> profiles = gpu_profiles(g.name);
@@ -61,8 +66,13 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
       continue;
     }
     any_gpu_prediction = true;
+    Precision gpu_precision = precision;
+    if (precision == Precision::bf16 && profiles.front().gemm_bf16.empty()) {
+      gpu_precision = Precision::fp32;
+      fp32_rates += (fp32_rates.empty() ? "" : ", ") + id;
+    }
     const double step = predict(step_ops(desc, batch, DeviceKind::gpu, Mode::resident),
-                                profiles.front(), Mode::resident)
+                                profiles.front(), Mode::resident, gpu_precision)
                             .step_seconds;
     if (step < best_step) {
       best = id;
@@ -88,6 +98,10 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
     why = fmt::format("{} is predicted {:.1f}x faster than the CPU: {} vs {} per step at batch {}",
                       best_label, other / best_step, us(best_step), us(cpu_step), batch);
   }
+  if (precision != Precision::fp32) why += fmt::format("; in {}", precision_name(precision));
+  if (precision == Precision::tf32) why += " (the GPUs priced at their fp32 GEMM rates)";
+  if (!fp32_rates.empty())
+    why += "; " + fp32_rates + " priced at fp32 GEMM rates (no bf16 rates in its profile)";
   if (!missing.empty()) why += "; no profile for " + missing;
   return best;
 }

@@ -23,9 +23,15 @@ namespace crossover::perf {
 // `cpu_profile` finds the CPU's profile for the model's step (perf::cpu_profile_for, which may
 // calibrate this CPU first); by default cpu_profile_for with the default request. It is only
 // asked when a GPU is present.
+// `precision`: the dense GEMMs' arithmetic the model will train in. The CPU is weighed in it (bf16:
+// at its profile's bf16 GEMM rates, which the workload asks cpu_profile to have) and is no
+// candidate where it cannot train in it (tf32; bf16 without AVX512_BF16): then the GPU. A GPU
+// profile without bf16 rates prices the GPU's bf16 step at its fp32 rates (an upper bound), and
+// tf32 is priced at the fp32 rates; `why` says so.
 using CpuProfileSource =
     std::function<CpuProfileChoice(std::vector<Workload> workloads, const std::string& what)>;
 std::string choose_device(const Sequential& model, int64_t batch, std::string& why,
-                          const CpuProfileSource& cpu_profile = {});
+                          const CpuProfileSource& cpu_profile = {},
+                          Precision precision = Precision::fp32);
 
 }  // namespace crossover::perf

@@ -111,7 +111,7 @@ ThreadsRecheck recheck_threads(const std::function<Sequential(int)>& make, const
   return r;
 }
 
-std::string threads_choice_key(const ModelDesc& model, int64_t batch) {
+std::string threads_choice_key(const ModelDesc& model, int64_t batch, Precision precision) {
   // FNV-1a over the step's op list (kernels and shapes): the same step, the same key, on any build.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const std::string& s) {
@@ -120,6 +120,7 @@ std::string threads_choice_key(const ModelDesc& model, int64_t batch) {
   for (const Op& o : step_ops(model, batch, DeviceKind::cpu, Mode::resident))
     mix(fmt::format("{}:{}:{}:{}:{}|", o.kernel, o.m, o.k, o.n, o.elements));
   mix(model.loss);
+  if (precision != Precision::fp32) mix(precision_name(precision));
   return fmt::format("{:016x}-b{}", h, batch);
 }
 
@@ -242,14 +243,17 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   const OptimizerConfig optimizer = model.optimizer();
   const std::string loss = model.loss_name(), name = model.name();
   const std::vector<std::string> metrics = model.metrics();
+  const std::string precision = model.precision();
   auto make = [=](int threads) {
     Sequential m(layers, name);
-    m.compile(optimizer, loss, metrics, {.device = "cpu", .threads = threads, .seed = seed});
+    m.compile(optimizer, loss, metrics,
+              {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
     return m;
   };
   const int64_t b = std::max<int64_t>(1, std::min(batch, x.dim(0)));
   const std::string what = fmt::format("{} at batch {}", name, b);
-  return cpu_threads_for_run(0, make, x, y, b, say, what, threads_choice_key(describe(make(1)), b),
+  return cpu_threads_for_run(0, make, x, y, b, say, what,
+                             threads_choice_key(describe(make(1)), b, parse_precision(precision)),
                              how_to_pin);
 }
 

@@ -72,8 +72,10 @@ ThreadsRecheck recheck_threads(const std::function<Sequential(int)>& make, const
 // A choice is kept, per machine, in the user's profile folder (threads/<this CPU's slug>.json,
 // beside its profiles), keyed by the model's step (its op list at that batch size) and batch size:
 // a second run trains at the same count (bit-identical results, and the same profile, so nothing
-// is calibrated again). Delete the file to measure again.
-std::string threads_choice_key(const ModelDesc& model, int64_t batch);
+// is calibrated again), and by its precision (a bf16 step is not an fp32 step; an fp32 key is
+// what it was before precisions, so earlier choices stay found). Delete the file to measure again.
+std::string threads_choice_key(const ModelDesc& model, int64_t batch,
+                               Precision precision = Precision::fp32);
 std::string threads_choice_path();
 std::optional<ThreadsChoice> saved_threads_choice(const std::string& key);
 // Adds or replaces the entry (read, change, write to a temporary file and rename; a concurrent
@@ -100,10 +102,10 @@ ThreadsForRun cpu_threads_for_run(int requested, const std::function<Sequential(
                                   const std::string& how_to_pin);
 
 // The same for a model built in code (Python's): make(t) compiles copies of `model`'s layers as
-// `model` is compiled (optimizer with its current learning rate, loss, metrics) for the CPU with t
-// threads and `seed`, given the input shape of (x) when its first layer has none; the choice is
-// keyed and saved as the commands key theirs, so `crossover train` and Python share it. Requires
-// a compiled model.
+// `model` is compiled (optimizer with its current learning rate, loss, metrics, precision) for the
+// CPU with t threads and `seed`, given the input shape of (x) when its first layer has none; the
+// choice is keyed and saved as the commands key theirs, so `crossover train` and Python share it.
+// Requires a compiled model.
 ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, const Tensor& y,
                                     int64_t batch, uint64_t seed,
                                     const std::function<void(const std::string&)>& say,

@@ -6,7 +6,8 @@ import tempfile
 
 import pytest
 
-from crossover import _seed
+from crossover import _precision, _seed
+from crossover.keras import mixed_precision
 
 # CROSSOVER_PROFILE_DIR: where fit keeps its measured thread counts (perf::threads_choice_path);
 # also passed on to the commands the tests run.
@@ -19,3 +20,13 @@ def seed_zero():
     _seed.set_seed(0)
     yield
     _seed.set_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    """Each test starts, and leaves, with Keras's default dtype policy and TF32 off."""
+    mixed_precision.set_global_policy("float32")
+    _precision.enable_tensor_float_32_execution(False)
+    yield
+    mixed_precision.set_global_policy("float32")
+    _precision.enable_tensor_float_32_execution(False)

@@ -44,29 +44,33 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-@pytest.fixture(scope="module")
-def cli_run(tmp_path_factory):
-    """`crossover train` of SMALL on mnist-10k, seed SEED, with a temporary HOME."""
-    folder = tmp_path_factory.mktemp("cli")
+def train_with_cli(folder: Path, *options: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """`crossover train` of SMALL on mnist-10k, seed SEED, with a temporary HOME: its --json
+    record and its --save'd weights."""
     (folder / "home").mkdir()
-    # No --threads: the count measured fastest here, as Python's fit chooses its own (the CPU's
-    # results do not depend on it, so the two may differ on a busy machine).
     command = [
         str(crossover_binary()),
         "train",
         "--data=mnist-10k",
         "--model=small",
-        f"--epochs={EPOCHS}",
         f"--seed={SEED}",
         f"--json={folder / 'run.json'}",
         f"--save={folder / 'model.safetensors'}",
         "--quiet",
+        *options,
     ]
     env = dict(os.environ, HOME=str(folder / "home"))
     env.pop("CROSSOVER_DATA", None)
     subprocess.run(command, check=True, env=env, cwd=folder, timeout=600)
     record = json.loads((folder / "run.json").read_text())
     return record, read_safetensors(folder / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    # No --threads: the count measured fastest here, as Python's fit chooses its own (the CPU's
+    # results do not depend on it, so the two may differ on a busy machine).
+    return train_with_cli(tmp_path_factory.mktemp("cli"), f"--epochs={EPOCHS}")
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +125,56 @@ def test_final_weights_are_bit_identical(cli_run, python_run):
     for name, w in zip(names, weights):
         assert saved[name].shape == w.shape, name
         np.testing.assert_array_equal(saved[name], w, err_msg=name)
+
+
+# --- bf16: keras.mixed_precision's "mixed_bfloat16" is `crossover train --precision bf16` -------
+CPU_BF16_PROBLEM = tf._core.cpu_precision_problem("bf16")
+
+
+@pytest.fixture(scope="module")
+def bf16_runs(tmp_path_factory):
+    """One epoch of SMALL on mnist-10k, seed SEED, one thread, in bf16: the CLI's
+    (--precision bf16) and Python's (set_global_policy('mixed_bfloat16'))."""
+    if CPU_BF16_PROBLEM:
+        pytest.skip(f"bf16 on this CPU: {CPU_BF16_PROBLEM}")
+    record, saved = train_with_cli(
+        tmp_path_factory.mktemp("bf16"), "--epochs=1", "--precision=bf16", "--threads=1"
+    )
+
+    from crossover import _threads
+    from crossover.keras import mixed_precision
+
+    data = np.load(REPO / "data" / "mnist-10k" / "mnist-10k.npz")
+    x_train, y_train = data["x_train"] / 255.0, data["y_train"]
+    tf.keras.utils.set_random_seed(SEED)
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = tf.keras.models.Sequential(
+            [
+                tf.keras.layers.Flatten(input_shape=(28, 28)),
+                tf.keras.layers.Dense(128, activation="relu"),
+                tf.keras.layers.Dropout(0.2),
+                tf.keras.layers.Dense(10, activation="softmax"),
+            ]
+        )
+        model.compile(
+            optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+        )
+    finally:
+        mixed_precision.set_global_policy("float32")
+        _threads._set = None
+    history = model.fit(x_train, y_train, epochs=1, verbose=0)
+    return record, saved, history.history, model
+
+
+def test_mixed_bfloat16_is_the_clis_bf16_bit_for_bit(bf16_runs, cli_run):
+    record, saved, history, model = bf16_runs
+    assert record["precision"] == "bf16" and model._core.precision == "bf16"
+    assert history["loss"] == [e["loss"] for e in record["history"]]
+    names = ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
+    for name, w in zip(names, model.get_weights()):
+        np.testing.assert_array_equal(saved[name], w, err_msg=name)
+    # ... and not fp32's (the CLI's fp32 run: same data, seed and first epoch).
+    fp32_record, _ = cli_run
+    assert history["loss"][0] != fp32_record["history"][0]["loss"]

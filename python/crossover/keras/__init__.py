@@ -7,13 +7,17 @@ from typing import Any
 
 from . import backend, callbacks, layers, models, optimizers
 from . import datasets, losses, metrics, utils  # api block
+from . import config, mixed_precision  # dtype policies
+from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
 from ._args import unsupported_attribute
 from .layers import Input
+from .mixed_precision import DTypePolicy
 from .models import History, Sequential
 
 __all__ = ["backend", "callbacks", "layers", "models", "optimizers", "Input", "Sequential"]
 __all__ += ["History"]
 __all__ += ["datasets", "losses", "metrics", "utils"]
+__all__ += ["config", "mixed_precision", "dtype_policies", "DTypePolicy"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,5 +27,5 @@ def __getattr__(name: str) -> Any:
         "keras",
         name,
         "Sequential models (layers, models, optimizers, callbacks, losses, metrics, datasets, "
-        "utils)",
+        "utils, mixed_precision, config)",
     )

@@ -9,6 +9,7 @@ import operator
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .. import _core
+from . import mixed_precision
 from ._args import reject_unknown, reject_unsupported, unsupported_attribute
 
 ActivationArg = Union[str, Callable[..., Any], None]
@@ -40,8 +41,13 @@ def _initializer(value: Any) -> str:
     return name.lower().replace("_", "")
 
 
-class Layer:
-    """What every layer takes: name, input_shape (or input_dim), dtype float32, trainable."""
+class Layer(mixed_precision.HasDTypePolicy):
+    """What every layer takes: name, input_shape (or input_dim), dtype (a dtype policy: the
+    global one when not given; keras.mixed_precision), trainable."""
+
+    # Whether the layer's work is matrix products (Dense, Conv2D): the engine runs those in the
+    # model's precision, and the rest in float32 whatever the policy.
+    _matrix_products = False
 
     def __init__(
         self,
@@ -57,10 +63,9 @@ class Layer:
         batch_input_shape = kwargs.pop("batch_input_shape", None)
         reject_unknown(owner, kwargs)
         reject_unsupported(owner, trainable=(trainable, True))
-        if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
-            raise ValueError(
-                f"{owner}: dtype {dtype!r} is not supported: crossover computes in float32"
-            )
+        # Keras's: the policy is fixed when the layer is made (the global one unless given).
+        self._dtype_policy = mixed_precision.get(dtype)
+        mixed_precision.engine_precision(self._dtype_policy)  # refuses what crossover lacks
         if batch_input_shape is not None:
             input_shape = tuple(batch_input_shape)[1:]
         if input_dim is not None:
@@ -95,11 +100,16 @@ class InputLayer(Layer):
         **kwargs: Any,
     ) -> None:
         reject_unsupported("InputLayer", sparse=(sparse, None), input_tensor=(input_tensor, None))
+        # Its dtype is the input's (Keras: floatx when not given), not a policy: float32 only.
+        if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
+            raise ValueError(
+                f"InputLayer: dtype {dtype!r} is not supported: crossover takes float32 inputs"
+            )
         if batch_shape is not None:
             shape = tuple(batch_shape)[1:]
         if shape is None:
             shape = kwargs.pop("input_shape", None)
-        super().__init__(name=name, dtype=dtype, input_shape=shape, **kwargs)
+        super().__init__(name=name, input_shape=shape, **kwargs)
         if self._input_shape is None:
             raise ValueError("InputLayer: give the per-sample shape, e.g. shape=(28, 28)")
         self._layer = _core.Input(self._input_shape)
@@ -134,6 +144,8 @@ class Flatten(Layer):
 
 
 class Dense(Layer):
+    _matrix_products = True
+
     def __init__(
         self,
         units: int,
@@ -207,6 +219,8 @@ def _channels_last(owner: str, data_format: Optional[str]) -> None:
 
 
 class Conv2D(Layer):
+    _matrix_products = True
+
     def __init__(
         self,
         filters: int,

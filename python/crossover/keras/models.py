@@ -10,9 +10,10 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from .. import _core, _device, _seed, _threads
+from .. import _core, _device, _precision, _seed, _threads
 from . import losses as losses_module
 from . import metrics as metrics_module
+from . import mixed_precision
 from . import optimizers as optimizers_module
 from . import saving
 from ._args import reject_unknown, reject_unsupported, unsupported_attribute
@@ -49,8 +50,9 @@ def _dynamic_display() -> bool:
     )
 
 
-class Sequential:
-    """keras.Sequential: a stack of layers, given as a list or with add()."""
+class Sequential(mixed_precision.HasDTypePolicy):
+    """keras.Sequential: a stack of layers, given as a list or with add(). Its dtype_policy is
+    the global one when it was made (Keras's); its layers' own decide what the engine trains in."""
 
     def __init__(
         self,
@@ -71,6 +73,9 @@ class Sequential:
         # Device and metric name (api block: crossover.device, keras.metrics).
         self._created_device = _device.current()
         self._metric_name = "accuracy"
+        # Keras's: the model's own policy is the global one when it is made. What the engine
+        # trains in comes from its layers' policies (_precision).
+        self._dtype_policy = mixed_precision.dtype_policy()
         for layer in layers or []:
             self.add(layer)
 
@@ -122,6 +127,43 @@ class Sequential:
         the model's creation, else the CPU."""
         return _device.current() or self._created_device or "cpu"
 
+    def _precision(self, device: str) -> str:
+        """The engine's precision (CompileOptions::precision) from the layers' dtype policies:
+        that of the layers with matrix products (Dense, Conv2D), which the engine runs in one
+        precision per model; the other layers compute in float32 whatever their policy. On a
+        GPU, float32 is tf32 after tf.config.experimental.enable_tensor_float_32_execution(True).
+        """
+        products = [l for l in self._layers if l._matrix_products]
+        policies = {l.dtype_policy.name for l in products}
+        if len(policies) > 1:
+            first = products[0]
+            other = next(l for l in products if l.dtype_policy != first.dtype_policy)
+            core = self._model().layers
+            offset = len(core) - len(self._layers)  # an Input the library's model put first
+            name = lambda l: core[self._layers.index(l) + offset].name  # noqa: E731
+            raise NotImplementedError(
+                f"Layers {name(first)!r} (dtype policy '{first.dtype_policy.name}') and "
+                f"{name(other)!r} ('{other.dtype_policy.name}') differ: crossover runs the "
+                f"matrix products of all the Dense and Conv2D layers of a model in one "
+                f"precision; give them the same policy (other layers, such as "
+                f"Activation('softmax', dtype='float32'), may differ: they compute in float32); "
+                f"see docs/PYTHON.md"
+            )
+        if not products:
+            return "fp32"
+        precision = mixed_precision.engine_precision(products[0].dtype_policy)
+        tf32 = _precision.tensor_float_32_execution_enabled()
+        if precision == "fp32" and device != "cpu" and tf32:
+            return "tf32"
+        if device == "cpu":
+            problem = _core.cpu_precision_problem(precision)
+            if problem:
+                raise ValueError(
+                    f"compile: the dtype policy '{products[0].dtype_policy.name}' cannot train on "
+                    f"this CPU: precision {precision} {problem}"
+                )
+        return precision
+
     def _check_scope(self, who: str) -> None:
         """A device scope around fit/evaluate/predict that is not the model's device is an error,
         not a silent run elsewhere: the device is chosen at compile."""
@@ -163,6 +205,7 @@ class Sequential:
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
         device, threads, seed = self._device(), _threads.requested(), _seed.get()
+        precision = self._precision(device)
         # model.optimizer is a keras optimizer object, also for a name (as in Keras); its
         # learning_rate reads and sets this model's rate from now on.
         optimizer = optimizers_module.from_identifier(optimizer)
@@ -176,6 +219,7 @@ class Sequential:
             device=device,
             threads=threads if device == "cpu" else 0,
             seed=seed,
+            precision=precision,
         )
         # On the CPU, the thread count: the one asked for, else measured at the first fit or
         # evaluate, when the data's shape and the batch size are known (_use_measured_threads).

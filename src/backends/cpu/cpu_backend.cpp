@@ -822,15 +822,19 @@ std::string cpu_bf16_problem(const CpuBf16Support& isa) {
          "GPU)";
 }
 
+std::string cpu_precision_problem(Precision precision, const CpuBf16Support& isa) {
+  if (precision == Precision::tf32)
+    return "tf32 is a GPU precision; the CPU trains in fp32 or bf16";
+  if (precision == Precision::bf16) return cpu_bf16_problem(isa);
+  return "";
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int threads, Precision precision,
                                           const CpuBf16Support& isa) {
   if (const std::string why = cpu_threads_problem(threads); !why.empty())
     throw Error("threads", why);
-  if (precision == Precision::tf32)
-    throw Error("precision tf32", "tf32 is a GPU precision; the CPU trains in fp32 or bf16");
-  if (precision == Precision::bf16)
-    if (const std::string why = cpu_bf16_problem(isa); !why.empty())
-      throw Error("precision bf16", why);
+  if (const std::string why = cpu_precision_problem(precision, isa); !why.empty())
+    throw Error(std::string("precision ") + precision_name(precision), why);
   return std::make_unique<CpuBackend>(threads, precision);
 }
 
