@@ -1,6 +1,6 @@
 // model_from_json and training_config_from_json on arbitrary bytes: a Sequential model or a
 // crossover::Error, never a crash, a leak or a hang. A model that is read must survive a round
-// trip through model_to_json with the same layers.
+// trip through model_to_json with the same layers (and the same dtype policies).
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (; i < a.size(); ++i, ++j) {
       if (a[i].type != b[j].type || a[i].units != b[j].units ||
           a[i].activation != b[j].activation || a[i].use_bias != b[j].use_bias ||
-          a[i].rate != b[j].rate)
+          a[i].rate != b[j].rate || a[i].dtype_policy != b[j].dtype_policy)
         std::abort();
     }
   } catch (const crossover::Error&) {

@@ -112,7 +112,14 @@ NB_MODULE(_core, m) {
       .def_prop_ro("momentum", [](const Layer& l) { return l.momentum; })
       .def_prop_ro("epsilon", [](const Layer& l) { return l.epsilon; })
       .def_prop_ro("center", [](const Layer& l) { return l.center; })
-      .def_prop_ro("scale", [](const Layer& l) { return l.scale; });
+      .def_prop_ro("scale", [](const Layer& l) { return l.scale; })
+      // Keras's dtype policy name ("float32", "mixed_bfloat16"): what a model file says.
+      .def_prop_rw(
+          "dtype_policy",
+          [](const Layer& l) { return std::string(dtype_policy_name(l.dtype_policy)); },
+          [](Layer& l, const std::string& name) {
+            l.dtype_policy = parse_dtype_policy(name, "dtype");
+          });
   m.def("Input", &Input, nb::arg("shape"));
   m.def("Flatten", &Flatten, nb::arg("input_shape") = Shape{});
   m.def("Dense", &Dense, nb::arg("units"), nb::arg("activation") = "linear",
@@ -303,6 +310,12 @@ NB_MODULE(_core, m) {
       .def_prop_ro("device_name", &Sequential::device_name)
       .def_prop_ro("precision", &Sequential::precision)
       .def_prop_ro("layers", &Sequential::layers)
+      // The one policy of the Dense and Conv2D layers (model_dtype_policy; ValueError naming two
+      // that differ), and the engine's precision for it.
+      .def_prop_ro("dtype_policy",
+                   [](const Sequential& s) {
+                     return std::string(dtype_policy_name(model_dtype_policy(s.layers())));
+                   })
       .def("metrics", &Sequential::metrics)
       // For callbacks.
       .def("stop_training", &Sequential::stop_training)
@@ -324,6 +337,18 @@ NB_MODULE(_core, m) {
             s.set_weights(named);
           },
           nb::arg("weights"));
+  // Keras dtype policies: "" when the engine trains in one, else why not (nn/layers.h); the
+  // engine's precision for one it has.
+  m.def(
+      "dtype_policy_problem", [](const std::string& name) { return dtype_policy_problem(name); },
+      nb::arg("name"));
+  m.def(
+      "dtype_policy_precision",
+      [](const std::string& name) {
+        return std::string(
+            precision_name(dtype_policy_precision(parse_dtype_policy(name, "dtype"))));
+      },
+      nb::arg("name"));
   // "" when the CPU can train in `precision` ("fp32", "bf16"), else why not (the engine's line).
   m.def(
       "cpu_precision_problem",

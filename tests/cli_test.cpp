@@ -237,6 +237,76 @@ TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
   EXPECT_GT(j["test"]["accuracy"].get<double>(), 0.8) << "one-hot targets reach the loss";
 }
 
+// A Keras model file's dtype policy decides the precision (what Keras 3.15's model.save wrote for
+// SMALL under mixed_bfloat16 trains in bf16 without --precision); --precision given must agree.
+TEST(Cli, AModelFilesDTypePolicyIsThePrecisionAndADisagreeingFlagIsRefused) {
+  const std::string dir = temp_folder("dtype-policy");
+  const std::string keras = std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/";
+  const std::string bf16 = keras + "small_mixed_bfloat16_keras3.json";
+  const std::string fp32 = keras + "small_keras3.json";
+  const std::string why = cpu_bf16_problem(cpu_bf16_support());
+  const auto r = run_crossover("train --data mnist-10k --epochs 1 --threads 1 --model " + bf16 +
+                               " --checkpoint " + dir + "/c --json " + dir + "/run.json");
+  if (!why.empty()) {
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("precision bf16: " + why), std::string::npos) << r.err;
+  } else {
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("precision: bf16, as " + bf16 + "'s dtype policy says"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir + "/run.json"))["precision"], "bf16");
+    // The checkpoint keeps the policy: resuming it trains on in bf16.
+    const auto resumed = run_crossover("train --data mnist-10k --epochs 1 --threads 1 --resume " +
+                                       dir + "/c --json " + dir + "/resumed.json");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir + "/resumed.json"))["precision"], "bf16");
+    expect_usage_error("train --data mnist-10k --resume " + dir + "/c --precision fp32",
+                       "--precision fp32: --resume " + dir + "/c's Dense and Conv2D layers");
+  }
+  expect_usage_error("train --data mnist-10k --model " + bf16 + " --precision fp32",
+                     "--precision fp32: " + bf16 +
+                         "'s Dense and Conv2D layers have the dtype policy 'mixed_bfloat16', "
+                         "which trains in bf16: leave --precision out");
+  expect_usage_error(
+      "train --data mnist-10k --model " + fp32 + " --precision bf16",
+      "--precision bf16: " + fp32 + "'s Dense and Conv2D layers have the dtype policy 'float32'");
+  expect_usage_error("explain --data mnist-10k --model " + bf16 + " --precision fp32",
+                     "'s Dense and Conv2D layers have the dtype policy 'mixed_bfloat16'");
+  // float16, and Dense layers of two policies: one line each, before any data is read.
+  nlohmann::json model = nlohmann::json::parse(std::ifstream(bf16));
+  nlohmann::json& last_dense = model["config"]["layers"][4]["config"];
+  ASSERT_EQ(last_dense["name"], "dense_1");
+  last_dense["dtype"]["config"]["name"] = "float32";
+  std::ofstream(dir + "/two.json") << model.dump();
+  expect_usage_error("train --data mnist-10k --model " + dir + "/two.json",
+                     dir +
+                         "/two.json: dtype: layers 'dense' (dtype policy 'mixed_bfloat16') "
+                         "and 'dense_1' ('float32') differ");
+  last_dense["dtype"]["config"]["name"] = "mixed_float16";
+  std::ofstream(dir + "/f16.json") << model.dump();
+  expect_usage_error("train --data mnist-10k --model " + dir + "/f16.json",
+                     "layer 'dense_1' field dtype: the dtype policy 'mixed_float16' is not "
+                     "supported by crossover: the engine has no float16 matrix products");
+}
+
+// Built-in models take --precision as their layers' policy (Keras's set_global_policy before the
+// model is made): a bf16 checkpoint of SMALL resumes in bf16 without --precision.
+TEST(Cli, ABuiltInModelTrainedInBf16ResumesInBf16) {
+  if (!cpu_bf16_problem(cpu_bf16_support()).empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  const std::string dir = temp_folder("builtin-bf16");
+  const auto r = run_crossover(
+      "train --data mnist-10k --epochs 1 --threads 1 --quiet "
+      "--precision bf16 --checkpoint " +
+      dir + "/c");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto resumed = run_crossover(
+      "train --data mnist-10k --epochs 1 --threads 1 --quiet "
+      "--resume " +
+      dir + "/c --json " + dir + "/run.json");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir + "/run.json"))["precision"], "bf16");
+}
+
 TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
   // 100,000 threads crashed libgomp (exit 139); every subcommand now refuses before any work.
   for (const std::string cmd :

@@ -252,16 +252,24 @@ TEST(ModelIoKerasJson, RefusesWhatItCannotRunWithOneLineNamingLayerAndField) {
                    "layer 'dense' field kernel_initializer: initializer HeNormal is not supported");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "bias_initializer", json("ones")), "i"),
                    "layer 'dense' field bias_initializer: initializer ones is not supported");
+  // Policies the engine has no arithmetic for: one line naming what it lacks.
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "dtype", json("float16")), "d"),
-                   "layer 'dense' field dtype: dtype 'float16' is not supported");
+                   "d: layer 'dense' field dtype: the dtype policy 'float16' is not supported by "
+                   "crossover: the engine has no float16 matrix products");
   const json mixed = json::parse(R"({"module": "keras", "class_name": "DTypePolicy",
                                       "config": {"name": "mixed_float16"}, "registered_name": null})");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense_1", "dtype", mixed), "d"),
-                   "layer 'dense_1' field dtype: dtype 'mixed_float16' is not supported");
-  // crossover trains in bf16, but as the model's compile option: the JSON says where to ask.
-  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "dtype", json("mixed_bfloat16")), "d"),
-                   "dtype 'mixed_bfloat16' is not read from a model's JSON: crossover's precision "
-                   "is the whole model's, chosen when it is compiled (train --precision bf16;");
+                   "layer 'dense_1' field dtype: the dtype policy 'mixed_float16' is not supported "
+                   "by crossover: the engine has no float16 matrix products (nor the loss scaling "
+                   "that float16 training needs); 'mixed_bfloat16' is its reduced precision. "
+                   "Supported policies: 'float32' and 'mixed_bfloat16'");
+  const json quantized = json::parse(R"({"module": "keras", "class_name": "QuantizedDTypePolicy",
+      "config": {"mode": "int8", "source_name": "float32"}, "registered_name": null})");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "dtype", quantized), "q"),
+                   "layer 'dense' field dtype: the dtype policy 'int8' is not supported by "
+                   "crossover: quantized policies");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "dtype", json(3)), "d"),
+                   "layer 'dense' field dtype: expected a dtype policy, got 3");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "trainable", json(false)), "t"),
                    "layer 'dense' field trainable: frozen layers");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "activation", json("gelu")), "a"),
@@ -314,6 +322,105 @@ TEST(ModelIoKerasJson, RefusesWhatItCannotRunWithOneLineNamingLayerAndField) {
       model_from_json(R"({"class_name": "Sequential", "config": {"layers": []}})", "x"),
       "the model has no layers");
   EXPECT_ERROR_HAS(model_from_json("[1, 2]", "x"), "a Keras model JSON is an object");
+}
+
+// What Keras 3.15's model.save wrote (config.json of the .keras archive) for SMALL under
+// mixed_bfloat16, the softmax a float32 Activation as Keras's mixed precision guide has it.
+TEST(ModelIoDTypePolicy, AKerasSavedMixedBfloat16ModelLoadsWithEachLayersPolicy) {
+  const std::string text = slurp(keras_file("small_mixed_bfloat16_keras3.json"));
+  const Sequential m = model_from_json(text, "config.json");
+  EXPECT_EQ(m.count_params(), 101770);
+  std::vector<std::pair<std::string, DTypePolicy>> got;
+  for (const Layer& l : m.layers()) got.emplace_back(l.name, l.dtype_policy);
+  const std::vector<std::pair<std::string, DTypePolicy>> want = {
+      {"flatten", DTypePolicy::mixed_bfloat16},
+      {"dense", DTypePolicy::mixed_bfloat16},
+      {"dropout", DTypePolicy::mixed_bfloat16},
+      {"dense_1", DTypePolicy::mixed_bfloat16},
+      {"activation", DTypePolicy::float32}};
+  EXPECT_EQ(got, want);
+  // The Dense layers decide the engine's precision; the float32 Activation does not matter.
+  EXPECT_EQ(model_dtype_policy(m.layers()), DTypePolicy::mixed_bfloat16);
+  EXPECT_EQ(dtype_policy_precision(model_dtype_policy(m.layers())), Precision::bf16);
+  ASSERT_TRUE(training_config_from_json(text, "config.json"));
+}
+
+TEST(ModelIoDTypePolicy, ToJsonWritesEachLayersPolicyAsKeras3AndReadsItBack) {
+  std::vector<Layer> layers = {Flatten({4, 4}), Dense(8, "relu"), Dropout(0.1), Dense(3),
+                               Activation("softmax")};
+  for (std::size_t i = 0; i + 1 < layers.size(); ++i)
+    layers[i].dtype_policy = DTypePolicy::mixed_bfloat16;
+  const Sequential m(layers);
+  const json j = json::parse(model_to_json(m));
+  const json bf16 = json::parse(R"({"module": "keras", "class_name": "DTypePolicy",
+                                     "config": {"name": "mixed_bfloat16"}, "registered_name": null})");
+  EXPECT_EQ(j["config"]["dtype"], bf16);  // the model's: its Dense layers' policy
+  const json& out = j["config"]["layers"];
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[0]["config"]["dtype"], "float32");  // the InputLayer: its input's dtype
+  for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(out[i]["config"]["dtype"], bf16) << i;
+  EXPECT_EQ(out[5]["config"]["dtype"]["config"]["name"], "float32");
+  const Sequential back = model_from_json(j.dump(), "roundtrip");
+  ASSERT_EQ(back.layers().size(), m.layers().size());
+  for (std::size_t i = 0; i < m.layers().size(); ++i)
+    EXPECT_EQ(back.layers()[i].dtype_policy, m.layers()[i].dtype_policy) << i;
+  // float32 everywhere is what Keras writes by default.
+  const json f = json::parse(model_to_json(tiny_model()));
+  EXPECT_EQ(f["config"]["dtype"]["config"]["name"], "float32");
+  EXPECT_EQ(f["config"]["layers"][1]["config"]["dtype"]["config"]["name"], "float32");
+}
+
+TEST(ModelIoDTypePolicy, OlderFormsOfAPolicyReadTheSame) {
+  const std::vector<std::pair<const char*, json>> forms = {
+      // Keras 3.0-3.3: the plain name.
+      {"keras 3.0", json("mixed_bfloat16")},
+      // Keras 3.4-3.6's FloatDTypePolicy.
+      {"FloatDTypePolicy", json::parse(R"({"module": "keras", "class_name": "FloatDTypePolicy",
+                                 "config": {"name": "mixed_bfloat16"}, "registered_name": null})")},
+      // tf.keras 2.13-2.15 and, without module, earlier tf.keras 2.
+      {"tf.keras 2.13", json::parse(R"({"module": "keras.mixed_precision", "class_name": "Policy",
+                                 "config": {"name": "mixed_bfloat16"}, "registered_name": null})")},
+      {"tf.keras 2.4", json::parse(R"({"class_name": "Policy",
+                                       "config": {"name": "mixed_bfloat16"}})")},
+  };
+  for (const auto& [what, form] : forms) {
+    SCOPED_TRACE(what);
+    json j = json::parse(keras3_with("dense", "dtype", form));
+    for (json& l : j["config"]["layers"])
+      if (l["config"]["name"] == "dense_1") l["config"]["dtype"] = form;
+    const Sequential m = model_from_json(j.dump(), what);
+    EXPECT_EQ(model_dtype_policy(m.layers()), DTypePolicy::mixed_bfloat16);
+  }
+  // null: float32, the default policy.
+  const Sequential n = model_from_json(keras3_with("dense", "dtype", json()), "null");
+  EXPECT_EQ(n.layers()[1].dtype_policy, DTypePolicy::float32);
+}
+
+TEST(ModelIoDTypePolicy, DenseAndConv2DLayersOfDifferentPoliciesAreNamedInOneLine) {
+  // Keras allows it (a float32 Dense at the end of a mixed model); the engine runs one precision.
+  json j = json::parse(keras3_with("dense", "dtype", json("mixed_bfloat16")));
+  const Sequential m = model_from_json(j.dump(), "m.json");  // the file itself loads
+  EXPECT_ERROR_HAS(model_dtype_policy(m.layers()),
+                   "dtype: layers 'dense' (dtype policy 'mixed_bfloat16') and 'dense_1' "
+                   "('float32') differ: crossover runs the matrix products of all the Dense and "
+                   "Conv2D layers of a model in one precision");
+  std::vector<Layer> convnet = {Input({8, 8, 1}), Conv2D(2, 3), Flatten(), Dense(3)};
+  convnet[1].dtype_policy = DTypePolicy::mixed_bfloat16;
+  EXPECT_ERROR_HAS(model_dtype_policy(Sequential(convnet).layers()),
+                   "layers 'conv2d' (dtype policy 'mixed_bfloat16') and 'dense' ('float32')");
+  EXPECT_EQ(model_dtype_policy({Flatten({2}), Dropout(0.1)}), DTypePolicy::float32);
+}
+
+TEST(ModelIoDTypePolicy, TheEnginesReasonForEachKerasPolicyItLacks) {
+  EXPECT_EQ(dtype_policy_problem("float32"), "");
+  EXPECT_EQ(dtype_policy_problem("mixed_bfloat16"), "");
+  EXPECT_NE(dtype_policy_problem("mixed_float16").find("no float16 matrix products"),
+            std::string::npos);
+  EXPECT_NE(dtype_policy_problem("bfloat16").find("optimizer state in float32"), std::string::npos);
+  EXPECT_NE(dtype_policy_problem("float64").find("float32 at most"), std::string::npos);
+  EXPECT_NE(dtype_policy_problem("int8_from_float32").find("quantized"), std::string::npos);
+  EXPECT_ERROR_HAS(parse_dtype_policy("float16", "here"),
+                   "here: the dtype policy 'float16' is not supported by crossover");
 }
 
 TEST(ModelIoKerasJson, MalformedJsonGivesTheBytePosition) {

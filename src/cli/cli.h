@@ -34,6 +34,9 @@ struct CommonOptions {
   int threads = 0;
   std::string json;
   bool quiet = false;
+  // --precision: fp32, tf32 or bf16; empty (not given): the model's dtype policy decides
+  // (precision_for_spec).
+  std::string precision;
   // Under mpirun: how long a rank may wait in one collective call before it ends every rank
   // (dist::MpiWorld::set_timeout); 0: forever.
   double rank_timeout = 600;
@@ -49,12 +52,13 @@ enum CommonOption : unsigned {
   kQuietOption = 1u << 5,
   kAllCommonOptions = (1u << 6) - 1,
   kRankTimeoutOption = 1u << 6,  // the commands that run over ranks (not in kAllCommonOptions)
+  kPrecisionOption = 1u << 7,    // the commands that train or time training (not in kAll...)
 };
 
-// Adds --model, --data, --seed, --threads, --json, --quiet and --rank-timeout (those in `which`)
-// to `cmd`, bound
-// to `o`. What --json writes and what --quiet silences differ per subcommand: `json_help` and
-// `quiet_help` say it. --threads refuses, at parse time, a count above max_cpu_threads().
+// Adds --model, --data, --seed, --threads, --json, --quiet, --rank-timeout and --precision (those
+// in `which`) to `cmd`, bound to `o`. What --json writes and what --quiet silences differ per
+// subcommand: `json_help` and `quiet_help` say it. --threads refuses, at parse time, a count above
+// max_cpu_threads().
 void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
                         const std::string& json_help = "", const std::string& quiet_help = "");
 
@@ -62,7 +66,22 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
 // input flattened; one that starts with conv/maxpool/avgpool/globalavgpool takes (h, w, c)
 // images, a grey (h, w) image as one channel), or a Keras model JSON file. sample_shape: the
 // data's per-sample shape.
-Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes);
+// `precision` is the dtype policy of the layers of small, big, convnet and a layer list
+// (mixed_bfloat16 for bf16, else float32), as Keras's set_global_policy before a model is made; a
+// file's layers keep the policy the file gives them.
+Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes,
+                           Precision precision = Precision::fp32);
+
+// The precision a model trains in, from its layers' dtype policy (model_dtype_policy: float32 is
+// fp32, mixed_bfloat16 bf16) and --precision (`flag`, empty when not given), as Keras loads a
+// model file: the file's layers say what they compute in, and a --precision that disagrees is
+// refused (Error("--precision X", ...): tf32 agrees with float32, float32's arithmetic on a GPU,
+// as TensorFlow's TF32 switch). `source` names the file ("m.json", "--resume c").
+Precision precision_for_layers(const std::vector<Layer>& layers, const std::string& flag,
+                               const std::string& source);
+// precision_for_layers for a --model: a Keras model JSON file's layers; for small, big, convnet
+// and a layer list, --precision itself (fp32 when not given).
+Precision precision_for_spec(const std::string& spec, const std::string& flag);
 
 // The optimizer, loss and metrics a Keras model JSON given as --model was compiled with (its
 // compile_config); nullopt for small, big, a layer list, or a file without one.

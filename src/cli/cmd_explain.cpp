@@ -16,7 +16,6 @@ struct ExplainCliOptions : CommonOptions {
   int64_t batch_size = kDefaultBatchSize;
   std::string device = "cpu";
   std::string mode = "resident";
-  std::string precision = "fp32";
   int64_t steps = 200;
   double max_seconds = 20;
   ProfileFlags profile;
@@ -54,19 +53,18 @@ void run_explain_cmd(const ExplainCliOptions& o) {
       perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
   check_same_data(ranks, "--data " + d.path, {&d.x_train, &d.y_train});
   // Check the model spec before any measuring.
-  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes);
-
   perf::ExplainConfig c;
-  c.make_model = [&] { return model_from_spec(o.model, d.sample_shape, d.classes); };
+  c.precision = precision_for_spec(o.model, o.precision);
+  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes, c.precision);
+  c.make_model = [&] { return model_from_spec(o.model, d.sample_shape, d.classes, c.precision); };
   c.x = &d.x_train;
   c.y = &d.y_train;
   c.batch = o.batch_size;
   c.device = o.device == "cuda" ? "cuda:0" : o.device;
   c.mode = mode;
-  c.precision = parse_precision(o.precision);
   if (!gpu)
     if (const std::string why = cpu_precision_problem(c.precision); !why.empty())
-      throw Error("--precision " + o.precision, why);
+      throw Error(std::string("--precision ") + precision_name(c.precision), why);
   const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
   // Over ranks, --threads 0 divides this host's cores among its ranks (as train does).
   const ThreadsForRun threads =
@@ -211,15 +209,11 @@ void add_explain(CLI::App& app) {
   auto o = std::make_shared<ExplainCliOptions>();
   auto* cmd = app.add_subcommand(
       "explain", "Where a training step's time goes: phases measured and predicted");
-  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption,
+  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption | kPrecisionOption,
                      "Write the phases as JSON to this file", "Nothing on stdout");
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--mode", o->mode, "resident or naive (GPU)")->capture_default_str();
-  cmd->add_option("--precision", o->precision,
-                  "Dense GEMM arithmetic, as train's: fp32, tf32 (GPU) or bf16 (GPU, or a CPU "
-                  "with AVX512_BF16 or AMX-BF16; priced at calibrate's bf16 GEMM rates)")
-      ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Training steps to measure (each run)")
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "Stop measuring a run after this long")

@@ -18,7 +18,6 @@ struct TrainOptions : CommonOptions {
   int epochs = 10;
   int64_t batch_size = kDefaultBatchSize;
   std::string device = "cpu";
-  std::string precision = "fp32";
   ProfileFlags profile;
   double validation_split = 0.0;
   std::string save;        // --save FILE: the trained model (safetensors, or .weights.h5)
@@ -82,14 +81,22 @@ void run_train(const TrainOptions& o) {
   if (!o.resume.empty() && o.model_given)
     throw Error("--resume", "the model comes from the checkpoint: drop --model");
   // Resuming: the checkpoint's seed and batch size, unless given again, keep the trajectory.
+  // The precision: the model's layers' dtype policy (the file's, the checkpoint's), which a
+  // --precision given must agree with; for small, big, convnet and layer lists, --precision.
   uint64_t seed = o.seed;
   int64_t batch_size = o.batch_size;
+  Precision precision = Precision::fp32;
   if (!o.resume.empty()) {
     const CheckpointInfo info = read_checkpoint_info(o.resume);
     if (!o.seed_given) seed = checkpoint_number(info, "seed", seed, o.resume);
     if (!o.batch_given)
       batch_size = static_cast<int64_t>(
           checkpoint_number(info, "batch_size", static_cast<uint64_t>(batch_size), o.resume));
+    const std::string where = o.resume + " (architecture)";
+    precision = precision_for_layers(model_from_json(info.architecture, where).layers(),
+                                     o.precision, "--resume " + o.resume);
+  } else {
+    precision = precision_for_spec(o.model, o.precision);
   }
   if (o.epochs < 0) throw Error("--epochs", "must not be negative");
   if (batch_size < 1) throw Error("--batch-size", "must be at least 1");
@@ -105,9 +112,8 @@ void run_train(const TrainOptions& o) {
   int initial_epoch = 0;
   ThreadsForRun threads_run{o.threads > 0 ? o.threads : perf::cpu_info().logical_cores,
                             std::nullopt, o.threads > 0 ? "user" : "all cores"};
-  const Precision precision = parse_precision(o.precision);
   CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
-  copts.precision = o.precision;
+  copts.precision = precision_name(precision);
   // With ranks: the CPU unless a GPU is asked for (then NCCL between the GPUs), and --threads 0
   // divides this host's cores among its ranks instead of measuring.
   const bool measure = o.threads == 0 && ranks.size == 1;
@@ -147,7 +153,7 @@ void run_train(const TrainOptions& o) {
       }
       return model_from_checkpoint(o.resume, copts, &initial_epoch);
     }
-    Sequential m = model_from_spec(o.model, d.train.item_shape, d.num_classes);
+    Sequential m = model_from_spec(o.model, d.train.item_shape, d.num_classes, precision);
     // Accuracy is always measured: train reports it whatever the file's metrics.
     auto compile_model = [&](Sequential& mm, const CompileOptions& co) {
       if (file_config)
@@ -162,7 +168,7 @@ void run_train(const TrainOptions& o) {
     const bool cpu_can = cpu_precision_problem(precision).empty();
     if ((copts.device == "cpu" || (copts.device == "auto" && cpu_can)) && measure) {
       auto make = [&](int t) {
-        Sequential p = model_from_spec(o.model, d.train.item_shape, d.num_classes);
+        Sequential p = model_from_spec(o.model, d.train.item_shape, d.num_classes, precision);
         CompileOptions co = copts;
         co.device = "cpu";
         co.threads = t;
@@ -188,6 +194,9 @@ void run_train(const TrainOptions& o) {
     compile_model(m, copts);
     if (file_config)
       out.say(fmt::format("compile: {} from {}'s compile_config", compile_description(m), o.model));
+    if (o.precision.empty() && precision != Precision::fp32)
+      out.say(fmt::format("precision: {}, as {}'s dtype policy says", precision_name(precision),
+                          o.model));
     return m;
   }();
   // Class indices for the sparse loss, one-hot rows for the others.
@@ -259,7 +268,7 @@ void run_train(const TrainOptions& o) {
       {"epochs", o.epochs},
       {"initial_epoch", initial_epoch},
       {"seed", seed},
-      {"precision", o.precision},
+      {"precision", precision_name(precision)},
       {"optimizer", optimizer_name(model.optimizer().kind)},
       {"loss", model.loss_name()},
       {"compile_config", nlohmann::json::parse(training_config_to_json(model))},
@@ -283,18 +292,13 @@ void add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto* cmd =
       app.add_subcommand("train", "Train a model (the seed experiment by default) and test it");
-  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption,
+  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption | kPrecisionOption,
                      "Write a JSON record (docs/JSON.md) to this file",
                      "No progress or information on stdout");
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   auto* batch_opt =
       cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N, or auto (the device predicted faster)")
-      ->capture_default_str();
-  cmd->add_option(
-         "--precision", o->precision,
-         "Dense GEMM arithmetic: fp32, tf32 (GPU) or bf16 (GPU, or a CPU with AVX512_BF16 or "
-         "AMX-BF16; bf16 operands, fp32 accumulation and weights: faster, less exact)")
       ->capture_default_str();
   cmd->add_option("--validation-split", o->validation_split,
                   "Fraction of training data held out for validation")

@@ -164,7 +164,8 @@ Sequential model_from_json_file(const std::string& path, const Shape& sample_sha
 
 }  // namespace
 
-Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes) {
+Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes,
+                           Precision precision) {
   const std::string out = std::to_string(num_classes) + ":softmax";
   std::string list;
   if (spec == "small")
@@ -180,7 +181,11 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
   if (list.empty())
     throw Error("--model", "empty model: give small, big, convnet, a layer list or a .json file");
   std::vector<Layer> parsed;
-  for (const std::string& item : split(list, ',')) parsed.push_back(parse_layer(item));
+  for (const std::string& item : split(list, ',')) {
+    parsed.push_back(parse_layer(item));
+    parsed.back().dtype_policy =
+        precision == Precision::bf16 ? DTypePolicy::mixed_bfloat16 : DTypePolicy::float32;
+  }
   // A list that starts with an image layer (after any batch normalization, which keeps the shape)
   // takes the samples as images, (height, width, channels): grey (h, w) images get their one
   // channel. Any other list starts flattened.
@@ -200,6 +205,34 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
   layers.insert(layers.end(), parsed.begin(), parsed.end());
   const bool named = spec == "small" || spec == "big" || spec == "convnet";
   return Sequential(std::move(layers), named ? spec : "sequential");
+}
+
+Precision precision_for_layers(const std::vector<Layer>& layers, const std::string& flag,
+                               const std::string& source) {
+  DTypePolicy policy = DTypePolicy::float32;
+  try {
+    policy = model_dtype_policy(layers);
+  } catch (const Error& e) {
+    throw Error(source, e.what());
+  }
+  const Precision of_layers = dtype_policy_precision(policy);
+  if (flag.empty()) return of_layers;
+  const Precision asked = parse_precision(flag);
+  if (asked == of_layers || (asked == Precision::tf32 && policy == DTypePolicy::float32))
+    return asked;
+  throw Error("--precision " + flag,
+              fmt::format("{}'s Dense and Conv2D layers have the dtype policy '{}', which trains "
+                          "in {}: leave --precision out, or give those layers the policy \"{}\" "
+                          "(their \"dtype\" in the file; in Keras, set_global_policy before "
+                          "making the model)",
+                          source, dtype_policy_name(policy), precision_name(of_layers),
+                          asked == Precision::bf16 ? "mixed_bfloat16" : "float32"));
+}
+
+Precision precision_for_spec(const std::string& spec, const std::string& flag) {
+  if (!is_json_file(spec)) return flag.empty() ? Precision::fp32 : parse_precision(flag);
+  const Sequential m = model_from_json(read_model_file(spec), spec);
+  return precision_for_layers(m.layers(), flag, spec);
 }
 
 std::optional<TrainingConfig> training_config_from_spec(const std::string& spec) {
@@ -243,6 +276,12 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
         ->check(limit)
         ->capture_default_str();
   }
+  if (which & kPrecisionOption)
+    cmd.add_option("--precision", o.precision,
+                   "Dense and Conv2D arithmetic: fp32, tf32 (GPU) or bf16 (GPU, or a CPU with "
+                   "AVX512_BF16 or AMX-BF16; bf16 operands, fp32 accumulation and weights: "
+                   "faster, less exact). Default: a model file's dtype policy (mixed_bfloat16: "
+                   "bf16; float32: fp32), else fp32; given, it must agree with the file's");
   if (which & kJsonOption) cmd.add_option("--json", o.json, json_help);
   if (which & kQuietOption) cmd.add_flag("--quiet", o.quiet, quiet_help);
   if (which & kRankTimeoutOption)
@@ -389,7 +428,7 @@ std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Sh
                                                int num_classes, uint64_t seed,
                                                Precision precision) {
   return [=](int threads) {
-    Sequential m = model_from_spec(spec, sample_shape, num_classes);
+    Sequential m = model_from_spec(spec, sample_shape, num_classes, precision);
     perf::compile_for(m,
                       {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
     return m;

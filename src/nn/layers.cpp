@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace crossover {
@@ -29,6 +31,64 @@ std::string_view activation_name(ActivationKind a) {
       return "softmax";
   }
   return "linear";
+}
+
+std::string_view dtype_policy_name(DTypePolicy p) {
+  return p == DTypePolicy::mixed_bfloat16 ? "mixed_bfloat16" : "float32";
+}
+
+std::string dtype_policy_problem(std::string_view name) {
+  if (name == "float32" || name == "mixed_bfloat16") return "";
+  std::string why;
+  if (name == "mixed_float16" || name == "float16")
+    why =
+        "the engine has no float16 matrix products (nor the loss scaling that float16 training "
+        "needs); 'mixed_bfloat16' is its reduced precision";
+  else if (name == "bfloat16")
+    why =
+        "the engine keeps weights, gradients and optimizer state in float32; 'mixed_bfloat16' "
+        "computes the matrix products in bfloat16 with float32 variables";
+  else if (name == "float64")
+    why = "the engine computes in float32 at most";
+  else if (name.starts_with("int8") || name.starts_with("float8") || name.starts_with("int4") ||
+           name.starts_with("gptq") || name.starts_with("awq"))
+    why = "quantized policies (int8, float8, int4, gptq, awq) are not in the engine";
+  else
+    why = "the engine trains in floating point (float32 variables)";
+  return why + ". Supported policies: 'float32' and 'mixed_bfloat16'";
+}
+
+DTypePolicy parse_dtype_policy(std::string_view name, const std::string& where) {
+  if (name == "float32") return DTypePolicy::float32;
+  if (name == "mixed_bfloat16") return DTypePolicy::mixed_bfloat16;
+  std::string shown;
+  for (char c : name.substr(0, 64)) shown += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+  throw Error(where, "the dtype policy '" + shown +
+                         "' is not supported by crossover: " + dtype_policy_problem(name));
+}
+
+Precision dtype_policy_precision(DTypePolicy p) {
+  return p == DTypePolicy::mixed_bfloat16 ? Precision::bf16 : Precision::fp32;
+}
+
+DTypePolicy model_dtype_policy(const std::vector<Layer>& layers) {
+  const Layer* first = nullptr;
+  for (const Layer& l : layers) {
+    if (l.type != LayerType::dense && l.type != LayerType::conv2d) continue;
+    if (!first) {
+      first = &l;
+    } else if (l.dtype_policy != first->dtype_policy) {
+      throw Error("dtype",
+                  fmt::format("layers '{}' (dtype policy '{}') and '{}' ('{}') differ: crossover "
+                              "runs the matrix products of all the Dense and Conv2D layers of a "
+                              "model in one precision; give them the same policy (other layers, "
+                              "such as Activation('softmax', dtype='float32'), may differ: they "
+                              "compute in float32)",
+                              first->name, dtype_policy_name(first->dtype_policy), l.name,
+                              dtype_policy_name(l.dtype_policy)));
+    }
+  }
+  return first ? first->dtype_policy : DTypePolicy::float32;
 }
 
 std::string_view layer_type_name(LayerType t) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/tensor.h"
@@ -46,6 +47,14 @@ struct Size2 {
   bool operator==(const Size2&) const = default;
 };
 
+// Keras's dtype policy of a layer (keras.mixed_precision; a model file's "dtype"), as far as the
+// engine has it. The engine runs the matrix products of all of a model's Dense and Conv2D layers
+// in one precision (model_dtype_policy), so there alone it matters; the other layers compute in
+// float32 whatever theirs says.
+//   float32         Precision::fp32 (tf32 on a GPU where asked for: float32's arithmetic there)
+//   mixed_bfloat16  Precision::bf16: bfloat16 products, float32 weights and optimizer state
+enum class DTypePolicy { float32, mixed_bfloat16 };
+
 struct Layer {
   LayerType type = LayerType::dense;
   std::string name;   // "dense", "dense_1", ... given by Sequential when empty
@@ -63,8 +72,9 @@ struct Layer {
   int64_t axis = -1;
   double momentum = 0.99;
   double epsilon = 1e-3;
-  bool center = true;  // beta
-  bool scale = true;   // gamma
+  bool center = true;                               // beta
+  bool scale = true;                                // gamma
+  DTypePolicy dtype_policy = DTypePolicy::float32;  // Keras's "dtype" (see DTypePolicy)
 };
 
 // Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax".
@@ -77,6 +87,23 @@ Padding parse_padding(std::string_view name, const std::string& where);
 // Conv2D and the pooling layers: they take (height, width, channels) samples.
 bool is_image_layer(LayerType t);
 std::string_view padding_name(Padding p);
+
+// "float32" or "mixed_bfloat16": Keras's name of the policy.
+std::string_view dtype_policy_name(DTypePolicy p);
+// Why the engine cannot train in the Keras dtype policy `name` ("mixed_float16": it has no
+// float16 products; quantized ones; ...), ending with the policies it has; empty for "float32"
+// and "mixed_bfloat16". One text for the model files and Python's keras.mixed_precision.
+std::string dtype_policy_problem(std::string_view name);
+// The policy named `name`; throws Error(where, "the dtype policy 'NAME' is not supported by
+// crossover: " + dtype_policy_problem(name)) for any other.
+DTypePolicy parse_dtype_policy(std::string_view name, const std::string& where);
+// The engine's precision for a policy: fp32 for float32, bf16 for mixed_bfloat16.
+Precision dtype_policy_precision(DTypePolicy p);
+// The policy of the layers whose work is matrix products (Dense, Conv2D), which the engine runs
+// in one precision per model; float32 when there are none. Throws Error("dtype", ...) naming the
+// first two such layers whose policies differ (other layers may differ: they compute in float32).
+// The layers are named as Sequential names them (Sequential::layers()).
+DTypePolicy model_dtype_policy(const std::vector<Layer>& layers);
 
 // Keras's InputLayer: the per-sample shape, e.g. Input({28, 28}).
 Layer Input(Shape shape);

@@ -94,30 +94,38 @@ bool is_null_or_absent(const json& obj, const char* key) {
   return it == obj.end() || it->is_null();
 }
 
-// dtype: "float32", null, or a DTypePolicy / Policy object naming float32.
-void check_dtype(const json& v, const LayerRef& ref, std::string_view field = "dtype") {
-  if (v.is_null()) return;
+// A layer's "dtype", as Keras writes it: Keras 3.4 on {"module": "keras", "class_name":
+// "DTypePolicy" (3.4-3.6 also "FloatDTypePolicy"), "config": {"name": "mixed_bfloat16"},
+// "registered_name": null}; tf.keras 2 {"class_name": "Policy", "config": {"name": ...}} (2.13 on
+// with "module": "keras.mixed_precision"), or the plain name "float32" for a float policy; Keras
+// 3.0-3.3 the plain name of any policy. null: float32 (Keras's global policy, unless set).
+// Quantized policies (QuantizedDTypePolicy, ..., and a DTypePolicyMap of them) carry a "mode"
+// instead of a name, and are refused as such.
+DTypePolicy parse_dtype_field(const json& v, const LayerRef& ref) {
+  if (v.is_null()) return DTypePolicy::float32;
   std::string name;
   if (v.is_string()) {
     name = v.get<std::string>();
   } else if (v.is_object()) {
     auto c = v.find("config");
     if (c != v.end() && c->is_object()) {
-      auto n = c->find("name");
-      if (n != c->end() && n->is_string()) name = n->get<std::string>();
+      if (auto n = c->find("name"); n != c->end() && n->is_string()) {
+        name = n->get<std::string>();
+      } else if (auto m = c->find("mode"); m != c->end() && m->is_string()) {
+        name = m->get<std::string>();  // a quantized policy: refused below, by its mode
+        if (name.empty()) name = "int8";
+      }
     }
-    if (name.empty()) ref.fail(field, "unreadable dtype policy " + brief(v));
+    if (name.empty()) ref.fail("dtype", "unreadable dtype policy " + brief(v));
   } else {
-    ref.fail(field, "expected a dtype name, got " + brief(v));
+    ref.fail("dtype", "expected a dtype policy, got " + brief(v));
   }
-  if (name == "mixed_bfloat16")
-    ref.fail(field,
-             "dtype 'mixed_bfloat16' is not read from a model's JSON: crossover's precision is "
-             "the whole model's, chosen when it is compiled (train --precision bf16; in Python, "
-             "keras.mixed_precision.set_global_policy('mixed_bfloat16') before making the model)");
-  if (name != "float32")
-    ref.fail(field,
-             "dtype '" + printable(name) + "' is not supported: crossover computes in float32");
+  if (name.empty()) ref.fail("dtype", "an empty dtype policy name");
+  const std::string why = dtype_policy_problem(name);
+  if (!why.empty())
+    ref.fail("dtype",
+             "the dtype policy '" + printable(name) + "' is not supported by crossover: " + why);
+  return name == "mixed_bfloat16" ? DTypePolicy::mixed_bfloat16 : DTypePolicy::float32;
 }
 
 // A shape list: [null, 28, 28] with a batch dimension, or [28, 28] without. Also accepts the
@@ -374,7 +382,7 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
     if (!t->is_boolean()) ref.fail("trainable", "expected true or false, got " + brief(*t));
     if (!t->get<bool>()) ref.fail("trainable", "frozen layers (trainable false) are not supported");
   }
-  if (auto d = cfg.find("dtype"); d != cfg.end()) check_dtype(*d, ref);
+  if (auto d = cfg.find("dtype"); d != cfg.end()) l.dtype_policy = parse_dtype_field(*d, ref);
   if (auto b = cfg.find("batch_input_shape"); b != cfg.end() && !b->is_null())
     out.declared_input = parse_shape(*b, true, ref, "batch_input_shape");
   else if (auto s = cfg.find("input_shape"); s != cfg.end() && !s->is_null())
@@ -399,6 +407,10 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
       ref.fail("input_tensor", "an input tensor is not supported");
     if (out.declared_input.empty())
       ref.fail("batch_shape", "an InputLayer needs its shape (batch_shape or batch_input_shape)");
+    // Its "dtype" is its input's (Keras writes "float32" whatever the policy), not a policy.
+    if (l.dtype_policy != DTypePolicy::float32)
+      ref.fail("dtype", "an InputLayer's dtype is its input's: crossover takes float32 inputs");
+    l.dtype_policy = DTypePolicy::float32;
   } else if (cls == "Flatten") {
     l.type = LayerType::flatten;
     handled.insert("data_format");
@@ -611,9 +623,8 @@ Sequential sequential_from_doc(const json& doc, const std::string& where) {
     if (auto t = cfg.find("trainable"); t != cfg.end() && t->is_boolean() && !t->get<bool>())
       throw Error(where,
                   "model field trainable: a frozen model (trainable false) is not supported");
-    if (auto d = cfg.find("dtype"); d != cfg.end()) {
-      check_dtype(*d, model_ref);
-    }
+    // The model's own "dtype" (the global policy when Keras made it) is not read: Keras's
+    // Sequential.from_config ignores it too; the layers' policies decide.
     if (auto b = cfg.find("build_input_shape"); b != cfg.end() && !b->is_null())
       build_shape = parse_shape(*b, true, model_ref, "build_input_shape");
   } else {
@@ -875,10 +886,11 @@ void collect_metrics(const json& v, std::vector<std::string>& out, const std::st
 
 // ---- writing ---------------------------------------------------------------------------------
 
-ojson dtype_policy() {
+// Keras 3's form of a layer's dtype policy (parse_dtype_field reads it and the older ones).
+ojson dtype_policy_json(DTypePolicy p) {
   return ojson{{"module", "keras"},
                {"class_name", "DTypePolicy"},
-               {"config", {{"name", "float32"}}},
+               {"config", {{"name", std::string(dtype_policy_name(p))}}},
                {"registered_name", nullptr}};
 }
 
@@ -1008,7 +1020,7 @@ std::string model_to_json(const Sequential& model) {
       out_layers.push_back(e);
       continue;
     }
-    c = ojson{{"name", l.name}, {"trainable", true}, {"dtype", dtype_policy()}};
+    c = ojson{{"name", l.name}, {"trainable", true}, {"dtype", dtype_policy_json(l.dtype_policy)}};
     Shape next = shape;
     if (built) next = output_shapes[static_cast<std::size_t>(&l - layers.data())];
     switch (l.type) {
@@ -1106,9 +1118,16 @@ std::string model_to_json(const Sequential& model) {
     out_layers.push_back(e);
     shape = next;
   }
+  // The model's own policy: Keras writes the global one of when the model was made; crossover,
+  // which has no global policy, its matrix layers' (float32 if they differ, which Keras allows).
+  DTypePolicy model_policy = DTypePolicy::float32;
+  try {
+    model_policy = model_dtype_policy(layers);
+  } catch (const Error&) {
+  }
   ojson cfg{{"name", model.name()},
             {"trainable", true},
-            {"dtype", dtype_policy()},
+            {"dtype", dtype_policy_json(model_policy)},
             {"layers", out_layers}};
   if (built) cfg["build_input_shape"] = batch_shape(input);
   ojson doc{{"module", "keras"},

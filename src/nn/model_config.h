@@ -6,8 +6,9 @@
 // crossover reads Sequential models made of InputLayer, Flatten, Dense (units, activation,
 // use_bias), Dropout (rate) and Activation, with Keras's defaults where a field is absent.
 // Anything it cannot run as written (another layer class, a regularizer, a constraint, an
-// initializer other than GlorotUniform kernels and Zeros biases, a dtype other than float32,
-// a frozen layer, a functional model) is refused with one line naming the layer and the field,
+// initializer other than GlorotUniform kernels and Zeros biases, a dtype policy other than
+// float32 and mixed_bfloat16, a frozen layer, a functional model) is refused with one line naming
+// the layer and the field,
 // e.g. "model.json: layer 3 'conv2d' (Conv2D) is not supported: crossover reads InputLayer,
 // Flatten, Dense, Dropout, Activation" (layers are counted from 1, in the file's order).
 #pragma once
@@ -26,13 +27,19 @@ namespace crossover {
 // "config": {"name", "trainable", "dtype", "layers": [...], "build_input_shape"},
 // "registered_name", "build_config", and "compile_config" when the model is compiled}.
 // Each layer has "module", "class_name", "config", "registered_name" and, once the model knows
-// its input shape, "build_config". model_from_json(model_to_json(m)) rebuilds the same layers.
+// its input shape, "build_config"; its "dtype" is its Layer::dtype_policy as Keras 3 writes it
+// ({"module": "keras", "class_name": "DTypePolicy", "config": {"name": "mixed_bfloat16"},
+// "registered_name": null}), the model's that of its Dense and Conv2D layers.
+// model_from_json(model_to_json(m)) rebuilds the same layers, policies included.
 std::string model_to_json(const Sequential& model);
 
 // Rebuilds a Sequential model (uncompiled: call compile() before fit or loading weights) from
 // what Keras 2 or Keras 3 `to_json()` writes. `where` names the source in error messages (a
-// file name). Throws Error("<where>", ...) for malformed JSON (with nlohmann's byte position)
-// and for anything crossover does not support, naming the layer and the field.
+// file name). Each layer keeps the dtype policy the file gives it (Keras 3's DTypePolicy object,
+// tf.keras 2's Policy object or plain name, Keras 3.0-3.3's plain name); the model's own "dtype"
+// is not read (Keras does not read it either). Throws Error("<where>", ...) for malformed JSON
+// (with nlohmann's byte position) and for anything crossover does not support, naming the layer
+// and the field.
 Sequential model_from_json(std::string_view json, std::string_view where);
 
 // Keras's compile_config: the optimizer, loss and metrics that `compile()` was given.

@@ -3,6 +3,9 @@ errors, and the policy reaching the engine ("mixed_bfloat16" trains in the engin
 
 The expected messages and values are what Keras 3.15.1 (TensorFlow 2.21) gave on the same calls."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -30,6 +33,18 @@ def mlp():
             keras.Input(shape=(12,)),
             layers.Dense(64, activation="relu"),
             layers.Dense(4, activation="softmax"),
+        ]
+    )
+
+
+def guide_model():
+    """The Keras mixed precision guide's pattern: the softmax a float32 Activation of its own."""
+    return keras.Sequential(
+        [
+            keras.Input(shape=(12,)),
+            layers.Dense(16, activation="relu"),
+            layers.Dense(4),
+            layers.Activation("softmax", dtype="float32"),
         ]
     )
 
@@ -164,14 +179,7 @@ def test_mixed_bfloat16_trains_in_the_engines_bf16_close_to_float32_and_not_equa
 @needs_cpu_bf16
 def test_a_float32_activation_after_mixed_dense_layers_is_keras_guides_pattern_and_trains_bf16():
     mixed_precision.set_global_policy("mixed_bfloat16")
-    model = keras.Sequential(
-        [
-            keras.Input(shape=(12,)),
-            layers.Dense(16, activation="relu"),
-            layers.Dense(4),
-            layers.Activation("softmax", dtype="float32"),
-        ]
-    )
+    model = guide_model()
     assert compiled(model)._core.precision == "bf16"
 
 
@@ -222,3 +230,75 @@ def test_tensor_float_32_is_off_by_default_and_a_gpu_switch():
     experimental.enable_tensor_float_32_execution(True)
     assert experimental.tensor_float_32_execution_enabled() is True
     assert compiled(mlp())._core.precision == "fp32"  # the CPU has no TF32, as in TensorFlow
+
+
+# --- model files: each layer's policy, as Keras 3 writes and reads it ---------------------------
+KERAS_DATA = Path(__file__).resolve().parents[1] / "data" / "keras"
+KERAS_POLICY = {
+    "module": "keras",
+    "class_name": "DTypePolicy",
+    "config": {"name": "mixed_bfloat16"},
+    "registered_name": None,
+}
+
+
+def test_to_json_writes_each_layers_policy_as_keras_3_does():
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    model = guide_model()
+    config = json.loads(model.to_json())["config"]
+    assert config["dtype"] == KERAS_POLICY
+    dtypes = [l["config"]["dtype"] for l in config["layers"]]
+    # Keras 3.15 wrote the same for this model: the InputLayer's dtype is its input's.
+    float32 = dict(KERAS_POLICY, config={"name": "float32"})
+    assert dtypes == ["float32", KERAS_POLICY, KERAS_POLICY, float32]
+
+
+def test_model_from_json_gives_each_layer_the_files_policy_not_the_global_one():
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    text = mlp().to_json()
+    mixed_precision.set_global_policy("float32")
+    again = keras.models.model_from_json(text)
+    assert [l.dtype_policy.name for l in again.layers] == ["mixed_bfloat16"] * 2
+    assert again.to_json() == text
+    # And the other way round: a float32 file under a mixed_bfloat16 global policy.
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    assert [l.dtype_policy.name for l in keras.models.model_from_json(mlp32_json()).layers] == [
+        "float32"
+    ] * 2
+
+
+def mlp32_json():
+    mixed_precision.set_global_policy("float32")
+    text = mlp().to_json()
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    return text
+
+
+def test_a_model_keras_saved_under_mixed_bfloat16_loads_and_compiles_in_bf16():
+    # The config.json of the .keras archive Keras 3.15.1's model.save wrote
+    # (tests/data/keras/make_mixed_precision.py).
+    text = (KERAS_DATA / "small_mixed_bfloat16_keras3.json").read_text()
+    model = keras.models.model_from_json(text)
+    assert [(l.name, l.dtype_policy.name) for l in model.layers] == [
+        ("flatten", "mixed_bfloat16"),
+        ("dense", "mixed_bfloat16"),
+        ("dropout", "mixed_bfloat16"),
+        ("dense_1", "mixed_bfloat16"),
+        ("activation", "float32"),
+    ]
+    if CPU_BF16_PROBLEM:
+        with pytest.raises(ValueError, match="precision bf16"):
+            compiled(model)
+    else:
+        assert compiled(model)._core.precision == "bf16"
+
+
+def test_a_float16_policy_in_a_file_is_refused_naming_the_layer_and_what_is_missing():
+    config = json.loads((KERAS_DATA / "small_mixed_bfloat16_keras3.json").read_text())
+    config["config"]["layers"][2]["config"]["dtype"]["config"]["name"] = "mixed_float16"
+    with pytest.raises(ValueError) as e:
+        keras.models.model_from_json(json.dumps(config))
+    assert "layer 'dense' field dtype: the dtype policy 'mixed_float16' is not supported" in str(
+        e.value
+    )
+    assert "no float16 matrix products" in str(e.value)

@@ -45,10 +45,6 @@ class Layer(mixed_precision.HasDTypePolicy):
     """What every layer takes: name, input_shape (or input_dim), dtype (a dtype policy: the
     global one when not given; keras.mixed_precision), trainable."""
 
-    # Whether the layer's work is matrix products (Dense, Conv2D): the engine runs those in the
-    # model's precision, and the rest in float32 whatever the policy.
-    _matrix_products = False
-
     def __init__(
         self,
         name: Optional[str] = None,
@@ -79,6 +75,8 @@ class Layer(mixed_precision.HasDTypePolicy):
     def _core_layer(self) -> "_core.Layer":
         if self.name:
             self._layer.name = self.name
+        if not isinstance(self, InputLayer):  # an InputLayer's dtype is its input's: float32
+            self._layer.dtype_policy = self._dtype_policy.name  # written to model files
         return self._layer
 
     def __repr__(self) -> str:
@@ -144,8 +142,6 @@ class Flatten(Layer):
 
 
 class Dense(Layer):
-    _matrix_products = True
-
     def __init__(
         self,
         units: int,
@@ -219,8 +215,6 @@ def _channels_last(owner: str, data_format: Optional[str]) -> None:
 
 
 class Conv2D(Layer):
-    _matrix_products = True
-
     def __init__(
         self,
         filters: int,

@@ -16,6 +16,7 @@ the engine lacks; a name Keras does not accept is Keras's own ValueError or Type
 
 from typing import Any, Optional
 
+from .. import _core
 from ._args import unsupported_attribute
 
 # Keras 3.15's ALLOWED_DTYPES (keras/src/backend/common/dtypes.py): the names a policy may carry.
@@ -40,11 +41,6 @@ _KERAS_DTYPES = (
     "complex128",
 )
 _QUANTIZATION_MODES = ("int8", "float8", "int4", "gptq", "awq")
-
-# The policies the engine trains in, and its name for each (CompileOptions::precision).
-_ENGINE_PRECISION = {"float32": "fp32", "mixed_bfloat16": "bf16"}
-_SUPPORTED = "'float32' and 'mixed_bfloat16'"
-
 
 def _standardize_dtype(dtype: Any) -> str:
     """Keras's backend.standardize_dtype: a dtype name, Python's float, numpy's float32 ..."""
@@ -155,30 +151,24 @@ Policy = DTypePolicy  # keras.mixed_precision.Policy (legacy name)
 FloatDTypePolicy = DTypePolicy
 
 
+def _not_implemented(name: str) -> Optional[NotImplementedError]:
+    """The error for a policy the engine does not train in (its reason is the library's,
+    nn/layers.h's dtype_policy_problem, shared with the model files), None for one it does."""
+    why = _core.dtype_policy_problem(name)
+    if not why:
+        return None
+    return NotImplementedError(
+        f"The dtype policy '{name}' is not supported by crossover: {why}; see docs/PYTHON.md"
+    )
+
+
 def engine_precision(policy: DTypePolicy) -> str:
     """The engine's precision for a policy ("fp32", "bf16"), or NotImplementedError saying what
     crossover lacks for it."""
-    name = policy.name
-    if name in _ENGINE_PRECISION:
-        return _ENGINE_PRECISION[name]
-    if policy.compute_dtype == "float16":
-        why = (
-            "the engine has no float16 matrix products (nor the loss scaling that float16 "
-            "training needs); 'mixed_bfloat16' is its reduced precision"
-        )
-    elif name == "bfloat16":
-        why = (
-            "the engine keeps weights, gradients and optimizer state in float32; "
-            "'mixed_bfloat16' computes the matrix products in bfloat16 with float32 variables"
-        )
-    elif name == "float64":
-        why = "the engine computes in float32 at most"
-    else:
-        why = "the engine trains in floating point (float32 variables)"
-    raise NotImplementedError(
-        f"The dtype policy '{name}' is not supported by crossover: {why}. Supported policies: "
-        f"{_SUPPORTED}; see docs/PYTHON.md"
-    )
+    error = _not_implemented(policy.name)
+    if error is not None:
+        raise error
+    return _core.dtype_policy_precision(policy.name)
 
 
 def get(identifier: Any) -> DTypePolicy:
@@ -204,11 +194,9 @@ def get(identifier: Any) -> DTypePolicy:
 
 def _refuse_quantized(name: str) -> None:
     if name.startswith(_QUANTIZATION_MODES):
-        raise NotImplementedError(
-            f"The dtype policy '{name}' is not supported by crossover: quantized policies "
-            f"({', '.join(_QUANTIZATION_MODES)}) are not in the engine. Supported policies: "
-            f"{_SUPPORTED}; see docs/PYTHON.md"
-        )
+        error = _not_implemented(name)
+        if error is not None:
+            raise error
 
 
 _global: Optional[DTypePolicy] = None  # None: float32, Keras's default (floatx)

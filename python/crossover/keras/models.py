@@ -133,25 +133,11 @@ class Sequential(mixed_precision.HasDTypePolicy):
         precision per model; the other layers compute in float32 whatever their policy. On a
         GPU, float32 is tf32 after tf.config.experimental.enable_tensor_float_32_execution(True).
         """
-        products = [l for l in self._layers if l._matrix_products]
-        policies = {l.dtype_policy.name for l in products}
-        if len(policies) > 1:
-            first = products[0]
-            other = next(l for l in products if l.dtype_policy != first.dtype_policy)
-            core = self._model().layers
-            offset = len(core) - len(self._layers)  # an Input the library's model put first
-            name = lambda l: core[self._layers.index(l) + offset].name  # noqa: E731
-            raise NotImplementedError(
-                f"Layers {name(first)!r} (dtype policy '{first.dtype_policy.name}') and "
-                f"{name(other)!r} ('{other.dtype_policy.name}') differ: crossover runs the "
-                f"matrix products of all the Dense and Conv2D layers of a model in one "
-                f"precision; give them the same policy (other layers, such as "
-                f"Activation('softmax', dtype='float32'), may differ: they compute in float32); "
-                f"see docs/PYTHON.md"
-            )
-        if not products:
-            return "fp32"
-        precision = mixed_precision.engine_precision(products[0].dtype_policy)
+        try:
+            policy = self._model().dtype_policy  # the library's rule: one for Dense and Conv2D
+        except ValueError as e:
+            raise NotImplementedError(f"{e}; see docs/PYTHON.md") from None
+        precision = _core.dtype_policy_precision(policy)
         tf32 = _precision.tensor_float_32_execution_enabled()
         if precision == "fp32" and device != "cpu" and tf32:
             return "tf32"
@@ -159,7 +145,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             problem = _core.cpu_precision_problem(precision)
             if problem:
                 raise ValueError(
-                    f"compile: the dtype policy '{products[0].dtype_policy.name}' cannot train on "
+                    f"compile: the dtype policy '{policy}' cannot train on "
                     f"this CPU: precision {precision} {problem}"
                 )
         return precision

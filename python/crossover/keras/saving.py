@@ -69,16 +69,22 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
     shape = list(layer.input_shape) or None
     if layer.type == "InputLayer":
         return layers_module.InputLayer(shape=shape, name=layer.name)
+    # Each layer keeps the dtype policy the JSON gives it, not the global one (as Keras's).
+    dtype = layer.dtype_policy
     if layer.type == "Flatten":
-        return layers_module.Flatten(input_shape=shape, name=layer.name)
+        return layers_module.Flatten(input_shape=shape, name=layer.name, dtype=dtype)
     if layer.type == "Dense":
         return layers_module.Dense(
-            layer.units, activation=layer.activation, use_bias=layer.use_bias, name=layer.name
+            layer.units,
+            activation=layer.activation,
+            use_bias=layer.use_bias,
+            name=layer.name,
+            dtype=dtype,
         )
     if layer.type == "Dropout":
-        return layers_module.Dropout(layer.rate, name=layer.name)
+        return layers_module.Dropout(layer.rate, name=layer.name, dtype=dtype)
     if layer.type == "Activation":
-        return layers_module.Activation(layer.activation, name=layer.name)
+        return layers_module.Activation(layer.activation, name=layer.name, dtype=dtype)
     if layer.type == "Conv2D":
         return layers_module.Conv2D(
             layer.units,
@@ -88,6 +94,7 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             activation=layer.activation,
             use_bias=layer.use_bias,
             name=layer.name,
+            dtype=dtype,
         )
     if layer.type in ("MaxPooling2D", "AveragePooling2D"):
         pooling = getattr(layers_module, layer.type)
@@ -96,11 +103,12 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             strides=tuple(layer.strides),
             padding=layer.padding,
             name=layer.name,
+            dtype=dtype,
         )
     if layer.type == "GlobalAveragePooling2D":
-        return layers_module.GlobalAveragePooling2D(name=layer.name)
+        return layers_module.GlobalAveragePooling2D(name=layer.name, dtype=dtype)
     if layer.type == "Reshape":
-        return layers_module.Reshape(tuple(layer.target_shape), name=layer.name)
+        return layers_module.Reshape(tuple(layer.target_shape), name=layer.name, dtype=dtype)
     if layer.type == "BatchNormalization":
         return layers_module.BatchNormalization(
             momentum=layer.momentum,
@@ -108,6 +116,7 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             center=layer.center,
             scale=layer.scale,
             name=layer.name,
+            dtype=dtype,
         )
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
