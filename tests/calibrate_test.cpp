@@ -426,6 +426,38 @@ TEST_F(OnDemand, AModelsThreadCountIsMeasuredAndKeptInItsPrecision) {
   EXPECT_FALSE(perf::saved_threads_choice(perf::threads_choice_key(desc, 32)));
 }
 
+// compare and sweep --precision bf16: every run trains in bf16 (its thread count kept under the
+// bf16 key) and is priced at the bf16 GEMM rates, which this CPU's profile is calibrated for.
+TEST_F(OnDemand, CompareAndSweepTrainAndPredictInTheGivenPrecision) {
+  if (const std::string why = cpu_bf16_problem(cpu_bf16_support()); !why.empty())
+    GTEST_SKIP() << "bf16 on the CPU " << why;
+  const auto c = run_crossover(std::string("compare --model ") + kTinySpec +
+                               " --data mnist-10k --epochs 1 --batch-size 64 --quiet "
+                               "--precision bf16 --json '" +
+                               path("c.json") + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const json jc = read_json(path("c.json"));
+  EXPECT_EQ(jc["precision"], "bf16");
+  EXPECT_EQ(jc["runs"][0]["threads"]["chosen_by"], "measurement");
+  const perf::ModelDesc desc = perf::describe(
+      Sequential({Flatten({28, 28}), Dense(16, "relu"), Dropout(0.2), Dense(10, "softmax")}));
+  EXPECT_TRUE(perf::saved_threads_choice(perf::threads_choice_key(desc, 64, Precision::bf16)));
+  EXPECT_FALSE(perf::saved_threads_choice(perf::threads_choice_key(desc, 64)));
+  ASSERT_TRUE(jc["runs"][0]["predicted_seconds_per_epoch"].is_number()) << jc.dump();
+  // Without a GPU, its rows are predicted from the shipped H200 profile, which has no bf16 rates.
+  if (cuda_device_count() == 0) {
+    EXPECT_NE(jc["notes"].dump().find("has no bf16 GEMM rates: its rows are priced at fp32 rates"),
+              std::string::npos)
+        << jc["notes"].dump();
+  }
+  const auto s = run_crossover(
+      "sweep --data mnist-10k --widths 16 --batch-sizes 64 --steps 3 --max-seconds 1 --threads 1 "
+      "--quiet --precision bf16 --json '" +
+      path("s.json") + "'");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(read_json(path("s.json"))["precision"], "bf16");
+}
+
 TEST_F(OnDemand, CompareWithNoCalibrateLabelsAnotherCpusProfile) {
   fs::create_directories(profiles());
   perf::save_profile(made_up_profile(false), profiles() + "/cpu-test-3x.json");

@@ -289,6 +289,21 @@ TEST(Cli, AModelFilesDTypePolicyIsThePrecisionAndADisagreeingFlagIsRefused) {
                      "supported by crossover: the engine has no float16 matrix products");
 }
 
+// compare and sweep always train on the CPU: a precision it lacks is refused in one line, first.
+TEST(Cli, CompareAndSweepRefuseAPrecisionTheCpuCannotTrainIn) {
+  for (const char* command : {"compare", "sweep"}) {
+    expect_usage_error(std::string(command) + " --data mnist-10k --precision tf32",
+                       std::string("--precision tf32: ") + command +
+                           " trains on the CPU, which cannot: tf32 is a GPU precision");
+    expect_usage_error(std::string(command) + " --data mnist-10k --precision fp16",
+                       "unknown precision 'fp16'");
+  }
+  const std::string why = cpu_bf16_problem(cpu_bf16_support());
+  if (!why.empty())
+    expect_usage_error("compare --data mnist-10k --precision bf16",
+                       "--precision bf16: compare trains on the CPU, which cannot: " + why);
+}
+
 // Built-in models take --precision as their layers' policy (Keras's set_global_policy before the
 // model is made): a bf16 checkpoint of SMALL resumes in bf16 without --precision.
 TEST(Cli, ABuiltInModelTrainedInBf16ResumesInBf16) {

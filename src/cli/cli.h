@@ -82,6 +82,15 @@ Precision precision_for_layers(const std::vector<Layer>& layers, const std::stri
 // precision_for_layers for a --model: a Keras model JSON file's layers; for small, big, convnet
 // and a layer list, --precision itself (fp32 when not given).
 Precision precision_for_spec(const std::string& spec, const std::string& flag);
+// precision_for_spec for a command that always trains on the CPU (compare, sweep and their
+// --ranks tables): refused in one line where this CPU cannot train in it (Error("--precision X",
+// "<command> trains on the CPU, which cannot: " + cpu_precision_problem)).
+Precision cpu_run_precision(const std::string& command, const std::string& spec,
+                            const std::string& flag);
+// The precision `profile` prices a run in `precision` at (perf::priced_precision); where that is
+// fp32 for bf16, a note saying so is added to `notes` (once per profile).
+Precision priced_precision(const perf::Profile& profile, Precision precision,
+                           std::vector<std::string>& notes);
 
 // The optimizer, loss and metrics a Keras model JSON given as --model was compiled with (its
 // compile_config); nullopt for small, big, a layer list, or a file without one.

@@ -66,10 +66,12 @@ void run_compare(const CompareOptions& o) {
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.epochs < 1) throw Error("--epochs", "must be at least 1");
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
+  // Every run trains in it (the CPU's too: a precision the CPU lacks is refused first).
+  const Precision precision = cpu_run_precision("compare", o.model, o.precision);
 
   perf::TrainingData d =
       perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
-  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes);
+  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes, precision);
   const perf::ModelDesc desc = perf::describe(probe);
   const int64_t n_train = d.x_train.dim(0);
   std::vector<std::string> notes;
@@ -78,11 +80,12 @@ void run_compare(const CompareOptions& o) {
   // calibrated first where none matches this machine.
   const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
   const ThreadsForRun threads = cpu_threads_for_run(
-      o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed), d.x_train, d.y_train,
-      o.batch_size, o.quiet, what, perf::threads_choice_key(desc, o.batch_size));
+      o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed, precision), d.x_train,
+      d.y_train, o.batch_size, o.quiet, what,
+      perf::threads_choice_key(desc, o.batch_size, precision));
   const perf::CpuProfileChoice cpu_choice =
       cpu_profile_for_run(o.profile, threads.threads, o.quiet,
-                          {{desc, perf::epoch_step_rows(n_train, o.batch_size)}}, what);
+                          {{desc, perf::epoch_step_rows(n_train, o.batch_size), precision}}, what);
   notes.push_back("CPU predicted from " + cpu_choice.note);
 
   std::vector<Run> runs;
@@ -104,12 +107,17 @@ void run_compare(const CompareOptions& o) {
   if (all_gpus.empty()) notes.push_back("no GPU present: the CPU was measured");
 
   out.say(fmt::format(
-      "compare: {} ({} parameters), {} epochs at batch {}, seed {}, on {} ({} training samples)",
-      o.model, desc.parameters(), o.epochs, o.batch_size, o.seed, d.name, n_train));
+      "compare: {} ({} parameters), {} epochs at batch {}, seed {}, precision {}, on {} ({} "
+      "training samples)",
+      o.model, desc.parameters(), o.epochs, o.batch_size, o.seed, precision_name(precision), d.name,
+      n_train));
   for (Run& r : runs) {
-    Sequential m = model_from_spec(o.model, d.sample_shape, d.classes);
-    perf::compile_for(
-        m, {.device = r.device, .mode = r.mode, .threads = threads.threads, .seed = o.seed});
+    Sequential m = model_from_spec(o.model, d.sample_shape, d.classes, precision);
+    perf::compile_for(m, {.device = r.device,
+                          .mode = r.mode,
+                          .threads = threads.threads,
+                          .seed = o.seed,
+                          .precision = precision});
     const std::string label = run_label(r);
     out.say(fmt::format("training on {} ({})", label, r.device_name));
     FitOptions fo;
@@ -144,8 +152,9 @@ void run_compare(const CompareOptions& o) {
       r.profile = {{"source", p->source}, {"calibrated_now", false}};
     }
     if (p)
-      r.predicted_seconds_per_epoch =
-          perf::predict_epoch(desc, n_train, o.batch_size, *p, r.mode).seconds;
+      r.predicted_seconds_per_epoch = perf::predict_epoch(desc, n_train, o.batch_size, *p, r.mode,
+                                                          1, priced_precision(*p, precision, notes))
+                                          .seconds;
   }
   // What seconds_per_epoch of a measured row is.
   const std::string epoch_note =
@@ -164,7 +173,8 @@ void run_compare(const CompareOptions& o) {
     } else {
       for (const perf::Profile& p : gp)
         for (perf::Mode m : {perf::Mode::resident, perf::Mode::naive}) {
-          const perf::EpochPrediction e = perf::predict_epoch(desc, n_train, o.batch_size, p, m);
+          const perf::EpochPrediction e = perf::predict_epoch(
+              desc, n_train, o.batch_size, p, m, 1, priced_precision(p, precision, notes));
           if (m == perf::Mode::resident) {
             const std::string est = perf::estimates_sentence(
                 e.full_step, p.id + "'s step", "its profile has no measurement of them");
@@ -270,7 +280,7 @@ void run_compare(const CompareOptions& o) {
   }
   for (const std::string& n : notes)
     if (n.rfind("no GPU", 0) == 0 || n.rfind("GPU rows", 0) == 0 || n == epoch_note ||
-        n.rfind("CPU predicted", 0) == 0)
+        n.rfind("CPU predicted", 0) == 0 || n.find(" GEMM rates: its rows are priced") != n.npos)
       out.say(n);
   for (const std::string& n : estimate_notes) out.say(n);
   notes.insert(notes.end(), estimate_notes.begin(), estimate_notes.end());
@@ -307,6 +317,7 @@ void run_compare(const CompareOptions& o) {
                      {"epochs", o.epochs},
                      {"batch_size", o.batch_size},
                      {"seed", o.seed},
+                     {"precision", precision_name(precision)},
                      {"runs", jr},
                      {"winner", winner},
                      {"parity", parity},
@@ -321,7 +332,7 @@ void add_compare(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "compare",
       "Train the same model with the same seed on every device (and GPU mode), side by side");
-  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption,
+  add_common_options(*cmd, *o, kAllCommonOptions | kRankTimeoutOption | kPrecisionOption,
                      "Write the comparison as JSON to this file", "Nothing on stdout");
   cmd->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Batch size")->capture_default_str();

@@ -137,6 +137,8 @@ void run_sweep(const SweepOptions& o) {
   if (!(o.max_seconds > 0)) throw Error("--max-seconds", "must be positive");
   const std::vector<int64_t> widths = parse_list("--widths", o.widths);
   const std::vector<int64_t> batches = parse_list("--batch-sizes", o.batch_sizes);
+  // Every point trains (and is predicted) in it; the CPU's series always: refused where it cannot.
+  const Precision precision = cpu_run_precision("sweep", spec_for(widths.front(), o), o.precision);
 
   perf::TrainingData d =
       perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
@@ -156,7 +158,8 @@ void run_sweep(const SweepOptions& o) {
   const int cores = perf::cpu_info().logical_cores;
   std::map<int64_t, perf::ModelDesc> desc_of;  // width -> the model at that width
   for (int64_t w : widths)
-    desc_of[w] = perf::describe(model_from_spec(spec_for(w, o), d.sample_shape, d.classes));
+    desc_of[w] =
+        perf::describe(model_from_spec(spec_for(w, o), d.sample_shape, d.classes, precision));
   std::map<std::pair<int64_t, int64_t>, int> cpu_threads;  // (batch, width) -> threads
   for (int64_t b : batches)
     for (int64_t w : widths) {
@@ -165,9 +168,9 @@ void run_sweep(const SweepOptions& o) {
         continue;
       }
       const ThreadsForRun t = cpu_threads_for_run(
-          0, cpu_model_maker(spec_for(w, o), d.sample_shape, d.classes, o.seed), d.x_train,
-          d.y_train, b, true, fmt::format("width {} at batch {}", w, b),
-          perf::threads_choice_key(desc_of.at(w), b));
+          0, cpu_model_maker(spec_for(w, o), d.sample_shape, d.classes, o.seed, precision),
+          d.x_train, d.y_train, b, true, fmt::format("width {} at batch {}", w, b),
+          perf::threads_choice_key(desc_of.at(w), b, precision));
       cpu_threads[{b, w}] = t.threads;
       out.say(fmt::format("  width {:>5} batch {:>5} cpu: {}", w, b, t.choice->summary()));
     }
@@ -176,7 +179,8 @@ void run_sweep(const SweepOptions& o) {
   std::map<int, std::vector<perf::Workload>> workloads;
   for (int64_t b : batches)
     for (int64_t w : widths)
-      workloads[cpu_threads[{b, w}]].push_back({desc_of.at(w), perf::epoch_step_rows(n_train, b)});
+      workloads[cpu_threads[{b, w}]].push_back(
+          {desc_of.at(w), perf::epoch_step_rows(n_train, b), precision});
   std::map<int, perf::CpuProfileChoice> cpu_choices;
   bool cpu_predicted = true;
   for (auto& [threads, w] : workloads) {
@@ -231,8 +235,8 @@ void run_sweep(const SweepOptions& o) {
   const std::string what = o.model.empty() ? fmt::format("{} hidden layer{} of widths {}", o.layers,
                                                          o.layers > 1 ? "s" : "", o.widths)
                                            : fmt::format("{} for W in {}", o.model, o.widths);
-  out.say(fmt::format("sweep: {}, batch sizes {}, on {} ({} training samples)", what, o.batch_sizes,
-                      d.name, n_train));
+  out.say(fmt::format("sweep: {}, batch sizes {}, precision {}, on {} ({} training samples)", what,
+                      o.batch_sizes, precision_name(precision), d.name, n_train));
   std::vector<Point> points;
   std::set<std::string> estimated_devices;  // devices whose predictions estimated some ops
   for (int64_t b : batches)
@@ -251,9 +255,12 @@ void run_sweep(const SweepOptions& o) {
         Point p{.width = w, .batch = b, .device = s.device, .mode = s.mode, .measured = s.measured};
         if (s.device == "cpu") p.threads = threads;
         if (s.measured) {
-          Sequential m = model_from_spec(spec, d.sample_shape, d.classes);
-          perf::compile_for(m,
-                            {.device = s.device, .mode = mode, .threads = threads, .seed = o.seed});
+          Sequential m = model_from_spec(spec, d.sample_shape, d.classes, precision);
+          perf::compile_for(m, {.device = s.device,
+                                .mode = mode,
+                                .threads = threads,
+                                .seed = o.seed,
+                                .precision = precision});
           const perf::StepTiming t =
               perf::time_steps(m, d.x_train, d.y_train, b, o.steps, o.max_seconds);
           p.seconds_per_step = t.seconds_per_step;
@@ -263,7 +270,8 @@ void run_sweep(const SweepOptions& o) {
           for (const Series& q : series)
             if (!q.measured && q.device == s.device && q.mode == s.mode) {
               const perf::EpochPrediction e =
-                  perf::predict_epoch(desc, n_train, b, profile_of(q), mode);
+                  perf::predict_epoch(desc, n_train, b, profile_of(q), mode, 1,
+                                      priced_precision(profile_of(q), precision, notes));
               p.predicted_seconds_per_epoch = e.seconds;
               p.predicted_seconds_per_step = e.full_step.step_seconds;
             }
@@ -277,7 +285,8 @@ void run_sweep(const SweepOptions& o) {
                                   : ""));
         } else {
           const perf::EpochPrediction e =
-              perf::predict_epoch(desc, n_train, b, profile_of(s), mode);
+              perf::predict_epoch(desc, n_train, b, profile_of(s), mode, 1,
+                                  priced_precision(profile_of(s), precision, notes));
           p.seconds_per_epoch = e.seconds;
           p.seconds_per_step = e.full_step.step_seconds;
           // Once per device: which of its ops the profile could not price from a measurement.
@@ -413,6 +422,7 @@ void run_sweep(const SweepOptions& o) {
                      {"train_samples", n_train},
                      {"widths", widths},
                      {"batch_sizes", batches},
+                     {"precision", precision_name(precision)},
                      {"points", jp},
                      {"crossover", crossover},
                      {"cpu_profile", profile_json(cpu_choices.at(most))},
@@ -495,10 +505,10 @@ void add_sweep(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
   auto* cmd = app.add_subcommand(
       "sweep", "Time per epoch across widths and batch sizes on each device; the crossover width");
-  add_common_options(
-      *cmd, *o,
-      kDataOption | kSeedOption | kThreadsOption | kJsonOption | kQuietOption | kRankTimeoutOption,
-      "Write points and crossovers as JSON", "Nothing on stdout");
+  add_common_options(*cmd, *o,
+                     kDataOption | kSeedOption | kThreadsOption | kJsonOption | kQuietOption |
+                         kRankTimeoutOption | kPrecisionOption,
+                     "Write points and crossovers as JSON", "Nothing on stdout");
   cmd->add_option("--widths", o->widths, "Hidden widths, comma-separated")->capture_default_str();
   cmd->add_option("--batch-sizes", o->batch_sizes, "Batch sizes, comma-separated")
       ->capture_default_str();

@@ -18,6 +18,7 @@
 #include "dist/mpi.h"
 #include "dist/nccl.h"
 #include "nn/model_config.h"
+#include "perf/cost_model.h"
 #include "perf/explain.h"
 #include "perf/machine.h"
 #include "perf/measure.h"
@@ -233,6 +234,28 @@ Precision precision_for_spec(const std::string& spec, const std::string& flag) {
   if (!is_json_file(spec)) return flag.empty() ? Precision::fp32 : parse_precision(flag);
   const Sequential m = model_from_json(read_model_file(spec), spec);
   return precision_for_layers(m.layers(), flag, spec);
+}
+
+Precision cpu_run_precision(const std::string& command, const std::string& spec,
+                            const std::string& flag) {
+  const Precision precision = precision_for_spec(spec, flag);
+  if (const std::string why = cpu_precision_problem(precision); !why.empty())
+    throw Error(std::string("--precision ") + precision_name(precision),
+                command + " trains on the CPU, which cannot: " + why);
+  return precision;
+}
+
+Precision priced_precision(const perf::Profile& profile, Precision precision,
+                           std::vector<std::string>& notes) {
+  const Precision priced = perf::priced_precision(profile, precision);
+  if (priced != precision) {
+    const std::string note = fmt::format(
+        "{} has no {} GEMM rates: its rows are priced at {} rates (an upper bound on their step)",
+        profile.source.empty() ? profile.name : profile.source, precision_name(precision),
+        precision_name(priced));
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+  }
+  return priced;
 }
 
 std::optional<TrainingConfig> training_config_from_spec(const std::string& spec) {

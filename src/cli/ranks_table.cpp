@@ -86,13 +86,14 @@ void run_ranks_table(const RanksTableOptions& o) {
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.batch < 1) throw Error("--batch-size", "must be at least 1");
   const std::vector<int64_t> counts = parse_ranks(o.ranks);
+  const Precision precision = cpu_run_precision(o.command, o.model, o.precision);
   const int cores = perf::cpu_info().logical_cores;
   // Before any work: the counts to be measured need MPI and mpirun (one line, exit 2).
   if (!o.predict_only)
     for (const int64_t n : counts)
       if (n > 1 && n <= cores) mpirun_for_ranks("explain", static_cast<int>(n));
   perf::TrainingData d = perf::load_training_data(o.data, [&](const std::string&) {});
-  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes);
+  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes, precision);
   const perf::ModelDesc desc = perf::describe(probe);
   const int64_t samples = d.x_train.dim(0);
   const int64_t batch = std::min(o.batch, samples);
@@ -139,6 +140,8 @@ void run_ranks_table(const RanksTableOptions& o) {
                                     std::to_string(o.steps),
                                     "--max-seconds",
                                     fmt::format("{}", o.max_seconds),
+                                    "--precision",
+                                    precision_name(precision),
                                     "--quiet",
                                     "--json",
                                     json};
@@ -162,11 +165,11 @@ void run_ranks_table(const RanksTableOptions& o) {
     std::vector<int64_t> shares;  // each step's largest share: full batches, the ragged last
     for (const int64_t m : perf::epoch_step_rows(samples, batch)) shares.push_back((m + n - 1) / n);
     const perf::CpuProfileChoice choice =
-        cpu_profile_for_run(o.profile, r.threads, o.quiet, {{desc, shares}},
+        cpu_profile_for_run(o.profile, r.threads, o.quiet, {{desc, shares, precision}},
                             fmt::format("{} over {} ranks", model_label(o.model), n));
     if (!choice.profile) throw Error("--ranks", "no CPU profile to predict with: " + choice.note);
-    const perf::EpochPrediction p =
-        perf::predict_epoch(desc, samples, batch, *choice.profile, perf::Mode::resident, n);
+    const perf::EpochPrediction p = perf::predict_epoch(desc, samples, batch, *choice.profile,
+                                                        perf::Mode::resident, n, precision);
     r.epoch_predicted = p.seconds;
     const double step = p.full_step.step_seconds;
     r.allreduce_share_predicted =
@@ -258,6 +261,7 @@ void run_ranks_table(const RanksTableOptions& o) {
                    {"model", o.model},
                    {"data", d.name},
                    {"batch_size", batch},
+                   {"precision", precision_name(precision)},
                    {"train_samples", samples},
                    {"rows", jr},
                    {"summary", summary}});

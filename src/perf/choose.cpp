@@ -66,11 +66,8 @@ std::string choose_device(const Sequential& model, int64_t batch, std::string& w
       continue;
     }
     any_gpu_prediction = true;
-    Precision gpu_precision = precision;
-    if (precision == Precision::bf16 && profiles.front().gemm_bf16.empty()) {
-      gpu_precision = Precision::fp32;
-      fp32_rates += (fp32_rates.empty() ? "" : ", ") + id;
-    }
+    const Precision gpu_precision = priced_precision(profiles.front(), precision);
+    if (gpu_precision != precision) fp32_rates += (fp32_rates.empty() ? "" : ", ") + id;
     const double step = predict(step_ops(desc, batch, DeviceKind::gpu, Mode::resident),
                                 profiles.front(), Mode::resident, gpu_precision)
                             .step_seconds;

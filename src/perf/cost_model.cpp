@@ -525,6 +525,10 @@ void bracket(const std::vector<double>& axis, double v, std::size_t& lo, double&
 
 }  // namespace
 
+Precision priced_precision(const Profile& profile, Precision precision) {
+  return precision == Precision::bf16 && profile.gemm_bf16.empty() ? Precision::fp32 : precision;
+}
+
 double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, int64_t in,
                  int64_t out, Precision precision) {
   const bool bf16 = precision == Precision::bf16;

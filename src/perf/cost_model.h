@@ -197,6 +197,11 @@ EpochPrediction predict_epoch(const ModelDesc& model, int64_t samples, int64_t b
                               const Profile& profile, Mode mode, int ranks = 1,
                               Precision precision = Precision::fp32);
 
+// The precision `profile` prices `precision` at: bf16 only where it has bf16 GEMM rates, else
+// fp32 (its GEMMs at fp32 rates: an upper bound on a bf16 step, which callers say; the shipped
+// H200 profile has none); fp32 and tf32 as they are.
+Precision priced_precision(const Profile& profile, Precision precision);
+
 // GEMM FLOPs of one epoch (what the arithmetic tests check: SMALL 24.5 GFLOP, BIG 552 GFLOP for
 // 60,000 samples at batch 32).
 int64_t epoch_gemm_flops(const ModelDesc& model, int64_t samples, int64_t batch);
