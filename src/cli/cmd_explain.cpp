@@ -48,13 +48,19 @@ void run_explain_cmd(const ExplainCliOptions& o) {
     throw Error("--device " + o.device, "no GPU present (or this build has no CUDA backend)");
   if (gpu && ranks.size > 1)
     throw Error("--ranks", "explain over ranks runs on the CPU only for now (--device cpu)");
+  // The precision (a model file's dtype policy, or --precision agreeing with it), and on the CPU
+  // whether it can train in it: refused before the data is read.
+  const Precision precision = precision_for_spec(o.model, o.precision);
+  if (!gpu)
+    if (const std::string why = cpu_precision_problem(precision); !why.empty())
+      throw Error(std::string("--precision ") + precision_name(precision), why);
 
   perf::TrainingData d =
       perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
   check_same_data(ranks, "--data " + d.path, {&d.x_train, &d.y_train});
   // Check the model spec before any measuring.
   perf::ExplainConfig c;
-  c.precision = precision_for_spec(o.model, o.precision);
+  c.precision = precision;
   const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes, c.precision);
   c.make_model = [&] { return model_from_spec(o.model, d.sample_shape, d.classes, c.precision); };
   c.x = &d.x_train;
@@ -62,9 +68,6 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   c.batch = o.batch_size;
   c.device = o.device == "cuda" ? "cuda:0" : o.device;
   c.mode = mode;
-  if (!gpu)
-    if (const std::string why = cpu_precision_problem(c.precision); !why.empty())
-      throw Error(std::string("--precision ") + precision_name(c.precision), why);
   const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
   // Over ranks, --threads 0 divides this host's cores among its ranks (as train does).
   const ThreadsForRun threads =
