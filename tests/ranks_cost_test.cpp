@@ -300,12 +300,13 @@ TEST(RanksTable, SweepPredictOnlyGivesEveryCountAndWhereMoreRanksStopPaying) {
   const std::string dir = testing_util::temp_folder("ranks-sweep");
   testing_util::ScopedEnv profiles("CROSSOVER_PROFILE_DIR", dir.c_str());
   const auto r = testing_util::run_crossover(
-      "sweep --ranks 4,1,2 --predict-only --model small --data mnist-10k --threads 1 --json " +
-      dir + "/s.json");
+      "sweep --ranks 4,1,2 --predict-only --model big --data mnist-10k --threads 1 --json " + dir +
+      "/s.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream f(dir + "/s.json");
   const nlohmann::json j = nlohmann::json::parse(f);
   EXPECT_EQ(j["command"], "sweep");
+  EXPECT_EQ(j["model"], "big");  // sweep's own --model, not the default small
   ASSERT_EQ(j["rows"].size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     const nlohmann::json& row = j["rows"][i];

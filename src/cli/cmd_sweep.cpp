@@ -536,7 +536,9 @@ void add_sweep(CLI::App& app) {
     o->layers_given = layers->count() > 0;
     if (!o->ranks.empty()) {
       RanksTableOptions t("sweep", *o);
-      if (t.model.empty()) t.model = "small";
+      // sweep's own --model (SweepOptions::model: a layer list, "" for --layers) hides the common
+      // one, which the copy above took: name it.
+      t.model = o->model.empty() ? "small" : o->model;
       t.ranks = o->ranks;
       t.batch = parse_list("--batch-sizes", o->batch_sizes).front();
       t.steps = o->steps;
