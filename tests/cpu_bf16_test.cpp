@@ -101,6 +101,11 @@ TEST(CpuBf16, DenseProductsStayNearFloat32ButAreNotFloat32) {
           be.dense_forward(x.data(), w.data(), b.data(), y, s.m, s.k, s.n, ActivationKind::linear);
         },
         s.m * s.n, "forward");
+    compare(
+        [&](Backend& be, float* y) {
+          be.dense_forward(x.data(), w.data(), b.data(), y, s.m, s.k, s.n, ActivationKind::relu);
+        },
+        s.m * s.n, "forward with ReLU");
     compare([&](Backend& be,
                 float* dx) { be.dense_backward_input(dy.data(), w.data(), dx, s.m, s.k, s.n); },
             s.m * s.k, "backward input");

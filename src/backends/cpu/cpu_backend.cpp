@@ -287,24 +287,25 @@ class CpuBackend final : public Backend {
   void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
                      int64_t n, ActivationKind act) override {
     // y(m, n) = x(m, k) . w(k, n): blocks of columns of y. In bf16 the product is one oneDNN
-    // matmul on its own threads, and the blocks only apply the bias and ReLU.
+    // matmul on its own threads, the bias and ReLU its post-ops.
     const bool relu = act == ActivationKind::relu;
-    if (bf16_) gemm_bf16_weights(false, m, n, k, x, w, y);
-    for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
-      if (c1 <= c0) return;
-      if (!bf16_) sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
-      if (b == nullptr && !relu) return;
-      for (int64_t r = 0; r < m; ++r) {
-        float* row = y + r * n;
-        if (b && relu) {
-          for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
-        } else if (b) {
-          for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
-        } else {
-          for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j], 0.0f);
+    if (bf16_) gemm_bf16_weights(false, m, n, k, x, w, y, b, relu);
+    if (!bf16_)
+      for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
+        if (c1 <= c0) return;
+        sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
+        if (b == nullptr && !relu) return;
+        for (int64_t r = 0; r < m; ++r) {
+          float* row = y + r * n;
+          if (b && relu) {
+            for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
+          } else if (b) {
+            for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
+          } else {
+            for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j], 0.0f);
+          }
         }
-      }
-    });
+      });
     // Sigmoid, tanh and softmax (softmax needs whole rows): a second pass, as on the GPU.
     if (act != ActivationKind::linear && !relu) activation_forward(act, y, y, m, n);
   }
@@ -737,8 +738,9 @@ class CpuBackend final : public Backend {
   // The same by a layer's weights w, through their blocked bf16 copy: c(m, n) = a(m, k) . w(k, n),
   // or . w^T of w stored (n, k) when tw.
   void gemm_bf16_weights(bool tw, int64_t m, int64_t n, int64_t k, const float* a, const float* w,
-                         float* c) {
-    on_gemm_threads(m, n, k, [&](int nt) { matmul_.gemm_weights(tw, m, n, k, a, w, c, nt); });
+                         float* c, const float* bias = nullptr, bool relu = false) {
+    on_gemm_threads(m, n, k,
+                    [&](int nt) { matmul_.gemm_weights(tw, m, n, k, a, w, c, nt, bias, relu); });
   }
   template <class F>
   void on_gemm_threads(int64_t m, int64_t n, int64_t k, F&& f) {

@@ -152,7 +152,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_transposed
 // The plan of one product shape: the primitive, its arguments and its buffers.
 struct Plan {
   dnnl::primitive primitive;
-  memory src, weights, dst, scratchpad;
+  memory src, weights, dst, scratchpad, bias;
   std::vector<dnnl_exec_arg_t> args;
   std::unique_ptr<uint16_t[], AlignedFree> a16, b16;
   std::unique_ptr<unsigned char[], AlignedFree> scratch;
@@ -185,13 +185,15 @@ void to_bf16(const float* src, uint16_t* dst, int64_t n) {
 struct DnnlMatmulBf16::State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  // Key: ta, tb, m, n, k, and whether B is a weights copy (then in the layout the primitive picks).
-  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool>, Plan> plans;
+  // Key: ta, tb, m, n, k, whether B is a weights copy (then in the layout the primitive picks),
+  // and the epilogue: a bias, a ReLU.
+  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool, bool, bool>, Plan> plans;
   std::vector<WeightCopy> copies;
   int64_t reorders = 0;
 
-  Plan& plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool weights_copy = false) {
-    const auto key = std::make_tuple(ta, tb, m, n, k, weights_copy);
+  Plan& plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool weights_copy = false,
+             bool bias = false, bool relu = false) {
+    const auto key = std::make_tuple(ta, tb, m, n, k, weights_copy, bias, relu);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     Plan p;
@@ -201,9 +203,17 @@ struct DnnlMatmulBf16::State {
         weights_copy ? memory::desc({k, n}, kBf16, memory::format_tag::any)
                      : memory::desc({k, n}, kBf16, tb ? memory::dims{1, k} : memory::dims{n, 1});
     const memory::desc c_md({m, n}, kF32, memory::dims{n, 1});
+    const memory::desc bias_md({1, n}, kF32, memory::dims{n, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    if (relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md),
+        attr, engine);
     p.implementation = pd.impl_info_str();
     p.primitive = dnnl::matmul(pd);
     p.a_elements = m * k;
@@ -224,6 +234,10 @@ struct DnnlMatmulBf16::State {
               {DNNL_ARG_WEIGHTS, p.weights.get()},
               {DNNL_ARG_DST, p.dst.get()},
               {DNNL_ARG_SCRATCHPAD, p.scratchpad.get()}};
+    if (bias) {
+      p.bias = memory(bias_md, engine, nullptr);  // the caller's, set per call
+      p.args.push_back({DNNL_ARG_BIAS, p.bias.get()});
+    }
     return plans.emplace(key, std::move(p)).first->second;
   }
 
@@ -339,9 +353,10 @@ void DnnlMatmulBf16::gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, con
 }
 
 void DnnlMatmulBf16::gemm_weights(bool tw, int64_t m, int64_t n, int64_t k, const float* a,
-                                  const float* w, float* c, int threads) {
+                                  const float* w, float* c, int threads, const float* bias,
+                                  bool relu) {
   State& s = state();
-  Plan& p = s.plan(false, tw, m, n, k, true);
+  Plan& p = s.plan(false, tw, m, n, k, true, bias != nullptr, relu);
   WeightCopy& copy = s.copy(w, tw, k, n, p.weights.get_desc());
   if (!copy.fresh) {
     if (copy.ours)
@@ -353,6 +368,7 @@ void DnnlMatmulBf16::gemm_weights(bool tw, int64_t m, int64_t n, int64_t k, cons
   }
   convert_operands(p, a, nullptr, threads);
   check(dnnl_memory_set_data_handle(p.weights.get(), copy.data.get()), "set_data_handle");
+  if (bias) check(dnnl_memory_set_data_handle(p.bias.get(), const_cast<float*>(bias)), "bias");
   check(dnnl_memory_set_data_handle(p.dst.get(), c), "set_data_handle");
   execute(p.primitive, s.stream, p.args, "matmul execute");
 }

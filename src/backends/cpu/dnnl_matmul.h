@@ -43,11 +43,12 @@ class DnnlMatmulBf16 {
   void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
             float* c, int threads);
 
-  // Row-major c(m, n) = a(m, k) . op(w): a as in gemm (stored (m, k)); op(w) = w stored (k, n),
-  // or w^T of w stored (n, k) when tw. The product reads the blocked bf16 copy of w, remade from w
-  // first when w changed since (weights_changed) or is new.
+  // Row-major c(m, n) = act(a(m, k) . op(w) + bias(n)): a as in gemm (stored (m, k)); op(w) = w
+  // stored (k, n), or w^T of w stored (n, k) when tw; bias (float32) when not null, act ReLU when
+  // relu, both as the primitive's own epilogue. The product reads the blocked bf16 copy of w,
+  // remade from w first when w changed since (weights_changed) or is new.
   void gemm_weights(bool tw, int64_t m, int64_t n, int64_t k, const float* a, const float* w,
-                    float* c, int threads);
+                    float* c, int threads, const float* bias = nullptr, bool relu = false);
 
   // The float32 memory [begin, begin + bytes) was written: copies of weights in it are remade at
   // their next use. Costs a scan of the copies (a few per layer), no memory work.
