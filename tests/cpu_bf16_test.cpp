@@ -101,6 +101,11 @@ TEST(CpuBf16, DenseProductsStayNearFloat32ButAreNotFloat32) {
           be.dense_forward(x.data(), w.data(), b.data(), y, s.m, s.k, s.n, ActivationKind::linear);
         },
         s.m * s.n, "forward");
+    compare(
+        [&](Backend& be, float* y) {
+          be.dense_forward(x.data(), w.data(), b.data(), y, s.m, s.k, s.n, ActivationKind::relu);
+        },
+        s.m * s.n, "forward with ReLU");
     compare([&](Backend& be,
                 float* dx) { be.dense_backward_input(dy.data(), w.data(), dx, s.m, s.k, s.n); },
             s.m * s.k, "backward input");
@@ -111,6 +116,150 @@ TEST(CpuBf16, DenseProductsStayNearFloat32ButAreNotFloat32) {
         },
         s.k * s.n, "backward weights");
   }
+}
+
+// The products by a layer's weights read a blocked bf16 copy of them, made by one reorder. It is
+// remade exactly when the weights changed (weights_changed on a range overlapping them), and the
+// product through it equals the plain path's (bf16 operands both ways, float32 accumulation).
+TEST(CpuBf16, WeightsCopyIsRemadeOnlyWhenTheWeightsChange) {
+  SKIP_WITHOUT_BF16();
+  const int64_t m = 32, k = 200, n = 96;
+  const Tensor a = testing_util::random_tensor({m, k}, 11);
+  Tensor w = testing_util::random_tensor({k, n}, 12);
+  cpu::DnnlMatmulBf16 mm;
+  auto through_copy = [&] {
+    std::vector<float> c(static_cast<std::size_t>(m * n));
+    mm.gemm_weights(false, m, n, k, a.data(), w.data(), c.data(), 1);
+    return c;
+  };
+  auto plain = [&] {
+    std::vector<float> c(static_cast<std::size_t>(m * n));
+    mm.gemm(false, false, m, n, k, a.data(), w.data(), c.data(), 1);
+    return c;
+  };
+  auto near = [](const std::vector<float>& got, const std::vector<float>& want) {
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]) /
+                                  (1.0 + std::fabs(static_cast<double>(want[i]))));
+    return worst;
+  };
+  const std::vector<float> first = through_copy();
+  EXPECT_EQ(mm.weight_copies(), 1);
+  EXPECT_EQ(mm.weight_reorders(), 1);
+  EXPECT_LT(near(first, plain()), 1e-5);
+  EXPECT_EQ(through_copy(), first);
+  EXPECT_EQ(mm.weight_reorders(), 1) << "an unchanged copy is not remade";
+
+  w[5] += 3.0f;
+  mm.weights_changed(w.data() + k * n, 64);  // memory just past w: not w
+  EXPECT_EQ(through_copy(), first) << "a write elsewhere keeps the copy";
+  EXPECT_EQ(mm.weight_reorders(), 1);
+  mm.weights_changed(w.data() + 5, sizeof(float));
+  const std::vector<float> second = through_copy();
+  EXPECT_EQ(mm.weight_reorders(), 2);
+  EXPECT_NE(second, first);
+  EXPECT_LT(near(second, plain()), 1e-5);
+
+  // The transposed use (the input gradient) is a copy of its own, in its own layout.
+  std::vector<float> ct(static_cast<std::size_t>(m * k)), want(ct.size());
+  const Tensor dy = testing_util::random_tensor({m, n}, 13);
+  mm.gemm_weights(true, m, k, n, dy.data(), w.data(), ct.data(), 1);
+  mm.gemm(false, true, m, k, n, dy.data(), w.data(), want.data(), 1);
+  EXPECT_EQ(mm.weight_copies(), 2);
+  EXPECT_LT(near(ct, want), 1e-5);
+
+  // The fused optimizer update writes the copies as it writes the weights: rows in any order and
+  // split (here 16 rows, then the rest), then weights_rewritten. No reorder follows.
+  for (int64_t i = 0; i < k * n; ++i) w[i] = -0.5f * w[i] + 0.25f;
+  mm.write_rows(w.data(), 16, k);
+  mm.write_rows(w.data(), 0, 16);
+  mm.weights_rewritten(w.data());
+  const std::vector<float> rewritten = through_copy();
+  mm.gemm_weights(true, m, k, n, dy.data(), w.data(), ct.data(), 1);
+  EXPECT_EQ(mm.weight_reorders(), 3) << "the update's copies are fresh";
+  EXPECT_LT(near(rewritten, plain()), 1e-5);
+  mm.gemm(false, true, m, k, n, dy.data(), w.data(), want.data(), 1);
+  EXPECT_LT(near(ct, want), 1e-5);
+
+  // Memory handed out anew: its old copies go (none of another shape is taken for new weights).
+  mm.forget(w.data() + 1, sizeof(float));
+  EXPECT_EQ(mm.weight_copies(), 0);
+}
+
+// The CPU backend drops a weights copy when the weights are written through upload, fill or
+// host_wrote (as set_weights, initialisation and MPI's broadcast write them): the product after
+// the write equals a fresh backend's on the new weights.
+TEST(CpuBf16, BackendRemakesTheCopyAfterUploadFillAndHostWrites) {
+  SKIP_WITHOUT_BF16();
+  const int64_t m = 32, k = 300, n = 200;
+  auto be = make_cpu_backend(2, Precision::bf16);
+  auto* w = static_cast<float*>(be->allocate(static_cast<std::size_t>(k * n) * sizeof(float)));
+  const Tensor x = testing_util::random_tensor({m, k}, 21);
+  auto forward = [&](Backend& on, const float* weights) {
+    std::vector<float> y(static_cast<std::size_t>(m * n));
+    on.dense_forward(x.data(), weights, nullptr, y.data(), m, k, n, ActivationKind::linear);
+    return y;
+  };
+  auto input_gradient = [&](Backend& on, const float* weights) {
+    std::vector<float> dx(static_cast<std::size_t>(m * k));
+    const Tensor dy = testing_util::random_tensor({m, n}, 22);
+    on.dense_backward_input(dy.data(), weights, dx.data(), m, k, n);
+    return dx;
+  };
+  auto as_fresh = [&](const float* host_weights, const char* after) {
+    SCOPED_TRACE(after);
+    auto fresh = make_cpu_backend(2, Precision::bf16);
+    EXPECT_EQ(forward(*be, w), forward(*fresh, host_weights));
+    EXPECT_EQ(input_gradient(*be, w), input_gradient(*fresh, host_weights));
+  };
+  const Tensor w1 = testing_util::random_tensor({k, n}, 23),
+               w2 = testing_util::random_tensor({k, n}, 24);
+  be->upload(w, w1.data(), static_cast<std::size_t>(w1.size()) * sizeof(float));
+  as_fresh(w1.data(), "the first upload");
+  be->upload(w, w2.data(), static_cast<std::size_t>(w2.size()) * sizeof(float));
+  as_fresh(w2.data(), "a second upload");
+  be->fill(w + n, 0.5f, n);  // one row
+  Tensor filled = w2;
+  for (int64_t j = 0; j < n; ++j) filled[n + j] = 0.5f;
+  as_fresh(filled.data(), "a fill of one row");
+  std::copy(w1.data(), w1.data() + w1.size(), w);  // as MPI writes it
+  be->host_wrote(w, static_cast<std::size_t>(w1.size()) * sizeof(float));
+  as_fresh(w1.data(), "a host write");
+  be->release(w);
+}
+
+Sequential bf16_mlp(uint64_t seed) {
+  Sequential model({Input({64}), Dense(96, "relu"), Dense(80, "relu"), Dense(10, "softmax")});
+  model.compile(Adam(), "sparse_categorical_crossentropy", {},
+                {.threads = 2, .seed = seed, .precision = "bf16"});
+  return model;
+}
+
+std::vector<float> values_of(const Tensor& t) { return {t.data(), t.data() + t.size()}; }
+
+// The weights copies are derived state: after set_weights (which model loading and Python's
+// set_weights call) and after training (the fused update), a model predicts exactly what a fresh
+// model given the same weights predicts.
+TEST(CpuBf16, PredictionsFollowSetWeightsAndTraining) {
+  SKIP_WITHOUT_BF16();
+  const Tensor x = testing_util::random_tensor({48, 64}, 31);
+  Sequential a = bf16_mlp(1), b = bf16_mlp(2);
+  const std::vector<float> a_before = values_of(a.predict(x));  // copies of a's first weights
+  a.set_weights(b.get_weights());
+  const std::vector<float> a_after = values_of(a.predict(x));
+  EXPECT_NE(a_after, a_before);
+  EXPECT_EQ(a_after, values_of(b.predict(x)));
+
+  Tensor labels({48});
+  for (int64_t i = 0; i < 48; ++i) labels[i] = static_cast<float>(i % 10);
+  a.fit(x, labels, {.epochs = 2, .verbose = 0});
+  const std::vector<float> trained = values_of(a.predict(x));
+  EXPECT_NE(trained, a_after);
+  Sequential c = bf16_mlp(3);
+  c.predict(x);  // c's own copies first
+  c.set_weights(a.get_weights());
+  EXPECT_EQ(values_of(c.predict(x)), trained);
 }
 
 using testing_util::Mnist10k;

@@ -172,6 +172,14 @@ class Backend {
   // Starts a download that completes by the next synchronize(); host_dst must stay valid.
   virtual void download_async(void* host_dst, const void* src, std::size_t bytes) = 0;
   virtual void fill(float* dst, float value, int64_t n) = 0;
+  // The host wrote [p, p + bytes) of allocate()'s memory itself, not through upload or fill (MPI
+  // into the memory of a backend whose memory is the host's): a backend drops what it derived from
+  // it (the CPU's bf16 weights copies). Memory from allocate() changes only through upload, fill,
+  // the backend's own calls, and writes announced here.
+  virtual void host_wrote(void* p, std::size_t bytes) {
+    (void)p;
+    (void)bytes;
+  }
   // Waits for everything enqueued.
   virtual void synchronize() = 0;
 
@@ -204,6 +212,8 @@ class Backend {
   virtual void dense_backward_weights(const float* x, const float* dy, float* dw, float* db,
                                       int64_t m, int64_t k, int64_t n) = 0;
   // dx(m, k) = dy(m, n) . w(k, n)^T.
+  // A backend may keep state derived from w between calls (the CPU's bf16 copies of the weights,
+  // dropped when w changes: see host_wrote), so w must be memory from allocate().
   virtual void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m,
                                     int64_t k, int64_t n) = 0;
 

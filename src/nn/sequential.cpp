@@ -984,6 +984,7 @@ struct Sequential::Impl {
     backend->synchronize();
     if (host_memory()) {
       copts.collective->broadcast(arena.as<void>(), arena.bytes(), 0);
+      backend->host_wrote(arena.as<void>(), arena.bytes());
     } else {
       backend->broadcast(arena.as<void>(), arena.bytes(), 0, *copts.collective->on_device());
       backend->synchronize();

@@ -43,6 +43,7 @@ class ForwardingBackend : public Backend {
     inner_->download_async(dst, src, bytes);
   }
   void fill(float* dst, float value, int64_t n) override { inner_->fill(dst, value, n); }
+  void host_wrote(void* p, std::size_t bytes) override { inner_->host_wrote(p, bytes); }
   void synchronize() override { inner_->synchronize(); }
   void allreduce_sum(float* data, int64_t n, DeviceCollective& with) override {
     inner_->allreduce_sum(data, n, with);

@@ -226,7 +226,9 @@ class CpuBackend final : public Backend {
 
   void* allocate(std::size_t bytes) override {
     try {
-      return make_aligned<unsigned char>(bytes).release();
+      void* p = make_aligned<unsigned char>(bytes).release();
+      if (bf16_) matmul_.forget(p, bytes);  // where a released block's weights may have been
+      return p;
     } catch (const std::bad_alloc&) {
       const MemoryAvailable a = available_memory();
       throw Error("cpu", "out of memory: cannot allocate " +
@@ -239,7 +241,9 @@ class CpuBackend final : public Backend {
   void release(void* p) noexcept override { std::free(p); }
   void upload(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
+    weights_changed(dst, bytes);
   }
+  void host_wrote(void* dst, std::size_t bytes) override { weights_changed(dst, bytes); }
   bool reads_host_memory() const override { return true; }
   void download(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
@@ -247,7 +251,10 @@ class CpuBackend final : public Backend {
   void download_async(void* dst, const void* src, std::size_t bytes) override {
     download(dst, src, bytes);
   }
-  void fill(float* dst, float value, int64_t n) override { std::fill(dst, dst + n, value); }
+  void fill(float* dst, float value, int64_t n) override {
+    std::fill(dst, dst + n, value);
+    weights_changed(dst, static_cast<std::size_t>(n) * sizeof(float));
+  }
   void synchronize() override {}
 
   std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool) override {
@@ -280,24 +287,25 @@ class CpuBackend final : public Backend {
   void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
                      int64_t n, ActivationKind act) override {
     // y(m, n) = x(m, k) . w(k, n): blocks of columns of y. In bf16 the product is one oneDNN
-    // matmul on its own threads, and the blocks only apply the bias and ReLU.
+    // matmul on its own threads, the bias and ReLU its post-ops.
     const bool relu = act == ActivationKind::relu;
-    if (bf16_) gemm_bf16(false, false, m, n, k, x, w, y);
-    for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
-      if (c1 <= c0) return;
-      if (!bf16_) sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
-      if (b == nullptr && !relu) return;
-      for (int64_t r = 0; r < m; ++r) {
-        float* row = y + r * n;
-        if (b && relu) {
-          for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
-        } else if (b) {
-          for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
-        } else {
-          for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j], 0.0f);
+    if (bf16_) gemm_bf16_weights(false, m, n, k, x, w, y, b, relu);
+    if (!bf16_)
+      for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
+        if (c1 <= c0) return;
+        sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
+        if (b == nullptr && !relu) return;
+        for (int64_t r = 0; r < m; ++r) {
+          float* row = y + r * n;
+          if (b && relu) {
+            for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
+          } else if (b) {
+            for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
+          } else {
+            for (int64_t j = c0; j < c1; ++j) row[j] = std::max(row[j], 0.0f);
+          }
         }
-      }
-    });
+      });
     // Sigmoid, tanh and softmax (softmax needs whole rows): a second pass, as on the GPU.
     if (act != ActivationKind::linear && !relu) activation_forward(act, y, y, m, n);
   }
@@ -321,13 +329,14 @@ class CpuBackend final : public Backend {
     const BlockUpdate update{config, update_constants(config, lr, counters->step + 1), kernel,
                              bias};
     weight_gradient(x, dy, kernel.grad, bias ? bias->grad : nullptr, m, k, n, &update);
+    if (bf16_) matmul_.weights_rewritten(kernel.value);  // the update wrote the bf16 copies too
   }
 
   void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
                             int64_t n) override {
     // dx(m, k) = dy(m, n) . w(k, n)^T: blocks of columns of dx (rows of w).
     if (bf16_) {
-      gemm_bf16(false, true, m, k, n, dy, w, dx);
+      gemm_bf16_weights(true, m, k, n, dy, w, dx);
       return;
     }
     for_blocks(k, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
@@ -595,7 +604,10 @@ class CpuBackend final : public Backend {
     }
     counters->grad_scale = grad_scale;
     const UpdateConstants uc = update_constants(config, lr, t);
-    for (const ParamSlot& p : params) update_tensor(config, uc, grad_scale, p);
+    for (const ParamSlot& p : params) {
+      update_tensor(config, uc, grad_scale, p);
+      weights_changed(p.value, static_cast<std::size_t>(p.n) * sizeof(float));
+    }
     counters->step += 1;
     counters->batch_index += 1;
   }
@@ -689,8 +701,15 @@ class CpuBackend final : public Backend {
     for_blocks_with_index(k, 2 * m * n * k, [&](int64_t r0, int64_t r1, int64_t t, int64_t nt) {
       if (r1 > r0) {
         if (!bf16_) sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
-        if (update)
+        if (update && !bf16_)
           update_range(update->config, update->constants, 1.0f, update->kernel, r0 * n, r1 * n);
+        // In bf16, 16 rows at a time, each written into the weights' bf16 copies at once, from
+        // this thread's cache (instead of a pass over all of the weights before the next product).
+        for (int64_t c0 = r0; update && bf16_ && c0 < r1; c0 += kCopyRows) {
+          const int64_t c1 = std::min(r1, c0 + kCopyRows);
+          update_range(update->config, update->constants, 1.0f, update->kernel, c0 * n, c1 * n);
+          matmul_.write_rows(update->kernel.value, c0, c1);
+        }
       }
       if (db == nullptr) return;
       const int64_t c0 = n * t / nt, c1 = n * (t + 1) / nt;
@@ -700,6 +719,9 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Rows of a kernel updated and then written into its bf16 copies in one go (even: whole pairs).
+  static constexpr int64_t kCopyRows = 16;
+
   // Below this many flops a GEMM runs on one thread: a fork-join costs a few microseconds.
   static constexpr int64_t kParallelGemmFlops = 1 << 19;
 
@@ -707,10 +729,27 @@ class CpuBackend final : public Backend {
   // (backends/cpu/dnnl_matmul.h); a small product runs on one thread, as the sgemm blocks do.
   void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
                  float* c) {
+    on_gemm_threads(m, n, k, [&](int nt) { matmul_.gemm(ta, tb, m, n, k, a, b, c, nt); });
+  }
+  // The same by a layer's weights w, through their blocked bf16 copy: c(m, n) = a(m, k) . w(k, n),
+  // or . w^T of w stored (n, k) when tw.
+  void gemm_bf16_weights(bool tw, int64_t m, int64_t n, int64_t k, const float* a, const float* w,
+                         float* c, const float* bias = nullptr, bool relu = false) {
+    on_gemm_threads(m, n, k,
+                    [&](int nt) { matmul_.gemm_weights(tw, m, n, k, a, w, c, nt, bias, relu); });
+  }
+  template <class F>
+  void on_gemm_threads(int64_t m, int64_t n, int64_t k, F&& f) {
     const int nt = 2 * m * n * k < kParallelGemmFlops ? 1 : threads_;
     if (nt != threads_) omp_set_num_threads(nt);
-    matmul_.gemm(ta, tb, m, n, k, a, b, c, nt);
+    f(nt);
     if (nt != threads_) omp_set_num_threads(threads_);
+  }
+
+  // Memory [p, p + bytes) was written other than by the products: bf16 weights copies made from it
+  // are stale and are remade at their next use (a scan of a few entries; none in fp32).
+  void weights_changed(const void* p, std::size_t bytes) {
+    if (bf16_) matmul_.weights_changed(p, bytes);
   }
 
   // f(begin, end, thread, threads) over [0, extent) in blocks of multiples of 16 (whole cache

@@ -49,15 +49,131 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) int64_t to_bf16_avx512(co
   return i;
 }
 
+// oneDNN's blocked bf16 layout for B(K, N) of its brgemm matmul with AVX512_BF16 ("BA16a64b2a":
+// blocks of 32 rows (16 x 2) by 64 columns, the column blocks outermost): blocks of 64 columns,
+// each of K rounded up to 32 rows; within one, blocks of 32 rows; within those, 16 row pairs of
+// 64 columns, each column's two rows side by side (the VNNI pair a VDPBF16PS multiplies). The
+// padding stays zero.
+inline int64_t blocked_offset(int64_t kk, int64_t nn, int64_t k_padded) {
+  return nn / 64 * k_padded * 64 + kk / 32 * 2048 + kk % 32 / 2 * 128 + nn % 64 * 2 + kk % 2;
+}
+constexpr int64_t padded_rows(int64_t k) { return (k + 31) / 32 * 32; }
+
+// Rows [r0, r1) of B = w (w stored (K, N) row-major, r0 even) into `out` in that layout.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows(const float* w, int64_t k,
+                                                                      int64_t n, int64_t r0,
+                                                                      int64_t r1, uint16_t* out) {
+  alignas(64) static constexpr uint16_t kPairs[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                      21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                      11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i pairs = _mm512_load_si512(kPairs);
+  const int64_t k_padded = padded_rows(k);
+  for (int64_t kk = r0; kk < r1; kk += 2) {
+    const float* row0 = w + kk * n;
+    const bool second = kk + 1 < k;
+    int64_t nn = 0;
+    for (; nn + 16 <= n; nn += 16) {  // 16 columns of rows kk and kk + 1: 16 pairs, 64 bytes
+      const __m512 lo = _mm512_loadu_ps(row0 + nn);
+      const __m512 hi = second ? _mm512_loadu_ps(row0 + n + nn) : _mm512_setzero_ps();
+      const __m512bh v = _mm512_cvtne2ps_pbh(hi, lo);  // lo's 16, then hi's 16
+      _mm512_storeu_si512(out + blocked_offset(kk, nn, k_padded),
+                          _mm512_permutexvar_epi16(pairs, reinterpret_cast<const __m512i&>(v)));
+    }
+    for (; nn < n; ++nn) {
+      uint16_t* d = out + blocked_offset(kk, nn, k_padded);
+      d[0] = bf16_bits(row0[nn]);
+      d[1] = second ? bf16_bits(row0[n + nn]) : 0;
+    }
+  }
+}
+
+// GCC 12's own unpack intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
+// reports once they are inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// r[i] dword j <- r[j] dword i: a 16 x 16 transpose of 32-bit elements in four rounds.
+__attribute__((target("avx512f"))) inline void transpose16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // t[2p] lane L: rows 2p, 2p + 1 of columns 4L, 4L + 1
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // r[4g + q] lane L: rows 4g..4g+3 of column 4L + q
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {  // 128-bit lanes: 0x88 takes lanes 0 and 2 of each, 0xdd 1 and 3
+    t[q] = _mm512_shuffle_i32x4(r[q], r[q + 4], 0x88);
+    t[q + 4] = _mm512_shuffle_i32x4(r[q], r[q + 4], 0xdd);
+    t[q + 8] = _mm512_shuffle_i32x4(r[q + 8], r[q + 12], 0x88);
+    t[q + 12] = _mm512_shuffle_i32x4(r[q + 8], r[q + 12], 0xdd);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm512_shuffle_i32x4(t[q], t[q + 8], 0x88);
+    r[q + 8] = _mm512_shuffle_i32x4(t[q], t[q + 8], 0xdd);
+    r[q + 4] = _mm512_shuffle_i32x4(t[q + 4], t[q + 12], 0x88);
+    r[q + 12] = _mm512_shuffle_i32x4(t[q + 4], t[q + 12], 0xdd);
+  }
+}
+
+// Rows [r0, r1) of w stored (N, K) row-major, for B = w^T (K, N): row nn of w is column nn of B.
+// Sixteen rows (aligned to 16) by 32 of K at a time: each row's 16 pairs, transposed, are 16
+// stores of the 16 rows' pair p, side by side in the layout. Other rows and K's tail one by one.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_transposed(
+    const float* w, int64_t k, int64_t r0, int64_t r1, uint16_t* out) {
+  const int64_t k_padded = padded_rows(k);
+  auto one_row = [&](int64_t nn, int64_t from) {
+    for (int64_t kk = from; kk < k; ++kk)
+      out[blocked_offset(kk, nn, k_padded)] = bf16_bits(w[nn * k + kk]);
+  };
+  int64_t nn = r0;
+  for (; nn < r1 && nn % 16 != 0; ++nn) one_row(nn, 0);
+  for (; nn + 16 <= r1; nn += 16) {
+    int64_t kk = 0;
+    for (; kk + 32 <= k; kk += 32) {
+      __m512i pairs[16];
+      for (int i = 0; i < 16; ++i) {
+        const float* row = w + (nn + i) * k + kk;
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
+        pairs[i] = reinterpret_cast<const __m512i&>(v);
+      }
+      transpose16x16(pairs);
+      for (int p = 0; p < 16; ++p)
+        _mm512_storeu_si512(out + blocked_offset(kk + 2 * p, nn, k_padded), pairs[p]);
+    }
+    for (int i = 0; i < 16; ++i) one_row(nn + i, kk);
+  }
+  for (; nn < r1; ++nn) one_row(nn, 0);
+}
+#pragma GCC diagnostic pop
+
 // The plan of one product shape: the primitive, its arguments and its buffers.
 struct Plan {
   dnnl::primitive primitive;
-  memory src, weights, dst, scratchpad;
+  memory src, weights, dst, scratchpad, bias;
   std::vector<dnnl_exec_arg_t> args;
   std::unique_ptr<uint16_t[], AlignedFree> a16, b16;
   std::unique_ptr<unsigned char[], AlignedFree> scratch;
-  int64_t a_elements = 0, b_elements = 0;
+  int64_t a_elements = 0, b_elements = 0;  // b_elements 0: B is a weights copy (gemm_weights)
   std::string implementation;
+};
+
+// A bf16 copy of one weights matrix in the layout `desc` a plan's primitive reads B in, and the
+// reorder that makes it from the float32 weights (plain row-major, or transposed by strides).
+struct WeightCopy {
+  const float* w = nullptr;
+  std::size_t bytes = 0;  // of w
+  bool tw = false;
+  int64_t k = 0, n = 0;  // op(w) is (k, n)
+  memory::desc desc;
+  std::unique_ptr<unsigned char[], AlignedFree> data;  // zero-filled: the padding stays zero
+  bool ours = false;  // desc is BA16a64b2a: made by pack_rows; else by the reorder
+  dnnl::primitive reorder;
+  memory from, to;
+  std::vector<dnnl_exec_arg_t> args;
+  bool fresh = false;  // made from w's current values
 };
 
 }  // namespace
@@ -69,28 +185,47 @@ void to_bf16(const float* src, uint16_t* dst, int64_t n) {
 struct DnnlMatmulBf16::State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t>, Plan> plans;
+  // Key: ta, tb, m, n, k, whether B is a weights copy (then in the layout the primitive picks),
+  // and the epilogue: a bias, a ReLU.
+  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool, bool, bool>, Plan> plans;
+  std::vector<WeightCopy> copies;
+  int64_t reorders = 0;
 
-  Plan& plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
-    const auto key = std::make_tuple(ta, tb, m, n, k);
+  Plan& plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool weights_copy = false,
+             bool bias = false, bool relu = false) {
+    const auto key = std::make_tuple(ta, tb, m, n, k, weights_copy, bias, relu);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     Plan p;
     // Logical (m, k), (k, n) and (m, n); a transposed operand is described by its strides.
     const memory::desc a_md({m, k}, kBf16, ta ? memory::dims{1, m} : memory::dims{k, 1});
-    const memory::desc b_md({k, n}, kBf16, tb ? memory::dims{1, k} : memory::dims{n, 1});
+    const memory::desc b_md =
+        weights_copy ? memory::desc({k, n}, kBf16, memory::format_tag::any)
+                     : memory::desc({k, n}, kBf16, tb ? memory::dims{1, k} : memory::dims{n, 1});
     const memory::desc c_md({m, n}, kF32, memory::dims{n, 1});
+    const memory::desc bias_md({1, n}, kF32, memory::dims{n, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    if (relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md),
+        attr, engine);
     p.implementation = pd.impl_info_str();
     p.primitive = dnnl::matmul(pd);
     p.a_elements = m * k;
-    p.b_elements = k * n;
+    p.b_elements = weights_copy ? 0 : k * n;
     p.a16 = make_aligned<uint16_t>(static_cast<std::size_t>(p.a_elements));
-    p.b16 = make_aligned<uint16_t>(static_cast<std::size_t>(p.b_elements));
     p.src = memory(a_md, engine, p.a16.get());
-    p.weights = memory(b_md, engine, p.b16.get());
+    if (weights_copy) {
+      p.weights = memory(pd.weights_desc(), engine, nullptr);  // a copy's, set per call
+    } else {
+      p.b16 = make_aligned<uint16_t>(static_cast<std::size_t>(p.b_elements));
+      p.weights = memory(b_md, engine, p.b16.get());
+    }
     p.dst = memory(c_md, engine, nullptr);
     const memory::desc s_md = pd.scratchpad_desc();
     p.scratch = make_aligned<unsigned char>(std::max<std::size_t>(s_md.get_size(), 64));
@@ -99,7 +234,36 @@ struct DnnlMatmulBf16::State {
               {DNNL_ARG_WEIGHTS, p.weights.get()},
               {DNNL_ARG_DST, p.dst.get()},
               {DNNL_ARG_SCRATCHPAD, p.scratchpad.get()}};
+    if (bias) {
+      p.bias = memory(bias_md, engine, nullptr);  // the caller's, set per call
+      p.args.push_back({DNNL_ARG_BIAS, p.bias.get()});
+    }
     return plans.emplace(key, std::move(p)).first->second;
+  }
+
+  // The copy of w (float32, op(w) = w (k, n) or, with tw, w^T of w stored (n, k)) in `desc`: found,
+  // or made (allocated once) and left to be filled.
+  WeightCopy& copy(const float* w, bool tw, int64_t k, int64_t n, const memory::desc& desc) {
+    const std::size_t bytes = static_cast<std::size_t>(k * n) * sizeof(float);
+    for (WeightCopy& c : copies)
+      if (c.w == w && c.bytes == bytes && c.tw == tw && c.desc == desc) return c;
+    WeightCopy c{.w = w,
+                 .bytes = bytes,
+                 .tw = tw,
+                 .k = k,
+                 .n = n,
+                 .desc = desc,
+                 .data = make_aligned<unsigned char>(std::max<std::size_t>(desc.get_size(), 64)),
+                 .ours = desc == memory::desc({k, n}, kBf16, memory::format_tag::BA16a64b2a)};
+    if (!c.ours) {
+      const memory::desc from_md({k, n}, kF32, tw ? memory::dims{1, k} : memory::dims{n, 1});
+      c.from = memory(from_md, engine, const_cast<float*>(w));
+      c.to = memory(desc, engine, c.data.get());
+      c.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_md, engine, desc));
+      c.args = {{DNNL_ARG_FROM, c.from.get()}, {DNNL_ARG_TO, c.to.get()}};
+    }
+    copies.push_back(std::move(c));
+    return copies.back();
   }
 };
 
@@ -115,12 +279,12 @@ const char* DnnlMatmulBf16::implementation(bool ta, bool tb, int64_t m, int64_t 
   return state().plan(ta, tb, m, n, k).implementation.c_str();
 }
 
-void DnnlMatmulBf16::gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                          const float* b, float* c, int threads) {
-  State& s = state();
-  Plan& p = s.plan(ta, tb, m, n, k);
+namespace {
+
+// a into the plan's a16 and, for a plain B, b into its b16: one range split across the threads, in
+// blocks of 32 elements.
+void convert_operands(Plan& p, const float* a, const float* b, int threads) {
   const int64_t total = p.a_elements + p.b_elements;
-  // Both conversions as one range split across the threads, in blocks of 32 elements.
   auto convert = [&](int64_t begin, int64_t end) {
     if (begin < p.a_elements)
       to_bf16(a + begin, p.a16.get() + begin, std::min(end, p.a_elements) - begin);
@@ -141,10 +305,111 @@ void DnnlMatmulBf16::gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, con
       if (begin < end) convert(begin, end);
     }
   }
-  check(dnnl_memory_set_data_handle(p.dst.get(), c), "set_data_handle");
-  check(dnnl_primitive_execute(p.primitive.get(), s.stream.get(), static_cast<int>(p.args.size()),
-                               p.args.data()),
-        "matmul execute");
 }
+
+// Rows [r0, r1) of c.w (as stored) into the copy.
+void pack_copy_rows(const WeightCopy& c, int64_t r0, int64_t r1) {
+  auto* out = reinterpret_cast<uint16_t*>(c.data.get());
+  if (c.tw)
+    pack_rows_transposed(c.w, c.k, r0, r1, out);
+  else
+    pack_rows(c.w, c.k, c.n, r0, r1, out);
+}
+
+// All of w into its copy, rows split across the threads in blocks of 16 (whole VNNI pairs, and
+// whole tiles of pack_rows_transposed).
+void pack_copy(WeightCopy& c, int threads) {
+  const int64_t rows = c.tw ? c.n : c.k;  // rows of w as stored
+  auto pack = [&](int64_t r0, int64_t r1) { pack_copy_rows(c, r0, r1); };
+  if (threads <= 1 || c.k * c.n < (1 << 15)) {
+    pack(0, rows);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t begin = std::min(rows, (rows * t / nt + 15) / 16 * 16);
+    const int64_t end = t + 1 == nt ? rows : std::min(rows, (rows * (t + 1) / nt + 15) / 16 * 16);
+    if (begin < end) pack(begin, end);
+  }
+}
+
+void execute(const dnnl::primitive& primitive, const dnnl::stream& stream,
+             const std::vector<dnnl_exec_arg_t>& args, const char* what) {
+  check(dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()),
+                               args.data()),
+        what);
+}
+
+}  // namespace
+
+void DnnlMatmulBf16::gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                          const float* b, float* c, int threads) {
+  State& s = state();
+  Plan& p = s.plan(ta, tb, m, n, k);
+  convert_operands(p, a, b, threads);
+  check(dnnl_memory_set_data_handle(p.dst.get(), c), "set_data_handle");
+  execute(p.primitive, s.stream, p.args, "matmul execute");
+}
+
+void DnnlMatmulBf16::gemm_weights(bool tw, int64_t m, int64_t n, int64_t k, const float* a,
+                                  const float* w, float* c, int threads, const float* bias,
+                                  bool relu) {
+  State& s = state();
+  Plan& p = s.plan(false, tw, m, n, k, true, bias != nullptr, relu);
+  WeightCopy& copy = s.copy(w, tw, k, n, p.weights.get_desc());
+  if (!copy.fresh) {
+    if (copy.ours)
+      pack_copy(copy, threads);
+    else
+      execute(copy.reorder, s.stream, copy.args, "reorder to bf16 weights");
+    copy.fresh = true;
+    ++s.reorders;
+  }
+  convert_operands(p, a, nullptr, threads);
+  check(dnnl_memory_set_data_handle(p.weights.get(), copy.data.get()), "set_data_handle");
+  if (bias) check(dnnl_memory_set_data_handle(p.bias.get(), const_cast<float*>(bias)), "bias");
+  check(dnnl_memory_set_data_handle(p.dst.get(), c), "set_data_handle");
+  execute(p.primitive, s.stream, p.args, "matmul execute");
+}
+
+namespace {
+
+bool overlaps(const WeightCopy& c, const void* begin, std::size_t bytes) {
+  const auto lo = reinterpret_cast<std::uintptr_t>(begin);
+  const auto w = reinterpret_cast<std::uintptr_t>(c.w);
+  return w < lo + bytes && lo < w + c.bytes;
+}
+
+}  // namespace
+
+void DnnlMatmulBf16::weights_changed(const void* begin, std::size_t bytes) {
+  if (!state_) return;
+  for (WeightCopy& c : state_->copies)
+    if (overlaps(c, begin, bytes)) c.fresh = false;
+}
+
+void DnnlMatmulBf16::forget(const void* begin, std::size_t bytes) {
+  if (!state_) return;
+  std::erase_if(state_->copies, [&](const WeightCopy& c) { return overlaps(c, begin, bytes); });
+}
+
+void DnnlMatmulBf16::write_rows(const float* w, int64_t r0, int64_t r1) const {
+  if (!state_) return;
+  for (const WeightCopy& c : state_->copies)
+    if (c.w == w && c.ours) pack_copy_rows(c, r0, r1);
+}
+
+void DnnlMatmulBf16::weights_rewritten(const float* w) {
+  if (!state_) return;
+  for (WeightCopy& c : state_->copies)
+    if (c.w == w) c.fresh = c.ours;
+}
+
+int64_t DnnlMatmulBf16::weight_copies() const {
+  return state_ ? static_cast<int64_t>(state_->copies.size()) : 0;
+}
+
+int64_t DnnlMatmulBf16::weight_reorders() const { return state_ ? state_->reorders : 0; }
 
 }  // namespace crossover::cpu
