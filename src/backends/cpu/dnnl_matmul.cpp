@@ -88,9 +88,12 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows(const floa
 }
 
 // GCC 12's own unpack intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
-// reports once they are inlined here.
+// reports once they are inlined here (GCC only: clang, which builds the fuzzers, has no such
+// group).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // r[i] dword j <- r[j] dword i: a 16 x 16 transpose of 32-bit elements in four rounds.
 __attribute__((target("avx512f"))) inline void transpose16x16(__m512i r[16]) {
   __m512i t[16];
@@ -147,7 +150,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_transposed
   }
   for (; nn < r1; ++nn) one_row(nn, 0);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // The plan of one product shape: the primitive, its arguments and its buffers.
 struct Plan {
