@@ -29,7 +29,8 @@ struct SweepOptions : CommonOptions {
   std::string batch_sizes = "32,256,1024";
   int layers = 1;
   bool layers_given = false;
-  std::string model;  // a layer list with W where the swept width goes; "": the MLP of --layers
+  // CommonOptions::model here: a layer list with W where the swept width goes, or "" (sweep's
+  // default, set in add_sweep) for the MLP of --layers.
   int64_t steps = 200;
   double max_seconds = 3;
   bool predict_only = false;
@@ -503,6 +504,7 @@ void run_sweep(const SweepOptions& o) {
 
 void add_sweep(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
+  o->model.clear();  // no model: the MLP of --layers
   auto* cmd = app.add_subcommand(
       "sweep", "Time per epoch across widths and batch sizes on each device; the crossover width");
   add_common_options(*cmd, *o,
@@ -536,9 +538,7 @@ void add_sweep(CLI::App& app) {
     o->layers_given = layers->count() > 0;
     if (!o->ranks.empty()) {
       RanksTableOptions t("sweep", *o);
-      // sweep's own --model (SweepOptions::model: a layer list, "" for --layers) hides the common
-      // one, which the copy above took: name it.
-      t.model = o->model.empty() ? "small" : o->model;
+      if (t.model.empty()) t.model = "small";
       t.ranks = o->ranks;
       t.batch = parse_list("--batch-sizes", o->batch_sizes).front();
       t.steps = o->steps;
