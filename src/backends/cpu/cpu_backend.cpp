@@ -289,8 +289,9 @@ class CpuBackend final : public Backend {
     // y(m, n) = x(m, k) . w(k, n): blocks of columns of y. In bf16 the product is one oneDNN
     // matmul on its own threads, the bias and ReLU its post-ops.
     const bool relu = act == ActivationKind::relu;
-    if (bf16_) gemm_bf16_weights(false, m, n, k, x, w, y, b, relu);
-    if (!bf16_)
+    if (bf16_)
+      gemm_bf16_weights(false, m, n, k, x, w, y, b, relu);
+    else
       for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
         if (c1 <= c0) return;
         sgemm('N', 'N', m, c1 - c0, k, 1.0f, x, k, w + c0, n, 0.0f, y + c0, n);
@@ -701,14 +702,14 @@ class CpuBackend final : public Backend {
     for_blocks_with_index(k, 2 * m * n * k, [&](int64_t r0, int64_t r1, int64_t t, int64_t nt) {
       if (r1 > r0) {
         if (!bf16_) sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
-        if (update && !bf16_)
-          update_range(update->config, update->constants, 1.0f, update->kernel, r0 * n, r1 * n);
-        // In bf16, 16 rows at a time, each written into the weights' bf16 copies at once, from
-        // this thread's cache (instead of a pass over all of the weights before the next product).
-        for (int64_t c0 = r0; update && bf16_ && c0 < r1; c0 += kCopyRows) {
-          const int64_t c1 = std::min(r1, c0 + kCopyRows);
+        // The block's update in one go; in bf16 16 rows at a time, each written into the weights'
+        // bf16 copies at once, from this thread's cache (instead of a pass over all of the
+        // weights before the next product).
+        const int64_t rows = bf16_ ? kCopyRows : r1 - r0;
+        for (int64_t c0 = r0; update && c0 < r1; c0 += rows) {
+          const int64_t c1 = std::min(r1, c0 + rows);
           update_range(update->config, update->constants, 1.0f, update->kernel, c0 * n, c1 * n);
-          matmul_.write_rows(update->kernel.value, c0, c1);
+          if (bf16_) matmul_.write_rows(update->kernel.value, c0, c1);
         }
       }
       if (db == nullptr) return;
