@@ -286,6 +286,25 @@ const char* DnnlMatmulBf16::implementation(bool ta, bool tb, int64_t m, int64_t 
 
 namespace {
 
+// f(begin, end) over [0, extent), split across `threads` threads at multiples of `align`; on the
+// calling thread alone when `serial` (too little work for a fork-join) or threads <= 1.
+template <class F>
+void split_aligned(int64_t extent, int64_t align, int threads, bool serial, F&& f) {
+  if (threads <= 1 || serial) {
+    f(0, extent);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    auto at = [&](int64_t i) {
+      return std::min(extent, (extent * i / nt + align - 1) / align * align);
+    };
+    const int64_t begin = at(t), end = t + 1 == nt ? extent : at(t + 1);
+    if (begin < end) f(begin, end);
+  }
+}
+
 // a into the plan's a16 and, for a plain B, b into its b16: one range split across the threads, in
 // blocks of 32 elements.
 void convert_operands(Plan& p, const float* a, const float* b, int threads) {
@@ -298,18 +317,7 @@ void convert_operands(Plan& p, const float* a, const float* b, int threads) {
       to_bf16(b + b0, p.b16.get() + b0, end - p.a_elements - b0);
     }
   };
-  if (threads <= 1 || total < (1 << 15)) {
-    convert(0, total);
-  } else {
-#pragma omp parallel num_threads(threads)
-    {
-      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t begin = std::min(total, (total * t / nt + 31) / 32 * 32);
-      const int64_t end =
-          t + 1 == nt ? total : std::min(total, (total * (t + 1) / nt + 31) / 32 * 32);
-      if (begin < end) convert(begin, end);
-    }
-  }
+  split_aligned(total, 32, threads, total < (1 << 15), convert);
 }
 
 // Rows [r0, r1) of c.w (as stored) into the copy.
@@ -325,18 +333,8 @@ void pack_copy_rows(const WeightCopy& c, int64_t r0, int64_t r1) {
 // whole tiles of pack_rows_transposed).
 void pack_copy(WeightCopy& c, int threads) {
   const int64_t rows = c.tw ? c.n : c.k;  // rows of w as stored
-  auto pack = [&](int64_t r0, int64_t r1) { pack_copy_rows(c, r0, r1); };
-  if (threads <= 1 || c.k * c.n < (1 << 15)) {
-    pack(0, rows);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t begin = std::min(rows, (rows * t / nt + 15) / 16 * 16);
-    const int64_t end = t + 1 == nt ? rows : std::min(rows, (rows * (t + 1) / nt + 15) / 16 * 16);
-    if (begin < end) pack(begin, end);
-  }
+  split_aligned(rows, 16, threads, c.k * c.n < (1 << 15),
+                [&](int64_t r0, int64_t r1) { pack_copy_rows(c, r0, r1); });
 }
 
 void execute(const dnnl::primitive& primitive, const dnnl::stream& stream,
