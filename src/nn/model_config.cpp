@@ -125,7 +125,7 @@ DTypePolicy parse_dtype_field(const json& v, const LayerRef& ref) {
   if (!why.empty())
     ref.fail("dtype",
              "the dtype policy '" + printable(name) + "' is not supported by crossover: " + why);
-  return name == "mixed_bfloat16" ? DTypePolicy::mixed_bfloat16 : DTypePolicy::float32;
+  return parse_dtype_policy(name, ref.where);  // one of the two: why is empty
 }
 
 // A shape list: [null, 28, 28] with a batch dimension, or [28, 28] without. Also accepts the
