@@ -3,11 +3,14 @@
     import crossover as tf            # in place of: import tensorflow as tf
     model = tf.keras.Sequential([...])
 
-See docs/PYTHON.md for what is supported.
+    python -m crossover script.py     # or: an unchanged TensorFlow/Keras script
+
+`python -m crossover --supported` lists what is supported. `crossover.__version__` (so
+`tf.__version__`) is the TensorFlow version whose API crossover implements; crossover's own
+version is `crossover.__crossover_version__`.
 """
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 # OpenMP's idle threads: a short spin, as the command sets from its preinit array
@@ -23,29 +26,142 @@ from . import config, random  # noqa: E402  (api block: tf.config, tf.random)
 from ._device import DeviceNotFoundError, device  # noqa: E402
 from .keras._args import unsupported_attribute  # noqa: E402
 
-try:
-    __version__ = version("crossover")
-except PackageNotFoundError:  # imported from a source tree
-    __version__ = "unknown"
+from . import version  # noqa: E402  (tf.version.VERSION)
+from ._versions import CROSSOVER_VERSION, TENSORFLOW_VERSION  # noqa: E402
 
-__all__ = ["keras", "__version__"]
+__version__ = TENSORFLOW_VERSION
+__crossover_version__ = CROSSOVER_VERSION
+del CROSSOVER_VERSION, TENSORFLOW_VERSION
+
+__all__ = ["keras", "version", "__version__", "__crossover_version__"]
 __all__ += ["config", "random", "device", "DeviceNotFoundError"]
+
+# Tensors: what calling a model returns, and the ops scripts apply to it (numpy underneath).
+from . import data, math, nn  # noqa: E402
+from ._tensor import (  # noqa: E402
+    Tensor,
+    TensorShape,
+    abs,
+    add,
+    argmax,
+    argmin,
+    as_dtype,
+    cast,
+    clip_by_value,
+    concat,
+    constant,
+    convert_to_tensor,
+    divide,
+    double,
+    equal,
+    exp,
+    expand_dims,
+    float16,
+    float32,
+    float64,
+    greater,
+    half,
+    int8,
+    int16,
+    int32,
+    int64,
+    less,
+    log,
+    matmul,
+    maximum,
+    minimum,
+    multiply,
+    not_equal,
+    one_hot,
+    ones,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_sum,
+    reshape,
+    shape,
+    sqrt,
+    square,
+    squeeze,
+    stack,
+    subtract,
+    transpose,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+    zeros,
+)
+from ._tensor import bool_ as bool  # noqa: E402  (tf.bool)
+from ._tensor import range_ as range  # noqa: E402  (tf.range)
+
+newaxis = None
+
+__all__ += ["data", "math", "nn", "Tensor", "TensorShape", "newaxis", "bool", "range"]
+__all__ += [
+    "abs",
+    "add",
+    "argmax",
+    "argmin",
+    "as_dtype",
+    "cast",
+    "clip_by_value",
+    "concat",
+    "constant",
+    "convert_to_tensor",
+    "divide",
+    "double",
+    "equal",
+    "exp",
+    "expand_dims",
+    "float16",
+    "float32",
+    "float64",
+    "greater",
+    "half",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "less",
+    "log",
+    "matmul",
+    "maximum",
+    "minimum",
+    "multiply",
+    "not_equal",
+    "one_hot",
+    "ones",
+    "reduce_max",
+    "reduce_mean",
+    "reduce_min",
+    "reduce_sum",
+    "reshape",
+    "shape",
+    "sqrt",
+    "square",
+    "squeeze",
+    "stack",
+    "subtract",
+    "transpose",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "zeros",
+]
 
 # TensorFlow names a Keras script reaches for next, and what crossover has instead (api block).
 _NOT_TENSORFLOW = {
-    "data": "tf.data pipelines: pass numpy arrays to fit",
     "function": "tf.function: the training step is compiled C++ already",
     "GradientTape": "custom training loops: use fit",
-    "Variable": "tensors: crossover takes and returns numpy arrays",
-    "constant": "tensors: crossover takes and returns numpy arrays",
-    "convert_to_tensor": "tensors: crossover takes and returns numpy arrays",
-    "nn": "tf.nn: name activations as strings ('relu')",
+    "Variable": "variables: a model's weights are get_weights()/set_weights()",
     "saved_model": "SavedModel: use model.save_weights",
 }
 
 
 def __getattr__(name: str) -> Any:
-    what = "keras, device, config.list_physical_devices and random.set_seed"
+    what = "keras, device, config, random.set_seed, data.Dataset and numpy-backed tensor ops"
     if name in _NOT_TENSORFLOW:
         what += f"; not {_NOT_TENSORFLOW[name]}"
     raise unsupported_attribute("", name, what)

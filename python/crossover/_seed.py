@@ -1,12 +1,17 @@
-"""The seed that models compiled from now on draw from (initial weights, shuffle, dropout).
+"""The global seed state that models draw their seed from (initial weights, shuffle, dropout).
 
 Set by keras.utils.set_random_seed and crossover.random.set_seed (tf.random.set_seed); 0 until
 then, so an unseeded script is reproducible too (Keras's is not). Process-wide, as TensorFlow's
-global seed."""
+global seed. Each model compiled draws the next seed of the sequence the global seed starts
+(draw): the first is the global seed itself (so `set_random_seed(5)` then one model trains as
+`crossover train --seed=5`), the next ones mix it with a counter, so that models made one after
+another start from different weights, as Keras's do, and the whole script is reproducible."""
 
 import operator
 
 _seed = 0
+_drawn = 0
+_MASK = 2**64 - 1
 
 
 def check(seed: object, who: str) -> int:
@@ -23,9 +28,25 @@ def check(seed: object, who: str) -> int:
 
 
 def set_seed(seed: int) -> None:
-    global _seed
+    global _seed, _drawn
     _seed = seed
+    _drawn = 0
 
 
 def get() -> int:
     return _seed
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def draw() -> int:
+    """The next model's seed: the global seed, then splitmix64 of (seed + n) for the n-th next."""
+    global _drawn
+    n = _drawn
+    _drawn += 1
+    return _seed if n == 0 else _splitmix64((_seed + n * 0x9E3779B97F4A7C15) & _MASK)

@@ -17,8 +17,14 @@ def _set_memory_growth(device: PhysicalDevice, enable: bool) -> None:
         )
 
 
+def _enable_op_determinism() -> None:
+    """tf.config.experimental.enable_op_determinism: accepted; crossover's runs are already
+    deterministic for a given seed and thread count (see crossover.random.set_seed)."""
+
+
 # tf.config.experimental: what GPU-checking scripts call before training, and TF32 on a GPU.
 experimental = types.SimpleNamespace(
+    enable_op_determinism=_enable_op_determinism,
     list_physical_devices=list_physical_devices,
     set_memory_growth=_set_memory_growth,
     enable_tensor_float_32_execution=_precision.enable_tensor_float_32_execution,

@@ -7,7 +7,7 @@ import tempfile
 import pytest
 
 from crossover import _precision, _seed
-from crossover.keras import mixed_precision
+from crossover.keras import backend, mixed_precision
 
 # CROSSOVER_PROFILE_DIR: where fit keeps its measured thread counts (perf::threads_choice_path);
 # also passed on to the commands the tests run.
@@ -17,7 +17,9 @@ os.environ["CROSSOVER_PROFILE_DIR"] = _PROFILES.name
 
 @pytest.fixture(autouse=True)
 def seed_zero():
+    """Each test starts with the global seed 0 and Keras's automatic names from the start."""
     _seed.set_seed(0)
+    backend.clear_session()
     yield
     _seed.set_seed(0)
 

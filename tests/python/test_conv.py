@@ -30,7 +30,7 @@ def test_the_tutorials_convnet_has_keras_shapes_and_34826_parameters(capsys):
     model = keras_convnet()
     model.summary()
     out = capsys.readouterr().out
-    assert "(None, 26, 26, 32)" in out and "(None, 5, 5, 64)" in out and "34826" in out
+    assert "(None, 26, 26, 32)" in out and "(None, 5, 5, 64)" in out and "34,826" in out
     assert model.count_params() == 34826
 
 

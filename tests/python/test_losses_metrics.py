@@ -17,6 +17,7 @@ def sparse_data():
 
 
 def history_of(loss, metric_list, y_transform=lambda y: y, activation="softmax"):
+    keras.utils.set_random_seed(0)  # each model draws fresh weights: the same seed for each run
     x, y = sparse_data()
     m = model(activation=activation)
     m.compile(optimizer="sgd", loss=loss, metrics=metric_list)
@@ -56,13 +57,18 @@ def test_a_loss_object_trains_exactly_as_its_name(obj, name, transform, activati
         (lambda: losses.CategoricalCrossentropy(from_logits=True), "from_logits"),
         (lambda: losses.BinaryCrossentropy(from_logits=True), "from_logits"),
         (lambda: losses.CategoricalCrossentropy(label_smoothing=0.1), "label_smoothing"),
-        (lambda: losses.SparseCategoricalCrossentropy(ignore_class=0), "ignore_class"),
         (lambda: losses.MeanSquaredError(reduction="sum"), "reduction"),
     ],
 )
-def test_a_loss_argument_the_engine_does_not_run_is_refused_by_name(make, argument):
-    with pytest.raises(ValueError, match=argument):
-        make()
+def test_a_loss_argument_the_engine_does_not_run_is_refused_by_compile_by_name(make, argument):
+    loss = make()  # Keras's object: it computes on arrays (test_tf_surface.py)
+    with pytest.raises(ValueError, match=f"{argument}.*not supported \\(yet\\)"):
+        model().compile(optimizer="sgd", loss=loss)
+
+
+def test_ignore_class_is_refused_by_name():
+    with pytest.raises(ValueError, match="ignore_class"):
+        losses.SparseCategoricalCrossentropy(ignore_class=0)
 
 
 def test_a_loss_function_or_unknown_name_is_refused():

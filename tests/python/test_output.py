@@ -78,4 +78,4 @@ def test_the_bar_is_redrawn_in_place_by_keras_3s_rule(data, monkeypatch):
 def test_summary_prints_through_print(capsys):
     compiled().summary()
     out = capsys.readouterr().out
-    assert "Total params: 7850 " in out, out
+    assert "Total params: 7,850 " in out, out

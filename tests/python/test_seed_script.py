@@ -1,5 +1,6 @@
 """The seed's script (bench/seed_script/seed.py) with only its import changed runs on crossover,
-SMALL and BIG, and reaches the CLI's test accuracy: the same numbers, since both use seed 0."""
+SMALL and BIG, and reaches the CLI's test accuracy: the same numbers, since both use the seeds the
+script's models draw from the global seed 0 (SMALL's is 0)."""
 
 import json
 import os
@@ -41,13 +42,28 @@ def seed_run(tmp_path_factory):
     return results
 
 
+def drawn_seed(model: str) -> int:
+    """The seed the script's model drew: each model compiled draws the next seed from the global
+    state (0 here), as Keras's fresh weights per model; SMALL is the first, BIG the one after
+    SMALL's CPU and (with a GPU) GPU runs."""
+    import crossover as tf
+    from crossover import _seed
+
+    index = 0 if model == "small" else (2 if tf.config.list_physical_devices("GPU") else 1)
+    state = (_seed._seed, _seed._drawn)
+    _seed.set_seed(0)
+    drawn = [_seed.draw() for _ in range(index + 1)][-1]
+    _seed._seed, _seed._drawn = state
+    return drawn
+
+
 def cli_test_metrics(model: str, tmp_path: Path) -> tuple[float, float]:
     binary = os.environ.get("CROSSOVER_BINARY")
     if not binary:
         pytest.skip("CROSSOVER_BINARY is not set (ctest sets it to the built crossover)")
     out = tmp_path / f"{model}.json"
     args = [binary, "train", f"--model={model}", "--data=mnist-10k", "--epochs=1", "--threads=2",
-            "--quiet"]
+            "--quiet", f"--seed={drawn_seed(model)}"]
     subprocess.run(args + [f"--json={out}"], check=True, cwd=ROOT)
     test = json.loads(out.read_text())["test"]
     return test["loss"], test["accuracy"]

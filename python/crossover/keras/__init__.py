@@ -1,11 +1,12 @@
-"""crossover.keras: the tf.keras / Keras 3 names crossover runs (see docs/PYTHON.md).
+"""crossover.keras: the tf.keras / Keras 3 names crossover runs (see help(crossover), or
+`python -m crossover --supported`).
 
 from crossover import keras        # in place of: import keras
 """
 
 from typing import Any
 
-from . import backend, callbacks, layers, models, optimizers
+from . import activations, backend, callbacks, layers, models, optimizers
 from . import datasets, losses, metrics, utils  # api block
 from . import config, mixed_precision  # dtype policies
 from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
@@ -13,8 +14,25 @@ from ._args import unsupported_attribute
 from .layers import Input
 from .mixed_precision import DTypePolicy
 from .models import History, Sequential
+from .._versions import KERAS_VERSION as __version__
 
-__all__ = ["backend", "callbacks", "layers", "models", "optimizers", "Input", "Sequential"]
+
+def version() -> str:
+    """keras.version(): the Keras version whose API crossover implements."""
+    return __version__
+
+
+__all__ = ["__version__", "version"]
+__all__ += [
+    "activations",
+    "backend",
+    "callbacks",
+    "layers",
+    "models",
+    "optimizers",
+    "Input",
+    "Sequential",
+]
 __all__ += ["History"]
 __all__ += ["datasets", "losses", "metrics", "utils"]
 __all__ += ["config", "mixed_precision", "dtype_policies", "DTypePolicy"]

@@ -2,6 +2,9 @@
 
 from typing import Any, Mapping
 
+# Where a pip user reads what is supported (every "not supported (yet)" message ends with it).
+SEE_SUPPORTED = "see help(crossover) or `python -m crossover --supported` for what is supported"
+
 
 def reject_unknown(owner: str, kwargs: Mapping[str, Any]) -> None:
     """Keras's TypeError for keyword arguments a class does not take."""
@@ -17,7 +20,7 @@ def reject_unsupported(owner: str, **given: tuple[Any, Any]) -> None:
         if value is not default and value != default:
             raise ValueError(
                 f"{owner}: argument {name}={value!r} is not supported by crossover "
-                f"(only {name}={default!r}); see docs/PYTHON.md"
+                f"(only {name}={default!r}); {SEE_SUPPORTED}"
             )
 
 
@@ -28,6 +31,5 @@ def unsupported_attribute(where: str, name: str, supported: str) -> AttributeErr
     if name.startswith("__"):  # import machinery, pickle, inspect: the plain error
         return AttributeError(f"module {module!r} has no attribute {name!r}")
     return AttributeError(
-        f"{module}.{name} is not supported (yet): crossover runs {supported}; "
-        f"see docs/PYTHON.md for what is supported"
+        f"{module}.{name} is not supported (yet): crossover runs {supported}; " f"{SEE_SUPPORTED}"
     )

@@ -8,6 +8,8 @@ callbacks (nn/callbacks.h): these classes only take Keras's arguments and call t
 Batch-level hooks are never called (there is no Python between steps): a callback that overrides
 one is refused by fit."""
 
+import collections.abc
+import csv
 import functools
 import os
 import sys
@@ -17,7 +19,7 @@ import numpy as np
 
 from .. import _core
 from . import optimizers
-from ._args import reject_unknown, reject_unsupported
+from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported
 
 # Hooks Keras calls inside an epoch, or from evaluate/predict: crossover does not call them.
 _NOT_CALLED = (
@@ -191,7 +193,8 @@ def _check_callback(cb: Any) -> None:
             raise ValueError(
                 f"callbacks: {type(cb).__name__} overrides {name}, which crossover never calls: "
                 "the training loop runs in C++ and calls callbacks only between epochs "
-                "(on_train_begin/end, on_epoch_begin/end); see docs/PYTHON.md"
+                "(on_train_begin/end, on_epoch_begin/end); "
+                f"{SEE_SUPPORTED}"
             )
 
 
@@ -254,6 +257,8 @@ class EarlyStopping(_LibraryCallback):
         self.baseline = baseline
         self.restore_best_weights = restore_best_weights
         self.start_from_epoch = start_from_epoch
+        self.stopped_epoch = 0
+        self._last_epoch = -1
         self._core = _core.EarlyStopping(
             monitor,
             float(min_delta),
@@ -264,6 +269,89 @@ class EarlyStopping(_LibraryCallback):
             int(start_from_epoch),
             verbose > 0,
         )
+
+    # stopped_epoch (Keras's: the 0-based epoch at whose end it stopped training, 0 if it did
+    # not): the library decides; training that ended before its last epoch without a Python
+    # callback asking was stopped by the library's EarlyStopping, the one callback there that
+    # stops (with two EarlyStopping callbacks, both report it).
+    def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        self.stopped_epoch, self._last_epoch = 0, -1
+        super().on_train_begin(logs)
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        self._last_epoch = epoch
+        super().on_epoch_end(epoch, logs)
+
+    def on_train_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        epochs = (self.params or {}).get("epochs", 0)
+        if 0 <= self._last_epoch < epochs - 1 and not getattr(self.model, "stop_training", False):
+            self.stopped_epoch = self._last_epoch
+        super().on_train_end(logs)
+
+
+class CSVLogger(Callback):
+    """keras.callbacks.CSVLogger: one row per epoch (`epoch` and the logs' values, keys sorted;
+    the `val_` columns added when the first epoch has none), written and flushed at each epoch's
+    end, as Keras 3 writes it; append=True adds to an existing file (a header only if empty)."""
+
+    def __init__(self, filename: Any, separator: str = ",", append: bool = False) -> None:
+        super().__init__()
+        self.sep = separator
+        self.filename = os.fspath(filename)
+        self.append = append
+        self.writer: Any = None
+        self.keys: Optional[list[str]] = None
+        self.append_header = True
+        self.csv_file: Any = None
+
+    def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        if self.append:
+            if os.path.exists(self.filename):
+                with open(self.filename) as f:
+                    self.append_header = not bool(len(f.readline()))
+            mode = "a"
+        else:
+            mode = "w"
+        if self.csv_file and not self.csv_file.closed:
+            self.csv_file.close()
+        self.csv_file = open(self.filename, mode, newline="")
+        self.writer, self.keys = None, None
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        logs = logs or {}
+
+        def handle_value(k: Any) -> Any:
+            zero_dim = isinstance(k, np.ndarray) and k.ndim == 0
+            if isinstance(k, str):
+                return k
+            if isinstance(k, collections.abc.Iterable) and not zero_dim:
+                return f'"[{", ".join(map(str, k))}]"'
+            return k
+
+        if self.keys is None:
+            self.keys = sorted(logs.keys())
+            if not any(k.startswith("val_") for k in self.keys) and self.keys:
+                self.keys.extend([f"val_{k}" for k in self.keys])
+        if not self.writer:
+            sep = self.sep
+
+            class Dialect(csv.excel):
+                delimiter = sep
+
+            self.writer = csv.DictWriter(
+                self.csv_file, fieldnames=["epoch"] + (self.keys or []), dialect=Dialect
+            )
+            if self.append_header:
+                self.writer.writeheader()
+        row: dict[str, Any] = collections.OrderedDict({"epoch": epoch})
+        row.update((key, handle_value(logs.get(key, "NA"))) for key in self.keys)
+        self.writer.writerow(row)
+        self.csv_file.flush()
+
+    def on_train_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        if self.csv_file and not self.csv_file.closed:
+            self.csv_file.close()
+        self.writer = None
 
 
 class ModelCheckpoint(_LibraryCallback):
@@ -424,6 +512,18 @@ __all__ = [
     "History",
     "EarlyStopping",
     "ModelCheckpoint",
+    "CSVLogger",
     "LearningRateScheduler",
     "ReduceLROnPlateau",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    from ._args import unsupported_attribute
+
+    raise unsupported_attribute(
+        "keras.callbacks",
+        name,
+        ", ".join(n for n in __all__ if n != "CallbackList")
+        + " (and Callback subclasses with epoch-level hooks)",
+    )

@@ -3,6 +3,7 @@
 from typing import Any
 
 from ._args import unsupported_attribute
+from .backend import backend, epsilon, image_data_format, set_floatx, set_image_data_format
 from .mixed_precision import dtype_policy, set_dtype_policy
 
 
@@ -12,7 +13,10 @@ def floatx() -> str:
 
 
 def __getattr__(name: str) -> Any:
-    raise unsupported_attribute("keras.config", name, "set_dtype_policy, dtype_policy and floatx")
+    raise unsupported_attribute(
+        "keras.config", name, "set_dtype_policy, dtype_policy, floatx, epsilon, image_data_format"
+    )
 
 
-__all__ = ["set_dtype_policy", "dtype_policy", "floatx"]
+__all__ = ["set_dtype_policy", "dtype_policy", "floatx", "set_floatx", "epsilon", "backend"]
+__all__ += ["image_data_format", "set_image_data_format"]

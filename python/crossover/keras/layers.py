@@ -6,11 +6,16 @@ Each is a description with Keras's argument names and defaults; the model turns 
 library's layer (crossover._core) when it is built."""
 
 import operator
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
-from .. import _core
-from . import mixed_precision
+import numpy as np
+
+from .. import _core, _tensor
+from . import _names, mixed_precision
 from ._args import reject_unknown, reject_unsupported, unsupported_attribute
+
+if TYPE_CHECKING:
+    from .models import Sequential
 
 ActivationArg = Union[str, Callable[..., Any], None]
 ShapeArg = Optional[Sequence[Optional[int]]]
@@ -66,18 +71,96 @@ class Layer(mixed_precision.HasDTypePolicy):
             input_shape = tuple(batch_input_shape)[1:]
         if input_dim is not None:
             input_shape = (input_dim,)
-        self.name = name
+        # Keras's automatic name: the class in snake case, numbered (dense, dense_1, ...).
+        # The engine's layer keeps the name given only: its own names (dense, dense_1 per model)
+        # key safetensors files and the saved thread choices, as before Keras's names here.
+        self.name = name if name else _names.auto_name(type(self).__name__)
+        self._given_name = name
         self._input_shape = _shape(input_shape, owner)
+        # Where this layer's current weights are (models.py keeps them in step): the model whose
+        # engine holds them, or arrays kept while no model holds them; and the model it was
+        # last added to (to build it on a first get_weights).
+        self._weights_in: Any = None
+        self._home: Optional["Sequential"] = None
 
     # The library's layer, made (and so checked) when the Keras layer is: each subclass sets it.
     _layer: "_core.Layer"
 
     def _core_layer(self) -> "_core.Layer":
-        if self.name:
-            self._layer.name = self.name
+        if self._given_name:
+            self._layer.name = self._given_name
         if not isinstance(self, InputLayer):  # an InputLayer's dtype is its input's: float32
             self._layer.dtype_policy = self._dtype_policy.name  # written to model files
         return self._layer
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        """(name, trainable) of each weight array the engine keeps for this layer, in Keras's
+        order (get_weights)."""
+        return []
+
+    @property
+    def trainable(self) -> bool:
+        return True
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        reject_unsupported(f"{type(self).__name__}.trainable", trainable=(bool(value), True))
+
+    # --- weights, as Keras's layer has them ------------------------------------------------
+    def get_weights(self) -> list[np.ndarray]:
+        """This layer's weights as numpy, in Keras's order ([] until the model is built)."""
+        from .models import layer_weights
+
+        return layer_weights(self)
+
+    def set_weights(self, weights: Sequence[Any]) -> None:
+        """Replaces this layer's weights (same count and shapes as get_weights())."""
+        from .models import set_layer_weights
+
+        set_layer_weights(self, list(weights))
+
+    @property
+    def weights(self) -> list[_tensor.Tensor]:
+        return [_tensor.tensor(w) for w in self.get_weights()]
+
+    @property
+    def variables(self) -> list[_tensor.Tensor]:
+        return self.weights
+
+    @property
+    def trainable_weights(self) -> list[_tensor.Tensor]:
+        kinds = self._weight_kinds()
+        return [w for w, (_, t) in zip(self.weights, kinds) if t]
+
+    @property
+    def non_trainable_weights(self) -> list[_tensor.Tensor]:
+        kinds = self._weight_kinds()
+        return [w for w, (_, t) in zip(self.weights, kinds) if not t]
+
+    @property
+    def built(self) -> bool:
+        return bool(self.get_weights()) or not self._weight_kinds()
+
+    def count_params(self) -> int:
+        weights = self.get_weights()
+        if self._weight_kinds() and not weights:
+            raise ValueError(
+                f"You tried to call `count_params` on layer '{self.name}', but the layer isn't "
+                "built. You can build it manually via: `layer.build(input_shape)`."
+            )
+        return int(sum(w.size for w in weights))
+
+    def _weight(self, kind: str) -> Optional[_tensor.Tensor]:
+        names = [n for n, _ in self._weight_kinds()]
+        if kind not in names:
+            return None
+        weights = self.get_weights()
+        if not weights:
+            raise AttributeError(
+                f"layer '{self.name}' is not built yet: its {kind} exists once its model knows "
+                "its input shape (keras.Input(shape=...)) and was used or compiled"
+            )
+        return _tensor.tensor(weights[names.index(kind)])
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}>"
@@ -179,6 +262,17 @@ class Dense(Layer):
         self.use_bias = bool(use_bias)
         self._layer = _core.Dense(self.units, self.activation, self.use_bias)
 
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
+
+    @property
+    def kernel(self) -> Optional[_tensor.Tensor]:
+        return self._weight("kernel")
+
+    @property
+    def bias(self) -> Optional[_tensor.Tensor]:
+        return self._weight("bias")
+
 
 class Dropout(Layer):
     def __init__(
@@ -269,6 +363,17 @@ class Conv2D(Layer):
             self.padding,
             self.use_bias,
         )
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
+
+    @property
+    def kernel(self) -> Optional[_tensor.Tensor]:
+        return self._weight("kernel")
+
+    @property
+    def bias(self) -> Optional[_tensor.Tensor]:
+        return self._weight("bias")
 
 
 class _Pooling2D(Layer):
@@ -375,6 +480,66 @@ class BatchNormalization(Layer):
         self.scale = bool(scale)
         self._layer = _core.BatchNormalization(self.momentum, self.epsilon, self.center, self.scale)
 
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        kinds = [("gamma", True)] if self.scale else []
+        kinds += [("beta", True)] if self.center else []
+        return kinds + [("moving_mean", False), ("moving_variance", False)]
+
+    @property
+    def gamma(self) -> Optional[_tensor.Tensor]:
+        return self._weight("gamma")
+
+    @property
+    def beta(self) -> Optional[_tensor.Tensor]:
+        return self._weight("beta")
+
+    @property
+    def moving_mean(self) -> Optional[_tensor.Tensor]:
+        return self._weight("moving_mean")
+
+    @property
+    def moving_variance(self) -> Optional[_tensor.Tensor]:
+        return self._weight("moving_variance")
+
+
+class Softmax(Layer):
+    """Keras's Softmax layer over the last axis: the engine's softmax activation (a model file
+    records it as an Activation('softmax') layer, which Keras reads as the same function)."""
+
+    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        reject_unsupported("Softmax", axis=(axis if axis != [-1] else -1, -1))
+        self.axis = -1
+        self._layer = _core.Activation("softmax")
+
+
+class ReLU(Layer):
+    """Keras's ReLU layer with its defaults: the engine's relu activation (recorded as an
+    Activation('relu') layer in model files). max_value, negative_slope and threshold other than
+    the defaults are refused (LeakyReLU is not in the engine)."""
+
+    def __init__(
+        self,
+        max_value: Optional[float] = None,
+        negative_slope: float = 0.0,
+        threshold: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        reject_unsupported(
+            "ReLU",
+            max_value=(max_value, None),
+            negative_slope=(float(negative_slope), 0.0),
+            threshold=(float(threshold), 0.0),
+        )
+        self._layer = _core.Activation("relu")
+
+
+# Keras's other names for the same classes.
+MaxPool2D = MaxPooling2D
+AvgPool2D = AveragePooling2D
+GlobalAvgPool2D = GlobalAveragePooling2D
+
 
 # Layers a Keras user reaches for next, and what to do instead (api block).
 _NOT_YET = {
@@ -384,6 +549,9 @@ _NOT_YET = {
     "LayerNormalization": "normalization layers",
     "Embedding": "embeddings",
     "LSTM": "recurrent layers",
+    "LeakyReLU": "leaky ReLU activations",
+    "ELU": "elu activations",
+    "PReLU": "parametric ReLU activations",
     "GRU": "recurrent layers",
     "SimpleRNN": "recurrent layers",
     "Lambda": "Python code inside the model (the model runs in C++)",
@@ -395,7 +563,8 @@ _NOT_YET = {
 def __getattr__(name: str) -> Any:
     supported = (
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
-        "AveragePooling2D, GlobalAveragePooling2D, Reshape and BatchNormalization"
+        "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization, Softmax and "
+        "ReLU (and the aliases MaxPool2D, AvgPool2D, GlobalAvgPool2D)"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -416,4 +585,9 @@ __all__ = [
     "GlobalAveragePooling2D",
     "Reshape",
     "BatchNormalization",
+    "Softmax",
+    "ReLU",
+    "MaxPool2D",
+    "AvgPool2D",
+    "GlobalAvgPool2D",
 ]

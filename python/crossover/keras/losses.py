@@ -1,12 +1,164 @@
-"""keras.losses: the losses crossover's engine computes, as objects or names.
+"""keras.losses: the losses crossover's engine computes, as objects or names for compile, and
+Keras's loss functions and objects called on arrays (computed by numpy, Keras's arithmetic:
+probabilities clipped to [1e-7, 1 - 1e-7], the categorical ones renormalised first).
 
-Each class maps to the library's loss name; arguments the engine does not run (from_logits=True,
-label_smoothing, ignore_class, ...) are refused by name: the engine takes probabilities (a
-softmax or sigmoid output), which is Keras's from_logits=False."""
+Each class maps to the library's loss name. Called as a function, a loss takes Keras's arguments
+(from_logits=True, label_smoothing, reduction 'sum' or None); compile refuses those the engine
+does not run, by name: the engine takes probabilities (a softmax or sigmoid output), which is
+Keras's from_logits=False."""
 
 from typing import Any, Optional
 
-from ._args import reject_unknown, reject_unsupported, unsupported_attribute
+import numpy as np
+
+from .. import _tensor
+from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
+
+EPSILON = 1e-7  # keras.backend.epsilon()
+
+
+def _pred(y_pred: Any) -> np.ndarray:
+    """y_pred as Keras's convert_to_tensor takes it: a float array (Python floats: float32)."""
+    a = _tensor.convert_to_tensor(y_pred).view(np.ndarray)
+    if not np.issubdtype(a.dtype, np.floating):
+        a = a.astype(np.float32)
+    return a
+
+
+def _same_rank(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keras's squeeze_or_expand_to_same_rank: a last axis of 1 added or dropped."""
+    if y_true.ndim == y_pred.ndim + 1 and y_true.shape[-1] == 1:
+        if y_pred.ndim == 1:
+            y_pred = y_pred[..., None]
+        else:
+            y_true = y_true[..., 0]
+    if y_pred.ndim == y_true.ndim + 1 and y_pred.shape[-1] == 1:
+        if y_true.ndim == 1:
+            y_true = y_true[..., None]
+        else:
+            y_pred = y_pred[..., 0]
+    return y_true, y_pred
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    top = np.max(x, axis=axis, keepdims=True)
+    return np.squeeze(top, axis) + np.log(np.sum(np.exp(x - top), axis=axis))
+
+
+def _check_same_shape(y_true: np.ndarray, y_pred: np.ndarray) -> None:
+    if y_true.shape != y_pred.shape:
+        raise ValueError(
+            "Arguments `target` and `output` must have the same shape. Received: "
+            f"target.shape={y_true.shape}, output.shape={y_pred.shape}"
+        )
+
+
+def sparse_categorical_crossentropy(
+    y_true: Any, y_pred: Any, from_logits: bool = False, ignore_class: Any = None, axis: int = -1
+) -> _tensor.Tensor:
+    """Per sample: -log of the probability of the true class (Keras: probabilities clipped to
+    [1e-7, 1 - 1e-7], then log-softmax of their logs, i.e. renormalised)."""
+    reject_unsupported("sparse_categorical_crossentropy", ignore_class=(ignore_class, None))
+    output = _pred(y_pred)
+    if axis not in (-1, output.ndim - 1):
+        raise ValueError(f"Only axis=-1 is currently supported. Received: axis={axis}")
+    target = np.asarray(_tensor._plain(y_true)).astype(np.int64)
+    if target.ndim == output.ndim and target.shape[-1] == 1:
+        target = target[..., 0]
+    if target.shape != output.shape[:-1]:
+        raise ValueError(
+            "Argument `output` must have rank (ndim) `target.ndim - 1`. Received: "
+            f"target.shape={target.shape}, output.shape={output.shape}"
+        )
+    classes = output.shape[-1]
+    if np.any((target < 0) | (target >= classes)):
+        raise ValueError(
+            f"sparse_categorical_crossentropy: a label is outside [0, {classes}): "
+            f"{int(target[(target < 0) | (target >= classes)][0])}"
+        )
+    logits = output if from_logits else np.log(np.clip(output, EPSILON, 1 - EPSILON))
+    picked = np.take_along_axis(logits, target[..., None], axis=-1)[..., 0]
+    return _tensor.tensor((_logsumexp(logits, -1) - picked).astype(output.dtype))
+
+
+def categorical_crossentropy(
+    y_true: Any,
+    y_pred: Any,
+    from_logits: bool = False,
+    label_smoothing: float = 0.0,
+    axis: int = -1,
+) -> _tensor.Tensor:
+    """Per sample: -sum(y_true * log(p)), p renormalised and clipped to [1e-7, 1 - 1e-7]."""
+    output = _pred(y_pred)
+    target = np.asarray(_tensor._plain(y_true)).astype(output.dtype)
+    _check_same_shape(target, output)
+    if label_smoothing:
+        classes = output.dtype.type(target.shape[-1])
+        target = target * (1.0 - label_smoothing) + (label_smoothing / classes)
+        target = target.astype(output.dtype)
+    if from_logits:
+        log_p = output - np.expand_dims(_logsumexp(output, axis), axis)
+        return _tensor.tensor((-np.sum(target * log_p, axis=axis)).astype(output.dtype))
+    p = output / np.sum(output, axis=axis, keepdims=True)
+    p = np.clip(p, EPSILON, 1.0 - EPSILON)
+    return _tensor.tensor((-np.sum(target * np.log(p), axis=axis)).astype(output.dtype))
+
+
+def binary_crossentropy(
+    y_true: Any,
+    y_pred: Any,
+    from_logits: bool = False,
+    label_smoothing: float = 0.0,
+    axis: int = -1,
+) -> _tensor.Tensor:
+    """Per sample: the mean over `axis` of -(y log p + (1 - y) log(1 - p)), p clipped."""
+    output = _pred(y_pred)
+    target = np.asarray(_tensor._plain(y_true)).astype(output.dtype)
+    _check_same_shape(target, output)
+    if label_smoothing:
+        target = (target * (1.0 - label_smoothing) + 0.5 * label_smoothing).astype(output.dtype)
+    if from_logits:
+        bce = np.maximum(output, 0) - output * target + np.log1p(np.exp(-np.abs(output)))
+    else:
+        p = np.clip(output, EPSILON, 1.0 - EPSILON)
+        bce = -(target * np.log(p) + (1 - target) * np.log(1 - p))
+    return _tensor.tensor(np.mean(bce, axis=axis).astype(output.dtype))
+
+
+def mean_squared_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
+    """Per sample: the mean over the last axis of (y_true - y_pred)**2."""
+    output = _pred(y_pred)
+    target, output = _same_rank(np.asarray(_tensor._plain(y_true)).astype(output.dtype), output)
+    return _tensor.tensor(np.mean(np.square(target - output), axis=-1))
+
+
+def mean_absolute_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
+    """Per sample: the mean over the last axis of |y_true - y_pred|."""
+    output = _pred(y_pred)
+    target, output = _same_rank(np.asarray(_tensor._plain(y_true)).astype(output.dtype), output)
+    return _tensor.tensor(np.mean(np.abs(target - output), axis=-1))
+
+
+mse = MSE = mean_squared_error
+mae = MAE = mean_absolute_error
+
+
+def _reduce(values: np.ndarray, reduction: Optional[str], sample_weight: Any) -> _tensor.Tensor:
+    """Keras's reduce_weighted_values: weights broadcast over the values, then 'sum' or
+    'sum_over_batch_size' (the sum over the number of values) or None/'none' (as they are)."""
+    if sample_weight is not None:
+        w = np.asarray(_tensor._plain(sample_weight)).astype(values.dtype)
+        while w.ndim > values.ndim and w.shape[-1] == 1:
+            w = w[..., 0]
+        values = values * w
+    if reduction in (None, "none") or values.ndim == 0:
+        return _tensor.tensor(values)
+    total = np.sum(values, dtype=values.dtype)
+    if reduction == "sum":
+        return _tensor.tensor(total)
+    count = values.dtype.type(values.size)
+    return _tensor.tensor(total / count if values.size else values.dtype.type(0))
+
 
 # Keras's names of each loss (function names and aliases) -> the library's name.
 _NAMES = {
@@ -33,23 +185,48 @@ class Loss:
     ) -> None:
         owner = type(self).__name__
         reject_unknown(owner, kwargs)
-        if reduction not in ("sum_over_batch_size", "auto"):
-            reject_unsupported(owner, reduction=(reduction, "sum_over_batch_size"))
+        if reduction == "auto":
+            reduction = "sum_over_batch_size"
+        if reduction not in ("sum_over_batch_size", "sum", "mean", "none", None):
+            raise ValueError(
+                "Invalid value for argument `reduction`. Expected one of {None, 'none', 'sum', "
+                f"'sum_over_batch_size', 'mean'}}. Received: reduction={reduction}"
+            )
         if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
             raise ValueError(
                 f"{owner}: dtype {dtype!r} is not supported: crossover computes in float32"
             )
         self.name = name or self._library_name
-        self.reduction = "sum_over_batch_size"
+        self.reduction = reduction
+        self._fn_kwargs: dict[str, Any] = {}
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            f"{type(self).__name__}: crossover computes losses inside fit/evaluate only; pass the "
-            f"object to compile(loss=...)"
+    def call(self, y_true: Any, y_pred: Any) -> _tensor.Tensor:
+        """The per-sample losses (Keras's Loss.call)."""
+        y_true, y_pred = _same_rank(
+            np.asarray(_tensor._plain(y_true)), np.asarray(_tensor._plain(y_pred))
         )
+        return _FUNCTIONS[self._library_name](y_true, y_pred, **self._fn_kwargs)
+
+    def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> _tensor.Tensor:
+        """Keras's Loss.__call__: y_true and y_pred as float32, the per-sample losses, reduced
+        (a scalar tensor for the default 'sum_over_batch_size')."""
+        y_pred = np.asarray(_tensor._plain(y_pred), dtype=np.float32)
+        y_true = np.asarray(_tensor._plain(y_true), dtype=np.float32)
+        values = self.call(y_true, y_pred).view(np.ndarray).astype(np.float32)
+        return _reduce(values, self.reduction, sample_weight)
+
+    def _engine_problem(self) -> Optional[str]:
+        """Why the engine cannot train with this loss as configured (None when it can)."""
+        for argument, value, default in self._engine_defaults():
+            if value != default:
+                return f"{argument}={value!r}"
+        return None
+
+    def _engine_defaults(self) -> list[tuple[str, Any, Any]]:
+        return [("reduction", self.reduction, "sum_over_batch_size")]
 
     def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "reduction": self.reduction}
+        return {"name": self.name, "reduction": self.reduction, **self._fn_kwargs}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}>"
@@ -64,14 +241,21 @@ class _Crossentropy(Loss):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        owner = type(self).__name__
-        reject_unsupported(
-            owner,
-            from_logits=(bool(from_logits), False),
-            label_smoothing=(float(label_smoothing), 0.0),
-            axis=(axis, -1),
-        )
-        self.from_logits = False
+        self.from_logits = bool(from_logits)
+        self.label_smoothing = float(label_smoothing)
+        self.axis = axis
+        self._fn_kwargs = {
+            "from_logits": self.from_logits,
+            "label_smoothing": self.label_smoothing,
+            "axis": axis,
+        }
+
+    def _engine_defaults(self) -> list[tuple[str, Any, Any]]:
+        return super()._engine_defaults() + [
+            ("from_logits", self.from_logits, False),
+            ("label_smoothing", self.label_smoothing, 0.0),
+            ("axis", self.axis, -1),
+        ]
 
 
 class SparseCategoricalCrossentropy(Loss):
@@ -81,12 +265,13 @@ class SparseCategoricalCrossentropy(Loss):
         self, from_logits: bool = False, ignore_class: Optional[int] = None, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        reject_unsupported(
-            "SparseCategoricalCrossentropy",
-            from_logits=(bool(from_logits), False),
-            ignore_class=(ignore_class, None),
-        )
-        self.from_logits = False
+        reject_unsupported("SparseCategoricalCrossentropy", ignore_class=(ignore_class, None))
+        self.from_logits = bool(from_logits)
+        self.ignore_class = None
+        self._fn_kwargs = {"from_logits": self.from_logits}
+
+    def _engine_defaults(self) -> list[tuple[str, Any, Any]]:
+        return super()._engine_defaults() + [("from_logits", self.from_logits, False)]
 
 
 class CategoricalCrossentropy(_Crossentropy):
@@ -101,10 +286,55 @@ class MeanSquaredError(Loss):
     _library_name = "mean_squared_error"
 
 
+class MeanAbsoluteError(Loss):
+    """Called on arrays only: the engine has no mean absolute error loss (compile refuses it)."""
+
+    _library_name = "mean_absolute_error"
+
+
+_FUNCTIONS: dict[str, Any] = {
+    "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
+    "categorical_crossentropy": categorical_crossentropy,
+    "binary_crossentropy": binary_crossentropy,
+    "mean_squared_error": mean_squared_error,
+    "mean_absolute_error": mean_absolute_error,
+}
+_ENGINE_LOSSES = (
+    "sparse_categorical_crossentropy",
+    "categorical_crossentropy",
+    "binary_crossentropy",
+    "mean_squared_error",
+)
+
+
 def library_name(loss: Any) -> str:
     """The library's loss name for a Keras loss name or object; ValueError/TypeError otherwise."""
     if isinstance(loss, Loss):
+        owner = type(loss).__name__
+        if loss._library_name not in _ENGINE_LOSSES:
+            raise ValueError(
+                f"compile: loss {owner} is not supported (yet) in training: crossover's engine "
+                f"computes {', '.join(_ENGINE_LOSSES)}; {SEE_SUPPORTED}"
+            )
+        problem = loss._engine_problem()
+        if problem is not None:
+            why = (
+                "the engine trains on probabilities: end the model with a softmax (or sigmoid) "
+                "activation and leave from_logits=False"
+                if problem.startswith("from_logits")
+                else f"the engine computes only the default of {problem.split('=')[0]}"
+            )
+            raise ValueError(
+                f"compile: {owner}({problem}) is not supported (yet): {why}; {SEE_SUPPORTED}"
+            )
         return loss._library_name
+    if loss in (mean_absolute_error,) or loss in ("mean_absolute_error", "mae", "MAE"):
+        raise ValueError(
+            f"compile: loss {getattr(loss, '__name__', loss)!r} is not supported (yet) in "
+            f"training: crossover's engine computes {', '.join(_ENGINE_LOSSES)}; {SEE_SUPPORTED}"
+        )
+    if any(loss is f for f in _FUNCTIONS.values()):  # keras.losses.categorical_crossentropy
+        return _NAMES[loss.__name__]
     if isinstance(loss, str):
         if loss in _NAMES:
             return _NAMES[loss]
@@ -118,6 +348,17 @@ def library_name(loss: Any) -> str:
         f"keras.losses object, got {loss!r} (a custom loss function is not supported: the loss "
         f"runs inside the engine)"
     )
+
+
+def get(identifier: Any) -> Any:
+    """keras.losses.get: a loss function by name, or the object/function given."""
+    if isinstance(identifier, str):
+        if identifier in _FUNCTIONS:
+            return _FUNCTIONS[identifier]
+        if identifier in ("mse", "MSE", "mae", "MAE"):
+            return globals()[identifier]
+        raise ValueError(f"Could not interpret loss identifier: {identifier}")
+    return identifier
 
 
 def __getattr__(name: str) -> Any:
@@ -135,4 +376,15 @@ __all__ = [
     "CategoricalCrossentropy",
     "BinaryCrossentropy",
     "MeanSquaredError",
+    "MeanAbsoluteError",
+    "sparse_categorical_crossentropy",
+    "categorical_crossentropy",
+    "binary_crossentropy",
+    "mean_squared_error",
+    "mean_absolute_error",
+    "mse",
+    "mae",
+    "MSE",
+    "MAE",
+    "get",
 ]

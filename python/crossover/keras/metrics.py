@@ -9,7 +9,52 @@ is refused by name."""
 
 from typing import Any, Optional
 
-from ._args import reject_unknown, reject_unsupported, unsupported_attribute
+import numpy as np
+
+from .. import _tensor
+from . import losses as _losses
+from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
+
+
+def _plain(a: Any) -> np.ndarray:
+    return np.asarray(_tensor._plain(a))
+
+
+def sparse_categorical_accuracy(y_true: Any, y_pred: Any) -> _tensor.Tensor:
+    """Per sample, float32: 1 where the class index equals the argmax of the prediction."""
+    y_pred, y_true = _plain(y_pred), _plain(y_true)
+    shape = y_true.shape
+    squeezed = y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1
+    if squeezed:
+        y_true = y_true[..., 0]
+    predicted = np.argmax(y_pred, axis=-1).astype(y_true.dtype)
+    matches = (y_true == predicted).astype(np.float32)
+    if squeezed:
+        matches = matches.reshape(shape)
+    if matches.ndim > 1 and matches.shape[-1] == 1:
+        matches = matches[..., 0]
+    return _tensor.tensor(matches)
+
+
+def categorical_accuracy(y_true: Any, y_pred: Any) -> _tensor.Tensor:
+    """Per sample, float32: 1 where argmax(y_true) equals argmax(y_pred)."""
+    y_pred, y_true = _plain(y_pred), _plain(y_true)
+    return _tensor.tensor(
+        (np.argmax(y_true, axis=-1) == np.argmax(y_pred, axis=-1)).astype(np.float32)
+    )
+
+
+def binary_accuracy(y_true: Any, y_pred: Any, threshold: float = 0.5) -> _tensor.Tensor:
+    """Per sample, float32: the mean over the last axis of (y_pred > threshold) == y_true."""
+    y_pred = _plain(y_pred).astype(np.float32)
+    y_true = _plain(y_true).astype(np.float32)
+    y_true, y_pred = _losses._same_rank(y_true, y_pred)
+    matches = (y_true == (y_pred > np.float32(threshold)).astype(np.float32)).astype(np.float32)
+    return _tensor.tensor(np.mean(matches, axis=-1))
+
+
+mean_squared_error = mse = _losses.mean_squared_error
+mean_absolute_error = mae = _losses.mean_absolute_error
 
 # Which accuracy the engine counts for each loss.
 _ENGINE_ACCURACY = {
@@ -21,12 +66,42 @@ _ENGINE_ACCURACY = {
 
 
 class Metric:
+    """A Keras metric object: compile takes the accuracies (the engine counts them during fit);
+    any metric also works on arrays as in Keras: update_state(y_true, y_pred), result(),
+    reset_state(), or called as m(y_true, y_pred) (update, then result), on numpy in float32."""
+
     _kind: str
 
     def __init__(self, name: Optional[str] = None, dtype: Any = None, **kwargs: Any) -> None:
         reject_unknown(type(self).__name__, kwargs)
         self.name = name or self._kind
         self.dtype = dtype
+        self.reset_state()
+
+    def _values(self, y_true: Any, y_pred: Any) -> np.ndarray:
+        return _plain(_FUNCTIONS[self._kind](y_true, y_pred)).astype(np.float32)
+
+    def reset_state(self) -> None:
+        self._total = np.float32(0)
+        self._count = np.float32(0)
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        values = self._values(y_true, y_pred)
+        if sample_weight is not None:
+            w = np.broadcast_to(_plain(sample_weight).astype(np.float32), values.shape)
+            self._total = np.float32(self._total + np.sum(values * w, dtype=np.float32))
+            self._count = np.float32(self._count + np.sum(w, dtype=np.float32))
+        else:
+            self._total = np.float32(self._total + np.sum(values, dtype=np.float32))
+            self._count = np.float32(self._count + np.float32(values.size))
+
+    def result(self) -> _tensor.Tensor:
+        count = self._count
+        return _tensor.tensor(np.float32(self._total / count) if count else np.float32(0))
+
+    def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> _tensor.Tensor:
+        self.update_state(y_true, y_pred, sample_weight)
+        return self.result()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}>"
@@ -44,8 +119,53 @@ class BinaryAccuracy(Metric):
     _kind = "binary_accuracy"
 
     def __init__(self, name: Optional[str] = None, dtype: Any = None, threshold: float = 0.5):
-        super().__init__(name=name, dtype=dtype)
         reject_unsupported("BinaryAccuracy", threshold=(float(threshold), 0.5))
+        super().__init__(name=name, dtype=dtype)
+
+
+class MeanSquaredError(Metric):
+    """On arrays only: the engine does not compute it during fit (compile refuses it)."""
+
+    _kind = "mean_squared_error"
+
+
+class MeanAbsoluteError(Metric):
+    """On arrays only: the engine does not compute it during fit (compile refuses it)."""
+
+    _kind = "mean_absolute_error"
+
+
+class Mean(Metric):
+    """keras.metrics.Mean: the (weighted) mean of the values given to update_state."""
+
+    _kind = "mean"
+
+    def update_state(  # type: ignore[override]
+        self, values: Any, sample_weight: Any = None
+    ) -> None:
+        v = _plain(values).astype(np.float32)
+        if sample_weight is None:
+            self._total = np.float32(self._total + np.sum(v, dtype=np.float32))
+            self._count = np.float32(self._count + np.float32(v.size))
+        else:
+            w = np.broadcast_to(_plain(sample_weight).astype(np.float32), v.shape)
+            self._total = np.float32(self._total + np.sum(v * w, dtype=np.float32))
+            self._count = np.float32(self._count + np.sum(w, dtype=np.float32))
+
+    def __call__(  # type: ignore[override]
+        self, values: Any, sample_weight: Any = None
+    ) -> _tensor.Tensor:
+        self.update_state(values, sample_weight)
+        return self.result()
+
+
+_FUNCTIONS: dict[str, Any] = {
+    "sparse_categorical_accuracy": sparse_categorical_accuracy,
+    "categorical_accuracy": categorical_accuracy,
+    "binary_accuracy": binary_accuracy,
+    "mean_squared_error": mean_squared_error,
+    "mean_absolute_error": mean_absolute_error,
+}
 
 
 def resolve(metrics: Any, loss: str) -> list[str]:
@@ -80,8 +200,8 @@ def resolve(metrics: Any, loss: str) -> list[str]:
             )
         if kind not in _ENGINE_ACCURACY.values():
             raise ValueError(
-                f"compile: metric {name!r} is not supported: crossover computes only "
-                f"'accuracy' (here {engine})"
+                f"compile: metric {name!r} is not supported (yet): crossover's engine computes "
+                f"only 'accuracy' (here {engine}) during fit; {SEE_SUPPORTED}"
             )
         if kind != engine:
             raise ValueError(
@@ -106,3 +226,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Metric", "SparseCategoricalAccuracy", "CategoricalAccuracy", "BinaryAccuracy"]
+__all__ += ["MeanSquaredError", "MeanAbsoluteError", "Mean"]
+__all__ += ["sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy"]
+__all__ += ["mean_squared_error", "mean_absolute_error", "mse", "mae"]

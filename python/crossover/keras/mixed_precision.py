@@ -17,7 +17,7 @@ the engine lacks; a name Keras does not accept is Keras's own ValueError or Type
 from typing import Any, Optional
 
 from .. import _core
-from ._args import unsupported_attribute
+from ._args import SEE_SUPPORTED, unsupported_attribute
 
 # Keras 3.15's ALLOWED_DTYPES (keras/src/backend/common/dtypes.py): the names a policy may carry.
 _KERAS_DTYPES = (
@@ -41,6 +41,7 @@ _KERAS_DTYPES = (
     "complex128",
 )
 _QUANTIZATION_MODES = ("int8", "float8", "int4", "gptq", "awq")
+
 
 def _standardize_dtype(dtype: Any) -> str:
     """Keras's backend.standardize_dtype: a dtype name, Python's float, numpy's float32 ..."""
@@ -158,7 +159,7 @@ def _not_implemented(name: str) -> Optional[NotImplementedError]:
     if not why:
         return None
     return NotImplementedError(
-        f"The dtype policy '{name}' is not supported by crossover: {why}; see docs/PYTHON.md"
+        f"The dtype policy '{name}' is not supported by crossover: {why}; " f"{SEE_SUPPORTED}"
     )
 
 

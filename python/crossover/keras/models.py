@@ -10,13 +10,14 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from .. import _core, _device, _precision, _seed, _threads
+from .. import _core, _device, _precision, _seed, _tensor, _threads
+from . import _names
 from . import losses as losses_module
 from . import metrics as metrics_module
 from . import mixed_precision
 from . import optimizers as optimizers_module
 from . import saving
-from ._args import reject_unknown, reject_unsupported, unsupported_attribute
+from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from .callbacks import CallbackList, History
 from .layers import Flatten, InputLayer, Layer
 
@@ -35,6 +36,39 @@ def _verbosity(verbose: Union[str, int]) -> int:
     if verbose in (0, 1, 2):
         return int(verbose)
     raise ValueError(f"verbose must be 'auto', 0, 1 or 2, got {verbose!r}")
+
+
+def _shape_list(input_shape: Any) -> list[int]:
+    dims = list(input_shape)
+    if not dims or any(d is None for d in dims[1:]):
+        raise ValueError(f"build: every dimension but the batch's must be known, got {input_shape}")
+    return [int(d) for d in dims[1:]]
+
+
+def _is_dataset(x: Any) -> bool:
+    from ..data import Dataset
+
+    return isinstance(x, Dataset)
+
+
+def _from_dataset(x: Any, y: Any, batch_size: Any, shuffle: Any, who: str) -> tuple[Any, ...]:
+    """fit/evaluate of a tf.data.Dataset: its arrays, its batch size, its shuffling."""
+    if not _is_dataset(x):
+        return x, y, batch_size, shuffle
+    if y is not None:
+        raise ValueError(f"{who}: `y` argument is not supported when using dataset as input.")
+    if batch_size is not None:
+        raise ValueError(f"{who}: `batch_size` is not supported when using a dataset as input")
+    dx, dy, batch, shuffled = x._for_fit(who)
+    if dy is None:
+        raise ValueError(f"{who}: the dataset gives x only; it must give (x, y) pairs")
+    return dx, dy, batch, shuffled
+
+
+def _say_threads() -> bool:
+    """Whether the first fit says its thread choice on stderr: only with $CROSSOVER_VERBOSE set
+    (Keras prints nothing of the kind)."""
+    return os.environ.get("CROSSOVER_VERBOSE", "") not in ("", "0")
 
 
 # --- output (fit's progress line) ----------------------------------------------------------
@@ -61,8 +95,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
         trainable: bool = True,
     ) -> None:
         reject_unsupported("Sequential", trainable=(trainable, True))
-        self.name = name or "sequential"
-        self._layers: list[Layer] = []
+        self.name = name or _names.auto_name("Sequential")
+        self._given_name = name  # the engine's model: the name given, else "sequential"
+        self._layers: list[Any] = []  # Layers, and Sequential models used as layers
         self._core: Optional[_core.Sequential] = None
         self._user_compiled = False
         self.optimizer: Any = None
@@ -73,6 +108,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         # Device and metric name (api block: crossover.device, keras.metrics).
         self._created_device = _device.current()
         self._metric_name = "accuracy"
+        self._loss_name = ""  # the library's name of the compiled loss
         # Keras's: the model's own policy is the global one when it is made. What the engine
         # trains in comes from its layers' policies (_precision).
         self._dtype_policy = mixed_precision.dtype_policy()
@@ -80,7 +116,15 @@ class Sequential(mixed_precision.HasDTypePolicy):
             self.add(layer)
 
     # --- building -------------------------------------------------------------------------
-    def add(self, layer: Layer) -> None:
+    def add(self, layer: Any) -> None:
+        if isinstance(layer, Sequential):
+            if layer is self or self in layer._models_inside():
+                raise ValueError("A Sequential model cannot contain itself")
+            self._stash_weights()
+            self._layers.append(layer)
+            self._core = None
+            self._user_compiled = False
+            return
         if not isinstance(layer, Layer):
             raise ValueError(
                 f"Only instances of crossover.keras.layers.Layer can be added to a Sequential "
@@ -88,25 +132,118 @@ class Sequential(mixed_precision.HasDTypePolicy):
             )
         if isinstance(layer, InputLayer) and self._layers:
             raise ValueError("An InputLayer can only be the first layer of a Sequential model")
+        self._stash_weights()
         self._layers.append(layer)
+        layer._home = self
         self._core = None  # rebuilt (and compiled again) on next use, as Keras requires
         self._user_compiled = False
 
     @property
-    def layers(self) -> list[Layer]:
+    def layers(self) -> list[Any]:
         return [l for l in self._layers if not isinstance(l, InputLayer)]
+
+    def _leaves(self) -> list[Layer]:
+        """The layers the engine runs: those of models used as layers in their place (an inner
+        model's InputLayer only where it comes first)."""
+        leaves: list[Layer] = []
+        for item in self._layers:
+            inner = item._leaves() if isinstance(item, Sequential) else [item]
+            if leaves:
+                inner = [l for l in inner if not isinstance(l, InputLayer)]
+            leaves.extend(inner)
+        return leaves
+
+    def _models_inside(self) -> list["Sequential"]:
+        found: list[Sequential] = []
+        for item in self._layers:
+            if isinstance(item, Sequential):
+                found += [item] + item._models_inside()
+        return found
+
+    @property
+    def _input_shape(self) -> Optional[list[int]]:
+        leaves = self._leaves()
+        return leaves[0]._input_shape if leaves else None
 
     def _model(self) -> "_core.Sequential":
         """The library's model for the current layers (uncompiled when new)."""
         if self._core is None:
-            if not self._layers:
+            leaves = self._leaves()
+            if not leaves:
                 raise ValueError("A Sequential model needs at least one layer: add() some first")
-            core_layers = [l._core_layer() for l in self._layers]
-            first = self._layers[0]
+            core_layers = [l._core_layer() for l in leaves]
+            first = leaves[0]
             if first._input_shape and not isinstance(first, (InputLayer, Flatten)):
                 core_layers.insert(0, _core.Input(first._input_shape))  # Dense(input_shape=...)
-            self._core = _core.Sequential(core_layers, self.name)
+            self._core = _core.Sequential(core_layers, self._given_name or "sequential")
         return self._core
+
+    # --- weights shared with the layer objects (a model used as a layer, layer.get_weights) ---
+    # Each layer object's weights live in one place at a time: the engine of the model that
+    # used them last (layer._weights_in is that model), or arrays kept in the layer while no
+    # model holds them (layer._weights_in is a list). Before a model runs, reads or writes
+    # weights, _pull_weights copies into its engine those of its layers that are elsewhere and
+    # makes itself their place; so an inner model and the model it is a layer of (or two
+    # models sharing layers) always see each other's latest weights, as Keras's shared layer
+    # objects do, at the cost of one copy of the changed layers when use switches models.
+    def _weight_slices(self) -> list[tuple[Layer, int, int]]:
+        """(layer, first, end) of each leaf layer with weights, in the engine's get_weights."""
+        out, at = [], 0
+        for layer in self._leaves():
+            n = len(layer._weight_kinds())
+            if n:
+                out.append((layer, at, at + n))
+            at += n
+        return out
+
+    def _pull_weights(self) -> None:
+        model = self._core
+        if model is None or not model.compiled:
+            return
+        slices = self._weight_slices()
+        stale = [(l, a, b) for l, a, b in slices if l._weights_in is not self]
+        if not stale:
+            return
+        named = model.get_weights()
+        changed = False
+        for layer, a, b in stale:
+            source = layer._weights_in
+            values = None
+            if isinstance(source, list):
+                values = source
+            elif isinstance(source, Sequential) and source._core is not None:
+                values = source._own_layer_weights(layer)
+            if values is not None:
+                if len(values) != b - a or any(
+                    np.shape(v) != named[a + i][1].shape for i, v in enumerate(values)
+                ):
+                    raise ValueError(
+                        f"layer '{layer.name}' has weights of shapes "
+                        f"{[np.shape(v) for v in values]} elsewhere but "
+                        f"{[w.shape for _, w in named[a:b]]} in model '{self.name}'"
+                    )
+                for i, v in enumerate(values):
+                    named[a + i] = (named[a + i][0], _floats(v, "weights"))
+                changed = True
+            layer._weights_in = self
+        if changed:
+            model.set_weights(named)
+
+    def _own_layer_weights(self, layer: Layer) -> Optional[list[np.ndarray]]:
+        """The layer's weights from this model's engine (which holds its latest ones)."""
+        model = self._core
+        if model is None or not model.compiled:
+            return None
+        for l, a, b in self._weight_slices():
+            if l is layer:
+                return [w for _, w in model.get_weights()[a:b]]
+        return None
+
+    def _stash_weights(self) -> None:
+        """Before the engine model is dropped (add), its layers keep their weights as arrays."""
+        for layer, _, _ in self._weight_slices() if self._core is not None else []:
+            if layer._weights_in is self:
+                layer._weights_in = self._own_layer_weights(layer)
 
     def _device_model(self) -> "_core.Sequential":
         """The model with its weights on a device: compiled, with placeholders when the user has
@@ -118,8 +255,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 "mean_squared_error",
                 [],
                 device=self._device(),
-                seed=_seed.get(),
+                seed=_seed.draw(),
             )
+        self._pull_weights()
         return model
 
     def _device(self) -> str:
@@ -136,7 +274,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         try:
             policy = self._model().dtype_policy  # the library's rule: one for Dense and Conv2D
         except ValueError as e:
-            raise NotImplementedError(f"{e}; see docs/PYTHON.md") from None
+            raise NotImplementedError(f"{e}; {SEE_SUPPORTED}") from None
         precision = _core.dtype_policy_precision(policy)
         tf32 = _precision.tensor_float_32_execution_enabled()
         if precision == "fp32" and device != "cpu" and tf32:
@@ -161,7 +299,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             raise ValueError(
                 f"{who}: the model was compiled for {trains_on}, but this is inside a "
                 f"crossover.device scope for {scope}: crossover places a model when it is "
-                f"compiled, so compile it inside that scope (see docs/PYTHON.md)"
+                f"compiled, so compile it inside that scope ({SEE_SUPPORTED})"
             )
 
     # --- compile, fit, evaluate, predict --------------------------------------------------
@@ -190,7 +328,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
-        device, threads, seed = self._device(), _threads.requested(), _seed.get()
+        # Each model compiled draws its own seed from the global state (Keras's fresh weights
+        # per model; set_random_seed makes the sequence, so the script, reproducible).
+        device, threads, seed = self._device(), _threads.requested(), _seed.draw()
         precision = self._precision(device)
         # model.optimizer is a keras optimizer object, also for a name (as in Keras); its
         # learning_rate reads and sets this model's rate from now on.
@@ -210,15 +350,15 @@ class Sequential(mixed_precision.HasDTypePolicy):
         # On the CPU, the thread count: the one asked for, else measured at the first fit or
         # evaluate, when the data's shape and the batch size are known (_use_measured_threads).
         self._seed_compiled = seed
-        self._threads_choice = (
-            (threads, "user") if device == "cpu" and threads > 0 else None
-        )
+        self._threads_choice = (threads, "user") if device == "cpu" and threads > 0 else None
         if kept:
             model.set_weights(kept)
+        self._pull_weights()  # layers whose latest weights another model (or array) holds
         self._metric_name = metric_names[0] if metric_names else "accuracy"
         if isinstance(optimizer, optimizers_module.Optimizer):
             optimizer._attach(self)
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
+        self._loss_name = loss_name
 
     def _use_measured_threads(self, x: np.ndarray, y: np.ndarray, batch: int, say: bool) -> None:
         """The CLI's --threads 0 for a CPU model without a count asked for, once: the fastest
@@ -238,6 +378,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if chosen is not None:
             self._threads_choice = chosen
 
+    def _targets(self, y: Any, what: str) -> np.ndarray:
+        """y as the engine takes it; targets of shape (N,) for a loss on one output value per
+        sample (mse, binary cross-entropy) become (N, 1), as Keras expands them."""
+        yf = _floats(y, what)
+        if yf.ndim == 1 and self._loss_name in ("mean_squared_error", "binary_crossentropy"):
+            yf = yf.reshape(-1, 1)
+        return yf
+
     def _keras_key(self, key: str) -> str:
         """The library's history key with the metric named as the user named it ('acc', ...)."""
         if key in ("accuracy", "val_accuracy"):
@@ -248,6 +396,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if not self._user_compiled or self._core is None:
             raise ValueError(f"You must call `compile()` before using the model ({who}).")
         self._check_scope(who)
+        self._pull_weights()
         return self._core
 
     def fit(
@@ -273,12 +422,15 @@ class Sequential(mixed_precision.HasDTypePolicy):
             "fit",
             class_weight=(class_weight, None),
             sample_weight=(sample_weight, None),
-            steps_per_epoch=(steps_per_epoch, None),
             validation_steps=(validation_steps, None),
             validation_batch_size=(validation_batch_size, None),
             validation_freq=(validation_freq, 1),
         )
         model = self._require_compiled("fit")
+        x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
+        if _is_dataset(validation_data):
+            vdx, vdy, _, _ = validation_data._for_fit("fit(validation_data=)")
+            validation_data = (vdx, vdy)
         if x is None or y is None:
             raise ValueError("fit: give both x and y (numpy arrays)")
         vx = vy = None
@@ -289,12 +441,22 @@ class Sequential(mixed_precision.HasDTypePolicy):
         batch = 32 if batch_size is None else batch_size
         level = _verbosity(verbose)
         steps = math.ceil(math.ceil(len(x) * (1.0 - validation_split)) / batch)
+        if steps_per_epoch is not None and steps_per_epoch != steps:
+            # One epoch is one pass over the data in the engine: a steps_per_epoch that is that
+            # pass is taken, another is refused.
+            raise ValueError(
+                f"fit: steps_per_epoch={steps_per_epoch} is not supported (yet): crossover's "
+                f"epoch is one pass over the data, here {steps} steps of batch {batch}; "
+                f"{SEE_SUPPORTED}"
+            )
         params = {"verbose": level, "epochs": epochs, "steps": steps}
         # Callbacks (and the History fit returns) are called between epochs by the library.
         callback_list = CallbackList(callbacks, self, params)
         self.stop_training = False
-        xf, yf = _floats(x, "x"), _floats(y, "y")
-        self._use_measured_threads(xf, yf, batch, level > 0)
+        xf, yf = _floats(x, "x"), self._targets(y, "y")
+        if vy is not None:
+            vy = self._targets(vy, "validation_data")
+        self._use_measured_threads(xf, yf, batch, _say_threads())
         result = model.fit(
             xf,
             yf,
@@ -336,9 +498,10 @@ class Sequential(mixed_precision.HasDTypePolicy):
             callbacks=(callbacks or None, None),
         )
         model = self._require_compiled("evaluate")
-        xf, yf = _floats(x, "x"), _floats(y, "y")
+        x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
+        xf, yf = _floats(x, "x"), self._targets(y, "y")
         batch, level = 32 if batch_size is None else batch_size, _verbosity(verbose)
-        self._use_measured_threads(xf, yf, batch, level > 0)
+        self._use_measured_threads(xf, yf, batch, _say_threads())
         loss, accuracy = model.evaluate(xf, yf, batch, level)
         values = {"loss": loss}
         if model.metrics():
@@ -357,20 +520,56 @@ class Sequential(mixed_precision.HasDTypePolicy):
     ) -> np.ndarray:
         reject_unsupported("predict", steps=(steps, None), callbacks=(callbacks or None, None))
         _verbosity(verbose)  # checked; predict prints no progress line
+        if _is_dataset(x):
+            x, _, batch_size, _ = x._for_fit("predict")
         self._check_scope("predict")
         return self._device_model().predict(
             _floats(x, "x"), 32 if batch_size is None else batch_size
         )
 
-    def __call__(self, x: Any) -> np.ndarray:
-        return self.predict(x, verbose=0)
+    def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> _tensor.Tensor:
+        """model(x): the outputs as a tensor (`.numpy()`, `.shape`, numpy arithmetic), in
+        inference mode (dropout off, BatchNormalization's moving statistics)."""
+        reject_unsupported(
+            "Sequential.__call__", training=(bool(training), False), mask=(mask, None)
+        )
+        return _tensor.tensor(self.predict(inputs, verbose=0))
 
     # --- inspection and weights -----------------------------------------------------------
     def summary(
         self, line_length: Any = None, positions: Any = None, print_fn: Any = None, **kwargs: Any
     ) -> None:
-        text = self._model().summary().rstrip("\n")
+        """Keras 3's table (keras/_summary.py): the layers (a model used as a layer is one
+        row), output shapes, parameter counts, totals, and the optimizer's once it trained."""
+        from . import _summary
+
+        optimizer_params = None
+        model = self._core
+        if self._user_compiled and model is not None and model.optimizer_steps > 0:
+            trainable = sum(w.size for layer in self.layers for w in layer.trainable_weights)
+            opt = self.optimizer
+            name = type(opt).__name__.lower() if opt is not None else ""
+            optimizer_params = _summary.optimizer_variable_count(
+                name, trainable, {k: getattr(opt, k, 0) for k in ("momentum", "centered")}
+            )
+        text = _summary.summary_text(self, optimizer_params)
         (print_fn or print)(text)
+
+    def build(self, input_shape: Any = None) -> None:
+        """Keras's build((None, ...)): the input shape of a model made without one, as an
+        InputLayer put first."""
+        if input_shape is None:
+            raise ValueError("build: give the input shape, e.g. model.build((None, 784))")
+        shape = _shape_list(input_shape)
+        if self.built:
+            if list(self._input_shape or []) != shape:
+                raise ValueError(
+                    f"build: the model's input shape is {self._input_shape} already, not {shape}"
+                )
+            return
+        self._layers.insert(0, InputLayer(shape=shape))
+        self._core = None
+        self._user_compiled = False
 
     @property
     def built(self) -> bool:
@@ -393,9 +592,70 @@ class Sequential(mixed_precision.HasDTypePolicy):
             return []
         return [value for _, value in self._device_model().get_weights()]
 
+    @property
+    def weights(self) -> list[_tensor.Tensor]:
+        return [w for layer in self.layers for w in layer.weights]
+
+    @property
+    def variables(self) -> list[_tensor.Tensor]:
+        return self.weights
+
+    @property
+    def trainable_weights(self) -> list[_tensor.Tensor]:
+        return [w for layer in self.layers for w in layer.trainable_weights]
+
+    @property
+    def non_trainable_weights(self) -> list[_tensor.Tensor]:
+        return [w for layer in self.layers for w in layer.non_trainable_weights]
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        return [k for layer in self._leaves() for k in layer._weight_kinds()]
+
+    def get_layer(self, name: Optional[str] = None, index: Optional[int] = None) -> Any:
+        """Keras's get_layer: by name (among model.layers) or by index."""
+        if index is not None and name is not None:
+            raise ValueError(
+                f"Provide only a layer name or a layer index. Received: index={index}, "
+                f"name={name}."
+            )
+        if index is not None:
+            if len(self.layers) <= index:
+                raise ValueError(
+                    f"Was asked to retrieve layer at index {index} but model only has "
+                    f"{len(self.layers)} layers."
+                )
+            return self.layers[index]
+        if name is not None:
+            for layer in self.layers:
+                if layer.name == name:
+                    return layer
+            raise ValueError(
+                f"No such layer: {name}. Existing layers are: {[l.name for l in self.layers]}."
+            )
+        raise ValueError("Provide either a layer name or layer index at `get_layer`.")
+
+    @property
+    def metrics_names(self) -> list[str]:
+        """Keras 3's: ['loss', 'compile_metrics'] once compiled with metrics, ['loss'] without,
+        [] before compile."""
+        if not self._user_compiled or self._core is None:
+            return []
+        return ["loss", "compile_metrics"] if self._core.metrics() else ["loss"]
+
+    @property
+    def trainable(self) -> bool:
+        return True
+
+    @property
+    def input_shape(self) -> Optional[tuple[Optional[int], ...]]:
+        shape = self._input_shape
+        return None if shape is None else (None, *shape)
+
     def set_weights(self, weights: list[Any]) -> None:
         """Arrays in get_weights()'s order and shapes; the library checks count and shapes."""
         model = self._device_model()
+        for layer, _, _ in self._weight_slices():
+            layer._weights_in = self  # this model's engine holds what is set now
         names = [name for name, _ in model.get_weights()]
         named = [(names[i] if i < len(names) else "", w) for i, w in enumerate(weights)]
         model.set_weights(
@@ -418,13 +678,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
         """Keras 3's model JSON; keyword arguments go to json.dumps."""
         return saving.to_json(self, **kwargs)
 
-
     # --- what Keras has and crossover does not (api block) ----------------------------------
     def __getattr__(self, name: str) -> Any:
         if name in _UNSUPPORTED_METHODS:
             raise AttributeError(
-                f"Sequential.{name} is not supported (yet): {_UNSUPPORTED_METHODS[name]}; see "
-                f"docs/PYTHON.md"
+                f"Sequential.{name} is not supported (yet): {_UNSUPPORTED_METHODS[name]}; "
+                f"{SEE_SUPPORTED}"
             )
         raise AttributeError(f"'Sequential' object has no attribute {name!r}")
 
@@ -444,8 +703,8 @@ def __getattr__(name: str) -> Any:
     if name == "Model":
         raise AttributeError(
             "crossover.keras.models.Model (the functional API, keras.Model(inputs, outputs), "
-            "and subclassing) is not supported (yet): crossover runs Sequential models; see "
-            "docs/PYTHON.md"
+            "and subclassing) is not supported (yet): crossover runs Sequential models; "
+            f"{SEE_SUPPORTED}"
         )
     raise unsupported_attribute(
         "keras.models", name, "Sequential (and model_from_json where supported)"
@@ -453,5 +712,61 @@ def __getattr__(name: str) -> Any:
 
 
 model_from_json = saving.model_from_json
+
+
+def _place_of(layer: Layer) -> Any:
+    """Where the layer's latest weights are: a Sequential, a list of arrays, or None (not built:
+    its model is built first when it knows its input shape)."""
+    if isinstance(layer._weights_in, (list, Sequential)):
+        if isinstance(layer._weights_in, list) or layer._weights_in._core is not None:
+            return layer._weights_in
+    home = layer._home
+    if home is not None and home.built:
+        home._device_model()  # draws the model's weights (Keras builds a model with a shape)
+        return home
+    return None
+
+
+def layer_weights(layer: Layer) -> list[np.ndarray]:
+    """Layer.get_weights: its latest weights, wherever they are."""
+    if not layer._weight_kinds():
+        return []
+    place = _place_of(layer)
+    if isinstance(place, list):
+        return [np.array(w, dtype=np.float32) for w in place]
+    if isinstance(place, Sequential):
+        return place._own_layer_weights(layer) or []
+    return []
+
+
+def set_layer_weights(layer: Layer, weights: list[Any]) -> None:
+    """Layer.set_weights: Keras's checks (count, then each shape), then into where the layer's
+    weights are."""
+    current = layer_weights(layer)
+    if len(weights) != len(current):
+        raise ValueError(
+            f"You called `set_weights(weights)` on layer '{layer.name}' with a weight list of "
+            f"length {len(weights)}, but the layer was expecting {len(current)} weights."
+        )
+    arrays = [_floats(w, f"set_weights: weight {i}") for i, w in enumerate(weights)]
+    for ref, new in zip(current, arrays):
+        if ref.shape != new.shape:
+            raise ValueError(
+                f"Layer {layer.name} weight shape {ref.shape} is not compatible with provided "
+                f"weight shape {new.shape}."
+            )
+    place = _place_of(layer)
+    if isinstance(place, list):
+        layer._weights_in = [a.copy() for a in arrays]
+        return
+    assert isinstance(place, Sequential) and place._core is not None
+    named = place._core.get_weights()
+    for l, a, _ in place._weight_slices():
+        if l is layer:
+            for i, w in enumerate(arrays):
+                named[a + i] = (named[a + i][0], w)
+    place._core.set_weights(named)
+    layer._weights_in = place
+
 
 __all__ = ["Sequential", "History", "model_from_json"]

@@ -1,7 +1,9 @@
-"""keras.utils: set_random_seed."""
+"""keras.utils: set_random_seed, to_categorical, normalize and plot_model."""
 
+import os
 import random
-from typing import Any
+import sys
+from typing import Any, Optional
 
 import numpy as np
 
@@ -18,8 +20,101 @@ def set_random_seed(seed: int) -> None:
     _seed.set_seed(value)
 
 
+def to_categorical(x: Any, num_classes: Optional[int] = None) -> Any:
+    """Keras's to_categorical: class indices (..., or (..., 1)) to one-hot rows of `num_classes`
+    (max + 1 when not given) along a new last axis: float64 numpy from an array or list (Keras's
+    numpy branch), float32 from a tensor (Keras's one_hot branch)."""
+    from .. import _tensor
+
+    if isinstance(x, _tensor.Tensor):
+        if x.ndim > 1 and x.shape[-1] == 1:
+            x = x.reshape(x.shape[:-1])
+        if num_classes is None:
+            raise ValueError("to_categorical: give num_classes for a tensor")
+        return _tensor.one_hot(np.asarray(x).astype(np.int64), num_classes)
+    a = np.array(x, dtype="int64")
+    input_shape = a.shape
+    if input_shape and input_shape[-1] == 1 and len(input_shape) > 1:
+        input_shape = tuple(input_shape[:-1])
+    a = a.reshape(-1)
+    if not num_classes:
+        num_classes = int(np.max(a)) + 1
+    categorical = np.zeros((a.shape[0], num_classes))
+    categorical[np.arange(a.shape[0]), a] = 1
+    return np.reshape(categorical, input_shape + (num_classes,))
+
+
+def normalize(x: Any, axis: int = -1, order: int = 2) -> Any:
+    """Keras's normalize: x divided by its `order`-norm along `axis` (a zero norm left as 1)."""
+    a = np.asarray(x)
+    norm = np.atleast_1d(np.linalg.norm(a, order, axis))
+    norm[norm == 0] = 1
+    return a / np.expand_dims(norm, axis or -1)
+
+
+def plot_model(
+    model: Any,
+    to_file: str = "model.png",
+    show_shapes: bool = False,
+    show_dtype: bool = False,
+    show_layer_names: bool = False,
+    rankdir: str = "TB",
+    expand_nested: bool = False,
+    dpi: int = 200,
+    show_layer_activations: bool = False,
+    show_trainable: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Keras's plot_model through pydot and Graphviz: one box per layer, top to bottom, written
+    to `to_file` (its suffix is the format). Without pydot or Graphviz's `dot`, one line on
+    stderr says so and nothing is written (Keras raises ImportError there; a script goes on)."""
+    try:
+        import pydot  # type: ignore[import-not-found]
+    except ImportError:
+        pydot = None
+    if pydot is None:
+        print(
+            "plot_model: nothing drawn: you must install pydot (`pip install pydot`) and "
+            "graphviz (https://graphviz.gitlab.io/download/) for `plot_model` to work.",
+            file=sys.stderr,
+        )
+        return None
+    dot = pydot.Dot()
+    dot.set("rankdir", rankdir)
+    dot.set("concentrate", True)
+    dot.set("dpi", dpi)
+    dot.set_node_defaults(shape="record")
+    previous = None
+    for i, layer in enumerate(model.layers):
+        label = type(layer).__name__
+        if show_layer_names:
+            label = f"{layer.name} ({label})"
+        if show_layer_activations and getattr(layer, "activation", None):
+            label += f"\\nactivation: {layer.activation}"
+        if show_shapes and getattr(layer, "output_shape", None) is not None:
+            label += f"\\noutput shape: {layer.output_shape}"
+        node = pydot.Node(str(i), label=label)
+        dot.add_node(node)
+        if previous is not None:
+            dot.add_edge(pydot.Edge(previous, str(i)))
+        previous = str(i)
+    extension = os.path.splitext(to_file)[1][1:] or "png"
+    try:
+        dot.write(to_file, format=extension)
+    except Exception as e:  # noqa: BLE001  (pydot raises plain exceptions when dot is missing)
+        print(
+            f"plot_model: nothing drawn: graphviz's `dot` failed ({e}); install graphviz "
+            "(https://graphviz.gitlab.io/download/) for `plot_model` to work.",
+            file=sys.stderr,
+        )
+        return None
+    return None
+
+
 def __getattr__(name: str) -> Any:
-    raise unsupported_attribute("keras.utils", name, "set_random_seed")
+    raise unsupported_attribute(
+        "keras.utils", name, "set_random_seed, to_categorical, normalize and plot_model"
+    )
 
 
-__all__ = ["set_random_seed"]
+__all__ = ["set_random_seed", "to_categorical", "normalize", "plot_model"]
