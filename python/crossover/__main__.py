@@ -14,6 +14,7 @@ exit status and traceback are Python's."""
 import os
 import runpy
 import sys
+import textwrap
 import traceback
 import types
 from typing import Optional
@@ -32,6 +33,8 @@ def _public(module: types.ModuleType) -> list[str]:
     names = getattr(module, "__all__", None)
     if names is None:
         names = [n for n in vars(module) if not n.startswith("_")]
+        names = [n for n in names if getattr(getattr(module, n), "__module__", "") != "typing"]
+    names = [n for n in names if not n.startswith("__")]
     return sorted(set(names), key=lambda n: (n[0].islower(), n.lower()))
 
 
@@ -61,13 +64,19 @@ def supported_text() -> str:
         if id(module) in seen and title.startswith(("keras.", "tf.")):
             continue
         seen.add(id(module))
-        names = [
-            n for n in _public(module) if not isinstance(getattr(module, n, None), types.ModuleType)
-        ]
+        names = []
+        for n in _public(module):
+            value = getattr(module, n, None)
+            if isinstance(value, types.SimpleNamespace):  # tf.config.experimental, threading
+                names += [f"{n}.{m}" for m in sorted(vars(value))]
+            else:
+                names.append(n)
         if not names:
             continue
         lines.append(f"{title}:")
-        lines.append("    " + ", ".join(names))
+        lines += textwrap.wrap(
+            ", ".join(names), width=100, initial_indent="    ", subsequent_indent="    "
+        )
     return "\n".join(lines)
 
 

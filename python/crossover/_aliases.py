@@ -42,9 +42,9 @@ def _announce(fullname: str) -> None:
     from .keras import __version__ as keras_version
 
     print(
-        f"crossover: importing {fullname.split('.')[0]} (and tensorflow, keras) as crossover "
-        f"{__crossover_version__}, which implements the TensorFlow {__version__} / Keras "
-        f"{keras_version} API it lists in `python -m crossover --supported`",
+        f"crossover: tensorflow and keras are crossover {__crossover_version__} here (the "
+        f"TensorFlow {__version__} / Keras {keras_version} API it implements; `python -m "
+        f"crossover --supported` lists what it runs)",
         file=sys.stderr,
         flush=True,
     )
