@@ -489,3 +489,28 @@ def test_steps_per_epoch_of_one_pass_is_taken_and_another_refused():
     assert len(model.fit(x, y, batch_size=16, steps_per_epoch=4, verbose=0).epoch) == 1
     with pytest.raises(ValueError, match="steps_per_epoch=3 is not supported"):
         model.fit(x, y, batch_size=16, steps_per_epoch=3, verbose=0)
+
+
+def test_sample_and_class_weights_are_refused_clearly_not_by_numpy():
+    x = np.zeros((8, 4), np.float32)
+    y = np.zeros(8, np.int64)
+    model = small()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    with pytest.raises(
+        ValueError, match=r"sample_weight=<ndarray of shape \(8,\)> is not supported \(yet\)"
+    ):
+        model.fit(x, y, sample_weight=np.ones(8), verbose=0)
+    with pytest.raises(ValueError, match=r"class_weight=\{0: 1.0\} is not supported \(yet\)"):
+        model.fit(x, y, class_weight={0: 1.0}, verbose=0)
+
+
+def test_keras_ops_have_numpy_semantics_as_keras_s():
+    x = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
+    assert keras.ops.argmax(x).numpy() == 3  # flattened, unlike tf.argmax
+    assert keras.ops.argmax(x, axis=1).numpy().tolist() == [1, 0]
+    assert keras.ops.argmax(x, axis=1).dtype == np.int32
+    assert keras.ops.sum(x, axis=0).numpy().tolist() == [8, 5, 5]
+    assert type(keras.ops.convert_to_numpy(keras.ops.softmax(x))) is np.ndarray
+    assert keras.ops.shape(x) == (2, 3)
+    model = small()
+    assert len(model.trainable_variables) == 2 and model.non_trainable_variables == []

@@ -7,7 +7,7 @@ from crossover import keras        # in place of: import keras
 from typing import Any
 
 from . import activations, backend, callbacks, layers, models, optimizers
-from . import datasets, losses, metrics, utils  # api block
+from . import datasets, losses, metrics, ops, utils  # api block
 from . import config, mixed_precision  # dtype policies
 from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
 from ._args import unsupported_attribute
@@ -34,7 +34,7 @@ __all__ += [
     "Sequential",
 ]
 __all__ += ["History"]
-__all__ += ["datasets", "losses", "metrics", "utils"]
+__all__ += ["datasets", "losses", "metrics", "ops", "utils"]
 __all__ += ["config", "mixed_precision", "dtype_policies", "DTypePolicy"]
 
 

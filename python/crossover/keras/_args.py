@@ -2,6 +2,8 @@
 
 from typing import Any, Mapping
 
+import numpy as np
+
 # Where a pip user reads what is supported (every "not supported (yet)" message ends with it).
 SEE_SUPPORTED = "see help(crossover) or `python -m crossover --supported` for what is supported"
 
@@ -17,11 +19,30 @@ def reject_unsupported(owner: str, **given: tuple[Any, Any]) -> None:
 
     Each keyword maps an argument name to (value, default)."""
     for name, (value, default) in given.items():
-        if value is not default and value != default:
+        if _differs(value, default):
             raise ValueError(
-                f"{owner}: argument {name}={value!r} is not supported by crossover "
+                f"{owner}: argument {name}={_shown(value)} is not supported (yet) by crossover "
                 f"(only {name}={default!r}); {SEE_SUPPORTED}"
             )
+
+
+def _shown(value: Any) -> str:
+    try:
+        if np.ndim(value) > 0:  # an array, not its values
+            return f"<{type(value).__name__} of shape {np.shape(value)}>"
+    except ValueError:
+        pass
+    return repr(value)
+
+
+def _differs(value: Any, default: Any) -> bool:
+    """Whether an argument is not at its default (an array given for a None default is)."""
+    if value is default:
+        return False
+    try:
+        return bool(value != default)
+    except (TypeError, ValueError):  # an array: its != is elementwise
+        return True
 
 
 def unsupported_attribute(where: str, name: str, supported: str) -> AttributeError:

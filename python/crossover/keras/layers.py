@@ -133,6 +133,14 @@ class Layer(mixed_precision.HasDTypePolicy):
         return [w for w, (_, t) in zip(self.weights, kinds) if t]
 
     @property
+    def trainable_variables(self) -> list[_tensor.Tensor]:
+        return self.trainable_weights
+
+    @property
+    def non_trainable_variables(self) -> list[_tensor.Tensor]:
+        return self.non_trainable_weights
+
+    @property
     def non_trainable_weights(self) -> list[_tensor.Tensor]:
         kinds = self._weight_kinds()
         return [w for w, (_, t) in zip(self.weights, kinds) if not t]

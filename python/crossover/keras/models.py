@@ -608,6 +608,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
     def non_trainable_weights(self) -> list[_tensor.Tensor]:
         return [w for layer in self.layers for w in layer.non_trainable_weights]
 
+    @property
+    def trainable_variables(self) -> list[_tensor.Tensor]:
+        return self.trainable_weights
+
+    @property
+    def non_trainable_variables(self) -> list[_tensor.Tensor]:
+        return self.non_trainable_weights
+
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         return [k for layer in self._leaves() for k in layer._weight_kinds()]
 

@@ -1,0 +1,179 @@
+"""keras.ops: the numpy-like ops Keras 3 scripts apply to predictions (numpy's semantics, as
+Keras's ops have them: `argmax` over the flattened array when no axis is given), on tensors
+computed by numpy."""
+
+from typing import Any
+
+import numpy as np
+
+from .. import _tensor
+from .._tensor import one_hot as _tf_one_hot
+from ._args import unsupported_attribute
+
+
+def _a(x: Any) -> np.ndarray:
+    return _tensor.convert_to_tensor(x).view(np.ndarray)
+
+
+def convert_to_tensor(x: Any, dtype: Any = None, sparse: Any = None) -> _tensor.Tensor:
+    return _tensor.convert_to_tensor(x, dtype)
+
+
+def convert_to_numpy(x: Any) -> np.ndarray:
+    return np.array(_tensor._plain(x))
+
+
+def cast(x: Any, dtype: Any) -> _tensor.Tensor:
+    return _tensor.cast(x, dtype)
+
+
+def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> _tensor.Tensor:
+    """Keras's: int32, over the flattened array when axis is None."""
+    return _tensor.tensor(np.argmax(_a(x), axis=axis, keepdims=keepdims).astype(np.int32))
+
+
+def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> _tensor.Tensor:
+    return _tensor.tensor(np.argmin(_a(x), axis=axis, keepdims=keepdims).astype(np.int32))
+
+
+def _reduction(f: Any) -> Any:
+    def op(x: Any, axis: Any = None, keepdims: bool = False) -> _tensor.Tensor:
+        return _tensor.tensor(f(_a(x), axis=_tensor._axis(axis), keepdims=keepdims))
+
+    op.__name__ = f.__name__.replace("amax", "max").replace("amin", "min")
+    return op
+
+
+sum, mean, max, min, prod = (_reduction(f) for f in (np.sum, np.mean, np.max, np.min, np.prod))
+
+
+def softmax(x: Any, axis: int = -1) -> _tensor.Tensor:
+    return _tensor.softmax(x, axis=axis)
+
+
+def sigmoid(x: Any) -> _tensor.Tensor:
+    return _tensor.sigmoid(x)
+
+
+def relu(x: Any) -> _tensor.Tensor:
+    return _tensor.relu(x)
+
+
+def one_hot(x: Any, num_classes: int, axis: int = -1, dtype: Any = None) -> _tensor.Tensor:
+    return _tf_one_hot(x, num_classes, axis=axis, dtype=dtype)
+
+
+def _unary(f: Any) -> Any:
+    def op(x: Any) -> _tensor.Tensor:
+        return _tensor.tensor(f(_a(x)))
+
+    op.__name__ = f.__name__
+    return op
+
+
+exp, log, sqrt, square, abs, round, floor, ceil = (
+    _unary(f) for f in (np.exp, np.log, np.sqrt, np.square, np.abs, np.round, np.floor, np.ceil)
+)
+
+
+def _binary(f: Any) -> Any:
+    def op(x1: Any, x2: Any) -> _tensor.Tensor:
+        return _tensor.tensor(f(_a(x1), _a(x2)))
+
+    op.__name__ = f.__name__
+    return op
+
+
+add, subtract, multiply, divide, equal, not_equal, maximum, minimum, matmul = (
+    _binary(f)
+    for f in (
+        np.add,
+        np.subtract,
+        np.multiply,
+        np.true_divide,
+        np.equal,
+        np.not_equal,
+        np.maximum,
+        np.minimum,
+        np.matmul,
+    )
+)
+
+
+def reshape(x: Any, newshape: Any) -> _tensor.Tensor:
+    return _tensor.tensor(np.reshape(_a(x), newshape))
+
+
+def expand_dims(x: Any, axis: int) -> _tensor.Tensor:
+    return _tensor.tensor(np.expand_dims(_a(x), axis))
+
+
+def squeeze(x: Any, axis: Any = None) -> _tensor.Tensor:
+    return _tensor.tensor(np.squeeze(_a(x), axis=axis))
+
+
+def stack(x: Any, axis: int = 0) -> _tensor.Tensor:
+    return _tensor.tensor(np.stack([_a(v) for v in x], axis=axis))
+
+
+def concatenate(xs: Any, axis: int = 0) -> _tensor.Tensor:
+    return _tensor.tensor(np.concatenate([_a(v) for v in xs], axis=axis))
+
+
+def zeros(shape: Any, dtype: Any = "float32") -> _tensor.Tensor:
+    return _tensor.tensor(np.zeros(shape, _tensor.as_dtype(dtype)))
+
+
+def ones(shape: Any, dtype: Any = "float32") -> _tensor.Tensor:
+    return _tensor.tensor(np.ones(shape, _tensor.as_dtype(dtype)))
+
+
+def shape(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(_tensor._plain(x)))
+
+
+def __getattr__(name: str) -> Any:
+    raise unsupported_attribute("keras.ops", name, ", ".join(__all__))
+
+
+__all__ = [
+    "convert_to_tensor",
+    "convert_to_numpy",
+    "cast",
+    "argmax",
+    "argmin",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "prod",
+    "softmax",
+    "sigmoid",
+    "relu",
+    "one_hot",
+    "exp",
+    "log",
+    "sqrt",
+    "square",
+    "abs",
+    "round",
+    "floor",
+    "ceil",
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "equal",
+    "not_equal",
+    "maximum",
+    "minimum",
+    "matmul",
+    "reshape",
+    "expand_dims",
+    "squeeze",
+    "stack",
+    "concatenate",
+    "zeros",
+    "ones",
+    "shape",
+]
