@@ -514,3 +514,46 @@ def test_keras_ops_have_numpy_semantics_as_keras_s():
     assert keras.ops.shape(x) == (2, 3)
     model = small()
     assert len(model.trainable_variables) == 2 and model.non_trainable_variables == []
+
+
+def test_plot_model_draws_one_box_per_layer_through_pydot(monkeypatch, tmp_path):
+    """With pydot there (a stand-in recording what plot_model asks of it): one node per layer,
+    chained by edges, written in the format of the file's suffix."""
+    import sys
+    import types
+
+    drawn = {"nodes": [], "edges": [], "written": None}
+
+    class Dot:
+        def set(self, *args):
+            pass
+
+        def set_node_defaults(self, **kwargs):
+            pass
+
+        def add_node(self, node):
+            drawn["nodes"].append(node.label)
+
+        def add_edge(self, edge):
+            drawn["edges"].append(edge.ends)
+
+        def write(self, path, format):
+            drawn["written"] = (path, format)
+
+    class Node:
+        def __init__(self, name, label):
+            self.label = label
+
+    class Edge:
+        def __init__(self, a, b):
+            self.ends = (a, b)
+
+    monkeypatch.setitem(sys.modules, "pydot", types.SimpleNamespace(Dot=Dot, Node=Node, Edge=Edge))
+    model = small()
+    keras.utils.plot_model(model, to_file=str(tmp_path / "m.svg"), show_layer_names=True)
+    assert drawn["nodes"] == ["dense (Dense)"]
+    model2 = keras.Sequential([keras.Input(shape=(4,)), layers.Dense(2), layers.Softmax()])
+    drawn["nodes"].clear()
+    keras.utils.plot_model(model2, to_file=str(tmp_path / "m.png"))
+    assert drawn["nodes"] == ["Dense", "Softmax"] and drawn["edges"] == [("0", "1")]
+    assert drawn["written"] == (str(tmp_path / "m.png"), "png")
