@@ -151,6 +151,44 @@ __all__ += [
     "zeros",
 ]
 
+# What scripts call to quiet TensorFlow's own logging: TensorFlow's Python logger (crossover logs
+# nothing through it), and set_verbosity calls that set its level.
+import logging as _logging  # noqa: E402
+from .keras._args import Namespace as _Namespace  # noqa: E402
+
+
+def get_logger() -> _logging.Logger:
+    """tf.get_logger(): the Python logger named "tensorflow", as TensorFlow's."""
+    return _logging.getLogger("tensorflow")
+
+
+def executing_eagerly() -> bool:
+    """True: crossover runs no graphs (the training step is compiled C++)."""
+    return True
+
+
+def _set_verbosity(level: int, alsologtostdout: bool = False) -> None:
+    get_logger().setLevel(level)
+
+
+autograph = _Namespace("autograph", set_verbosity=_set_verbosity)
+compat = _Namespace(
+    "compat",
+    v1=_Namespace(
+        "compat.v1",
+        logging=_Namespace(
+            "compat.v1.logging",
+            set_verbosity=_set_verbosity,
+            DEBUG=_logging.DEBUG,
+            INFO=_logging.INFO,
+            WARN=_logging.WARN,
+            ERROR=_logging.ERROR,
+            FATAL=_logging.FATAL,
+        ),
+    ),
+)
+__all__ += ["get_logger", "executing_eagerly", "autograph", "compat"]
+
 # TensorFlow names a Keras script reaches for next, and what crossover has instead (api block).
 _NOT_TENSORFLOW = {
     "function": "tf.function: the training step is compiled C++ already",

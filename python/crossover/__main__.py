@@ -68,7 +68,7 @@ def supported_text() -> str:
         for n in _public(module):
             value = getattr(module, n, None)
             if isinstance(value, types.SimpleNamespace):  # tf.config.experimental, threading
-                names += [f"{n}.{m}" for m in sorted(vars(value))]
+                names += [f"{n}.{m}" for m in sorted(vars(value)) if not m.startswith("_")]
             else:
                 names.append(n)
         if not names:

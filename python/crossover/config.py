@@ -1,11 +1,10 @@
 """crossover.config: tf.config's device listing (see crossover.device)."""
 
-import types
 from typing import Any
 
 from . import _precision, _threads
 from ._device import PhysicalDevice, list_physical_devices
-from .keras._args import unsupported_attribute
+from .keras._args import Namespace, unsupported_attribute
 
 
 def _set_memory_growth(device: PhysicalDevice, enable: bool) -> None:
@@ -23,7 +22,8 @@ def _enable_op_determinism() -> None:
 
 
 # tf.config.experimental: what GPU-checking scripts call before training, and TF32 on a GPU.
-experimental = types.SimpleNamespace(
+experimental = Namespace(
+    "config.experimental",
     enable_op_determinism=_enable_op_determinism,
     list_physical_devices=list_physical_devices,
     set_memory_growth=_set_memory_growth,
@@ -39,7 +39,8 @@ def _set_inter_op_parallelism_threads(num_threads: int) -> None:
 
 
 # tf.config.threading: the CPU thread count (see crossover/_threads.py).
-threading = types.SimpleNamespace(
+threading = Namespace(
+    "config.threading",
     set_intra_op_parallelism_threads=_threads.set_intra_op_parallelism_threads,
     get_intra_op_parallelism_threads=_threads.get_intra_op_parallelism_threads,
     set_inter_op_parallelism_threads=_set_inter_op_parallelism_threads,

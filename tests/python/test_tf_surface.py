@@ -557,3 +557,13 @@ def test_plot_model_draws_one_box_per_layer_through_pydot(monkeypatch, tmp_path)
     keras.utils.plot_model(model2, to_file=str(tmp_path / "m.png"))
     assert drawn["nodes"] == ["Dense", "Softmax"] and drawn["edges"] == [("0", "1")]
     assert drawn["written"] == (str(tmp_path / "m.png"), "png")
+
+
+def test_the_logging_calls_scripts_make_to_quiet_tensorflow():
+    import logging
+
+    tf.get_logger().setLevel("ERROR")
+    assert tf.get_logger() is logging.getLogger("tensorflow")
+    tf.autograph.set_verbosity(0)
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
+    assert tf.get_logger().level == logging.ERROR and tf.executing_eagerly()

@@ -54,3 +54,15 @@ def test_dunder_lookups_stay_plain_attribute_errors():
     assert not hasattr(tf, "__wrapped__")
     model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
     assert not hasattr(model, "__array__")
+
+
+def test_a_missing_optimizer_says_it_is_not_in_the_engine():
+    with pytest.raises(AttributeError, match="Nadam is not supported \\(yet\\).*not in the engine"):
+        keras.optimizers.Nadam
+
+
+def test_a_name_missing_from_a_tensorflow_namespace_says_it_is_not_supported():
+    with pytest.raises(AttributeError, match="compat.v1.Session is not supported \\(yet\\)"):
+        tf.compat.v1.Session
+    with pytest.raises(AttributeError, match="config.experimental.set_visible_devices is not"):
+        tf.config.experimental.set_visible_devices

@@ -1,5 +1,6 @@
 """Keras's argument checks, shared by layers, optimizers and models."""
 
+import types
 from typing import Any, Mapping
 
 import numpy as np
@@ -24,6 +25,21 @@ def reject_unsupported(owner: str, **given: tuple[Any, Any]) -> None:
                 f"{owner}: argument {name}={_shown(value)} is not supported (yet) by crossover "
                 f"(only {name}={default!r}); {SEE_SUPPORTED}"
             )
+
+
+class Namespace(types.SimpleNamespace):
+    """A TensorFlow namespace that is not a module here (tf.config.experimental, tf.compat.v1):
+    a name it lacks is the "not supported (yet)" AttributeError, as a module's."""
+
+    def __init__(self, where: str, **names: Any) -> None:
+        super().__init__(**names)
+        object.__setattr__(self, "_where", where)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        public = ", ".join(sorted(n for n in vars(self) if not n.startswith("_")))
+        raise unsupported_attribute(self._where, name, public)
 
 
 def _shown(value: Any) -> str:

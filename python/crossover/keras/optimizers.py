@@ -337,3 +337,12 @@ def get(identifier: Any) -> "_core.Optimizer":
 
 
 __all__ = ["Variable", "Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "get", "schedules"]
+
+
+def __getattr__(name: str) -> Any:
+    from ._args import unsupported_attribute
+
+    what = "Adam, AdamW, SGD and RMSprop (and schedules.ExponentialDecay)"
+    if name in ("Adadelta", "Adagrad", "Nadam", "Adamax", "Ftrl", "Lion", "Adafactor", "Lamb"):
+        what += f"; {name} is not in the engine"
+    raise unsupported_attribute("keras.optimizers", name, what)
