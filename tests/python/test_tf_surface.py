@@ -567,3 +567,45 @@ def test_the_logging_calls_scripts_make_to_quiet_tensorflow():
     tf.autograph.set_verbosity(0)
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
     assert tf.get_logger().level == logging.ERROR and tf.executing_eagerly()
+
+
+_KERAS_SUMMARY = """\
+Model: "sequential"
+┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓
+┃ Layer (type)                    ┃ Output Shape           ┃       Param # ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩
+│ flatten (Flatten)               │ (None, 784)            │             0 │
+├─────────────────────────────────┼────────────────────────┼───────────────┤
+│ dense (Dense)                   │ (None, 128)            │       100,480 │
+├─────────────────────────────────┼────────────────────────┼───────────────┤
+│ dropout (Dropout)               │ (None, 128)            │             0 │
+├─────────────────────────────────┼────────────────────────┼───────────────┤
+│ dense_1 (Dense)                 │ (None, 10)             │         1,290 │
+└─────────────────────────────────┴────────────────────────┴───────────────┘
+ Total params: 101,770 (397.54 KB)
+ Trainable params: 101,770 (397.54 KB)
+ Non-trainable params: 0 (0.00 B)"""
+
+
+def test_summary_is_keras_3s_table_for_the_quickstart_model():
+    """The text Keras 3 prints for the TensorFlow quickstart's model outside a terminal (76
+    columns); after training Adam's variables (2 per weight + 2) are counted too."""
+    model = keras.Sequential(
+        [
+            layers.Flatten(input_shape=(28, 28)),
+            layers.Dense(128, activation="relu"),
+            layers.Dropout(0.2),
+            layers.Dense(10, activation="softmax"),
+        ]
+    )
+    lines = []
+    model.summary(line_length=76, print_fn=lines.append)
+    assert lines == [_KERAS_SUMMARY]
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(np.zeros((4, 28, 28), np.float32), np.zeros(4), epochs=1, verbose=0)
+    lines.clear()
+    model.summary(line_length=76, print_fn=lines.append)
+    assert lines[0].endswith(
+        " Total params: 305,312 (1.16 MB)\n Trainable params: 101,770 (397.54 KB)\n"
+        " Non-trainable params: 0 (0.00 B)\n Optimizer params: 203,542 (795.09 KB)"
+    )

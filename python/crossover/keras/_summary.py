@@ -1,15 +1,38 @@
 """Sequential.summary() as Keras 3 prints it for a Sequential model (keras/src/utils/
 summary_utils.py, through rich): a heavy-headed box table of the layers (no InputLayer row), each
 with its output shape and parameter count (thousands separated), then the totals with their
-float32 sizes, and the optimizer's variables once it has trained. The layout is the one Keras
-prints when the output is not a terminal (76 columns: rich's table of 33, 24 and 15)."""
+float32 sizes, and the optimizer's variables once it has trained. The layout is Keras's: a line
+of min(88, terminal columns - 4) (76 when the output is not a terminal), cut at 45% and 80%,
+then narrowed as rich narrows a table of fixed columns wider than its line (ratio_reduce): 33,
+24 and 15 columns (padding included) at 76, 38, 29 and 17 at 88; a cell too long is wrapped."""
 
 import math
-from typing import Any, Optional
+import shutil
+import textwrap
+from typing import Any, Optional, Sequence
 
 from . import layers as L
 
-_WIDTHS = (33, 24, 15)  # each column with its one space of padding either side
+
+def column_widths(line_length: Optional[int], positions: Optional[Sequence[float]]) -> list[int]:
+    """Each column's width, its one space of padding either side included."""
+    length = line_length or min(88, shutil.get_terminal_size().columns - 4)
+    widths, current = [], 0
+    for pos in positions or (0.45, 0.80, 1.0):
+        width = int(pos * length) - current
+        if width < 4:
+            raise ValueError("Insufficient console width to print summary.")
+        widths.append(width + 2)  # rich adds the cell's padding
+        current += width
+    excess = sum(widths) - (length - (len(widths) + 1))  # the line holds the borders too
+    if excess > 0:  # rich's ratio_reduce, equal ratios
+        remaining, ratio, out = excess, len(widths), []
+        for w in widths:
+            cut = min(w, round(remaining / ratio))
+            out.append(w - cut)
+            remaining, ratio = remaining - cut, ratio - 1
+        widths = out
+    return widths
 
 
 def _conv_size(size: int, window: int, stride: int, padding: str) -> int:
@@ -91,28 +114,40 @@ def _memory(count: int) -> str:
     return f"{size:.2f} PB"
 
 
-def _row(cells: list[str], left: str, middle: str, right: str) -> str:
-    out = []
-    for i, (cell, width) in enumerate(zip(cells, _WIDTHS)):
-        inner = width - 2
-        text = cell.rjust(inner) if i == 2 else cell.ljust(inner)
-        out.append(f" {text} ")
-    return left + middle.join(out) + right
+def _row(cells: list[str], widths: list[int], bar: str) -> list[str]:
+    """A row's lines: each cell wrapped to its column, the last column right-aligned."""
+    wrapped = [
+        textwrap.wrap(c, w - 2, break_on_hyphens=False) or [""] for c, w in zip(cells, widths)
+    ]
+    lines = []
+    for k in range(max(len(w) for w in wrapped)):
+        out = []
+        for i, (parts, width) in enumerate(zip(wrapped, widths)):
+            text = parts[k] if k < len(parts) else ""
+            out.append(" " + (text.rjust(width - 2) if i == 2 else text.ljust(width - 2)) + " ")
+        lines.append(bar + bar.join(out) + bar)
+    return lines
 
 
-def _rule(left: str, fill: str, middle: str, right: str) -> str:
-    return left + middle.join(fill * w for w in _WIDTHS) + right
+def _rule(widths: list[int], left: str, fill: str, middle: str, right: str) -> str:
+    return left + middle.join(fill * w for w in widths) + right
 
 
-def summary_text(model: Any, optimizer_params: Optional[int]) -> str:
+def summary_text(
+    model: Any,
+    optimizer_params: Optional[int],
+    line_length: Optional[int] = None,
+    positions: Optional[Sequence[float]] = None,
+) -> str:
     """The text Keras 3 prints for model.summary()."""
+    widths = column_widths(line_length, positions)
     shape: Optional[tuple[int, ...]] = None
     if model._input_shape is not None:
         shape = tuple(model._input_shape)
     lines = [f'Model: "{model.name}"']
-    lines.append(_rule("┏", "━", "┳", "┓"))
-    lines.append(_row(["Layer (type)", "Output Shape", "Param #"], "┃", "┃", "┃"))
-    lines.append(_rule("┡", "━", "╇", "┩"))
+    lines.append(_rule(widths, "┏", "━", "┳", "┓"))
+    lines += _row(["Layer (type)", "Output Shape", "Param #"], widths, "┃")
+    lines.append(_rule(widths, "┡", "━", "╇", "┩"))
     trainable = fixed = 0
     rows = []
     for layer in model.layers:
@@ -126,9 +161,9 @@ def summary_text(model: Any, optimizer_params: Optional[int]) -> str:
         rows.append([name, "(" + ", ".join(["None", *map(str, shape)]) + ")", f"{t + f:,}"])
     for i, row in enumerate(rows):
         if i:
-            lines.append(_rule("├", "─", "┼", "┤"))
-        lines.append(_row(row, "│", "│", "│"))
-    lines.append(_rule("└", "─", "┴", "┘"))
+            lines.append(_rule(widths, "├", "─", "┼", "┤"))
+        lines += _row(row, widths, "│")
+    lines.append(_rule(widths, "└", "─", "┴", "┘"))
     extra = optimizer_params or 0
     total = trainable + fixed + extra
     lines.append(f" Total params: {total:,} ({_memory(total)})")

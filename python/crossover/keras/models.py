@@ -552,7 +552,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             optimizer_params = _summary.optimizer_variable_count(
                 name, trainable, {k: getattr(opt, k, 0) for k in ("momentum", "centered")}
             )
-        text = _summary.summary_text(self, optimizer_params)
+        text = _summary.summary_text(self, optimizer_params, line_length, positions)
         (print_fn or print)(text)
 
     def build(self, input_shape: Any = None) -> None:
