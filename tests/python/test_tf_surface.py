@@ -609,3 +609,13 @@ def test_summary_is_keras_3s_table_for_the_quickstart_model():
         " Total params: 305,312 (1.16 MB)\n Trainable params: 101,770 (397.54 KB)\n"
         " Non-trainable params: 0 (0.00 B)\n Optimizer params: 203,542 (795.09 KB)"
     )
+
+
+def test_pop_removes_the_last_layer_and_output_shape_follows():
+    model = keras.Sequential([keras.Input(shape=(4,)), layers.Dense(3), layers.Dense(2)])
+    kernel = model.get_weights()[0]
+    assert model.output_shape == (None, 2)
+    last = model.pop()
+    assert last.name == "dense_1" and model.output_shape == (None, 3)
+    np.testing.assert_array_equal(model.get_weights()[0], kernel)
+    assert len(model.get_weights()) == 2

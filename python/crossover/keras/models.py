@@ -142,6 +142,29 @@ class Sequential(mixed_precision.HasDTypePolicy):
     def layers(self) -> list[Any]:
         return [l for l in self._layers if not isinstance(l, InputLayer)]
 
+    def pop(self, rebuild: bool = True) -> Any:
+        """Keras's pop: removes and returns the last layer (the others keep their weights)."""
+        if not self.layers:
+            raise TypeError("There are no layers in the model.")
+        self._stash_weights()
+        layer = self._layers.pop()
+        self._core = None
+        self._user_compiled = False
+        return layer
+
+    @property
+    def output_shape(self) -> Optional[tuple[Optional[int], ...]]:
+        """(None, ...) of the last layer's output, once the input shape is known."""
+        from . import _summary
+
+        shape = self._input_shape
+        if shape is None:
+            return None
+        out = tuple(shape)
+        for layer in self.layers:
+            out = _summary.output_shape(layer, out)
+        return (None, *out)
+
     def _leaves(self) -> list[Layer]:
         """The layers the engine runs: those of models used as layers in their place (an inner
         model's InputLayer only where it comes first)."""
