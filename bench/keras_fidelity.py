@@ -241,7 +241,7 @@ def main() -> int:
                 sys.executable,
                 "-c",
                 "import json, keras, tensorflow as tf, crossover; print(json.dumps([tf.__version__,"
-                " keras.__version__, getattr(crossover, '__version__', '?')]))",
+                " keras.__version__, getattr(crossover, '__crossover_version__', '?')]))",
             ],
             env=dict(env, KERAS_BACKEND="tensorflow"),
             capture_output=True,

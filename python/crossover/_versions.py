@@ -8,7 +8,10 @@ from importlib.metadata import version as _distribution_version
 TENSORFLOW_VERSION = "2.21.0"
 KERAS_VERSION = "3.15.1"
 
-try:
-    CROSSOVER_VERSION = _distribution_version("crossover")
-except PackageNotFoundError:  # imported from a source tree
-    CROSSOVER_VERSION = "unknown"
+try:  # the build tree (build/python): python/CMakeLists.txt writes project()'s VERSION there
+    from ._build_version import VERSION as CROSSOVER_VERSION
+except ImportError:
+    try:  # an installed package: its metadata
+        CROSSOVER_VERSION = _distribution_version("crossover")
+    except PackageNotFoundError:  # imported from the source tree itself
+        CROSSOVER_VERSION = "unknown"

@@ -36,6 +36,18 @@ def test_versions_are_the_apis_crossover_implements_and_its_own_stays_available(
     assert not callable(tf.version)  # importlib's version() no longer leaks in
 
 
+def test_crossover_version_is_the_projects_in_the_build_tree_and_installed():
+    """project()'s VERSION in CMakeLists.txt: the build tree's _build_version.py, or an installed
+    package's metadata (made from the same line), never "unknown"."""
+    import re
+    from pathlib import Path
+
+    cmake = (Path(__file__).resolve().parents[2] / "CMakeLists.txt").read_text()
+    declared = re.search(r"project\(crossover VERSION ([0-9.]+)", cmake)
+    assert declared is not None
+    assert crossover.__crossover_version__ == declared.group(1)
+
+
 # --- keras.backend, keras.config, tf.config ---------------------------------------------------
 def test_backend_settings_keras_reports():
     assert keras.backend.image_data_format() == "channels_last"
