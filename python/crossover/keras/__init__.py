@@ -9,6 +9,7 @@ from typing import Any
 from . import activations, backend, callbacks, layers, models, optimizers
 from . import datasets, losses, metrics, ops, utils  # api block
 from . import config, mixed_precision  # dtype policies
+from . import saving  # .keras archives: saving.load_model, saving.save_model
 from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
 from ._args import unsupported_attribute
 from .layers import Input
@@ -36,6 +37,7 @@ __all__ += [
 __all__ += ["History"]
 __all__ += ["datasets", "losses", "metrics", "ops", "utils"]
 __all__ += ["config", "mixed_precision", "dtype_policies", "DTypePolicy"]
+__all__ += ["saving"]
 
 
 def __getattr__(name: str) -> Any:
@@ -45,5 +47,5 @@ def __getattr__(name: str) -> Any:
         "keras",
         name,
         "Sequential models (layers, models, optimizers, callbacks, losses, metrics, datasets, "
-        "utils, mixed_precision, config)",
+        "utils, mixed_precision, config, saving)",
     )

@@ -1,5 +1,5 @@
-"""Keras's callbacks on crossover: Callback, History, EarlyStopping, ModelCheckpoint,
-LearningRateScheduler and ReduceLROnPlateau.
+"""Keras's callbacks on crossover: Callback, History, EarlyStopping, ModelCheckpoint (weights, or
+the whole model as a `.keras` archive), LearningRateScheduler and ReduceLROnPlateau.
 
 fit's loop runs in the library (C++); between epochs it calls one CallbackList (below), which
 calls each callback's hooks in order with Keras's `logs` dict, as Keras's CallbackList does.
@@ -12,7 +12,10 @@ import collections.abc
 import csv
 import functools
 import os
+import shutil
 import sys
+import tempfile
+import weakref
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -354,11 +357,29 @@ class CSVLogger(Callback):
         self.writer = None
 
 
+class _Renaming:
+    """sys.stdout while the library's ModelCheckpoint runs for a `.keras` path: its messages name
+    the weights file it wrote; the user's path is what Keras prints."""
+
+    def __init__(self, out: Any, old: str, new: str) -> None:
+        self._out, self._old, self._new = out, old, new
+
+    def write(self, text: str) -> Any:
+        return self._out.write(text.replace(self._old, self._new))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
+
+
 class ModelCheckpoint(_LibraryCallback):
-    """keras.callbacks.ModelCheckpoint with save_weights_only=True: the weights at the end of each
-    epoch (or only the best, with save_best_only), to `filepath`, which may hold `{epoch:02d}` and
-    the logs' values (`{val_loss:.2f}`) as in Keras. The suffix names the format: the ones the
-    library writes (_core.checkpoint_suffixes(): .weights.h5, .safetensors)."""
+    """keras.callbacks.ModelCheckpoint: the model at the end of each epoch (or only the best,
+    with save_best_only) to `filepath`, which may hold `{epoch:02d}` and the logs' values
+    (`{val_loss:.2f}`) as in Keras. A `.keras` path (save_weights_only=False, Keras's default)
+    is Keras 3's whole-model archive, as model.save writes it; with save_weights_only=True the
+    suffix names the weight format: the ones the library writes (_core.checkpoint_suffixes():
+    .weights.h5, .safetensors). Deciding, the messages and the weights file are the library's
+    callback in both cases; for `.keras` it writes the weights to a private folder and this class
+    puts them in the archive (saving.write_archive) at the path Keras's rule formats."""
 
     def __init__(
         self,
@@ -371,6 +392,8 @@ class ModelCheckpoint(_LibraryCallback):
         save_freq: Any = "epoch",
         initial_value_threshold: Optional[float] = None,
     ) -> None:
+        from . import saving
+
         super().__init__()
         reject_unsupported(
             "ModelCheckpoint",
@@ -379,24 +402,34 @@ class ModelCheckpoint(_LibraryCallback):
         )
         self.filepath = os.fspath(filepath)
         suffixes = list(_core.checkpoint_suffixes())
-        if not save_weights_only:
-            raise ValueError(
-                "ModelCheckpoint: crossover saves weights only (there is no model.save): give "
-                f"save_weights_only=True and a filepath ending in {' or '.join(suffixes)}, got "
-                f"filepath={self.filepath!r}"
-            )
-        if not any(self.filepath.endswith(s) for s in suffixes):
-            raise ValueError(
-                f"ModelCheckpoint: the filepath must end in {' or '.join(suffixes)} (the weight "
-                f"formats crossover writes), got filepath={self.filepath!r}"
-            )
+        if save_weights_only:
+            if not any(self.filepath.endswith(s) for s in suffixes):
+                raise ValueError(
+                    f"ModelCheckpoint: with save_weights_only=True the filepath must end in "
+                    f"{' or '.join(suffixes)} (the weight formats crossover writes), got "
+                    f"filepath={self.filepath!r}"
+                )
+        else:
+            saving._refuse_legacy_h5(self.filepath, "ModelCheckpoint")
+            if not self.filepath.endswith(".keras"):
+                raise ValueError(
+                    "ModelCheckpoint: the filepath provided must end in `.keras` (Keras model "
+                    f"format), or give save_weights_only=True for {' or '.join(suffixes)}. "
+                    f"Received: filepath={self.filepath}"
+                )
         self.monitor = monitor
         self.verbose = verbose
         self.save_best_only = save_best_only
         self.save_weights_only = save_weights_only
         self.mode = _mode(mode, "ModelCheckpoint")
+        self._staged: Optional[str] = None  # where the library writes a .keras path's weights
+        library_path = self.filepath
+        if not save_weights_only:
+            staging = tempfile.mkdtemp(prefix="crossover-checkpoint-")
+            weakref.finalize(self, shutil.rmtree, staging, True)
+            self._staged = library_path = os.path.join(staging, saving.WEIGHTS_MEMBER)
         self._core = _core.ModelCheckpoint(
-            self.filepath, monitor, bool(save_best_only), mode, verbose > 0
+            library_path, monitor, bool(save_best_only), mode, verbose > 0
         )
 
     def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
@@ -404,6 +437,41 @@ class ModelCheckpoint(_LibraryCallback):
         if folder and "{" not in folder:
             os.makedirs(folder, exist_ok=True)  # as Keras makes it
         super().on_train_begin(logs)
+
+    def _file_path(self, epoch: int, logs: Optional[dict[str, float]]) -> str:
+        """Keras 3's _get_file_path: the filepath formatted with the epoch (from 1) and logs."""
+        try:
+            return self.filepath.format(epoch=epoch + 1, **(logs or {}))
+        except KeyError as e:
+            raise KeyError(
+                f'Failed to format this callback filepath: "{self.filepath}". Reason: {e}'
+            ) from None
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        staged = self._staged
+        if staged is None:
+            super().on_epoch_end(epoch, logs)
+            return
+        from . import saving
+
+        path = self._file_path(epoch, logs)
+        out = sys.stdout
+        if out is not None:
+            sys.stdout = _Renaming(out, staged, path)  # type: ignore[assignment]
+        try:
+            super().on_epoch_end(epoch, logs)
+            if os.path.exists(staged):  # the library decided to save
+                folder = os.path.dirname(path)
+                if folder:
+                    os.makedirs(folder, exist_ok=True)
+                saving.write_archive(
+                    self.model, path, lambda p: shutil.move(staged, p), "ModelCheckpoint"
+                )
+        finally:
+            if out is not None:
+                sys.stdout = out
+            if os.path.exists(staged):
+                os.unlink(staged)
 
 
 def _next_learning_rate(

@@ -709,6 +709,13 @@ class Sequential(mixed_precision.HasDTypePolicy):
         """Keras 3's model JSON; keyword arguments go to json.dumps."""
         return saving.to_json(self, **kwargs)
 
+    def save(
+        self, filepath: Any, overwrite: bool = True, zipped: Any = None, **kwargs: Any
+    ) -> None:
+        """Keras 3's `.keras` archive: config.json (to_json's), model.weights.h5 (save_weights's)
+        and metadata.json; keras.models.load_model (crossover's or Keras's) reads it."""
+        saving.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+
     # --- what Keras has and crossover does not (api block) ----------------------------------
     def __getattr__(self, name: str) -> Any:
         if name in _UNSUPPORTED_METHODS:
@@ -720,8 +727,6 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
 
 _UNSUPPORTED_METHODS = {
-    "save": "a whole-model .keras (or .h5) archive is not written; save_weights() and "
-    "to_json() are the supported route",
     "export": "no SavedModel export",
     "train_on_batch": "training runs whole epochs in C++ (fit)",
     "test_on_batch": "use evaluate()",
@@ -738,11 +743,13 @@ def __getattr__(name: str) -> Any:
             f"{SEE_SUPPORTED}"
         )
     raise unsupported_attribute(
-        "keras.models", name, "Sequential (and model_from_json where supported)"
+        "keras.models", name, "Sequential, model_from_json, load_model and save_model"
     )
 
 
 model_from_json = saving.model_from_json
+load_model = saving.load_model
+save_model = saving.save_model
 
 
 def _place_of(layer: Layer) -> Any:
@@ -800,4 +807,4 @@ def set_layer_weights(layer: Layer, weights: list[Any]) -> None:
     layer._weights_in = place
 
 
-__all__ = ["Sequential", "History", "model_from_json"]
+__all__ = ["Sequential", "History", "model_from_json", "load_model", "save_model"]

@@ -1,13 +1,19 @@
-"""Keras's weight files and model JSON on crossover's library (nn/weights_io.h, nn/keras_h5.h,
-nn/model_config.h): Sequential.save_weights / load_weights / to_json and
-keras.models.model_from_json. The formats are the library's; this file maps Keras's arguments."""
+"""Keras's weight files, model JSON and `.keras` archives on crossover's library
+(nn/weights_io.h, nn/keras_h5.h, nn/model_config.h): Sequential.save_weights / load_weights /
+to_json / save, keras.models.model_from_json and load_model. The weight and JSON formats are the
+library's; a `.keras` archive is Keras 3's zip of those two (saving_lib's layout), made here."""
 
+import datetime
 import json
 import os
-from typing import TYPE_CHECKING, Any, Optional
+import shutil
+import tempfile
+import zipfile
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import _core
-from ._args import reject_unsupported
+from .._versions import KERAS_VERSION
+from ._args import SEE_SUPPORTED, reject_unsupported, unsupported_attribute
 from . import layers as layers_module
 
 if TYPE_CHECKING:
@@ -121,19 +127,256 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
 
+def _sequential_from_json(text: str, where: str) -> "Sequential":
+    from .models import Sequential
+
+    core = _core.model_from_json(text, where)
+    return Sequential([_layer_from_core(l) for l in core.layers], name=core.name)
+
+
 def model_from_json(json_string: str, custom_objects: Optional[dict[str, Any]] = None) -> Any:
     """keras.models.model_from_json: a Sequential model (uncompiled, as in Keras) from what
     Keras 3 or tf.keras 2 `to_json()` wrote. Layers crossover does not run (Conv2D, ...) and
     functional models are a ValueError naming the layer's class."""
-    from .models import Sequential
-
     reject_unsupported("model_from_json", custom_objects=(custom_objects or None, None))
     if not isinstance(json_string, (str, bytes, bytearray)):
         raise TypeError(f"model_from_json: give the JSON text, got {type(json_string).__name__}")
     if isinstance(json_string, (bytes, bytearray)):
         json_string = json_string.decode("utf-8")
-    core = _core.model_from_json(json_string, "model_from_json")
-    return Sequential([_layer_from_core(l) for l in core.layers], name=core.name)
+    return _sequential_from_json(json_string, "model_from_json")
 
 
-__all__ = ["save_weights", "load_weights", "to_json", "model_from_json"]
+# --- the .keras archive (Keras 3's saving_lib) ------------------------------------------------
+# A zip, members stored uncompressed, in Keras's order: metadata.json ({"keras_version",
+# "date_saved"}), config.json (the model's Keras 3 JSON: to_json's, with "compile_config": {}
+# for a model never compiled, as Keras writes it), model.weights.h5 (Keras 3's .weights.h5, the
+# library's writer: the same file save_weights writes).
+CONFIG_MEMBER = "config.json"
+METADATA_MEMBER = "metadata.json"
+WEIGHTS_MEMBER = "model.weights.h5"
+# Keras's guard against a zip member that unpacks to far more than it stores (CWE-409).
+_BOMB_FLOOR_BYTES = 1 << 32
+_BOMB_EXPANSION = 100
+
+
+def _refuse_legacy_h5(path: str, who: str) -> None:
+    """Keras 2's whole-model HDF5 (`model.save('m.h5')`, `load_model('m.h5')`): not written or
+    read here; the line names the `.keras` archive as the way."""
+    if path.endswith(".weights.h5"):
+        if who == "load_model":
+            raise ValueError(
+                f"load_model: {path}: a .weights.h5 file holds weights only: build the model "
+                "(or load_model a .keras archive) and call model.load_weights on it"
+            )
+        return
+    if path.endswith((".h5", ".hdf5")):
+        raise ValueError(
+            f"{who}: {path}: the legacy HDF5 whole-model format (.h5) is not supported (yet): "
+            "use Keras 3's .keras archive (model.save('model.keras'), "
+            "keras.models.load_model('model.keras')), or save_weights('model.weights.h5')"
+        )
+
+
+def archive_config(model: "Sequential") -> str:
+    """config.json: the model's Keras 3 JSON as Keras's saving_lib writes it."""
+    config = json.loads(to_json(model))
+    config.setdefault("compile_config", {})  # Keras 3.15 writes {} for a model never compiled
+    return json.dumps(config)
+
+
+def _metadata() -> str:
+    return json.dumps(
+        {
+            "keras_version": KERAS_VERSION,
+            "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+        }
+    )
+
+
+def write_archive(
+    model: "Sequential", path: str, weights: Callable[[str], None], who: str = "save"
+) -> None:
+    """Writes the `.keras` archive of `model` to `path` atomically: `weights(p)` puts the
+    weights file at p (a .weights.h5 in a temporary folder beside `path`), the archive is made
+    beside it, synced, and renamed over `path`. On any failure `path` is as it was and the
+    temporary folder is gone."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{who}: {path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{who}: {path} is a folder; give a file path ending in .keras")
+    config, metadata = archive_config(model), _metadata()
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".crossover-save-") as tmp:
+        weights_file = os.path.join(tmp, WEIGHTS_MEMBER)
+        weights(weights_file)
+        partial = os.path.join(tmp, "archive.keras")
+        with open(partial, "wb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
+                zf.writestr(METADATA_MEMBER, metadata)
+                zf.writestr(CONFIG_MEMBER, config)
+                zf.write(weights_file, WEIGHTS_MEMBER)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+
+
+def save_model(
+    model: "Sequential", filepath: Any, overwrite: bool = True, zipped: Any = None, **kwargs: Any
+) -> None:
+    """model.save / keras.saving.save_model: Keras 3's `.keras` archive (see write_archive)."""
+    from .models import Sequential
+
+    if not isinstance(model, Sequential):
+        raise TypeError(f"save_model: give a crossover.keras Sequential model, got {model!r}")
+    kwargs.pop("include_optimizer", None)  # Keras 3 ignores it for .keras too
+    save_format = kwargs.pop("save_format", None)
+    if kwargs:
+        raise ValueError(f"The following argument(s) are not supported: {list(kwargs.keys())}")
+    reject_unsupported("save", zipped=(zipped, None if zipped is None else True))
+    path = _path(filepath, "save")
+    _refuse_legacy_h5(path, "save")
+    if save_format and not path.endswith(".keras"):
+        raise ValueError(
+            "The `save_format` argument is deprecated in Keras 3. Please remove this argument "
+            f"and pass a file path with a `.keras` extension. Received: save_format={save_format}"
+        )
+    if not path.endswith(".keras"):
+        raise ValueError(
+            "Invalid filepath extension for saving. Please add a `.keras` extension for the "
+            "native Keras format (crossover writes no .h5 or SavedModel). "
+            f"Received: filepath={path}."
+        )
+    _require_built(model, "saving")
+    if not overwrite and os.path.exists(path):
+        raise ValueError(f"save: {path} exists and overwrite=False")
+    core = model._device_model()
+    write_archive(model, path, lambda p: _core.save_weights(core, p))
+
+
+def _read_member(zf: zipfile.ZipFile, name: str, path: str) -> bytes:
+    info = zf.getinfo(name)
+    if info.file_size > _BOMB_FLOOR_BYTES and info.file_size > _BOMB_EXPANSION * max(
+        info.compress_size, 1
+    ):
+        raise ValueError(
+            f"load_model: {path}: member {name} declares {info.file_size} bytes but stores "
+            f"{info.compress_size}: refusing a potential decompression bomb"
+        )
+    with zf.open(name) as f:
+        return f.read()
+
+
+# keras.* modules of the objects a compile_config names, as Keras serializes them.
+def _modules() -> dict[str, Any]:
+    from . import losses, metrics, optimizers, schedules
+
+    return {
+        "keras.optimizers": optimizers,
+        "keras.optimizers.schedules": schedules,
+        "keras.losses": losses,
+        "keras.metrics": metrics,
+    }
+
+
+def _deserialize(value: Any) -> Any:
+    """A value of a compile_config as Keras's deserialize_keras_object gives it: serialized
+    objects ({"module", "class_name", "config"}) become crossover's objects of that class (its
+    own "not supported (yet)" error for one it lacks), Keras's functions their names."""
+    if isinstance(value, list):
+        return [_deserialize(v) for v in value]
+    if not isinstance(value, dict) or "class_name" not in value:
+        return value
+    module_name, class_name = value.get("module"), value["class_name"]
+    config = value.get("config")
+    if class_name == "function" and isinstance(config, str):
+        return config  # keras.losses.sparse_categorical_crossentropy is saved by its name
+    module = _modules().get(module_name)
+    if module is None or not isinstance(config, dict):
+        raise ValueError(f"{module_name}.{class_name} is not supported (yet)")
+    cls = getattr(module, class_name)  # the module's "not supported (yet)" AttributeError
+    return cls(**{k: _deserialize(v) for k, v in config.items()})
+
+
+def _compile_from_config(model: "Sequential", compile_config: Any, path: str) -> None:
+    """Keras's compile_from_config: model.compile(**the deserialized compile_config)."""
+    try:
+        if not isinstance(compile_config, dict):
+            raise ValueError(f"compile_config is {type(compile_config).__name__}, not an object")
+        model.compile(**{k: _deserialize(v) for k, v in compile_config.items()})
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ValueError(
+            f"load_model: {path}: the compile settings in config.json are not supported: {e} "
+            "(load_model(path, compile=False) loads the model uncompiled)"
+        ) from None
+
+
+def load_model(
+    filepath: Any, custom_objects: Any = None, compile: bool = True, safe_mode: bool = True
+) -> "Sequential":
+    """keras.models.load_model / keras.saving.load_model: a Sequential model from a Keras 3
+    `.keras` archive (Keras's or crossover's): the layers from config.json, compiled with its
+    compile_config when there is one (and compile=True), the weights from model.weights.h5 (the
+    optimizer's state in it is not restored: training continues with a fresh one)."""
+    reject_unsupported("load_model", custom_objects=(custom_objects or None, None))
+    path = _path(filepath, "load_model")
+    _refuse_legacy_h5(path, "load_model")
+    if not path.endswith(".keras"):
+        raise ValueError(
+            f"load_model: {path}: File format not supported: crossover loads Keras 3 .keras "
+            "archives (model.save('model.keras'))"
+        )
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"File not found: filepath={path}. Please ensure the file is an accessible `.keras` "
+            "zip file."
+        )
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"load_model: {path}: not a .keras archive (the file is not a zip)")
+    try:
+        with zipfile.ZipFile(path) as zf, tempfile.TemporaryDirectory() as tmp:
+            names = zf.namelist()
+            for member in (CONFIG_MEMBER, WEIGHTS_MEMBER):
+                if member not in names:
+                    npz = " (model.weights.npz, Keras's weights_format='npz', is not read)"
+                    hint = npz if member == WEIGHTS_MEMBER and "model.weights.npz" in names else ""
+                    raise ValueError(
+                        f"load_model: {path}: the archive has no {member}{hint}; it is not a "
+                        "Keras 3 .keras file crossover reads"
+                    )
+            try:
+                config = json.loads(_read_member(zf, CONFIG_MEMBER, path).decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ValueError(f"load_model: {path}: config.json is not JSON: {e}") from None
+            class_name = config.get("class_name") if isinstance(config, dict) else None
+            if class_name != "Sequential":
+                raise ValueError(
+                    f"load_model: {path}: a model of class {class_name} is not supported (yet): "
+                    f"crossover loads Sequential models; {SEE_SUPPORTED}"
+                )
+            model = _sequential_from_json(json.dumps(config), f"{path}: config.json")
+            compile_config = config.get("compile_config")
+            if compile and compile_config:
+                _compile_from_config(model, compile_config, path)
+            weights_file = os.path.join(tmp, WEIGHTS_MEMBER)
+            if zf.getinfo(WEIGHTS_MEMBER).file_size > _BOMB_FLOOR_BYTES:
+                _read_member(zf, WEIGHTS_MEMBER, path)  # the guard only: raises for a bomb
+            with zf.open(WEIGHTS_MEMBER) as src, open(weights_file, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            try:
+                load_weights(model, weights_file)
+            except (ValueError, RuntimeError, OSError) as e:
+                message = str(e).replace(weights_file, f"{path}:{WEIGHTS_MEMBER}")
+                raise ValueError(f"load_model: {path}: {WEIGHTS_MEMBER}: {message}") from None
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"load_model: {path}: a damaged .keras archive: {e}") from None
+    return model
+
+
+# keras.saving's names (to_json and model_from_json here are the models' and keras.models').
+__all__ = ["save_model", "load_model", "save_weights", "load_weights"]
+
+
+def __getattr__(name: str) -> Any:
+    raise unsupported_attribute(
+        "keras.saving", name, "save_model and load_model (.keras archives of Sequential models)"
+    )
