@@ -1,0 +1,201 @@
+"""`.keras` archives both ways with Keras 3.15 itself: Keras saves an MLP and a small convnet and
+crossover loads them and predicts the same outputs; crossover saves them and Keras loads them and
+predicts the same. Keras runs in a subprocess with the peers' Python: $CROSSOVER_PEERS_PYTHON, else
+bench/peers/.venv/bin/python (scripts/install-peers puts TensorFlow 2.21 with Keras 3 there);
+without one, these tests are skipped with a message saying so."""
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crossover import keras
+from crossover.keras import layers
+
+REPO = Path(__file__).resolve().parents[2]
+TOLERANCE = 1e-5
+
+
+def peers_python() -> str:
+    given = os.environ.get("CROSSOVER_PEERS_PYTHON")
+    path = Path(given) if given else REPO / "bench" / "peers" / ".venv" / "bin" / "python"
+    if not path.is_file():
+        pytest.skip(
+            f"no Keras to compare with: {path} does not exist (set CROSSOVER_PEERS_PYTHON to a "
+            "Python with TensorFlow 2.21 and Keras 3, or run scripts/install-peers)"
+        )
+    return str(path)
+
+
+def run_keras(code: str, folder: Path) -> dict:
+    """Runs `code` with the peers' Python and Keras's TensorFlow backend on the CPU, in
+    `folder`; its last stdout line is JSON."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run(
+        [peers_python(), "-c", textwrap.dedent(code)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if result.returncode != 0 and "No module named 'keras'" in result.stderr:
+        pytest.skip(f"{peers_python()} has no Keras: {result.stderr.strip().splitlines()[-1]}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def inputs(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    rs = np.random.RandomState(7)
+    x_mlp, x_conv = rs.rand(32, 6).astype(np.float32), rs.rand(16, 8, 8, 1).astype(np.float32)
+    np.save(folder / "x_mlp.npy", x_mlp)
+    np.save(folder / "x_conv.npy", x_conv)
+    return x_mlp, x_conv
+
+
+# The same two models in Keras (below, as text) and in crossover.
+KERAS_MODELS = """
+    import json, sys, warnings
+    import numpy as np
+    import keras
+    from keras import layers
+
+    def mlp():
+        return keras.Sequential([keras.Input((6,)), layers.Dense(8, activation="relu"),
+                                 layers.Dropout(0.2), layers.Dense(3, activation="softmax")])
+
+    def convnet():
+        return keras.Sequential([keras.Input((8, 8, 1)),
+                                 layers.Conv2D(4, (3, 3), activation="relu"),
+                                 layers.MaxPooling2D((2, 2)), layers.Flatten(),
+                                 layers.Dense(3, activation="softmax")])
+"""
+
+
+def mlp() -> keras.Sequential:
+    return keras.Sequential(
+        [
+            keras.Input((6,)),
+            layers.Dense(8, activation="relu"),
+            layers.Dropout(0.2),
+            layers.Dense(3, activation="softmax"),
+        ]
+    )
+
+
+def convnet() -> keras.Sequential:
+    return keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            layers.Conv2D(4, (3, 3), activation="relu"),
+            layers.MaxPooling2D((2, 2)),
+            layers.Flatten(),
+            layers.Dense(3, activation="softmax"),
+        ]
+    )
+
+
+def test_keras_saves_an_mlp_and_a_convnet_and_crossover_loads_them(tmp_path):
+    x_mlp, x_conv = inputs(tmp_path)
+    keras_info = run_keras(
+        KERAS_MODELS
+        + """
+    keras.utils.set_random_seed(3)
+    rs = np.random.RandomState(3)
+    out = {"version": keras.__version__}
+    for name, make, optimizer in (("mlp", mlp, keras.optimizers.Adam(0.002)),
+                                  ("conv", convnet, keras.optimizers.SGD(0.05, momentum=0.9))):
+        x = np.load(f"x_{name}.npy")
+        model = make()
+        model.compile(optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.fit(x, rs.randint(0, 3, len(x)), epochs=2, batch_size=8, verbose=0)
+        model.save(f"keras_{name}.keras")
+        np.save(f"keras_{name}_pred.npy", model.predict(x, verbose=0))
+    uncompiled = mlp()
+    uncompiled.save("keras_uncompiled.keras")
+    np.save("keras_uncompiled_pred.npy", uncompiled.predict(np.load("x_mlp.npy"), verbose=0))
+    print(json.dumps(out))
+    """,
+        tmp_path,
+    )
+    assert keras_info["version"].startswith("3.")
+    for name, x in (("mlp", x_mlp), ("conv", x_conv), ("uncompiled", x_mlp)):
+        model = keras.models.load_model(tmp_path / f"keras_{name}.keras")
+        got = model.predict(x, verbose=0)
+        want = np.load(tmp_path / f"keras_{name}_pred.npy")
+        assert got.shape == want.shape
+        assert np.max(np.abs(got - want)) <= TOLERANCE, name
+    mlp_model = keras.models.load_model(tmp_path / "keras_mlp.keras")
+    assert isinstance(mlp_model.optimizer, keras.optimizers.Adam)
+    assert float(mlp_model.optimizer.learning_rate) == pytest.approx(0.002, rel=1e-6)
+    conv_model = keras.models.load_model(tmp_path / "keras_conv.keras")
+    assert isinstance(conv_model.optimizer, keras.optimizers.SGD)
+    assert conv_model.optimizer.momentum == pytest.approx(0.9)
+    assert keras.models.load_model(tmp_path / "keras_uncompiled.keras").optimizer is None
+    # Compiled from Keras's compile_config: it trains on.
+    history = mlp_model.fit(x_mlp, np.zeros(len(x_mlp)), epochs=1, verbose=0)
+    assert sorted(history.history) == ["accuracy", "loss"]
+
+
+def test_crossover_saves_an_mlp_and_a_convnet_and_keras_loads_them(tmp_path):
+    x_mlp, x_conv = inputs(tmp_path)
+    rs = np.random.RandomState(4)
+    for name, model, optimizer, x in (
+        ("mlp", mlp(), keras.optimizers.Adam(0.002), x_mlp),
+        ("conv", convnet(), keras.optimizers.RMSprop(0.001), x_conv),
+    ):
+        model.compile(optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.fit(x, rs.randint(0, 3, len(x)), epochs=2, batch_size=8, verbose=0)
+        model.save(tmp_path / f"crossover_{name}.keras")
+        np.save(tmp_path / f"crossover_{name}_pred.npy", model.predict(x, verbose=0))
+    ckpt = mlp()
+    ckpt.compile("adam", "sparse_categorical_crossentropy")
+    ckpt.fit(
+        x_mlp,
+        rs.randint(0, 3, len(x_mlp)),
+        epochs=1,
+        verbose=0,
+        callbacks=[keras.callbacks.ModelCheckpoint(str(tmp_path / "crossover_ckpt.keras"))],
+    )
+    np.save(tmp_path / "crossover_ckpt_pred.npy", ckpt.predict(x_mlp, verbose=0))
+    mlp().save(tmp_path / "crossover_uncompiled.keras")
+
+    found = run_keras(
+        """
+    import json, warnings
+    import numpy as np
+    import keras
+    out = {}
+    for name, x in (("mlp", "x_mlp"), ("conv", "x_conv"), ("ckpt", "x_mlp"), ("uncompiled", None)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # crossover writes no optimizer state
+            model = keras.models.load_model(f"crossover_{name}.keras")
+        entry = {"compiled": bool(model.compiled)}
+        if x is not None:
+            np.save(f"keras_{name}_pred.npy", model.predict(np.load(f"{x}.npy"), verbose=0))
+        if model.compiled:
+            entry["optimizer"] = type(model.optimizer).__name__
+            entry["learning_rate"] = float(model.optimizer.learning_rate)
+            entry["loss"] = model.loss
+        out[name] = entry
+    print(json.dumps(out))
+    """,
+        tmp_path,
+    )
+    for name in ("mlp", "conv", "ckpt"):
+        got = np.load(tmp_path / f"keras_{name}_pred.npy")
+        want = np.load(tmp_path / f"crossover_{name}_pred.npy")
+        assert got.shape == want.shape
+        assert np.max(np.abs(got - want)) <= TOLERANCE, name
+    assert found["mlp"]["optimizer"] == "Adam"
+    assert found["mlp"]["learning_rate"] == pytest.approx(0.002, rel=1e-6)
+    assert found["mlp"]["loss"] == "sparse_categorical_crossentropy"
+    assert found["conv"]["optimizer"] == "RMSprop"
+    assert found["conv"]["learning_rate"] == pytest.approx(0.001, rel=1e-6)
+    assert found["ckpt"]["compiled"] is True
+    assert found["uncompiled"] == {"compiled": False}
