@@ -116,6 +116,19 @@ def test_keras_saves_an_mlp_and_a_convnet_and_crossover_loads_them(tmp_path):
         model.fit(x, rs.randint(0, 3, len(x)), epochs=2, batch_size=8, verbose=0)
         model.save(f"keras_{name}.keras")
         np.save(f"keras_{name}_pred.npy", model.predict(x, verbose=0))
+    # Keras's serialized objects in compile_config: a schedule, a loss object, a metric object,
+    # a loss function; and BatchNormalization's moving statistics in the weights.
+    objects = keras.Sequential([keras.Input((6,)), layers.Dense(8, activation="relu"),
+                                layers.BatchNormalization(), layers.Dense(3, activation="softmax")])
+    decay = keras.optimizers.schedules.ExponentialDecay(0.01, 100, 0.9, staircase=True)
+    objects.compile(keras.optimizers.RMSprop(decay), keras.losses.SparseCategoricalCrossentropy(),
+                    metrics=[keras.metrics.SparseCategoricalAccuracy()])
+    objects.fit(np.load("x_mlp.npy"), rs.randint(0, 3, 32), epochs=2, batch_size=8, verbose=0)
+    objects.save("keras_objects.keras")
+    np.save("keras_objects_pred.npy", objects.predict(np.load("x_mlp.npy"), verbose=0))
+    function = mlp()
+    function.compile("adam", keras.losses.sparse_categorical_crossentropy, metrics=["acc"])
+    function.save("keras_function.keras")
     uncompiled = mlp()
     uncompiled.save("keras_uncompiled.keras")
     np.save("keras_uncompiled_pred.npy", uncompiled.predict(np.load("x_mlp.npy"), verbose=0))
@@ -124,7 +137,7 @@ def test_keras_saves_an_mlp_and_a_convnet_and_crossover_loads_them(tmp_path):
         tmp_path,
     )
     assert keras_info["version"].startswith("3.")
-    for name, x in (("mlp", x_mlp), ("conv", x_conv), ("uncompiled", x_mlp)):
+    for name, x in (("mlp", x_mlp), ("conv", x_conv), ("objects", x_mlp), ("uncompiled", x_mlp)):
         model = keras.models.load_model(tmp_path / f"keras_{name}.keras")
         got = model.predict(x, verbose=0)
         want = np.load(tmp_path / f"keras_{name}_pred.npy")
@@ -137,6 +150,12 @@ def test_keras_saves_an_mlp_and_a_convnet_and_crossover_loads_them(tmp_path):
     assert isinstance(conv_model.optimizer, keras.optimizers.SGD)
     assert conv_model.optimizer.momentum == pytest.approx(0.9)
     assert keras.models.load_model(tmp_path / "keras_uncompiled.keras").optimizer is None
+    objects = keras.models.load_model(tmp_path / "keras_objects.keras")
+    assert isinstance(objects.optimizer, keras.optimizers.RMSprop)
+    assert objects.optimizer._schedule is not None and objects.optimizer._schedule.staircase
+    assert isinstance(objects.loss, keras.losses.SparseCategoricalCrossentropy)
+    function = keras.models.load_model(tmp_path / "keras_function.keras")
+    assert function.loss == "sparse_categorical_crossentropy"
     # Compiled from Keras's compile_config: it trains on.
     history = mlp_model.fit(x_mlp, np.zeros(len(x_mlp)), epochs=1, verbose=0)
     assert sorted(history.history) == ["accuracy", "loss"]
