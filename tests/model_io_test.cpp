@@ -115,6 +115,29 @@ TEST(ModelIoKerasJson, Keras2SmallModelGivesTheSeedSummaryWith101770Parameters) 
   EXPECT_FALSE(training_config_from_json(slurp(keras_file("small_keras2.json")), "k2").has_value());
 }
 
+// Keras 3 to_json() of models that were never compiled ("compile_config": {}): the SMALL MLP and
+// the convnet load, with no training configuration (the CLI then trains with its defaults).
+TEST(ModelIoKerasJson, Keras3UncompiledModelsHaveNoCompileConfig) {
+  for (const char* file : {"small_uncompiled_keras3.json", "cnn_uncompiled_keras3.json"}) {
+    SCOPED_TRACE(file);
+    const std::string text = slurp(keras_file(file));
+    const Sequential m = model_from_json(text, file);
+    EXPECT_EQ(m.count_params(), std::string(file).starts_with("small")
+                                    ? 101770
+                                    : 320 + 26 * 26 * 32 * 128 + 128 + 1290);
+    EXPECT_FALSE(training_config_from_json(text, file).has_value());
+    // The same model without the key, and with null, as other writers leave it.
+    nlohmann::json doc = nlohmann::json::parse(text);
+    doc.erase("compile_config");
+    EXPECT_FALSE(training_config_from_json(doc.dump(), file).has_value());
+    doc["compile_config"] = nullptr;
+    EXPECT_FALSE(training_config_from_json(doc.dump(), file).has_value());
+    // Compiled, but without a loss: Keras's fit refuses that model, and so does crossover.
+    doc["compile_config"] = {{"optimizer", "adam"}, {"loss", nullptr}};
+    EXPECT_ERROR_HAS(training_config_from_json(doc.dump(), file), "compiled without a loss");
+  }
+}
+
 TEST(ModelIoKerasJson, Keras3SmallModelGivesTheSameModelAndItsCompileConfig) {
   const std::string text = slurp(keras_file("small_keras3.json"));
   Sequential m = model_from_json(text, "small_keras3.json");

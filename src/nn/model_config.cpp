@@ -1175,7 +1175,9 @@ std::optional<TrainingConfig> training_config_from_doc(const json& doc, const st
   if (!doc.is_object()) return std::nullopt;
   const json* cc = nullptr;
   if (auto it = doc.find("compile_config"); it != doc.end()) {
-    if (it->is_null()) return std::nullopt;
+    // A model that was never compiled: null, or the empty object {} (what the issue saw a Keras 3
+    // to_json() write; Keras's own get_compile_config returns None then, and the key is absent).
+    if (it->is_null() || (it->is_object() && it->empty())) return std::nullopt;
     cc = &*it;
   } else if (doc.contains("optimizer") && doc.contains("loss")) {
     cc = &doc;
