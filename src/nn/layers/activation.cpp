@@ -41,6 +41,21 @@ class ActivationLayerKind final : public LayerKind {
   void to_keras(const Layer& l, ojson& c) const override {
     c["activation"] = std::string(activation_name(l.activation));
   }
+
+  // ---- engine ----
+  bool defers_activation() const override { return true; }
+  bool applies_activation() const override { return true; }
+
+  void forward(const ForwardStep& s) const override {
+    s.backend.activation_forward(s.defer_activation ? ActivationKind::linear : s.layer.activation,
+                                 s.x, s.y, s.m, s.state.out_width);
+  }
+  // In place on g, unless the loss op (or a fused dropout) applied it.
+  void backward(BackwardStep& s) const override {
+    if (!s.activation_done)
+      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, s.state.out_width);
+    s.activation_done = false;
+  }
 };
 
 }  // namespace

@@ -110,6 +110,79 @@ class BatchNormalizationKind final : public LayerKind {
     c["renorm_momentum"] = 0.99;
   }
   bool keras_build_config() const override { return true; }
+
+  // ---- engine ----
+  void check_device(const Layer& l, const Backend& backend, int ranks) const override {
+    if (ranks > 1)
+      throw Error(l.name, fmt::format("BatchNormalization over {} ranks is not supported yet: each "
+                                      "rank's batch statistics would differ from one process's",
+                                      ranks));
+    if (!backend.has_batch_norm())
+      throw Error(l.name, std::string(class_name()) + " is not available on " +
+                              backend.device_name() + " (its backend has no batch normalization)");
+  }
+
+  // gamma (when scale), beta (when center), moving_mean, moving_variance: (channels,) each.
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    // Keras's axis -1: one mean and variance per last-axis entry, over everything else.
+    if (l.axis != -1 && l.axis != static_cast<int64_t>(b.shape.size()))
+      throw Error(l.name, fmt::format("BatchNormalization axis {} is not supported on samples "
+                                      "of shape {}: only the last axis (-1)",
+                                      l.axis, shape_to_string(b.shape)));
+    const int64_t channels = b.shape.back();
+    LayerState& li = b.state;
+    li.norm = {.spatial = li.in_width / channels,
+               .channels = channels,
+               .epsilon = static_cast<float>(l.epsilon),
+               .scale = l.scale,
+               .center = l.center};
+    if (l.scale) li.kernel = b.add_param("gamma", {channels}, true, 1.0f);
+    if (l.center) li.bias = b.add_param("beta", {channels}, true, 0.0f);
+    li.moving_mean = b.add_param("moving_mean", {channels}, false, 0.0f);
+    li.moving_variance = b.add_param("moving_variance", {channels}, false, 1.0f);
+  }
+  // The batch's mean and variance (channels each), which the backward pass reads.
+  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
+                              int64_t batch) const override {
+    backend.batchnorm_prepare(li.norm, batch);
+    return 2 * static_cast<std::size_t>(li.norm.channels) * sizeof(float);
+  }
+
+  // Training: normalized by the batch's statistics (saved); otherwise by the moving ones.
+  void forward(const ForwardStep& s) const override {
+    const LayerState& li = s.state;
+    if (s.training) {
+      auto* stats = static_cast<float*>(s.workspace);
+      s.backend.batchnorm_forward_training(li.norm, s.x, s.value(li.kernel), s.value(li.bias), s.y,
+                                           stats, stats + li.norm.channels, s.m);
+    } else {
+      s.backend.batchnorm_forward_inference(li.norm, s.x, s.value(li.kernel), s.value(li.bias),
+                                            s.value(li.moving_mean), s.value(li.moving_variance),
+                                            s.y, s.m);
+    }
+  }
+  // moving = moving * momentum + batch * (1 - momentum), after the training forward pass (Keras
+  // updates them in the layer's call).
+  bool has_moving_statistics() const override { return true; }
+  void update_moving_statistics(const LayerStep& s) const override {
+    const LayerState& li = s.state;
+    const auto* stats = static_cast<const float*>(s.workspace);
+    s.backend.batchnorm_update_moving(li.norm, stats, stats + li.norm.channels,
+                                      s.value(li.moving_mean), s.value(li.moving_variance),
+                                      s.layer.momentum);
+  }
+  // dx, dgamma, dbeta from the saved batch statistics; dx even for the first layer with
+  // parameters (the same primitive makes all three), into the spare buffer.
+  void backward(BackwardStep& s) const override {
+    const LayerState& li = s.state;
+    const auto* stats = static_cast<const float*>(s.workspace);
+    s.backend.batchnorm_backward(li.norm, s.x, s.g, s.value(li.kernel), stats,
+                                 stats + li.norm.channels, s.spare, s.grad(li.kernel),
+                                 s.grad(li.bias), s.m);
+    s.swap();
+    s.activation_done = false;
+  }
 };
 
 }  // namespace

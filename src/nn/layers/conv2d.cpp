@@ -111,6 +111,47 @@ class Conv2DKind final : public LayerKind {
                                      printable(l.name), l.window.h, l.window.w, l.units));
     return width;
   }
+
+  // ---- engine ----
+  bool applies_activation() const override { return true; }
+  void check_device(const Layer& l, const Backend& backend, int) const override {
+    require_conv2d(l, backend);
+  }
+
+  // kernel (kernel_h, kernel_w, in_channels, filters), bias (filters); NHWC samples.
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    require_image(l, b.shape);
+    ConvShape& c = b.state.conv;
+    place_window(l, b.shape, c);
+    c.in_c = b.shape[2];
+    c.out_c = l.units;
+    c.kernel_h = l.window.h, c.kernel_w = l.window.w;
+    b.state.kernel = b.add_param("kernel", {l.window.h, l.window.w, c.in_c, l.units});
+    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units});
+    b.shape = {c.out_h, c.out_w, c.out_c};
+  }
+
+  // y(m, out_h, out_w, filters) = act(conv(x, kernel) + bias), bias and relu fused.
+  void forward(const ForwardStep& s) const override {
+    // Never the final layer (its output is not flat), so its activation is never deferred.
+    const ActivationKind act = s.layer.activation;
+    const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
+    s.backend.conv2d_forward(s.state.conv, s.x, s.value(s.state.kernel), s.value(s.state.bias), s.y,
+                             s.m, fused ? act : ActivationKind::linear);
+    if (!fused) s.backend.activation_forward(act, s.y, s.y, s.m, s.state.out_width);
+  }
+
+  // dx (not for the first layer with parameters), dkernel and dbias from g.
+  void backward(BackwardStep& s) const override {
+    const LayerState& li = s.state;
+    if (!s.activation_done)
+      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, li.out_width);
+    if (!s.first) s.backend.conv2d_backward_input(li.conv, s.g, s.value(li.kernel), s.spare, s.m);
+    s.backend.conv2d_backward_weights(li.conv, s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m);
+    if (!s.first) s.swap();
+    s.activation_done = false;
+  }
 };
 
 }  // namespace

@@ -75,6 +75,56 @@ class DenseKind final : public LayerKind {
                                      printable(l.name), width, l.units));
     return l.units;
   }
+
+  // ---- engine ----
+  bool defers_activation() const override { return true; }
+  bool applies_activation() const override { return true; }
+  bool fuses_weight_update() const override { return true; }
+
+  // kernel (inputs, units), bias (units)
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    if (b.shape.size() != 1)
+      throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
+                              shape_to_string(b.shape) + ": add Flatten() before it");
+    b.state.kernel = b.add_param("kernel", {b.state.in_width, l.units});
+    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units});
+    b.shape = {l.units};
+  }
+
+  // y(m, units) = act(x(m, in) . kernel(in, units) + bias): bias and relu fused into the GEMM,
+  // other activations as a call of their own.
+  void forward(const ForwardStep& s) const override {
+    const LayerState& li = s.state;
+    const ActivationKind act = s.defer_activation ? ActivationKind::linear : s.layer.activation;
+    const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
+    s.backend.dense_forward(s.x, s.value(li.kernel), s.value(li.bias), s.y, s.m, li.in_width,
+                            li.out_width, fused ? act : ActivationKind::linear);
+    if (!fused) s.backend.activation_forward(act, s.y, s.y, s.m, li.out_width);
+  }
+
+  // dx(m, in) = g(m, units) . kernel^T (not for the first layer with parameters); dkernel(in,
+  // units) = x^T . g, dbias = the column sums of g (or, fused, the update with them).
+  void backward(BackwardStep& s) const override {
+    const LayerState& li = s.state;
+    if (!s.activation_done)
+      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, li.out_width);
+    // The input gradient first: it needs the kernel before this step's update.
+    if (!s.first)
+      s.backend.dense_backward_input(s.g, s.value(li.kernel), s.spare, s.m, li.in_width,
+                                     li.out_width);
+    if (s.update) {
+      const ParamSlot* bias = li.bias >= 0 ? &s.slots[static_cast<std::size_t>(li.bias)] : nullptr;
+      s.backend.dense_backward_weights_update(s.x, s.g,
+                                              s.slots[static_cast<std::size_t>(li.kernel)], bias,
+                                              s.m, li.in_width, li.out_width, *s.opt, s.update);
+    } else {
+      s.backend.dense_backward_weights(s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m,
+                                       li.in_width, li.out_width);
+    }
+    if (!s.first) s.swap();
+    s.activation_done = false;
+  }
 };
 
 }  // namespace

@@ -55,6 +55,37 @@ class DropoutKind final : public LayerKind {
     c["seed"] = nullptr;
     c["noise_shape"] = nullptr;
   }
+
+  // ---- engine ----
+  bool identity_outside_training() const override { return true; }
+  bool random_in_training(const Layer& l) const override { return l.rate > 0.0f; }
+  // The mask: one byte per value of the batch.
+  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,
+                              int64_t batch) const override {
+    return static_cast<std::size_t>(batch * li.out_width);
+  }
+
+  // In training: mask = Philox(seed, layer, step, element) >= rate; y = x * mask / (1 - rate).
+  void forward(const ForwardStep& s) const override {
+    if (s.training)
+      s.backend.dropout_forward(s.x, s.y, static_cast<uint8_t*>(s.workspace), s.m,
+                                s.state.out_width, s.layer.rate, s.seed, s.index, s.counters,
+                                s.first_row);
+  }
+
+  // dx = g * mask / (1 - rate); after a relu, the relu's gradient in the same call.
+  void backward(BackwardStep& s) const override {
+    const auto* mask = static_cast<const uint8_t*>(s.workspace);
+    if (s.after_relu) {
+      s.backend.relu_dropout_backward(s.y, mask, s.g, s.spare, s.m, s.state.out_width,
+                                      s.layer.rate);
+      s.activation_done = true;
+    } else {
+      s.backend.dropout_backward(s.g, mask, s.spare, s.m, s.state.out_width, s.layer.rate);
+      s.activation_done = false;
+    }
+    s.swap();
+  }
 };
 
 }  // namespace

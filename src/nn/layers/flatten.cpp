@@ -32,6 +32,12 @@ class FlattenKind final : public LayerKind {
   void from_keras(Reader& cfg, Layer&) const override { cfg.channels_last(); }
   void to_keras(const Layer&, ojson& c) const override { c["data_format"] = "channels_last"; }
   bool keras_build_config() const override { return true; }
+
+  // ---- engine: the same buffer, one dimension ----
+  void build(LayerBuilder& b) const override {
+    check_declared_input(b);
+    b.shape = {b.state.in_width};
+  }
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // GlobalAveragePooling2D: (height, width, channels) -> (channels), the mean of each channel.
 #include "core/error.h"
 #include "nn/layers/kind.h"
+#include "nn/layers/window.h"
 
 namespace crossover {
 
@@ -38,6 +39,34 @@ class GlobalAveragePooling2DKind final : public LayerKind {
   void to_keras(const Layer&, ojson& c) const override {
     c["data_format"] = "channels_last";
     c["keepdims"] = false;
+  }
+
+  // ---- engine: an average pooling whose window is the whole image ----
+  void check_device(const Layer& l, const Backend& backend, int) const override {
+    require_conv2d(l, backend);
+  }
+  void build(LayerBuilder& b) const override {
+    require_image(b.layer, b.shape);
+    const Shape& in = b.shape;
+    b.state.pool = {.kind = PoolKind::average,
+                    .in_h = in[0],
+                    .in_w = in[1],
+                    .channels = in[2],
+                    .out_h = 1,
+                    .out_w = 1,
+                    .window_h = in[0],
+                    .window_w = in[1],
+                    .stride_h = in[0],
+                    .stride_w = in[1]};
+    b.shape = {in[2]};
+  }
+  void forward(const ForwardStep& s) const override {
+    s.backend.pool2d_forward(s.state.pool, s.x, s.y, nullptr, s.m);
+  }
+  void backward(BackwardStep& s) const override {
+    s.backend.pool2d_backward(s.state.pool, s.g, s.workspace, s.spare, s.m);
+    s.swap();
+    s.activation_done = false;
   }
 };
 

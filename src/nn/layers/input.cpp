@@ -54,6 +54,9 @@ class InputKind final : public LayerKind {
               {"ragged", false},
               {"name", l.name}};
   }
+
+  // ---- engine: the declared shape is checked; the output is the input ----
+  void build(LayerBuilder& b) const override { check_declared_input(b); }
 };
 
 }  // namespace

@@ -85,6 +85,35 @@ class Pooling2DKind final : public LayerKind {
 
  private:
   bool max_;
+
+  // ---- engine ----
+  void check_device(const Layer& l, const Backend& backend, int) const override {
+    require_conv2d(l, backend);
+  }
+  void build(LayerBuilder& b) const override {
+    require_image(b.layer, b.shape);
+    PoolShape& p = b.state.pool;
+    p.kind = max_ ? PoolKind::max : PoolKind::average;
+    place_window(b.layer, b.shape, p);
+    p.channels = b.shape[2];
+    p.window_h = b.layer.window.h, p.window_w = b.layer.window.w;
+    b.shape = {p.out_h, p.out_w, p.channels};
+  }
+  // Max pooling's workspace: what its backward pass needs from the forward, as the backend sizes
+  // it (asking also has it prepare that shape).
+  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
+                              int64_t batch) const override {
+    return max_ ? backend.pool2d_workspace_bytes(li.pool, batch) : 0;
+  }
+  void forward(const ForwardStep& s) const override {
+    s.backend.pool2d_forward(s.state.pool, s.x, s.y, max_ && s.training ? s.workspace : nullptr,
+                             s.m);
+  }
+  void backward(BackwardStep& s) const override {
+    s.backend.pool2d_backward(s.state.pool, s.g, s.workspace, s.spare, s.m);
+    s.swap();
+    s.activation_done = false;
+  }
 };
 
 }  // namespace

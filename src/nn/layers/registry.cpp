@@ -1,5 +1,7 @@
 // The registry of layer kinds: one line per kind, in LayerType order.
 #include <array>
+#include <limits>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "nn/layers/kind.h"
@@ -69,7 +71,28 @@ const LayerKind* find_cli_layer_kind(std::string_view name) {
 // ---- the CLI's layer-list fields ----
 namespace crossover {
 
-void CliFields::bad() const { throw Error("--model", bad_); }
+int LayerBuilder::add_param(const std::string& variable, const Shape& param_shape, bool trainable,
+                            float initial) {
+  const int64_t n = shape_size(param_shape, layer.name);
+  // offset + n rounded up to whole 64-byte lines, or Error for a count no machine could hold.
+  if (n > std::numeric_limits<int64_t>::max() - 16 - offset_)
+    throw Error(layer.name, "too many parameters: " + std::to_string(n) + " after " +
+                                std::to_string(offset_) + " overflow a 64-bit count");
+  params_.push_back(
+      {layer.name + "/" + variable, param_shape, n, offset_, index, trainable, initial});
+  offset_ += (n + 15) / 16 * 16;
+  return static_cast<int>(params_.size()) - 1;
+}
+
+void check_declared_input(LayerBuilder& b) {
+  if (!b.layer.input_shape.empty() && b.layer.input_shape != b.shape)
+    throw Error(b.layer.name, "declared input shape " + shape_to_string(b.layer.input_shape) +
+                                  " but receives " + shape_to_string(b.shape));
+  b.state.aliases_input = true;
+}
+
+// Not an Error: the layer list reports it once, as "--model: <bad>".
+void CliFields::bad() const { throw std::invalid_argument(bad_); }
 
 int64_t CliFields::whole(std::size_t i) const {
   const std::string& text = f_.at(i);

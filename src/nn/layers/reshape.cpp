@@ -1,4 +1,6 @@
 // Reshape: the same values in a new per-sample shape; one dimension may be -1 (inferred).
+#include <algorithm>
+
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -58,6 +60,24 @@ class ReshapeKind final : public LayerKind {
     }
   }
   void to_keras(const Layer& l, ojson& c) const override { c["target_shape"] = l.target_shape; }
+
+  // ---- engine: the same buffer, a new shape ----
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    const int64_t n = b.state.in_width;
+    Shape target = l.target_shape;
+    int64_t known = 1;
+    for (int64_t d : target)
+      if (d != -1) known *= d;
+    for (int64_t& d : target)
+      if (d == -1 && known > 0 && n % known == 0) d = n / known;
+    if (std::find(target.begin(), target.end(), -1) != target.end() ||
+        shape_size(target, l.name) != n)
+      throw Error(l.name, "cannot reshape samples of shape " + shape_to_string(b.shape) + " (" +
+                              std::to_string(n) + " values) to " + shape_to_string(l.target_shape));
+    b.shape = target;
+    b.state.aliases_input = true;
+  }
 };
 
 }  // namespace
