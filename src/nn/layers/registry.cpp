@@ -1,5 +1,4 @@
 // The registry of layer kinds: one line per kind, in LayerType order.
-#include <array>
 #include <limits>
 #include <stdexcept>
 
@@ -23,8 +22,9 @@ const LayerKind& batch_normalization_layer_kind();
 
 namespace {
 
-const std::array<const LayerKind*, 11>& kinds() {
-  static const std::array<const LayerKind*, 11> all = {
+// Every kind, in LayerType order (layer_kind checks the order).
+std::span<const LayerKind* const> kinds() {
+  static const LayerKind* const all[] = {
       &input_layer_kind(),
       &flatten_layer_kind(),
       &dense_layer_kind(),
