@@ -203,6 +203,21 @@ TEST(Cli, TrainWithThreadsZeroMeasuresTheCountItTrainsWith) {
   EXPECT_EQ(c["threads"], j["threads"]);
 }
 
+TEST(Cli, TrainsAKerasFileThatWasNeverCompiledWithTheDefaults) {
+  // Keras 3's to_json() of an uncompiled model ("compile_config": {}): Adam and
+  // sparse_categorical_crossentropy, as for a layer list.
+  const std::string dir = temp_folder("keras-uncompiled");
+  const auto r = run_crossover(
+      "train --data mnist-10k --epochs 1 --threads 1 --model " + std::string(CROSSOVER_SOURCE_DIR) +
+      "/tests/data/keras/small_uncompiled_keras3.json --json " + dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("compile_config"), std::string::npos) << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["optimizer"], "adam");
+  EXPECT_EQ(j["loss"], "sparse_categorical_crossentropy");
+}
+
 TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
   // The Keras 3 SMALL model, recompiled as SGD(0.05, momentum 0.9) + categorical_crossentropy.
   const std::string dir = temp_folder("keras-sgd");

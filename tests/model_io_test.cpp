@@ -14,12 +14,14 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/png.h"
 #include "nn/checkpoint.h"
+#include "nn/layers/kind.h"
 #include "nn/model_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
@@ -113,6 +115,29 @@ TEST(ModelIoKerasJson, Keras2SmallModelGivesTheSeedSummaryWith101770Parameters) 
   EXPECT_EQ(m.name(), "sequential");
   // No compile_config in the Keras 2 format.
   EXPECT_FALSE(training_config_from_json(slurp(keras_file("small_keras2.json")), "k2").has_value());
+}
+
+// Keras 3 to_json() of models that were never compiled ("compile_config": {}): the SMALL MLP and
+// the convnet load, with no training configuration (the CLI then trains with its defaults).
+TEST(ModelIoKerasJson, Keras3UncompiledModelsHaveNoCompileConfig) {
+  for (const char* file : {"small_uncompiled_keras3.json", "cnn_uncompiled_keras3.json"}) {
+    SCOPED_TRACE(file);
+    const std::string text = slurp(keras_file(file));
+    const Sequential m = model_from_json(text, file);
+    EXPECT_EQ(m.count_params(), std::string(file).starts_with("small")
+                                    ? 101770
+                                    : 320 + 26 * 26 * 32 * 128 + 128 + 1290);
+    EXPECT_FALSE(training_config_from_json(text, file).has_value());
+    // The same model without the key, and with null, as other writers leave it.
+    nlohmann::json doc = nlohmann::json::parse(text);
+    doc.erase("compile_config");
+    EXPECT_FALSE(training_config_from_json(doc.dump(), file).has_value());
+    doc["compile_config"] = nullptr;
+    EXPECT_FALSE(training_config_from_json(doc.dump(), file).has_value());
+    // Compiled, but without a loss: Keras's fit refuses that model, and so does crossover.
+    doc["compile_config"] = {{"optimizer", "adam"}, {"loss", nullptr}};
+    EXPECT_ERROR_HAS(training_config_from_json(doc.dump(), file), "compiled without a loss");
+  }
 }
 
 TEST(ModelIoKerasJson, Keras3SmallModelGivesTheSameModelAndItsCompileConfig) {
@@ -216,6 +241,48 @@ std::string keras3_with(const std::string& layer_name, const std::string& field,
   for (json& l : j["config"]["layers"])
     if (l["config"]["name"] == layer_name) l["config"][field] = value;
   return j.dump();
+}
+
+// keras.layers.MaxPool2D and AvgPool2D are MaxPooling2D and AveragePooling2D: read as the class,
+// written as Keras writes it.
+TEST(ModelIoKerasJson, KerasAliasesOfALayerClassReadAsTheClass) {
+  const json doc = json::parse(R"({"class_name": "Sequential", "config": {"name": "aliases",
+    "layers": [
+      {"class_name": "InputLayer", "config": {"batch_shape": [null, 8, 8, 1], "name": "in"}},
+      {"class_name": "MaxPool2D", "config": {"name": "max", "pool_size": [2, 2]}},
+      {"class_name": "AvgPool2D", "config": {"name": "avg", "pool_size": 2, "padding": "same"}},
+      {"class_name": "Flatten", "config": {"name": "flat"}},
+      {"class_name": "Dense", "config": {"name": "out", "units": 3}}]}})");
+  const Sequential m = model_from_json(doc.dump(), "aliases.json");
+  ASSERT_EQ(m.layers().size(), 5u);
+  EXPECT_EQ(m.layers()[1].type, LayerType::max_pooling2d);
+  EXPECT_EQ(m.layers()[2].type, LayerType::average_pooling2d);
+  EXPECT_EQ(m.layers()[2].padding, Padding::same);
+  EXPECT_EQ(m.layer_output_shapes()[2], (Shape{2, 2, 1}));
+  const json out = json::parse(model_to_json(m));
+  EXPECT_EQ(out["config"]["layers"][1]["class_name"], "MaxPooling2D");
+  EXPECT_EQ(out["config"]["layers"][2]["class_name"], "AveragePooling2D");
+}
+
+// Every layer type has its one kind, found again by its Keras class name and its CLI name.
+TEST(LayerKinds, EveryTypeHasOneKindFoundByItsNames) {
+  std::set<std::string_view> classes, cli_names;
+  for (const LayerKind* k : layer_kinds()) {
+    SCOPED_TRACE(std::string(k->class_name()));
+    EXPECT_EQ(&layer_kind(k->type()), k);
+    EXPECT_EQ(find_keras_layer_kind(k->class_name()), k);
+    EXPECT_EQ(layer_type_name(k->type()), k->class_name());
+    EXPECT_TRUE(classes.insert(k->class_name()).second);
+    for (std::string_view alias : k->aliases()) EXPECT_EQ(find_keras_layer_kind(alias), k);
+    if (!k->cli_name().empty()) {
+      EXPECT_TRUE(cli_names.insert(k->cli_name()).second);
+      EXPECT_EQ(find_cli_layer_kind(k->cli_name()), k);
+      EXPECT_FALSE(k->cli_syntax().empty());
+    }
+  }
+  EXPECT_EQ(layer_kinds().size(), static_cast<std::size_t>(LayerType::batch_normalization) + 1);
+  EXPECT_EQ(find_keras_layer_kind("Conv3D"), nullptr);
+  EXPECT_EQ(find_cli_layer_kind("dens"), nullptr);
 }
 
 TEST(ModelIoKerasJson, Keras3ConvnetLoadsWithKerasShapes) {

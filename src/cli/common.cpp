@@ -17,6 +17,7 @@
 #include "core/launcher.h"
 #include "dist/mpi.h"
 #include "dist/nccl.h"
+#include "nn/layers/kind.h"
 #include "nn/model_config.h"
 #include "perf/cost_model.h"
 #include "perf/explain.h"
@@ -38,78 +39,23 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
-// A whole number (all of `text`), or Error naming the spec item.
-int64_t whole_number(const std::string& text, const std::string& bad) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    throw Error("--model", bad);
-  }
-  if (used != text.size() || text.empty()) throw Error("--model", bad);
-  return v;
+// The layer list's syntax, from each kind's: "dense:UNITS[:ACTIVATION], dropout:RATE, ..."
+std::string layer_syntax() {
+  std::vector<std::string_view> items;
+  for (const LayerKind* k : layer_kinds())
+    if (!k->cli_syntax().empty()) items.push_back(k->cli_syntax());
+  std::string s;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + std::string(items[i]);
+  return s + " (KERNEL, POOL, STRIDES: N or HxW; PADDING: valid or same; DIMS: such as 7x7x16)";
 }
-
-// "3" -> (3, 3); "3x5" -> (3, 5).
-Size2 size2(const std::string& text, const std::string& bad) {
-  const auto hw = split(text, 'x');
-  if (hw.size() == 1) return whole_number(hw[0], bad);
-  if (hw.size() == 2) return {whole_number(hw[0], bad), whole_number(hw[1], bad)};
-  throw Error("--model", bad);
-}
-
-const char* const kLayerSyntax =
-    "dense:UNITS[:ACTIVATION], dropout:RATE, activation:NAME, "
-    "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]], maxpool:POOL[:PADDING[:STRIDES]], "
-    "avgpool:POOL[:PADDING[:STRIDES]], globalavgpool, batchnorm[:MOMENTUM[:EPSILON]], flatten or "
-    "reshape:DIMS (KERNEL, POOL, STRIDES: N or HxW; PADDING: valid or same; DIMS: such as "
-    "7x7x16)";
 
 Layer parse_layer(const std::string& item) {
   const auto f = split(item, ':');
-  const std::string bad = "'" + item + "' is not a layer: expected " + kLayerSyntax;
-  const std::string& kind = f[0];
-  auto field = [&](std::size_t i, const std::string& fallback) {
-    return i < f.size() ? f[i] : fallback;
-  };
+  const std::string bad = "'" + item + "' is not a layer: expected " + layer_syntax();
   try {
-    if (f.size() >= 2 && f.size() <= 3 && kind == "dense")
-      return Dense(whole_number(f[1], bad), field(2, "linear"));
-    if (f.size() == 2 && kind == "dropout") {
-      std::size_t used = 0;
-      const double rate = std::stod(f[1], &used);
-      if (used != f[1].size()) throw Error("--model", bad);
-      return Dropout(rate);
-    }
-    if (f.size() == 2 && kind == "activation") return Activation(f[1]);
-    if (f.size() >= 3 && f.size() <= 6 && kind == "conv")
-      return Conv2D(whole_number(f[1], bad), size2(f[2], bad), field(3, "linear"),
-                    f.size() > 5 ? size2(f[5], bad) : Size2(1), field(4, "valid"));
-    if (f.size() >= 2 && f.size() <= 4 && (kind == "maxpool" || kind == "avgpool")) {
-      const Size2 pool = size2(f[1], bad);
-      const std::optional<Size2> strides =
-          f.size() > 3 ? std::optional<Size2>(size2(f[3], bad)) : std::nullopt;
-      return kind == "maxpool" ? MaxPooling2D(pool, strides, field(2, "valid"))
-                               : AveragePooling2D(pool, strides, field(2, "valid"));
-    }
-    if (f.size() == 1 && kind == "globalavgpool") return GlobalAveragePooling2D();
-    if (f.size() <= 3 && kind == "batchnorm") {
-      auto number = [&](std::size_t i, double fallback) {
-        if (i >= f.size()) return fallback;
-        std::size_t used = 0;
-        const double v = std::stod(f[i], &used);
-        if (used != f[i].size()) throw Error("--model", bad);
-        return v;
-      };
-      return BatchNormalization(number(1, 0.99), number(2, 1e-3));
-    }
-    if (f.size() == 1 && kind == "flatten") return Flatten();
-    if (f.size() == 2 && kind == "reshape") {
-      Shape dims;
-      for (const std::string& d : split(f[1], 'x')) dims.push_back(whole_number(d, bad));
-      return Reshape(dims);
-    }
+    if (const LayerKind* kind = f.empty() ? nullptr : find_cli_layer_kind(f[0]))
+      if (std::optional<Layer> l = kind->from_cli(CliFields(f, bad))) return *l;
   } catch (const Error& e) {
     throw Error("--model", std::string(e.what()));
   } catch (const std::exception&) {
@@ -149,9 +95,9 @@ Sequential model_from_json_file(const std::string& path, const Shape& sample_sha
                               [&](const Layer& l) { return l.name == flatten_name; });
        ++k)
     flatten_name = "flatten_" + std::to_string(k);
-  if (layers[0].type == LayerType::flatten) {
+  if (layer_kind(layers[0]).declares_input() && !layer_kind(layers[0]).is_model_input()) {
     layers[0].input_shape = sample_shape;
-  } else if (layers[0].type == LayerType::input) {
+  } else if (layer_kind(layers[0]).is_model_input()) {
     const std::string name = layers[0].name;
     layers[0] = Flatten(sample_shape);
     layers[0].name = name;
@@ -191,14 +137,13 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
   // takes the samples as images, (height, width, channels): grey (h, w) images get their one
   // channel. Any other list starts flattened.
   std::vector<Layer> layers;
-  const auto first = std::find_if(parsed.begin(), parsed.end(), [](const Layer& l) {
-    return l.type != LayerType::batch_normalization;
-  });
-  if (first != parsed.end() && is_image_layer(first->type)) {
+  const auto first = std::find_if(parsed.begin(), parsed.end(),
+                                  [](const Layer& l) { return !layer_kind(l).keeps_shape(); });
+  if (first != parsed.end() && layer_kind(*first).takes_images()) {
     Shape image = sample_shape;
     if (image.size() == 2) image.push_back(1);
     layers.push_back(Input(image));
-  } else if (parsed.front().type != LayerType::flatten) {
+  } else if (!layer_kind(parsed.front()).declares_input()) {
     layers.push_back(Flatten(sample_shape));
   } else {
     parsed.front().input_shape = sample_shape;
@@ -348,34 +293,8 @@ void write_json_file(const std::string& flag, const std::string& path, const nlo
 nlohmann::json model_json(const Sequential& model, const std::string& name) {
   nlohmann::json layers = nlohmann::json::array();
   for (const Layer& l : model.layers()) {
-    nlohmann::json j{{"name", l.name}, {"type", layer_type_name(l.type)}};
-    if (l.type == LayerType::dense) {
-      j["units"] = l.units;
-      j["activation"] = activation_name(l.activation);
-      j["use_bias"] = l.use_bias;
-    }
-    if (l.type == LayerType::conv2d) {
-      j["filters"] = l.units;
-      j["kernel_size"] = {l.window.h, l.window.w};
-      j["strides"] = {l.strides.h, l.strides.w};
-      j["padding"] = padding_name(l.padding);
-      j["activation"] = activation_name(l.activation);
-      j["use_bias"] = l.use_bias;
-    }
-    if (l.type == LayerType::max_pooling2d || l.type == LayerType::average_pooling2d) {
-      j["pool_size"] = {l.window.h, l.window.w};
-      j["strides"] = {l.strides.h, l.strides.w};
-      j["padding"] = padding_name(l.padding);
-    }
-    if (l.type == LayerType::reshape) j["target_shape"] = l.target_shape;
-    if (l.type == LayerType::activation) j["activation"] = activation_name(l.activation);
-    if (l.type == LayerType::dropout) j["rate"] = l.rate;
-    if (l.type == LayerType::batch_normalization) {
-      j["momentum"] = l.momentum;
-      j["epsilon"] = l.epsilon;
-      j["center"] = l.center;
-      j["scale"] = l.scale;
-    }
+    nlohmann::json j{{"name", l.name}, {"type", layer_kind(l).class_name()}};
+    layer_kind(l).describe(l, j);
     layers.push_back(j);
   }
   return {{"name", name},

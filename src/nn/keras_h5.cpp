@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "nn/layers.h"
+#include "nn/layers/kind.h"
 #include "nn/weights_io.h"
 
 namespace crossover {
@@ -378,22 +379,13 @@ std::vector<LayerSlot> layer_slots(const Sequential& model) {
   std::map<std::string, int> used;
   int number = 0;
   for (const Layer& layer : model.layers()) {
-    if (layer.type == LayerType::input) continue;
+    if (layer_kind(layer).is_model_input()) continue;
     const std::string base = snake_case(layer_type_name(layer.type));
     auto [it, fresh] = used.try_emplace(base, 0);
     const std::string key = fresh ? base : fmt::format("{}_{}", base, ++it->second);
     LayerSlot s{&layer, ++number, key, {}};
-    if (layer.type == LayerType::dense || layer.type == LayerType::conv2d) {
-      s.variables.push_back(layer.name + "/kernel");
-      if (layer.use_bias) s.variables.push_back(layer.name + "/bias");
-    }
-    if (layer.type == LayerType::batch_normalization) {
-      // Keras saves a layer's trainable variables, then its non-trainable ones.
-      if (layer.scale) s.variables.push_back(layer.name + "/gamma");
-      if (layer.center) s.variables.push_back(layer.name + "/beta");
-      s.variables.push_back(layer.name + "/moving_mean");
-      s.variables.push_back(layer.name + "/moving_variance");
-    }
+    // Keras saves a layer's trainable variables, then its non-trainable ones.
+    s.variables = layer_kind(layer).weight_names(layer);
     slots.push_back(std::move(s));
   }
   return slots;

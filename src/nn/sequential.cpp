@@ -25,6 +25,7 @@
 #include "core/philox.h"
 #include "nn/device_memory.h"
 #include "nn/interrupt.h"
+#include "nn/layers/kind.h"
 #include "nn/progress.h"
 
 namespace crossover {
@@ -32,58 +33,6 @@ namespace crossover {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
-
-// offset + n rounded up to whole 64-byte lines, or Error for a count no machine could hold.
-int64_t add_params(int64_t offset, int64_t n, const std::string& layer) {
-  if (n > std::numeric_limits<int64_t>::max() - 16 - offset)
-    throw Error(layer, "too many parameters: " + std::to_string(n) + " after " +
-                           std::to_string(offset) + " overflow a 64-bit count");
-  return offset + round_up16(n);
-}
-
-// One spatial dimension of a convolution or pooling window, as Keras computes it: the output
-// length and the padding before and after ('same': ceil(in / stride) outputs, the odd row or
-// column of padding at the end, as TensorFlow puts it). out is 0 when a 'valid' window does not
-// fit.
-struct Extent {
-  int64_t out = 0, before = 0, after = 0;
-};
-Extent spatial_extent(int64_t in, int64_t window, int64_t stride, Padding padding) {
-  if (padding == Padding::valid) {
-    if (in < window) return {};
-    return {(in - window) / stride + 1, 0, 0};
-  }
-  const int64_t out = (in + stride - 1) / stride;
-  const int64_t total = std::max<int64_t>((out - 1) * stride + window - in, 0);
-  return {out, total / 2, total - total / 2};
-}
-
-// The 2-D window of a Conv2D or pooling layer on (height, width, channels) samples.
-template <class WindowShape>
-void place_window(const Layer& l, const Shape& in, WindowShape& s) {
-  const Extent h = spatial_extent(in[0], l.window.h, l.strides.h, l.padding);
-  const Extent w = spatial_extent(in[1], l.window.w, l.strides.w, l.padding);
-  if (h.out < 1 || w.out < 1)
-    throw Error(l.name, fmt::format("the {}x{} window does not fit in the {}x{} input with padding "
-                                    "'valid': use padding 'same' or a smaller window",
-                                    l.window.h, l.window.w, in[0], in[1]));
-  s.in_h = in[0], s.in_w = in[1];
-  s.out_h = h.out, s.out_w = w.out;
-  s.stride_h = l.strides.h, s.stride_w = l.strides.w;
-  s.pad_top = h.before, s.pad_bottom = h.after;
-  s.pad_left = w.before, s.pad_right = w.after;
-}
-
-void require_image(const Layer& l, const Shape& shape) {
-  if (shape.size() != 3)
-    throw Error(l.name,
-                std::string(layer_type_name(l.type)) +
-                    " needs samples of shape (height, width, channels), but receives " +
-                    shape_to_string(shape) +
-                    (shape.size() == 2 ? ": declare Input((h, w, 1)) for one channel" : ""));
-}
 
 LossKind parse_loss(std::string_view name) {
   if (name == "sparse_categorical_crossentropy") return LossKind::sparse_categorical_crossentropy;
@@ -124,26 +73,8 @@ void shuffled_indices(uint64_t seed, uint64_t epoch, std::vector<int32_t>& idx) 
 
 // ---------------------------------------------------------------------------------------------
 struct Sequential::Impl {
-  struct Param {
-    std::string name;  // "dense/kernel"
-    Shape shape;
-    int64_t n = 0;
-    int64_t offset = 0;  // in floats, within each of the four arena sections
-    int layer = 0;
-    bool trainable = true;  // false: batch normalization's moving statistics
-    float initial = 0.0f;   // the initial value of a parameter that is not a kernel
-  };
-  // Per layer, derived by build().
-  struct LayerInfo {
-    int64_t in_width = 0, out_width = 0;
-    Shape out_shape;             // per sample, for summary()
-    int kernel = -1, bias = -1;  // indices into params
-    bool aliases_input = false;  // flatten/input/reshape, and dropout outside training
-    ConvShape conv;              // conv2d
-    PoolShape pool;              // pooling layers
-    BatchNormShape norm;         // batch_normalization: kernel is gamma, bias beta
-    int moving_mean = -1, moving_variance = -1;
-  };
+  using Param = LayerParam;
+  using LayerInfo = LayerState;
   // The buffers of one batch size.
   struct Plan {
     int64_t batch = 0;
@@ -197,42 +128,7 @@ struct Sequential::Impl {
     std::map<std::string, int> counts;
     for (Layer& l : layers) {
       if (!l.name.empty()) continue;
-      std::string base;
-      switch (l.type) {
-        case LayerType::input:
-          base = "input_layer";
-          break;
-        case LayerType::flatten:
-          base = "flatten";
-          break;
-        case LayerType::dense:
-          base = "dense";
-          break;
-        case LayerType::dropout:
-          base = "dropout";
-          break;
-        case LayerType::activation:
-          base = "activation";
-          break;
-        case LayerType::conv2d:
-          base = "conv2d";
-          break;
-        case LayerType::max_pooling2d:
-          base = "max_pooling2d";
-          break;
-        case LayerType::average_pooling2d:
-          base = "average_pooling2d";
-          break;
-        case LayerType::global_average_pooling2d:
-          base = "global_average_pooling2d";
-          break;
-        case LayerType::reshape:
-          base = "reshape";
-          break;
-        case LayerType::batch_normalization:
-          base = "batch_normalization";
-          break;
-      }
+      const std::string base(layer_kind(l).base_name());
       int& c = counts[base];
       l.name = c == 0 ? base : base + "_" + std::to_string(c);
       ++c;
@@ -267,128 +163,8 @@ struct Sequential::Impl {
       const Layer& l = layers[i];
       LayerInfo& li = info[i];
       li.in_width = shape_size(shape, l.name);
-      switch (l.type) {
-        case LayerType::input:
-        case LayerType::flatten:
-          if (!l.input_shape.empty() && l.input_shape != shape)
-            throw Error(l.name, "declared input shape " + shape_to_string(l.input_shape) +
-                                    " but receives " + shape_to_string(shape));
-          if (l.type == LayerType::flatten) shape = {li.in_width};
-          li.aliases_input = true;
-          break;
-        case LayerType::dense: {
-          if (shape.size() != 1)
-            throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
-                                    shape_to_string(shape) + ": add Flatten() before it");
-          li.kernel = static_cast<int>(params.size());
-          const int64_t kernel_n = shape_size({li.in_width, l.units}, l.name);  // no overflow
-          params.push_back(
-              {l.name + "/kernel", {li.in_width, l.units}, kernel_n, offset, static_cast<int>(i)});
-          offset = add_params(offset, kernel_n, l.name);
-          if (l.use_bias) {
-            li.bias = static_cast<int>(params.size());
-            params.push_back({l.name + "/bias", {l.units}, l.units, offset, static_cast<int>(i)});
-            offset = add_params(offset, l.units, l.name);
-          }
-          shape = {l.units};
-          break;
-        }
-        case LayerType::conv2d: {
-          require_image(l, shape);
-          ConvShape& c = li.conv;
-          place_window(l, shape, c);
-          c.in_c = shape[2];
-          c.out_c = l.units;
-          c.kernel_h = l.window.h, c.kernel_w = l.window.w;
-          li.kernel = static_cast<int>(params.size());
-          const Shape kshape = {l.window.h, l.window.w, c.in_c, l.units};
-          const int64_t kernel_n = shape_size(kshape, l.name);
-          params.push_back({l.name + "/kernel", kshape, kernel_n, offset, static_cast<int>(i)});
-          offset = add_params(offset, kernel_n, l.name);
-          if (l.use_bias) {
-            li.bias = static_cast<int>(params.size());
-            params.push_back({l.name + "/bias", {l.units}, l.units, offset, static_cast<int>(i)});
-            offset = add_params(offset, l.units, l.name);
-          }
-          shape = {c.out_h, c.out_w, c.out_c};
-          break;
-        }
-        case LayerType::max_pooling2d:
-        case LayerType::average_pooling2d: {
-          require_image(l, shape);
-          PoolShape& p = li.pool;
-          p.kind = l.type == LayerType::max_pooling2d ? PoolKind::max : PoolKind::average;
-          place_window(l, shape, p);
-          p.channels = shape[2];
-          p.window_h = l.window.h, p.window_w = l.window.w;
-          shape = {p.out_h, p.out_w, p.channels};
-          break;
-        }
-        case LayerType::global_average_pooling2d: {
-          require_image(l, shape);
-          li.pool = {.kind = PoolKind::average,
-                     .in_h = shape[0],
-                     .in_w = shape[1],
-                     .channels = shape[2],
-                     .out_h = 1,
-                     .out_w = 1,
-                     .window_h = shape[0],
-                     .window_w = shape[1],
-                     .stride_h = shape[0],
-                     .stride_w = shape[1]};
-          shape = {shape[2]};
-          break;
-        }
-        case LayerType::reshape: {
-          Shape target = l.target_shape;
-          int64_t known = 1;
-          for (int64_t d : target)
-            if (d != -1) known *= d;
-          for (int64_t& d : target)
-            if (d == -1 && known > 0 && li.in_width % known == 0) d = li.in_width / known;
-          if (std::find(target.begin(), target.end(), -1) != target.end() ||
-              shape_size(target, l.name) != li.in_width)
-            throw Error(l.name, "cannot reshape samples of shape " + shape_to_string(shape) + " (" +
-                                    std::to_string(li.in_width) + " values) to " +
-                                    shape_to_string(l.target_shape));
-          shape = target;
-          li.aliases_input = true;
-          break;
-        }
-        case LayerType::batch_normalization: {
-          // Keras's axis -1: one mean and variance per last-axis entry, over everything else.
-          if (l.axis != -1 && l.axis != static_cast<int64_t>(shape.size()))
-            throw Error(l.name,
-                        fmt::format("BatchNormalization axis {} is not supported on samples "
-                                    "of shape {}: only the last axis (-1)",
-                                    l.axis, shape_to_string(shape)));
-          const int64_t channels = shape.back();
-          li.norm = {.spatial = li.in_width / channels,
-                     .channels = channels,
-                     .epsilon = static_cast<float>(l.epsilon),
-                     .scale = l.scale,
-                     .center = l.center};
-          auto add = [&](const char* var, bool trainable, float initial) {
-            params.push_back({l.name + "/" + var,
-                              {channels},
-                              channels,
-                              offset,
-                              static_cast<int>(i),
-                              trainable,
-                              initial});
-            offset = add_params(offset, channels, l.name);
-            return static_cast<int>(params.size()) - 1;
-          };
-          if (l.scale) li.kernel = add("gamma", true, 1.0f);
-          if (l.center) li.bias = add("beta", true, 0.0f);
-          li.moving_mean = add("moving_mean", false, 0.0f);
-          li.moving_variance = add("moving_variance", false, 1.0f);
-          break;
-        }
-        case LayerType::dropout:
-        case LayerType::activation:
-          break;
-      }
+      LayerBuilder builder(l, static_cast<int>(i), shape, li, params, offset);
+      layer_kind(l).build(builder);
       li.out_shape = shape;
       li.out_width = shape_size(shape, l.name);
     }
@@ -405,9 +181,7 @@ struct Sequential::Impl {
   // The activation applied by the loss op: that of the last layer if it is Dense or Activation.
   int final_activation_layer() const {
     const Layer& l = layers.back();
-    return (l.type == LayerType::dense || l.type == LayerType::activation)
-               ? static_cast<int>(layers.size()) - 1
-               : -1;
+    return layer_kind(l).defers_activation() ? static_cast<int>(layers.size()) - 1 : -1;
   }
   ActivationKind final_activation() const {
     const int f = final_activation_layer();
@@ -462,7 +236,7 @@ struct Sequential::Impl {
       slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
       if (!p.trainable) continue;
       trainable_slots.push_back(slots.back());
-      if (layers[static_cast<std::size_t>(p.layer)].type != LayerType::dense)
+      if (!layer_kind(layers[static_cast<std::size_t>(p.layer)]).fuses_weight_update())
         unfused_slots.push_back(slots.back());
     }
     if (copts.initialize_weights) initialize_weights(copts.seed);
@@ -516,21 +290,13 @@ struct Sequential::Impl {
     const auto rows = static_cast<double>(batch);
     double plan_bytes = float_bytes(batch * info.front().in_width) +
                         float_bytes(batch * output_width()) + 2 * rows * max_width * sizeof(float);
-    // Max pooling's workspace (what its backward pass needs from the forward), as the backend
-    // sizes it; asking also has it prepare that shape.
+    // Each layer's workspace (dropout's mask, max pooling's, batch normalization's statistics),
+    // as its kind sizes it (with the backend, which also prepares that shape).
     std::vector<std::size_t> workspace(layers.size(), 0);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (!info[i].aliases_input) plan_bytes += rows * info[i].out_width * sizeof(float);
-      if (layers[i].type == LayerType::dropout) plan_bytes += rows * info[i].out_width;
-      if (layers[i].type == LayerType::max_pooling2d) {
-        workspace[i] = backend->pool2d_workspace_bytes(info[i].pool, batch);
-        plan_bytes += static_cast<double>(workspace[i]);
-      }
-      if (layers[i].type == LayerType::batch_normalization) {
-        backend->batchnorm_prepare(info[i].norm, batch);
-        workspace[i] = 2 * static_cast<std::size_t>(info[i].norm.channels) * sizeof(float);
-        plan_bytes += static_cast<double>(workspace[i]);
-      }
+      workspace[i] = layer_kind(layers[i]).workspace_bytes(layers[i], info[i], *backend, batch);
+      plan_bytes += static_cast<double>(workspace[i]);
     }
     check_fits(plan_bytes,
                "a batch of " + std::to_string(batch) + " samples: its activations and gradients",
@@ -549,18 +315,16 @@ struct Sequential::Impl {
     p.masks.resize(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (!info[i].aliases_input) p.outputs[i] = floats(batch * info[i].out_width);
-      if (layers[i].type == LayerType::dropout)
-        p.masks[i] = DeviceBlock(*backend, static_cast<std::size_t>(batch * info[i].out_width));
       if (workspace[i] > 0) p.masks[i] = DeviceBlock(*backend, workspace[i]);
     }
     return p;
   }
 
   // The output of layer i in `plan` during a pass (dropout aliases its input outside training).
-  const float* layer_output(const Plan& plan, std::size_t i, bool training) const {
+  float* layer_output(const Plan& plan, std::size_t i, bool training) const {
     for (;;) {
       const bool alias =
-          info[i].aliases_input || (layers[i].type == LayerType::dropout && !training);
+          info[i].aliases_input || (layer_kind(layers[i]).identity_outside_training() && !training);
       if (!alias) return plan.outputs[i].as<float>();
       if (i == 0) return plan.input.as<float>();
       --i;
@@ -578,71 +342,17 @@ struct Sequential::Impl {
     const int deferred = final_activation ? -1 : final_activation_layer();
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
-      const LayerInfo& li = info[i];
       const float* x = layer_input(plan, i, training);
       float* y = plan.outputs[i].as<float>();
-      const bool defer = static_cast<int>(i) == deferred;
       backend->set_scope(l.name);
-      switch (l.type) {
-        case LayerType::input:
-        case LayerType::flatten:
-          break;
-        case LayerType::dense: {
-          const ActivationKind act = defer ? ActivationKind::linear : l.activation;
-          const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
-          backend->dense_forward(
-              x, value(params[static_cast<std::size_t>(li.kernel)]),
-              li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr, y, m,
-              li.in_width, li.out_width, fused ? act : ActivationKind::linear);
-          if (!fused) backend->activation_forward(act, y, y, m, li.out_width);
-          break;
-        }
-        case LayerType::dropout:
-          if (training)
-            backend->dropout_forward(x, y, plan.masks[i].as<uint8_t>(), m, li.out_width, l.rate,
-                                     seed, static_cast<uint32_t>(i), ctr, first_row);
-          break;
-        case LayerType::activation:
-          backend->activation_forward(defer ? ActivationKind::linear : l.activation, x, y, m,
-                                      li.out_width);
-          break;
-        case LayerType::conv2d: {
-          // Never the final layer (its output is not flat), so its activation is never deferred.
-          const bool fused =
-              l.activation == ActivationKind::linear || l.activation == ActivationKind::relu;
-          backend->conv2d_forward(
-              li.conv, x, value(params[static_cast<std::size_t>(li.kernel)]),
-              li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr, y, m,
-              fused ? l.activation : ActivationKind::linear);
-          if (!fused) backend->activation_forward(l.activation, y, y, m, li.out_width);
-          break;
-        }
-        case LayerType::max_pooling2d:
-          backend->pool2d_forward(li.pool, x, y, training ? plan.masks[i].as<void>() : nullptr, m);
-          break;
-        case LayerType::average_pooling2d:
-        case LayerType::global_average_pooling2d:
-          backend->pool2d_forward(li.pool, x, y, nullptr, m);
-          break;
-        case LayerType::reshape:
-          break;
-        case LayerType::batch_normalization: {
-          const float* gamma =
-              li.kernel >= 0 ? value(params[static_cast<std::size_t>(li.kernel)]) : nullptr;
-          const float* beta =
-              li.bias >= 0 ? value(params[static_cast<std::size_t>(li.bias)]) : nullptr;
-          if (training) {
-            float* stats = plan.masks[i].as<float>();
-            backend->batchnorm_forward_training(li.norm, x, gamma, beta, y, stats,
-                                                stats + li.norm.channels, m);
-          } else {
-            backend->batchnorm_forward_inference(
-                li.norm, x, gamma, beta, value(params[static_cast<std::size_t>(li.moving_mean)]),
-                value(params[static_cast<std::size_t>(li.moving_variance)]), y, m);
-          }
-          break;
-        }
-      }
+      const ForwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m, x, y,
+                              plan.masks[i].as<void>()},
+                             training,
+                             static_cast<int>(i) == deferred,
+                             seed,
+                             ctr,
+                             first_row};
+      layer_kind(l).forward(step);
     }
   }
 
@@ -650,14 +360,11 @@ struct Sequential::Impl {
   // batch's (Keras updates them in the layer's call in training).
   void update_moving_statistics(Plan& plan) {
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      if (layers[i].type != LayerType::batch_normalization) continue;
-      const LayerInfo& li = info[i];
+      const LayerKind& kind = layer_kind(layers[i]);
+      if (!kind.has_moving_statistics()) continue;
       backend->set_scope(layers[i].name);
-      const float* stats = plan.masks[i].as<float>();
-      backend->batchnorm_update_moving(li.norm, stats, stats + li.norm.channels,
-                                       value(params[static_cast<std::size_t>(li.moving_mean)]),
-                                       value(params[static_cast<std::size_t>(li.moving_variance)]),
-                                       layers[i].momentum);
+      kind.update_moving_statistics({*backend, layers[i], info[i], slots, static_cast<uint32_t>(i),
+                                     plan.batch, nullptr, nullptr, plan.masks[i].as<void>()});
     }
   }
 
@@ -683,97 +390,23 @@ struct Sequential::Impl {
     for (int i = static_cast<int>(layers.size()) - 1; i >= first_param_layer; --i) {
       const auto ui = static_cast<std::size_t>(i);
       const Layer& l = layers[ui];
-      const LayerInfo& li = info[ui];
-      const float* y = layer_output(plan, ui, true);
       backend->set_scope(l.name);
-      switch (l.type) {
-        case LayerType::input:
-        case LayerType::flatten:
-        case LayerType::reshape:
-          activation_done = false;
-          break;
-        case LayerType::conv2d: {
-          if (!activation_done)
-            backend->activation_backward(l.activation, y, g, g, m, li.out_width);
-          const Param& kernel = params[static_cast<std::size_t>(li.kernel)];
-          if (i > first_param_layer)
-            backend->conv2d_backward_input(li.conv, g, value(kernel), spare, m);
-          backend->conv2d_backward_weights(
-              li.conv, layer_input(plan, ui, true), g, grad(kernel),
-              li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m);
-          if (i > first_param_layer) std::swap(g, spare);
-          activation_done = false;
-          break;
-        }
-        case LayerType::max_pooling2d:
-        case LayerType::average_pooling2d:
-        case LayerType::global_average_pooling2d:
-          backend->pool2d_backward(li.pool, g, plan.masks[ui].as<void>(), spare, m);
-          std::swap(g, spare);
-          activation_done = false;
-          break;
-        case LayerType::dense: {
-          if (!activation_done)
-            backend->activation_backward(l.activation, y, g, g, m, li.out_width);
-          // The input gradient first: it needs the kernel before this step's update.
-          if (i > first_param_layer)
-            backend->dense_backward_input(g, value(params[static_cast<std::size_t>(li.kernel)]),
-                                          spare, m, li.in_width, li.out_width);
-          if (update) {
-            const ParamSlot* bias =
-                li.bias >= 0 ? &slots[static_cast<std::size_t>(li.bias)] : nullptr;
-            backend->dense_backward_weights_update(layer_input(plan, ui, true), g,
-                                                   slots[static_cast<std::size_t>(li.kernel)], bias,
-                                                   m, li.in_width, li.out_width, opt, update);
-          } else {
-            backend->dense_backward_weights(
-                layer_input(plan, ui, true), g, grad(params[static_cast<std::size_t>(li.kernel)]),
-                li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m,
-                li.in_width, li.out_width);
-          }
-          if (i > first_param_layer) std::swap(g, spare);
-          activation_done = false;
-          break;
-        }
-        case LayerType::dropout: {
-          const Layer& prev = layers[ui - 1];
-          const bool relu_before =
-              i > 0 &&
-              (prev.type == LayerType::dense || prev.type == LayerType::activation ||
-               prev.type == LayerType::conv2d) &&
-              prev.activation == ActivationKind::relu;
-          if (relu_before) {
-            backend->relu_dropout_backward(y, plan.masks[ui].as<uint8_t>(), g, spare, m,
-                                           li.out_width, l.rate);
-            activation_done = true;
-          } else {
-            backend->dropout_backward(g, plan.masks[ui].as<uint8_t>(), spare, m, li.out_width,
-                                      l.rate);
-            activation_done = false;
-          }
-          std::swap(g, spare);
-          break;
-        }
-        case LayerType::activation:
-          if (!activation_done)
-            backend->activation_backward(l.activation, y, g, g, m, li.out_width);
-          activation_done = false;
-          break;
-        case LayerType::batch_normalization: {
-          // Its gradient is dx even for the first layer with parameters (the dgamma and dbeta
-          // come out of the same primitive), into the spare buffer.
-          const float* stats = plan.masks[ui].as<float>();
-          backend->batchnorm_backward(
-              li.norm, layer_input(plan, ui, true), g,
-              li.kernel >= 0 ? value(params[static_cast<std::size_t>(li.kernel)]) : nullptr, stats,
-              stats + li.norm.channels, spare,
-              li.kernel >= 0 ? grad(params[static_cast<std::size_t>(li.kernel)]) : nullptr,
-              li.bias >= 0 ? grad(params[static_cast<std::size_t>(li.bias)]) : nullptr, m);
-          std::swap(g, spare);
-          activation_done = false;
-          break;
-        }
-      }
+      const bool after_relu = i > 0 && layer_kind(layers[ui - 1]).applies_activation() &&
+                              layers[ui - 1].activation == ActivationKind::relu;
+      BackwardStep step{
+          {*backend, l, info[ui], slots, static_cast<uint32_t>(i), m, layer_input(plan, ui, true),
+           layer_output(plan, ui, true), plan.masks[ui].as<void>()},
+          g,
+          spare,
+          activation_done,
+          i == first_param_layer,
+          after_relu,
+          update,
+          &opt};
+      layer_kind(l).backward(step);
+      g = step.g;
+      spare = step.spare;
+      activation_done = step.activation_done;
     }
   }
 
@@ -1004,12 +637,11 @@ Sequential::Sequential(std::vector<Layer> layers, std::string name)
   impl_->name_layers();
   for (std::size_t i = 0; i < impl_->layers.size(); ++i) {
     const Layer& l = impl_->layers[i];
-    if (l.type == LayerType::input && i != 0)
+    if (layer_kind(l).is_model_input() && i != 0)
       throw Error(l.name, "an InputLayer can only be the first layer");
   }
   const Layer& first = impl_->layers.front();
-  if ((first.type == LayerType::input || first.type == LayerType::flatten) &&
-      !first.input_shape.empty())
+  if (layer_kind(first).declares_input() && !first.input_shape.empty())
     impl_->build(first.input_shape);
 }
 
@@ -1052,16 +684,7 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
                             "built with NCCL (CROSSOVER_NCCL)",
                             ranks, backend->device_name(), options.collective->description()));
   for (const Layer& l : m.layers) {
-    if (ranks > 1 && l.type == LayerType::batch_normalization)
-      throw Error(l.name, fmt::format("BatchNormalization over {} ranks is not supported yet: each "
-                                      "rank's batch statistics would differ from one process's",
-                                      ranks));
-    if (is_image_layer(l.type) && !backend->has_conv2d())
-      throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
-                              backend->device_name() + " (its backend has no convolutions)");
-    if (l.type == LayerType::batch_normalization && !backend->has_batch_norm())
-      throw Error(l.name, std::string(layer_type_name(l.type)) + " is not available on " +
-                              backend->device_name() + " (its backend has no batch normalization)");
+    layer_kind(l).check_device(l, *backend, ranks);
   }
   m.plans.clear();
   m.arena.reset();
@@ -1365,7 +988,7 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   m.backend->upload(plan.input.as<void>(), x.data(), static_cast<std::size_t>(x.size()) * 4);
   m.backend->upload(plan.targets.as<void>(), y.data(), static_cast<std::size_t>(y.size()) * 4);
   for (std::size_t i = 0; i < m.layers.size(); ++i)
-    if (m.layers[i].type == LayerType::dropout && m.layers[i].rate > 0.0f)
+    if (layer_kind(m.layers[i]).random_in_training(m.layers[i]))
       throw Error("gradients", "dropout layers must have rate 0 for a deterministic gradient");
   // A training pass (dropout at rate 0 keeps every unit), then its backward pass.
   m.forward(plan, n, true, false, 0, m.eval_counters());

@@ -1,0 +1,68 @@
+// Activation: applies an activation on its own.
+#include "core/error.h"
+#include "nn/layers/kind.h"
+
+namespace crossover {
+
+Layer Activation(std::string_view activation) {
+  Layer l;
+  l.type = LayerType::activation;
+  l.activation = parse_activation(activation);
+  return l;
+}
+
+namespace {
+
+using namespace keras_config;
+
+class ActivationLayerKind final : public LayerKind {
+ public:
+  LayerType type() const override { return LayerType::activation; }
+  std::string_view class_name() const override { return "Activation"; }
+  std::string_view base_name() const override { return "activation"; }
+  bool keeps_shape() const override { return true; }
+
+  // ---- command line: activation:NAME ----
+  std::string_view cli_name() const override { return "activation"; }
+  std::string_view cli_syntax() const override { return "activation:NAME"; }
+  std::optional<Layer> from_cli(const CliFields& f) const override {
+    if (f.size() != 2) return std::nullopt;
+    return Activation(f.text(1));
+  }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["activation"] = activation_name(l.activation);
+  }
+
+  // ---- Keras config ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    if (!cfg.find("activation")) cfg.fail("activation", "Activation needs an activation");
+    l.activation = cfg.activation();
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["activation"] = std::string(activation_name(l.activation));
+  }
+
+  // ---- engine ----
+  bool defers_activation() const override { return true; }
+  bool applies_activation() const override { return true; }
+
+  void forward(const ForwardStep& s) const override {
+    s.backend.activation_forward(s.defer_activation ? ActivationKind::linear : s.layer.activation,
+                                 s.x, s.y, s.m, s.state.out_width);
+  }
+  // In place on g, unless the loss op (or a fused dropout) applied it.
+  void backward(BackwardStep& s) const override {
+    if (!s.activation_done)
+      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, s.state.out_width);
+    s.activation_done = false;
+  }
+};
+
+}  // namespace
+
+const LayerKind& activation_layer_kind() {
+  static const ActivationLayerKind kind;
+  return kind;
+}
+
+}  // namespace crossover

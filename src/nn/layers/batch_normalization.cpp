@@ -1,0 +1,195 @@
+// BatchNormalization over the last axis: y = gamma * (x - mean) / sqrt(variance + epsilon) + beta,
+// the batch's statistics in fit, the moving ones in evaluate and predict.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "nn/layers/kind.h"
+
+namespace crossover {
+
+Layer BatchNormalization(double momentum, double epsilon, bool center, bool scale) {
+  if (!(momentum >= 0.0 && momentum <= 1.0))
+    throw Error("BatchNormalization",
+                "momentum must be in [0, 1], got " + std::to_string(momentum));
+  if (!(epsilon > 0.0 && epsilon < 1e30))
+    throw Error("BatchNormalization", "epsilon must be positive, got " + std::to_string(epsilon));
+  Layer l;
+  l.type = LayerType::batch_normalization;
+  l.momentum = momentum;
+  l.epsilon = epsilon;
+  l.center = center;
+  l.scale = scale;
+  return l;
+}
+
+namespace {
+
+using namespace keras_config;
+
+class BatchNormalizationKind final : public LayerKind {
+ public:
+  LayerType type() const override { return LayerType::batch_normalization; }
+  std::string_view class_name() const override { return "BatchNormalization"; }
+  std::string_view base_name() const override { return "batch_normalization"; }
+  bool keeps_shape() const override { return true; }
+  // Keras saves a layer's trainable variables, then its non-trainable ones.
+  std::vector<std::string> weight_names(const Layer& l) const override {
+    std::vector<std::string> names;
+    if (l.scale) names.push_back(l.name + "/gamma");
+    if (l.center) names.push_back(l.name + "/beta");
+    names.push_back(l.name + "/moving_mean");
+    names.push_back(l.name + "/moving_variance");
+    return names;
+  }
+
+  // ---- command line: batchnorm[:MOMENTUM[:EPSILON]] ----
+  std::string_view cli_name() const override { return "batchnorm"; }
+  std::string_view cli_syntax() const override { return "batchnorm[:MOMENTUM[:EPSILON]]"; }
+  std::optional<Layer> from_cli(const CliFields& f) const override {
+    if (f.size() > 3) return std::nullopt;
+    return BatchNormalization(f.number(1, 0.99), f.number(2, 1e-3));
+  }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["momentum"] = l.momentum;
+    j["epsilon"] = l.epsilon;
+    j["center"] = l.center;
+    j["scale"] = l.scale;
+  }
+
+  // ---- Keras config ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    if (const json* a = cfg.find("axis")) {
+      // Keras 3 writes -1; tf.keras 2 a list such as [3] (the last axis of a built model), which
+      // the model checks against its input when it builds.
+      const json& one = a->is_array() && a->size() == 1 ? (*a)[0] : *a;
+      if (!one.is_number_integer() || one.get<int64_t>() < -1 || one.get<int64_t>() == 0 ||
+          one.get<int64_t>() > 8)
+        cfg.fail("axis", "axis " + brief(*a) + " is not supported: only the last axis (-1)");
+      l.axis = one.get<int64_t>();
+    }
+    l.momentum = cfg.number("momentum", l.momentum);
+    l.epsilon = cfg.number("epsilon", l.epsilon);
+    if (!(l.momentum >= 0.0 && l.momentum <= 1.0))
+      cfg.fail("momentum", fmt::format("momentum must be in [0, 1], got {}", l.momentum));
+    if (!(l.epsilon > 0.0 && l.epsilon < 1e30))
+      cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", l.epsilon));
+    l.center = cfg.flag("center", l.center);
+    l.scale = cfg.flag("scale", l.scale);
+    cfg.constant_initializer("beta_initializer", 0.0);
+    cfg.constant_initializer("gamma_initializer", 1.0);
+    cfg.constant_initializer("moving_mean_initializer", 0.0);
+    cfg.constant_initializer("moving_variance_initializer", 1.0);
+    for (const char* r : {"beta_regularizer", "gamma_regularizer"})
+      cfg.refuse_set(r, "regularizers are not supported");
+    for (const char* c : {"beta_constraint", "gamma_constraint"})
+      cfg.refuse_set(c, "constraints are not supported");
+    for (const char* f : {"synchronized", "renorm"})
+      if (const json* v = cfg.find(f); v && !flag_is_false(*v))
+        cfg.fail(f, std::string(f) + " " + brief(*v) + " is not supported: only false");
+    // renorm_clipping and renorm_momentum only matter with renorm; their defaults are accepted.
+    cfg.refuse_set("renorm_clipping", "renorm is not supported");
+    cfg.accept({"renorm_momentum"});
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["axis"] = -1;
+    c["momentum"] = l.momentum;
+    c["epsilon"] = l.epsilon;
+    c["center"] = l.center;
+    c["scale"] = l.scale;
+    c["beta_initializer"] = initializer_json("Zeros");
+    c["gamma_initializer"] = initializer_json("Ones");
+    c["moving_mean_initializer"] = initializer_json("Zeros");
+    c["moving_variance_initializer"] = initializer_json("Ones");
+    c["beta_regularizer"] = nullptr;
+    c["gamma_regularizer"] = nullptr;
+    c["beta_constraint"] = nullptr;
+    c["gamma_constraint"] = nullptr;
+    c["synchronized"] = false;
+    c["renorm"] = false;
+    c["renorm_clipping"] = nullptr;
+    c["renorm_momentum"] = 0.99;
+  }
+  bool keras_build_config() const override { return true; }
+
+  // ---- engine ----
+  void check_device(const Layer& l, const Backend& backend, int ranks) const override {
+    if (ranks > 1)
+      throw Error(l.name, fmt::format("BatchNormalization over {} ranks is not supported yet: each "
+                                      "rank's batch statistics would differ from one process's",
+                                      ranks));
+    if (!backend.has_batch_norm())
+      throw Error(l.name, std::string(class_name()) + " is not available on " +
+                              backend.device_name() + " (its backend has no batch normalization)");
+  }
+
+  // gamma (when scale), beta (when center), moving_mean, moving_variance: (channels,) each.
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    // Keras's axis -1: one mean and variance per last-axis entry, over everything else.
+    if (l.axis != -1 && l.axis != static_cast<int64_t>(b.shape.size()))
+      throw Error(l.name, fmt::format("BatchNormalization axis {} is not supported on samples "
+                                      "of shape {}: only the last axis (-1)",
+                                      l.axis, shape_to_string(b.shape)));
+    const int64_t channels = b.shape.back();
+    LayerState& li = b.state;
+    li.norm = {.spatial = li.in_width / channels,
+               .channels = channels,
+               .epsilon = static_cast<float>(l.epsilon),
+               .scale = l.scale,
+               .center = l.center};
+    if (l.scale) li.kernel = b.add_param("gamma", {channels}, true, 1.0f);
+    if (l.center) li.bias = b.add_param("beta", {channels}, true, 0.0f);
+    li.moving_mean = b.add_param("moving_mean", {channels}, false, 0.0f);
+    li.moving_variance = b.add_param("moving_variance", {channels}, false, 1.0f);
+  }
+  // The batch's mean and variance (channels each), which the backward pass reads.
+  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
+                              int64_t batch) const override {
+    backend.batchnorm_prepare(li.norm, batch);
+    return 2 * static_cast<std::size_t>(li.norm.channels) * sizeof(float);
+  }
+
+  // Training: normalized by the batch's statistics (saved); otherwise by the moving ones.
+  void forward(const ForwardStep& s) const override {
+    const LayerState& li = s.state;
+    if (s.training) {
+      auto* stats = static_cast<float*>(s.workspace);
+      s.backend.batchnorm_forward_training(li.norm, s.x, s.value(li.kernel), s.value(li.bias), s.y,
+                                           stats, stats + li.norm.channels, s.m);
+    } else {
+      s.backend.batchnorm_forward_inference(li.norm, s.x, s.value(li.kernel), s.value(li.bias),
+                                            s.value(li.moving_mean), s.value(li.moving_variance),
+                                            s.y, s.m);
+    }
+  }
+  // moving = moving * momentum + batch * (1 - momentum), after the training forward pass (Keras
+  // updates them in the layer's call).
+  bool has_moving_statistics() const override { return true; }
+  void update_moving_statistics(const LayerStep& s) const override {
+    const LayerState& li = s.state;
+    const auto* stats = static_cast<const float*>(s.workspace);
+    s.backend.batchnorm_update_moving(li.norm, stats, stats + li.norm.channels,
+                                      s.value(li.moving_mean), s.value(li.moving_variance),
+                                      s.layer.momentum);
+  }
+  // dx, dgamma, dbeta from the saved batch statistics; dx even for the first layer with
+  // parameters (the same primitive makes all three), into the spare buffer.
+  void backward(BackwardStep& s) const override {
+    const LayerState& li = s.state;
+    const auto* stats = static_cast<const float*>(s.workspace);
+    s.backend.batchnorm_backward(li.norm, s.x, s.g, s.value(li.kernel), stats,
+                                 stats + li.norm.channels, s.spare, s.grad(li.kernel),
+                                 s.grad(li.bias), s.m);
+    s.swap();
+    s.activation_done = false;
+  }
+};
+
+}  // namespace
+
+const LayerKind& batch_normalization_layer_kind() {
+  static const BatchNormalizationKind kind;
+  return kind;
+}
+
+}  // namespace crossover

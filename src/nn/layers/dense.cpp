@@ -1,0 +1,137 @@
+// Dense: y = activation(x . kernel + bias), Keras's fully connected layer.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "nn/layers/kind.h"
+
+namespace crossover {
+
+Layer Dense(int64_t units, std::string_view activation, bool use_bias) {
+  if (units < 1) throw Error("Dense", "units must be at least 1, got " + std::to_string(units));
+  Layer l;
+  l.type = LayerType::dense;
+  l.units = units;
+  l.activation = parse_activation(activation);
+  l.use_bias = use_bias;
+  return l;
+}
+
+namespace {
+
+using namespace keras_config;
+
+class DenseKind final : public LayerKind {
+ public:
+  LayerType type() const override { return LayerType::dense; }
+  std::string_view class_name() const override { return "Dense"; }
+  std::string_view base_name() const override { return "dense"; }
+  bool has_matrix_products() const override { return true; }
+  std::vector<std::string> weight_names(const Layer& l) const override {
+    if (!l.use_bias) return {l.name + "/kernel"};
+    return {l.name + "/kernel", l.name + "/bias"};
+  }
+
+  // ---- command line: dense:UNITS[:ACTIVATION] ----
+  std::string_view cli_name() const override { return "dense"; }
+  std::string_view cli_syntax() const override { return "dense:UNITS[:ACTIVATION]"; }
+  std::optional<Layer> from_cli(const CliFields& f) const override {
+    if (f.size() < 2 || f.size() > 3) return std::nullopt;
+    return Dense(f.whole(1), f.text_or(2, "linear"));
+  }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["units"] = l.units;
+    j["activation"] = activation_name(l.activation);
+    j["use_bias"] = l.use_bias;
+  }
+
+  // ---- Keras config ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    l.units = cfg.count("units", "Dense needs units");
+    l.activation = cfg.activation();
+    l.use_bias = cfg.flag("use_bias", true);
+    cfg.initializer("kernel_initializer", true);
+    cfg.initializer("bias_initializer", false);
+    for (const char* f : {"kernel_regularizer", "bias_regularizer", "activity_regularizer"})
+      cfg.refuse_set(f, "regularizers are not supported");
+    for (const char* f : {"kernel_constraint", "bias_constraint"})
+      cfg.refuse_set(f, "constraints are not supported");
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["units"] = l.units;
+    c["activation"] = std::string(activation_name(l.activation));
+    c["use_bias"] = l.use_bias;
+    c["kernel_initializer"] = initializer_json("GlorotUniform");
+    c["bias_initializer"] = initializer_json("Zeros");
+    c["kernel_regularizer"] = nullptr;
+    c["bias_regularizer"] = nullptr;
+    c["kernel_constraint"] = nullptr;
+    c["bias_constraint"] = nullptr;
+  }
+  bool keras_build_config() const override { return true; }
+  int64_t check_size(const Layer& l, int64_t width, int64_t,
+                     const std::string& where) const override {
+    if (width > kMaxElements / l.units)
+      throw Error(where, fmt::format("layer '{}' field units: a {} x {} kernel is absurdly large",
+                                     printable(l.name), width, l.units));
+    return l.units;
+  }
+
+  // ---- engine ----
+  bool defers_activation() const override { return true; }
+  bool applies_activation() const override { return true; }
+  bool fuses_weight_update() const override { return true; }
+
+  // kernel (inputs, units), bias (units)
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    if (b.shape.size() != 1)
+      throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
+                              shape_to_string(b.shape) + ": add Flatten() before it");
+    b.state.kernel = b.add_param("kernel", {b.state.in_width, l.units});
+    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units});
+    b.shape = {l.units};
+  }
+
+  // y(m, units) = act(x(m, in) . kernel(in, units) + bias): bias and relu fused into the GEMM,
+  // other activations as a call of their own.
+  void forward(const ForwardStep& s) const override {
+    const LayerState& li = s.state;
+    const ActivationKind act = s.defer_activation ? ActivationKind::linear : s.layer.activation;
+    const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
+    s.backend.dense_forward(s.x, s.value(li.kernel), s.value(li.bias), s.y, s.m, li.in_width,
+                            li.out_width, fused ? act : ActivationKind::linear);
+    if (!fused) s.backend.activation_forward(act, s.y, s.y, s.m, li.out_width);
+  }
+
+  // dx(m, in) = g(m, units) . kernel^T (not for the first layer with parameters); dkernel(in,
+  // units) = x^T . g, dbias = the column sums of g (or, fused, the update with them).
+  void backward(BackwardStep& s) const override {
+    const LayerState& li = s.state;
+    if (!s.activation_done)
+      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, li.out_width);
+    // The input gradient first: it needs the kernel before this step's update.
+    if (!s.first)
+      s.backend.dense_backward_input(s.g, s.value(li.kernel), s.spare, s.m, li.in_width,
+                                     li.out_width);
+    if (s.update) {
+      const ParamSlot* bias = li.bias >= 0 ? &s.slots[static_cast<std::size_t>(li.bias)] : nullptr;
+      s.backend.dense_backward_weights_update(s.x, s.g,
+                                              s.slots[static_cast<std::size_t>(li.kernel)], bias,
+                                              s.m, li.in_width, li.out_width, *s.opt, s.update);
+    } else {
+      s.backend.dense_backward_weights(s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m,
+                                       li.in_width, li.out_width);
+    }
+    if (!s.first) s.swap();
+    s.activation_done = false;
+  }
+};
+
+}  // namespace
+
+const LayerKind& dense_layer_kind() {
+  static const DenseKind kind;
+  return kind;
+}
+
+}  // namespace crossover

@@ -1,0 +1,100 @@
+// A layer's Keras config ("config" of one entry of a model's to_json()), read and written by the
+// layer kinds (nn/layers/<kind>.cpp) through these helpers, so that each kind's fields, their
+// defaults and their refusals are written once, next to its writer.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "nn/layers.h"
+
+namespace crossover::keras_config {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+inline constexpr int64_t kMaxDim = int64_t{1} << 31;
+inline constexpr int64_t kMaxElements = int64_t{1} << 40;  // per tensor: far past any real model
+
+// A string from the input, made safe for a one-line message (control characters as '?', at most
+// 64 characters).
+std::string printable(std::string_view s);
+// The JSON value, abbreviated, for a message.
+std::string brief(const json& v);
+bool is_null_or_absent(const json& obj, const char* key);
+// null, absent or false: a feature left off.
+bool flag_is_false(const json& v);
+
+// Where a layer is, for messages.
+struct LayerRef {
+  const std::string& where;
+  std::size_t index;  // 1-based; 0: the model itself
+  std::string name;
+  std::string cls;
+
+  std::string label() const;
+  // Throws Error(where, "<label> field <field>: <why>").
+  [[noreturn]] void fail(std::string_view field, const std::string& why) const;
+};
+
+// A shape list: [null, 28, 28] with a batch dimension, or [28, 28] without. Also accepts the
+// old {"class_name": "TensorShape", "items": [...]} wrapper.
+Shape parse_shape(const json& v, bool has_batch, const LayerRef& ref, std::string_view field);
+
+// One layer's config as its kind reads it. Every accessor marks its field as read; after the
+// kind has read its fields, refuse_unread() refuses any other field that is set (not null or
+// false): crossover does not know it, so it cannot honour it.
+class Reader {
+ public:
+  Reader(const json& cfg, const LayerRef& ref) : cfg_(cfg), ref_(ref) {}
+  const LayerRef& ref() const { return ref_; }
+  [[noreturn]] void fail(std::string_view field, const std::string& why) const {
+    ref_.fail(field, why);
+  }
+
+  // The field, or null when absent or null.
+  const json* find(const char* key);
+  // Fields read and deliberately ignored.
+  void accept(std::initializer_list<const char*> keys);
+  // A whole number from 1 to 2^31; `missing` is the message when absent or null.
+  int64_t count(const char* key, const std::string& missing);
+  // An int or a pair of ints, each from 1 to 2^31 (kernel_size, strides, pool_size).
+  std::optional<Size2> pair(const char* key);
+  // "padding": valid (the default) or same, any case.
+  Padding padding();
+  // data_format: channels_last (or null, Keras's default) only.
+  void channels_last();
+  // An activation crossover runs; linear when absent or null.
+  ActivationKind activation(const char* key = "activation");
+  bool flag(const char* key, bool fallback);
+  double number(const char* key, double fallback);
+  // GlorotUniform for kernels, Zeros for biases: the only initializers crossover runs there.
+  void initializer(const char* key, bool kernel);
+  // A constant initializer of `value` (0: Zeros, 1: Ones, or Constant(value)).
+  void constant_initializer(const char* key, double value);
+  // The field must be null or absent; otherwise fail(key, why).
+  void refuse_set(const char* key, const std::string& why);
+  // The field must be null, absent or false; otherwise fail(key, why).
+  void refuse_true(const char* key, const std::string& why);
+  // Refuses the fields no accessor read that are set.
+  void refuse_unread() const;
+
+  // The input shape the entry declares through the fields any layer may carry
+  // (batch_input_shape, input_shape, input_dim), read by the model's reader; empty when none.
+  Shape declared_input;
+
+ private:
+  const json& cfg_;
+  const LayerRef& ref_;
+  std::set<std::string> read_;
+};
+
+// Keras 3's serialized initializer {"module": "keras.initializers", "class_name": cls, ...}.
+ojson initializer_json(const char* cls);
+
+}  // namespace crossover::keras_config

@@ -1,0 +1,233 @@
+// A layer kind: everything crossover knows about one kind of layer, in one unit
+// (src/nn/layers/<kind>.cpp), found through the registry by its Keras class name, its CLI name
+// or its LayerType. The model (nn/sequential.cpp), the Keras JSON reader and writer
+// (nn/model_config.cpp), the .weights.h5 names (nn/keras_h5.cpp) and the command line go through
+// it; none of them switches on a LayerType.
+//
+// Adding a kind: its LayerType and its constructor (Keras's arguments and defaults) in
+// nn/layers.h, one unit implementing LayerKind, and one line in nn/layers/registry.cpp
+// (docs/ARCHITECTURE.md, "Adding a layer").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "nn/layers.h"
+#include "nn/layers/keras_config.h"
+
+namespace crossover {
+
+// The fields of one item of the CLI's layer list ("conv:32:3:relu" -> conv, 32, 3, relu). Each
+// reader throws std::invalid_argument(bad) for a field that does not parse (the CLI then says
+// "--model: <bad>"); a layer's constructor throws Error for a value it refuses.
+class CliFields {
+ public:
+  CliFields(std::vector<std::string> fields, std::string bad)
+      : f_(std::move(fields)), bad_(std::move(bad)) {}
+  std::size_t size() const { return f_.size(); }
+  const std::string& text(std::size_t i) const { return f_[i]; }
+  // The field, or `fallback` past the end.
+  std::string text_or(std::size_t i, const std::string& fallback) const {
+    return i < f_.size() ? f_[i] : fallback;
+  }
+  int64_t whole(std::size_t i) const;                   // "128"
+  double number(std::size_t i, double fallback) const;  // "0.2"; fallback past the end
+  Size2 size2(std::size_t i) const;                     // "3" -> (3, 3); "3x5" -> (3, 5)
+  Shape dims(std::size_t i) const;                      // "7x7x16"
+  [[noreturn]] void bad() const;
+
+ private:
+  std::vector<std::string> f_;
+  std::string bad_;
+};
+
+// One parameter of a model, as its layer's build() adds it; the model keeps them in one list and
+// one block of device memory (values | grads | slot1 | slot2).
+struct LayerParam {
+  std::string name;  // "dense/kernel", as Keras stores it
+  Shape shape;
+  int64_t n = 0;
+  int64_t offset = 0;  // in floats, within each of the four sections of the model's block
+  int layer = 0;
+  bool trainable = true;  // false: batch normalization's moving statistics
+  float initial = 0.0f;   // the initial value of a parameter that is not a kernel
+};
+
+// What a layer's build() derives from its input shape; the model keeps one per layer.
+struct LayerState {
+  int64_t in_width = 0, out_width = 0;  // values per sample
+  Shape out_shape;                      // per sample
+  int kernel = -1, bias = -1;           // indices into the model's parameters
+  bool aliases_input = false;           // the output is the input's buffer (Flatten, Reshape)
+  ConvShape conv;                       // conv2d
+  PoolShape pool;                       // pooling layers
+  BatchNormShape norm;                  // batch_normalization: kernel is gamma, bias beta
+  int moving_mean = -1, moving_variance = -1;
+};
+
+// Passed to build(): the layer, its input shape (which build() turns into its output shape), and
+// a way to add parameters.
+class LayerBuilder {
+ public:
+  LayerBuilder(const Layer& layer, int index, Shape& shape, LayerState& state,
+               std::vector<LayerParam>& params, int64_t& offset)
+      : layer(layer), index(index), shape(shape), state(state), params_(params), offset_(offset) {}
+  const Layer& layer;
+  const int index;  // in the model
+  Shape& shape;     // per sample: the input's on entry, the output's on return
+  LayerState& state;
+  // Adds "<layer>/<variable>" of `shape`; returns its index. Throws Error for a count past any
+  // machine.
+  int add_param(const std::string& variable, const Shape& shape, bool trainable = true,
+                float initial = 0.0f);
+
+ private:
+  std::vector<LayerParam>& params_;
+  int64_t& offset_;
+};
+
+// What one layer's calls in a step get from the model: the backend, the layer's buffers in the
+// step's plan, and its parameters.
+struct LayerStep {
+  Backend& backend;
+  const Layer& layer;
+  const LayerState& state;
+  const std::vector<ParamSlot>& slots;  // every parameter of the model, in build order
+  uint32_t index;                       // the layer's place in the model
+  int64_t m;                            // rows of the batch
+  const float* x;                       // input (m, in_width)
+  float* y;                             // output (m, out_width)
+  void* workspace;                      // the plan's block for the layer (workspace_bytes)
+  float* value(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].value; }
+  float* grad(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].grad; }
+};
+
+struct ForwardStep : LayerStep {
+  bool training;          // fit (dropout, the batch's statistics) or evaluate/predict
+  bool defer_activation;  // the final layer in training: the loss op applies its activation
+  uint64_t seed;          // dropout's
+  StepCounters* counters;
+  int64_t first_row;  // the global batch row of row 0 (dropout draws by the global row)
+};
+
+// Backward from g, the gradient with respect to the layer's output (with respect to its
+// pre-activation output when activation_done), to its input gradient, left in g: a layer that
+// writes it into `spare` swaps the two.
+struct BackwardStep : LayerStep {
+  float* g;
+  float* spare;
+  bool activation_done;        // in: the activation's gradient is applied; out: for the layer below
+  bool first;                  // the first layer with parameters: no input gradient is needed
+  bool after_relu;             // the layer below applied a relu (dropout fuses its gradient)
+  const StepCounters* update;  // non-null: update the weights in the same call (fused update)
+  const OptimizerConfig* opt;  // with update
+  void swap() { std::swap(g, spare); }
+};
+
+class LayerKind {
+ public:
+  virtual ~LayerKind() = default;
+
+  // ---- identity ----
+  virtual LayerType type() const = 0;
+  // Keras's class name ("Dense"): Keras JSON, summary(), messages.
+  virtual std::string_view class_name() const = 0;
+  // Other Keras names of the same class ("MaxPool2D"), read but never written.
+  virtual std::vector<std::string_view> aliases() const { return {}; }
+  // Keras's automatic layer name: "dense", then "dense_1", ... (also the .weights.h5 group).
+  virtual std::string_view base_name() const = 0;
+
+  // ---- the command line's layer list ----
+  // The item's first field ("dense"); empty: not in the layer list.
+  virtual std::string_view cli_name() const { return {}; }
+  // Its syntax for the help and error text ("dense:UNITS[:ACTIVATION]").
+  virtual std::string_view cli_syntax() const { return {}; }
+  // The layer an item names; nullopt when the item has the wrong number of fields.
+  virtual std::optional<Layer> from_cli(const CliFields&) const { return std::nullopt; }
+  // The layer's arguments in the commands' JSON record (docs/JSON.md), beside "name" and "type".
+  virtual void describe(const Layer&, nlohmann::json&) const {}
+
+  // ---- Keras JSON: the kind's own config fields (the reader handles name, trainable, dtype and
+  // the input shape fields every layer may carry) ----
+  virtual void from_keras(keras_config::Reader& cfg, Layer& l) const = 0;
+  virtual void to_keras(const Layer& l, keras_config::ojson& cfg) const = 0;
+  // Whether Keras 3 writes a "build_config" for the layer (its build() makes weights or checks
+  // the input); none for InputLayer, Dropout, Activation, pooling and Reshape.
+  virtual bool keras_build_config() const { return false; }
+  // Validates, before the model multiplies anything, that the layer's parameters on samples of
+  // `width` values with `channels` in the last axis are of a sane size; returns the width of its
+  // output where it knows it without building (Dense), else `width`.
+  virtual int64_t check_size(const Layer&, int64_t width, int64_t /*channels*/,
+                             const std::string& /*where*/) const {
+    return width;
+  }
+
+  // ---- properties the model asks ----
+  // InputLayer and Flatten: the layer may declare the model's input shape.
+  virtual bool declares_input() const { return false; }
+  // InputLayer: not a computation but the model's input (only ever its first layer).
+  virtual bool is_model_input() const { return false; }
+  // Conv2D and the pooling layers: samples are (height, width, channels).
+  virtual bool takes_images() const { return false; }
+  // Dropout, Activation, BatchNormalization: the output has the input's shape, so a layer list
+  // that starts with them takes images when the first layer after them does.
+  virtual bool keeps_shape() const { return false; }
+  // Dense and Conv2D: its work is matrix products, in the model's one precision (dtype policy).
+  virtual bool has_matrix_products() const { return false; }
+  // The weights Keras stores for the layer, in Keras's order (trainable ones first), named
+  // "<layer>/<variable>".
+  virtual std::vector<std::string> weight_names(const Layer&) const { return {}; }
+  // Dense, Activation: the final layer's activation is left to the loss op in training (softmax
+  // and cross-entropy from the logits).
+  virtual bool defers_activation() const { return false; }
+  // Dense, Activation, Conv2D: the layer applies Layer::activation.
+  virtual bool applies_activation() const { return false; }
+  // Dense: its weight gradient and update are one backend call where the backend fuses them.
+  virtual bool fuses_weight_update() const { return false; }
+  // Dropout: the identity outside training (its output is then its input's buffer).
+  virtual bool identity_outside_training() const { return false; }
+  // Dropout at a rate above 0: a training pass draws random numbers.
+  virtual bool random_in_training(const Layer&) const { return false; }
+  // Refuses a backend (or a number of ranks) the layer cannot run on, naming the layer.
+  virtual void check_device(const Layer&, const Backend&, int /*ranks*/) const {}
+
+  // ---- the engine ----
+  // Shape inference and parameters (Keras's names, shapes, initial values; kernels are
+  // glorot-uniform with Keras's fans, the model draws them).
+  virtual void build(LayerBuilder&) const {}
+  // Device memory the layer needs in a plan of `batch` rows (dropout's mask, max pooling's
+  // workspace, batch normalization's batch statistics): planned once, passed as
+  // LayerStep::workspace.
+  virtual std::size_t workspace_bytes(const Layer&, const LayerState&, Backend&,
+                                      int64_t /*batch*/) const {
+    return 0;
+  }
+  virtual void forward(const ForwardStep&) const {}
+  // After a training forward pass (batch normalization's moving statistics); only for kinds
+  // with has_moving_statistics().
+  virtual bool has_moving_statistics() const { return false; }
+  virtual void update_moving_statistics(const LayerStep&) const {}
+  virtual void backward(BackwardStep& s) const { s.activation_done = false; }
+};
+
+// InputLayer and Flatten: the shape the layer declares (if any) must be the one it receives; its
+// output is its input's buffer.
+void check_declared_input(LayerBuilder& b);
+
+// The kind of a layer type (every LayerType has one).
+const LayerKind& layer_kind(LayerType type);
+inline const LayerKind& layer_kind(const Layer& l) { return layer_kind(l.type); }
+// The kind Keras calls `class_name` (or an alias of it); null when crossover has none.
+const LayerKind* find_keras_layer_kind(std::string_view class_name);
+// The kind whose CLI name is `name`; null when none.
+const LayerKind* find_cli_layer_kind(std::string_view name);
+// Every kind, in LayerType order.
+std::span<const LayerKind* const> layer_kinds();
+
+}  // namespace crossover

@@ -1,0 +1,131 @@
+// MaxPooling2D and AveragePooling2D: the maximum or the mean over each pool_size window of each
+// channel (padded positions not counted in the mean, as in Keras); strides default to pool_size.
+#include "core/error.h"
+#include "nn/layers/kind.h"
+#include "nn/layers/window.h"
+
+namespace crossover {
+namespace {
+
+Layer pooling(LayerType type, const char* name, Size2 pool_size, std::optional<Size2> strides,
+              std::string_view padding) {
+  require_positive(pool_size, name, "pool_size");
+  if (strides) require_positive(*strides, name, "strides");
+  Layer l;
+  l.type = type;
+  l.window = pool_size;
+  l.strides = strides.value_or(pool_size);
+  l.padding = parse_padding(padding, name);
+  return l;
+}
+
+}  // namespace
+
+Layer MaxPooling2D(Size2 pool_size, std::optional<Size2> strides, std::string_view padding) {
+  return pooling(LayerType::max_pooling2d, "MaxPooling2D", pool_size, strides, padding);
+}
+
+Layer AveragePooling2D(Size2 pool_size, std::optional<Size2> strides, std::string_view padding) {
+  return pooling(LayerType::average_pooling2d, "AveragePooling2D", pool_size, strides, padding);
+}
+
+namespace {
+
+using namespace keras_config;
+
+class Pooling2DKind final : public LayerKind {
+ public:
+  explicit Pooling2DKind(bool max) : max_(max) {}
+  LayerType type() const override {
+    return max_ ? LayerType::max_pooling2d : LayerType::average_pooling2d;
+  }
+  std::string_view class_name() const override {
+    return max_ ? "MaxPooling2D" : "AveragePooling2D";
+  }
+  std::vector<std::string_view> aliases() const override {
+    return {max_ ? "MaxPool2D" : "AvgPool2D"};
+  }
+  std::string_view base_name() const override {
+    return max_ ? "max_pooling2d" : "average_pooling2d";
+  }
+  bool takes_images() const override { return true; }
+
+  // ---- command line: maxpool:POOL[:PADDING[:STRIDES]], avgpool:... ----
+  std::string_view cli_name() const override { return max_ ? "maxpool" : "avgpool"; }
+  std::string_view cli_syntax() const override {
+    return max_ ? "maxpool:POOL[:PADDING[:STRIDES]]" : "avgpool:POOL[:PADDING[:STRIDES]]";
+  }
+  std::optional<Layer> from_cli(const CliFields& f) const override {
+    if (f.size() < 2 || f.size() > 4) return std::nullopt;
+    const Size2 pool = f.size2(1);
+    const std::optional<Size2> strides =
+        f.size() > 3 ? std::optional<Size2>(f.size2(3)) : std::nullopt;
+    return max_ ? MaxPooling2D(pool, strides, f.text_or(2, "valid"))
+                : AveragePooling2D(pool, strides, f.text_or(2, "valid"));
+  }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["pool_size"] = {l.window.h, l.window.w};
+    j["strides"] = {l.strides.h, l.strides.w};
+    j["padding"] = padding_name(l.padding);
+  }
+
+  // ---- Keras config: pool_size, strides (null: pool_size), padding, data_format ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    l.window = cfg.pair("pool_size").value_or(Size2(2));
+    l.strides = cfg.pair("strides").value_or(l.window);
+    l.padding = cfg.padding();
+    cfg.channels_last();
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["pool_size"] = ojson::array({l.window.h, l.window.w});
+    c["padding"] = std::string(padding_name(l.padding));
+    c["strides"] = ojson::array({l.strides.h, l.strides.w});
+    c["data_format"] = "channels_last";
+  }
+
+ private:
+  bool max_;
+
+  // ---- engine ----
+  void check_device(const Layer& l, const Backend& backend, int) const override {
+    require_conv2d(l, backend);
+  }
+  void build(LayerBuilder& b) const override {
+    require_image(b.layer, b.shape);
+    PoolShape& p = b.state.pool;
+    p.kind = max_ ? PoolKind::max : PoolKind::average;
+    place_window(b.layer, b.shape, p);
+    p.channels = b.shape[2];
+    p.window_h = b.layer.window.h, p.window_w = b.layer.window.w;
+    b.shape = {p.out_h, p.out_w, p.channels};
+  }
+  // Max pooling's workspace: what its backward pass needs from the forward, as the backend sizes
+  // it (asking also has it prepare that shape).
+  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
+                              int64_t batch) const override {
+    return max_ ? backend.pool2d_workspace_bytes(li.pool, batch) : 0;
+  }
+  void forward(const ForwardStep& s) const override {
+    s.backend.pool2d_forward(s.state.pool, s.x, s.y, max_ && s.training ? s.workspace : nullptr,
+                             s.m);
+  }
+  void backward(BackwardStep& s) const override {
+    s.backend.pool2d_backward(s.state.pool, s.g, s.workspace, s.spare, s.m);
+    s.swap();
+    s.activation_done = false;
+  }
+};
+
+}  // namespace
+
+const LayerKind& max_pooling2d_layer_kind() {
+  static const Pooling2DKind kind(true);
+  return kind;
+}
+
+const LayerKind& average_pooling2d_layer_kind() {
+  static const Pooling2DKind kind(false);
+  return kind;
+}
+
+}  // namespace crossover

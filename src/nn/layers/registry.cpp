@@ -1,0 +1,146 @@
+// The registry of layer kinds: one line per kind, in LayerType order.
+#include <limits>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "nn/layers/kind.h"
+
+namespace crossover {
+
+// Each defined in its own unit, nn/layers/<kind>.cpp.
+const LayerKind& input_layer_kind();
+const LayerKind& flatten_layer_kind();
+const LayerKind& dense_layer_kind();
+const LayerKind& dropout_layer_kind();
+const LayerKind& activation_layer_kind();
+const LayerKind& conv2d_layer_kind();
+const LayerKind& max_pooling2d_layer_kind();
+const LayerKind& average_pooling2d_layer_kind();
+const LayerKind& global_average_pooling2d_layer_kind();
+const LayerKind& reshape_layer_kind();
+const LayerKind& batch_normalization_layer_kind();
+
+namespace {
+
+// Every kind, in LayerType order (layer_kind checks the order).
+std::span<const LayerKind* const> kinds() {
+  static const LayerKind* const all[] = {
+      &input_layer_kind(),
+      &flatten_layer_kind(),
+      &dense_layer_kind(),
+      &dropout_layer_kind(),
+      &activation_layer_kind(),
+      &conv2d_layer_kind(),
+      &max_pooling2d_layer_kind(),
+      &average_pooling2d_layer_kind(),
+      &global_average_pooling2d_layer_kind(),
+      &reshape_layer_kind(),
+      &batch_normalization_layer_kind(),
+  };
+  return all;
+}
+
+}  // namespace
+
+std::span<const LayerKind* const> layer_kinds() { return kinds(); }
+
+const LayerKind& layer_kind(LayerType type) {
+  const auto i = static_cast<std::size_t>(type);
+  if (i >= kinds().size() || kinds()[i]->type() != type)
+    throw Error("layer", "no layer kind for type " + std::to_string(i));
+  return *kinds()[i];
+}
+
+const LayerKind* find_keras_layer_kind(std::string_view class_name) {
+  for (const LayerKind* k : kinds()) {
+    if (k->class_name() == class_name) return k;
+    for (std::string_view alias : k->aliases())
+      if (alias == class_name) return k;
+  }
+  return nullptr;
+}
+
+const LayerKind* find_cli_layer_kind(std::string_view name) {
+  for (const LayerKind* k : kinds())
+    if (!k->cli_name().empty() && k->cli_name() == name) return k;
+  return nullptr;
+}
+
+}  // namespace crossover
+
+// ---- the CLI's layer-list fields ----
+namespace crossover {
+
+int LayerBuilder::add_param(const std::string& variable, const Shape& param_shape, bool trainable,
+                            float initial) {
+  const int64_t n = shape_size(param_shape, layer.name);
+  // offset + n rounded up to whole 64-byte lines, or Error for a count no machine could hold.
+  if (n > std::numeric_limits<int64_t>::max() - 16 - offset_)
+    throw Error(layer.name, "too many parameters: " + std::to_string(n) + " after " +
+                                std::to_string(offset_) + " overflow a 64-bit count");
+  params_.push_back(
+      {layer.name + "/" + variable, param_shape, n, offset_, index, trainable, initial});
+  offset_ += (n + 15) / 16 * 16;
+  return static_cast<int>(params_.size()) - 1;
+}
+
+void check_declared_input(LayerBuilder& b) {
+  if (!b.layer.input_shape.empty() && b.layer.input_shape != b.shape)
+    throw Error(b.layer.name, "declared input shape " + shape_to_string(b.layer.input_shape) +
+                                  " but receives " + shape_to_string(b.shape));
+  b.state.aliases_input = true;
+}
+
+// Not an Error: the layer list reports it once, as "--model: <bad>".
+void CliFields::bad() const { throw std::invalid_argument(bad_); }
+
+int64_t CliFields::whole(std::size_t i) const {
+  const std::string& text = f_.at(i);
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    bad();
+  }
+  if (used != text.size() || text.empty()) bad();
+  return v;
+}
+
+double CliFields::number(std::size_t i, double fallback) const {
+  if (i >= f_.size()) return fallback;
+  std::size_t used = 0;
+  const double v = std::stod(f_[i], &used);  // std::invalid_argument: not a number at all
+  if (used != f_[i].size()) bad();
+  return v;
+}
+
+namespace {
+std::vector<std::string> split_x(const std::string& s) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t x = s.find('x', begin);
+    parts.push_back(s.substr(begin, x == std::string::npos ? std::string::npos : x - begin));
+    if (x == std::string::npos) break;
+    begin = x + 1;
+  }
+  return parts;
+}
+}  // namespace
+
+Size2 CliFields::size2(std::size_t i) const {
+  const CliFields hw(split_x(f_.at(i)), bad_);
+  if (hw.size() == 1) return hw.whole(0);
+  if (hw.size() == 2) return {hw.whole(0), hw.whole(1)};
+  bad();
+}
+
+Shape CliFields::dims(std::size_t i) const {
+  const CliFields d(split_x(f_.at(i)), bad_);
+  Shape out;
+  for (std::size_t k = 0; k < d.size(); ++k) out.push_back(d.whole(k));
+  return out;
+}
+
+}  // namespace crossover
