@@ -124,38 +124,10 @@ std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Devic
 
 Phase call_phase(Call call) {
   switch (call) {
-    case Call::upload:
-      return Phase::h2d_copy;
-    case Call::download:
-      return Phase::d2h_copy;
-    case Call::synchronize:
-      return Phase::sync_wait;
-    case Call::dense_forward:
-    case Call::dense_backward_weights:
-    case Call::dense_backward_weights_update:  // a GEMM and an update; the GEMM is named for it
-    case Call::dense_backward_input:
-    case Call::conv2d_forward:
-    case Call::conv2d_backward_input:
-    case Call::conv2d_backward_weights:
-      return Phase::gemm;
-    case Call::optimizer_step:
-      return Phase::optimizer;
-    case Call::fill:
-    case Call::gather_rows:
-    case Call::activation_forward:
-    case Call::activation_backward:
-    case Call::dropout_forward:
-    case Call::dropout_backward:
-    case Call::relu_dropout_backward:
-    case Call::loss_forward_backward:
-    case Call::advance_batch:
-    case Call::pool2d_forward:
-    case Call::pool2d_backward:
-    case Call::batchnorm_forward_training:
-    case Call::batchnorm_forward_inference:
-    case Call::batchnorm_backward:
-    case Call::batchnorm_update_moving:
-      return Phase::elementwise;
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+  case Call::name:                                                         \
+    return Phase::phase;
+#include "backends/backend_ops.h"
     case Call::allreduce:
       return Phase::allreduce;
   }
@@ -298,6 +270,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.launches = 0;
       break;
     case Call::download:
+    case Call::download_async:  // recorded as Call::download
       o.name = fmt::format("read back {} bytes (d2h)", c.bytes);
       o.kernel = "d2h_pageable";
       o.bytes_read = o.bytes_written = o.transfer_bytes = c.bytes;
