@@ -138,7 +138,7 @@ struct BatchNormShape {
 };
 
 // What a backend asks of a communicator between ranks that works in device memory (NCCL between
-// GPUs, src/dist/nccl.h), given the stream to enqueue on (a cudaStream_t; the backend's own).
+// GPUs, src/ranks/nccl.h), given the stream to enqueue on (a cudaStream_t; the backend's own).
 class DeviceCollective {
  public:
   virtual ~DeviceCollective() = default;
