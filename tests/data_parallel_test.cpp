@@ -18,10 +18,10 @@
 #include "backends/cuda_info.h"
 #include "core/error.h"
 #include "core/launcher.h"
-#include "dist/nccl.h"
 #include "nn/collective.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
+#include "ranks/nccl.h"
 #include "test_util.h"
 
 namespace crossover {

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dist/mpi.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
+#include "ranks/mpi.h"
 #include "test_util.h"
 
 namespace crossover {

@@ -1,8 +1,8 @@
-// `mpirun -np N crossover train` (src/dist, docs/DISTRIBUTED.md): N ranks train the model one
+// `mpirun -np N crossover train` (src/ranks, docs/DISTRIBUTED.md): N ranks train the model one
 // process trains at the same global batch. Skipped where the binary was built without MPI or
 // mpirun is not on the PATH. Open MPI's shared-memory transport needs ptrace rights containers
 // often lack, so the tests set OMPI_MCA_btl_vader_single_copy_mechanism=none.
-#include "dist/mpi.h"
+#include "ranks/mpi.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "backends/cuda_info.h"
-#include "dist/nccl.h"
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
+#include "ranks/nccl.h"
 #include "test_util.h"
 
 namespace crossover {

@@ -140,7 +140,7 @@ std::function<Sequential(int)> cpu_model_maker(const std::string& spec, const Sh
 nlohmann::json threads_json(const ThreadsForRun& t);
 
 // The ranks this process trains among (docs/DISTRIBUTED.md): one process (rank 0 of 1, no
-// collective) unless a launcher started it as one of N > 1 (mpirun), then MPI's world (src/dist).
+// collective) unless a launcher started it as one of N > 1 (mpirun), then MPI's world (src/ranks).
 // Under a launcher, a binary built without MPI throws Error (exit 2) rather than train N copies.
 struct Ranks {
   std::shared_ptr<Collective> collective;  // null for one process

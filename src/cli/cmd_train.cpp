@@ -69,107 +69,124 @@ uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t
               std::string("the checkpoint's ") + key + " '" + it->second + "' is not a number");
 }
 
-void run_train(const TrainOptions& o) {
-  // Under mpirun, one rank of several: rank 0 alone speaks and writes files (docs/DISTRIBUTED.md).
-  Ranks ranks = ranks_for_command(o.rank_timeout);
-  const bool leader = ranks.leader();
-  const bool quiet = o.quiet || !leader;
-  Output out{quiet};
-  if (leader && !o.json.empty()) check_writable("--json", o.json);
-  if (leader && !o.save.empty()) check_writable("--save", o.save);
-  if (leader && !o.checkpoint.empty()) check_writable("--checkpoint", o.checkpoint);
-  if (!o.resume.empty() && o.model_given)
-    throw Error("--resume", "the model comes from the checkpoint: drop --model");
+// One training run: where it starts (a layer list or file, or a checkpoint), its threads and
+// device, the fit, the evaluation and the JSON record.
+class Train {
+ public:
+  explicit Train(const TrainOptions& o) : o_(o) {}
+
+  void run() {
+    // Under mpirun, one rank of several: rank 0 alone speaks and writes files
+    // (docs/DISTRIBUTED.md).
+    ranks_ = ranks_for_command(o_.rank_timeout);
+    leader_ = ranks_.leader();
+    quiet_ = o_.quiet || !leader_;
+    out_ = Output{quiet_};
+    if (leader_ && !o_.json.empty()) check_writable("--json", o_.json);
+    if (leader_ && !o_.save.empty()) check_writable("--save", o_.save);
+    if (leader_ && !o_.checkpoint.empty()) check_writable("--checkpoint", o_.checkpoint);
+    if (!o_.resume.empty() && o_.model_given)
+      throw Error("--resume", "the model comes from the checkpoint: drop --model");
+    resolve_seed_batch_precision();
+    if (o_.epochs < 0) throw Error("--epochs", "must not be negative");
+    if (batch_size_ < 1) throw Error("--batch-size", "must be at least 1");
+    // A Keras model JSON compiled with an optimizer and loss trains with them, as Keras's
+    // load_model would; read before the data, so that a config crossover refuses is told first.
+    file_config_ = o_.resume.empty() ? training_config_from_spec(o_.model) : std::nullopt;
+
+    d_ = data::load_data(o_.data, [&](const std::string& line) { out_.say(line); });
+    x_train_ = data::to_float_images(d_.train);
+    x_test_ = data::to_float_images(d_.test);
+    plan_threads();
+    Sequential model = o_.resume.empty() ? model_from_layers() : model_from_resume();
+    train(model);
+  }
+
+ private:
   // Resuming: the checkpoint's seed and batch size, unless given again, keep the trajectory.
   // The precision: the model's layers' dtype policy (the file's, the checkpoint's), which a
   // --precision given must agree with; for small, big, convnet and layer lists, --precision.
-  uint64_t seed = o.seed;
-  int64_t batch_size = o.batch_size;
-  Precision precision = Precision::fp32;
-  if (!o.resume.empty()) {
-    const CheckpointInfo info = read_checkpoint_info(o.resume);
-    if (!o.seed_given) seed = checkpoint_number(info, "seed", seed, o.resume);
-    if (!o.batch_given)
-      batch_size = static_cast<int64_t>(
-          checkpoint_number(info, "batch_size", static_cast<uint64_t>(batch_size), o.resume));
-    const std::string where = o.resume + " (architecture)";
-    precision = precision_for_layers(model_from_json(info.architecture, where).layers(),
-                                     o.precision, "--resume " + o.resume);
-  } else {
-    precision = precision_for_spec(o.model, o.precision);
+  void resolve_seed_batch_precision() {
+    seed_ = o_.seed;
+    batch_size_ = o_.batch_size;
+    if (o_.resume.empty()) {
+      precision_ = precision_for_spec(o_.model, o_.precision);
+      return;
+    }
+    const CheckpointInfo info = read_checkpoint_info(o_.resume);
+    if (!o_.seed_given) seed_ = checkpoint_number(info, "seed", seed_, o_.resume);
+    if (!o_.batch_given)
+      batch_size_ = static_cast<int64_t>(
+          checkpoint_number(info, "batch_size", static_cast<uint64_t>(batch_size_), o_.resume));
+    const std::string where = o_.resume + " (architecture)";
+    precision_ = precision_for_layers(model_from_json(info.architecture, where).layers(),
+                                      o_.precision, "--resume " + o_.resume);
   }
-  if (o.epochs < 0) throw Error("--epochs", "must not be negative");
-  if (batch_size < 1) throw Error("--batch-size", "must be at least 1");
-  // A Keras model JSON compiled with an optimizer and loss trains with them, as Keras's
-  // load_model would; read before the data, so that a config crossover refuses is told first.
-  const std::optional<TrainingConfig> file_config =
-      o.resume.empty() ? training_config_from_spec(o.model) : std::nullopt;
 
-  data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
-  const Tensor x_train = data::to_float_images(d.train);
-  const Tensor x_test = data::to_float_images(d.test);
-
-  int initial_epoch = 0;
-  ThreadsForRun threads_run{o.threads > 0 ? o.threads : perf::cpu_info().logical_cores,
-                            std::nullopt, o.threads > 0 ? "user" : "all cores"};
-  CompileOptions copts{.device = o.device, .threads = o.threads, .seed = seed};
-  copts.precision = precision_name(precision);
-  // With ranks: the CPU unless a GPU is asked for (then NCCL between the GPUs), and --threads 0
-  // divides this host's cores among its ranks instead of measuring.
-  const bool measure = o.threads == 0 && ranks.size == 1;
-  if (ranks.size > 1 && copts.device == "auto") copts.device = "cpu";
-  place_ranks_on_device(ranks, copts.device);
-  copts.collective = ranks.collective;
-  if (ranks.size > 1) {
-    if (o.threads == 0) {
-      threads_run = {threads_per_rank(ranks), std::nullopt, "cores divided among ranks"};
-      copts.threads = threads_run.threads;
+  void plan_threads() {
+    threads_run_ = {o_.threads > 0 ? o_.threads : perf::cpu_info().logical_cores, std::nullopt,
+                    o_.threads > 0 ? "user" : "all cores"};
+    copts_ = CompileOptions{.device = o_.device, .threads = o_.threads, .seed = seed_};
+    copts_.precision = precision_name(precision_);
+    // With ranks: the CPU unless a GPU is asked for (then NCCL between the GPUs), and --threads 0
+    // divides this host's cores among its ranks instead of measuring.
+    measure_ = o_.threads == 0 && ranks_.size == 1;
+    if (ranks_.size > 1 && copts_.device == "auto") copts_.device = "cpu";
+    place_ranks_on_device(ranks_, copts_.device);
+    copts_.collective = ranks_.collective;
+    if (ranks_.size > 1 && o_.threads == 0) {
+      threads_run_ = {threads_per_rank(ranks_), std::nullopt, "cores divided among ranks"};
+      copts_.threads = threads_run_.threads;
     }
   }
+
   // --threads 0: the thread count that trains this model fastest here, measured on a few batches
   // of models that `make(threads)` compiles.
-  auto measure_threads = [&](const std::function<Sequential(int)>& make, const std::string& what) {
+  void measure_threads(const std::function<Sequential(int)>& make, const std::string& what) {
     const Sequential one = make(1);
     const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
-    const Tensor y_probe = sparse_loss ? data::to_float_labels(d.train)
-                                       : data::to_one_hot_labels(d.train, d.num_classes);
-    threads_run =
-        cpu_threads_for_run(0, make, x_train, y_probe, batch_size, quiet, what,
-                            perf::threads_choice_key(perf::describe(one), batch_size, precision));
-  };
-  Sequential model = [&] {
-    if (!o.resume.empty()) {
-      if (copts.device == "auto") copts.device = "cpu";
-      if (copts.device == "cpu" && measure) {
-        measure_threads(
-            [&](int t) {
-              CompileOptions co = copts;
-              co.threads = t;
-              int ignored = 0;
-              return model_from_checkpoint(o.resume, co, &ignored);
-            },
-            fmt::format("{}'s model at batch {}", o.resume, batch_size));
-        copts.threads = threads_run.threads;
-      }
-      return model_from_checkpoint(o.resume, copts, &initial_epoch);
+    const Tensor y_probe = sparse_loss ? data::to_float_labels(d_.train)
+                                       : data::to_one_hot_labels(d_.train, d_.num_classes);
+    threads_run_ =
+        cpu_threads_for_run(0, make, x_train_, y_probe, batch_size_, quiet_, what,
+                            perf::threads_choice_key(perf::describe(one), batch_size_, precision_));
+  }
+
+  Sequential model_from_resume() {
+    if (copts_.device == "auto") copts_.device = "cpu";
+    if (copts_.device == "cpu" && measure_) {
+      measure_threads(
+          [&](int t) {
+            CompileOptions co = copts_;
+            co.threads = t;
+            int ignored = 0;
+            return model_from_checkpoint(o_.resume, co, &ignored);
+          },
+          fmt::format("{}'s model at batch {}", o_.resume, batch_size_));
+      copts_.threads = threads_run_.threads;
     }
-    Sequential m = model_from_spec(o.model, d.train.item_shape, d.num_classes, precision);
-    // Accuracy is always measured: train reports it whatever the file's metrics.
-    auto compile_model = [&](Sequential& mm, const CompileOptions& co) {
-      if (file_config)
-        mm.compile(file_config->optimizer, file_config->loss, {"accuracy"}, co);
-      else
-        mm.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
-    };
-    const std::string what = fmt::format("{} at batch {}", model_label(o.model), batch_size);
+    return model_from_checkpoint(o_.resume, copts_, &initial_epoch_);
+  }
+
+  // Accuracy is always measured: train reports it whatever the file's metrics.
+  void compile_model(Sequential& m, const CompileOptions& co) const {
+    if (file_config_)
+      m.compile(file_config_->optimizer, file_config_->loss, {"accuracy"}, co);
+    else
+      m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
+  }
+
+  Sequential model_from_layers() {
+    Sequential m = model_from_spec(o_.model, d_.train.item_shape, d_.num_classes, precision_);
+    const std::string what = fmt::format("{} at batch {}", model_label(o_.model), batch_size_);
     // The thread count that trains this model fastest here, measured on a few batches in the
     // precision it trains in (before --device auto, which weighs the CPU at that count; not for
     // a precision this CPU cannot train in: tf32, or bf16 without AVX512_BF16).
-    const bool cpu_can = cpu_precision_problem(precision).empty();
-    if ((copts.device == "cpu" || (copts.device == "auto" && cpu_can)) && measure) {
+    const bool cpu_can = cpu_precision_problem(precision_).empty();
+    if ((copts_.device == "cpu" || (copts_.device == "auto" && cpu_can)) && measure_) {
       auto make = [&](int t) {
-        Sequential p = model_from_spec(o.model, d.train.item_shape, d.num_classes, precision);
-        CompileOptions co = copts;
+        Sequential p = model_from_spec(o_.model, d_.train.item_shape, d_.num_classes, precision_);
+        CompileOptions co = copts_;
         co.device = "cpu";
         co.threads = t;
         compile_model(p, co);
@@ -178,113 +195,142 @@ void run_train(const TrainOptions& o) {
       measure_threads(make, what);
     }
     const int cpu_threads =
-        o.threads > 0 || threads_run.choice || ranks.size > 1 ? threads_run.threads : 0;
-    if (copts.device == "auto") {
+        o_.threads > 0 || threads_run_.choice || ranks_.size > 1 ? threads_run_.threads : 0;
+    if (copts_.device == "auto") {
       // The device the cost model predicts faster for this model and batch, and why.
       std::string why;
-      copts.device = perf::choose_device(
-          m, batch_size, why,
+      copts_.device = perf::choose_device(
+          m, batch_size_, why,
           [&](std::vector<perf::Workload> w, const std::string&) {
-            return cpu_profile_for_run(o.profile, cpu_threads, quiet, std::move(w), what);
+            return cpu_profile_for_run(o_.profile, cpu_threads, quiet_, std::move(w), what);
           },
-          precision);
-      out.say("device auto: " + copts.device + ": " + why);
+          precision_);
+      out_.say("device auto: " + copts_.device + ": " + why);
     }
-    if (copts.device == "cpu") copts.threads = cpu_threads;
-    compile_model(m, copts);
-    if (file_config)
-      out.say(fmt::format("compile: {} from {}'s compile_config", compile_description(m), o.model));
-    if (o.precision.empty() && precision != Precision::fp32)
-      out.say(fmt::format("precision: {}, as {}'s dtype policy says", precision_name(precision),
-                          o.model));
+    if (copts_.device == "cpu") copts_.threads = cpu_threads;
+    compile_model(m, copts_);
+    if (file_config_)
+      out_.say(
+          fmt::format("compile: {} from {}'s compile_config", compile_description(m), o_.model));
+    if (o_.precision.empty() && precision_ != Precision::fp32)
+      out_.say(fmt::format("precision: {}, as {}'s dtype policy says", precision_name(precision_),
+                           o_.model));
     return m;
-  }();
-  // Class indices for the sparse loss, one-hot rows for the others.
-  const bool sparse = model.loss_name() == "sparse_categorical_crossentropy";
-  const Tensor y_train =
-      sparse ? data::to_float_labels(d.train) : data::to_one_hot_labels(d.train, d.num_classes);
-  const Tensor y_test =
-      sparse ? data::to_float_labels(d.test) : data::to_one_hot_labels(d.test, d.num_classes);
-  check_same_data(ranks, "--data " + d.path, {&x_train, &y_train, &x_test, &y_test});
-  if (!o.resume.empty())
-    out.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o.resume, initial_epoch,
-                        model.optimizer_steps()));
-  std::vector<std::shared_ptr<Callback>> callbacks;
-  if (leader && !o.checkpoint.empty())
-    callbacks.push_back(std::make_shared<CheckpointEachEpoch>(
-        o.checkpoint, std::map<std::string, std::string>{{"seed", std::to_string(seed)},
-                                                         {"batch_size", std::to_string(batch_size)},
-                                                         {"data", d.name}}));
-  const int threads = threads_run.threads;
-  out.say(fmt::format("model: {} ({} parameters) on {}{}, batch {}, seed {}", o.model,
-                      model.count_params(), device_description(model.device_name()),
-                      model.device_name() == "cpu" ? fmt::format(" with {} threads", threads) : "",
-                      batch_size, seed));
-  if (ranks.collective)
-    out.say(
-        fmt::format("ranks: {}: each of the {} ranks takes its rows of every batch of {}, "
-                    "with {} threads",
-                    ranks.collective->description(), ranks.size, batch_size, threads));
-  if (!quiet) std::fputs(model.summary().c_str(), stdout);
-
-  History h = model.fit(x_train, y_train,
-                        {.epochs = o.epochs,
-                         .batch_size = batch_size,
-                         .validation_split = o.validation_split,
-                         .verbose = quiet ? 0 : 1,
-                         .initial_epoch = initial_epoch,
-                         .callbacks = callbacks});
-  if (leader && !o.save.empty()) {
-    save_weights(model, o.save);
-    out.say("saved: " + o.save);
   }
-  if (!quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
-  EvaluateResult test =
-      model.evaluate(x_test, y_test, {.batch_size = batch_size, .verbose = quiet ? 0 : 1});
 
-  if (!leader || o.json.empty()) return;
-  nlohmann::json hist = nlohmann::json::array();
-  for (const EpochRecord& e : h.epochs) {
-    nlohmann::json j{{"epoch", e.epoch},       {"loss", e.loss},
-                     {"accuracy", e.accuracy}, {"seconds", e.seconds},
-                     {"steps", e.steps},       {"learning_rate", e.learning_rate}};
-    if (e.val_loss) {
-      j["val_loss"] = *e.val_loss;
-      j["val_accuracy"] = *e.val_accuracy;
-      j["val_seconds"] = *e.val_seconds;
+  void train(Sequential& model) {
+    // Class indices for the sparse loss, one-hot rows for the others.
+    const bool sparse = model.loss_name() == "sparse_categorical_crossentropy";
+    const Tensor y_train = sparse ? data::to_float_labels(d_.train)
+                                  : data::to_one_hot_labels(d_.train, d_.num_classes);
+    const Tensor y_test =
+        sparse ? data::to_float_labels(d_.test) : data::to_one_hot_labels(d_.test, d_.num_classes);
+    check_same_data(ranks_, "--data " + d_.path, {&x_train_, &y_train, &x_test_, &y_test});
+    if (!o_.resume.empty())
+      out_.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o_.resume,
+                           initial_epoch_, model.optimizer_steps()));
+    std::vector<std::shared_ptr<Callback>> callbacks;
+    if (leader_ && !o_.checkpoint.empty())
+      callbacks.push_back(std::make_shared<CheckpointEachEpoch>(
+          o_.checkpoint,
+          std::map<std::string, std::string>{{"seed", std::to_string(seed_)},
+                                             {"batch_size", std::to_string(batch_size_)},
+                                             {"data", d_.name}}));
+    const int threads = threads_run_.threads;
+    out_.say(
+        fmt::format("model: {} ({} parameters) on {}{}, batch {}, seed {}", o_.model,
+                    model.count_params(), device_description(model.device_name()),
+                    model.device_name() == "cpu" ? fmt::format(" with {} threads", threads) : "",
+                    batch_size_, seed_));
+    if (ranks_.collective)
+      out_.say(
+          fmt::format("ranks: {}: each of the {} ranks takes its rows of every batch of {}, "
+                      "with {} threads",
+                      ranks_.collective->description(), ranks_.size, batch_size_, threads));
+    if (!quiet_) std::fputs(model.summary().c_str(), stdout);
+
+    History h = model.fit(x_train_, y_train,
+                          {.epochs = o_.epochs,
+                           .batch_size = batch_size_,
+                           .validation_split = o_.validation_split,
+                           .verbose = quiet_ ? 0 : 1,
+                           .initial_epoch = initial_epoch_,
+                           .callbacks = callbacks});
+    if (leader_ && !o_.save.empty()) {
+      save_weights(model, o_.save);
+      out_.say("saved: " + o_.save);
     }
-    hist.push_back(j);
+    if (!quiet_)
+      std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test_.dim(0)));
+    EvaluateResult test =
+        model.evaluate(x_test_, y_test, {.batch_size = batch_size_, .verbose = quiet_ ? 0 : 1});
+    if (leader_ && !o_.json.empty()) write_json(model, h, test);
   }
-  nlohmann::json doc{
-      {"command", "train"},
-      {"device", model.device_name()},
-      {"device_name", device_description(model.device_name())},
-      {"threads", model.device_name() == "cpu" ? threads : 0},
-      {"threads_choice", model.device_name() == "cpu" ? threads_json(threads_run) : nullptr},
-      {"model", model_json(model, o.model)},
-      {"data",
-       {{"name", d.name}, {"path", d.path}, {"train", d.train.count}, {"test", d.test.count}}},
-      {"batch_size", batch_size},
-      {"epochs", o.epochs},
-      {"initial_epoch", initial_epoch},
-      {"seed", seed},
-      {"precision", precision_name(precision)},
-      {"optimizer", optimizer_name(model.optimizer().kind)},
-      {"loss", model.loss_name()},
-      {"compile_config", nlohmann::json::parse(training_config_to_json(model))},
-      {"history", hist},
-      {"interrupted", h.interrupted},
-      {"test",
-       {{"loss", test.loss},
-        {"accuracy", test.accuracy},
-        {"seconds", test.seconds},
-        {"samples", test.samples}}}};
-  add_ranks_json(doc, ranks);
-  if (!o.save.empty()) doc["save"] = o.save;
-  if (!o.checkpoint.empty()) doc["checkpoint"] = o.checkpoint;
-  if (!o.resume.empty()) doc["resume"] = o.resume;
-  write_json_file("--json", o.json, doc);
-}
+
+  void write_json(Sequential& model, const History& h, const EvaluateResult& test) const {
+    nlohmann::json hist = nlohmann::json::array();
+    for (const EpochRecord& e : h.epochs) {
+      nlohmann::json j{{"epoch", e.epoch},       {"loss", e.loss},
+                       {"accuracy", e.accuracy}, {"seconds", e.seconds},
+                       {"steps", e.steps},       {"learning_rate", e.learning_rate}};
+      if (e.val_loss) {
+        j["val_loss"] = *e.val_loss;
+        j["val_accuracy"] = *e.val_accuracy;
+        j["val_seconds"] = *e.val_seconds;
+      }
+      hist.push_back(j);
+    }
+    const int threads = threads_run_.threads;
+    nlohmann::json doc{
+        {"command", "train"},
+        {"device", model.device_name()},
+        {"device_name", device_description(model.device_name())},
+        {"threads", model.device_name() == "cpu" ? threads : 0},
+        {"threads_choice", model.device_name() == "cpu" ? threads_json(threads_run_) : nullptr},
+        {"model", model_json(model, o_.model)},
+        {"data",
+         {{"name", d_.name},
+          {"path", d_.path},
+          {"train", d_.train.count},
+          {"test", d_.test.count}}},
+        {"batch_size", batch_size_},
+        {"epochs", o_.epochs},
+        {"initial_epoch", initial_epoch_},
+        {"seed", seed_},
+        {"precision", precision_name(precision_)},
+        {"optimizer", optimizer_name(model.optimizer().kind)},
+        {"loss", model.loss_name()},
+        {"compile_config", nlohmann::json::parse(training_config_to_json(model))},
+        {"history", hist},
+        {"interrupted", h.interrupted},
+        {"test",
+         {{"loss", test.loss},
+          {"accuracy", test.accuracy},
+          {"seconds", test.seconds},
+          {"samples", test.samples}}}};
+    add_ranks_json(doc, ranks_);
+    if (!o_.save.empty()) doc["save"] = o_.save;
+    if (!o_.checkpoint.empty()) doc["checkpoint"] = o_.checkpoint;
+    if (!o_.resume.empty()) doc["resume"] = o_.resume;
+    write_json_file("--json", o_.json, doc);
+  }
+
+  const TrainOptions& o_;
+  Ranks ranks_;
+  bool leader_ = true, quiet_ = false, measure_ = false;
+  Output out_;
+  uint64_t seed_ = 0;
+  int64_t batch_size_ = 0;
+  Precision precision_ = Precision::fp32;
+  std::optional<TrainingConfig> file_config_;
+  data::DataSplits d_;
+  Tensor x_train_, x_test_;
+  int initial_epoch_ = 0;
+  ThreadsForRun threads_run_;
+  CompileOptions copts_;
+};
+
+void run_train(const TrainOptions& o) { Train(o).run(); }
 
 }  // namespace
 

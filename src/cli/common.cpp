@@ -15,8 +15,6 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/launcher.h"
-#include "dist/mpi.h"
-#include "dist/nccl.h"
 #include "nn/layers/kind.h"
 #include "nn/model_config.h"
 #include "perf/cost_model.h"
@@ -24,6 +22,8 @@
 #include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/profile.h"
+#include "ranks/mpi.h"
+#include "ranks/nccl.h"
 
 namespace crossover::cli {
 namespace fs = std::filesystem;

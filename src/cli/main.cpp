@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "dist/mpi.h"
+#include "ranks/mpi.h"
 
 namespace {
 

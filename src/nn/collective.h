@@ -1,5 +1,5 @@
 // Collective: what synchronous data-parallel training asks of the processes it runs in (one rank
-// of several, started by mpirun). nn knows only this interface; src/dist implements it over MPI.
+// of several, started by mpirun). nn knows only this interface; src/ranks implements it over MPI.
 //
 // A model compiled with CompileOptions::collective of size N > 1 trains as one process would at
 // the same global batch: every rank shuffles identically, takes its rows of each global batch
@@ -28,7 +28,7 @@ class Collective {
   virtual void barrier() = 0;
   // "MPI (Open MPI v4.1.4)": for messages and the JSON.
   virtual std::string description() const = 0;
-  // The communicator for device memory (NCCL between GPUs, src/dist/nccl.h), through which a GPU
+  // The communicator for device memory (NCCL between GPUs, src/ranks/nccl.h), through which a GPU
   // backend sums the gradients on its own stream (Backend::allreduce_sum); null where this
   // collective reaches host memory only (then ranks train on the CPU alone).
   virtual DeviceCollective* on_device() { return nullptr; }

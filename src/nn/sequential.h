@@ -46,11 +46,11 @@ struct CompileOptions {
   // false: the parameters start as zeros instead of Keras's initial weights, with no host work
   // per parameter (for tools that only look at the calls a step makes, at any width).
   bool initialize_weights = true;
-  // Data parallelism: this process is one rank of collective->size() (src/dist makes one over
+  // Data parallelism: this process is one rank of collective->size() (src/ranks makes one over
   // MPI). fit then trains as one process would at the same global batch size (each rank its rows
   // of every batch, gradients summed before each step), evaluate splits the rows, and both report
   // the global loss and accuracy on every rank (docs/DISTRIBUTED.md). On a GPU the collective
-  // must sum device memory (on_device(): NCCL, src/dist/nccl.h); compile refuses one that cannot.
+  // must sum device memory (on_device(): NCCL, src/ranks/nccl.h); compile refuses one that cannot.
   // Null or size 1: one process. A process started by a launcher as one of N ranks (mpirun;
   // core/launcher.h) is refused at compile without a collective (perf's cost model compiles
   // onto a recorder with one of the count it prices, whatever the launcher's).

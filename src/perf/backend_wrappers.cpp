@@ -42,9 +42,20 @@ void TimingBackend::timed(Call call, F&& f) {
   // The host time of a copy or a synchronize() is the phase's work; of a kernel, its launch.
   const Phase phase = call_phase(call);
   const bool host_is_phase =
-      call == Call::upload || call == Call::download || call == Call::synchronize;
+      phase == Phase::h2d_copy || phase == Phase::d2h_copy || phase == Phase::sync_wait;
   if (!enabled_ || !in_step_) {
     f();
+    return;
+  }
+  if (call == Call::synchronize && instrument_) {
+    // Everything before was already waited for; this costs the round trip.
+    const auto t0 = Clock::now();
+    f();
+    const double t = since(t0, Clock::now());
+    times_.seconds[static_cast<std::size_t>(phase)] += t;
+    ++times_.calls;
+    if (times_.by_position.size() <= position_) times_.by_position.resize(position_ + 1, 0.0);
+    times_.by_position[position_++] += t;
     return;
   }
   const auto a = Clock::now();
@@ -112,149 +123,16 @@ class TimedGraph final : public Backend::StepGraph {
   std::unique_ptr<Backend::StepGraph> inner_;
 };
 
-void TimingBackend::upload(void* dst, const void* src, std::size_t bytes) {
-  timed(Call::upload, [&] { inner_->upload(dst, src, bytes); });
-}
-void TimingBackend::download(void* dst, const void* src, std::size_t bytes) {
-  timed(Call::download, [&] { inner_->download(dst, src, bytes); });
-}
-void TimingBackend::download_async(void* dst, const void* src, std::size_t bytes) {
-  timed(Call::download, [&] { inner_->download_async(dst, src, bytes); });
-}
-void TimingBackend::fill(float* dst, float value, int64_t n) {
-  timed(Call::fill, [&] { inner_->fill(dst, value, n); });
-}
-void TimingBackend::synchronize() {
-  if (!enabled_ || !in_step_ || !instrument_) {
-    timed(Call::synchronize, [&] { inner_->synchronize(); });
-    return;
-  }
-  // Instrumented: everything before was already waited for; this costs the round trip.
-  const auto t0 = Clock::now();
-  inner_->synchronize();
-  const double t = since(t0, Clock::now());
-  times_.seconds[static_cast<std::size_t>(call_phase(Call::synchronize))] += t;
-  ++times_.calls;
-  if (times_.by_position.size() <= position_) times_.by_position.resize(position_ + 1, 0.0);
-  times_.by_position[position_++] += t;
-}
 std::unique_ptr<Backend::StepGraph> TimingBackend::capture(std::function<void()> enqueue,
                                                            bool use_graph) {
   return std::make_unique<TimedGraph>(*this, inner_->capture(std::move(enqueue), use_graph));
 }
-void TimingBackend::gather_rows(const float* src, int64_t cols, const int32_t* indices,
-                                int64_t batch, const StepCounters* counters, int64_t m,
-                                float* dst) {
-  timed(Call::gather_rows,
-        [&] { inner_->gather_rows(src, cols, indices, batch, counters, m, dst); });
-}
-void TimingBackend::dense_forward(const float* x, const float* w, const float* b, float* y,
-                                  int64_t m, int64_t k, int64_t n, ActivationKind act) {
-  timed(Call::dense_forward, [&] { inner_->dense_forward(x, w, b, y, m, k, n, act); });
-}
-void TimingBackend::dense_backward_weights(const float* x, const float* dy, float* dw, float* db,
-                                           int64_t m, int64_t k, int64_t n) {
-  timed(Call::dense_backward_weights,
-        [&] { inner_->dense_backward_weights(x, dy, dw, db, m, k, n); });
-}
-void TimingBackend::dense_backward_weights_update(const float* x, const float* dy,
-                                                  const ParamSlot& kernel, const ParamSlot* bias,
-                                                  int64_t m, int64_t k, int64_t n,
-                                                  const OptimizerConfig& config,
-                                                  const StepCounters* counters) {
-  timed(Call::dense_backward_weights_update, [&] {
-    inner_->dense_backward_weights_update(x, dy, kernel, bias, m, k, n, config, counters);
-  });
-}
-void TimingBackend::dense_backward_input(const float* dy, const float* w, float* dx, int64_t m,
-                                         int64_t k, int64_t n) {
-  timed(Call::dense_backward_input, [&] { inner_->dense_backward_input(dy, w, dx, m, k, n); });
-}
-void TimingBackend::conv2d_forward(const ConvShape& s, const float* x, const float* w,
-                                   const float* b, float* y, int64_t m, ActivationKind act) {
-  timed(Call::conv2d_forward, [&] { inner_->conv2d_forward(s, x, w, b, y, m, act); });
-}
-void TimingBackend::conv2d_backward_input(const ConvShape& s, const float* dy, const float* w,
-                                          float* dx, int64_t m) {
-  timed(Call::conv2d_backward_input, [&] { inner_->conv2d_backward_input(s, dy, w, dx, m); });
-}
-void TimingBackend::conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy,
-                                            float* dw, float* db, int64_t m) {
-  timed(Call::conv2d_backward_weights,
-        [&] { inner_->conv2d_backward_weights(s, x, dy, dw, db, m); });
-}
-void TimingBackend::pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
-                                   int64_t m) {
-  timed(Call::pool2d_forward, [&] { inner_->pool2d_forward(s, x, y, workspace, m); });
-}
-void TimingBackend::pool2d_backward(const PoolShape& s, const float* dy, const void* workspace,
-                                    float* dx, int64_t m) {
-  timed(Call::pool2d_backward, [&] { inner_->pool2d_backward(s, dy, workspace, dx, m); });
-}
-void TimingBackend::batchnorm_forward_training(const BatchNormShape& s, const float* x,
-                                               const float* gamma, const float* beta, float* y,
-                                               float* mean, float* variance, int64_t m) {
-  timed(Call::batchnorm_forward_training,
-        [&] { inner_->batchnorm_forward_training(s, x, gamma, beta, y, mean, variance, m); });
-}
-void TimingBackend::batchnorm_forward_inference(const BatchNormShape& s, const float* x,
-                                                const float* gamma, const float* beta,
-                                                const float* mean, const float* variance, float* y,
-                                                int64_t m) {
-  timed(Call::batchnorm_forward_inference,
-        [&] { inner_->batchnorm_forward_inference(s, x, gamma, beta, mean, variance, y, m); });
-}
-void TimingBackend::batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
-                                       const float* gamma, const float* mean, const float* variance,
-                                       float* dx, float* dgamma, float* dbeta, int64_t m) {
-  timed(Call::batchnorm_backward,
-        [&] { inner_->batchnorm_backward(s, x, dy, gamma, mean, variance, dx, dgamma, dbeta, m); });
-}
-void TimingBackend::batchnorm_update_moving(const BatchNormShape& s, const float* mean,
-                                            const float* variance, float* moving_mean,
-                                            float* moving_variance, double momentum) {
-  timed(Call::batchnorm_update_moving, [&] {
-    inner_->batchnorm_update_moving(s, mean, variance, moving_mean, moving_variance, momentum);
-  });
-}
-void TimingBackend::activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
-                                       int64_t n) {
-  timed(Call::activation_forward, [&] { inner_->activation_forward(act, x, y, m, n); });
-}
-void TimingBackend::activation_backward(ActivationKind act, const float* y, const float* dy,
-                                        float* dx, int64_t m, int64_t n) {
-  timed(Call::activation_backward, [&] { inner_->activation_backward(act, y, dy, dx, m, n); });
-}
-void TimingBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n,
-                                    float rate, uint64_t seed, uint32_t layer,
-                                    const StepCounters* counters, int64_t first_row) {
-  timed(Call::dropout_forward,
-        [&] { inner_->dropout_forward(x, y, mask, m, n, rate, seed, layer, counters, first_row); });
-}
-void TimingBackend::dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m,
-                                     int64_t n, float rate) {
-  timed(Call::dropout_backward, [&] { inner_->dropout_backward(dy, mask, dx, m, n, rate); });
-}
-void TimingBackend::relu_dropout_backward(const float* y, const uint8_t* mask, const float* dy,
-                                          float* dz, int64_t m, int64_t n, float rate) {
-  timed(Call::relu_dropout_backward,
-        [&] { inner_->relu_dropout_backward(y, mask, dy, dz, m, n, rate); });
-}
-void TimingBackend::loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
-                                          const float* targets, float* probs, float* d_out,
-                                          int64_t m, int64_t c, StepCounters* counters,
-                                          int64_t mean_rows) {
-  timed(Call::loss_forward_backward, [&] {
-    inner_->loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters, mean_rows);
-  });
-}
-void TimingBackend::optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
-                                   StepCounters* counters) {
-  timed(Call::optimizer_step, [&] { inner_->optimizer_step(config, params, counters); });
-}
-void TimingBackend::advance_batch(StepCounters* counters) {
-  timed(Call::advance_batch, [&] { inner_->advance_batch(counters); });
-}
+
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+  void TimingBackend::name parameters {                                    \
+    timed(Call::name, [&] { inner_->name arguments; });                    \
+  }
+#include "backends/backend_ops.h"
 
 // ---- NaiveBackend -----------------------------------------------------------------------------
 unsigned char* NaiveBackend::shadow(const void* p, std::size_t bytes) {

@@ -124,38 +124,10 @@ std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Devic
 
 Phase call_phase(Call call) {
   switch (call) {
-    case Call::upload:
-      return Phase::h2d_copy;
-    case Call::download:
-      return Phase::d2h_copy;
-    case Call::synchronize:
-      return Phase::sync_wait;
-    case Call::dense_forward:
-    case Call::dense_backward_weights:
-    case Call::dense_backward_weights_update:  // a GEMM and an update; the GEMM is named for it
-    case Call::dense_backward_input:
-    case Call::conv2d_forward:
-    case Call::conv2d_backward_input:
-    case Call::conv2d_backward_weights:
-      return Phase::gemm;
-    case Call::optimizer_step:
-      return Phase::optimizer;
-    case Call::fill:
-    case Call::gather_rows:
-    case Call::activation_forward:
-    case Call::activation_backward:
-    case Call::dropout_forward:
-    case Call::dropout_backward:
-    case Call::relu_dropout_backward:
-    case Call::loss_forward_backward:
-    case Call::advance_batch:
-    case Call::pool2d_forward:
-    case Call::pool2d_backward:
-    case Call::batchnorm_forward_training:
-    case Call::batchnorm_forward_inference:
-    case Call::batchnorm_backward:
-    case Call::batchnorm_update_moving:
-      return Phase::elementwise;
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+  case Call::name:                                                         \
+    return Phase::phase;
+#include "backends/backend_ops.h"
     case Call::allreduce:
       return Phase::allreduce;
   }
@@ -172,124 +144,130 @@ int64_t state_slots(const OptimizerConfig& cfg) {
 }
 }  // namespace
 
-Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
-  const bool gpu = device == DeviceKind::gpu;
-  const bool naive = mode == Mode::naive;
-  const int64_t m = c.m, n = c.n, k = c.k, mn = c.m * c.n;
-  const std::string at = c.scope.empty() ? "" : c.scope + " ";
-  Op o;
-  o.call = call_name(c.call);
-  o.phase = call_phase(c.call);
-  o.m = m, o.n = n, o.k = k;
-  o.calls = 1;
-  o.launches = gpu ? 1 : 0;  // one kernel (one graph node in resident mode), unless said below
-  auto in_layer = [&] { o.layer = c.scope; };
-  auto gemm = [&](const char* kernel, int64_t batch, int64_t in, int64_t out) {
+namespace {
+// What op_of's pricing of one call reads, and the op it fills in.
+struct OpBuilder {
+  const BackendCall& c;
+  Op& o;
+  bool gpu = false, naive = false;
+  int64_t m = 0, n = 0, k = 0, mn = 0;
+  std::string at;  // the scope and a space, or ""
+
+  void in_layer() { o.layer = c.scope; }
+  void gemm(const char* kernel, int64_t batch, int64_t in, int64_t out) {
     in_layer();
     o.kernel = kernel;
     o.flops = 2 * m * k * n;
     o.batch = batch, o.in = in, o.out = out;
-  };
+  }
+};
+
+// ---- convolution: priced from its own measurements (conv_pool_seconds). m, k, n: the
+// convolution as a GEMM, (m * out_h * out_w, kernel_h * kernel_w * in_c) . (.., out_c). ----
+void price_conv(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const int64_t m = b.m;
+  b.in_layer();
+  const ConvShape& s = c.conv;
+  const int64_t x = m * s.in_h * s.in_w * s.in_c, y = m * s.out_h * s.out_w * s.out_c;
+  const int64_t w = s.kernel_h * s.kernel_w * s.in_c * s.out_c;
+  o.m = m * s.out_h * s.out_w, o.k = s.kernel_h * s.kernel_w * s.in_c, o.n = s.out_c;
+  o.flops = 2 * o.m * o.k * o.n;
+  o.kernel = call_name(c.call);
+  o.batch = m, o.conv = s, o.bias = c.bias, o.act = c.act;
+  const std::string shapes =
+      fmt::format("{}x{}x{}->{}x{}x{}", s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c);
+  if (c.call == Call::conv2d_forward) {
+    o.name = b.at + "conv forward " + shapes;
+    o.bytes_read = kFloat * (x + w + (c.bias ? s.out_c : 0));
+    o.bytes_written = kFloat * y;
+    o.elements = y;
+  } else if (c.call == Call::conv2d_backward_input) {
+    o.name = b.at + "conv backward input " + shapes;
+    o.bytes_read = kFloat * (y + w);
+    o.bytes_written = kFloat * x;
+    o.elements = x;
+  } else {
+    o.name = b.at + "conv backward weights " + shapes;
+    o.bytes_read = kFloat * (x + y);
+    o.bytes_written = kFloat * (w + (c.bias ? s.out_c : 0));
+    o.elements = w;
+  }
+}
+
+// ---- pooling: priced from its own measurements too ----
+void price_pool(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const int64_t m = b.m;
+  b.in_layer();
+  const PoolShape& s = c.pool;
+  const int64_t x = m * s.in_h * s.in_w * s.channels, y = m * s.out_h * s.out_w * s.channels;
+  const bool forward = c.call == Call::pool2d_forward;
+  o.kernel = call_name(c.call);
+  o.name =
+      fmt::format("{}{} pool {} {}x{}x{}->{}x{}", b.at, s.kind == PoolKind::max ? "max" : "average",
+                  forward ? "forward" : "backward", s.in_h, s.in_w, s.channels, s.out_h, s.out_w);
+  o.m = m, o.n = y / std::max<int64_t>(m, 1);
+  o.batch = m, o.pool = s;
+  o.elements = forward ? y : x;
+  o.bytes_read = kFloat * (forward ? x : y);
+  o.bytes_written = kFloat * (forward ? y : x);
+}
+
+// ---- batch normalization: priced from its own measurements (norm_seconds). Per element:
+// the training forward reads x twice (statistics, then normalisation) and writes y, ~8
+// FLOPs; the backward reads x and dy twice (the two channel sums, then dx) and writes dx,
+// ~12 FLOPs; the moving update is 6 FLOPs per channel. On a GPU (kernels.cu) the training
+// forward is 5 kernels (two sums and their totals, then y), the backward 3. ----
+void price_batch_norm(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  b.in_layer();
+  const BatchNormShape& s = c.norm;
+  const int64_t x = b.m * s.spatial * s.channels, ch = s.channels;
+  const int64_t weights = (s.scale ? ch : 0) + (s.center ? ch : 0);
+  o.kernel = call_name(c.call);
+  o.m = b.m, o.n = s.spatial * ch;
+  o.batch = b.m, o.norm = s;
+  const std::string shape = fmt::format("{}x{}", s.spatial, ch);
+  if (c.call == Call::batchnorm_forward_training) {
+    o.name = b.at + "batch norm forward (batch statistics) " + shape;
+    if (b.gpu) o.launches = 5;
+    o.flops = 8 * x;
+    o.elements = x;
+    o.bytes_read = kFloat * (2 * x + weights);
+    o.bytes_written = kFloat * (x + 2 * ch);
+  } else if (c.call == Call::batchnorm_forward_inference) {
+    o.name = b.at + "batch norm forward (moving statistics) " + shape;
+    o.flops = 2 * x;
+    o.elements = x;
+    o.bytes_read = kFloat * (x + weights + 2 * ch);
+    o.bytes_written = kFloat * x;
+  } else if (c.call == Call::batchnorm_backward) {
+    o.name = b.at + "batch norm backward " + shape;
+    if (b.gpu) o.launches = 3;
+    o.flops = 12 * x;
+    o.elements = x;
+    o.bytes_read = kFloat * (4 * x + weights + 2 * ch);
+    o.bytes_written = kFloat * (x + weights);
+  } else {
+    o.name = b.at + "batch norm moving statistics " + shape;
+    o.m = 1, o.n = ch;
+    o.flops = 6 * ch;
+    o.elements = 2 * ch;
+    o.bytes_read = kFloat * 4 * ch;
+    o.bytes_written = kFloat * 2 * ch;
+  }
+}
+
+// ---- host <-> device (inside a step only in naive mode: the NaiveBackend's copies), the
+// step's sync, the ranks' allreduce, and the step's own small calls ----
+void price_step_call(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
   switch (c.call) {
-    // ---- convolution and pooling: priced from their own measurements (conv_pool_seconds).
-    // m, k, n: the convolution as a GEMM, (m * out_h * out_w, kernel_h * kernel_w * in_c) .
-    // (.., out_c). ----
-    case Call::conv2d_forward:
-    case Call::conv2d_backward_input:
-    case Call::conv2d_backward_weights: {
-      in_layer();
-      const ConvShape& s = c.conv;
-      const int64_t x = m * s.in_h * s.in_w * s.in_c, y = m * s.out_h * s.out_w * s.out_c;
-      const int64_t w = s.kernel_h * s.kernel_w * s.in_c * s.out_c;
-      o.m = m * s.out_h * s.out_w, o.k = s.kernel_h * s.kernel_w * s.in_c, o.n = s.out_c;
-      o.flops = 2 * o.m * o.k * o.n;
-      o.kernel = call_name(c.call);
-      o.batch = m, o.conv = s, o.bias = c.bias, o.act = c.act;
-      const std::string shapes =
-          fmt::format("{}x{}x{}->{}x{}x{}", s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c);
-      if (c.call == Call::conv2d_forward) {
-        o.name = at + "conv forward " + shapes;
-        o.bytes_read = kFloat * (x + w + (c.bias ? s.out_c : 0));
-        o.bytes_written = kFloat * y;
-        o.elements = y;
-      } else if (c.call == Call::conv2d_backward_input) {
-        o.name = at + "conv backward input " + shapes;
-        o.bytes_read = kFloat * (y + w);
-        o.bytes_written = kFloat * x;
-        o.elements = x;
-      } else {
-        o.name = at + "conv backward weights " + shapes;
-        o.bytes_read = kFloat * (x + y);
-        o.bytes_written = kFloat * (w + (c.bias ? s.out_c : 0));
-        o.elements = w;
-      }
-      break;
-    }
-    case Call::pool2d_forward:
-    case Call::pool2d_backward: {
-      in_layer();
-      const PoolShape& s = c.pool;
-      const int64_t x = m * s.in_h * s.in_w * s.channels, y = m * s.out_h * s.out_w * s.channels;
-      const bool forward = c.call == Call::pool2d_forward;
-      o.kernel = call_name(c.call);
-      o.name = fmt::format(
-          "{}{} pool {} {}x{}x{}->{}x{}", at, s.kind == PoolKind::max ? "max" : "average",
-          forward ? "forward" : "backward", s.in_h, s.in_w, s.channels, s.out_h, s.out_w);
-      o.m = m, o.n = y / std::max<int64_t>(m, 1);
-      o.batch = m, o.pool = s;
-      o.elements = forward ? y : x;
-      o.bytes_read = kFloat * (forward ? x : y);
-      o.bytes_written = kFloat * (forward ? y : x);
-      break;
-    }
-    // ---- batch normalization: priced from its own measurements (norm_seconds). Per element:
-    // the training forward reads x twice (statistics, then normalisation) and writes y, ~8
-    // FLOPs; the backward reads x and dy twice (the two channel sums, then dx) and writes dx,
-    // ~12 FLOPs; the moving update is 6 FLOPs per channel. On a GPU (kernels.cu) the training
-    // forward is 5 kernels (two sums and their totals, then y), the backward 3. ----
-    case Call::batchnorm_forward_training:
-    case Call::batchnorm_forward_inference:
-    case Call::batchnorm_backward:
-    case Call::batchnorm_update_moving: {
-      in_layer();
-      const BatchNormShape& s = c.norm;
-      const int64_t x = m * s.spatial * s.channels, ch = s.channels;
-      const int64_t weights = (s.scale ? ch : 0) + (s.center ? ch : 0);
-      o.kernel = call_name(c.call);
-      o.m = m, o.n = s.spatial * ch;
-      o.batch = m, o.norm = s;
-      const std::string shape = fmt::format("{}x{}", s.spatial, ch);
-      if (c.call == Call::batchnorm_forward_training) {
-        o.name = at + "batch norm forward (batch statistics) " + shape;
-        if (gpu) o.launches = 5;
-        o.flops = 8 * x;
-        o.elements = x;
-        o.bytes_read = kFloat * (2 * x + weights);
-        o.bytes_written = kFloat * (x + 2 * ch);
-      } else if (c.call == Call::batchnorm_forward_inference) {
-        o.name = at + "batch norm forward (moving statistics) " + shape;
-        o.flops = 2 * x;
-        o.elements = x;
-        o.bytes_read = kFloat * (x + weights + 2 * ch);
-        o.bytes_written = kFloat * x;
-      } else if (c.call == Call::batchnorm_backward) {
-        o.name = at + "batch norm backward " + shape;
-        if (gpu) o.launches = 3;
-        o.flops = 12 * x;
-        o.elements = x;
-        o.bytes_read = kFloat * (4 * x + weights + 2 * ch);
-        o.bytes_written = kFloat * (x + weights);
-      } else {
-        o.name = at + "batch norm moving statistics " + shape;
-        o.m = 1, o.n = ch;
-        o.flops = 6 * ch;
-        o.elements = 2 * ch;
-        o.bytes_read = kFloat * 4 * ch;
-        o.bytes_written = kFloat * 2 * ch;
-      }
-      break;
-    }
-    // ---- host <-> device (inside a step only in naive mode: the NaiveBackend's copies) ----
     case Call::upload:
       o.name = "copy " + c.scope + " to device (pageable)";
       o.kernel = "h2d_pageable";
@@ -298,6 +276,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.launches = 0;
       break;
     case Call::download:
+    case Call::download_async:  // recorded as Call::download
       o.name = fmt::format("read back {} bytes (d2h)", c.bytes);
       o.kernel = "d2h_pageable";
       o.bytes_read = o.bytes_written = o.transfer_bytes = c.bytes;
@@ -308,21 +287,21 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.kernel = "sync";
       o.launches = 0;
       break;
-    // ---- the gradients summed across the ranks (Collective::allreduce_sum, in place) ----
+    // The gradients summed across the ranks (Collective::allreduce_sum, in place).
     case Call::allreduce:
       o.name = fmt::format("allreduce gradients over {} ranks ({:.2f} MB)", c.ranks,
                            static_cast<double>(c.bytes) / 1e6);
       o.kernel = "allreduce";
-      o.elements = n;
+      o.elements = b.n;
       o.bytes_read = o.bytes_written = c.bytes;
       o.ranks = c.ranks;
       o.launches = 0;
       break;
     case Call::fill:
-      o.name = at + "fill";
+      o.name = b.at + "fill";
       o.kernel = "fill";
-      o.elements = n;
-      o.bytes_written = kFloat * n;
+      o.elements = b.n;
+      o.bytes_written = kFloat * b.n;
       break;
     case Call::advance_batch:
       o.name = "advance the batch counter";
@@ -330,133 +309,210 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       o.elements = 1;
       o.bytes_read = o.bytes_written = kCountersBytes;
       break;
-    // ---- the batch: m rows of n columns by the epoch's indices ----
+    // The batch: m rows of n columns by the epoch's indices.
     case Call::gather_rows:
       o.name = "gather " + c.scope;
-      o.kernel = n == 1 ? "gather_labels" : "gather_rows";
-      o.elements = mn;
-      o.bytes_read = kFloat * mn + 4 * m;  // the rows and their int32 indices
-      o.bytes_written = kFloat * mn;
+      o.kernel = b.n == 1 ? "gather_labels" : "gather_rows";
+      o.elements = b.mn;
+      o.bytes_read = kFloat * b.mn + 4 * b.m;  // the rows and their int32 indices
+      o.bytes_written = kFloat * b.mn;
       break;
-    // ---- GEMMs ----
-    case Call::dense_forward: {
-      gemm("gemm_forward", m, k, n);
-      o.name = fmt::format("{}forward {}->{}", at, k, n);
-      o.bytes_read = kFloat * (m * k + k * n + (c.bias ? n : 0));
-      o.bytes_written = kFloat * mn;
-      o.elements = mn;
-      // Naive mode (no graph): the bias and ReLU epilogue runs as its own kernel.
-      const bool epilogue = c.bias || c.act == ActivationKind::relu;
-      if (gpu && naive && epilogue) o.launches = 2;
+    default:  // op_of sends only the calls above here
       break;
-    }
+  }
+}
+
+// ---- the dense layers' GEMMs ----
+void price_dense(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const int64_t m = b.m, n = b.n, k = b.k, mn = b.mn;
+  if (c.call == Call::dense_forward) {
+    b.gemm("gemm_forward", m, k, n);
+    o.name = fmt::format("{}forward {}->{}", b.at, k, n);
+    o.bytes_read = kFloat * (m * k + k * n + (c.bias ? n : 0));
+    o.bytes_written = kFloat * mn;
+    o.elements = mn;
+    // Naive mode (no graph): the bias and ReLU epilogue runs as its own kernel.
+    const bool epilogue = c.bias || c.act == ActivationKind::relu;
+    if (b.gpu && b.naive && epilogue) o.launches = 2;
+  } else if (c.call == Call::dense_backward_weights) {
+    b.gemm("gemm_backward_weights", m, k, n);
+    o.name = fmt::format("{}backward weights {}->{}", b.at, k, n);
+    o.bytes_read = kFloat * (m * k + mn);
+    o.bytes_written = kFloat * (k * n + (c.bias ? n : 0));
+    o.elements = k * n;
+    if (b.gpu && b.naive && c.bias) o.launches = 2;  // the bias gradient, its own kernel
+  } else if (c.call == Call::dense_backward_weights_update) {
+    // The CPU's fused call: the weight gradient, each thread's rows of it then updated from
+    // that thread's cache, so the gradient is not read back from memory.
+    b.gemm("gemm_backward_weights", m, k, n);
+    const int64_t params = k * n + (c.bias ? n : 0);
+    o.name = fmt::format("{}backward weights {}->{} + {} update", b.at, k, n,
+                         optimizer_name(c.optimizer.kind));
+    o.update = optimizer_name(c.optimizer.kind);
+    o.segments = c.segments;
+    const int64_t slots = state_slots(c.optimizer);
+    o.bytes_read = kFloat * (m * k + mn) + kFloat * params * (1 + slots);
+    o.bytes_written = kFloat * params * (1 + slots);
+    o.elements = k * n;
+  } else {  // dense_backward_input
+    b.gemm("gemm_backward_input", m, k, n);
+    o.name = fmt::format("{}backward input {}->{}", b.at, k, n);
+    o.bytes_read = kFloat * (mn + k * n);
+    o.bytes_written = kFloat * m * k;
+    o.elements = m * k;
+  }
+}
+
+// ---- activations, elementwise over (m, n) ----
+void price_activation(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const int64_t mn = b.mn;
+  b.in_layer();
+  const bool forward = c.call == Call::activation_forward;
+  o.name = fmt::format("{}{} {}", b.at, activation_name(c.act), forward ? "forward" : "backward");
+  o.elements = mn;
+  if (c.act == ActivationKind::linear && c.in_place) {
+    o.kernel = "identity";  // nothing to do: the call returns at once
+    o.launches = 0;
+  } else if (c.act == ActivationKind::linear) {
+    o.kernel = "copy";
+    o.bytes_read = o.bytes_written = kFloat * mn;
+  } else {
+    o.kernel = std::string(activation_name(c.act)) + (forward ? "_forward" : "_backward");
+    o.bytes_read = (forward ? 1 : 2) * kFloat * mn;  // backward: y and dy
+    o.bytes_written = kFloat * mn;
+  }
+}
+
+// ---- dropout, elementwise over (m, n), with its byte mask ----
+void price_dropout(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const int64_t mn = b.mn;
+  b.in_layer();
+  o.elements = mn;
+  if (c.call == Call::dropout_forward) {
+    o.name = b.at + "forward";
+    o.kernel = "dropout_forward";
+    o.bytes_read = kFloat * mn;
+    o.bytes_written = kFloat * mn + mn;  // the output and the mask
+  } else if (c.call == Call::dropout_backward) {
+    o.name = b.at + "backward";
+    o.kernel = "dropout_backward";
+    o.bytes_read = kFloat * mn + mn;
+    o.bytes_written = kFloat * mn;
+  } else {  // relu_dropout_backward
+    o.name = b.at + "+ relu backward";
+    o.kernel = "relu_dropout_backward";
+    o.bytes_read = 2 * kFloat * mn;
+    o.bytes_written = kFloat * mn;
+  }
+}
+
+// ---- the loss, fused with the output activation's backward ----
+void price_loss(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const bool sparse = c.loss == LossKind::sparse_categorical_crossentropy;
+  o.name = b.at + (c.gradient ? "forward+backward" : "forward");
+  o.kernel = sparse && c.act == ActivationKind::softmax ? "loss_sparse_softmax" : "loss";
+  o.elements = b.mn;
+  o.bytes_read = kFloat * (b.mn + b.m * (sparse ? 1 : b.n));  // the output and the targets
+  o.bytes_written = c.gradient ? kFloat * b.mn : 0;
+}
+
+// ---- the optimizer: every parameter, one call ----
+void price_optimizer(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const OptimizerConfig& cfg = c.optimizer;
+  if (c.segments.empty()) {
+    // Every layer was updated with its gradient: the step's learning rate and counters only.
+    o.name = "end of step (learning rate, counters)";
+    o.kernel = "step_end";
+    o.elements = 1;
+    o.bytes_read = o.bytes_written = kCountersBytes;
+    return;
+  }
+  o.name = std::string(optimizer_name(cfg.kind)) + " update";
+  o.kernel = std::string(optimizer_name(cfg.kind));
+  o.segments = c.segments;
+  for (int64_t s : c.segments) o.elements += s;
+  // Per element it reads the value, the gradient and its state, and writes the value and the
+  // state: Adam's m and v, SGD's velocity (with momentum), RMSprop's mean square (and its
+  // momentum); clipping by the global norm reads every gradient once more first.
+  const int64_t slots = state_slots(cfg);
+  o.bytes_read = kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 ? 1 : 0));
+  o.bytes_written = kFloat * o.elements * (1 + slots);
+}
+}  // namespace
+
+Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
+  Op o;
+  OpBuilder b{.c = c,
+              .o = o,
+              .gpu = device == DeviceKind::gpu,
+              .naive = mode == Mode::naive,
+              .m = c.m,
+              .n = c.n,
+              .k = c.k,
+              .mn = c.m * c.n,
+              .at = c.scope.empty() ? "" : c.scope + " "};
+  o.call = call_name(c.call);
+  o.phase = call_phase(c.call);
+  o.m = c.m, o.n = c.n, o.k = c.k;
+  o.calls = 1;
+  o.launches = b.gpu ? 1 : 0;  // one kernel (one graph node in resident mode), unless said below
+  switch (c.call) {
+    case Call::conv2d_forward:
+    case Call::conv2d_backward_input:
+    case Call::conv2d_backward_weights:
+      price_conv(b);
+      break;
+    case Call::pool2d_forward:
+    case Call::pool2d_backward:
+      price_pool(b);
+      break;
+    case Call::batchnorm_forward_training:
+    case Call::batchnorm_forward_inference:
+    case Call::batchnorm_backward:
+    case Call::batchnorm_update_moving:
+      price_batch_norm(b);
+      break;
+    case Call::upload:
+    case Call::download:
+    case Call::download_async:
+    case Call::synchronize:
+    case Call::allreduce:
+    case Call::fill:
+    case Call::advance_batch:
+    case Call::gather_rows:
+      price_step_call(b);
+      break;
+    case Call::dense_forward:
     case Call::dense_backward_weights:
-      gemm("gemm_backward_weights", m, k, n);
-      o.name = fmt::format("{}backward weights {}->{}", at, k, n);
-      o.bytes_read = kFloat * (m * k + mn);
-      o.bytes_written = kFloat * (k * n + (c.bias ? n : 0));
-      o.elements = k * n;
-      if (gpu && naive && c.bias) o.launches = 2;  // the bias gradient, its own kernel
-      break;
-    case Call::dense_backward_weights_update: {
-      // The CPU's fused call: the weight gradient, each thread's rows of it then updated from
-      // that thread's cache, so the gradient is not read back from memory.
-      gemm("gemm_backward_weights", m, k, n);
-      const int64_t params = k * n + (c.bias ? n : 0);
-      o.name = fmt::format("{}backward weights {}->{} + {} update", at, k, n,
-                           optimizer_name(c.optimizer.kind));
-      o.update = optimizer_name(c.optimizer.kind);
-      o.segments = c.segments;
-      const int64_t slots = state_slots(c.optimizer);
-      o.bytes_read = kFloat * (m * k + mn) + kFloat * params * (1 + slots);
-      o.bytes_written = kFloat * params * (1 + slots);
-      o.elements = k * n;
-      break;
-    }
+    case Call::dense_backward_weights_update:
     case Call::dense_backward_input:
-      gemm("gemm_backward_input", m, k, n);
-      o.name = fmt::format("{}backward input {}->{}", at, k, n);
-      o.bytes_read = kFloat * (mn + k * n);
-      o.bytes_written = kFloat * m * k;
-      o.elements = m * k;
+      price_dense(b);
       break;
-    // ---- elementwise over (m, n) ----
     case Call::activation_forward:
-    case Call::activation_backward: {
-      in_layer();
-      const bool forward = c.call == Call::activation_forward;
-      o.name = fmt::format("{}{} {}", at, activation_name(c.act), forward ? "forward" : "backward");
-      o.elements = mn;
-      if (c.act == ActivationKind::linear && c.in_place) {
-        o.kernel = "identity";  // nothing to do: the call returns at once
-        o.launches = 0;
-      } else if (c.act == ActivationKind::linear) {
-        o.kernel = "copy";
-        o.bytes_read = o.bytes_written = kFloat * mn;
-      } else {
-        o.kernel = std::string(activation_name(c.act)) + (forward ? "_forward" : "_backward");
-        o.bytes_read = (forward ? 1 : 2) * kFloat * mn;  // backward: y and dy
-        o.bytes_written = kFloat * mn;
-      }
+    case Call::activation_backward:
+      price_activation(b);
       break;
-    }
     case Call::dropout_forward:
-      in_layer();
-      o.name = at + "forward";
-      o.kernel = "dropout_forward";
-      o.elements = mn;
-      o.bytes_read = kFloat * mn;
-      o.bytes_written = kFloat * mn + mn;  // the output and the mask
-      break;
     case Call::dropout_backward:
-      in_layer();
-      o.name = at + "backward";
-      o.kernel = "dropout_backward";
-      o.elements = mn;
-      o.bytes_read = kFloat * mn + mn;
-      o.bytes_written = kFloat * mn;
-      break;
     case Call::relu_dropout_backward:
-      in_layer();
-      o.name = at + "+ relu backward";
-      o.kernel = "relu_dropout_backward";
-      o.elements = mn;
-      o.bytes_read = 2 * kFloat * mn;
-      o.bytes_written = kFloat * mn;
+      price_dropout(b);
       break;
-    // ---- the loss, fused with the output activation's backward ----
-    case Call::loss_forward_backward: {
-      const bool sparse = c.loss == LossKind::sparse_categorical_crossentropy;
-      o.name = at + (c.gradient ? "forward+backward" : "forward");
-      o.kernel = sparse && c.act == ActivationKind::softmax ? "loss_sparse_softmax" : "loss";
-      o.elements = mn;
-      o.bytes_read = kFloat * (mn + m * (sparse ? 1 : n));  // the output and the targets
-      o.bytes_written = c.gradient ? kFloat * mn : 0;
+    case Call::loss_forward_backward:
+      price_loss(b);
       break;
-    }
-    // ---- the optimizer: every parameter, one call ----
-    case Call::optimizer_step: {
-      const OptimizerConfig& cfg = c.optimizer;
-      if (c.segments.empty()) {
-        // Every layer was updated with its gradient: the step's learning rate and counters only.
-        o.name = "end of step (learning rate, counters)";
-        o.kernel = "step_end";
-        o.elements = 1;
-        o.bytes_read = o.bytes_written = kCountersBytes;
-        break;
-      }
-      o.name = std::string(optimizer_name(cfg.kind)) + " update";
-      o.kernel = std::string(optimizer_name(cfg.kind));
-      o.segments = c.segments;
-      for (int64_t s : c.segments) o.elements += s;
-      // Per element it reads the value, the gradient and its state, and writes the value and the
-      // state: Adam's m and v, SGD's velocity (with momentum), RMSprop's mean square (and its
-      // momentum); clipping by the global norm reads every gradient once more first.
-      const int64_t slots = state_slots(cfg);
-      o.bytes_read = kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 ? 1 : 0));
-      o.bytes_written = kFloat * o.elements * (1 + slots);
+    case Call::optimizer_step:
+      price_optimizer(b);
       break;
-    }
   }
   return o;
 }

@@ -12,58 +12,10 @@ namespace crossover::perf {
 
 const char* call_name(Call c) {
   switch (c) {
-    case Call::upload:
-      return "upload";
-    case Call::download:
-      return "download";
-    case Call::fill:
-      return "fill";
-    case Call::synchronize:
-      return "synchronize";
-    case Call::gather_rows:
-      return "gather_rows";
-    case Call::dense_forward:
-      return "dense_forward";
-    case Call::dense_backward_weights:
-      return "dense_backward_weights";
-    case Call::dense_backward_weights_update:
-      return "dense_backward_weights_update";
-    case Call::dense_backward_input:
-      return "dense_backward_input";
-    case Call::activation_forward:
-      return "activation_forward";
-    case Call::activation_backward:
-      return "activation_backward";
-    case Call::dropout_forward:
-      return "dropout_forward";
-    case Call::dropout_backward:
-      return "dropout_backward";
-    case Call::relu_dropout_backward:
-      return "relu_dropout_backward";
-    case Call::loss_forward_backward:
-      return "loss_forward_backward";
-    case Call::optimizer_step:
-      return "optimizer_step";
-    case Call::advance_batch:
-      return "advance_batch";
-    case Call::conv2d_forward:
-      return "conv2d_forward";
-    case Call::conv2d_backward_input:
-      return "conv2d_backward_input";
-    case Call::conv2d_backward_weights:
-      return "conv2d_backward_weights";
-    case Call::pool2d_forward:
-      return "pool2d_forward";
-    case Call::pool2d_backward:
-      return "pool2d_backward";
-    case Call::batchnorm_forward_training:
-      return "batchnorm_forward_training";
-    case Call::batchnorm_forward_inference:
-      return "batchnorm_forward_inference";
-    case Call::batchnorm_backward:
-      return "batchnorm_backward";
-    case Call::batchnorm_update_moving:
-      return "batchnorm_update_moving";
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+  case Call::name:                                                         \
+    return #name;
+#include "backends/backend_ops.h"
     case Call::allreduce:
       return "allreduce";
   }
@@ -130,156 +82,58 @@ BackendCall& RecordingBackend::record(Call c) {
   return r;
 }
 
-void RecordingBackend::upload(void*, const void*, std::size_t bytes) {
-  record(Call::upload).bytes = static_cast<int64_t>(bytes);
-}
-void RecordingBackend::download(void* host_dst, const void*, std::size_t bytes) {
-  std::memset(host_dst, 0, bytes);
-  record(Call::download).bytes = static_cast<int64_t>(bytes);
-}
-void RecordingBackend::download_async(void* host_dst, const void* src, std::size_t bytes) {
-  download(host_dst, src, bytes);
-}
-void RecordingBackend::fill(float*, float, int64_t n) { record(Call::fill).n = n; }
-void RecordingBackend::synchronize() { record(Call::synchronize); }
+// What each step operation records into its BackendCall `r`, from its parameters as
+// backends/backend_ops.h names them. An operation without its line here does not compile.
+#define RECORD_upload r.bytes = static_cast<int64_t>(bytes)
+#define RECORD_download std::memset(host_dst, 0, bytes), r.bytes = static_cast<int64_t>(bytes)
+// The download it is: the op list prices them alike.
+#define RECORD_download_async RECORD_download, r.call = Call::download
+#define RECORD_fill r.n = n
+#define RECORD_synchronize
+#define RECORD_gather_rows r.m = m, r.n = cols
+#define RECORD_dense_forward r.m = m, r.k = k, r.n = n, r.act = act, r.bias = b != nullptr
+#define RECORD_dense_backward_weights r.m = m, r.k = k, r.n = n, r.bias = db != nullptr
+#define RECORD_dense_backward_input r.m = m, r.k = k, r.n = n
+#define RECORD_conv2d_forward r.conv = s, r.m = m, r.act = act, r.bias = b != nullptr
+#define RECORD_conv2d_backward_input r.conv = s, r.m = m
+#define RECORD_conv2d_backward_weights r.conv = s, r.m = m, r.bias = db != nullptr
+#define RECORD_pool2d_forward r.pool = s, r.m = m, r.gradient = workspace != nullptr
+#define RECORD_pool2d_backward r.pool = s, r.m = m
+#define RECORD_batchnorm_forward_training r.norm = s, r.m = m
+#define RECORD_batchnorm_forward_inference r.norm = s, r.m = m
+#define RECORD_batchnorm_backward r.norm = s, r.m = m
+#define RECORD_batchnorm_update_moving r.norm = s, r.m = 1
+#define RECORD_activation_forward r.m = m, r.n = n, r.act = act, r.in_place = x == y
+#define RECORD_activation_backward r.m = m, r.n = n, r.act = act, r.in_place = dx == dy
+#define RECORD_dropout_forward r.m = m, r.n = n
+#define RECORD_dropout_backward r.m = m, r.n = n
+#define RECORD_relu_dropout_backward r.m = m, r.n = n
+#define RECORD_loss_forward_backward \
+  r.m = m, r.n = c, r.loss = loss, r.act = act, r.gradient = d_out != nullptr
+#define RECORD_optimizer_step \
+  r.optimizer = config;       \
+  for (const ParamSlot& p : params) r.segments.push_back(p.n)
+#define RECORD_dense_backward_weights_update                                 \
+  r.m = m, r.k = k, r.n = n, r.bias = bias != nullptr, r.optimizer = config; \
+  r.segments.push_back(kernel.n);                                            \
+  if (bias) r.segments.push_back(bias->n)
+#define RECORD_advance_batch
+
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+  void RecordingBackend::name parameters {                                 \
+    unused_arguments arguments;                                            \
+    [[maybe_unused]] BackendCall& r = record(Call::name);                  \
+    RECORD_##name;                                                         \
+  }
+#include "backends/backend_ops.h"
 
 std::unique_ptr<Backend::StepGraph> RecordingBackend::capture(std::function<void()> enqueue, bool) {
   return std::make_unique<RecordedStep>(*this, std::move(enqueue));
 }
 
-void RecordingBackend::gather_rows(const float*, int64_t cols, const int32_t*, int64_t,
-                                   const StepCounters*, int64_t m, float*) {
-  BackendCall& r = record(Call::gather_rows);
-  r.m = m;
-  r.n = cols;
-}
-void RecordingBackend::dense_forward(const float*, const float*, const float* b, float*, int64_t m,
-                                     int64_t k, int64_t n, ActivationKind act) {
-  BackendCall& r = record(Call::dense_forward);
-  r.m = m, r.k = k, r.n = n;
-  r.act = act;
-  r.bias = b != nullptr;
-}
-void RecordingBackend::dense_backward_weights(const float*, const float*, float*, float* db,
-                                              int64_t m, int64_t k, int64_t n) {
-  BackendCall& r = record(Call::dense_backward_weights);
-  r.m = m, r.k = k, r.n = n;
-  r.bias = db != nullptr;
-}
-void RecordingBackend::dense_backward_weights_update(const float*, const float*,
-                                                     const ParamSlot& kernel, const ParamSlot* bias,
-                                                     int64_t m, int64_t k, int64_t n,
-                                                     const OptimizerConfig& config,
-                                                     const StepCounters*) {
-  BackendCall& r = record(Call::dense_backward_weights_update);
-  r.m = m, r.k = k, r.n = n;
-  r.bias = bias != nullptr;
-  r.optimizer = config;
-  r.segments.push_back(kernel.n);
-  if (bias) r.segments.push_back(bias->n);
-}
-void RecordingBackend::dense_backward_input(const float*, const float*, float*, int64_t m,
-                                            int64_t k, int64_t n) {
-  BackendCall& r = record(Call::dense_backward_input);
-  r.m = m, r.k = k, r.n = n;
-}
-void RecordingBackend::activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
-                                          int64_t n) {
-  BackendCall& r = record(Call::activation_forward);
-  r.m = m, r.n = n;
-  r.act = act;
-  r.in_place = x == y;
-}
-void RecordingBackend::activation_backward(ActivationKind act, const float*, const float* dy,
-                                           float* dx, int64_t m, int64_t n) {
-  BackendCall& r = record(Call::activation_backward);
-  r.m = m, r.n = n;
-  r.act = act;
-  r.in_place = dx == dy;
-}
-void RecordingBackend::dropout_forward(const float*, float*, uint8_t*, int64_t m, int64_t n, float,
-                                       uint64_t, uint32_t, const StepCounters*, int64_t) {
-  BackendCall& r = record(Call::dropout_forward);
-  r.m = m, r.n = n;
-}
-void RecordingBackend::dropout_backward(const float*, const uint8_t*, float*, int64_t m, int64_t n,
-                                        float) {
-  BackendCall& r = record(Call::dropout_backward);
-  r.m = m, r.n = n;
-}
-void RecordingBackend::relu_dropout_backward(const float*, const uint8_t*, const float*, float*,
-                                             int64_t m, int64_t n, float) {
-  BackendCall& r = record(Call::relu_dropout_backward);
-  r.m = m, r.n = n;
-}
-void RecordingBackend::loss_forward_backward(LossKind loss, ActivationKind act, const float*,
-                                             const float*, float*, float* d_out, int64_t m,
-                                             int64_t c, StepCounters*, int64_t) {
-  BackendCall& r = record(Call::loss_forward_backward);
-  r.m = m, r.n = c;
-  r.loss = loss;
-  r.act = act;
-  r.gradient = d_out != nullptr;
-}
-void RecordingBackend::optimizer_step(const OptimizerConfig& config,
-                                      std::span<const ParamSlot> params, StepCounters*) {
-  BackendCall& r = record(Call::optimizer_step);
-  r.optimizer = config;
-  for (const ParamSlot& p : params) r.segments.push_back(p.n);
-}
-void RecordingBackend::advance_batch(StepCounters*) { record(Call::advance_batch); }
-
-void RecordingBackend::conv2d_forward(const ConvShape& s, const float*, const float*,
-                                      const float* b, float*, int64_t m, ActivationKind act) {
-  BackendCall& r = record(Call::conv2d_forward);
-  r.conv = s, r.m = m, r.act = act, r.bias = b != nullptr;
-}
-void RecordingBackend::conv2d_backward_input(const ConvShape& s, const float*, const float*, float*,
-                                             int64_t m) {
-  BackendCall& r = record(Call::conv2d_backward_input);
-  r.conv = s, r.m = m;
-}
-void RecordingBackend::conv2d_backward_weights(const ConvShape& s, const float*, const float*,
-                                               float*, float* db, int64_t m) {
-  BackendCall& r = record(Call::conv2d_backward_weights);
-  r.conv = s, r.m = m, r.bias = db != nullptr;
-}
 std::size_t RecordingBackend::pool2d_workspace_bytes(const PoolShape& s, int64_t m) {
   // Room for one index per output element, as a real backend would need at most.
   return static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels) * sizeof(int32_t);
-}
-void RecordingBackend::pool2d_forward(const PoolShape& s, const float*, float*, void* workspace,
-                                      int64_t m) {
-  BackendCall& r = record(Call::pool2d_forward);
-  r.pool = s, r.m = m, r.gradient = workspace != nullptr;
-}
-void RecordingBackend::pool2d_backward(const PoolShape& s, const float*, const void*, float*,
-                                       int64_t m) {
-  BackendCall& r = record(Call::pool2d_backward);
-  r.pool = s, r.m = m;
-}
-void RecordingBackend::batchnorm_forward_training(const BatchNormShape& s, const float*,
-                                                  const float*, const float*, float*, float*,
-                                                  float*, int64_t m) {
-  BackendCall& r = record(Call::batchnorm_forward_training);
-  r.norm = s, r.m = m;
-}
-void RecordingBackend::batchnorm_forward_inference(const BatchNormShape& s, const float*,
-                                                   const float*, const float*, const float*,
-                                                   const float*, float*, int64_t m) {
-  BackendCall& r = record(Call::batchnorm_forward_inference);
-  r.norm = s, r.m = m;
-}
-void RecordingBackend::batchnorm_backward(const BatchNormShape& s, const float*, const float*,
-                                          const float*, const float*, const float*, float*, float*,
-                                          float*, int64_t m) {
-  BackendCall& r = record(Call::batchnorm_backward);
-  r.norm = s, r.m = m;
-}
-void RecordingBackend::batchnorm_update_moving(const BatchNormShape& s, const float*, const float*,
-                                               float*, float*, double) {
-  BackendCall& r = record(Call::batchnorm_update_moving);
-  r.norm = s, r.m = 1;
 }
 
 // ---- RecordingCollective ----------------------------------------------------------------------

@@ -20,34 +20,11 @@
 
 namespace crossover::perf {
 
-// Every Backend call that does work on the device (allocation and naming aside).
+// Every Backend call that does work on the device: one value per step operation of
+// backends/backend_ops.h, in its order, then the ranks' sum.
 enum class Call {
-  upload,
-  download,  // download and download_async
-  fill,
-  synchronize,
-  gather_rows,
-  dense_forward,
-  dense_backward_weights,
-  dense_backward_weights_update,  // the weight gradient and that layer's optimizer update
-  dense_backward_input,
-  activation_forward,
-  activation_backward,
-  dropout_forward,
-  dropout_backward,
-  relu_dropout_backward,
-  loss_forward_backward,
-  optimizer_step,
-  advance_batch,
-  conv2d_forward,
-  conv2d_backward_input,
-  conv2d_backward_weights,
-  pool2d_forward,
-  pool2d_backward,
-  batchnorm_forward_training,
-  batchnorm_forward_inference,
-  batchnorm_backward,
-  batchnorm_update_moving,
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) name,
+#include "backends/backend_ops.h"
   // Not a Backend call: the gradients summed across the ranks (Collective::allreduce_sum), made
   // between the backward pass and the optimizer step when training over ranks. Recorded by a
   // RecordingCollective into the same list, so that the step's op list holds it in its place.
@@ -129,68 +106,16 @@ class RecordingBackend final : public Backend {
   }
   void* allocate(std::size_t bytes) override;
   void release(void* p) noexcept override;
-  void upload(void* dst, const void* host_src, std::size_t bytes) override;
-  void download(void* host_dst, const void* src, std::size_t bytes) override;
-  void download_async(void* host_dst, const void* src, std::size_t bytes) override;
-  void fill(float* dst, float value, int64_t n) override;
-  void synchronize() override;
   std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool use_graph) override;
-  void gather_rows(const float* src, int64_t cols, const int32_t* indices, int64_t batch,
-                   const StepCounters* counters, int64_t m, float* dst) override;
-  void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
-                     int64_t n, ActivationKind act) override;
-  void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
-                              int64_t k, int64_t n) override;
   bool fuses_weight_update() const override { return fuses_weight_update_; }
-  void dense_backward_weights_update(const float* x, const float* dy, const ParamSlot& kernel,
-                                     const ParamSlot* bias, int64_t m, int64_t k, int64_t n,
-                                     const OptimizerConfig& config,
-                                     const StepCounters* counters) override;
-  void dense_backward_input(const float* dy, const float* w, float* dx, int64_t m, int64_t k,
-                            int64_t n) override;
-  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
-                          int64_t n) override;
-  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
-                           int64_t m, int64_t n) override;
-  void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
-                       uint64_t seed, uint32_t layer, const StepCounters* counters,
-                       int64_t first_row) override;
-  void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
-                        float rate) override;
-  void relu_dropout_backward(const float* y, const uint8_t* mask, const float* dy, float* dz,
-                             int64_t m, int64_t n, float rate) override;
-  void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
-                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters, int64_t mean_rows) override;
-  void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
-                      StepCounters* counters) override;
-  void advance_batch(StepCounters* counters) override;
-  bool has_conv2d() const override { return true; }  // the CPU and CUDA backends both have them
-  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
-                      int64_t m, ActivationKind act) override;
-  void conv2d_backward_input(const ConvShape& s, const float* dy, const float* w, float* dx,
-                             int64_t m) override;
-  void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
-                               float* db, int64_t m) override;
-  std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override;
-  void pool2d_forward(const PoolShape& s, const float* x, float* y, void* workspace,
-                      int64_t m) override;
-  void pool2d_backward(const PoolShape& s, const float* dy, const void* workspace, float* dx,
-                       int64_t m) override;
+  bool has_conv2d() const override { return true; }      // the CPU and CUDA backends both have them
   bool has_batch_norm() const override { return true; }  // both backends have it too
+  std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override;
   void batchnorm_prepare(const BatchNormShape&, int64_t) override {}
-  void batchnorm_forward_training(const BatchNormShape& s, const float* x, const float* gamma,
-                                  const float* beta, float* y, float* mean, float* variance,
-                                  int64_t m) override;
-  void batchnorm_forward_inference(const BatchNormShape& s, const float* x, const float* gamma,
-                                   const float* beta, const float* mean, const float* variance,
-                                   float* y, int64_t m) override;
-  void batchnorm_backward(const BatchNormShape& s, const float* x, const float* dy,
-                          const float* gamma, const float* mean, const float* variance, float* dx,
-                          float* dgamma, float* dbeta, int64_t m) override;
-  void batchnorm_update_moving(const BatchNormShape& s, const float* mean, const float* variance,
-                               float* moving_mean, float* moving_variance,
-                               double momentum) override;
+  // Every step operation, recorded (recording.cpp says what each one keeps).
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+  void name parameters override;
+#include "backends/backend_ops.h"
   void set_scope(std::string_view name) override { scope_ = name; }
 
  private:

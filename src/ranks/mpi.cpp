@@ -1,4 +1,4 @@
-#include "dist/mpi.h"
+#include "ranks/mpi.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

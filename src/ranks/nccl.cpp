@@ -1,4 +1,4 @@
-#include "dist/nccl.h"
+#include "ranks/nccl.h"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,187 @@
+// The Backend interface, listed once (an X-macro list): backend.h declares the virtual methods from
+// it, and perf/ derives its wrappers from it (ForwardingBackend forwards every entry, TimingBackend
+// times and RecordingBackend records every step operation, perf::Call has one value per step
+// operation). Adding an operation is one entry here plus its kernels on each device; a wrapper
+// cannot miss it. See backend.h for the conventions all of these follow (memory, shapes, graphs).
+//
+// Included several times, no include guard: the includer defines either or both of
+//
+//   CROSSOVER_BACKEND_OP(name, (parameters), (arguments), fallback, phase)
+//     A step operation: it enqueues work on the device and returns nothing. Timed, recorded,
+//     and a value of perf::Call. `phase` is where perf's timing counts it (perf::Phase).
+//   CROSSOVER_BACKEND_SETUP(return type, name, (parameters), (arguments), qualifiers, fallback)
+//     Anything else: the device's name and capabilities, memory, graphs, preparing a shape,
+//     the ranks, annotation. Forwarded by a wrapper, never timed nor recorded as a step's call.
+//
+// (arguments) are the parameters' names in order. `fallback` is what Backend does when a device
+// does not override it (backend.h, CROSSOVER_BACKEND_FALLBACK_*): `pure` (every device must),
+// `nothing`, `false`, or an error naming what the device lacks (no_conv2d, no_batch_norm,
+// no_device_collective, no_fused_update). The list is undefined again at the end.
+
+#ifndef CROSSOVER_BACKEND_OP
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase)
+#endif
+#ifndef CROSSOVER_BACKEND_SETUP
+#define CROSSOVER_BACKEND_SETUP(type, name, parameters, arguments, qualifiers, fallback)
+#endif
+
+// clang-format off
+
+// "cpu" or "cuda:N".
+CROSSOVER_BACKEND_SETUP(std::string, device_name, (), (), const, pure)
+
+// ---- memory ----
+// Zero-filled block of `bytes`, aligned to at least 64 bytes. Throws Error when out of memory,
+// saying how many bytes were asked for and how many are available.
+CROSSOVER_BACKEND_SETUP(void*, allocate, (std::size_t bytes), (bytes), , pure)
+// How much more allocate() can hand out now, so that a plan too large for the device is refused
+// before anything is allocated.
+CROSSOVER_BACKEND_SETUP(MemoryAvailable, available_memory, (), (), const, pure)
+CROSSOVER_BACKEND_SETUP(void, release, (void* p), (p), noexcept, pure)
+CROSSOVER_BACKEND_OP(upload, (void* dst, const void* host_src, std::size_t bytes), (dst, host_src, bytes), pure, h2d_copy)
+CROSSOVER_BACKEND_OP(download, (void* host_dst, const void* src, std::size_t bytes), (host_dst, src, bytes), pure, d2h_copy)
+// Starts a download that completes by the next synchronize(); host_dst must stay valid.
+CROSSOVER_BACKEND_OP(download_async, (void* host_dst, const void* src, std::size_t bytes), (host_dst, src, bytes), pure, d2h_copy)
+CROSSOVER_BACKEND_OP(fill, (float* dst, float value, int64_t n), (dst, value, n), pure, elementwise)
+// The host wrote [p, p + bytes) of allocate()'s memory itself, not through upload or fill (MPI
+// into the memory of a backend whose memory is the host's): a backend drops what it derived from
+// it (the CPU's bf16 weights copies). Memory from allocate() changes only through upload, fill,
+// the backend's own calls, and writes announced here.
+CROSSOVER_BACKEND_SETUP(void, host_wrote, (void* p, std::size_t bytes), (p, bytes), , nothing)
+// Waits for everything enqueued.
+CROSSOVER_BACKEND_OP(synchronize, (), (), pure, sync_wait)
+
+// ---- graphs ----
+// Records the backend calls that `enqueue` makes, once, and returns something that runs them
+// again. CUDA captures them as a CUDA graph (one launch per replay); the CPU, and CUDA in naive
+// mode, simply call `enqueue` again on each replay. `enqueue` must make the same calls every
+// time: whatever varies per step is read from StepCounters. CUDA calls `enqueue` once more
+// beforehand as a planning pass (it creates GEMM plans but launches nothing on the model's
+// buffers), so `enqueue` must not change host state either.
+CROSSOVER_BACKEND_SETUP(std::unique_ptr<StepGraph>, capture, (std::function<void()> enqueue, bool use_graph), (std::move(enqueue), use_graph), , pure)
+
+// ---- batching ----
+// dst[i, :] = src[indices[batch_index * batch + i], :] for i < m, where src is (N, cols).
+// Labels are gathered the same way with cols = 1 (or the number of target columns).
+CROSSOVER_BACKEND_OP(gather_rows, (const float* src, int64_t cols, const int32_t* indices, int64_t batch, const StepCounters* counters, int64_t m, float* dst), (src, cols, indices, batch, counters, m, dst), pure, elementwise)
+
+// ---- dense layer ----
+// y(m, n) = act(x(m, k) . w(k, n) + b(n)); b may be null. Linear and relu are fused into the
+// product; sigmoid, tanh and softmax take a second pass over y.
+CROSSOVER_BACKEND_OP(dense_forward, (const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k, int64_t n, ActivationKind act), (x, w, b, y, m, k, n, act), pure, gemm)
+// dw(k, n) = x(m, k)^T . dy(m, n);  db(n) = column sums of dy (if db is not null).
+CROSSOVER_BACKEND_OP(dense_backward_weights, (const float* x, const float* dy, float* dw, float* db, int64_t m, int64_t k, int64_t n), (x, dy, dw, db, m, k, n), pure, gemm)
+// dx(m, k) = dy(m, n) . w(k, n)^T.
+// A backend may keep state derived from w between calls (the CPU's bf16 copies of the weights,
+// dropped when w changes: see host_wrote), so w must be memory from allocate().
+CROSSOVER_BACKEND_OP(dense_backward_input, (const float* dy, const float* w, float* dx, int64_t m, int64_t k, int64_t n), (dy, w, dx, m, k, n), pure, gemm)
+
+// ---- 2-D convolution and pooling (ConvShape, PoolShape in backend.h; m samples) ----
+// Whether this backend has them at all; a model with Conv2D or pooling layers is refused at
+// compile time on one that does not, naming the layer.
+CROSSOVER_BACKEND_SETUP(bool, has_conv2d, (), (), const, false)
+// y = act(conv(x, w) + b); b may be null; act is linear or relu (fused).
+CROSSOVER_BACKEND_OP(conv2d_forward, (const ConvShape& s, const float* x, const float* w, const float* b, float* y, int64_t m, ActivationKind act), (s, x, w, b, y, m, act), no_conv2d, gemm)
+// dx (m, in_h, in_w, in_c) from dy (m, out_h, out_w, out_c) and the kernel.
+CROSSOVER_BACKEND_OP(conv2d_backward_input, (const ConvShape& s, const float* dy, const float* w, float* dx, int64_t m), (s, dy, w, dx, m), no_conv2d, gemm)
+// dw (kernel_h, kernel_w, in_c, out_c) and db (out_c; if not null) from x and dy.
+CROSSOVER_BACKEND_OP(conv2d_backward_weights, (const ConvShape& s, const float* x, const float* dy, float* dw, float* db, int64_t m), (s, x, dy, dw, db, m), no_conv2d, gemm)
+// The bytes of the workspace pool2d_forward writes in training for pool2d_backward (max
+// pooling's argmax), for a batch of m: the model sizes it when it plans a batch size. Also
+// prepares what the backend needs for that shape, so that no step has to.
+CROSSOVER_BACKEND_SETUP(std::size_t, pool2d_workspace_bytes, (const PoolShape& s, int64_t m), (s, m), , no_conv2d)
+// y from x; with a workspace (training) it records what the backward pass needs; null: the
+// forward of evaluate and predict.
+CROSSOVER_BACKEND_OP(pool2d_forward, (const PoolShape& s, const float* x, float* y, void* workspace, int64_t m), (s, x, y, workspace, m), no_conv2d, elementwise)
+// dx (m, in_h, in_w, channels) from dy and the training forward's workspace.
+CROSSOVER_BACKEND_OP(pool2d_backward, (const PoolShape& s, const float* dy, const void* workspace, float* dx, int64_t m), (s, dy, workspace, dx, m), no_conv2d, elementwise)
+
+// ---- batch normalization (BatchNormShape in backend.h; m samples) ----
+// Whether this backend has it; a model with BatchNormalization is refused at compile time on
+// one that does not, naming the layer.
+CROSSOVER_BACKEND_SETUP(bool, has_batch_norm, (), (), const, false)
+// Prepares what the backend needs for this shape and batch size (all the calls below), so that
+// no step has to. The model calls it when it plans a batch size.
+CROSSOVER_BACKEND_SETUP(void, batchnorm_prepare, (const BatchNormShape& s, int64_t m), (s, m), , no_batch_norm)
+// Training: y = gamma * (x - mean) / sqrt(variance + epsilon) + beta with the batch's own
+// statistics, which it writes to mean and variance (channels each) for the backward pass.
+CROSSOVER_BACKEND_OP(batchnorm_forward_training, (const BatchNormShape& s, const float* x, const float* gamma, const float* beta, float* y, float* mean, float* variance, int64_t m), (s, x, gamma, beta, y, mean, variance, m), no_batch_norm, elementwise)
+// Evaluate and predict: the same with the given (moving) statistics.
+CROSSOVER_BACKEND_OP(batchnorm_forward_inference, (const BatchNormShape& s, const float* x, const float* gamma, const float* beta, const float* mean, const float* variance, float* y, int64_t m), (s, x, gamma, beta, mean, variance, y, m), no_batch_norm, elementwise)
+// dx (through the batch statistics), dgamma and dbeta (each if not null) from the training
+// forward's x, mean and variance and the incoming dy.
+CROSSOVER_BACKEND_OP(batchnorm_backward, (const BatchNormShape& s, const float* x, const float* dy, const float* gamma, const float* mean, const float* variance, float* dx, float* dgamma, float* dbeta, int64_t m), (s, x, dy, gamma, mean, variance, dx, dgamma, dbeta, m), no_batch_norm, elementwise)
+// Keras's moving statistics after a training batch: moving = moving * momentum + batch *
+// (1 - momentum), per channel, in float32 as Keras computes it: momentum and 1 - momentum (taken
+// in double, as Python does) each rounded to float once (backends/kernel_math.h).
+CROSSOVER_BACKEND_OP(batchnorm_update_moving, (const BatchNormShape& s, const float* mean, const float* variance, float* moving_mean, float* moving_variance, double momentum), (s, mean, variance, moving_mean, moving_variance, momentum), no_batch_norm, elementwise)
+
+// ---- activations (elementwise on (m, n); softmax is per row) ----
+CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, const float* x, float* y, int64_t m, int64_t n), (act, x, y, m, n), pure, elementwise)
+// dx from the forward output y and the incoming gradient dy. dx may alias dy.
+CROSSOVER_BACKEND_OP(activation_backward, (ActivationKind act, const float* y, const float* dy, float* dx, int64_t m, int64_t n), (act, y, dy, dx, m, n), pure, elementwise)
+
+// ---- dropout (inverted): y = x * keep / (1 - rate), keep drawn by dropout_keep(seed, layer,
+// counters->step, (first_row + row) * n + col, rate). mask (m * n bytes) records keep for the
+// backward pass. first_row is the global batch row of x's row 0: 0 in one process; in one rank
+// of several (data parallelism), where its rows start in the global batch, so that every row
+// draws the mask one process at the global batch would draw for it.
+CROSSOVER_BACKEND_OP(dropout_forward, (const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer, const StepCounters* counters, int64_t first_row), (x, y, mask, m, n, rate, seed, layer, counters, first_row), pure, elementwise)
+CROSSOVER_BACKEND_OP(dropout_backward, (const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n, float rate), (dy, mask, dx, m, n, rate), pure, elementwise)
+// The fused backward of Dense(relu) followed by Dropout: dz = dy * keep / (1 - rate) * (h > 0),
+// where h is the ReLU output before dropout (so y = h * keep / (1 - rate)).
+CROSSOVER_BACKEND_OP(relu_dropout_backward, (const float* y_after_dropout, const uint8_t* mask, const float* dy, float* dz, int64_t m, int64_t n, float rate), (y_after_dropout, mask, dy, dz, m, n, rate), pure, elementwise)
+
+// ---- loss, fused with the output activation's backward ----
+// `out` (m, c) is the model output *before* the final activation `act` (logits when act is
+// softmax or sigmoid). Computes the activated output into `probs` (may be null when not
+// needed), the gradient w.r.t. `out` of the per-sample losses summed over these m rows and
+// divided by `mean_rows` into d_out (if not null), and adds sum of per-sample losses and the
+// count of correct predictions to counters (if `counters` is not null). targets: class indices
+// as floats (sparse) or (m, c) values. mean_rows is m in one process (the batch mean); in one
+// rank of several, the global batch's rows, so that the ranks' gradients sum to the global
+// batch mean.
+CROSSOVER_BACKEND_OP(loss_forward_backward, (LossKind loss, ActivationKind act, const float* out, const float* targets, float* probs, float* d_out, int64_t m, int64_t c, StepCounters* counters, int64_t mean_rows), (loss, act, out, targets, probs, d_out, m, c, counters, mean_rows), pure, elementwise)
+
+// ---- optimizer: one update of every parameter (one launch on CUDA) ----
+// Reads counters->step (t = step + 1), writes counters->learning_rate from the schedule,
+// applies clipping, then increments counters->step and counters->batch_index. With no params
+// (the layers were updated by dense_backward_weights_update) only that bookkeeping is done.
+CROSSOVER_BACKEND_OP(optimizer_step, (const OptimizerConfig& config, std::span<const ParamSlot> params, StepCounters* counters), (config, params, counters), pure, optimizer)
+
+// ---- the weight gradient and that layer's update in one call ----
+// Whether dense_backward_weights_update pays here. On the CPU it does: each block of the
+// gradient is applied while it is still in cache, instead of in a pass over every parameter at
+// the end. A GPU's single launch over all parameters is cheaper than one per layer. The model
+// uses it for every Dense layer when the update needs nothing global (no clipnorm).
+CROSSOVER_BACKEND_SETUP(bool, fuses_weight_update, (), (), const, false)
+// dense_backward_weights into kernel.grad (and bias->grad when bias is not null), then the
+// update of kernel and bias exactly as optimizer_step would make it this step: counters->step
+// is read, not advanced, and config.clipnorm must be 0. Backends that do not fuse throw Error.
+// Timed as a GEMM: a GEMM and an update, the GEMM names it.
+CROSSOVER_BACKEND_OP(dense_backward_weights_update, (const float* x, const float* dy, const ParamSlot& kernel, const ParamSlot* bias, int64_t m, int64_t k, int64_t n, const OptimizerConfig& config, const StepCounters* counters), (x, dy, kernel, bias, m, k, n, config, counters), no_fused_update, gemm)
+// counters->batch_index += 1 without an update (evaluation steps).
+CROSSOVER_BACKEND_OP(advance_batch, (StepCounters* counters), (counters), pure, elementwise)
+
+// ---- ranks ----
+// Sums n floats of this device's memory over the ranks of `with`, in place, as one of the
+// step's calls: enqueued in order after the calls before it (on CUDA: on the step's stream, so
+// that it is captured into the step's graph), and skipped in a planning pass. A device whose
+// memory the host reaches (the CPU) is summed by nn's Collective directly instead; the default
+// throws Error. (perf times and records the ranks' sums at the Collective, as Call::allreduce.)
+CROSSOVER_BACKEND_SETUP(void, allreduce_sum, (float* data, int64_t n, DeviceCollective& with), (data, n, with), , no_device_collective)
+// Rank `root`'s bytes of this device's memory into every other rank's, in order; the default
+// throws Error.
+CROSSOVER_BACKEND_SETUP(void, broadcast, (void* data, std::size_t bytes, int root, DeviceCollective& with), (data, bytes, root, with), , no_device_collective)
+
+// ---- annotation ----
+// Names what the calls that follow belong to, until the next set_scope: the model passes a
+// layer's name ("dense_1") around each layer's calls, and "batch x", "batch y", "loss",
+// "optimizer" around a step's own. Host-side only, never part of a captured graph; a backend
+// ignores it, a wrapper that records or times calls may read it.
+CROSSOVER_BACKEND_SETUP(void, set_scope, (std::string_view name), (name), , nothing)
+
+// clang-format on
+
+#undef CROSSOVER_BACKEND_OP
+#undef CROSSOVER_BACKEND_SETUP
