@@ -188,16 +188,17 @@ NB_MODULE(_core, m) {
           "compile",
           [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,
              std::vector<std::string> metrics, const std::string& device, int threads,
-             uint64_t seed, const std::string& precision) {
+             uint64_t seed, const std::string& precision, bool from_logits) {
             CompileOptions o;
             o.device = device;
             o.threads = threads;
             o.seed = seed;
             o.precision = precision;
-            s.compile(opt, loss, std::move(metrics), o);
+            s.compile(opt, LossSpec{loss, from_logits}, std::move(metrics), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
-          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "fp32")
+          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "fp32",
+          nb::arg("from_logits") = false)
       .def(
           "use_measured_cpu_threads",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, uint64_t seed,
@@ -229,7 +230,7 @@ NB_MODULE(_core, m) {
               steps = s.optimizer_steps();
             }
             const OptimizerConfig optimizer = s.optimizer();
-            const std::string loss = s.loss_name();
+            const LossSpec loss{s.loss_name(), s.from_logits()};
             s.compile(
                 optimizer, loss, s.metrics(),
                 {.device = "cpu", .threads = r.threads, .seed = seed, .precision = s.precision()});

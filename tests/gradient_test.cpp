@@ -132,7 +132,8 @@ void batch_norm_reference(std::vector<Vec>& batch, const Layer& l,
 // The float64 reference: the mean loss of the model over the batch, weights by name. Layers run
 // over the whole batch in turn (batch normalization needs every sample's values).
 double reference_loss(const Sequential& model, const std::map<std::string, std::vector<double>>& w,
-                      const Tensor& x, const Tensor& y, const std::string& loss) {
+                      const Tensor& x, const Tensor& y, const std::string& loss,
+                      bool from_logits = false) {
   const int64_t n = x.dim(0), in = x.size() / n;
   double total = 0;
   std::vector<Vec> batch;
@@ -174,8 +175,11 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
     batch_shape = after;
   }
   for (int64_t r = 0; r < n; ++r) {
-    const Vec& h = batch[static_cast<std::size_t>(r)];
+    Vec& h = batch[static_cast<std::size_t>(r)];
     const int64_t c = static_cast<int64_t>(h.size());
+    // from_logits: the loss's own softmax (sigmoid for binary) of the linear output.
+    if (from_logits)
+      apply(loss == "binary_crossentropy" ? ActivationKind::sigmoid : ActivationKind::softmax, h);
     if (loss == "sparse_categorical_crossentropy") {
       total -= std::log(h[static_cast<std::size_t>(y[r])]);
     } else if (loss == "categorical_crossentropy") {
@@ -205,12 +209,13 @@ struct Case {
   std::vector<Layer> layers;
   std::string loss;
   Shape sample = {5};  // one sample's shape
+  bool from_logits = false;
 };
 
 void check_gradients(const Case& c) {
   SCOPED_TRACE(c.name);
   Sequential model(c.layers);
-  model.compile(SGD(), c.loss, {}, {.threads = 1, .seed = 7});
+  model.compile(SGD(), LossSpec{c.loss, c.from_logits}, {}, {.threads = 1, .seed = 7});
   const int64_t n = 6;
   Shape x_shape = {n};
   x_shape.insert(x_shape.end(), c.sample.begin(), c.sample.end());
@@ -241,9 +246,9 @@ void check_gradients(const Case& c) {
     for (std::size_t i = 0; i < values.size(); ++i) {
       const double h = 1e-6, keep = values[i];
       values[i] = keep + h;
-      const double up = reference_loss(model, w, x, y, c.loss);
+      const double up = reference_loss(model, w, x, y, c.loss, c.from_logits);
       values[i] = keep - h;
-      const double down = reference_loss(model, w, x, y, c.loss);
+      const double down = reference_loss(model, w, x, y, c.loss, c.from_logits);
       values[i] = keep;
       const double fd = (up - down) / (2 * h);
       EXPECT_NEAR(g.value[static_cast<int64_t>(i)], fd, 2e-4 + 2e-3 * std::abs(fd))
@@ -320,6 +325,83 @@ TEST(Gradients, EachLossMatchesFiniteDifferences) {
   check_gradients({"MSE", {Input({5}), Dense(4, "relu"), Dense(3)}, "mean_squared_error"});
   check_gradients({"MSE after tanh", {Input({5}), Dense(4), Dense(3, "tanh")}, "mse"});
   check_gradients({"MSE after softmax", {Input({5}), Dense(4), Dense(3, "softmax")}, "mse"});
+}
+
+TEST(Gradients, EachCrossEntropyFromLogitsMatchesFiniteDifferences) {
+  for (const char* loss :
+       {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"})
+    check_gradients({std::string("from logits ") + loss,
+                     {Input({5}), Dense(4, "tanh"), Dense(3)},
+                     loss,
+                     {5},
+                     true});
+}
+
+// A linear output with from_logits is the softmax (sigmoid) output without from_logits, trained by
+// the same arithmetic: the same weights bit for bit, the same losses and accuracies; only
+// predict differs, giving the logits.
+TEST(FromLogits, TrainsAsTheActivatedOutputAndPredictsTheLogits) {
+  for (const char* loss :
+       {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"}) {
+    SCOPED_TRACE(loss);
+    const bool binary = std::string(loss) == "binary_crossentropy";
+    Sequential probs({Input({5}), Dense(6, "relu"), Dense(3, binary ? "sigmoid" : "softmax")});
+    Sequential logits({Input({5}), Dense(6, "relu"), Dense(3)});
+    probs.compile(Adam(), loss, {"accuracy"}, {.threads = 1, .seed = 3});
+    logits.compile(Adam(), LossSpec{loss, true}, {"accuracy"}, {.threads = 1, .seed = 3});
+    EXPECT_TRUE(logits.from_logits());
+    const int64_t n = 20;
+    const Tensor x = random_tensor({n, 5}, 11);
+    Tensor y =
+        std::string(loss) == "sparse_categorical_crossentropy" ? Tensor({n}) : Tensor({n, 3});
+    for (int64_t i = 0; i < n; ++i) {
+      if (y.rank() == 1)
+        y[i] = static_cast<float>(i % 3);
+      else
+        for (int64_t j = 0; j < 3; ++j)
+          y[i * 3 + j] = binary ? static_cast<float>((i + j) % 2) : (i % 3 == j ? 1.0f : 0.0f);
+    }
+    probs.predict(x);
+    logits.predict(x);
+    logits.set_weights(probs.get_weights());
+    const FitOptions fo{.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0};
+    const History hp = probs.fit(x, y, fo), hl = logits.fit(x, y, fo);
+    ASSERT_EQ(hp.epochs.size(), hl.epochs.size());
+    for (std::size_t e = 0; e < hp.epochs.size(); ++e) {
+      EXPECT_EQ(hp.epochs[e].loss, hl.epochs[e].loss);
+      EXPECT_EQ(hp.epochs[e].accuracy, hl.epochs[e].accuracy);
+    }
+    const auto wp = probs.get_weights(), wl = logits.get_weights();
+    for (std::size_t i = 0; i < wp.size(); ++i)
+      for (int64_t k = 0; k < wp[i].value.size(); ++k)
+        ASSERT_EQ(wp[i].value[k], wl[i].value[k]) << wp[i].name << "[" << k << "]";
+    const EvaluateResult ep = probs.evaluate(x, y, {.verbose = 0}),
+                         el = logits.evaluate(x, y, {.verbose = 0});
+    EXPECT_EQ(ep.loss, el.loss);
+    EXPECT_EQ(ep.accuracy, el.accuracy);
+    const Tensor p = probs.predict(x), z = logits.predict(x);
+    for (int64_t r = 0; r < n; ++r) {
+      Vec row(z.data() + r * 3, z.data() + r * 3 + 3);
+      apply(binary ? ActivationKind::sigmoid : ActivationKind::softmax, row);
+      for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(p[r * 3 + j], row[std::size_t(j)], 1e-6);
+    }
+  }
+}
+
+TEST(FromLogits, IsRefusedAfterANonlinearOutputAndForMeanSquaredError) {
+  Sequential soft({Input({5}), Dense(3, "softmax")});
+  const std::string soft_error = testing_util::error_of([&] {
+    soft.compile(Adam(), LossSpec{"sparse_categorical_crossentropy", true});
+  });
+  EXPECT_NE(soft_error.find("has activation 'softmax'"), std::string::npos) << soft_error;
+  EXPECT_FALSE(soft.compiled());
+  Sequential linear({Input({5}), Dense(3)});
+  const std::string mse_error = testing_util::error_of([&] {
+    linear.compile(Adam(), LossSpec{"mse", true});
+  });
+  EXPECT_NE(mse_error.find("cross-entropies"), std::string::npos) << mse_error;
+  linear.compile(Adam(), "sparse_categorical_crossentropy");  // the string overload
+  EXPECT_FALSE(linear.from_logits());
 }
 
 // ---- convolution and pooling ----

@@ -521,7 +521,13 @@ TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
   logits["compile_config"]["loss"] = json::parse(
       R"({"module": "keras.losses", "class_name": "SparseCategoricalCrossentropy",
           "config": {"from_logits": true}, "registered_name": null})");
-  EXPECT_ERROR_HAS(training_config_from_json(logits.dump(), "o"), "from_logits");
+  // from_logits is read (the last layer must then be linear: compile checks it).
+  const auto logits_tc = training_config_from_json(logits.dump(), "o");
+  ASSERT_TRUE(logits_tc);
+  EXPECT_TRUE(logits_tc->from_logits);
+  EXPECT_EQ(logits_tc->loss, "sparse_categorical_crossentropy");
+  logits["compile_config"]["loss"]["config"]["from_logits"] = "yes";
+  EXPECT_ERROR_HAS(training_config_from_json(logits.dump(), "o"), "from_logits must be");
   json mae = json::parse(slurp(keras_file("small_keras3.json")));
   mae["compile_config"]["metrics"] = json::parse(R"(["mae"])");
   EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"), "metric 'mae' is not supported");
@@ -541,6 +547,36 @@ TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
   EXPECT_TRUE(tc->optimizer.nesterov);
   EXPECT_EQ(tc->optimizer.clipnorm, 1.0f);
   EXPECT_EQ(tc->loss, "sparse_categorical_crossentropy");
+  EXPECT_FALSE(tc->from_logits);
+}
+
+// A linear output compiled with from_logits writes Keras's loss object and reads it back.
+TEST(ModelIoKerasJson, FromLogitsRoundTripsThroughTheModelJson) {
+  for (const char* loss :
+       {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy"}) {
+    SCOPED_TRACE(loss);
+    Sequential m({Flatten({4, 4}), Dense(8, "relu"), Dense(3)});
+    m.compile(Adam(), LossSpec{loss, true}, {"accuracy"});
+    const std::string text = model_to_json(m);
+    const json doc = json::parse(text);
+    const json& l = doc["compile_config"]["loss"];
+    EXPECT_EQ(l["module"], "keras.losses");
+    EXPECT_EQ(l["config"]["from_logits"], true);
+    EXPECT_EQ(l["config"]["name"], loss);
+    const auto tc = training_config_from_json(text, "m.json");
+    ASSERT_TRUE(tc);
+    EXPECT_EQ(tc->loss, loss);
+    EXPECT_TRUE(tc->from_logits);
+    Sequential back = model_from_json(text, "m.json");
+    back.compile(tc->optimizer, LossSpec{tc->loss, tc->from_logits}, tc->metrics);
+    EXPECT_TRUE(back.from_logits());
+    EXPECT_EQ(json::parse(model_to_json(back))["compile_config"], doc["compile_config"]);
+  }
+  // Without from_logits the loss stays a name, as before.
+  Sequential plain = tiny_model();
+  plain.compile(Adam(), "sparse_categorical_crossentropy");
+  EXPECT_EQ(json::parse(model_to_json(plain))["compile_config"]["loss"],
+            "sparse_categorical_crossentropy");
 }
 
 // ============================== safetensors =====================================================

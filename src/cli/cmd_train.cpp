@@ -171,7 +171,8 @@ class Train {
   // Accuracy is always measured: train reports it whatever the file's metrics.
   void compile_model(Sequential& m, const CompileOptions& co) const {
     if (file_config_)
-      m.compile(file_config_->optimizer, file_config_->loss, {"accuracy"}, co);
+      m.compile(file_config_->optimizer, LossSpec{file_config_->loss, file_config_->from_logits},
+                {"accuracy"}, co);
     else
       m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
   }

@@ -411,18 +411,21 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
   return out;
 }
 
-std::string parse_loss_name(const json& v, const std::string& where) {
+std::string parse_loss_name(const json& v, const std::string& where, bool& from_logits) {
   std::string name;
+  from_logits = false;
   if (v.is_string()) {
     name = v.get<std::string>();
   } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
     const std::string cls = v["class_name"].get<std::string>();
     const json& cfg =
         v.contains("config") && v["config"].is_object() ? v["config"] : json::object();
-    if (auto f = cfg.find("from_logits"); f != cfg.end() && f->is_boolean() && f->get<bool>())
-      throw Error(where,
-                  "compile_config field loss: from_logits=True is not supported (end the model "
-                  "with a softmax or sigmoid)");
+    if (auto f = cfg.find("from_logits"); f != cfg.end() && !f->is_null()) {
+      if (!f->is_boolean())
+        throw Error(where, "compile_config field loss: from_logits must be true or false, got " +
+                               brief(*f));
+      from_logits = f->get<bool>();
+    }
     if (cls == "SparseCategoricalCrossentropy")
       name = "sparse_categorical_crossentropy";
     else if (cls == "CategoricalCrossentropy")
@@ -544,11 +547,29 @@ ojson optimizer_json(const OptimizerConfig& o) {
                {"registered_name", nullptr}};
 }
 
+// The loss as compile was given it: its name, or with from_logits the Keras loss object.
+ojson loss_json(const Sequential& model) {
+  const std::string& name = model.loss_name();
+  if (!model.from_logits()) return name;
+  ojson c{{"name", name}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}};
+  std::string cls;
+  if (name == "sparse_categorical_crossentropy") {
+    cls = "SparseCategoricalCrossentropy";
+    c["ignore_class"] = nullptr;
+  } else {
+    cls = name == "binary_crossentropy" ? "BinaryCrossentropy" : "CategoricalCrossentropy";
+    c["label_smoothing"] = 0.0;
+    c["axis"] = -1;
+  }
+  return ojson{
+      {"module", "keras.losses"}, {"class_name", cls}, {"config", c}, {"registered_name", nullptr}};
+}
+
 ojson compile_config_json(const Sequential& model) {
   ojson metrics = ojson::array();
   for (const std::string& m : model.metrics()) metrics.push_back(m);
   return ojson{{"optimizer", optimizer_json(model.optimizer())},
-               {"loss", model.loss_name()},
+               {"loss", loss_json(model)},
                {"loss_weights", nullptr},
                {"metrics", metrics},
                {"weighted_metrics", nullptr},
@@ -674,7 +695,11 @@ std::optional<TrainingConfig> training_config_from_doc(const json& doc, const st
   auto loss = cc->find("loss");
   if (loss == cc->end() || loss->is_null())
     throw Error(where, "compile_config field loss: the model was compiled without a loss");
-  t.loss = parse_loss_name(*loss, where);
+  t.loss = parse_loss_name(*loss, where, t.from_logits);
+  if (t.from_logits && t.loss == "mean_squared_error")
+    throw Error(where,
+                "compile_config field loss: from_logits applies to the cross-entropies, "
+                "not mean_squared_error");
   if (auto m = cc->find("metrics"); m != cc->end()) collect_metrics(*m, t.metrics, where, 0);
   for (const char* f : {"loss_weights", "weighted_metrics"})
     if (!is_null_or_absent(*cc, f))

@@ -46,6 +46,7 @@ Sequential model_from_json(std::string_view json, std::string_view where);
 struct TrainingConfig {
   OptimizerConfig optimizer;
   std::string loss;
+  bool from_logits = false;  // the loss object's config {"from_logits": true}
   std::vector<std::string> metrics;
 };
 

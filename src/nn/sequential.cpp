@@ -107,6 +107,7 @@ struct Sequential::Impl {
   OptimizerConfig opt;
   std::string loss_name;
   LossKind loss = LossKind::sparse_categorical_crossentropy;
+  bool from_logits = false;
   bool accuracy = false;
   CompileOptions copts;
   std::unique_ptr<Backend> backend;
@@ -186,6 +187,13 @@ struct Sequential::Impl {
   ActivationKind final_activation() const {
     const int f = final_activation_layer();
     return f >= 0 ? layers[static_cast<std::size_t>(f)].activation : ActivationKind::linear;
+  }
+  // The activation the loss op applies to the final output: with from_logits (whose last layer
+  // is linear, checked at compile) the loss's own softmax or sigmoid of the logits.
+  ActivationKind loss_activation() const {
+    if (!from_logits) return final_activation();
+    return loss == LossKind::binary_crossentropy ? ActivationKind::sigmoid
+                                                 : ActivationKind::softmax;
   }
 
   // ---- parameters ----
@@ -448,7 +456,7 @@ struct Sequential::Impl {
       backend->set_scope("loss");
       // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
       // gradients add up to the global batch's mean gradient.
-      backend->loss_forward_backward(loss, final_activation(), final_output(plan, true),
+      backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
                                      plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(),
                                      s.rows, output_width(), ctr, s.global_rows);
       backward(plan, s.rows, fused ? ctr : nullptr);
@@ -479,7 +487,7 @@ struct Sequential::Impl {
     gather_batch(plan, d, m, ctr);
     forward(plan, m, false, false, 0, ctr);
     backend->set_scope("loss");
-    backend->loss_forward_backward(loss, final_activation(), final_output(plan, false),
+    backend->loss_forward_backward(loss, loss_activation(), final_output(plan, false),
                                    plan.targets.as<float>(), nullptr, nullptr, m, output_width(),
                                    ctr, m);
     backend->set_scope("");
@@ -651,10 +659,28 @@ Sequential& Sequential::operator=(Sequential&&) noexcept = default;
 
 void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
                          std::vector<std::string> metrics, CompileOptions options) {
+  compile(optimizer, LossSpec{std::string(loss), false}, std::move(metrics), std::move(options));
+}
+
+void Sequential::compile(OptimizerConfig optimizer, const LossSpec& spec,
+                         std::vector<std::string> metrics, CompileOptions options) {
   Impl& m = *impl_;
   if (m.fitting)
     throw Error("compile", "called during fit (from a callback): the model is being trained");
-  m.loss = parse_loss(loss);
+  const std::string_view loss = spec.name;
+  const LossKind kind = parse_loss(loss);
+  if (spec.from_logits) {
+    if (kind == LossKind::mean_squared_error)
+      throw Error("compile", "from_logits applies to the cross-entropies, not " + spec.name);
+    if (const ActivationKind a = m.final_activation(); a != ActivationKind::linear)
+      throw Error("compile",
+                  fmt::format("{} with from_logits=True needs logits, but the last layer ({}) "
+                              "has activation '{}': remove that activation (Keras would apply "
+                              "the loss to its outputs as logits) or set from_logits=False",
+                              spec.name, m.layers.back().name, activation_name(a)));
+  }
+  m.loss = kind;
+  m.from_logits = spec.from_logits;
   m.loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
   m.accuracy = false;
   for (const std::string& metric : metrics) {
@@ -992,7 +1018,7 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
       throw Error("gradients", "dropout layers must have rate 0 for a deterministic gradient");
   // A training pass (dropout at rate 0 keeps every unit), then its backward pass.
   m.forward(plan, n, true, false, 0, m.eval_counters());
-  m.backend->loss_forward_backward(m.loss, m.final_activation(), m.final_output(plan, true),
+  m.backend->loss_forward_backward(m.loss, m.loss_activation(), m.final_output(plan, true),
                                    plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), n,
                                    m.output_width(), nullptr, n);
   m.backward(plan, n);
@@ -1068,6 +1094,7 @@ std::string Sequential::device_name() const {
 const std::string& Sequential::precision() const { return impl_->copts.precision; }
 const OptimizerConfig& Sequential::optimizer() const { return impl_->opt; }
 const std::string& Sequential::loss_name() const { return impl_->loss_name; }
+bool Sequential::from_logits() const { return impl_->from_logits; }
 
 std::vector<NamedTensor> Sequential::get_weights() const {
   const Impl& m = *impl_;

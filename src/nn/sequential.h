@@ -82,6 +82,15 @@ struct FitOptions {
   bool second_interrupt_ends_process = true;
 };
 
+// A loss with Keras's from_logits: the model's last layer gives logits (a linear output) and the
+// loss applies softmax (the categorical cross-entropies) or sigmoid (binary cross-entropy) to them
+// itself, as Keras's SparseCategoricalCrossentropy(from_logits=True) and the others do; predict
+// then returns the logits.
+struct LossSpec {
+  std::string name;
+  bool from_logits = false;
+};
+
 struct EvaluateOptions {
   int64_t batch_size = kDefaultBatchSize;
   int verbose = 1;
@@ -113,6 +122,9 @@ class Sequential {
   // Losses: "sparse_categorical_crossentropy", "categorical_crossentropy",
   // "binary_crossentropy", "mean_squared_error" (or "mse"). Metrics: {"accuracy"} or {}.
   void compile(OptimizerConfig optimizer, std::string_view loss,
+               std::vector<std::string> metrics = {}, CompileOptions options = {});
+  // The same with from_logits (a cross-entropy only; the last layer's activation must be linear).
+  void compile(OptimizerConfig optimizer, const LossSpec& loss,
                std::vector<std::string> metrics = {}, CompileOptions options = {});
 
   // x: (N, features...) floats; y: (N,) class indices (sparse losses) or (N, C) targets.
@@ -156,6 +168,8 @@ class Sequential {
   void set_optimizer_steps(int64_t steps);
   const OptimizerConfig& optimizer() const;
   const std::string& loss_name() const;
+  // Whether the loss takes the last layer's output as logits (LossSpec::from_logits).
+  bool from_logits() const;
   // The metrics given to compile(), normalized: {"accuracy"} or {}.
   std::vector<std::string> metrics() const;
 

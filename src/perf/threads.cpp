@@ -241,7 +241,8 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   if (!has_shape)
     layers.insert(layers.begin(), Input(Shape(x.shape().begin() + 1, x.shape().end())));
   const OptimizerConfig optimizer = model.optimizer();
-  const std::string loss = model.loss_name(), name = model.name();
+  const LossSpec loss{model.loss_name(), model.from_logits()};
+  const std::string name = model.name();
   const std::vector<std::string> metrics = model.metrics();
   const std::string precision = model.precision();
   auto make = [=](int threads) {

@@ -53,9 +53,6 @@ def test_a_loss_object_trains_exactly_as_its_name(obj, name, transform, activati
 @pytest.mark.parametrize(
     "make,argument",
     [
-        (lambda: losses.SparseCategoricalCrossentropy(from_logits=True), "from_logits"),
-        (lambda: losses.CategoricalCrossentropy(from_logits=True), "from_logits"),
-        (lambda: losses.BinaryCrossentropy(from_logits=True), "from_logits"),
         (lambda: losses.CategoricalCrossentropy(label_smoothing=0.1), "label_smoothing"),
         (lambda: losses.MeanSquaredError(reduction="sum"), "reduction"),
     ],
@@ -64,6 +61,13 @@ def test_a_loss_argument_the_engine_does_not_run_is_refused_by_compile_by_name(m
     loss = make()  # Keras's object: it computes on arrays (test_tf_surface.py)
     with pytest.raises(ValueError, match=f"{argument}.*not supported \\(yet\\)"):
         model().compile(optimizer="sgd", loss=loss)
+
+
+def test_from_logits_after_a_softmax_is_refused_in_one_line():
+    m = model()
+    with pytest.raises(Exception, match="from_logits=True needs logits") as e:
+        m.compile(optimizer="sgd", loss=losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert "\n" not in str(e.value)
 
 
 def test_ignore_class_is_refused_by_name():

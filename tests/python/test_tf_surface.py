@@ -162,8 +162,23 @@ def test_the_beginner_quickstart_lines():
     loss = loss_fn(np.array([3]), predictions).numpy()
     assert loss.shape == () and loss.dtype == np.float32
     assert loss == pytest.approx(-np.log(probabilities[0, 3]), rel=1e-5)
-    with pytest.raises(ValueError, match=r"from_logits=True\) is not supported \(yet\)"):
-        model.compile(optimizer="adam", loss=loss_fn, metrics=["accuracy"])
+    model.compile(optimizer="adam", loss=loss_fn, metrics=["accuracy"])
+    rng = np.random.default_rng(2)
+    xs, ys = rng.random((64, 28, 28)).astype(np.float32), rng.integers(0, 10, 64)
+    # Before training: the loss evaluate reports is Keras's formula on the logits.
+    z = model.predict(xs, verbose=0)
+    lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+    expected = float(np.mean(lse - z[np.arange(64), ys]))
+    loss, accuracy = model.evaluate(xs, ys, verbose=0)
+    assert loss == pytest.approx(expected, rel=1e-5)
+    assert accuracy == pytest.approx(float(np.mean(z.argmax(1) == ys)))
+    history = model.fit(xs, ys, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    logits = model(xs[:2]).numpy()
+    assert np.abs(logits.sum(1) - 1).max() > 1e-3  # the raw logits, not probabilities
+    probability_model = keras.Sequential([model, layers.Softmax()])
+    p = probability_model(xs[:2]).numpy()
+    assert p == pytest.approx(tf.nn.softmax(logits).numpy(), abs=1e-6)
 
 
 def test_constant_and_convert_to_tensor_follow_tensorflows_dtypes():

@@ -4,8 +4,8 @@ probabilities clipped to [1e-7, 1 - 1e-7], the categorical ones renormalised fir
 
 Each class maps to the library's loss name. Called as a function, a loss takes Keras's arguments
 (from_logits=True, label_smoothing, reduction 'sum' or None); compile refuses those the engine
-does not run, by name: the engine takes probabilities (a softmax or sigmoid output), which is
-Keras's from_logits=False."""
+does not run, by name. The cross-entropies' from_logits=True goes to the engine (the model's last
+layer must then be linear: the loss applies the softmax or sigmoid itself, as Keras's does)."""
 
 from typing import Any, Optional
 
@@ -252,7 +252,6 @@ class _Crossentropy(Loss):
 
     def _engine_defaults(self) -> list[tuple[str, Any, Any]]:
         return super()._engine_defaults() + [
-            ("from_logits", self.from_logits, False),
             ("label_smoothing", self.label_smoothing, 0.0),
             ("axis", self.axis, -1),
         ]
@@ -269,9 +268,6 @@ class SparseCategoricalCrossentropy(Loss):
         self.from_logits = bool(from_logits)
         self.ignore_class = None
         self._fn_kwargs = {"from_logits": self.from_logits}
-
-    def _engine_defaults(self) -> list[tuple[str, Any, Any]]:
-        return super()._engine_defaults() + [("from_logits", self.from_logits, False)]
 
 
 class CategoricalCrossentropy(_Crossentropy):
@@ -307,6 +303,11 @@ _ENGINE_LOSSES = (
 )
 
 
+def from_logits(loss: Any) -> bool:
+    """Whether a loss given to compile takes logits (a cross-entropy object's from_logits)."""
+    return isinstance(loss, Loss) and bool(getattr(loss, "from_logits", False))
+
+
 def library_name(loss: Any) -> str:
     """The library's loss name for a Keras loss name or object; ValueError/TypeError otherwise."""
     if isinstance(loss, Loss):
@@ -318,12 +319,7 @@ def library_name(loss: Any) -> str:
             )
         problem = loss._engine_problem()
         if problem is not None:
-            why = (
-                "the engine trains on probabilities: end the model with a softmax (or sigmoid) "
-                "activation and leave from_logits=False"
-                if problem.startswith("from_logits")
-                else f"the engine computes only the default of {problem.split('=')[0]}"
-            )
+            why = f"the engine computes only the default of {problem.split('=')[0]}"
             raise ValueError(
                 f"compile: {owner}({problem}) is not supported (yet): {why}; {SEE_SUPPORTED}"
             )

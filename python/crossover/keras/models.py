@@ -369,6 +369,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             threads=threads if device == "cpu" else 0,
             seed=seed,
             precision=precision,
+            from_logits=losses_module.from_logits(loss),
         )
         # On the CPU, the thread count: the one asked for, else measured at the first fit or
         # evaluate, when the data's shape and the batch size are known (_use_measured_threads).
