@@ -169,25 +169,38 @@ double Reader::number(const char* key, double fallback) {
   return v->get<double>();
 }
 
+namespace {
+// An initializer as a model file writes it: a name ("zeros") or {"class_name", "config",
+// "registered_name"}; anything else is refused at `key`.
+struct InitializerSpec {
+  std::string cls;
+  const json* cfg = nullptr;         // its "config" object, when given
+  const json* registered = nullptr;  // its "registered_name" string, when given
+};
+
+InitializerSpec read_initializer(const Reader& r, const char* key, const json& v) {
+  InitializerSpec spec;
+  if (v.is_string()) {
+    spec.cls = v.get<std::string>();
+  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
+    spec.cls = v["class_name"].get<std::string>();
+    if (auto c = v.find("config"); c != v.end() && c->is_object()) spec.cfg = &*c;
+    if (auto rn = v.find("registered_name"); rn != v.end() && rn->is_string())
+      spec.registered = &*rn;
+  } else {
+    r.fail(key, "unreadable initializer " + brief(v));
+  }
+  return spec;
+}
+}  // namespace
+
 void Reader::initializer(const char* key, bool kernel) {
   const json* p = find(key);
   if (!p) return;  // the layer's default
-  const json& v = *p;
-  std::string cls;
-  const json* cfg = nullptr;
-  if (v.is_string()) {
-    cls = v.get<std::string>();
-  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
-    cls = v["class_name"].get<std::string>();
-    auto c = v.find("config");
-    if (c != v.end() && c->is_object()) cfg = &*c;
-    auto rn = v.find("registered_name");
-    if (rn != v.end() && rn->is_string() && rn->get<std::string>() != cls)
-      fail(key,
-           "the custom initializer '" + printable(rn->get<std::string>()) + "' is not supported");
-  } else {
-    fail(key, "unreadable initializer " + brief(v));
-  }
+  const auto [cls, cfg, registered] = read_initializer(*this, key, *p);
+  if (registered && registered->get<std::string>() != cls)
+    fail(key, "the custom initializer '" + printable(registered->get<std::string>()) +
+                  "' is not supported");
   const std::string low = lower(cls);
   bool ok = false;
   if (kernel) {
@@ -220,17 +233,7 @@ void Reader::initializer(const char* key, bool kernel) {
 void Reader::constant_initializer(const char* key, double value) {
   const json* p = find(key);
   if (!p) return;
-  const json& v = *p;
-  std::string cls;
-  const json* cfg = nullptr;
-  if (v.is_string()) {
-    cls = v.get<std::string>();
-  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
-    cls = v["class_name"].get<std::string>();
-    if (auto c = v.find("config"); c != v.end() && c->is_object()) cfg = &*c;
-  } else {
-    fail(key, "unreadable initializer " + brief(v));
-  }
+  const auto [cls, cfg, registered] = read_initializer(*this, key, *p);
   const std::string low = lower(cls);
   bool ok = value == 0.0 ? (low == "zeros" || low == "zero") : (low == "ones" || low == "one");
   if (low == "constant" && cfg) {
