@@ -207,9 +207,10 @@ void Reader::initializer(const char* key, bool kernel) {
     ok = low == "glorotuniform" || low == "glorot_uniform";
     if (low == "variancescaling" && cfg) {
       // GlorotUniform as VarianceScaling(scale=1, mode="fan_avg", distribution="uniform").
-      auto field = [&](const char* name) -> const json* {
-        auto it = cfg->find(name);
-        return it == cfg->end() ? nullptr : &*it;
+      // (a structured binding captured by a lambda is C++20 that clang 14 refuses: copy it)
+      auto field = [c = cfg](const char* name) -> const json* {
+        auto it = c->find(name);
+        return it == c->end() ? nullptr : &*it;
       };
       const json* scale = field("scale");
       const json* mode = field("mode");
