@@ -113,6 +113,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("epsilon", [](const Layer& l) { return l.epsilon; })
       .def_prop_ro("center", [](const Layer& l) { return l.center; })
       .def_prop_ro("scale", [](const Layer& l) { return l.scale; })
+      .def_prop_ro("axis", [](const Layer& l) { return l.axis; })  // Concatenate's
       // Keras's dtype policy name ("float32", "mixed_bfloat16"): what a model file says.
       .def_prop_rw(
           "dtype_policy",
@@ -149,6 +150,8 @@ NB_MODULE(_core, m) {
   m.def("Reshape", &Reshape, nb::arg("target_shape"));
   m.def("BatchNormalization", &BatchNormalization, nb::arg("momentum") = 0.99,
         nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
+  m.def("Add", &Add);
+  m.def("Concatenate", &Concatenate, nb::arg("axis") = -1);
 
   nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
     return std::string(optimizer_name(o.kind));
@@ -184,6 +187,16 @@ NB_MODULE(_core, m) {
   nb::class_<Sequential>(m, "Sequential")
       .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
            nb::arg("name") = "sequential")
+      // A functional model: layer i reads the outputs of the layers inputs[i] lists.
+      .def(
+          "__init__",
+          [](Sequential* s, std::vector<Layer> layers, std::vector<std::vector<int>> inputs,
+             std::string name) {
+            new (s) Sequential(LayerGraph{std::move(layers), std::move(inputs)}, std::move(name));
+          },
+          nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional")
+      .def_prop_ro("functional", &Sequential::functional)
+      .def_prop_ro("layer_inputs", &Sequential::layer_inputs)
       .def(
           "compile",
           [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,

@@ -121,6 +121,15 @@ CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, const float* x, fl
 // dx from the forward output y and the incoming gradient dy. dx may alias dy.
 CROSSOVER_BACKEND_OP(activation_backward, (ActivationKind act, const float* y, const float* dy, float* dx, int64_t m, int64_t n), (act, y, dy, dx, m, n), pure, elementwise)
 
+// ---- merging layers (Add, Concatenate) and the gradients of a graph ----
+// y = a + b, n values; y may be a or b (a gradient added into another in place).
+CROSSOVER_BACKEND_OP(add, (const float* a, const float* b, float* y, int64_t n), (a, b, y, n), pure, elementwise)
+// A block of `cols` columns copied between two row-major matrices of `rows` rows:
+// dst[r * dst_cols + dst_col + c] = src[r * src_cols + src_col + c]. Concatenate's forward (each
+// input into its columns of the output) and backward (its columns of the gradient out again); a
+// plain copy when the block is whole rows.
+CROSSOVER_BACKEND_OP(copy_columns, (const float* src, int64_t src_cols, int64_t src_col, float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols), (src, src_cols, src_col, dst, dst_cols, dst_col, rows, cols), pure, elementwise)
+
 // ---- dropout (inverted): y = x * keep / (1 - rate), keep drawn by dropout_keep(seed, layer,
 // counters->step, (first_row + row) * n + col, rate). mask (m * n bytes) records keep for the
 // backward pass. first_row is the global batch row of x's row 0: 0 in one process; in one rank

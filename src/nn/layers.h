@@ -33,6 +33,8 @@ enum class LayerType {
   global_average_pooling2d,
   reshape,
   batch_normalization,
+  add,
+  concatenate,
 };
 
 // Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total
@@ -69,6 +71,8 @@ struct Layer {
   Shape target_shape;  // reshape (one dimension may be -1: inferred)
   // batch_normalization (over the last axis: -1, or tf.keras 2's positive index of it, checked
   // when the model builds)
+  // concatenate: the axis, counting the batch axis as Keras does (-1: the last; only the last is
+  // supported)
   int64_t axis = -1;
   double momentum = 0.99;
   double epsilon = 1e-3;
@@ -143,5 +147,12 @@ Layer Reshape(Shape target_shape);
 // trainable. Requires 0 <= momentum <= 1 and epsilon > 0.
 Layer BatchNormalization(double momentum = 0.99, double epsilon = 1e-3, bool center = true,
                          bool scale = true);
+
+// ---- merging layers: two or more inputs, in a functional model (LayerGraph) ----
+// The element-wise sum of inputs of one shape.
+Layer Add();
+// The inputs joined along the last axis (axis=-1 or the rank counting the batch axis); the other
+// axes must agree.
+Layer Concatenate(int64_t axis = -1);
 
 }  // namespace crossover

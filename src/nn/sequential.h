@@ -110,11 +110,48 @@ struct NamedTensor {
   Tensor value;
 };
 
+// A functional model's layers and how they connect (Keras's keras.Model(inputs, outputs)): layer
+// i reads the outputs of the layers inputs[i] lists, each before it; layers[0] is the model's
+// InputLayer (inputs[0] empty) and the last layer's output is the model's. A merging layer (Add,
+// Concatenate) reads two or more, every other layer one. GraphBuilder makes one:
+//
+//   GraphBuilder g;
+//   int x = g.input({784});
+//   int h = g.add(Dense(64, "relu"), x);
+//   int s = g.add(Add(), {g.add(Dense(64, "relu"), h), h});
+//   Sequential model(g.graph(g.add(Dense(10, "softmax"), s)), "functional");
+struct LayerGraph {
+  std::vector<Layer> layers;
+  std::vector<std::vector<int>> inputs;
+};
+
+class GraphBuilder {
+ public:
+  // The model's input: an InputLayer of this per-sample shape. Once, first.
+  int input(Shape shape, std::string name = "");
+  // The layer applied to the outputs of `inputs` (layers this builder returned); its index.
+  int add(Layer layer, std::vector<int> inputs);
+  int add(Layer layer, int input) { return add(std::move(layer), std::vector<int>{input}); }
+  // The layers that `output` depends on, in order, ending with it (those it does not depend on
+  // are left out, as Keras leaves them out of keras.Model(inputs, outputs)).
+  LayerGraph graph(int output) const;
+
+ private:
+  LayerGraph g_;
+};
+
+// The model: a Sequential stack of layers (Keras's Sequential), or a graph of them (Keras's
+// functional Model), trained the same way; the stack is the graph whose every layer reads the one
+// before it.
 class Sequential {
  public:
   // Requires: at least one layer; the first layer that needs it (Dense) knows its input size
   // from a Flatten/Input shape or from the data at the first fit/evaluate/predict.
   explicit Sequential(std::vector<Layer> layers, std::string name = "sequential");
+  // A functional model (LayerGraph). Throws Error naming the layer for a graph that is not one:
+  // an input index out of order, a layer read by none (the model has one output), a merging
+  // layer with fewer than two inputs, two layers of one name.
+  explicit Sequential(LayerGraph graph, std::string name = "functional");
   ~Sequential();
   Sequential(Sequential&&) noexcept;
   Sequential& operator=(Sequential&&) noexcept;
@@ -144,6 +181,10 @@ class Sequential {
   // Those the optimizer updates (Keras's "Trainable params").
   int64_t trainable_params() const;
   const std::vector<Layer>& layers() const;
+  // Whether it was made from a LayerGraph (Keras's "Functional"), even one that is a chain.
+  bool functional() const;
+  // The layers each layer reads (LayerGraph::inputs); for a Sequential, each the one before.
+  const std::vector<std::vector<int>>& layer_inputs() const;
   const std::string& name() const;
   // The per-sample input shape, once known (empty before).
   Shape input_shape() const;

@@ -387,6 +387,25 @@ void price_activation(OpBuilder& b) {
   }
 }
 
+// ---- the merging layers' sums and column copies (Add, Concatenate, a graph's gradients) ----
+void price_merge(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  b.in_layer();
+  if (c.call == Call::add) {
+    o.name = b.at + "add";
+    o.kernel = "add";
+    o.elements = b.n;
+    o.bytes_read = 2 * kFloat * b.n;
+    o.bytes_written = kFloat * b.n;
+  } else {  // copy_columns
+    o.name = b.at + fmt::format("copy {} columns", b.n);
+    o.kernel = "copy";
+    o.elements = b.mn;
+    o.bytes_read = o.bytes_written = kFloat * b.mn;
+  }
+}
+
 // ---- dropout, elementwise over (m, n), with its byte mask ----
 void price_dropout(OpBuilder& b) {
   const BackendCall& c = b.c;
@@ -506,6 +525,10 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::dropout_backward:
     case Call::relu_dropout_backward:
       price_dropout(b);
+      break;
+    case Call::add:
+    case Call::copy_columns:
+      price_merge(b);
       break;
     case Call::loss_forward_backward:
       price_loss(b);

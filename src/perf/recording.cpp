@@ -105,6 +105,8 @@ BackendCall& RecordingBackend::record(Call c) {
 #define RECORD_batchnorm_update_moving r.norm = s, r.m = 1
 #define RECORD_activation_forward r.m = m, r.n = n, r.act = act, r.in_place = x == y
 #define RECORD_activation_backward r.m = m, r.n = n, r.act = act, r.in_place = dx == dy
+#define RECORD_add r.n = n
+#define RECORD_copy_columns r.m = rows, r.n = cols
 #define RECORD_dropout_forward r.m = m, r.n = n
 #define RECORD_dropout_backward r.m = m, r.n = n
 #define RECORD_relu_dropout_backward r.m = m, r.n = n

@@ -117,6 +117,15 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     # --- building -------------------------------------------------------------------------
     def add(self, layer: Any) -> None:
+        from . import functional
+
+        if isinstance(layer, functional.KerasTensor) and isinstance(layer._layer, InputLayer):
+            layer = layer._layer  # Sequential([keras.Input(shape), ...])
+        if isinstance(layer, functional.Functional) and not layer._is_chain():
+            raise NotImplementedError(
+                f"functional model '{layer.name}' used as a layer of a Sequential model: only a "
+                f"functional model whose layers form a chain is supported (yet); {SEE_SUPPORTED}"
+            )
         if isinstance(layer, Sequential):
             if layer is self or self in layer._models_inside():
                 raise ValueError("A Sequential model cannot contain itself")
@@ -554,6 +563,10 @@ class Sequential(mixed_precision.HasDTypePolicy):
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> _tensor.Tensor:
         """model(x): the outputs as a tensor (`.numpy()`, `.shape`, numpy arithmetic), in
         inference mode (dropout off, BatchNormalization's moving statistics)."""
+        from . import functional
+
+        if functional.is_symbolic(inputs):
+            return functional.call(self, inputs, {"training": training, "mask": mask})
         reject_unsupported(
             "Sequential.__call__", training=(bool(training), False), mask=(mask, None)
         )
@@ -737,14 +750,8 @@ _UNSUPPORTED_METHODS = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Model":
-        raise AttributeError(
-            "crossover.keras.models.Model (the functional API, keras.Model(inputs, outputs), "
-            "and subclassing) is not supported (yet): crossover runs Sequential models; "
-            f"{SEE_SUPPORTED}"
-        )
     raise unsupported_attribute(
-        "keras.models", name, "Sequential, model_from_json, load_model and save_model"
+        "keras.models", name, "Sequential, Model, model_from_json, load_model and save_model"
     )
 
 
@@ -808,4 +815,7 @@ def set_layer_weights(layer: Layer, weights: list[Any]) -> None:
     layer._weights_in = place
 
 
-__all__ = ["Sequential", "History", "model_from_json", "load_model", "save_model"]
+from .functional import Functional, Model  # noqa: E402 (it builds on Sequential, above)
+
+__all__ = ["Sequential", "Model", "Functional", "History", "model_from_json", "load_model"]
+__all__ += ["save_model"]

@@ -557,6 +557,20 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // ---- merging layers and a graph's gradients ----
+  void add(const float* a, const float* b, float* y, int64_t n) override {
+    parallel_chunks(n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] = a[i] + b[i];
+    });
+  }
+  void copy_columns(const float* src, int64_t src_cols, int64_t src_col, float* dst,
+                    int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols) override {
+    parallel_chunks_above(rows * cols, kParallelThreshold, rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        std::copy_n(src + r * src_cols + src_col, cols, dst + r * dst_cols + dst_col);
+    });
+  }
+
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
                         float rate) override {
     const float scale = 1.0f / (1.0f - rate);

@@ -377,6 +377,21 @@ class CudaBackend final : public Backend {
           "activation_backward kernel launch");
   }
 
+  // ---- merging layers and a graph's gradients ----
+  void add(const float* a, const float* b, float* y, int64_t n) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_add(stream_, a, b, y, n), "add kernel launch");
+  }
+  void copy_columns(const float* src, int64_t src_cols, int64_t src_col, float* dst,
+                    int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_copy_columns(stream_, src, src_cols, src_col, dst, dst_cols, dst_col, rows,
+                                    cols),
+          "copy_columns kernel launch");
+  }
+
   // ---- dropout ----
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
                        uint64_t seed, uint32_t layer, const StepCounters* counters,

@@ -216,6 +216,20 @@ __global__ void dropout_backward_kernel(const float* __restrict__ dy,
     dx[e] = mask[e] ? dy[e] * scale : 0.0f;
 }
 
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t e = global_thread(); e < n; e += grid_stride()) y[e] = a[e] + b[e];
+}
+
+__global__ void copy_columns_kernel(const float* __restrict__ src, int64_t src_cols,
+                                    int64_t src_col, float* __restrict__ dst, int64_t dst_cols,
+                                    int64_t dst_col, int64_t rows, int64_t cols) {
+  const int64_t total = rows * cols;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const int64_t r = e / cols, c = e % cols;
+    dst[r * dst_cols + dst_col + c] = src[r * src_cols + src_col + c];
+  }
+}
+
 // y_after_dropout > 0 exactly when the unit was kept and its ReLU output was positive.
 __global__ void relu_dropout_backward_kernel(const float* __restrict__ y,
                                              const float* __restrict__ dy, float* __restrict__ dz,
@@ -706,6 +720,21 @@ cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uin
   return cudaGetLastError();
 }
 
+cudaError_t launch_add(cudaStream_t s, const float* a, const float* b, float* y, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_cols, int64_t src_col,
+                                float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows,
+                                int64_t cols) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  copy_columns_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(src, src_cols, src_col, dst,
+                                                                   dst_cols, dst_col, rows, cols);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx,
                                     int64_t total, float rate) {
   if (total <= 0) return cudaSuccess;
@@ -907,6 +936,8 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(dropout_forward_kernel),
       reinterpret_cast<const void*>(dropout_backward_kernel),
       reinterpret_cast<const void*>(relu_dropout_backward_kernel),
+      reinterpret_cast<const void*>(add_kernel),
+      reinterpret_cast<const void*>(copy_columns_kernel),
       reinterpret_cast<const void*>(loss_kernel),
       reinterpret_cast<const void*>(gradient_norm_kernel),
       reinterpret_cast<const void*>(optimizer_update_kernel),

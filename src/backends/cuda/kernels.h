@@ -61,6 +61,13 @@ cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, const 
 cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const float* y,
                                        const float* dy, float* dx, int64_t m, int64_t n);
 
+// y = a + b (y may alias a or b); a block of columns between two row-major matrices
+// (Backend::copy_columns).
+cudaError_t launch_add(cudaStream_t s, const float* a, const float* b, float* y, int64_t n);
+cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_cols, int64_t src_col,
+                                float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows,
+                                int64_t cols);
+
 cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
                                    int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,
                                    const StepCounters* counters, int64_t first_row);
