@@ -149,6 +149,8 @@ NB_MODULE(_core, m) {
   m.def("Reshape", &Reshape, nb::arg("target_shape"));
   m.def("BatchNormalization", &BatchNormalization, nb::arg("momentum") = 0.99,
         nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
+  m.def("LayerNormalization", &LayerNormalization, nb::arg("epsilon") = 1e-3,
+        nb::arg("center") = true, nb::arg("scale") = true);
 
   nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
     return std::string(optimizer_name(o.kind));

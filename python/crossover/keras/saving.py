@@ -124,6 +124,14 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             name=layer.name,
             dtype=dtype,
         )
+    if layer.type == "LayerNormalization":
+        return layers_module.LayerNormalization(
+            epsilon=layer.epsilon,
+            center=layer.center,
+            scale=layer.scale,
+            name=layer.name,
+            dtype=dtype,
+        )
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
 

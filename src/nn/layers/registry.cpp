@@ -19,6 +19,7 @@ const LayerKind& average_pooling2d_layer_kind();
 const LayerKind& global_average_pooling2d_layer_kind();
 const LayerKind& reshape_layer_kind();
 const LayerKind& batch_normalization_layer_kind();
+const LayerKind& layer_normalization_layer_kind();
 
 namespace {
 
@@ -36,6 +37,7 @@ std::span<const LayerKind* const> kinds() {
       &global_average_pooling2d_layer_kind(),
       &reshape_layer_kind(),
       &batch_normalization_layer_kind(),
+      &layer_normalization_layer_kind(),
   };
   return all;
 }
