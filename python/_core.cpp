@@ -24,6 +24,7 @@
 
 #include "_core_callbacks.h"
 #include "crossover.h"
+#include "nn/layers/kind.h"
 #include "perf/threads.h"
 
 namespace nb = nanobind;
@@ -152,6 +153,25 @@ NB_MODULE(_core, m) {
         nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
   m.def("Add", &Add);
   m.def("Concatenate", &Concatenate, nb::arg("axis") = -1);
+  m.def("LayerNormalization", &LayerNormalization, nb::arg("epsilon") = 1e-3,
+        nb::arg("center") = true, nb::arg("scale") = true);
+  // The registry of layer kinds (nn/layers/registry.cpp), in LayerType order: what
+  // tests/python/test_layer_registry.py checks crossover.keras.layers against.
+  m.def("layer_kinds", [] {
+    nb::list kinds;
+    for (const LayerKind* k : layer_kinds()) {
+      nb::dict d;
+      d["class_name"] = std::string(k->class_name());
+      nb::list aliases;
+      for (std::string_view a : k->aliases()) aliases.append(std::string(a));
+      d["aliases"] = aliases;
+      d["cli_name"] = std::string(k->cli_name());
+      d["takes_images"] = k->takes_images();
+      d["is_model_input"] = k->is_model_input();
+      kinds.append(d);
+    }
+    return kinds;
+  });
 
   nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
     return std::string(optimizer_name(o.kind));

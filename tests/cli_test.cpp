@@ -149,6 +149,26 @@ TEST(Cli, BatchNormSpecBuildsKerasLayerAndCountsItsMovingStatisticsApart) {
       << images.out;
 }
 
+TEST(Cli, LayerNormSpecBuildsKerasLayerAndTrains) {
+  expect_usage_error("train --model dense:8,layernorm:tiny,dense:10 --data mnist-10k",
+                     "layernorm[:EPSILON]");
+  expect_usage_error("train --model dense:8,layernorm:0,dense:10 --data mnist-10k", "epsilon");
+  const std::string dir = temp_folder("ln-json");
+  const auto r = run_crossover(
+      "train --model dense:32,layernorm:0.01,activation:relu,dense:10:softmax --data mnist-10k "
+      "--epochs 1 --threads 1 --json " +
+      dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("layer_normalization (LayerNormalization)"), std::string::npos) << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  // 784*32+32, 2*32 (gamma, beta), 32*10+10: all trainable.
+  EXPECT_EQ(j["model"]["parameters"], 25120 + 64 + 330);
+  EXPECT_EQ(j["model"]["trainable_parameters"], 25120 + 64 + 330);
+  EXPECT_EQ(j["model"]["layers"][2]["type"], "LayerNormalization");
+  EXPECT_EQ(j["model"]["layers"][2]["epsilon"], 0.01);
+}
+
 TEST(Cli, TrainWritesTheDocumentedJson) {
   const std::string dir = temp_folder("json");
   const auto r = run_crossover(

@@ -1067,6 +1067,52 @@ TEST_F(CudaConvTest, DropoutAfterTheConvnetsFlattenDrawsTheCpuMask) {
 // ---- batch normalization (crossover's own kernels) against the CPU's oneDNN
 // ----------------------
 
+// ---- layer normalization: a warp per row (kernels.cu) against the CPU's loops ----
+
+TEST_F(CudaBackendTest, LayerNormForwardAndBackwardMatchCpu) {
+  struct Case {
+    int64_t rows, n;
+    bool affine;
+  };
+  uint32_t seed = 7000;
+  // Shorter than a warp, not a multiple of 32, wider than a block; more rows than the grid's
+  // warps (grid-stride); no gamma and beta.
+  for (const Case& k : {Case{7, 13, true}, Case{33, 70, true}, Case{5, 1000, true},
+                        Case{200000, 8, true}, Case{64, 37, false}}) {
+    SCOPED_TRACE(std::to_string(k.rows) + "x" + std::to_string(k.n) + (k.affine ? " affine" : ""));
+    const auto n = static_cast<std::size_t>(k.rows * k.n), w = static_cast<std::size_t>(k.n),
+               r = static_cast<std::size_t>(k.rows);
+    auto x = random_values(n, seed += 10, -2.0f, 4.0f);
+    const auto gamma = random_values(w, seed + 1, 0.5f, 1.5f), beta = random_values(w, seed + 2),
+               dy = random_values(n, seed + 3);
+    Memory c(*cpu_), g(*gpu_);
+    float *yc = c.poisoned(n), *mc = c.poisoned(r), *rc = c.poisoned(r);
+    float *yg = g.poisoned(n), *mg = g.poisoned(r), *rg = g.poisoned(r);
+    cpu_->layernorm_forward(c.values(x), k.affine ? c.values(gamma) : nullptr,
+                            k.affine ? c.values(beta) : nullptr, yc, mc, rc, k.rows, k.n, 1e-3f);
+    gpu_->layernorm_forward(g.values(x), k.affine ? g.values(gamma) : nullptr,
+                            k.affine ? g.values(beta) : nullptr, yg, mg, rg, k.rows, k.n, 1e-3f);
+    expect_close(g.get(mg, r), c.get(mc, r), 1e-5, 1e-5, "mean");
+    expect_close(g.get(rg, r), c.get(rc, r), 1e-5, 1e-5, "rstd");
+    expect_close(g.get(yg, n), c.get(yc, n), 1e-4, 1e-4, "y");
+    // The backward from the CPU's statistics on both.
+    const auto mean = c.get(mc, r), rstd = c.get(rc, r);
+    float *dxc = c.poisoned(n), *dgc = k.affine ? c.poisoned(w) : nullptr,
+          *dbc = k.affine ? c.poisoned(w) : nullptr;
+    float *dxg = g.poisoned(n), *dgg = k.affine ? g.poisoned(w) : nullptr,
+          *dbg = k.affine ? g.poisoned(w) : nullptr;
+    cpu_->layernorm_backward(c.values(x), c.values(dy), k.affine ? c.values(gamma) : nullptr,
+                             c.values(mean), c.values(rstd), dxc, dgc, dbc, k.rows, k.n);
+    gpu_->layernorm_backward(g.values(x), g.values(dy), k.affine ? g.values(gamma) : nullptr,
+                             g.values(mean), g.values(rstd), dxg, dgg, dbg, k.rows, k.n);
+    EXPECT_LE(relative_error(g.get(dxg, n), c.get(dxc, n)), 1e-4) << "dx";
+    if (k.affine) {
+      EXPECT_LE(relative_error(g.get(dgg, w), c.get(dgc, w)), 1e-4) << "dgamma";
+      EXPECT_LE(relative_error(g.get(dbg, w), c.get(dbc, w)), 1e-4) << "dbeta";
+    }
+  }
+}
+
 class CudaBatchNormTest : public CudaBackendTest {};
 
 struct NormCase {

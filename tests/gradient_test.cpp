@@ -130,6 +130,23 @@ void batch_norm_reference(std::vector<Vec>& batch, const Layer& l,
     }
 }
 
+// Layer normalization of one sample: each run of n values (the last axis) normalised by its own
+// mean and biased variance, then scaled and shifted.
+void layer_norm_reference(Vec& h, std::size_t n, const Layer& l,
+                          const std::map<std::string, std::vector<double>>& w) {
+  for (std::size_t r = 0; r < h.size(); r += n) {
+    double mean = 0, var = 0;
+    for (std::size_t j = 0; j < n; ++j) mean += h[r + j];
+    mean /= static_cast<double>(n);
+    for (std::size_t j = 0; j < n; ++j) var += (h[r + j] - mean) * (h[r + j] - mean);
+    var /= static_cast<double>(n);
+    for (std::size_t j = 0; j < n; ++j)
+      h[r + j] = (h[r + j] - mean) / std::sqrt(var + l.epsilon) *
+                     (l.scale ? w.at(l.name + "/gamma")[j] : 1.0) +
+                 (l.center ? w.at(l.name + "/beta")[j] : 0.0);
+  }
+}
+
 // The float64 reference: the mean loss of the model over the batch, weights by name. Layers run
 // over the whole batch in turn (batch normalization needs every sample's values).
 double reference_loss(const Sequential& model, const std::map<std::string, std::vector<double>>& w,
@@ -208,6 +225,12 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         shape = {l.units};
       } else if (l.type == LayerType::activation) {
         apply(l.activation, h);
+      } else if (l.type == LayerType::layer_normalization) {
+        // The last axis: gamma's length, else the sample's when it is a vector (these tests).
+        const std::size_t n = l.scale    ? w.at(l.name + "/gamma").size()
+                              : l.center ? w.at(l.name + "/beta").size()
+                                         : h.size();
+        layer_norm_reference(h, n, l, w);
       }
       after = shape;
     }
@@ -572,6 +595,35 @@ TEST(Gradients, BatchNormalizationOverImageChannelsMatchesFiniteDifferences) {
                    {Input({3, 3, 2}), BatchNormalization(), Flatten(), Dense(3, "softmax")},
                    "sparse_categorical_crossentropy",
                    {3, 3, 2}});
+}
+
+// ---- layer normalization (each sample's own statistics, through which dx flows: the Dense
+// below it checks the input gradient, gamma and beta their own) ----
+
+TEST(Gradients, LayerNormalizationAfterDenseMatchesFiniteDifferences) {
+  check_gradients({"dense -> layer norm -> dense",
+                   {Input({5}), Dense(4, "tanh"), LayerNormalization(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+  check_gradients({"no center, relu after",
+                   {Input({5}), Dense(6), LayerNormalization(1e-2, false, true), Activation("relu"),
+                    Dense(3, "softmax")},
+                   "categorical_crossentropy"});
+  check_gradients({"no scale, last layer",
+                   {Input({5}), Dense(4, "tanh"), Dense(3), LayerNormalization(1e-3, true, false)},
+                   "mean_squared_error"});
+  check_gradients(
+      {"neither",
+       {Input({5}), Dense(4, "tanh"), LayerNormalization(1e-3, false, false), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy"});
+}
+
+TEST(Gradients, LayerNormalizationOverImageChannelsMatchesFiniteDifferences) {
+  // Over the channels of every position: (4 x 4) rows of 3 per sample.
+  check_gradients({"conv -> layer norm -> dense",
+                   {Input({5, 5, 2}), Conv2D(3, 2), LayerNormalization(), Activation("relu"),
+                    Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 5, 2}});
 }
 
 // The backend's conv2d_forward itself against the float64 loop, with explicit uneven padding and

@@ -116,6 +116,16 @@ CROSSOVER_BACKEND_OP(batchnorm_backward, (const BatchNormShape& s, const float* 
 // in double, as Python does) each rounded to float once (backends/kernel_math.h).
 CROSSOVER_BACKEND_OP(batchnorm_update_moving, (const BatchNormShape& s, const float* mean, const float* variance, float* moving_mean, float* moving_variance, double momentum), (s, mean, variance, moving_mean, moving_variance, momentum), no_batch_norm, elementwise)
 
+// ---- layer normalization over the last axis: `rows` rows of n features each ----
+// y = x * inv + (beta - mean * inv), inv = gamma / sqrt(variance + epsilon), per row (Keras 3's
+// order of operations), mean and the biased variance over the row; gamma, beta may be null (1, 0).
+// Writes each row's mean and 1 / sqrt(variance + epsilon) to mean and rstd (rows each; may be null:
+// evaluate and predict) for the backward pass.
+CROSSOVER_BACKEND_OP(layernorm_forward, (const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd, int64_t rows, int64_t n, float epsilon), (x, gamma, beta, y, mean, rstd, rows, n, epsilon), pure, elementwise)
+// From the forward's x, mean and rstd and the incoming dy: dx (rows, n; not aliasing dy) through
+// the row statistics, dgamma = column sums of dy * xhat, dbeta = column sums of dy (each if not null).
+CROSSOVER_BACKEND_OP(layernorm_backward, (const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n), (x, dy, gamma, mean, rstd, dx, dgamma, dbeta, rows, n), pure, elementwise)
+
 // ---- activations (elementwise on (m, n); softmax is per row) ----
 CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, const float* x, float* y, int64_t m, int64_t n), (act, x, y, m, n), pure, elementwise)
 // dx from the forward output y and the incoming gradient dy. dx may alias dy.

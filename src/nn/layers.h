@@ -33,6 +33,7 @@ enum class LayerType {
   global_average_pooling2d,
   reshape,
   batch_normalization,
+  layer_normalization,
   add,
   concatenate,
 };
@@ -69,8 +70,8 @@ struct Layer {
   Size2 strides = 1;                                   // conv2d, pooling
   Padding padding = Padding::valid;                    // conv2d, pooling
   Shape target_shape;  // reshape (one dimension may be -1: inferred)
-  // batch_normalization (over the last axis: -1, or tf.keras 2's positive index of it, checked
-  // when the model builds)
+  // batch_normalization, layer_normalization (over the last axis: -1, or tf.keras 2's positive
+  // index of it, checked when the model builds; epsilon, center and scale are shared)
   // concatenate: the axis, counting the batch axis as Keras does (-1: the last; only the last is
   // supported)
   int64_t axis = -1;
@@ -147,6 +148,12 @@ Layer Reshape(Shape target_shape);
 // trainable. Requires 0 <= momentum <= 1 and epsilon > 0.
 Layer BatchNormalization(double momentum = 0.99, double epsilon = 1e-3, bool center = true,
                          bool scale = true);
+// Keras's LayerNormalization over the last axis (axis=-1 only; rms_scaling=False only): each
+// sample's last-axis vector x (n features) becomes y = (x - mean) / sqrt(variance + epsilon) *
+// gamma + beta, mean and (biased) variance over those n values, the same in fit, evaluate and
+// predict. Weights, in Keras's order: gamma (ones; when scale), beta (zeros; when center), each
+// (n,). Requires epsilon > 0.
+Layer LayerNormalization(double epsilon = 1e-3, bool center = true, bool scale = true);
 
 // ---- merging layers: two or more inputs, in a functional model (LayerGraph) ----
 // The element-wise sum of inputs of one shape.

@@ -262,6 +262,34 @@ void price_batch_norm(OpBuilder& b) {
   }
 }
 
+// ---- layer normalization over rows of n features (m rows): priced by its bytes at the memory
+// bandwidth (calibrate has no curve for it). The forward reads x twice (the row is in cache for
+// the second pass only when it is short: counted as read once more) and writes y and two floats
+// a row, ~8 FLOPs an element; the backward reads x and dy for the row sums, again for dx, and
+// once more for the parameters' column sums, ~14 FLOPs an element. On a GPU the backward is
+// 2 kernels (the columns' sums, then dx). ----
+void price_layer_norm(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  b.in_layer();
+  const int64_t x = b.mn, rows = b.m, n = b.n;
+  o.kernel = call_name(c.call);
+  o.elements = x;
+  const std::string shape = fmt::format("{}x{}", rows, n);
+  if (c.call == Call::layernorm_forward) {
+    o.name = b.at + "layer norm forward " + shape;
+    o.flops = 8 * x;
+    o.bytes_read = kFloat * (2 * x + 2 * n);
+    o.bytes_written = kFloat * (x + (c.gradient ? 2 * rows : 0));
+  } else {
+    o.name = b.at + "layer norm backward " + shape;
+    if (b.gpu && c.bias) o.launches = 2;
+    o.flops = 14 * x;
+    o.bytes_read = kFloat * ((c.bias ? 6 : 4) * x + n + 2 * rows);
+    o.bytes_written = kFloat * (x + (c.bias ? 2 * n : 0));
+  }
+}
+
 // ---- host <-> device (inside a step only in naive mode: the NaiveBackend's copies), the
 // step's sync, the ranks' allreduce, and the step's own small calls ----
 void price_step_call(OpBuilder& b) {
@@ -500,6 +528,10 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::batchnorm_backward:
     case Call::batchnorm_update_moving:
       price_batch_norm(b);
+      break;
+    case Call::layernorm_forward:
+    case Call::layernorm_backward:
+      price_layer_norm(b);
       break;
     case Call::upload:
     case Call::download:

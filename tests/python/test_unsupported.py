@@ -13,7 +13,7 @@ from crossover import keras
     [
         (lambda: keras.layers.Conv1D, "keras.layers.Conv1D"),
         (lambda: keras.layers.LSTM, "keras.layers.LSTM"),
-        (lambda: tf.keras.layers.LayerNormalization, "keras.layers.LayerNormalization"),
+        (lambda: tf.keras.layers.Embedding, "keras.layers.Embedding"),
         (lambda: keras.layers.NoSuchLayer, "keras.layers.NoSuchLayer"),
         (lambda: tf.data.TFRecordDataset, "crossover.data.TFRecordDataset"),
         (lambda: tf.GradientTape, "crossover.GradientTape"),

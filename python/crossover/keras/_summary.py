@@ -82,7 +82,7 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
             known = math.prod(d for d in target if d != -1)
             target[target.index(-1)] = math.prod(shape) // known
         return tuple(target)
-    return shape  # Dropout, Activation, Softmax, ReLU, BatchNormalization
+    return shape  # Dropout, Activation, Softmax, ReLU, BatchNormalization, LayerNormalization
 
 
 def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
@@ -106,6 +106,8 @@ def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
     if isinstance(layer, L.BatchNormalization):
         c = shape[-1]
         return c * (int(layer.scale) + int(layer.center)), 2 * c
+    if isinstance(layer, L.LayerNormalization):
+        return shape[-1] * (int(layer.scale) + int(layer.center)), 0
     return 0, 0
 
 

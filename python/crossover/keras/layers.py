@@ -1,6 +1,7 @@
 """Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation,
 Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape (channels_last),
-BatchNormalization (over the last axis), and Add and Concatenate for functional models.
+BatchNormalization and LayerNormalization (over the last axis), and Add and Concatenate for
+functional models.
 
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
@@ -537,6 +538,63 @@ class BatchNormalization(Layer):
         return self._weight("moving_variance")
 
 
+class LayerNormalization(Layer):
+    """Keras's LayerNormalization over the last axis: each sample's last-axis vector normalized
+    by its own mean and variance, then scaled by gamma and shifted by beta."""
+
+    def __init__(
+        self,
+        axis: Any = -1,
+        epsilon: float = 1e-3,
+        center: bool = True,
+        scale: bool = True,
+        rms_scaling: bool = False,
+        beta_initializer: Any = "zeros",
+        gamma_initializer: Any = "ones",
+        beta_regularizer: Any = None,
+        gamma_regularizer: Any = None,
+        beta_constraint: Any = None,
+        gamma_constraint: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        owner = "LayerNormalization"
+        if isinstance(axis, (list, tuple)) and len(axis) == 1:
+            axis = axis[0]
+        reject_unsupported(owner, axis=(axis, -1), rms_scaling=(bool(rms_scaling), False))
+        for name, value, default in (
+            ("beta_initializer", beta_initializer, "zeros"),
+            ("gamma_initializer", gamma_initializer, "ones"),
+        ):
+            if _initializer(value) != default:
+                reject_unsupported(owner, **{name: (value, default)})
+        reject_unsupported(
+            owner,
+            beta_regularizer=(beta_regularizer, None),
+            gamma_regularizer=(gamma_regularizer, None),
+            beta_constraint=(beta_constraint, None),
+            gamma_constraint=(gamma_constraint, None),
+        )
+        self.axis = -1
+        self.epsilon = float(epsilon)
+        self.center = bool(center)
+        self.scale = bool(scale)
+        self.rms_scaling = False
+        self._layer = _core.LayerNormalization(self.epsilon, self.center, self.scale)
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        kinds = [("gamma", True)] if self.scale else []
+        return kinds + ([("beta", True)] if self.center else [])
+
+    @property
+    def gamma(self) -> Optional[_tensor.Tensor]:
+        return self._weight("gamma")
+
+    @property
+    def beta(self) -> Optional[_tensor.Tensor]:
+        return self._weight("beta")
+
+
 class Softmax(Layer):
     """Keras's Softmax layer over the last axis: the engine's softmax activation (a model file
     records it as an Activation('softmax') layer, which Keras reads as the same function)."""
@@ -640,7 +698,6 @@ _NOT_YET = {
     "Conv1D": "1-D convolutions",
     "Conv3D": "3-D convolutions",
     "MaxPooling1D": "1-D pooling",
-    "LayerNormalization": "normalization layers",
     "Embedding": "embeddings",
     "LSTM": "recurrent layers",
     "LeakyReLU": "leaky ReLU activations",
@@ -657,8 +714,9 @@ _NOT_YET = {
 def __getattr__(name: str) -> Any:
     supported = (
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
-        "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization, Softmax, "
-        "ReLU, Add and Concatenate (and the aliases MaxPool2D, AvgPool2D, GlobalAvgPool2D)"
+        "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization, "
+        "LayerNormalization, Softmax, ReLU, Add and Concatenate (and the aliases MaxPool2D, "
+        "AvgPool2D, GlobalAvgPool2D)"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -679,6 +737,7 @@ __all__ = [
     "GlobalAveragePooling2D",
     "Reshape",
     "BatchNormalization",
+    "LayerNormalization",
     "Softmax",
     "ReLU",
     "Add",

@@ -128,6 +128,14 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.Add(name=layer.name, dtype=dtype)
     if layer.type == "Concatenate":
         return layers_module.Concatenate(axis=layer.axis, name=layer.name, dtype=dtype)
+    if layer.type == "LayerNormalization":
+        return layers_module.LayerNormalization(
+            epsilon=layer.epsilon,
+            center=layer.center,
+            scale=layer.scale,
+            name=layer.name,
+            dtype=dtype,
+        )
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
 

@@ -362,6 +362,25 @@ class CudaBackend final : public Backend {
           "batchnorm_update_moving kernel launch");
   }
 
+  // ---- layer normalization (kernels.cu: a warp per row) ----
+  void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                         float* mean, float* rstd, int64_t rows, int64_t n,
+                         float epsilon) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_layernorm_forward(stream_, x, gamma, beta, y, mean, rstd, rows, n, epsilon),
+          "layernorm_forward kernel launch");
+  }
+  void layernorm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
+                          const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                          int64_t n) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_layernorm_backward(stream_, x, dy, gamma, mean, rstd, dx, dgamma, dbeta,
+                                          rows, n),
+          "layernorm_backward kernel launch");
+  }
+
   // ---- activations ----
   void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
                           int64_t n) override {

@@ -141,6 +141,18 @@ cudaError_t launch_batchnorm_update_moving(cudaStream_t s, const float* mean, co
                                            float* moving_mean, float* moving_variance,
                                            int64_t channels, double momentum);
 
+// ---- layer normalization over rows of n features (backend_ops.h's layernorm_*) ----
+// A warp per row; mean and rstd may be null (evaluate and predict).
+cudaError_t launch_layernorm_forward(cudaStream_t s, const float* x, const float* gamma,
+                                     const float* beta, float* y, float* mean, float* rstd,
+                                     int64_t rows, int64_t n, float epsilon);
+// dgamma and dbeta (each if not null) a thread per column over the rows in order, then dx a warp
+// per row.
+cudaError_t launch_layernorm_backward(cudaStream_t s, const float* x, const float* dy,
+                                      const float* gamma, const float* mean, const float* rstd,
+                                      float* dx, float* dgamma, float* dbeta, int64_t rows,
+                                      int64_t n);
+
 // Loads every kernel above now (CUDA loads modules lazily, at a kernel's first launch), so that
 // no module is first loaded while a stream is being captured.
 cudaError_t preload_kernels();

@@ -67,7 +67,7 @@ struct LayerState {
   bool aliases_input = false;           // the output is the input's buffer (Flatten, Reshape)
   ConvShape conv;                       // conv2d
   PoolShape pool;                       // pooling layers
-  BatchNormShape norm;                  // batch_normalization: kernel is gamma, bias beta
+  BatchNormShape norm;  // batch_normalization, layer_normalization: kernel is gamma, bias beta
   int moving_mean = -1, moving_variance = -1;
   std::vector<Shape> in_shapes;  // per sample, one per input (several for Add, Concatenate)
 };
