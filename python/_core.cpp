@@ -197,7 +197,7 @@ NB_MODULE(_core, m) {
             s.compile(opt, LossSpec{loss, from_logits}, std::move(metrics), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
-          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "fp32",
+          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "",
           nb::arg("from_logits") = false)
       .def(
           "use_measured_cpu_threads",
