@@ -81,16 +81,10 @@ void bind_api(nb::module_& m);    // _core_api.cpp
 void bind_optim(nb::module_& m);  // _core_optim.cpp
 void bind_files(nb::module_& m);  // _core_files.cpp
 
-NB_MODULE(_core, m) {
-  m.doc() = "crossover's C++ engine (use crossover.keras)";
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const Error& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    }
-  });
+namespace {
 
+// keras.layers: the engine's Layer and its constructors.
+void bind_layers(nb::module_& m) {
   nb::class_<Layer>(m, "Layer")
       .def_rw("name", &Layer::name)
       .def_prop_ro("type", [](const Layer& l) { return std::string(layer_type_name(l.type)); })
@@ -172,7 +166,10 @@ NB_MODULE(_core, m) {
     }
     return kinds;
   });
+}
 
+// The optimizers' constructors (crossover.keras.optimizers calls them with Keras's defaults).
+void bind_optimizer_constructors(nb::module_& m) {
   nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
     return std::string(optimizer_name(o.kind));
   });
@@ -201,22 +198,11 @@ NB_MODULE(_core, m) {
       },
       nb::arg("learning_rate"), nb::arg("rho"), nb::arg("momentum"), nb::arg("epsilon"),
       nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+}
 
-  crossover_python::bind_callbacks(m);
-
-  nb::class_<Sequential>(m, "Sequential")
-      .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
-           nb::arg("name") = "sequential")
-      // A functional model: layer i reads the outputs of the layers inputs[i] lists.
-      .def(
-          "__init__",
-          [](Sequential* s, std::vector<Layer> layers, std::vector<std::vector<int>> inputs,
-             std::string name) {
-            new (s) Sequential(LayerGraph{std::move(layers), std::move(inputs)}, std::move(name));
-          },
-          nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional")
-      .def_prop_ro("functional", &Sequential::functional)
-      .def_prop_ro("layer_inputs", &Sequential::layer_inputs)
+// Sequential's compile, fit, evaluate and predict.
+void bind_sequential_training(nb::class_<Sequential>& sequential) {
+  sequential
       .def(
           "compile",
           [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,
@@ -230,7 +216,7 @@ NB_MODULE(_core, m) {
             s.compile(opt, LossSpec{loss, from_logits}, std::move(metrics), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
-          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "fp32",
+          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "",
           nb::arg("from_logits") = false)
       .def(
           "use_measured_cpu_threads",
@@ -334,8 +320,12 @@ NB_MODULE(_core, m) {
             }
             return to_numpy(out);
           },
-          nb::arg("x"), nb::arg("batch_size"))
-      .def("summary", &Sequential::summary)
+          nb::arg("x"), nb::arg("batch_size"));
+}
+
+// Sequential's description, state and weights.
+void bind_sequential_state(nb::class_<Sequential>& sequential) {
+  sequential.def("summary", &Sequential::summary)
       .def("count_params", &Sequential::count_params)
       .def("trainable_params", &Sequential::trainable_params)
       .def_prop_ro("compiled", &Sequential::compiled)
@@ -371,6 +361,9 @@ NB_MODULE(_core, m) {
             s.set_weights(named);
           },
           nb::arg("weights"));
+}
+
+void bind_dtype_policies(nb::module_& m) {
   // Keras dtype policies: "" when the engine trains in one, else why not (nn/layers.h); the
   // engine's precision for one it has.
   m.def(
@@ -390,6 +383,40 @@ NB_MODULE(_core, m) {
         return cpu_precision_problem(parse_precision(precision, "precision"));
       },
       nb::arg("precision"));
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "crossover's C++ engine (use crossover.keras)";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  bind_layers(m);
+  bind_optimizer_constructors(m);
+  crossover_python::bind_callbacks(m);
+  nb::class_<Sequential> sequential(m, "Sequential");
+  sequential
+      .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
+           nb::arg("name") = "sequential")
+      // A functional model: layer i reads the outputs of the layers inputs[i] lists.
+      .def(
+          "__init__",
+          [](Sequential* s, std::vector<Layer> layers, std::vector<std::vector<int>> inputs,
+             std::string name) {
+            new (s) Sequential(LayerGraph{std::move(layers), std::move(inputs)}, std::move(name));
+          },
+          nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional")
+      .def_prop_ro("functional", &Sequential::functional)
+      .def_prop_ro("layer_inputs", &Sequential::layer_inputs);
+  bind_sequential_training(sequential);
+  bind_sequential_state(sequential);
+  bind_dtype_policies(m);
   bind_api(m);
   bind_optim(m);
   bind_files(m);

@@ -414,7 +414,8 @@ TEST_F(OnDemand, AThreadChoiceIsSavedAndReadBackByItsKey) {
 TEST_F(OnDemand, AModelsThreadCountIsMeasuredAndKeptInItsPrecision) {
   if (const std::string why = cpu_bf16_problem(cpu_bf16_support()); !why.empty())
     GTEST_SKIP() << "bf16 on the CPU " << why;
-  Sequential model({Input({12}), Dense(16, "relu"), Dense(4, "softmax")});
+  Sequential model(
+      testing_util::with_dtype_policy({Input({12}), Dense(16, "relu"), Dense(4, "softmax")}));
   model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.precision = "bf16"});
   ASSERT_EQ(model.precision(), "bf16");
   Tensor x({64, 12}), y({64});

@@ -109,6 +109,15 @@ Precision dtype_policy_precision(DTypePolicy p);
 // first two such layers whose policies differ (other layers may differ: they compute in float32).
 // The layers are named as Sequential names them (Sequential::layers()).
 DTypePolicy model_dtype_policy(const std::vector<Layer>& layers);
+// The precision a model of `layers` trains in: Sequential::compile's rule, which the CLI shares.
+// `asked` empty (CompileOptions::precision's default): their policy's (model_dtype_policy, then
+// dtype_policy_precision). Given ("fp32", "tf32" or "bf16"), it must agree with that policy: tf32
+// agrees with float32 (float32's arithmetic on a GPU, as TensorFlow's TF32 switch); otherwise
+// Error("<asked_by> <asked>", ...) in one line naming both, `source` naming the layers' owner
+// ("the model", "m.json"). An unknown name is Error(asked_by, ...) (parse_precision).
+Precision model_precision(const std::vector<Layer>& layers, const std::string& asked,
+                          const std::string& asked_by = "precision",
+                          const std::string& source = "the model");
 
 // Keras's InputLayer: the per-sample shape, e.g. Input({28, 28}).
 Layer Input(Shape shape);

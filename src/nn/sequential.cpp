@@ -896,6 +896,8 @@ void Sequential::compile(OptimizerConfig optimizer, const LossSpec& spec,
       throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
+  // The layers' dtype policies decide; an explicit precision must agree (model_precision).
+  options.precision = precision_name(model_precision(m.layers, options.precision));
   const int ranks = options.collective ? options.collective->size() : 1;
   if (const LaunchedRanks l = launched_ranks(); l.size > 1 && !options.collective)
     throw Error("compile",

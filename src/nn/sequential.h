@@ -34,10 +34,13 @@ struct CompileOptions {
   int threads = 0;     // CPU threads; 0 = all cores; at most max_cpu_threads() (4 x the cores)
   uint64_t seed = 0;   // initial weights (and, unless fit says otherwise, shuffle and dropout)
   bool graphs = true;  // CUDA: capture steps as graphs (false: one launch per op, "naive")
-  // The dense GEMMs' arithmetic: "fp32" (default; TF32 off on CUDA), "tf32" (CUDA only), or
-  // "bf16" (bf16 operands, fp32 accumulation, master weights and optimizer state): faster and
-  // less exact; on the CPU only where it has AVX512_BF16 or AMX-BF16 (refused elsewhere).
-  std::string precision = "fp32";
+  // The dense GEMMs' arithmetic: "fp32" (TF32 off on CUDA), "tf32" (CUDA only), or "bf16"
+  // (bf16 operands, fp32 accumulation, master weights and optimizer state): faster and less
+  // exact; on the CPU only where it has AVX512_BF16 or AMX-BF16 (refused elsewhere). Empty (the
+  // default): the layers' dtype policies decide (mixed_bfloat16: bf16, float32: fp32), as Keras
+  // trains a model it loads; given, it must agree with them (tf32 with float32), else compile
+  // refuses it naming both (model_precision in nn/layers.h).
+  std::string precision;
   // Optional: creates the backend in place of `device`'s (then `threads` and `precision` are not
   // used): a tool's own backend, such as perf/'s, which records a step's calls without a device.
   std::function<std::unique_ptr<Backend>()> make_backend;
@@ -193,7 +196,8 @@ class Sequential {
   std::vector<Shape> layer_output_shapes() const;
   bool compiled() const;
   std::string device_name() const;
-  // The dense GEMMs' arithmetic compile() was given (CompileOptions::precision; "fp32" before).
+  // The dense GEMMs' arithmetic compile() chose (CompileOptions::precision, or the layers'
+  // dtype policies' when that was empty; "" before compile).
   const std::string& precision() const;
 
   // Parameters, named as Keras stores them, copied to/from the device.

@@ -298,27 +298,17 @@ class Sequential(mixed_precision.HasDTypePolicy):
         return _device.current() or self._created_device or "cpu"
 
     def _precision(self, device: str) -> str:
-        """The engine's precision (CompileOptions::precision) from the layers' dtype policies:
-        that of the layers with matrix products (Dense, Conv2D), which the engine runs in one
-        precision per model; the other layers compute in float32 whatever their policy. On a
-        GPU, float32 is tf32 after tf.config.experimental.enable_tensor_float_32_execution(True).
-        """
+        """What compile asks the engine for (CompileOptions::precision): "" lets the engine take
+        it from the layers' dtype policies (mixed_bfloat16: bf16, float32: fp32), refusing on a
+        CPU that lacks it; "tf32" on a GPU after
+        tf.config.experimental.enable_tensor_float_32_execution(True), TF32 being float32's
+        arithmetic there (a mixed_bfloat16 model computes in bfloat16 whatever the switch)."""
         try:
-            policy = self._model().dtype_policy  # the library's rule: one for Dense and Conv2D
+            policy = self._model().dtype_policy  # one for Dense and Conv2D, or ValueError
         except ValueError as e:
             raise NotImplementedError(f"{e}; {SEE_SUPPORTED}") from None
-        precision = _core.dtype_policy_precision(policy)
         tf32 = _precision.tensor_float_32_execution_enabled()
-        if precision == "fp32" and device != "cpu" and tf32:
-            return "tf32"
-        if device == "cpu":
-            problem = _core.cpu_precision_problem(precision)
-            if problem:
-                raise ValueError(
-                    f"compile: the dtype policy '{policy}' cannot train on "
-                    f"this CPU: precision {precision} {problem}"
-                )
-        return precision
+        return "tf32" if device != "cpu" and tf32 and policy == "float32" else ""
 
     def _check_scope(self, who: str) -> None:
         """A device scope around fit/evaluate/predict that is not the model's device is an error,
