@@ -198,6 +198,36 @@ void bind_optimizer_constructors(nb::module_& m) {
       },
       nb::arg("learning_rate"), nb::arg("rho"), nb::arg("momentum"), nb::arg("epsilon"),
       nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Adagrad",
+      [](double lr, double initial, double eps, double wd, double clipnorm, double clipvalue) {
+        return Adagrad({lr, initial, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("initial_accumulator_value"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Adadelta",
+      [](double lr, double rho, double eps, double wd, double clipnorm, double clipvalue) {
+        return Adadelta({lr, rho, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("rho"), nb::arg("epsilon"), nb::arg("weight_decay"),
+      nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Nadam",
+      [](double lr, double b1, double b2, double eps, double wd, double clipnorm,
+         double clipvalue) {
+        return Nadam({lr, b1, b2, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Adamax",
+      [](double lr, double b1, double b2, double eps, double wd, double clipnorm,
+         double clipvalue) {
+        return Adamax({lr, b1, b2, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
 }
 
 // Sequential's compile, fit, evaluate and predict.

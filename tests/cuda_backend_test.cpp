@@ -19,6 +19,7 @@
 #include "backends/cuda_info.h"
 #include "core/error.h"
 #include "nn/layers.h"  // activation_name
+#include "nn/optimizers.h"
 
 namespace crossover {
 namespace {
@@ -522,6 +523,11 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     c.clipnorm = 1e3f;  // larger than the norm: factor 1
     cases.push_back({"rmsprop + momentum", c});
   }
+  cases.push_back({"adagrad", Adagrad({.learning_rate = 0.01})});
+  cases.push_back({"adadelta + clipvalue", Adadelta({.learning_rate = 1.0, .clipvalue = 0.5})});
+  // start.step = 4 and nadam_step 0: the kernel recomputes u_product once, then carries it.
+  cases.push_back({"nadam", Nadam({.learning_rate = 0.01})});
+  cases.push_back({"adamax + weight decay", Adamax({.learning_rate = 0.01, .weight_decay = 0.01})});
   // Sizes that cross the kernel's chunk boundaries inside and between slots.
   const int64_t sizes[] = {97 * 13, 13, 300007, 1};
   uint32_t seed = 800;
@@ -534,7 +540,11 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
       const auto w = random_values(n, ++seed), grad = random_values(n, ++seed, -2.0f, 2.0f);
       // Slot 1 is RMSprop's mean square (never negative: a negative one made both devices' update
       // NaN, which no comparison passes) and Adam's or SGD's signed first moment or velocity.
-      const float s1_low = k.config.kind == OptimizerKind::rmsprop ? 0.0f : -0.1f;
+      // Adagrad's and Adadelta's accumulators are never negative either.
+      const bool square = k.config.kind == OptimizerKind::rmsprop ||
+                          k.config.kind == OptimizerKind::adagrad ||
+                          k.config.kind == OptimizerKind::adadelta;
+      const float s1_low = square ? 0.0f : -0.1f;
       const auto s1 = random_values(n, ++seed, s1_low, 0.1f),
                  s2 = random_values(n, ++seed, 0.0f, 0.1f);
       ParamSlot a{c.values(w), c.values(grad), c.values(s1), c.values(s2), n, i % 2 == 0};
@@ -563,6 +573,8 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     EXPECT_EQ(got.batch_index, want.batch_index);
     EXPECT_FLOAT_EQ(got.learning_rate, want.learning_rate);
     EXPECT_NEAR(got.grad_scale, want.grad_scale, 1e-6);
+    EXPECT_EQ(got.nadam_step, want.nadam_step);
+    EXPECT_FLOAT_EQ(got.nadam_u_product, want.nadam_u_product);
   }
 }
 

@@ -539,9 +539,39 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
       o.clipnorm = clip;
       o.clipvalue = clipvalue;
       out = RMSprop(o);
+    } else if (low == "nadam" || low == "adamax") {
+      AdamOptions o;
+      if (lr >= 0) o.learning_rate = lr;
+      o.beta_1 = number_field(cfg, "beta_1", o.beta_1, where, who);
+      o.beta_2 = number_field(cfg, "beta_2", o.beta_2, where, who);
+      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
+      o.weight_decay = wd;
+      o.clipnorm = clip;
+      o.clipvalue = clipvalue;
+      out = low == "nadam" ? Nadam(o) : Adamax(o);
+    } else if (low == "adagrad") {
+      AdagradOptions o;
+      if (lr >= 0) o.learning_rate = lr;
+      o.initial_accumulator_value =
+          number_field(cfg, "initial_accumulator_value", o.initial_accumulator_value, where, who);
+      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
+      o.weight_decay = wd;
+      o.clipnorm = clip;
+      o.clipvalue = clipvalue;
+      out = Adagrad(o);
+    } else if (low == "adadelta") {
+      AdadeltaOptions o;
+      if (lr >= 0) o.learning_rate = lr;
+      o.rho = number_field(cfg, "rho", o.rho, where, who);
+      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
+      o.weight_decay = wd;
+      o.clipnorm = clip;
+      o.clipvalue = clipvalue;
+      out = Adadelta(o);
     } else {
       throw Error(where, "compile_config field optimizer: " + printable(cls) +
-                             " is not supported: crossover runs Adam, AdamW, SGD and RMSprop");
+                             " is not supported: crossover runs Adam, AdamW, SGD, RMSprop, "
+                             "Adagrad, Adadelta, Nadam and Adamax");
     }
     if (decay_steps > 0) out = with_exponential_decay(out, decay_steps, decay_rate, staircase);
   } catch (const Error& e) {
@@ -632,12 +662,31 @@ ojson batch_shape(const Shape& s) {
 }
 
 ojson optimizer_json(const OptimizerConfig& o) {
-  const char* cls = o.kind == OptimizerKind::adam  ? "Adam"
-                    : o.kind == OptimizerKind::sgd ? "SGD"
-                                                   : "RMSprop";
-  const char* name = o.kind == OptimizerKind::adam  ? "adam"
-                     : o.kind == OptimizerKind::sgd ? "SGD"
-                                                    : "rmsprop";
+  // Keras's class and its default name (SGD's is "SGD", the others' the snake-case class).
+  const char* cls = "Adam";
+  const char* name = "adam";
+  switch (o.kind) {
+    case OptimizerKind::adam:
+      break;
+    case OptimizerKind::sgd:
+      cls = name = "SGD";
+      break;
+    case OptimizerKind::rmsprop:
+      cls = "RMSprop", name = "rmsprop";
+      break;
+    case OptimizerKind::adagrad:
+      cls = "Adagrad", name = "adagrad";
+      break;
+    case OptimizerKind::adadelta:
+      cls = "Adadelta", name = "adadelta";
+      break;
+    case OptimizerKind::nadam:
+      cls = "Nadam", name = "nadam";
+      break;
+    case OptimizerKind::adamax:
+      cls = "Adamax", name = "adamax";
+      break;
+  }
   ojson lr;
   if (o.schedule.decay_steps > 0) {
     lr = ojson{{"module", "keras.optimizers.schedules"},
@@ -680,6 +729,20 @@ ojson optimizer_json(const OptimizerConfig& o) {
       c["momentum"] = short_double(o.momentum);
       c["epsilon"] = short_double(o.epsilon);
       c["centered"] = false;
+      break;
+    case OptimizerKind::adagrad:
+      c["initial_accumulator_value"] = short_double(o.initial_accumulator_value);
+      c["epsilon"] = short_double(o.epsilon);
+      break;
+    case OptimizerKind::adadelta:
+      c["rho"] = o.rho;
+      c["epsilon"] = short_double(o.epsilon);
+      break;
+    case OptimizerKind::nadam:
+    case OptimizerKind::adamax:
+      c["beta_1"] = o.beta1;
+      c["beta_2"] = o.beta2;
+      c["epsilon"] = short_double(o.epsilon);
       break;
   }
   return ojson{{"module", "keras.optimizers"},

@@ -263,6 +263,9 @@ struct Sequential::Impl {
     counters = DeviceBlock(*backend, 2 * sizeof(StepCounters));
     StepCounters zero[2];
     backend->upload(counters.as<void>(), zero, sizeof zero);
+    if (opt.kind == OptimizerKind::adagrad)  // Keras's accumulators start at this value
+      backend->fill(arena.as<float>() + 2 * arena_floats, opt.initial_accumulator_value,
+                    arena_floats);
     slots.clear();
     trainable_slots.clear();
     unfused_slots.clear();

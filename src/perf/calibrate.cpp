@@ -256,10 +256,10 @@ void upload_random(Backend& be, float* dst, int64_t n, uint64_t seed, float scal
 }
 
 const OptimizerConfig* optimizer_for(const std::string& name) {
-  static const OptimizerConfig adam = Adam(), sgd = SGD(), rmsprop = RMSprop();
-  if (name == "adam") return &adam;
-  if (name == "sgd") return &sgd;
-  if (name == "rmsprop") return &rmsprop;
+  static const OptimizerConfig adam = Adam(), sgd = SGD(), rmsprop = RMSprop(), adagrad = Adagrad(),
+                               adadelta = Adadelta(), nadam = Nadam(), adamax = Adamax();
+  for (const OptimizerConfig* c : {&adam, &sgd, &rmsprop, &adagrad, &adadelta, &nadam, &adamax})
+    if (name == optimizer_name(c->kind)) return c;
   return nullptr;
 }
 

@@ -135,13 +135,10 @@ Phase call_phase(Call call) {
 }
 
 namespace {
-// The state an optimizer keeps per parameter: Adam's m and v, SGD's velocity (with momentum),
-// RMSprop's mean square (and its momentum).
-int64_t state_slots(const OptimizerConfig& cfg) {
-  return cfg.kind == OptimizerKind::adam  ? 2
-         : cfg.kind == OptimizerKind::sgd ? (cfg.momentum > 0 ? 1 : 0)
-                                          : 1 + (cfg.momentum > 0 ? 1 : 0);
-}
+// The state an optimizer keeps per parameter (nn/optimizers.h, optimizer_slot_names): Adam's,
+// Nadam's and Adamax's two moments, Adadelta's two accumulators, Adagrad's one, SGD's velocity
+// (with momentum), RMSprop's mean square (and its momentum).
+int64_t state_slots(const OptimizerConfig& cfg) { return optimizer_slot_count(cfg); }
 }  // namespace
 
 namespace {
@@ -488,9 +485,8 @@ void price_optimizer(OpBuilder& b) {
   o.kernel = std::string(optimizer_name(cfg.kind));
   o.segments = c.segments;
   for (int64_t s : c.segments) o.elements += s;
-  // Per element it reads the value, the gradient and its state, and writes the value and the
-  // state: Adam's m and v, SGD's velocity (with momentum), RMSprop's mean square (and its
-  // momentum); clipping by the global norm reads every gradient once more first.
+  // Per element it reads the value, the gradient and its state (state_slots), and writes the
+  // value and the state; clipping by the global norm reads every gradient once more first.
   const int64_t slots = state_slots(cfg);
   o.bytes_read = kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 ? 1 : 0));
   o.bytes_written = kFloat * o.elements * (1 + slots);

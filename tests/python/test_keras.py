@@ -192,7 +192,7 @@ def test_an_unknown_activation_is_a_value_error():
 
 def test_an_unknown_optimizer_or_loss_is_a_value_error():
     with pytest.raises(ValueError, match="optimizer"):
-        small_model().compile(optimizer="adagrad", loss="mse")
+        small_model().compile(optimizer="ftrl", loss="mse")
     with pytest.raises(ValueError, match="loss"):
         small_model().compile(optimizer="adam", loss="hinge")
 

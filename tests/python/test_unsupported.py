@@ -59,8 +59,8 @@ def test_dunder_lookups_stay_plain_attribute_errors():
 
 
 def test_a_missing_optimizer_says_it_is_not_in_the_engine():
-    with pytest.raises(AttributeError, match="Nadam is not supported \\(yet\\).*not in the engine"):
-        keras.optimizers.Nadam
+    with pytest.raises(AttributeError, match="Ftrl is not supported \\(yet\\).*not in the engine"):
+        keras.optimizers.Ftrl
 
 
 def test_a_name_missing_from_a_tensorflow_namespace_says_it_is_not_supported():

@@ -233,11 +233,15 @@ def _totals(trainable: int, fixed: int, optimizer_params: Optional[int]) -> list
 def optimizer_variable_count(optimizer_name: str, trainable: int, config: dict[str, Any]) -> int:
     """How many numbers Keras's optimizer keeps once built: its slots per trainable weight, plus
     its iteration count and learning rate."""
-    slots = {"adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0}.get(optimizer_name, 0)
+    slots = {
+        "adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0, "adagrad": 1, "adadelta": 2, "nadam": 2,
+        "adamax": 2,
+    }.get(optimizer_name, 0)  # fmt: skip
     if optimizer_name == "sgd" and config.get("momentum", 0.0):
         slots = 1
     if optimizer_name == "rmsprop" and config.get("momentum", 0.0):
         slots = 2
     if optimizer_name == "rmsprop" and config.get("centered", False):
         slots += 1
-    return slots * trainable + 2
+    scalars = 3 if optimizer_name == "nadam" else 2  # + Nadam's u_product
+    return slots * trainable + scalars

@@ -378,8 +378,10 @@ class CpuBackend final : public Backend {
     if (config.clipnorm > 0.0f)
       throw Error("cpu", "dense_backward_weights_update: clipnorm needs the global norm first");
     const float lr = scheduled_learning_rate(config.schedule, counters->step);
-    const BlockUpdate update{config, update_constants(config, lr, counters->step + 1), kernel,
-                             bias};
+    const int64_t t = counters->step + 1;
+    const BlockUpdate update{
+        config, update_constants(config, lr, t, nadam_u_product_before(config, *counters, t)),
+        kernel, bias};
     weight_gradient(x, dy, kernel.grad, bias ? bias->grad : nullptr, m, k, n, &update);
     if (bf16_) matmul_.weights_rewritten(kernel.value);  // the update wrote the bf16 copies too
   }
@@ -704,11 +706,13 @@ class CpuBackend final : public Backend {
       grad_scale = clipnorm_scale(config.clipnorm, sum_squares);
     }
     counters->grad_scale = grad_scale;
-    const UpdateConstants uc = update_constants(config, lr, t);
+    const UpdateConstants uc =
+        update_constants(config, lr, t, nadam_u_product_before(config, *counters, t));
     for (const ParamSlot& p : params) {
       update_tensor(config, uc, grad_scale, p);
       weights_changed(p.value, static_cast<std::size_t>(p.n) * sizeof(float));
     }
+    record_nadam_step(config, uc, *counters, t);
     counters->step += 1;
     counters->batch_index += 1;
   }
@@ -768,6 +772,22 @@ class CpuBackend final : public Backend {
       case OptimizerKind::rmsprop:
         for (int64_t i = begin; i < end; ++i)
           rmsprop_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2 + i);
+        return;
+      case OptimizerKind::adagrad:
+        for (int64_t i = begin; i < end; ++i)
+          adagrad_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i]);
+        return;
+      case OptimizerKind::adadelta:
+        for (int64_t i = begin; i < end; ++i)
+          adadelta_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
+        return;
+      case OptimizerKind::nadam:
+        for (int64_t i = begin; i < end; ++i)
+          nadam_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
+        return;
+      case OptimizerKind::adamax:
+        for (int64_t i = begin; i < end; ++i)
+          adamax_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
         return;
     }
   }

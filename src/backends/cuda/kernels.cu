@@ -333,26 +333,18 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
                                         int64_t total, StepCounters* counters,
                                         unsigned int* ticket) {
   // Every block reads the step before any block can finish, so the last block may advance it.
-  __shared__ float s_lr, s_alpha, s_c1, s_c2, s_c3, s_scale;
+  __shared__ UpdateConstants s_u;
+  __shared__ float s_scale;
   __shared__ bool last;
   if (threadIdx.x == 0) {
     const int64_t step = counters->step;
     const float lr = scheduled_learning_rate(config.schedule, step);
-    const UpdateConstants u = update_constants(config, lr, step + 1);
-    s_lr = u.lr;
-    s_alpha = u.adam_alpha;
-    s_c1 = u.one_minus_beta1;
-    s_c2 = u.one_minus_beta2;
-    s_c3 = u.one_minus_rho;
+    s_u =
+        update_constants(config, lr, step + 1, nadam_u_product_before(config, *counters, step + 1));
     s_scale = config.clipnorm > 0.0f ? counters->grad_scale : 1.0f;
   }
   __syncthreads();
-  UpdateConstants u;
-  u.lr = s_lr;
-  u.adam_alpha = s_alpha;
-  u.one_minus_beta1 = s_c1;
-  u.one_minus_beta2 = s_c2;
-  u.one_minus_rho = s_c3;
+  const UpdateConstants u = s_u;
   const float grad_scale = s_scale;
   for (int64_t chunk = blockIdx.x; chunk * kChunk < total; chunk += gridDim.x) {
     const int64_t begin = chunk * kChunk;
@@ -375,6 +367,7 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
   if (last && threadIdx.x == 0) {
     counters->learning_rate = u.lr;
     if (!(config.clipnorm > 0.0f)) counters->grad_scale = 1.0f;
+    record_nadam_step(config, u, *counters, counters->step + 1);
     counters->step += 1;
     counters->batch_index += 1;
     *ticket = 0;
