@@ -296,7 +296,9 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
           [](Sequential& s, FloatArray x, FloatArray y, int epochs, int64_t batch_size,
              bool shuffle, double validation_split, std::optional<FloatArray> val_x,
              std::optional<FloatArray> val_y, int verbose, int initial_epoch, nb::object callbacks,
-             bool redraw) {
+             bool redraw, std::optional<int64_t> steps_per_epoch,
+             std::optional<int64_t> validation_steps, int validation_freq,
+             std::string metric_name) {
             FitOptions o;
             o.epochs = epochs;
             o.batch_size = batch_size;
@@ -304,6 +306,10 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
             o.validation_split = validation_split;
             o.verbose = verbose;
             o.initial_epoch = initial_epoch;
+            o.steps_per_epoch = steps_per_epoch;
+            o.validation_steps = validation_steps;
+            o.validation_freq = validation_freq;
+            o.metric_name = std::move(metric_name);
             // Text goes to Python's sys.stdout; callbacks (a keras CallbackList) are called
             // between epochs, both taking the GIL.
             o.output = python_stdout();
@@ -329,28 +335,37 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
           nb::arg("x"), nb::arg("y"), nb::arg("epochs"), nb::arg("batch_size"), nb::arg("shuffle"),
           nb::arg("validation_split"), nb::arg("validation_x").none(),
           nb::arg("validation_y").none(), nb::arg("verbose"), nb::arg("initial_epoch"),
-          nb::arg("callbacks").none(), nb::arg("redraw"))
+          nb::arg("callbacks").none(), nb::arg("redraw"),
+          nb::arg("steps_per_epoch").none() = nb::none(),
+          nb::arg("validation_steps").none() = nb::none(), nb::arg("validation_freq") = 1,
+          nb::arg("metric_name") = "accuracy")
       .def(
           "evaluate",
-          [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose) {
+          [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose,
+             nb::object callbacks, std::string metric_name) {
             const Tensor tx = view_of(x), ty = view_of(y);
+            EvaluateOptions o{batch_size, verbose, python_stdout(), {}, std::move(metric_name)};
+            if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
             nb::gil_scoped_release release;
-            const EvaluateResult r = s.evaluate(tx, ty, {batch_size, verbose, python_stdout()});
+            const EvaluateResult r = s.evaluate(tx, ty, std::move(o));
             return std::make_pair(r.loss, r.accuracy);
           },
-          nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"))
+          nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"),
+          nb::arg("callbacks").none() = nb::none(), nb::arg("metric_name") = "accuracy")
       .def(
           "predict",
-          [](Sequential& s, FloatArray x, int64_t batch_size) {
+          [](Sequential& s, FloatArray x, int64_t batch_size, nb::object callbacks) {
             const Tensor tx = view_of(x);
+            Callbacks cbs;
+            if (!callbacks.is_none()) cbs.push_back(python_callbacks(callbacks));
             Tensor out;
             {
               nb::gil_scoped_release release;
-              out = s.predict(tx, batch_size);
+              out = s.predict(tx, batch_size, cbs);
             }
             return to_numpy(out);
           },
-          nb::arg("x"), nb::arg("batch_size"));
+          nb::arg("x"), nb::arg("batch_size"), nb::arg("callbacks").none() = nb::none());
 }
 
 // Sequential's description, state and weights.

@@ -692,10 +692,20 @@ struct Sequential::Impl {
     return v;
   }
 
+  // The running loss and accuracy of `c` (read now: a synchronisation), as a batch hook's logs.
+  Logs logs_of(const StepCounters* c) const {
+    Logs logs;
+    for (const auto& [key, value] : metric_values(read_counters(c), "")) logs[key] = value;
+    return logs;
+  }
+
   // The loss and accuracy over d's rows, in batches of at most `batch`. With ranks, d holds this
   // rank's share of the rows (split_data; none: nullptr) and the sums are added over the ranks, so
   // every rank returns the result over all rows.
-  EvaluateResult run_evaluation(const DeviceData* d, int64_t batch, bool use_graphs) {
+  // `hooks`: the test phase's (on_test_begin/end around it, and its batch hooks).
+  EvaluateResult run_evaluation(const DeviceData* d, int64_t batch, bool use_graphs,
+                                BatchHooks& hooks) {
+    hooks.begin_loop();
     StepCounters c;
     const auto t0 = Clock::now();
     if (d && d->n > 0) {
@@ -706,9 +716,13 @@ struct Sequential::Impl {
       const int64_t full = d->n / batch, rest = d->n % batch;
       if (full > 0) {
         auto g = backend->capture([&] { eval_step(plan, *d, batch); }, use_graphs);
-        for (int64_t s = 0; s < full; ++s) g->replay();
+        for (int64_t s = 0; s < full; ++s)
+          hooks.run(
+              s, [&] { g->replay(); }, [&] { return logs_of(eval_counters()); });
       }
-      if (rest > 0) eval_step(plan, *d, rest);
+      if (rest > 0)
+        hooks.run(
+            full, [&] { eval_step(plan, *d, rest); }, [&] { return logs_of(eval_counters()); });
       c = read_counters(eval_counters());
     }
     sum_over_ranks(c);
@@ -717,6 +731,10 @@ struct Sequential::Impl {
     r.samples = static_cast<int64_t>(c.sample_count);
     r.loss = c.loss_sum / std::max(c.sample_count, 1.0);
     r.accuracy = c.correct_sum / std::max(c.sample_count, 1.0);
+    c.loss_sum = r.loss, c.correct_sum = r.accuracy, c.sample_count = 1;
+    Logs logs;
+    for (const auto& [key, value] : metric_values(c, "")) logs[key] = value;
+    hooks.end_loop(logs);
     return r;
   }
 
@@ -977,11 +995,20 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     val = m.split_data(x, y, n_train, n_all);
     validate = true;
   }
+  if (o.validation_freq < 1) throw Error("fit", "validation_freq must be at least 1");
 
   const uint64_t seed = o.seed.value_or(m.copts.seed);
   const int64_t batch = std::min<int64_t>(o.batch_size, n_train);  // the global batch
   const int64_t full = n_train / batch, rest = n_train % batch;
   const int64_t steps = full + (rest ? 1 : 0);
+  EpochSteps epoch_steps(steps, o.steps_per_epoch);
+  if (o.validation_steps && validate) {  // its first batches: the rows they hold
+    if (*o.validation_steps < 1) throw Error("fit", "validation_steps must be at least 1");
+    const Tensor& vx = o.validation_x ? *o.validation_x : x;
+    const Tensor& vy = o.validation_x ? *o.validation_y : y;
+    const int64_t begin = o.validation_x ? 0 : n_train;
+    val = m.split_data(vx, vy, begin, std::min(vx.dim(0), begin + *o.validation_steps * batch));
+  }
   // With ranks, this rank's rows of each full batch and of the last, partial one; its plan is
   // sized for the largest share, ceil(batch / ranks).
   const int ranks = m.ranks();
@@ -1019,6 +1046,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   const bool interactive =
       show && o.verbose == 1 && o.redraw.value_or(!o.output && is_terminal(stdout));
   for (auto& cb : o.callbacks) cb->on_train_begin(*this);
+  BatchHooks train_hooks(*this, o.callbacks, BatchPhase::train);
+  BatchHooks test_hooks(*this, o.callbacks, BatchPhase::test);
 
   std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
   auto capture = [&] {
@@ -1039,13 +1068,11 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
     for (auto& cb : o.callbacks) cb->on_epoch_begin(*this, epoch);
     if (m.graphs_dirty) capture();
-    if (o.shuffle) {
-      shuffled_indices(seed, static_cast<uint64_t>(epoch), order);
-    } else {
-      std::iota(order.begin(), order.end(), 0);
-    }
+    const EpochSteps::Epoch part = epoch_steps.next();
+    if (part.new_pass && o.shuffle) shuffled_indices(seed, static_cast<uint64_t>(epoch), order);
+    if (part.new_pass && !o.shuffle) std::iota(order.begin(), order.end(), 0);
     StepCounters c = m.read_counters(m.train_counters());
-    c.batch_index = 0;
+    c.batch_index = part.first;
     c.loss_sum = c.correct_sum = c.sample_count = 0;
     m.write_counters(m.train_counters(), c);
     if (ranks > 1) {
@@ -1063,15 +1090,15 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     m.backend->synchronize();
 
     if (show) out(fmt::format("Epoch {}/{}\n", epoch + 1, o.epochs));
-    ProgressBar bar(out, steps, interactive);
+    ProgressBar bar(out, epoch_steps.target(), interactive, o.metric_name);
     const auto t0 = Clock::now();
     int64_t done = 0;
-    for (; done < steps; ++done) {
-      if (done < full)
-        full_graph->replay();
-      else
-        rest_graph->replay();
-      if (stop_on_interrupt && InterruptGuard::requested()) {
+    for (; done < part.steps; ++done) {
+      train_hooks.run(
+          done, [&] { (part.first + done < full ? full_graph : rest_graph)->replay(); },
+          [&] { return m.logs_of(m.train_counters()); });
+      // A batch hook may stop training (Keras: after this batch; the epoch then ends as usual).
+      if ((stop_on_interrupt && InterruptGuard::requested()) || m.stop_requested) {
         ++done;
         break;
       }
@@ -1097,8 +1124,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
     rec.learning_rate = end.learning_rate;
     auto values = m.metric_values(end, "");
-    if (validate) {
-      EvaluateResult v = m.run_evaluation(val ? &*val : nullptr, batch, m.copts.graphs);
+    if (validate && (epoch + 1) % o.validation_freq == 0) {
+      EvaluateResult v = m.run_evaluation(val ? &*val : nullptr, batch, m.copts.graphs, test_hooks);
       rec.val_loss = v.loss;
       rec.val_accuracy = v.accuracy;
       rec.val_seconds = v.seconds;
@@ -1146,10 +1173,11 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   // With ranks, each evaluates its share of the rows and the sums are added.
   const std::optional<Impl::DeviceData> d = m.split_data(x, y, 0, x.dim(0));
   const int64_t batch = std::min<int64_t>(o.batch_size, x.dim(0));
-  EvaluateResult r = m.run_evaluation(d ? &*d : nullptr, batch, m.copts.graphs);
+  BatchHooks hooks(*this, o.callbacks, BatchPhase::test);
+  EvaluateResult r = m.run_evaluation(d ? &*d : nullptr, batch, m.copts.graphs, hooks);
   if (o.verbose > 0) {
     const int64_t steps = (x.dim(0) + batch - 1) / batch;
-    ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false);
+    ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false, o.metric_name);
     StepCounters c;
     c.loss_sum = r.loss;
     c.correct_sum = r.accuracy;
@@ -1160,6 +1188,10 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
 }
 
 Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
+  return predict(x, batch_size, {});
+}
+
+Tensor Sequential::predict(const Tensor& x, int64_t batch_size, const Callbacks& callbacks) {
   Impl& m = *impl_;
   m.require_compiled("predict");
   if (batch_size < 1) throw Error("predict", "batch_size must be at least 1");
@@ -1174,14 +1206,20 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
   if (n == 0) return out;
   const int64_t batch = std::min(batch_size, n);
   Impl::Plan& plan = m.plan_for(batch);
+  BatchHooks hooks(*this, callbacks, BatchPhase::predict);
+  hooks.begin_loop();
   for (int64_t b = 0; b < n; b += batch) {
     const int64_t rows = std::min(batch, n - b);
+    if (hooks.active()) hooks.begin(b / batch);
     m.backend->upload(plan.input.as<void>(), x.data() + b * cols,
                       static_cast<std::size_t>(rows * cols) * sizeof(float));
     m.forward(plan, rows, false, true, 0, m.eval_counters());
     m.backend->download(out.data() + b * c, m.final_output(plan, false),
                         static_cast<std::size_t>(rows * c) * sizeof(float));
+    if (hooks.active())
+      hooks.end(b / batch, Tensor::view({rows, c}, {out.data() + b * c, std::size_t(rows * c)}));
   }
+  hooks.end_loop({});
   return out;
 }
 

@@ -76,7 +76,16 @@ struct FitOptions {
   // terminal.
   std::optional<bool> redraw;
   int initial_epoch = 0;  // resume: epochs before this one are counted as done
-  std::vector<std::shared_ptr<Callback>> callbacks;
+  // Keras's steps_per_epoch on arrays (EpochSteps): an epoch is this many batches of the current
+  // pass over the data; unset: one whole pass.
+  std::optional<int64_t> steps_per_epoch;
+  // Validation on the first validation_steps batches only (unset: all), after every
+  // validation_freq-th epoch (Keras's int form: epoch + 1 divisible by it).
+  std::optional<int64_t> validation_steps;
+  int validation_freq = 1;
+  Callbacks callbacks;
+  // What the progress line calls the accuracy (ProgressBar: the name it was compiled under).
+  std::string metric_name = "accuracy";
   // Ctrl-C stops after the current step; the model is kept. false (measuring trials): fit runs
   // on, and a press during it is raised again for the previous handler when fit returns.
   bool stop_on_interrupt = true;
@@ -97,7 +106,9 @@ struct LossSpec {
 struct EvaluateOptions {
   int64_t batch_size = kDefaultBatchSize;
   int verbose = 1;
-  TextSink output;  // where the result line goes; empty: C's stdout
+  TextSink output;      // where the result line goes; empty: C's stdout
+  Callbacks callbacks;  // on_test_begin/end, and the test batch hooks of those that want them
+  std::string metric_name = "accuracy";  // what the result line calls the accuracy
 };
 
 struct EvaluateResult {
@@ -176,6 +187,8 @@ class Sequential {
   EvaluateResult evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
   // (N, outputs): the final layer's activations (probabilities for softmax).
   Tensor predict(const Tensor& x, int64_t batch_size = kDefaultBatchSize);
+  // The same, calling on_predict_begin/end and the predict batch hooks of `callbacks`.
+  Tensor predict(const Tensor& x, int64_t batch_size, const Callbacks& callbacks);
 
   // Keras-like table: layer (type), output shape, parameters; then totals.
   std::string summary() const;

@@ -445,10 +445,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
             "fit",
             class_weight=(class_weight, None),
             sample_weight=(sample_weight, None),
-            validation_steps=(validation_steps, None),
             validation_batch_size=(validation_batch_size, None),
-            validation_freq=(validation_freq, 1),
         )
+        if isinstance(validation_freq, bool) or not isinstance(validation_freq, int):
+            raise ValueError(
+                f"fit: validation_freq={validation_freq!r} is not supported (yet): crossover "
+                f"takes an int (validate after every N-th epoch), not a list of epochs; "
+                f"{SEE_SUPPORTED}"
+            )
         model = self._require_compiled("fit")
         x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
         if _is_dataset(validation_data):
@@ -461,19 +465,25 @@ class Sequential(mixed_precision.HasDTypePolicy):
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
                 raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
             vx, vy = (_floats(a, "validation_data") for a in validation_data)
-        batch = 32 if batch_size is None else batch_size
-        level = _verbosity(verbose)
-        steps = math.ceil(math.ceil(len(x) * (1.0 - validation_split)) / batch)
-        if steps_per_epoch is not None and steps_per_epoch != steps:
-            # One epoch is one pass over the data in the engine: a steps_per_epoch that is that
-            # pass is taken, another is refused.
+        n_train = math.ceil(len(x) * (1.0 - validation_split))
+        if steps_per_epoch is not None and (
+            isinstance(steps_per_epoch, bool)
+            or not isinstance(steps_per_epoch, (int, np.integer))
+            or steps_per_epoch < 1
+        ):
             raise ValueError(
-                f"fit: steps_per_epoch={steps_per_epoch} is not supported (yet): crossover's "
-                f"epoch is one pass over the data, here {steps} steps of batch {batch}; "
-                f"{SEE_SUPPORTED}"
+                f"fit: steps_per_epoch must be a positive int, got {steps_per_epoch!r}"
             )
-        params = {"verbose": level, "epochs": epochs, "steps": steps}
-        # Callbacks (and the History fit returns) are called between epochs by the library.
+        if batch_size is None:
+            # Keras's ArrayDataAdapter: without a batch size, steps_per_epoch sets it.
+            batch = math.ceil(n_train / steps_per_epoch) if steps_per_epoch else 32
+        else:
+            batch = batch_size
+        level = _verbosity(verbose)
+        steps = math.ceil(n_train / batch)
+        params = {"verbose": level, "epochs": epochs, "steps": steps_per_epoch or steps}
+        # Callbacks (and the History fit returns) are called by the library: between epochs, and
+        # between batches for a phase in which one overrides a batch hook.
         callback_list = CallbackList(callbacks, self, params)
         self.stop_training = False
         xf, yf = _floats(x, "x"), self._targets(y, "y")
@@ -493,6 +503,10 @@ class Sequential(mixed_precision.HasDTypePolicy):
             initial_epoch,
             callback_list,
             _dynamic_display(),
+            None if steps_per_epoch is None else int(steps_per_epoch),
+            None if validation_steps is None else int(validation_steps),
+            int(validation_freq),
+            self._metric_name,
         )
         h = callback_list.history
         self.history = h
@@ -514,18 +528,17 @@ class Sequential(mixed_precision.HasDTypePolicy):
         callbacks: Any = None,
         return_dict: bool = False,
     ) -> Union[float, list[float], dict[str, float]]:
-        reject_unsupported(
-            "evaluate",
-            sample_weight=(sample_weight, None),
-            steps=(steps, None),
-            callbacks=(callbacks or None, None),
-        )
+        reject_unsupported("evaluate", sample_weight=(sample_weight, None), steps=(steps, None))
         model = self._require_compiled("evaluate")
         x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
         xf, yf = _floats(x, "x"), self._targets(y, "y")
         batch, level = 32 if batch_size is None else batch_size, _verbosity(verbose)
         self._use_measured_threads(xf, yf, batch, _say_threads())
-        loss, accuracy = model.evaluate(xf, yf, batch, level)
+        callback_list = None
+        if callbacks:
+            params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}
+            callback_list = CallbackList(callbacks, self, params, add_history=False)
+        loss, accuracy = model.evaluate(xf, yf, batch, level, callback_list, self._metric_name)
         values = {"loss": loss}
         if model.metrics():
             values[self._metric_name] = accuracy
@@ -541,14 +554,17 @@ class Sequential(mixed_precision.HasDTypePolicy):
         steps: Optional[int] = None,
         callbacks: Any = None,
     ) -> np.ndarray:
-        reject_unsupported("predict", steps=(steps, None), callbacks=(callbacks or None, None))
-        _verbosity(verbose)  # checked; predict prints no progress line
+        reject_unsupported("predict", steps=(steps, None))
+        level = _verbosity(verbose)  # checked; predict prints no progress line
         if _is_dataset(x):
             x, _, batch_size, _ = x._for_fit("predict")
         self._check_scope("predict")
-        return self._device_model().predict(
-            _floats(x, "x"), 32 if batch_size is None else batch_size
-        )
+        xf, batch = _floats(x, "x"), 32 if batch_size is None else batch_size
+        callback_list = None
+        if callbacks:
+            params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}
+            callback_list = CallbackList(callbacks, self, params, add_history=False)
+        return self._device_model().predict(xf, batch, callback_list)
 
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> _tensor.Tensor:
         """model(x): the outputs as a tensor (`.numpy()`, `.shape`, numpy arithmetic), in
