@@ -75,6 +75,16 @@ nb::dict history_to_python(const History& h) {
   return d;
 }
 
+Initializer& initializer_field(Layer& l, const std::string& which) {
+  if (which == "kernel") return l.kernel_initializer;
+  if (which == "bias") return l.bias_initializer;
+  if (which == "gamma") return l.gamma_initializer;
+  if (which == "beta") return l.beta_initializer;
+  if (which == "moving_mean") return l.moving_mean_initializer;
+  if (which == "moving_variance") return l.moving_variance_initializer;
+  throw Error("initializer", "no initializer '" + which + "' in a layer");
+}
+
 }  // namespace
 
 void bind_api(nb::module_& m);    // _core_api.cpp
@@ -109,6 +119,17 @@ void bind_layers(nb::module_& m) {
       .def_prop_ro("center", [](const Layer& l) { return l.center; })
       .def_prop_ro("scale", [](const Layer& l) { return l.scale; })
       .def_prop_ro("axis", [](const Layer& l) { return l.axis; })  // Concatenate's
+      // An initializer ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance") as
+      // Keras 3 serializes it (JSON text), read and written through the library's parser.
+      .def("initializer",
+           [](Layer& l, const std::string& which) {
+             return initializer_to_keras_json(initializer_field(l, which));
+           })
+      .def("set_initializer",
+           [](Layer& l, const std::string& which, std::string_view text) {
+             initializer_field(l, which) =
+                 initializer_from_keras_json(text, which + "_initializer");
+           })
       // Keras's dtype policy name ("float32", "mixed_bfloat16"): what a model file says.
       .def_prop_rw(
           "dtype_policy",
@@ -116,6 +137,17 @@ void bind_layers(nb::module_& m) {
           [](Layer& l, const std::string& name) {
             l.dtype_policy = parse_dtype_policy(name, "dtype");
           });
+  // keras.initializers' __call__: the values of an initializer (Keras 3 JSON text) for a shape,
+  // drawn from crossover's Philox stream under `seed`.
+  m.def(
+      "initial_values",
+      [](std::string_view text, const Shape& shape, uint64_t seed) {
+        const Initializer init = initializer_from_keras_json(text, "initializer");
+        Tensor t(shape);
+        initial_values(init, shape, {seed, 0, 0}, {t.data(), static_cast<std::size_t>(t.size())});
+        return to_numpy(t);
+      },
+      nb::arg("initializer"), nb::arg("shape"), nb::arg("seed") = 0);
   m.def("Input", &Input, nb::arg("shape"));
   m.def("Flatten", &Flatten, nb::arg("input_shape") = Shape{});
   m.def("Dense", &Dense, nb::arg("units"), nb::arg("activation") = "linear",

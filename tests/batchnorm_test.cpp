@@ -426,9 +426,11 @@ TEST(BatchNormalization, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
   EXPECT_EQ(refusal("\"axis\": -1", "\"axis\": 1"),
             "bn.json: batch_normalization: BatchNormalization axis 1 is not supported on samples "
             "of shape (4, 4, 2): only the last axis (-1)");
-  EXPECT_EQ(refusal("\"class_name\": \"Ones\"", "\"class_name\": \"Zeros\""),
-            "bn.json: layer 'batch_normalization' field gamma_initializer: initializer Zeros is "
-            "not supported: only Ones (the default)");
+  EXPECT_EQ(refusal("\"class_name\": \"Ones\"", "\"class_name\": \"Zeroes\""),
+            "bn.json: layer 'batch_normalization' field gamma_initializer: initializer Zeroes is "
+            "not supported: crossover has Keras's GlorotUniform, GlorotNormal, HeNormal, "
+            "HeUniform, LecunNormal, LecunUniform, VarianceScaling, RandomNormal, RandomUniform, "
+            "TruncatedNormal, Zeros, Ones, Constant, Identity and Orthogonal");
   // tf.keras 2 writes the axis as a list holding the last axis' index: accepted.
   EXPECT_EQ(refusal("\"axis\": -1", "\"axis\": [3]"), "");
 }

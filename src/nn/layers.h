@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "core/tensor.h"
+#include "nn/initializers.h"
 
 namespace crossover {
 
@@ -77,8 +78,15 @@ struct Layer {
   int64_t axis = -1;
   double momentum = 0.99;
   double epsilon = 1e-3;
-  bool center = true;                               // beta
-  bool scale = true;                                // gamma
+  bool center = true;  // beta
+  bool scale = true;   // gamma
+  // How the parameters start (Keras's kernel_initializer, ...; nn/initializers.h).
+  Initializer kernel_initializer = GlorotUniform();  // dense, conv2d
+  Initializer bias_initializer = Zeros();            // dense, conv2d
+  Initializer gamma_initializer = Ones();            // batch_normalization, layer_normalization
+  Initializer beta_initializer = Zeros();
+  Initializer moving_mean_initializer = Zeros();
+  Initializer moving_variance_initializer = Ones();
   DTypePolicy dtype_policy = DTypePolicy::float32;  // Keras's "dtype" (see DTypePolicy)
 };
 

@@ -279,26 +279,12 @@ struct Sequential::Impl {
     if (copts.initialize_weights) initialize_weights(copts.seed);
   }
 
-  // Keras's defaults: kernels glorot-uniform, limit sqrt(6 / (fan_in + fan_out)), with Keras's
-  // fans: a Dense kernel (in, out) has in and out; a Conv2D kernel (kh, kw, in, out) has
-  // kh * kw * in and kh * kw * out (the receptive field times the channels). Biases zero;
-  // batch normalization's gamma and moving variance ones, beta and moving mean zeros.
+  // Each parameter's initializer (the layer's: Keras's defaults are glorot-uniform kernels and
+  // zero biases), drawn on the host (nn/initializers.h).
   void initialize_weights(uint64_t seed) {
     for (const Param& p : params) {
-      std::vector<float> host(static_cast<std::size_t>(p.n), p.initial);
-      if (p.shape.size() >= 2) {
-        const std::size_t r = p.shape.size();
-        int64_t receptive = 1;
-        for (std::size_t d = 0; d + 2 < r; ++d) receptive *= p.shape[d];
-        const double fan_in = static_cast<double>(p.shape[r - 2] * receptive);
-        const double fan_out = static_cast<double>(p.shape[r - 1] * receptive);
-        const double limit = std::sqrt(6.0 / (fan_in + fan_out));
-        for (int64_t e = 0; e < p.n; ++e) {
-          const float u = philox_uniform(seed, RngStream::init, static_cast<uint32_t>(p.layer), 0,
-                                         static_cast<uint64_t>(e));
-          host[static_cast<std::size_t>(e)] = static_cast<float>((2.0 * u - 1.0) * limit);
-        }
-      }
+      std::vector<float> host(static_cast<std::size_t>(p.n));
+      initial_values(p.initializer, p.shape, {seed, static_cast<uint32_t>(p.layer), p.draw}, host);
       backend->upload(value(p), host.data(), host.size() * sizeof(float));
     }
   }

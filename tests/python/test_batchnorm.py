@@ -55,7 +55,6 @@ def test_fit_updates_the_moving_statistics_and_predict_uses_them():
         ("synchronized", True),
         ("gamma_regularizer", "l2"),
         ("beta_constraint", "non_neg"),
-        ("gamma_initializer", "zeros"),
     ],
 )
 def test_an_argument_crossover_does_not_run_is_refused_naming_it(argument, value):

@@ -6,7 +6,7 @@ from crossover import keras        # in place of: import keras
 
 from typing import Any
 
-from . import activations, backend, callbacks, layers, models, optimizers
+from . import activations, backend, callbacks, initializers, layers, models, optimizers
 from . import datasets, losses, metrics, ops, utils  # api block
 from . import config, mixed_precision  # dtype policies
 from . import saving  # .keras archives: saving.load_model, saving.save_model
@@ -28,6 +28,7 @@ __all__ += [
     "activations",
     "backend",
     "callbacks",
+    "initializers",
     "layers",
     "models",
     "optimizers",
@@ -45,7 +46,6 @@ def __getattr__(name: str) -> Any:
     raise unsupported_attribute(
         "keras",
         name,
-        "Sequential and functional models (layers, models, optimizers, callbacks, losses, "
-        "metrics, datasets, "
-        "utils, mixed_precision, config, saving)",
+        "Sequential and functional models (layers, models, optimizers, callbacks, initializers, "
+        "losses, metrics, datasets, utils, mixed_precision, config, saving)",
     )

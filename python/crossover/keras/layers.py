@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from .. import _core, _tensor
-from . import _names, mixed_precision
+from . import _names, initializers, mixed_precision
 from ._args import reject_unknown, reject_unsupported, unsupported_attribute
 
 if TYPE_CHECKING:
@@ -41,10 +41,17 @@ def _activation_name(activation: ActivationArg) -> str:
     return str(activation)
 
 
-def _initializer(value: Any) -> str:
-    """ "glorot_uniform", "GlorotUniform" or GlorotUniform() -> "glorotuniform"."""
-    name = value if isinstance(value, str) else type(value).__name__
-    return name.lower().replace("_", "")
+def _set_initializers(layer: "Layer", **given: Any) -> None:
+    """Keras's kernel_initializer=... arguments: each read by keras.initializers.get (a name,
+    an object, a serialized dict), kept on the layer as Keras does, and handed to the engine's
+    layer (which checks it: ValueError naming the argument)."""
+    for argument, value in given.items():
+        init = initializers.get(value)
+        if init is None:
+            raise ValueError(f"{type(layer).__name__}: {argument} must not be None")
+        setattr(layer, argument, init)
+        which = argument.removesuffix("_initializer")
+        layer._layer.set_initializer(which, initializers._to_json(init))
 
 
 class Layer(mixed_precision.HasDTypePolicy):
@@ -277,10 +284,6 @@ class Dense(Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if _initializer(kernel_initializer) != "glorotuniform":
-            reject_unsupported("Dense", kernel_initializer=(kernel_initializer, "glorot_uniform"))
-        if _initializer(bias_initializer) != "zeros":
-            reject_unsupported("Dense", bias_initializer=(bias_initializer, "zeros"))
         reject_unsupported(
             "Dense",
             kernel_regularizer=(kernel_regularizer, None),
@@ -297,6 +300,9 @@ class Dense(Layer):
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
         self._layer = _core.Dense(self.units, self.activation, self.use_bias)
+        _set_initializers(
+            self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
+        )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
@@ -369,10 +375,6 @@ class Conv2D(Layer):
         _channels_last("Conv2D", data_format)
         if _pair(dilation_rate, "Conv2D", "dilation_rate") != [1, 1]:
             reject_unsupported("Conv2D", dilation_rate=(dilation_rate, (1, 1)))
-        if _initializer(kernel_initializer) != "glorotuniform":
-            reject_unsupported("Conv2D", kernel_initializer=(kernel_initializer, "glorot_uniform"))
-        if _initializer(bias_initializer) != "zeros":
-            reject_unsupported("Conv2D", bias_initializer=(bias_initializer, "zeros"))
         reject_unsupported(
             "Conv2D",
             groups=(groups, 1),
@@ -398,6 +400,9 @@ class Conv2D(Layer):
             list(self.strides),
             self.padding,
             self.use_bias,
+        )
+        _set_initializers(
+            self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
         )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
@@ -491,14 +496,6 @@ class BatchNormalization(Layer):
         if isinstance(axis, (list, tuple)) and len(axis) == 1:
             axis = axis[0]
         reject_unsupported(owner, axis=(axis, -1))
-        for name, value, default in (
-            ("beta_initializer", beta_initializer, "zeros"),
-            ("gamma_initializer", gamma_initializer, "ones"),
-            ("moving_mean_initializer", moving_mean_initializer, "zeros"),
-            ("moving_variance_initializer", moving_variance_initializer, "ones"),
-        ):
-            if _initializer(value) != default:
-                reject_unsupported(owner, **{name: (value, default)})
         reject_unsupported(
             owner,
             beta_regularizer=(beta_regularizer, None),
@@ -515,6 +512,13 @@ class BatchNormalization(Layer):
         self.center = bool(center)
         self.scale = bool(scale)
         self._layer = _core.BatchNormalization(self.momentum, self.epsilon, self.center, self.scale)
+        _set_initializers(
+            self,
+            beta_initializer=beta_initializer,
+            gamma_initializer=gamma_initializer,
+            moving_mean_initializer=moving_mean_initializer,
+            moving_variance_initializer=moving_variance_initializer,
+        )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         kinds = [("gamma", True)] if self.scale else []

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .. import _core
 from .._versions import KERAS_VERSION
 from ._args import SEE_SUPPORTED, reject_unsupported, unsupported_attribute
+from . import initializers
 from . import layers as layers_module
 
 if TYPE_CHECKING:
@@ -70,6 +71,11 @@ def to_json(model: "Sequential", **kwargs: Any) -> str:
     return json.dumps(config, **kwargs)  # Keras's separators: {"a": 1, ...}
 
 
+def _initializers_of(layer: "_core.Layer", *which: str) -> dict[str, Any]:
+    """The layer's initializers as keyword arguments (kernel_initializer=HeNormal(), ...)."""
+    return {f"{w}_initializer": initializers._from_json(layer.initializer(w)) for w in which}
+
+
 def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
     """The Keras layer for one of the library's layers (as model_from_json rebuilt it)."""
     shape = list(layer.input_shape) or None
@@ -86,6 +92,7 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             use_bias=layer.use_bias,
             name=layer.name,
             dtype=dtype,
+            **_initializers_of(layer, "kernel", "bias"),
         )
     if layer.type == "Dropout":
         return layers_module.Dropout(layer.rate, name=layer.name, dtype=dtype)
@@ -101,6 +108,7 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             use_bias=layer.use_bias,
             name=layer.name,
             dtype=dtype,
+            **_initializers_of(layer, "kernel", "bias"),
         )
     if layer.type in ("MaxPooling2D", "AveragePooling2D"):
         pooling = getattr(layers_module, layer.type)
@@ -123,6 +131,7 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             scale=layer.scale,
             name=layer.name,
             dtype=dtype,
+            **_initializers_of(layer, "beta", "gamma", "moving_mean", "moving_variance"),
         )
     if layer.type == "Add":
         return layers_module.Add(name=layer.name, dtype=dtype)

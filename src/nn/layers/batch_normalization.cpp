@@ -75,10 +75,10 @@ class BatchNormalizationKind final : public LayerKind {
       cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", l.epsilon));
     l.center = cfg.flag("center", l.center);
     l.scale = cfg.flag("scale", l.scale);
-    cfg.constant_initializer("beta_initializer", 0.0);
-    cfg.constant_initializer("gamma_initializer", 1.0);
-    cfg.constant_initializer("moving_mean_initializer", 0.0);
-    cfg.constant_initializer("moving_variance_initializer", 1.0);
+    l.beta_initializer = cfg.initializer("beta_initializer", Zeros());
+    l.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
+    l.moving_mean_initializer = cfg.initializer("moving_mean_initializer", Zeros());
+    l.moving_variance_initializer = cfg.initializer("moving_variance_initializer", Ones());
     for (const char* r : {"beta_regularizer", "gamma_regularizer"})
       cfg.refuse_set(r, "regularizers are not supported");
     for (const char* c : {"beta_constraint", "gamma_constraint"})
@@ -96,10 +96,10 @@ class BatchNormalizationKind final : public LayerKind {
     c["epsilon"] = l.epsilon;
     c["center"] = l.center;
     c["scale"] = l.scale;
-    c["beta_initializer"] = initializer_json("Zeros");
-    c["gamma_initializer"] = initializer_json("Ones");
-    c["moving_mean_initializer"] = initializer_json("Zeros");
-    c["moving_variance_initializer"] = initializer_json("Ones");
+    c["beta_initializer"] = initializer_json(l.beta_initializer);
+    c["gamma_initializer"] = initializer_json(l.gamma_initializer);
+    c["moving_mean_initializer"] = initializer_json(l.moving_mean_initializer);
+    c["moving_variance_initializer"] = initializer_json(l.moving_variance_initializer);
     c["beta_regularizer"] = nullptr;
     c["gamma_regularizer"] = nullptr;
     c["beta_constraint"] = nullptr;
@@ -137,10 +137,11 @@ class BatchNormalizationKind final : public LayerKind {
                .epsilon = static_cast<float>(l.epsilon),
                .scale = l.scale,
                .center = l.center};
-    if (l.scale) li.kernel = b.add_param("gamma", {channels}, true, 1.0f);
-    if (l.center) li.bias = b.add_param("beta", {channels}, true, 0.0f);
-    li.moving_mean = b.add_param("moving_mean", {channels}, false, 0.0f);
-    li.moving_variance = b.add_param("moving_variance", {channels}, false, 1.0f);
+    if (l.scale) li.kernel = b.add_param("gamma", {channels}, l.gamma_initializer);
+    if (l.center) li.bias = b.add_param("beta", {channels}, l.beta_initializer);
+    li.moving_mean = b.add_param("moving_mean", {channels}, l.moving_mean_initializer, false);
+    li.moving_variance =
+        b.add_param("moving_variance", {channels}, l.moving_variance_initializer, false);
   }
   // The batch's mean and variance (channels each), which the backward pass reads.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,

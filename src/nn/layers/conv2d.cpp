@@ -78,8 +78,8 @@ class Conv2DKind final : public LayerKind {
         cfg.fail("groups", "groups " + brief(*g) + " is not supported: only 1");
     l.activation = cfg.activation();
     l.use_bias = cfg.flag("use_bias", true);
-    cfg.initializer("kernel_initializer", true);
-    cfg.initializer("bias_initializer", false);
+    l.kernel_initializer = cfg.initializer("kernel_initializer", GlorotUniform());
+    l.bias_initializer = cfg.initializer("bias_initializer", Zeros());
     for (const char* r : {"kernel_regularizer", "bias_regularizer", "activity_regularizer"})
       cfg.refuse_set(r, "regularizers are not supported");
     for (const char* c : {"kernel_constraint", "bias_constraint"})
@@ -95,8 +95,8 @@ class Conv2DKind final : public LayerKind {
     c["groups"] = 1;
     c["activation"] = std::string(activation_name(l.activation));
     c["use_bias"] = l.use_bias;
-    c["kernel_initializer"] = initializer_json("GlorotUniform");
-    c["bias_initializer"] = initializer_json("Zeros");
+    c["kernel_initializer"] = initializer_json(l.kernel_initializer);
+    c["bias_initializer"] = initializer_json(l.bias_initializer);
     c["kernel_regularizer"] = nullptr;
     c["bias_regularizer"] = nullptr;
     c["activity_regularizer"] = nullptr;
@@ -127,8 +127,9 @@ class Conv2DKind final : public LayerKind {
     c.in_c = b.shape[2];
     c.out_c = l.units;
     c.kernel_h = l.window.h, c.kernel_w = l.window.w;
-    b.state.kernel = b.add_param("kernel", {l.window.h, l.window.w, c.in_c, l.units});
-    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units});
+    b.state.kernel =
+        b.add_param("kernel", {l.window.h, l.window.w, c.in_c, l.units}, l.kernel_initializer);
+    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units}, l.bias_initializer);
     b.shape = {c.out_h, c.out_w, c.out_c};
   }
 

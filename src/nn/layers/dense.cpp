@@ -49,8 +49,8 @@ class DenseKind final : public LayerKind {
     l.units = cfg.count("units", "Dense needs units");
     l.activation = cfg.activation();
     l.use_bias = cfg.flag("use_bias", true);
-    cfg.initializer("kernel_initializer", true);
-    cfg.initializer("bias_initializer", false);
+    l.kernel_initializer = cfg.initializer("kernel_initializer", GlorotUniform());
+    l.bias_initializer = cfg.initializer("bias_initializer", Zeros());
     for (const char* f : {"kernel_regularizer", "bias_regularizer", "activity_regularizer"})
       cfg.refuse_set(f, "regularizers are not supported");
     for (const char* f : {"kernel_constraint", "bias_constraint"})
@@ -60,8 +60,8 @@ class DenseKind final : public LayerKind {
     c["units"] = l.units;
     c["activation"] = std::string(activation_name(l.activation));
     c["use_bias"] = l.use_bias;
-    c["kernel_initializer"] = initializer_json("GlorotUniform");
-    c["bias_initializer"] = initializer_json("Zeros");
+    c["kernel_initializer"] = initializer_json(l.kernel_initializer);
+    c["bias_initializer"] = initializer_json(l.bias_initializer);
     c["kernel_regularizer"] = nullptr;
     c["bias_regularizer"] = nullptr;
     c["kernel_constraint"] = nullptr;
@@ -87,8 +87,8 @@ class DenseKind final : public LayerKind {
     if (b.shape.size() != 1)
       throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
                               shape_to_string(b.shape) + ": add Flatten() before it");
-    b.state.kernel = b.add_param("kernel", {b.state.in_width, l.units});
-    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units});
+    b.state.kernel = b.add_param("kernel", {b.state.in_width, l.units}, l.kernel_initializer);
+    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units}, l.bias_initializer);
     b.shape = {l.units};
   }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 #include "core/error.h"
 
@@ -170,80 +171,133 @@ double Reader::number(const char* key, double fallback) {
 }
 
 namespace {
-// An initializer as a model file writes it: a name ("zeros") or {"class_name", "config",
-// "registered_name"}; anything else is refused at `key`.
-struct InitializerSpec {
-  std::string cls;
-  const json* cfg = nullptr;         // its "config" object, when given
-  const json* registered = nullptr;  // its "registered_name" string, when given
-};
+[[noreturn]] void bad(const std::string& why) { throw std::invalid_argument(why); }
 
-InitializerSpec read_initializer(const Reader& r, const char* key, const json& v) {
-  InitializerSpec spec;
-  if (v.is_string()) {
-    spec.cls = v.get<std::string>();
-  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
-    spec.cls = v["class_name"].get<std::string>();
-    if (auto c = v.find("config"); c != v.end() && c->is_object()) spec.cfg = &*c;
-    if (auto rn = v.find("registered_name"); rn != v.end() && rn->is_string())
-      spec.registered = &*rn;
-  } else {
-    r.fail(key, "unreadable initializer " + brief(v));
+double config_number(const json& cfg, const char* key, double fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  if (!it->is_number()) bad(fmt::format("{} must be a number, got {}", key, brief(*it)));
+  return it->get<double>();
+}
+
+std::string config_text(const json& cfg, const char* key, const char* fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  if (!it->is_string()) bad(fmt::format("{} must be a string, got {}", key, brief(*it)));
+  return lower(it->get<std::string>());
+}
+
+// The config fields each Keras class writes (get_config).
+std::set<std::string> config_fields(InitializerKind k) {
+  switch (k) {
+    case InitializerKind::zeros:
+    case InitializerKind::ones:
+      return {};
+    case InitializerKind::constant:
+      return {"value"};
+    case InitializerKind::random_normal:
+    case InitializerKind::truncated_normal:
+      return {"mean", "stddev", "seed"};
+    case InitializerKind::random_uniform:
+      return {"minval", "maxval", "seed"};
+    case InitializerKind::variance_scaling:
+      return {"scale", "mode", "distribution", "seed", "input_axes", "output_axes"};
+    case InitializerKind::identity:
+      return {"gain"};
+    case InitializerKind::orthogonal:
+      return {"gain", "seed"};
+    default:  // the named VarianceScaling forms
+      return {"seed", "input_axes", "output_axes"};
   }
-  return spec;
 }
 }  // namespace
 
-void Reader::initializer(const char* key, bool kernel) {
-  const json* p = find(key);
-  if (!p) return;  // the layer's default
-  const auto [cls, cfg, registered] = read_initializer(*this, key, *p);
-  if (registered && registered->get<std::string>() != cls)
-    fail(key, "the custom initializer '" + printable(registered->get<std::string>()) +
-                  "' is not supported");
-  const std::string low = lower(cls);
-  bool ok = false;
-  if (kernel) {
-    ok = low == "glorotuniform" || low == "glorot_uniform";
-    if (low == "variancescaling" && cfg) {
-      // GlorotUniform as VarianceScaling(scale=1, mode="fan_avg", distribution="uniform").
-      // (a structured binding captured by a lambda is C++20 that clang 14 refuses: copy it)
-      auto field = [c = cfg](const char* name) -> const json* {
-        auto it = c->find(name);
-        return it == c->end() ? nullptr : &*it;
-      };
-      const json* scale = field("scale");
-      const json* mode = field("mode");
-      const json* dist = field("distribution");
-      ok = (!scale || (scale->is_number() && scale->get<double>() == 1.0)) && mode &&
-           *mode == "fan_avg" && dist && *dist == "uniform";
+Initializer parse_initializer(const json& v) {
+  std::string cls;
+  const json* cfg = nullptr;
+  if (v.is_string()) {
+    cls = v.get<std::string>();
+  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
+    cls = v["class_name"].get<std::string>();
+    if (auto c = v.find("config"); c != v.end() && !c->is_null()) {
+      if (!c->is_object()) bad("unreadable initializer config " + brief(*c));
+      cfg = &*c;
     }
+    if (auto rn = v.find("registered_name");
+        rn != v.end() && rn->is_string() && rn->get<std::string>() != cls)
+      bad("the custom initializer '" + printable(rn->get<std::string>()) + "' is not supported");
   } else {
-    ok = low == "zeros" || low == "zero";
-    if (low == "constant" && cfg) {
-      auto val = cfg->find("value");
-      ok = val != cfg->end() && val->is_number() && val->get<double>() == 0.0;
-    }
+    bad("unreadable initializer " + brief(v));
   }
-  if (!ok)
-    fail(key, fmt::format("initializer {} is not supported: crossover initializes kernels with "
-                          "GlorotUniform and biases with Zeros",
-                          printable(cls)));
+  const std::optional<InitializerKind> kind = initializer_kind_from_name(cls);
+  if (!kind)
+    bad(
+        fmt::format("initializer {} is not supported: crossover has Keras's GlorotUniform, "
+                    "GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
+                    "VarianceScaling, RandomNormal, RandomUniform, TruncatedNormal, Zeros, Ones, "
+                    "Constant, Identity and Orthogonal",
+                    printable(cls)));
+  Initializer init = with_kind_defaults(*kind);
+  if (!cfg) return init;
+  const std::set<std::string> known = config_fields(*kind);
+  for (auto it = cfg->begin(); it != cfg->end(); ++it)
+    if (!known.count(it.key()) && !it->is_null())
+      bad(fmt::format("{} has no field {} crossover knows (value {})",
+                      initializer_class_name(*kind), printable(it.key()), brief(it.value())));
+  for (const char* axes : {"input_axes", "output_axes"})
+    if (auto a = cfg->find(axes); a != cfg->end() && !a->is_null())
+      bad(fmt::format("{} {} is not supported: crossover computes Keras's default fans (null)",
+                      axes, brief(*a)));
+  if (auto seed = cfg->find("seed"); seed != cfg->end() && !seed->is_null()) {
+    if (!seed->is_number_integer()) bad("seed must be an integer or null, got " + brief(*seed));
+    init.seed = seed->get<int64_t>();
+  }
+  init.value = config_number(*cfg, "value", init.value);
+  init.mean = config_number(*cfg, "mean", init.mean);
+  init.stddev = config_number(*cfg, "stddev", init.stddev);
+  init.minval = config_number(*cfg, "minval", init.minval);
+  init.maxval = config_number(*cfg, "maxval", init.maxval);
+  init.gain = config_number(*cfg, "gain", init.gain);
+  if (*kind == InitializerKind::variance_scaling) {
+    init.scale = config_number(*cfg, "scale", 1.0);
+    if (!(init.scale > 0.0))
+      bad(fmt::format("VarianceScaling's scale must be positive, got {}", init.scale));
+    const std::string mode = config_text(*cfg, "mode", "fan_in");
+    if (mode == "fan_in")
+      init.mode = FanMode::fan_in;
+    else if (mode == "fan_out")
+      init.mode = FanMode::fan_out;
+    else if (mode == "fan_avg")
+      init.mode = FanMode::fan_avg;
+    else
+      bad("VarianceScaling's mode must be fan_in, fan_out or fan_avg, got " + printable(mode));
+    const std::string dist = config_text(*cfg, "distribution", "truncated_normal");
+    // Keras reads "normal" as "truncated_normal".
+    if (dist == "truncated_normal" || dist == "normal")
+      init.distribution = Distribution::truncated_normal;
+    else if (dist == "untruncated_normal")
+      init.distribution = Distribution::untruncated_normal;
+    else if (dist == "uniform")
+      init.distribution = Distribution::uniform;
+    else
+      bad("VarianceScaling's distribution must be truncated_normal, untruncated_normal or "
+          "uniform, got " +
+          printable(dist));
+  }
+  if ((*kind == InitializerKind::random_normal || *kind == InitializerKind::truncated_normal) &&
+      !(init.stddev >= 0.0))
+    bad(fmt::format("stddev must be a non-negative number, got {}", init.stddev));
+  return init;
 }
 
-void Reader::constant_initializer(const char* key, double value) {
+Initializer Reader::initializer(const char* key, const Initializer& fallback) {
   const json* p = find(key);
-  if (!p) return;
-  const auto [cls, cfg, registered] = read_initializer(*this, key, *p);
-  const std::string low = lower(cls);
-  bool ok = value == 0.0 ? (low == "zeros" || low == "zero") : (low == "ones" || low == "one");
-  if (low == "constant" && cfg) {
-    auto val = cfg->find("value");
-    ok = val != cfg->end() && val->is_number() && val->get<double>() == value;
+  if (!p) return fallback;
+  try {
+    return parse_initializer(*p);
+  } catch (const std::invalid_argument& e) {
+    fail(key, e.what());
   }
-  if (!ok)
-    fail(key, fmt::format("initializer {} is not supported: only {} (the default)", printable(cls),
-                          value == 0.0 ? "Zeros" : "Ones"));
 }
 
 void Reader::refuse_set(const char* key, const std::string& why) {
@@ -266,13 +320,53 @@ void Reader::refuse_unread() const {
   }
 }
 
-ojson initializer_json(const char* cls) {
+ojson initializer_json(const Initializer& init) {
+  // Each class's get_config in Keras 3.15, in its order (the seed, from the base class, first).
+  ojson config = ojson::object();
+  const ojson seed = init.seed ? ojson(*init.seed) : ojson(nullptr);
+  switch (init.kind) {
+    case InitializerKind::zeros:
+    case InitializerKind::ones:
+      break;  // Keras refuses a seed for them
+    case InitializerKind::constant:
+      config["value"] = init.value;
+      break;
+    case InitializerKind::random_normal:
+    case InitializerKind::truncated_normal:
+      config["seed"] = seed;
+      config["mean"] = init.mean;
+      config["stddev"] = init.stddev;
+      break;
+    case InitializerKind::random_uniform:
+      config["seed"] = seed;
+      config["minval"] = init.minval;
+      config["maxval"] = init.maxval;
+      break;
+    case InitializerKind::variance_scaling:
+      config["seed"] = seed;
+      config["scale"] = init.scale;
+      config["mode"] = std::string(fan_mode_name(init.mode));
+      config["distribution"] = std::string(distribution_name(init.distribution));
+      config["input_axes"] = nullptr;
+      config["output_axes"] = nullptr;
+      break;
+    case InitializerKind::identity:
+      // Keras 3.15 writes no field (its gain is lost); crossover keeps a gain other than 1.
+      if (init.gain != 1.0) config["gain"] = init.gain;
+      break;
+    case InitializerKind::orthogonal:
+      config["seed"] = seed;
+      config["gain"] = init.gain;
+      break;
+    default:  // GlorotUniform, HeNormal, ...
+      config["seed"] = seed;
+      config["input_axes"] = nullptr;
+      config["output_axes"] = nullptr;
+      break;
+  }
   return ojson{{"module", "keras.initializers"},
-               {"class_name", cls},
-               // The constant initializers (Zeros, Ones) take no seed; Keras refuses one.
-               {"config", std::string(cls) == "Zeros" || std::string(cls) == "Ones"
-                              ? ojson::object()
-                              : ojson{{"seed", nullptr}}},
+               {"class_name", std::string(initializer_class_name(init.kind))},
+               {"config", std::move(config)},
                {"registered_name", nullptr}};
 }
 

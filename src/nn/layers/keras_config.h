@@ -73,10 +73,9 @@ class Reader {
   ActivationKind activation(const char* key = "activation");
   bool flag(const char* key, bool fallback);
   double number(const char* key, double fallback);
-  // GlorotUniform for kernels, Zeros for biases: the only initializers crossover runs there.
-  void initializer(const char* key, bool kernel);
-  // A constant initializer of `value` (0: Zeros, 1: Ones, or Constant(value)).
-  void constant_initializer(const char* key, double value);
+  // An initializer (a Keras identifier "he_normal" or a serialized {"class_name", "config"});
+  // `fallback` (the layer's default) when absent or null.
+  Initializer initializer(const char* key, const Initializer& fallback);
   // The field must be null or absent; otherwise fail(key, why).
   void refuse_set(const char* key, const std::string& why);
   // The field must be null, absent or false; otherwise fail(key, why).
@@ -94,7 +93,11 @@ class Reader {
   std::set<std::string> read_;
 };
 
-// Keras 3's serialized initializer {"module": "keras.initializers", "class_name": cls, ...}.
-ojson initializer_json(const char* cls);
+// Keras 3's serialized initializer {"module": "keras.initializers", "class_name": ..., "config":
+// its get_config(), "registered_name": null}.
+ojson initializer_json(const Initializer& init);
+// The initializer a Keras identifier ("he_normal", "HeNormal") or a serialized one names. Throws
+// std::invalid_argument(why) for anything else (the caller says where).
+Initializer parse_initializer(const json& v);
 
 }  // namespace crossover::keras_config

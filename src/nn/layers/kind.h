@@ -55,8 +55,9 @@ struct LayerParam {
   int64_t n = 0;
   int64_t offset = 0;  // in floats, within each of the four sections of the model's block
   int layer = 0;
-  bool trainable = true;  // false: batch normalization's moving statistics
-  float initial = 0.0f;   // the initial value of a parameter that is not a kernel
+  bool trainable = true;    // false: batch normalization's moving statistics
+  Initializer initializer;  // how its initial values are drawn
+  uint32_t draw = 0;        // its place among its layer's parameters (its initializer's draws)
 };
 
 // What a layer's build() derives from its input shape; the model keeps one per layer.
@@ -87,8 +88,8 @@ class LayerBuilder {
   LayerState& state;
   // Adds "<layer>/<variable>" of `shape`; returns its index. Throws Error for a count past any
   // machine.
-  int add_param(const std::string& variable, const Shape& shape, bool trainable = true,
-                float initial = 0.0f);
+  int add_param(const std::string& variable, const Shape& shape, const Initializer& initializer,
+                bool trainable = true);
 
  private:
   std::vector<LayerParam>& params_;

@@ -64,8 +64,8 @@ class LayerNormalizationKind final : public LayerKind {
     l.center = cfg.flag("center", l.center);
     l.scale = cfg.flag("scale", l.scale);
     cfg.refuse_true("rms_scaling", "rms_scaling true is not supported: only false");
-    cfg.constant_initializer("beta_initializer", 0.0);
-    cfg.constant_initializer("gamma_initializer", 1.0);
+    l.beta_initializer = cfg.initializer("beta_initializer", Zeros());
+    l.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
     for (const char* r : {"beta_regularizer", "gamma_regularizer"})
       cfg.refuse_set(r, "regularizers are not supported");
     for (const char* c : {"beta_constraint", "gamma_constraint"})
@@ -78,8 +78,8 @@ class LayerNormalizationKind final : public LayerKind {
     c["center"] = l.center;
     c["scale"] = l.scale;
     c["rms_scaling"] = false;
-    c["beta_initializer"] = initializer_json("Zeros");
-    c["gamma_initializer"] = initializer_json("Ones");
+    c["beta_initializer"] = initializer_json(l.beta_initializer);
+    c["gamma_initializer"] = initializer_json(l.gamma_initializer);
     c["beta_regularizer"] = nullptr;
     c["gamma_regularizer"] = nullptr;
     c["beta_constraint"] = nullptr;
@@ -103,8 +103,8 @@ class LayerNormalizationKind final : public LayerKind {
                .epsilon = static_cast<float>(l.epsilon),
                .scale = l.scale,
                .center = l.center};
-    if (l.scale) li.kernel = b.add_param("gamma", {n}, true, 1.0f);
-    if (l.center) li.bias = b.add_param("beta", {n}, true, 0.0f);
+    if (l.scale) li.kernel = b.add_param("gamma", {n}, l.gamma_initializer);
+    if (l.center) li.bias = b.add_param("beta", {n}, l.beta_initializer);
   }
   // Each row's mean and 1 / sqrt(variance + epsilon), which the backward pass reads.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,

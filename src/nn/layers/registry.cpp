@@ -77,15 +77,17 @@ const LayerKind* find_cli_layer_kind(std::string_view name) {
 // ---- the CLI's layer-list fields ----
 namespace crossover {
 
-int LayerBuilder::add_param(const std::string& variable, const Shape& param_shape, bool trainable,
-                            float initial) {
+int LayerBuilder::add_param(const std::string& variable, const Shape& param_shape,
+                            const Initializer& initializer, bool trainable) {
   const int64_t n = shape_size(param_shape, layer.name);
   // offset + n rounded up to whole 64-byte lines, or Error for a count no machine could hold.
   if (n > std::numeric_limits<int64_t>::max() - 16 - offset_)
     throw Error(layer.name, "too many parameters: " + std::to_string(n) + " after " +
                                 std::to_string(offset_) + " overflow a 64-bit count");
+  uint32_t draw = 0;
+  for (const LayerParam& p : params_) draw += p.layer == index ? 1 : 0;
   params_.push_back(
-      {layer.name + "/" + variable, param_shape, n, offset_, index, trainable, initial});
+      {layer.name + "/" + variable, param_shape, n, offset_, index, trainable, initializer, draw});
   offset_ += (n + 15) / 16 * 16;
   return static_cast<int>(params_.size()) - 1;
 }
