@@ -55,7 +55,6 @@ def test_each_sample_is_normalised_by_its_own_statistics_in_fit_and_predict():
         ("rms_scaling", True),
         ("gamma_regularizer", "l2"),
         ("beta_constraint", "non_neg"),
-        ("gamma_initializer", "zeros"),
     ],
 )
 def test_an_argument_crossover_does_not_run_is_refused_naming_it(argument, value):

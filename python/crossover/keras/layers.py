@@ -566,12 +566,6 @@ class LayerNormalization(Layer):
         if isinstance(axis, (list, tuple)) and len(axis) == 1:
             axis = axis[0]
         reject_unsupported(owner, axis=(axis, -1), rms_scaling=(bool(rms_scaling), False))
-        for name, value, default in (
-            ("beta_initializer", beta_initializer, "zeros"),
-            ("gamma_initializer", gamma_initializer, "ones"),
-        ):
-            if _initializer(value) != default:
-                reject_unsupported(owner, **{name: (value, default)})
         reject_unsupported(
             owner,
             beta_regularizer=(beta_regularizer, None),
@@ -585,6 +579,9 @@ class LayerNormalization(Layer):
         self.scale = bool(scale)
         self.rms_scaling = False
         self._layer = _core.LayerNormalization(self.epsilon, self.center, self.scale)
+        _set_initializers(
+            self, beta_initializer=beta_initializer, gamma_initializer=gamma_initializer
+        )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         kinds = [("gamma", True)] if self.scale else []

@@ -144,6 +144,7 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             scale=layer.scale,
             name=layer.name,
             dtype=dtype,
+            **_initializers_of(layer, "beta", "gamma"),
         )
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
