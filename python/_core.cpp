@@ -194,6 +194,7 @@ void bind_layers(nb::module_& m) {
       d["cli_name"] = std::string(k->cli_name());
       d["takes_images"] = k->takes_images();
       d["is_model_input"] = k->is_model_input();
+      d["merges"] = k->merges();
       kinds.append(d);
     }
     return kinds;

@@ -27,6 +27,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
 
 # Public classes that are not kinds of their own: what each makes.
 PYTHON_ONLY = {"Layer": None, "Input": "InputLayer", "Softmax": "Activation", "ReLU": "Activation"}
+PYTHON_ONLY.update(add="Add", concatenate="Concatenate")  # keras.layers.add([a, b]): Add()(...)
 
 # Arguments whose Python default (None) the engine resolves to a value: strides default to the
 # pool size, data_format to channels_last, activation None is linear, dtype None is the global
@@ -38,6 +39,19 @@ def engine_config(kind: dict) -> dict:
     """The kind's Keras config as the engine writes it after reading only what is required (in a
     model whose output a Flatten makes flat, as the engine requires)."""
     shape = [None, 8, 8, 1] if kind["takes_images"] else [None, 16]
+    if kind["merges"]:  # Add, Concatenate: in a functional model, of the input twice
+        tensor = {"class_name": "__keras_tensor__", "config": {"keras_history": ["in", 0, 0]}}
+        config = {"name": "probe", **REQUIRED.get(kind["class_name"], {})}
+        layers_json = [
+            {"class_name": "InputLayer", "config": {"batch_shape": shape, "name": "in"},
+             "name": "in", "inbound_nodes": []},
+            {"class_name": kind["class_name"], "config": config, "name": "probe",
+             "inbound_nodes": [{"args": [[tensor, tensor]], "kwargs": {}}]},
+        ]
+        doc = {"class_name": "Functional", "config": {"name": "m", "layers": layers_json,
+               "input_layers": ["in", 0, 0], "output_layers": ["probe", 0, 0]}}
+        model = _core.model_from_json(json.dumps(doc), "registry")
+        return json.loads(_core.model_to_json(model))["config"]["layers"][1]["config"]
     entries = [{"class_name": "InputLayer", "config": {"batch_shape": shape, "name": "in"}}]
     if not kind["is_model_input"]:
         config = {"name": "probe", **REQUIRED.get(kind["class_name"], {})}

@@ -76,6 +76,8 @@ class KerasTensor:
 def input_tensor(layer: InputLayer) -> KerasTensor:
     """keras.Input's result: the InputLayer's output."""
     tensor = KerasTensor((None, *layer._input_shape), layer, [])
+    if layer._given_name:
+        tensor.name = layer._given_name  # Keras: keras.Input(name=...) names the tensor
     layer._output_tensor = tensor
     return tensor
 
