@@ -140,6 +140,19 @@ def _rule(widths: list[int], left: str, fill: str, middle: str, right: str) -> s
     return left + middle.join(fill * w for w in widths) + right
 
 
+def _table(name: str, widths: list[int], header: list[str], rows: list[list[str]]) -> list[str]:
+    """Keras's box table: the model's name, the heavy header, the rows between light rules."""
+    lines = [f'Model: "{name}"', _rule(widths, "┏", "━", "┳", "┓")]
+    lines += _row(header, widths, "┃")
+    lines.append(_rule(widths, "┡", "━", "╇", "┩"))
+    for i, row in enumerate(rows):
+        if i:
+            lines.append(_rule(widths, "├", "─", "┼", "┤"))
+        lines += _row(row, widths, "│")
+    lines.append(_rule(widths, "└", "─", "┴", "┘"))
+    return lines
+
+
 def summary_text(
     model: Any,
     optimizer_params: Optional[int],
@@ -153,10 +166,6 @@ def summary_text(
     shape: Optional[tuple[int, ...]] = None
     if model._input_shape is not None:
         shape = tuple(model._input_shape)
-    lines = [f'Model: "{model.name}"']
-    lines.append(_rule(widths, "┏", "━", "┳", "┓"))
-    lines += _row(["Layer (type)", "Output Shape", "Param #"], widths, "┃")
-    lines.append(_rule(widths, "┡", "━", "╇", "┩"))
     trainable = fixed = 0
     rows = []
     for layer in model.layers:
@@ -168,11 +177,7 @@ def summary_text(
         shape = output_shape(layer, shape)
         trainable, fixed = trainable + t, fixed + f
         rows.append([name, "(" + ", ".join(["None", *map(str, shape)]) + ")", f"{t + f:,}"])
-    for i, row in enumerate(rows):
-        if i:
-            lines.append(_rule(widths, "├", "─", "┼", "┤"))
-        lines += _row(row, widths, "│")
-    lines.append(_rule(widths, "└", "─", "┴", "┘"))
+    lines = _table(model.name, widths, ["Layer (type)", "Output Shape", "Param #"], rows)
     return "\n".join(lines + _totals(trainable, fixed, optimizer_params))
 
 
@@ -191,12 +196,9 @@ def functional_summary_text(
     else:
         widths = column_widths(line_length, positions, 108, (0.3, 0.56, 0.74, 1.0))
         header = ["Layer (type)", "Output Shape", "Param #", "Connected to"]
-    lines = [f'Model: "{model.name}"']
-    lines.append(_rule(widths, "┏", "━", "┳", "┓"))
-    lines += _row(header, widths, "┃")
-    lines.append(_rule(widths, "┡", "━", "╇", "┩"))
     trainable = fixed = 0
-    for i, layer in enumerate(model.layers):
+    rows = []
+    for layer in model.layers:
         out = layer._output_tensor
         parents = out._inputs
         t, f = weight_counts(layer, tuple(parents[0].shape[1:])) if parents else (0, 0)
@@ -208,10 +210,8 @@ def functional_summary_text(
         ]
         if not chain:
             row.append(", ".join(f"{p._layer.name}[0][0]" for p in parents) or "-")
-        if i:
-            lines.append(_rule(widths, "├", "─", "┼", "┤"))
-        lines += _row(row, widths, "│")
-    lines.append(_rule(widths, "└", "─", "┴", "┘"))
+        rows.append(row)
+    lines = _table(model.name, widths, header, rows)
     return "\n".join(lines + _totals(trainable, fixed, optimizer_params))
 
 
