@@ -460,9 +460,9 @@ struct Sequential::Impl {
       if (kind.merges()) {
         pool.give_back(step.g);
         for (std::size_t k = 0; k < inputs[i].size(); ++k)
-          if (input_grads[k]) deliver(pool, pending, done, inputs[i][k], input_grads[k], false);
+          if (input_grads[k]) deliver(pool, pending, done, inputs[i][k], input_grads[k], false, m);
       } else if (wants_input_grad) {
-        deliver(pool, pending, done, inputs[i][0], step.g, step.activation_done);
+        deliver(pool, pending, done, inputs[i][0], step.g, step.activation_done, m);
       } else {
         pool.give_back(step.g);
       }
@@ -502,9 +502,10 @@ struct Sequential::Impl {
   };
 
   // Layer j's output gradient g from one reader: j's pending gradient if it has none yet, else
-  // added into it. `done`: the reader applied j's activation gradient (only a sole reader may).
+  // added into it over the step's m rows. `done`: the reader applied j's activation gradient
+  // (only a sole reader may).
   void deliver(GradientPool& pool, std::vector<float*>& pending, std::vector<char>& done, int j,
-               float* g, bool activation_done) {
+               float* g, bool activation_done, int64_t m) {
     const auto u = static_cast<std::size_t>(j);
     if (!pending[u]) {
       pending[u] = g;
@@ -515,7 +516,7 @@ struct Sequential::Impl {
       throw Error("backward", "internal: an activation gradient applied by one of several readers");
     if (!pool.count_only) {
       backend->set_scope(layers[u].name);
-      backend->add(pending[u], g, pending[u], pool.plan->batch * info[u].out_width);
+      backend->add(pending[u], g, pending[u], m * info[u].out_width);
     }
     pool.give_back(g);
   }
