@@ -51,7 +51,7 @@ void write_bytes(const std::string& path, std::span<const uint8_t> b) {
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 std::string keras_file(const std::string& name) {
-  return std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/" + name;
+  return crossover::testing_util::source_dir() + "/tests/data/keras/" + name;
 }
 
 using testing_util::error_of;

@@ -18,6 +18,11 @@
 
 namespace crossover::testing_util {
 
+// The source tree and the crossover binary under test (only test_util.cpp is compiled with their
+// paths, so that the other test files compile the same in every checkout and ccache shares them).
+const std::string& source_dir();
+const std::string& binary_path();
+
 // data/mnist-10k as float tensors, read once per test process.
 struct Mnist10k {
   Tensor x_train, y_train, x_test, y_test;
