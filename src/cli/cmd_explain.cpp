@@ -7,6 +7,7 @@
 #include "perf/explain.h"
 #include "perf/measure.h"
 #include "perf/profile.h"
+#include "perf/trace.h"
 
 namespace crossover::cli {
 
@@ -20,13 +21,15 @@ struct ExplainCliOptions : CommonOptions {
   double max_seconds = 20;
   ProfileFlags profile;
   bool ops = false;
-  int ranks = 0;  // 0: as started (one process, or mpirun's ranks)
+  int ranks = 0;      // 0: as started (one process, or mpirun's ranks)
+  std::string trace;  // --trace: the timed steps as a Chrome trace (perf/trace.h)
 };
 
 // The option checks that need no data: one line each, before anything is read. Sets `mode`
 // (--mode); returns whether the device is a GPU.
 bool check_explain_options(const ExplainCliOptions& o, const Ranks& ranks, perf::Mode& mode) {
   if (!o.json.empty()) check_writable("--json", o.json);
+  if (!o.trace.empty() && ranks.leader()) check_writable("--trace", o.trace);
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
   if (o.steps < 1) throw Error("--steps", "must be at least 1");
   if (!(o.max_seconds > 0)) throw Error("--max-seconds", "must be positive");
@@ -206,6 +209,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
       choose_explain_profile(o, ranks, gpu, d, probe, threads.threads, c, note);
   if (!gpu) c.other_profiles = perf::gpu_profiles();
   c.collective = ranks.collective;
+  c.trace = !o.trace.empty();
   out.say(fmt::format("explain: {} on {}, batch {}{}, {} mode; prediction from {}", o.model,
                       device_description(c.device), o.batch_size,
                       ranks.collective
@@ -216,6 +220,17 @@ void run_explain_cmd(const ExplainCliOptions& o) {
                       o.mode, note));
   const perf::ExplainResult r = perf::run_explain(c);
   print_explain(o, r, note, out);
+  if (c.trace && ranks.leader()) {
+    perf::write_chrome_trace(
+        o.trace, r,
+        {.title = fmt::format("crossover explain: {} on {}, batch {}{}", o.model, c.device, r.batch,
+                              ranks.size > 1 ? fmt::format(", rank 0 of {}", ranks.size) : ""),
+         .device = c.device,
+         .device_name = device_description(c.device)},
+        "--trace " + o.trace);
+    out.say(fmt::format("trace: {} ({} timed steps; open it in ui.perfetto.dev)", o.trace,
+                        r.raw.traced_steps.size()));
+  }
 
   if (o.json.empty() || !ranks.leader()) return;
   nlohmann::json doc{
@@ -235,6 +250,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
        {{"measured", r.step_measured},
         {"predicted",
          r.has_prediction ? nlohmann::json(r.step_predicted) : nlohmann::json(nullptr)},
+        {"timed", r.timed_step_wall},
         {"ratio", r.has_prediction ? nlohmann::json(r.step_predicted / r.step_measured)
                                    : nlohmann::json(nullptr)}}},
       {"summary", r.sentences},
@@ -260,6 +276,9 @@ void add_explain(CLI::App& app) {
       ->capture_default_str();
   add_profile_options(cmd, o->profile);
   cmd->add_flag("--ops", o->ops, "Also print the cost model's op list");
+  cmd->add_option("--trace", o->trace,
+                  "Write the timed steps as a Chrome trace (JSON) to this file, for Perfetto or "
+                  "chrome://tracing: each backend call a slice with its shapes, bytes and FLOPs");
   cmd->add_option("--ranks", o->ranks,
                   "Explain a step of training over N ranks (data parallel, MPI): started as one "
                   "process, explain runs itself under mpirun -np N (default: as started)");

@@ -1,6 +1,7 @@
 #include "perf/backend_wrappers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -11,6 +12,10 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
+int64_t ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+int64_t ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
 }  // namespace
 
 double PhaseTimes::unattributed_seconds() const {
@@ -51,7 +56,14 @@ void TimingBackend::timed(Call call, F&& f) {
     // Everything before was already waited for; this costs the round trip.
     const auto t0 = Clock::now();
     f();
-    const double t = since(t0, Clock::now());
+    const auto t1 = Clock::now();
+    const double t = since(t0, t1);
+    if (tracing_)
+      times_.traced_calls.push_back({.call = call,
+                                     .position = static_cast<int64_t>(position_),
+                                     .step = times_.steps,
+                                     .start = ns(t0),
+                                     .end = ns(t1)});
     times_.seconds[static_cast<std::size_t>(phase)] += t;
     ++times_.calls;
     if (times_.by_position.size() <= position_) times_.by_position.resize(position_ + 1, 0.0);
@@ -66,10 +78,16 @@ void TimingBackend::timed(Call call, F&& f) {
   const auto p = static_cast<std::size_t>(phase);
   ++times_.calls;
   if (times_.by_position.size() <= position_) times_.by_position.resize(position_ + 1, 0.0);
+  TracedCall traced{.call = call,
+                    .position = static_cast<int64_t>(position_),
+                    .step = times_.steps,
+                    .start = ns(t0),
+                    .end = ns(t1)};
   double& at = times_.by_position[position_++];
   if (!instrument_) {
     times_.seconds[p] += since(t0, t1);
     at += since(t0, t1);
+    if (tracing_) times_.traced_calls.push_back(traced);
     return;
   }
   inner_->synchronize();
@@ -78,6 +96,12 @@ void TimingBackend::timed(Call call, F&& f) {
   times_.seconds[host_is_phase ? p : static_cast<std::size_t>(Phase::host_overhead)] += host;
   times_.seconds[p] += std::max(0.0, wait - sync_floor_);
   at += (host_is_phase ? host : 0.0) + std::max(0.0, wait - sync_floor_);
+  if (tracing_) {
+    // The device's share as explain counts it: a copy from its start, a kernel after its launch.
+    traced.device_start = host_is_phase ? traced.start : traced.end;
+    traced.device_end = traced.end + ns(std::max(0.0, wait - sync_floor_));
+    times_.traced_calls.push_back(traced);
+  }
   times_.instrument_seconds += since(a, t0) + std::min(wait, sync_floor_);
 }
 
@@ -91,7 +115,14 @@ void TimingCollective::allreduce_sum(float* data, int64_t n) {
   // as sync_wait (the cost model assumes ranks of equal speed), then the allreduce timed alone.
   const auto a = Clock::now();
   inner_->barrier();
-  t->times_.seconds[static_cast<std::size_t>(Phase::sync_wait)] += since(a, Clock::now());
+  const auto b = Clock::now();
+  t->times_.seconds[static_cast<std::size_t>(Phase::sync_wait)] += since(a, b);
+  if (t->tracing_)
+    t->times_.traced_calls.push_back({.call = Call::allreduce,
+                                      .barrier = true,
+                                      .step = t->times_.steps,
+                                      .start = ns(a),
+                                      .end = ns(b)});
   t->timed(Call::allreduce, [&] { inner_->allreduce_sum(data, n); });
 }
 
@@ -113,7 +144,9 @@ class TimedGraph final : public Backend::StepGraph {
       owner_.in_step_ = false;
       throw;
     }
-    owner_.times_.step_wall_seconds += since(t0, Clock::now());
+    const auto t1 = Clock::now();
+    owner_.times_.step_wall_seconds += since(t0, t1);
+    if (owner_.tracing_) owner_.times_.traced_steps.push_back({ns(t0), ns(t1)});
     owner_.times_.steps += 1;
     owner_.in_step_ = false;
   }

@@ -40,6 +40,24 @@ class ForwardingBackend : public Backend {
   std::unique_ptr<Backend> inner_;
 };
 
+// One backend call of a timed step as it happened (TimingBackend::set_tracing): steady-clock
+// nanoseconds. `start`..`end` is the call on the host thread (on the CPU, its whole cost; on an
+// instrumented GPU, its launch or its copy); `device_start`..`device_end` (instrumented only,
+// else both 0) the device time explain attributes to it: the wait after the call less an idle
+// synchronize()'s round trip (from the call's start for a copy, whose host time is the copy).
+struct TracedCall {
+  Call call = Call::synchronize;
+  bool barrier = false;   // the ranks' barrier before an allreduce (position -1), not a call
+  int64_t position = -1;  // the call's position within its step (PhaseTimes::by_position)
+  int64_t step = 0;       // the step (replay) it was made in, from 0
+  int64_t start = 0, end = 0;
+  int64_t device_start = 0, device_end = 0;
+};
+// One timed step (a replay of the captured step): steady-clock nanoseconds.
+struct TracedStep {
+  int64_t start = 0, end = 0;
+};
+
 // What a TimingBackend measured over the steps it saw.
 struct PhaseTimes {
   std::array<double, kPhaseCount> seconds{};  // attributed to each phase, summed over steps
@@ -54,6 +72,9 @@ struct PhaseTimes {
   // host_overhead is what the step's wall time holds beyond the attributed calls and the
   // instrumentation: the model's own host code between calls, and the launches (GPU).
   double unattributed_seconds() const;
+  // With tracing on (TimingBackend::set_tracing): every step and every call in it, in order.
+  std::vector<TracedStep> traced_steps;
+  std::vector<TracedCall> traced_calls;
 };
 
 // Times each backend call made inside a step (a replay of a captured step) and adds it to its
@@ -68,6 +89,8 @@ class TimingBackend final : public ForwardingBackend {
   TimingBackend(std::unique_ptr<Backend> inner, bool instrument);
 
   void set_enabled(bool on) { enabled_ = on; }
+  // Also keep each step's and each call's start and end (PhaseTimes::traced_*), for a timeline.
+  void set_tracing(bool on) { tracing_ = on; }
   void reset() { times_ = {}; }
   const PhaseTimes& times() const { return times_; }
   bool instrumented() const { return instrument_; }
@@ -88,6 +111,7 @@ class TimingBackend final : public ForwardingBackend {
   bool instrument_ = false;
   bool enabled_ = true;
   bool in_step_ = false;
+  bool tracing_ = false;
   std::size_t position_ = 0;
   double sync_floor_ = 0;  // an idle synchronize(), measured at construction (instrument only)
   PhaseTimes times_;

@@ -330,6 +330,7 @@ ExplainResult run_explain(const ExplainConfig& c) {
                       .no_graph = gpu,
                       .timing = &timing,
                       .collective = c.collective});
+  timing->set_tracing(c.trace);
   time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1), c.max_seconds, timing,
              ranks);
   r.raw = timing->times();

@@ -44,6 +44,9 @@ struct ExplainConfig {
   // global batch, each rank's step takes its share, and the allreduce is timed in the step (on
   // each rank; rank 0's result is the one to show). Null: one process.
   std::shared_ptr<Collective> collective;
+  // Keep the timed run's every step and call (ExplainResult::raw.traced_*) for a timeline
+  // (perf/trace.h).
+  bool trace = false;
 };
 
 struct ExplainResult {
