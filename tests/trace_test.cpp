@@ -69,6 +69,14 @@ std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> check_trace(const json
     EXPECT_GE(ts, 0) << e.dump();
     EXPECT_GE(dur, 0) << e.dump();
     const auto start = static_cast<int64_t>(std::llround(ts * 1000));
+    // In the file as a reader nests them: per track by start, a parent before its children.
+    const std::pair<int64_t, int64_t> track{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()};
+    if (!tracks[track].empty()) {
+      const Slice& before = tracks[track].back();
+      EXPECT_TRUE(before.start < start ||
+                  (before.start == start && before.end >= start + std::llround(dur * 1000)))
+          << e.dump() << " comes after " << before.name;
+    }
     tracks[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}].push_back(
         {e["name"].get<std::string>(), e.value("cat", std::string()), start,
          start + std::llround(dur * 1000), e.value("args", json::object())});

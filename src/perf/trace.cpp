@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
+#include <vector>
 
 #include "core/error.h"
 #include "perf/profile.h"
@@ -115,12 +117,13 @@ nlohmann::json chrome_trace(const ExplainResult& r, const TraceLabels& labels) {
     events.push_back(metadata("thread_sort_index", kDeviceTid, {{"sort_index", 1}}));
   }
 
+  std::vector<nlohmann::json> slices;
   std::size_t next = 0;  // the first call of the step at hand
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const int64_t step_start = q(steps[s].start), step_end = q(steps[s].end);
     std::size_t last = next;
     while (last < calls.size() && calls[last].step == static_cast<int64_t>(s)) ++last;
-    events.push_back(complete(fmt::format("step {}", s), "step", kHostTid, step_start, step_end,
+    slices.push_back(complete(fmt::format("step {}", s), "step", kHostTid, step_start, step_end,
                               {{"step", s}, {"calls", last - next}}));
     // The stages tile the step: each from its first call (the first from the step's start) to
     // the next one's start (the last to the step's end).
@@ -133,12 +136,12 @@ nlohmann::json chrome_trace(const ExplainResult& r, const TraceLabels& labels) {
       // duration, lie at the next one's start.
       const int64_t at = std::min(q(calls[i].start), step_end);
       if (at > stage_start)
-        events.push_back(
+        slices.push_back(
             complete(stage_name(stage), "stage", kHostTid, stage_start, at, {{"step", s}}));
       stage = now;
       stage_start = std::max(stage_start, at);
     }
-    events.push_back(
+    slices.push_back(
         complete(stage_name(stage), "stage", kHostTid, stage_start, step_end, {{"step", s}}));
 
     for (std::size_t i = next; i < last; ++i) {
@@ -167,15 +170,24 @@ nlohmann::json chrome_trace(const ExplainResult& r, const TraceLabels& labels) {
         if (!predicted_at.empty())
           args["predicted_us"] = predicted_at[static_cast<std::size_t>(c.position)] * 1e6;
       }
-      events.push_back(complete(name, "call", kHostTid, std::min(q(c.start), step_end),
+      slices.push_back(complete(name, "call", kHostTid, std::min(q(c.start), step_end),
                                 std::min(q(c.end), step_end), args));
       if (c.device_end > c.device_start)
-        events.push_back(
+        slices.push_back(
             complete(name, "device", kDeviceTid, q(c.device_start), q(c.device_end), args));
     }
     next = last;
   }
 
+  // In the order a reader nests them: by track, then start, the longer (the parent) first.
+  std::stable_sort(
+      slices.begin(), slices.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+        const auto key = [](const nlohmann::json& e) {
+          return std::tuple(e["tid"].get<int>(), e["ts"].get<double>(), -e["dur"].get<double>());
+        };
+        return key(a) < key(b);
+      });
+  for (nlohmann::json& e : slices) events.push_back(std::move(e));
   return {{"traceEvents", std::move(events)},
           {"displayTimeUnit", "ms"},
           {"otherData",
