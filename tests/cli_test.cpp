@@ -66,6 +66,25 @@ TEST(Cli, BadUsageExitsTwoWithOneLine) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+TEST(Cli, AnUnknownSubcommandSaysSoAndSuggestsTheNearest) {
+  expect_usage_error("trian --epochs 1", "unknown subcommand 'trian'; did you mean 'train'?");
+  expect_usage_error("compair", "did you mean 'compare'?");
+  expect_usage_error("reprot --out r.html", "did you mean 'report'?");
+  // Nothing near: the list of subcommands instead of a guess.
+  const auto r = run_crossover("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown subcommand 'frobnicate'; the subcommands are train,"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ReportRefusesBadOptionsBeforeMeasuring) {
+  expect_usage_error("report --data mnist-10k --out /no/such/dir/r.html", "/no/such/dir");
+  expect_usage_error("report --data mnist-10k --epochs 0 --out r.html", "--epochs");
+  expect_usage_error("report --data mnist-10k --device tpu --out r.html", "--device tpu");
+}
+
 TEST(Cli, ConvolutionSpecsBuildKerasLayersAndBadOnesNameTheSyntax) {
   expect_usage_error("train --model conv:32 --data mnist-10k",
                      "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
