@@ -379,8 +379,8 @@ TEST(Cli, ABuiltInModelTrainedInBf16ResumesInBf16) {
 
 TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
   // 100,000 threads crashed libgomp (exit 139); every subcommand now refuses before any work.
-  for (const std::string cmd :
-       {"train", "evaluate --load m.safetensors", "compare", "explain", "sweep", "calibrate"}) {
+  for (const std::string cmd : {"train", "evaluate --load m.safetensors", "compare", "explain",
+                                "sweep", "calibrate", "report"}) {
     expect_usage_error(cmd + " --threads 100000", "--threads: 100000 is more than");
     expect_usage_error(cmd + " --threads -1", "--threads");
     const auto help = run_crossover(cmd + " --help");
