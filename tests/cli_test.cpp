@@ -66,6 +66,25 @@ TEST(Cli, BadUsageExitsTwoWithOneLine) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+TEST(Cli, AnUnknownSubcommandSaysSoAndSuggestsTheNearest) {
+  expect_usage_error("trian --epochs 1", "unknown subcommand 'trian'; did you mean 'train'?");
+  expect_usage_error("compair", "did you mean 'compare'?");
+  expect_usage_error("reprot --out r.html", "did you mean 'report'?");
+  // Nothing near: the list of subcommands instead of a guess.
+  const auto r = run_crossover("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown subcommand 'frobnicate'; the subcommands are train,"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ReportRefusesBadOptionsBeforeMeasuring) {
+  expect_usage_error("report --data mnist-10k --out /no/such/dir/r.html", "/no/such/dir");
+  expect_usage_error("report --data mnist-10k --epochs 0 --out r.html", "--epochs");
+  expect_usage_error("report --data mnist-10k --device tpu --out r.html", "--device tpu");
+}
+
 TEST(Cli, ConvolutionSpecsBuildKerasLayersAndBadOnesNameTheSyntax) {
   expect_usage_error("train --model conv:32 --data mnist-10k",
                      "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
@@ -360,8 +379,8 @@ TEST(Cli, ABuiltInModelTrainedInBf16ResumesInBf16) {
 
 TEST(Cli, AThreadCountAboveTheLimitIsRefusedByEverySubcommandThatTakesOne) {
   // 100,000 threads crashed libgomp (exit 139); every subcommand now refuses before any work.
-  for (const std::string cmd :
-       {"train", "evaluate --load m.safetensors", "compare", "explain", "sweep", "calibrate"}) {
+  for (const std::string cmd : {"train", "evaluate --load m.safetensors", "compare", "explain",
+                                "sweep", "calibrate", "report"}) {
     expect_usage_error(cmd + " --threads 100000", "--threads: 100000 is more than");
     expect_usage_error(cmd + " --threads -1", "--threads");
     const auto help = run_crossover(cmd + " --help");

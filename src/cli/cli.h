@@ -233,5 +233,6 @@ void add_calibrate(CLI::App& app);
 void add_explain(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_report(CLI::App& app);
 
 }  // namespace crossover::cli

@@ -8,9 +8,7 @@
 
 namespace crossover::perf {
 
-namespace {
-
-std::string esc(const std::string& s) {
+std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
@@ -32,6 +30,10 @@ std::string esc(const std::string& s) {
   }
   return o;
 }
+
+namespace {
+
+const auto esc = xml_escape;
 
 std::string num(double v) {
   if (v >= 1000) return fmt::format("{:.0f}", v);

@@ -30,6 +30,9 @@ struct PlotSpec {
   std::string footnote;
 };
 
+// `s` with & < > " as XML (and HTML) entities, for text and attribute values.
+std::string xml_escape(const std::string& s);
+
 // The SVG document (UTF-8 text, starting with "<svg").
 std::string svg_plot(const PlotSpec& spec);
 
