@@ -11,6 +11,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <array>
@@ -19,6 +20,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -270,17 +272,24 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
           "compile",
           [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,
              std::vector<std::string> metrics, const std::string& device, int threads,
-             uint64_t seed, const std::string& precision, bool from_logits) {
+             uint64_t seed, const std::string& precision, bool from_logits,
+             std::vector<std::string> metric_names) {
             CompileOptions o;
             o.device = device;
             o.threads = threads;
             o.seed = seed;
             o.precision = precision;
-            s.compile(opt, LossSpec{loss, from_logits}, std::move(metrics), o);
+            // Each metric by a Keras name, reported under metric_names' (when given).
+            std::vector<MetricSpec> specs;
+            for (std::size_t i = 0; i < metrics.size(); ++i) {
+              specs.push_back(metric_spec(metrics[i]));
+              if (i < metric_names.size()) specs.back().name = metric_names[i];
+            }
+            s.compile_with(opt, LossSpec{loss, from_logits}, std::move(specs), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
           nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "",
-          nb::arg("from_logits") = false)
+          nb::arg("from_logits") = false, nb::arg("metric_names") = std::vector<std::string>{})
       .def(
           "use_measured_cpu_threads",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, uint64_t seed,
@@ -313,8 +322,9 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
             }
             const OptimizerConfig optimizer = s.optimizer();
             const LossSpec loss{s.loss_name(), s.from_logits()};
-            s.compile(
-                optimizer, loss, s.metrics(),
+            const std::vector<MetricSpec> metrics = s.metric_specs();  // copied: compile resets
+            s.compile_with(
+                optimizer, loss, metrics,
                 {.device = "cpu", .threads = r.threads, .seed = seed, .precision = s.precision()});
             if (built) {
               s.set_weights(weights);
@@ -381,7 +391,7 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
             if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
             nb::gil_scoped_release release;
             const EvaluateResult r = s.evaluate(tx, ty, std::move(o));
-            return std::make_pair(r.loss, r.accuracy);
+            return std::make_tuple(r.loss, r.accuracy, r.metrics);
           },
           nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"),
           nb::arg("callbacks").none() = nb::none(), nb::arg("metric_name") = "accuracy")

@@ -9,6 +9,7 @@
 #include "nn/checkpoint.h"
 #include "nn/keras_h5.h"
 #include "nn/layers.h"
+#include "nn/metrics.h"
 #include "nn/model_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"

@@ -530,8 +530,17 @@ TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
   logits["compile_config"]["loss"]["config"]["from_logits"] = "yes";
   EXPECT_ERROR_HAS(training_config_from_json(logits.dump(), "o"), "from_logits must be");
   json mae = json::parse(slurp(keras_file("small_keras3.json")));
-  mae["compile_config"]["metrics"] = json::parse(R"(["mae"])");
-  EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"), "metric 'mae' is not supported");
+  mae["compile_config"]["metrics"] = json::parse(
+      R"(["mae", {"module": "keras.metrics", "class_name": "MeanSquaredError",
+                  "config": {"name": "mse", "dtype": "float32"}, "registered_name": null},
+          {"module": "keras.metrics", "class_name": "RootMeanSquaredError",
+           "config": {"name": "err", "dtype": "float32"}, "registered_name": null}])");
+  const auto mae_tc = training_config_from_json(mae.dump(), "o");
+  ASSERT_TRUE(mae_tc);
+  EXPECT_EQ(mae_tc->metrics, (std::vector<std::string>{"mae", "mse", "RootMeanSquaredError"}));
+  mae["compile_config"]["metrics"] = json::parse(R"(["precision"])");
+  EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"),
+                   "metric 'precision' is not supported");
   // Keras 3's loss objects and SGD read back.
   json sgd = json::parse(slurp(keras_file("small_keras3.json")));
   sgd["compile_config"]["optimizer"] = json::parse(

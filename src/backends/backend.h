@@ -31,6 +31,21 @@ namespace crossover {
 
 enum class ActivationKind { linear, relu, sigmoid, tanh, softmax };
 
+// A metric's per-sample value, computed on the device from a batch's predictions and targets
+// (metric_row in backends/kernel_math.h, Keras 3's definitions); nn/metrics.h names them.
+enum class MetricKind {
+  mean_absolute_error,                // mean over the row of |t - p|
+  mean_squared_error,                 // mean over the row of (t - p)^2
+  categorical_accuracy,               // argmax p == argmax t
+  sparse_categorical_accuracy,        // argmax p == t (a class index)
+  binary_accuracy,                    // mean over the row of t == (p > threshold)
+  top_k_categorical_accuracy,         // argmax t among p's top k (ties count in)
+  sparse_top_k_categorical_accuracy,  // t (a class index) among p's top k
+};
+
+// The most metrics besides the loss's accuracy one model computes (StepCounters::metric_sums).
+inline constexpr int kMaxMetrics = 8;
+
 // Per-step values that kernels read from backend memory (so a captured graph stays valid).
 struct StepCounters {
   int64_t step = 0;         // optimizer steps taken so far (Adam's t is step + 1)
@@ -44,9 +59,10 @@ struct StepCounters {
   int64_t nadam_step = 0;
   float nadam_u_product = 1;
   // Running sums for the epoch's loss and metrics, read by the progress line asynchronously.
-  double loss_sum = 0;      // sum over samples of the per-sample loss
-  double correct_sum = 0;   // number of correctly classified samples
-  double sample_count = 0;  // samples seen
+  double loss_sum = 0;                   // sum over samples of the per-sample loss
+  double correct_sum = 0;                // number of correctly classified samples
+  double sample_count = 0;               // samples seen
+  double metric_sums[kMaxMetrics] = {};  // sums over samples of each compiled metric's value
 };
 
 // The learning rate as a function of the optimizer step, evaluated on the device each step.

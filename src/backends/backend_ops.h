@@ -162,6 +162,13 @@ CROSSOVER_BACKEND_OP(relu_dropout_backward, (const float* y_after_dropout, const
 // batch mean.
 CROSSOVER_BACKEND_OP(loss_forward_backward, (LossKind loss, ActivationKind act, const float* out, const float* targets, float* probs, float* d_out, int64_t m, int64_t c, StepCounters* counters, int64_t mean_rows), (loss, act, out, targets, probs, d_out, m, c, counters, mean_rows), pure, elementwise)
 
+// ---- metrics (MetricKind in backend.h) ----
+// Adds to *sum the sum over m rows of the metric's per-sample value (metric_row in kernel_math.h)
+// for predictions pred (m, c) and targets (m, target_cols): target_cols is c, or 1 (a class index,
+// or one value Keras broadcasts over the row). parameter: binary accuracy's threshold, top-k's k.
+// sum is backend memory (a StepCounters' metric_sums), so an epoch accumulates with no sync.
+CROSSOVER_BACKEND_OP(metric_sum, (MetricKind kind, const float* pred, const float* targets, int64_t m, int64_t c, int64_t target_cols, float parameter, double* sum), (kind, pred, targets, m, c, target_cols, parameter, sum), pure, elementwise)
+
 // ---- optimizer: one update of every parameter (one launch on CUDA) ----
 // Reads counters->step (t = step + 1), writes counters->learning_rate from the schedule,
 // applies clipping, then increments counters->step and counters->batch_index. With no params

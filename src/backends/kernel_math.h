@@ -437,4 +437,49 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
   return out;
 }
 
+// One sample's (row r's) value of a metric, Keras 3's definition (keras/src/metrics): pred is the
+// model's output row (c values), targets (rows, target_cols) with target_cols c or 1 (a class
+// index, or one value broadcast over the row as Keras's squeeze_or_expand_to_same_rank does).
+// parameter: binary accuracy's threshold, top-k's k.
+CROSSOVER_HD double metric_row(MetricKind kind, const float* pred, const float* targets, int64_t r,
+                               int64_t c, int64_t target_cols, float parameter) {
+  const float* t = targets + r * target_cols;
+  const int64_t step = target_cols == 1 ? 0 : 1;  // t[j * step]: the row's target for column j
+  switch (kind) {
+    case MetricKind::mean_absolute_error:
+    case MetricKind::mean_squared_error: {
+      double sum = 0.0;
+      for (int64_t j = 0; j < c; ++j) {
+        const float e = t[j * step] - pred[j];
+        sum += kind == MetricKind::mean_absolute_error ? std::fabs(static_cast<double>(e))
+                                                       : static_cast<double>(e) * e;
+      }
+      return sum / static_cast<double>(c);
+    }
+    case MetricKind::binary_accuracy: {
+      double right = 0.0;
+      for (int64_t j = 0; j < c; ++j)
+        right += t[j * step] == (pred[j] > parameter ? 1.0f : 0.0f) ? 1.0 : 0.0;
+      return right / static_cast<double>(c);
+    }
+    case MetricKind::categorical_accuracy:
+      return argmax_row(pred, c) == argmax_row(t, target_cols) ? 1.0 : 0.0;
+    case MetricKind::sparse_categorical_accuracy:
+      return static_cast<float>(argmax_row(pred, c)) == t[0] ? 1.0 : 0.0;
+    case MetricKind::top_k_categorical_accuracy:
+    case MetricKind::sparse_top_k_categorical_accuracy: {
+      // TensorFlow's in_top_k: the truth's score is in the top k when fewer than k scores are
+      // greater (ties at the boundary count in).
+      const int64_t truth = kind == MetricKind::top_k_categorical_accuracy
+                                ? argmax_row(t, target_cols)
+                                : static_cast<int64_t>(t[0]);
+      if (truth < 0 || truth >= c) return 0.0;
+      int64_t greater = 0;
+      for (int64_t j = 0; j < c; ++j) greater += pred[j] > pred[truth] ? 1 : 0;
+      return static_cast<double>(greater) < static_cast<double>(parameter) ? 1.0 : 0.0;
+    }
+  }
+  return 0.0;
+}
+
 }  // namespace crossover

@@ -10,11 +10,20 @@
 #include <optional>
 
 #include "core/error.h"
+#include "nn/metrics.h"
 #include "nn/sequential.h"
 #include "nn/weights_io.h"
 
 namespace crossover {
+
 namespace {
+
+// "accuracy, mae", or "none": the compiled metrics, for messages.
+std::string metric_list(const Sequential& model) {
+  std::string out;
+  for (const std::string& m : model.metrics()) out += (out.empty() ? "" : ", ") + m;
+  return out.empty() ? "none" : out;
+}
 
 void check_mode(const std::string& mode, const char* who) {
   if (mode != "auto" && mode != "min" && mode != "max")
@@ -35,8 +44,8 @@ struct Monitor {
   }
 
   // Keras 3's _set_monitor_op, which its callbacks call at the first epoch's end: "min" and "max"
-  // as said; "auto" minimises the loss and maximises a compiled metric (the accuracy, whose
-  // direction is up), with or without "val_", and refuses anything else rather than guess.
+  // as said; "auto" minimises the loss and follows a compiled metric's direction (up for the
+  // accuracies, down for the errors), with or without "val_", and refuses anything else.
   void decide(const Sequential& model) {
     if (max) return;
     if (mode != "auto") {
@@ -44,14 +53,16 @@ struct Monitor {
       return;
     }
     const std::string name = key.starts_with("val_") ? key.substr(4) : key;
-    if (name == "loss") max = false;
-    for (const std::string& metric : model.metrics())
-      if (metric == name) max = true;
-    if (!max)
+    bool known = name == "loss";
+    if (known) max = false;
+    for (const MetricSpec& metric : model.metric_specs())
+      if (metric.name == name || (metric.loss_accuracy && name == "accuracy"))
+        known = true, max = metric.higher_is_better;
+    if (!known)
       throw Error(who, fmt::format("monitor '{}': mode 'auto' cannot tell whether it should be "
                                    "maximized or minimized (it knows the loss and the compiled "
                                    "metrics: {}); pass mode 'max' or 'min'",
-                                   key, model.metrics().empty() ? "none" : "accuracy"));
+                                   key, metric_list(model)));
   }
 
   // The value, or nothing with a warning when the logs lack it.

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -31,6 +32,9 @@ struct EpochRecord {
   double seconds = 0;  // training time of this epoch alone
   int64_t steps = 0;
   std::optional<double> val_loss, val_accuracy, val_seconds;
+  // The compiled metrics other than "accuracy", by name in compile's order ("mae"), and the
+  // validation's (by the same names, without "val_"; empty when it did not run).
+  std::vector<std::pair<std::string, double>> metrics, val_metrics;
   double learning_rate = 0;  // at the end of the epoch
 };
 

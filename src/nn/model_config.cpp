@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "nn/layers.h"
 #include "nn/layers/kind.h"
+#include "nn/metrics.h"
 #include "nn/optimizers.h"
 
 namespace crossover {
@@ -635,14 +636,32 @@ void collect_metrics(const json& v, std::vector<std::string>& out, const std::st
     name = v["class_name"].get<std::string>();
   else
     throw Error(where, "compile_config field metrics: unreadable metric " + brief(v));
+  // The accuracies Keras's "accuracy" picks by the loss read as it (the engine's, counted by the
+  // loss); Keras's Accuracy (exact equality) is not computed, but was read as it before.
   if (name == "accuracy" || name == "acc" || name == "Accuracy" ||
       name == "sparse_categorical_accuracy" || name == "SparseCategoricalAccuracy" ||
       name == "categorical_accuracy" || name == "CategoricalAccuracy") {
     if (std::find(out.begin(), out.end(), "accuracy") == out.end()) out.push_back("accuracy");
     return;
   }
-  throw Error(where, "compile_config field metrics: metric '" + printable(name) +
-                         "' is not supported: crossover reports accuracy");
+  MetricSpec spec;
+  try {
+    spec = metric_spec(name);
+  } catch (const Error&) {
+    throw Error(where, "compile_config field metrics: metric '" + printable(name) +
+                           "' is not supported: crossover computes " + supported_metric_names());
+  }
+  // An object's own name ("mse" for MeanSquaredError) when it names the same metric.
+  if (v.is_object() && v.contains("config") && v["config"].is_object() &&
+      v["config"].contains("name") && v["config"]["name"].is_string()) {
+    const std::string own = v["config"]["name"].get<std::string>();
+    try {
+      const MetricSpec named = metric_spec(own);
+      if (!named.loss_accuracy && named.kind == spec.kind && named.root == spec.root) name = own;
+    } catch (const Error&) {
+    }
+  }
+  if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
 }
 
 // ---- writing ---------------------------------------------------------------------------------

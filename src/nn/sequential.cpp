@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -27,6 +28,7 @@
 #include "nn/device_memory.h"
 #include "nn/interrupt.h"
 #include "nn/layers/kind.h"
+#include "nn/metrics.h"
 #include "nn/progress.h"
 
 namespace crossover {
@@ -43,6 +45,49 @@ LossKind parse_loss(std::string_view name) {
   throw Error("compile", "unknown loss '" + std::string(name) +
                              "': expected sparse_categorical_crossentropy, "
                              "categorical_crossentropy, binary_crossentropy or mean_squared_error");
+}
+
+// compile()'s metrics (nn/metrics.h) for a model trained with `loss`: each name once, at most
+// kMaxMetrics besides "accuracy"; the metrics that read class indices only with the sparse loss's
+// targets, the categorical ones only with a target row per sample.
+std::vector<MetricSpec> compile_metrics(std::vector<MetricSpec> given, LossKind loss) {
+  std::vector<MetricSpec> specs;
+  int extra = 0;
+  const bool sparse = loss == LossKind::sparse_categorical_crossentropy;
+  for (MetricSpec& spec : given) {
+    const std::string name = spec.name;
+    const std::string key = spec.loss_accuracy ? "accuracy" : spec.name;
+    for (const MetricSpec& other : specs)
+      if ((other.loss_accuracy ? "accuracy" : other.name) == key)
+        throw Error("compile", "metric '" + name + "' is given twice (its History key '" + key +
+                                   "' would be the same): give each metric once");
+    if (!spec.loss_accuracy) {
+      if (++extra > kMaxMetrics)
+        throw Error("compile", "metric '" + name + "': at most " + std::to_string(kMaxMetrics) +
+                                   " metrics besides 'accuracy' are computed");
+      if (reads_class_indices(spec.kind) && !sparse)
+        throw Error("compile", "metric '" + name +
+                                   "' reads class indices, which only the loss "
+                                   "sparse_categorical_crossentropy takes as targets");
+      if (sparse && !reads_class_indices(spec.kind) &&
+          spec.kind != MetricKind::categorical_accuracy &&
+          spec.kind != MetricKind::top_k_categorical_accuracy)
+        throw Error("compile", "metric '" + name +
+                                   "' compares the output with the targets value by value, but "
+                                   "sparse_categorical_crossentropy's targets are class indices "
+                                   "(Keras fails on their shapes)");
+      if (sparse && (spec.kind == MetricKind::categorical_accuracy ||
+                     spec.kind == MetricKind::top_k_categorical_accuracy))
+        throw Error("compile", "metric '" + name +
+                                   "' reads one-hot targets, but sparse_categorical_crossentropy "
+                                   "takes class indices: use sparse_" +
+                                   (spec.kind == MetricKind::categorical_accuracy
+                                        ? std::string("categorical_accuracy")
+                                        : std::string("top_k_categorical_accuracy")));
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
@@ -87,6 +132,9 @@ struct Sequential::Impl {
     // Per dropout layer; per max-pooling layer, its workspace; per batch normalization, the
     // batch's mean and variance (channels each) that its backward pass reads.
     std::vector<DeviceBlock> masks;
+    // The model's output (batch, outputs) that the compiled metrics read, written by the loss;
+    // empty without metrics beyond "accuracy", or with from_logits (they read the logits).
+    DeviceBlock predictions;
   };
   // Data copied to the device once per fit/evaluate.
   // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
@@ -120,6 +168,10 @@ struct Sequential::Impl {
   LossKind loss = LossKind::sparse_categorical_crossentropy;
   bool from_logits = false;
   bool accuracy = false;
+  // The compiled metrics in compile's order (nn/metrics.h); those other than the loss's accuracy
+  // ("extra") sum into StepCounters::metric_sums in their order.
+  std::vector<MetricSpec> metrics;
+  int extra_metrics = 0;
   CompileOptions copts;
   std::unique_ptr<Backend> backend;
   DeviceBlock arena;             // values | grads | slot1 | slot2, each arena_floats
@@ -312,8 +364,9 @@ struct Sequential::Impl {
     const int gradients = gradient_buffers();
     // What the blocks below add up to, checked before the first of them is allocated.
     const auto rows = static_cast<double>(batch);
+    const bool predictions = extra_metrics > 0 && !from_logits;
     double plan_bytes = float_bytes(batch * info.front().in_width) +
-                        float_bytes(batch * output_width()) +
+                        (predictions ? 2 : 1) * float_bytes(batch * output_width()) +
                         gradients * rows * max_width * sizeof(float);
     // Each layer's workspace (dropout's mask, max pooling's, batch normalization's statistics),
     // as its kind sizes it (with the backend, which also prepares that shape).
@@ -334,6 +387,7 @@ struct Sequential::Impl {
     };
     p.input = floats(batch * info.front().in_width);
     p.targets = floats(batch * output_width());
+    if (predictions) p.predictions = floats(batch * output_width());
     for (int k = 0; k < gradients; ++k) p.grads.push_back(floats(batch * max_width));
     p.outputs.resize(layers.size());
     p.masks.resize(layers.size());
@@ -563,8 +617,10 @@ struct Sequential::Impl {
       // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
       // gradients add up to the global batch's mean gradient.
       backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
-                                     plan.targets.as<float>(), nullptr, plan.grads[0].as<float>(),
-                                     s.rows, output_width(), ctr, s.global_rows);
+                                     plan.targets.as<float>(), plan.predictions.as<float>(),
+                                     plan.grads[0].as<float>(), s.rows, output_width(), ctr,
+                                     s.global_rows);
+      metric_sums(plan, s.rows, true, ctr);
       backward(&plan, s.rows, fused ? ctr : nullptr);
     } else {
       // A rank with no rows in this batch (fewer rows than ranks) adds nothing to the sum.
@@ -594,10 +650,27 @@ struct Sequential::Impl {
     forward(plan, m, false, false, 0, ctr);
     backend->set_scope("loss");
     backend->loss_forward_backward(loss, loss_activation(), final_output(plan, false),
-                                   plan.targets.as<float>(), nullptr, nullptr, m, output_width(),
-                                   ctr, m);
+                                   plan.targets.as<float>(), plan.predictions.as<float>(), nullptr,
+                                   m, output_width(), ctr, m);
+    metric_sums(plan, m, false, ctr);
     backend->set_scope("");
     backend->advance_batch(ctr);
+  }
+
+  // Each compiled metric beyond the loss's accuracy: its per-sample values over these m rows of
+  // the model's output, added to its sum in ctr (device memory; no call without such metrics).
+  void metric_sums(const Plan& plan, int64_t m, bool training, StepCounters* ctr) {
+    if (extra_metrics == 0) return;
+    backend->set_scope("metrics");
+    const float* predictions =
+        from_logits ? final_output(plan, training) : plan.predictions.as<float>();
+    auto* sums = reinterpret_cast<double*>(reinterpret_cast<char*>(ctr) +
+                                           offsetof(StepCounters, metric_sums));
+    int slot = 0;
+    for (const MetricSpec& spec : metrics)
+      if (!spec.loss_accuracy)
+        backend->metric_sum(spec.kind, predictions, plan.targets.as<float>(), m, output_width(),
+                            target_columns(), spec.parameter, sums + slot++);
   }
 
   // ---- data ----
@@ -670,12 +743,35 @@ struct Sequential::Impl {
     return Shape(x.shape().begin() + 1, x.shape().end());
   }
 
+  // The loss and the compiled metrics of the sums in c, as logs name them, in compile's order.
   std::vector<std::pair<std::string, double>> metric_values(const StepCounters& c,
                                                             const std::string& prefix) const {
-    std::vector<std::pair<std::string, double>> v;
     const double n = std::max(c.sample_count, 1.0);
-    v.emplace_back(prefix + "loss", c.loss_sum / n);
-    if (accuracy) v.emplace_back(prefix + "accuracy", c.correct_sum / n);
+    return named_values(c.loss_sum / n, c.correct_sum / n, extra_results(c), prefix);
+  }
+  // The metrics beyond "accuracy", by name, from the sums in c.
+  std::vector<std::pair<std::string, double>> extra_results(const StepCounters& c) const {
+    std::vector<std::pair<std::string, double>> v;
+    int slot = 0;
+    for (const MetricSpec& spec : metrics)
+      if (!spec.loss_accuracy)
+        v.emplace_back(spec.name, metric_result(spec, c.metric_sums[slot++], c.sample_count));
+    return v;
+  }
+  std::vector<std::pair<std::string, double>> named_values(
+      double loss_value, double accuracy_value,
+      const std::vector<std::pair<std::string, double>>& extra, const std::string& prefix) const {
+    std::vector<std::pair<std::string, double>> v;
+    v.emplace_back(prefix + "loss", loss_value);
+    std::size_t next = 0;
+    for (const MetricSpec& spec : metrics) {
+      if (spec.loss_accuracy) {
+        v.emplace_back(prefix + "accuracy", accuracy_value);
+      } else {
+        v.emplace_back(prefix + extra[next].first, extra[next].second);
+        ++next;
+      }
+    }
     return v;
   }
 
@@ -718,19 +814,21 @@ struct Sequential::Impl {
     r.samples = static_cast<int64_t>(c.sample_count);
     r.loss = c.loss_sum / std::max(c.sample_count, 1.0);
     r.accuracy = c.correct_sum / std::max(c.sample_count, 1.0);
-    c.loss_sum = r.loss, c.correct_sum = r.accuracy, c.sample_count = 1;
+    r.metrics = extra_results(c);
     Logs logs;
     for (const auto& [key, value] : metric_values(c, "")) logs[key] = value;
     hooks.end_loop(logs);
     return r;
   }
 
-  // With ranks: the loss and accuracy sums and the sample count added over every rank.
+  // With ranks: the loss, accuracy and metric sums and the sample count added over every rank.
   void sum_over_ranks(StepCounters& c) const {
     if (ranks() < 2) return;
-    double sums[3] = {c.loss_sum, c.correct_sum, c.sample_count};
-    copts.collective->allreduce_sum(sums, 3);
+    double sums[3 + kMaxMetrics] = {c.loss_sum, c.correct_sum, c.sample_count};
+    std::copy_n(c.metric_sums, extra_metrics, sums + 3);
+    copts.collective->allreduce_sum(sums, 3 + extra_metrics);
     c.loss_sum = sums[0], c.correct_sum = sums[1], c.sample_count = sums[2];
+    std::copy_n(sums + 3, extra_metrics, c.metric_sums);
   }
 
   // Rows [begin, end) of (x, y) for evaluation: all of them in one process; with ranks, this
@@ -878,6 +976,13 @@ void Sequential::compile(OptimizerConfig optimizer, std::string_view loss,
 
 void Sequential::compile(OptimizerConfig optimizer, const LossSpec& spec,
                          std::vector<std::string> metrics, CompileOptions options) {
+  std::vector<MetricSpec> specs;
+  for (const std::string& name : metrics) specs.push_back(metric_spec(name));
+  compile_with(optimizer, spec, std::move(specs), std::move(options));
+}
+
+void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
+                              std::vector<MetricSpec> metrics, CompileOptions options) {
   Impl& m = *impl_;
   if (m.fitting)
     throw Error("compile", "called during fit (from a callback): the model is being trained");
@@ -896,13 +1001,11 @@ void Sequential::compile(OptimizerConfig optimizer, const LossSpec& spec,
   m.loss = kind;
   m.from_logits = spec.from_logits;
   m.loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
-  m.accuracy = false;
-  for (const std::string& metric : metrics) {
-    if (metric == "accuracy" || metric == "acc")
-      m.accuracy = true;
-    else
-      throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
-  }
+  m.metrics = compile_metrics(std::move(metrics), kind);
+  m.accuracy = std::any_of(m.metrics.begin(), m.metrics.end(),
+                           [](const MetricSpec& s) { return s.loss_accuracy; });
+  m.extra_metrics = static_cast<int>(std::count_if(
+      m.metrics.begin(), m.metrics.end(), [](const MetricSpec& s) { return !s.loss_accuracy; }));
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
   // The layers' dtype policies decide; an explicit precision must agree (model_precision).
   options.precision = precision_name(model_precision(m.layers, options.precision));
@@ -1061,6 +1164,7 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     StepCounters c = m.read_counters(m.train_counters());
     c.batch_index = part.first;
     c.loss_sum = c.correct_sum = c.sample_count = 0;
+    std::fill_n(c.metric_sums, kMaxMetrics, 0.0);
     m.write_counters(m.train_counters(), c);
     if (ranks > 1) {
       for (int64_t s = 0; s < steps; ++s) {
@@ -1109,6 +1213,7 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     rec.seconds = seconds;
     rec.loss = end.loss_sum / std::max(end.sample_count, 1.0);
     rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
+    rec.metrics = m.extra_results(end);
     rec.learning_rate = end.learning_rate;
     auto values = m.metric_values(end, "");
     if (validate && (epoch + 1) % o.validation_freq == 0) {
@@ -1116,8 +1221,9 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
       rec.val_loss = v.loss;
       rec.val_accuracy = v.accuracy;
       rec.val_seconds = v.seconds;
-      values.emplace_back("val_loss", v.loss);
-      if (m.accuracy) values.emplace_back("val_accuracy", v.accuracy);
+      rec.val_metrics = v.metrics;
+      for (auto& value : m.named_values(v.loss, v.accuracy, v.metrics, "val_"))
+        values.push_back(std::move(value));
     }
     if (show) bar.finish(done, seconds, values);
 
@@ -1165,11 +1271,7 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   if (o.verbose > 0) {
     const int64_t steps = (x.dim(0) + batch - 1) / batch;
     ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false, o.metric_name);
-    StepCounters c;
-    c.loss_sum = r.loss;
-    c.correct_sum = r.accuracy;
-    c.sample_count = 1;
-    bar.finish(steps, r.seconds, m.metric_values(c, ""));
+    bar.finish(steps, r.seconds, m.named_values(r.loss, r.accuracy, r.metrics, ""));
   }
   return r;
 }
@@ -1434,9 +1536,12 @@ void Sequential::set_optimizer_steps(int64_t steps) {
   m.write_counters(m.train_counters(), c);
 }
 
+const std::vector<MetricSpec>& Sequential::metric_specs() const { return impl_->metrics; }
+
 std::vector<std::string> Sequential::metrics() const {
-  if (impl_->accuracy) return {"accuracy"};
-  return {};
+  std::vector<std::string> names;
+  for (const MetricSpec& spec : impl_->metrics) names.push_back(metric_identifier(spec));
+  return names;
 }
 
 void Sequential::stop_training() { impl_->stop_requested = true; }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -21,6 +22,7 @@
 #include "nn/callbacks.h"
 #include "nn/collective.h"
 #include "nn/layers.h"
+#include "nn/metrics.h"
 #include "nn/optimizers.h"
 #include "nn/progress.h"
 
@@ -114,6 +116,8 @@ struct EvaluateOptions {
 struct EvaluateResult {
   double loss = 0;
   double accuracy = 0;
+  // The compiled metrics other than "accuracy", in compile's order, by name: {"mae", 0.12}, ...
+  std::vector<std::pair<std::string, double>> metrics;
   double seconds = 0;
   int64_t samples = 0;
 };
@@ -171,12 +175,18 @@ class Sequential {
   Sequential& operator=(Sequential&&) noexcept;
 
   // Losses: "sparse_categorical_crossentropy", "categorical_crossentropy",
-  // "binary_crossentropy", "mean_squared_error" (or "mse"). Metrics: {"accuracy"} or {}.
+  // "binary_crossentropy", "mean_squared_error" (or "mse"). Metrics: Keras's names (nn/metrics.h):
+  // "accuracy" (the one that goes with the loss), "mae", "mse", "root_mean_squared_error",
+  // "categorical_accuracy", ...; each is reported under the name given, in the order given.
   void compile(OptimizerConfig optimizer, std::string_view loss,
                std::vector<std::string> metrics = {}, CompileOptions options = {});
   // The same with from_logits (a cross-entropy only; the last layer's activation must be linear).
   void compile(OptimizerConfig optimizer, const LossSpec& loss,
                std::vector<std::string> metrics = {}, CompileOptions options = {});
+  // The same with the metrics as specs (metric_spec(name), renamed: a Keras metric object of a
+  // kind under its own name=, e.g. MeanSquaredError(name="err")).
+  void compile_with(OptimizerConfig optimizer, const LossSpec& loss,
+                    std::vector<MetricSpec> metrics, CompileOptions options = {});
 
   // x: (N, features...) floats; y: (N,) class indices (sparse losses) or (N, C) targets.
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
@@ -228,8 +238,11 @@ class Sequential {
   const std::string& loss_name() const;
   // Whether the loss takes the last layer's output as logits (LossSpec::from_logits).
   bool from_logits() const;
-  // The metrics given to compile(), normalized: {"accuracy"} or {}.
+  // The metrics given to compile(), in order, as compile() takes them back ("acc" normalized to
+  // "accuracy"; a renamed spec by its kind's name: metric_identifier).
   std::vector<std::string> metrics() const;
+  // The same as compile_with took them.
+  const std::vector<MetricSpec>& metric_specs() const;
 
   // For callbacks.
   void stop_training();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <map>
 #include <set>
@@ -18,7 +19,8 @@ namespace crossover::perf {
 namespace {
 
 constexpr int64_t kFloat = 4;
-constexpr int64_t kCountersBytes = static_cast<int64_t>(sizeof(StepCounters));
+// The counters a step's bookkeeping reads and writes (not the metric sums after them).
+constexpr int64_t kCountersBytes = static_cast<int64_t>(offsetof(StepCounters, metric_sums));
 
 }  // namespace
 
@@ -468,6 +470,16 @@ void price_loss(OpBuilder& b) {
   o.bytes_written = c.gradient ? kFloat * b.mn : 0;
 }
 
+// A compiled metric's sum over the batch: reads the output and the targets.
+void price_metric(OpBuilder& b) {
+  Op& o = b.o;
+  o.name = b.at + "metric";
+  o.kernel = "metric";
+  o.elements = b.mn;
+  o.bytes_read = kFloat * (b.mn + b.m * b.c.k);
+  o.bytes_written = 0;
+}
+
 // ---- the optimizer: every parameter, one call ----
 void price_optimizer(OpBuilder& b) {
   const BackendCall& c = b.c;
@@ -560,6 +572,9 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       break;
     case Call::loss_forward_backward:
       price_loss(b);
+      break;
+    case Call::metric_sum:
+      price_metric(b);
       break;
     case Call::optimizer_step:
       price_optimizer(b);

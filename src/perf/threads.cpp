@@ -243,12 +243,12 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   const OptimizerConfig optimizer = model.optimizer();
   const LossSpec loss{model.loss_name(), model.from_logits()};
   const std::string name = model.name();
-  const std::vector<std::string> metrics = model.metrics();
+  const std::vector<MetricSpec> metrics = model.metric_specs();
   const std::string precision = model.precision();
   auto make = [=](int threads) {
     Sequential m(layers, name);
-    m.compile(optimizer, loss, metrics,
-              {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
+    m.compile_with(optimizer, loss, metrics,
+                   {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
     return m;
   };
   const int64_t b = std::max<int64_t>(1, std::min(batch, x.dim(0)));

@@ -291,8 +291,17 @@ def test_metric_objects_and_functions_on_arrays():
     mean = keras.metrics.Mean()
     mean.update_state([1, 3, 5, 7])
     assert mean.result().numpy() == 4.0
+    rmse = keras.metrics.RootMeanSquaredError()
+    np.testing.assert_allclose(rmse([[0.0, 0.0], [2.0, 2.0]], [[1.0, 1.0], [1.0, 3.0]]), 1.0)
+    top5 = keras.metrics.TopKCategoricalAccuracy()
+    assert top5([[0, 0, 1], [0, 1, 0]], [[0.1, 0.9, 0.8], [0.5, 0.1, 0.4]]).numpy() == 1.0
+    scores = [[0.1, 0.9, 0.8], [0.5, 0.1, 0.4]]
+    np.testing.assert_array_equal(
+        keras.metrics.sparse_top_k_categorical_accuracy([2, 1], scores, k=2), [1.0, 0.0]
+    )
+    small().compile(optimizer="adam", loss="mse", metrics=["mae"])  # the engine computes it
     with pytest.raises(ValueError, match="not supported"):
-        small().compile(optimizer="adam", loss="mse", metrics=["mae"])
+        small().compile(optimizer="adam", loss="mse", metrics=["precision"])
 
 
 def test_a_keras_loss_function_passed_to_compile_is_its_name():

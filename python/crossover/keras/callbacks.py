@@ -177,8 +177,7 @@ class CallbackList:
     def on_epoch_end(self, epoch: int, library_logs: dict[str, float]) -> None:
         # The library's "lr" is Keras's "learning_rate", which only the learning-rate callbacks add.
         # The accuracy is named as the user named the metric ('acc', ...), as in Keras's logs.
-        key = getattr(self.model, "_keras_key", lambda k: k)
-        logs = {key(k): v for k, v in library_logs.items() if k != "lr"}
+        logs = self._keras_logs(library_logs)
         for cb in self.callbacks:
             cb.on_epoch_end(epoch, logs)
         self._last_logs = logs
@@ -193,8 +192,9 @@ class CallbackList:
         return any(cb._wants_batches(phase) for cb in self.callbacks)
 
     def _keras_logs(self, library_logs: dict[str, float]) -> dict[str, float]:
+        # Keras 3 (TensorFlow) hands the logs over sorted by name, as its History keys are.
         key = getattr(self.model, "_keras_key", lambda k: k)
-        return {key(k): v for k, v in library_logs.items() if k != "lr"}
+        return dict(sorted((key(k), v) for k, v in library_logs.items() if k != "lr"))
 
     def _each(self, hook: str, *args: Any) -> None:
         for cb in self.callbacks:

@@ -1,11 +1,14 @@
-"""keras.metrics: the accuracy crossover's engine computes, as objects or names.
+"""keras.metrics: the metrics crossover's engine computes during fit and evaluate, as objects,
+names or functions.
 
-The engine counts one accuracy, the one that goes with the loss (Keras's rule for 'accuracy'):
-sparse_categorical_accuracy with sparse_categorical_crossentropy, categorical_accuracy with
-categorical_crossentropy, binary_accuracy (threshold 0.5) with binary_crossentropy; with
-mean_squared_error it counts categorical_accuracy (argmax against argmax), which Keras's
-'accuracy' is not (exact equality), so there only CategoricalAccuracy is taken. Any other metric
-is refused by name."""
+The engine computes, on the device, each step: the accuracy that goes with the loss (Keras's
+rule for 'accuracy': sparse_categorical_accuracy with sparse_categorical_crossentropy,
+categorical_accuracy with categorical_crossentropy, binary_accuracy (threshold 0.5) with
+binary_crossentropy; with mean_squared_error it counts categorical_accuracy (argmax against
+argmax), which Keras's 'accuracy' is not (exact equality), so there only CategoricalAccuracy is
+taken), and mean_absolute_error, mean_squared_error, root_mean_squared_error, the accuracies and
+the top-k accuracies (k=5) by their Keras names (src/nn/metrics.h). Any other metric is refused
+by name (Precision, Recall, AUC, ... are not computed)."""
 
 from typing import Any, Optional
 
@@ -51,6 +54,26 @@ def binary_accuracy(y_true: Any, y_pred: Any, threshold: float = 0.5) -> _tensor
     y_true, y_pred = _losses._same_rank(y_true, y_pred)
     matches = (y_true == (y_pred > np.float32(threshold)).astype(np.float32)).astype(np.float32)
     return _tensor.tensor(np.mean(matches, axis=-1))
+
+
+def _in_top_k(truth: np.ndarray, y_pred: np.ndarray, k: int) -> np.ndarray:
+    """TensorFlow's in_top_k: fewer than k scores above the truth's (ties count in)."""
+    scores = np.take_along_axis(y_pred, truth.astype(np.int64)[..., None], axis=-1)
+    return (np.sum(y_pred > scores, axis=-1) < k).astype(np.float32)
+
+
+def top_k_categorical_accuracy(y_true: Any, y_pred: Any, k: int = 5) -> _tensor.Tensor:
+    """Per sample, float32: 1 where argmax(y_true) is among the k highest scores of y_pred."""
+    y_pred, y_true = _plain(y_pred).astype(np.float32), _plain(y_true)
+    return _tensor.tensor(_in_top_k(np.argmax(y_true, axis=-1), y_pred, k))
+
+
+def sparse_top_k_categorical_accuracy(y_true: Any, y_pred: Any, k: int = 5) -> _tensor.Tensor:
+    """Per sample, float32: 1 where the class index is among the k highest scores of y_pred."""
+    y_pred, y_true = _plain(y_pred).astype(np.float32), _plain(y_true)
+    if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1:
+        y_true = y_true[..., 0]
+    return _tensor.tensor(_in_top_k(y_true, y_pred, k))
 
 
 mean_squared_error = mse = _losses.mean_squared_error
@@ -124,15 +147,48 @@ class BinaryAccuracy(Metric):
 
 
 class MeanSquaredError(Metric):
-    """On arrays only: the engine does not compute it during fit (compile refuses it)."""
-
     _kind = "mean_squared_error"
 
 
 class MeanAbsoluteError(Metric):
-    """On arrays only: the engine does not compute it during fit (compile refuses it)."""
-
     _kind = "mean_absolute_error"
+
+
+class RootMeanSquaredError(Metric):
+    """The root of the mean over samples of each sample's mean squared error."""
+
+    _kind = "root_mean_squared_error"
+
+    def _values(self, y_true: Any, y_pred: Any) -> np.ndarray:
+        return _plain(mean_squared_error(y_true, y_pred)).astype(np.float32)
+
+    def result(self) -> _tensor.Tensor:
+        count = self._count
+        return _tensor.tensor(np.sqrt(np.float32(self._total / count)) if count else np.float32(0))
+
+
+class TopKCategoricalAccuracy(Metric):
+    _kind = "top_k_categorical_accuracy"
+
+    def __init__(self, k: int = 5, name: Optional[str] = None, dtype: Any = None):
+        reject_unsupported("TopKCategoricalAccuracy", k=(int(k), 5))
+        super().__init__(name=name, dtype=dtype)
+
+
+class SparseTopKCategoricalAccuracy(Metric):
+    _kind = "sparse_top_k_categorical_accuracy"
+
+    def __init__(
+        self,
+        k: int = 5,
+        name: Optional[str] = None,
+        dtype: Any = None,
+        from_sorted_ids: bool = False,
+    ):
+        reject_unsupported(
+            "SparseTopKCategoricalAccuracy", k=(int(k), 5), from_sorted_ids=(from_sorted_ids, False)
+        )
+        super().__init__(name=name, dtype=dtype)
 
 
 class Mean(Metric):
@@ -165,67 +221,105 @@ _FUNCTIONS: dict[str, Any] = {
     "binary_accuracy": binary_accuracy,
     "mean_squared_error": mean_squared_error,
     "mean_absolute_error": mean_absolute_error,
+    "top_k_categorical_accuracy": top_k_categorical_accuracy,
+    "sparse_top_k_categorical_accuracy": sparse_top_k_categorical_accuracy,
 }
 
+# The kinds the engine computes during fit, and Keras's names for them (keras.metrics.get: the
+# class names, their snake case, and the short aliases).
+_CLASSES: dict[str, type] = {
+    "mean_absolute_error": MeanAbsoluteError,
+    "mean_squared_error": MeanSquaredError,
+    "root_mean_squared_error": RootMeanSquaredError,
+    "categorical_accuracy": CategoricalAccuracy,
+    "sparse_categorical_accuracy": SparseCategoricalAccuracy,
+    "binary_accuracy": BinaryAccuracy,
+    "top_k_categorical_accuracy": TopKCategoricalAccuracy,
+    "sparse_top_k_categorical_accuracy": SparseTopKCategoricalAccuracy,
+}
+_BY_NAME: dict[str, str] = {"mae": "mean_absolute_error", "MAE": "mean_absolute_error"}
+_BY_NAME.update({"mse": "mean_squared_error", "MSE": "mean_squared_error"})
+for _kind, _cls in _CLASSES.items():
+    _BY_NAME[_kind] = _BY_NAME[_cls.__name__] = _kind
 
-def resolve(metrics: Any, loss: str) -> list[str]:
-    """The names the user gave (Keras's history keys) for the metrics of a model with the library
-    loss `loss`: [] or [name]. ValueError for a metric the engine does not compute."""
+
+def _kind_of(metric: Any) -> tuple[str, str]:
+    """(kind, name) of one metric as compile takes it: a Metric object, a Keras name, or one of
+    Keras's metric functions; ValueError naming it otherwise."""
+    if isinstance(metric, Metric) and metric._kind in _CLASSES:
+        return metric._kind, metric.name
+    if isinstance(metric, str):
+        if metric.lower() in ("accuracy", "acc"):
+            return "accuracy", metric
+        if metric in _BY_NAME:
+            return _BY_NAME[metric], metric
+    elif callable(metric):
+        for kind, fn in _FUNCTIONS.items():
+            if metric is fn:
+                return kind, fn.__name__
+    raise ValueError(
+        f"compile: metric {metric!r} is not supported (yet): crossover's engine computes "
+        f"'accuracy', 'mae', 'mse', 'root_mean_squared_error', the accuracies and the top-k "
+        f"accuracies (by their Keras names or keras.metrics classes), not Precision, Recall, AUC "
+        f"or the others; {SEE_SUPPORTED}"
+    )
+
+
+def resolve(metrics: Any, loss: str) -> tuple[list[str], list[str]]:
+    """For a model with the library loss `loss`: the engine's metric names and the names the
+    user gave them (Keras's history keys), in order. The accuracy that goes with the loss is the
+    engine's 'accuracy' (counted by the loss itself). ValueError for a metric it does not
+    compute."""
     if metrics is None:
-        return []
+        return [], []
     if isinstance(metrics, (str, Metric)) or not isinstance(metrics, (list, tuple)):
         raise TypeError(
             f"compile: metrics must be a list, e.g. metrics=['accuracy'], got {metrics!r}"
         )
     engine = _ENGINE_ACCURACY[loss]
+    kinds: list[str] = []
     names: list[str] = []
     for metric in metrics:
-        if isinstance(metric, Metric):
-            kind, name = metric._kind, metric.name
-        elif isinstance(metric, str):
-            if metric in ("accuracy", "acc"):
-                if loss == "mean_squared_error":
-                    raise ValueError(
-                        f"compile: metric {metric!r} with loss mean_squared_error is exact "
-                        f"equality in Keras, which crossover does not compute; it computes "
-                        f"categorical accuracy (argmax): pass metrics=['categorical_accuracy']"
-                    )
-                kind, name = engine, metric
-            else:
-                kind, name = metric, metric
-        else:
+        kind, name = _kind_of(metric)
+        if kind == "accuracy" and loss == "mean_squared_error":
             raise ValueError(
-                f"compile: metric {metric!r} is not supported: crossover computes only the "
-                f"accuracy that goes with the loss ('accuracy')"
+                f"compile: metric {metric!r} with loss mean_squared_error is exact "
+                f"equality in Keras, which crossover does not compute; it computes "
+                f"categorical accuracy (argmax): pass metrics=['categorical_accuracy']"
             )
-        if kind not in _ENGINE_ACCURACY.values():
-            raise ValueError(
-                f"compile: metric {name!r} is not supported (yet): crossover's engine computes "
-                f"only 'accuracy' (here {engine}) during fit; {SEE_SUPPORTED}"
-            )
-        if kind != engine:
-            raise ValueError(
-                f"compile: metric {name!r} ({kind}) does not go with loss {loss}: crossover "
-                f"computes {engine} there ('accuracy')"
-            )
-        if names:
-            raise ValueError(
-                f"compile: metrics {names[0]!r} and {name!r} are the same accuracy: give it once"
-            )
+        if kind in ("accuracy", engine):
+            # The first is the one the loss counts; another computed as a metric of its own.
+            kind = engine if "accuracy" in kinds else "accuracy"
+        if name in names:
+            raise ValueError(f"compile: metric name {name!r} is given twice: give each once")
+        kinds.append(kind)
         names.append(name)
-    return names
+    return kinds, names
+
+
+def get(identifier: Any) -> Any:
+    """keras.metrics.get: the metric object for a Keras name (an object or function as is)."""
+    if isinstance(identifier, str) and identifier in _BY_NAME:
+        return _CLASSES[_BY_NAME[identifier]]()
+    if isinstance(identifier, Metric) or callable(identifier):
+        return identifier
+    _kind_of(identifier)  # its error
+    return None
 
 
 def __getattr__(name: str) -> Any:
     raise unsupported_attribute(
         "keras.metrics",
         name,
-        "SparseCategoricalAccuracy, CategoricalAccuracy and BinaryAccuracy (the accuracy that "
-        "goes with the loss)",
+        "MeanAbsoluteError, MeanSquaredError, RootMeanSquaredError, CategoricalAccuracy, "
+        "SparseCategoricalAccuracy, BinaryAccuracy, TopKCategoricalAccuracy, "
+        "SparseTopKCategoricalAccuracy and Mean",
     )
 
 
 __all__ = ["Metric", "SparseCategoricalAccuracy", "CategoricalAccuracy", "BinaryAccuracy"]
-__all__ += ["MeanSquaredError", "MeanAbsoluteError", "Mean"]
+__all__ += ["MeanSquaredError", "MeanAbsoluteError", "RootMeanSquaredError", "Mean"]
+__all__ += ["TopKCategoricalAccuracy", "SparseTopKCategoricalAccuracy", "get"]
+__all__ += ["top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy"]
 __all__ += ["sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy"]
 __all__ += ["mean_squared_error", "mean_absolute_error", "mse", "mae"]

@@ -108,6 +108,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         # Device and metric name (api block: crossover.device, keras.metrics).
         self._created_device = _device.current()
         self._metric_name = "accuracy"
+        self._metric_order: list[str] = []
         self._loss_name = ""  # the library's name of the compiled loss
         # Keras's: the model's own policy is the global one when it is made. What the engine
         # trains in comes from its layers' policies (_precision).
@@ -346,7 +347,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if loss is None:
             raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
         loss_name = losses_module.library_name(loss)
-        metric_names = metrics_module.resolve(metrics, loss_name)
+        metric_kinds, metric_names = metrics_module.resolve(metrics, loss_name)
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
@@ -363,12 +364,13 @@ class Sequential(mixed_precision.HasDTypePolicy):
         model.compile(
             core_optimizer,
             loss_name,
-            ["accuracy"] if metric_names else [],
+            metric_kinds,
             device=device,
             threads=threads if device == "cpu" else 0,
             seed=seed,
             precision=precision,
             from_logits=losses_module.from_logits(loss),
+            metric_names=metric_names,
         )
         # On the CPU, the thread count: the one asked for, else measured at the first fit or
         # evaluate, when the data's shape and the batch size are known (_use_measured_threads).
@@ -377,7 +379,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if kept:
             model.set_weights(kept)
         self._pull_weights()  # layers whose latest weights another model (or array) holds
-        self._metric_name = metric_names[0] if metric_names else "accuracy"
+        # The accuracy's name ('acc', ...: the engine's key is "accuracy"), and every metric's in
+        # compile's order (evaluate's list).
+        self._metric_name = next(
+            (n for k, n in zip(metric_kinds, metric_names) if k == "accuracy"), "accuracy"
+        )
+        self._metric_order = metric_names
         if isinstance(optimizer, optimizers_module.Optimizer):
             optimizer._attach(self)
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
@@ -538,13 +545,15 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if callbacks:
             params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}
             callback_list = CallbackList(callbacks, self, params, add_history=False)
-        loss, accuracy = model.evaluate(xf, yf, batch, level, callback_list, self._metric_name)
-        values = {"loss": loss}
-        if model.metrics():
-            values[self._metric_name] = accuracy
+        loss, accuracy, extra = model.evaluate(
+            xf, yf, batch, level, callback_list, self._metric_name
+        )
+        # Keras 3: the list in compile's order after the loss; the dict sorted by name.
+        values = {"loss": loss, self._metric_name: accuracy, **dict(extra)}
+        ordered = [loss] + [values[name] for name in self._metric_order]
         if return_dict:
-            return values
-        return list(values.values()) if len(values) > 1 else loss
+            return {k: values[k] for k in sorted(["loss"] + self._metric_order)}
+        return ordered if len(ordered) > 1 else loss
 
     def predict(
         self,

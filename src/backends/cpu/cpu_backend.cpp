@@ -693,6 +693,14 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void metric_sum(MetricKind kind, const float* pred, const float* targets, int64_t m, int64_t c,
+                  int64_t target_cols, float parameter, double* sum) override {
+    double s = 0.0;  // in row order, as the loss's sums
+    for (int64_t r = 0; r < m; ++r)
+      s += metric_row(kind, pred + r * c, targets, r, c, target_cols, parameter);
+    *sum += s;
+  }
+
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {
     const int64_t t = counters->step + 1;

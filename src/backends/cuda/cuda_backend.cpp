@@ -450,6 +450,15 @@ class CudaBackend final : public Backend {
           "loss kernel launch");
   }
 
+  void metric_sum(MetricKind kind, const float* pred, const float* targets, int64_t m, int64_t c,
+                  int64_t target_cols, float parameter, double* sum) override {
+    if (planning_ || m <= 0) return;
+    activate();
+    check(cuda::launch_metric(stream_, kind, pred, targets, m, c, target_cols, parameter, sum,
+                              reduction_),
+          "metric kernel launch");
+  }
+
   // ---- optimizer ----
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {

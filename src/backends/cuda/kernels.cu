@@ -276,6 +276,31 @@ __global__ void loss_kernel(LossKind loss, ActivationKind act, const float* __re
   }
 }
 
+// One thread per row runs the shared metric_row; per-block sums, then the last block adds them to
+// *sum in block order (the loss kernel's partials and ticket: the two run in order on the stream).
+__global__ void metric_kernel(MetricKind kind, const float* __restrict__ pred,
+                              const float* __restrict__ targets, int64_t m, int64_t c,
+                              int64_t target_cols, float parameter, double* sum, double* partials,
+                              unsigned int* ticket) {
+  double v = 0.0;
+  for (int64_t r = global_thread(); r < m; r += grid_stride())
+    v += metric_row(kind, pred + r * c, targets, r, c, target_cols, parameter);
+  __shared__ double sh[kLossThreads];
+  __shared__ bool last;
+  v = block_sum(v, sh);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = v;
+    last = last_block_done(ticket);
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    double total = 0.0;
+    for (unsigned b = 0; b < gridDim.x; ++b) total += __ldcg(partials + b);
+    *sum += total;
+    *ticket = 0;
+  }
+}
+
 // ---- optimizer ------------------------------------------------------------------------------
 // The launch's index space is the concatenation of all slots; block chunks of kChunk elements
 // stride over it, and each chunk walks the slots it overlaps (found by binary search).
@@ -840,6 +865,16 @@ cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const
   return cudaGetLastError();
 }
 
+cudaError_t launch_metric(cudaStream_t s, MetricKind kind, const float* pred, const float* targets,
+                          int64_t m, int64_t c, int64_t target_cols, float parameter, double* sum,
+                          const ReductionScratch& scratch) {
+  if (m <= 0) return cudaSuccess;
+  const int blocks = blocks_for(m, kLossThreads, kLossMaxBlocks);
+  metric_kernel<<<blocks, kLossThreads, 0, s>>>(kind, pred, targets, m, c, target_cols, parameter,
+                                                sum, scratch.loss_partials, scratch.tickets + 0);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_gradient_norm(cudaStream_t s, const SlotDescriptor* slots, int nslots,
                                  int64_t total, float clipnorm, StepCounters* counters,
                                  const ReductionScratch& scratch) {
@@ -1038,6 +1073,7 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(add_kernel),
       reinterpret_cast<const void*>(copy_columns_kernel),
       reinterpret_cast<const void*>(loss_kernel),
+      reinterpret_cast<const void*>(metric_kernel),
       reinterpret_cast<const void*>(gradient_norm_kernel),
       reinterpret_cast<const void*>(optimizer_update_kernel),
       reinterpret_cast<const void*>(advance_batch_kernel),

@@ -23,7 +23,7 @@ inline constexpr int kMaxBlocks = 4096;
 inline constexpr int kLossMaxBlocks = 256;   // loss: blocks of 128 rows
 inline constexpr int kNormMaxBlocks = 1024;  // gradient norm
 struct ReductionScratch {
-  double* loss_partials;  // 2 * kLossMaxBlocks (loss, correct)
+  double* loss_partials;  // 2 * kLossMaxBlocks (loss, correct; a metric's sum)
   double* norm_partials;  // kNormMaxBlocks
   unsigned int* tickets;  // 4, zero between launches
 };
@@ -81,6 +81,11 @@ cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dr
 cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
                         const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
                         StepCounters* counters, const ReductionScratch& scratch, int64_t mean_rows);
+
+// Adds the sum over m rows of metric_row to *sum (device memory; Backend::metric_sum).
+cudaError_t launch_metric(cudaStream_t s, MetricKind kind, const float* pred, const float* targets,
+                          int64_t m, int64_t c, int64_t target_cols, float parameter, double* sum,
+                          const ReductionScratch& scratch);
 
 // Clip-by-global-norm factor into counters->grad_scale (one launch, deterministic).
 cudaError_t launch_gradient_norm(cudaStream_t s, const SlotDescriptor* slots, int nslots,
