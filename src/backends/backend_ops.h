@@ -117,9 +117,11 @@ CROSSOVER_BACKEND_OP(batchnorm_backward, (const BatchNormShape& s, const float* 
 CROSSOVER_BACKEND_OP(batchnorm_update_moving, (const BatchNormShape& s, const float* mean, const float* variance, float* moving_mean, float* moving_variance, double momentum), (s, mean, variance, moving_mean, moving_variance, momentum), no_batch_norm, elementwise)
 
 // ---- activations (elementwise on (m, n); softmax is per row) ----
-CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, const float* x, float* y, int64_t m, int64_t n), (act, x, y, m, n), pure, elementwise)
-// dx from the forward output y and the incoming gradient dy. dx may alias dy.
-CROSSOVER_BACKEND_OP(activation_backward, (ActivationKind act, const float* y, const float* dy, float* dx, int64_t m, int64_t n), (act, y, dy, dx, m, n), pure, elementwise)
+// `alpha`: leaky_relu's negative_slope, elu's alpha (ignored by the others). y may alias x.
+CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, float alpha, const float* x, float* y, int64_t m, int64_t n), (act, alpha, x, y, m, n), pure, elementwise)
+// dx from the forward output y (and its input x, read only where activation_needs_input: gelu,
+// swish; may be null otherwise) and the incoming gradient dy. dx may alias dy.
+CROSSOVER_BACKEND_OP(activation_backward, (ActivationKind act, float alpha, const float* x, const float* y, const float* dy, float* dx, int64_t m, int64_t n), (act, alpha, x, y, dy, dx, m, n), pure, elementwise)
 
 // ---- dropout (inverted): y = x * keep / (1 - rate), keep drawn by dropout_keep(seed, layer,
 // counters->step, (first_row + row) * n + col, rate). mask (m * n bytes) records keep for the
