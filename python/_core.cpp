@@ -24,6 +24,7 @@
 
 #include "_core_callbacks.h"
 #include "crossover.h"
+#include "nn/layers/kind.h"
 #include "perf/threads.h"
 
 namespace nb = nanobind;
@@ -90,16 +91,10 @@ void bind_api(nb::module_& m);    // _core_api.cpp
 void bind_optim(nb::module_& m);  // _core_optim.cpp
 void bind_files(nb::module_& m);  // _core_files.cpp
 
-NB_MODULE(_core, m) {
-  m.doc() = "crossover's C++ engine (use crossover.keras)";
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const Error& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    }
-  });
+namespace {
 
+// keras.layers: the engine's Layer and its constructors.
+void bind_layers(nb::module_& m) {
   nb::class_<Layer>(m, "Layer")
       .def_rw("name", &Layer::name)
       .def_prop_ro("type", [](const Layer& l) { return std::string(layer_type_name(l.type)); })
@@ -125,6 +120,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("epsilon", [](const Layer& l) { return l.epsilon; })
       .def_prop_ro("center", [](const Layer& l) { return l.center; })
       .def_prop_ro("scale", [](const Layer& l) { return l.scale; })
+      .def_prop_ro("axis", [](const Layer& l) { return l.axis; })  // Concatenate's
       // An initializer ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance") as
       // Keras 3 serializes it (JSON text), read and written through the library's parser.
       .def("initializer",
@@ -185,7 +181,32 @@ NB_MODULE(_core, m) {
   m.def("Reshape", &Reshape, nb::arg("target_shape"));
   m.def("BatchNormalization", &BatchNormalization, nb::arg("momentum") = 0.99,
         nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
+  m.def("Add", &Add);
+  m.def("Concatenate", &Concatenate, nb::arg("axis") = -1);
+  m.def("LayerNormalization", &LayerNormalization, nb::arg("epsilon") = 1e-3,
+        nb::arg("center") = true, nb::arg("scale") = true);
+  // The registry of layer kinds (nn/layers/registry.cpp), in LayerType order: what
+  // tests/python/test_layer_registry.py checks crossover.keras.layers against.
+  m.def("layer_kinds", [] {
+    nb::list kinds;
+    for (const LayerKind* k : layer_kinds()) {
+      nb::dict d;
+      d["class_name"] = std::string(k->class_name());
+      nb::list aliases;
+      for (std::string_view a : k->aliases()) aliases.append(std::string(a));
+      d["aliases"] = aliases;
+      d["cli_name"] = std::string(k->cli_name());
+      d["takes_images"] = k->takes_images();
+      d["is_model_input"] = k->is_model_input();
+      d["merges"] = k->merges();
+      kinds.append(d);
+    }
+    return kinds;
+  });
+}
 
+// The optimizers' constructors (crossover.keras.optimizers calls them with Keras's defaults).
+void bind_optimizer_constructors(nb::module_& m) {
   nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
     return std::string(optimizer_name(o.kind));
   });
@@ -214,12 +235,41 @@ NB_MODULE(_core, m) {
       },
       nb::arg("learning_rate"), nb::arg("rho"), nb::arg("momentum"), nb::arg("epsilon"),
       nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Adagrad",
+      [](double lr, double initial, double eps, double wd, double clipnorm, double clipvalue) {
+        return Adagrad({lr, initial, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("initial_accumulator_value"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Adadelta",
+      [](double lr, double rho, double eps, double wd, double clipnorm, double clipvalue) {
+        return Adadelta({lr, rho, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("rho"), nb::arg("epsilon"), nb::arg("weight_decay"),
+      nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Nadam",
+      [](double lr, double b1, double b2, double eps, double wd, double clipnorm,
+         double clipvalue) {
+        return Nadam({lr, b1, b2, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+  m.def(
+      "Adamax",
+      [](double lr, double b1, double b2, double eps, double wd, double clipnorm,
+         double clipvalue) {
+        return Adamax({lr, b1, b2, eps, wd, clipnorm, clipvalue});
+      },
+      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+}
 
-  crossover_python::bind_callbacks(m);
-
-  nb::class_<Sequential>(m, "Sequential")
-      .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
-           nb::arg("name") = "sequential")
+// Sequential's compile, fit, evaluate and predict.
+void bind_sequential_training(nb::class_<Sequential>& sequential) {
+  sequential
       .def(
           "compile",
           [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,
@@ -233,7 +283,7 @@ NB_MODULE(_core, m) {
             s.compile(opt, LossSpec{loss, from_logits}, std::move(metrics), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
-          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "fp32",
+          nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "",
           nb::arg("from_logits") = false)
       .def(
           "use_measured_cpu_threads",
@@ -283,7 +333,9 @@ NB_MODULE(_core, m) {
           [](Sequential& s, FloatArray x, FloatArray y, int epochs, int64_t batch_size,
              bool shuffle, double validation_split, std::optional<FloatArray> val_x,
              std::optional<FloatArray> val_y, int verbose, int initial_epoch, nb::object callbacks,
-             bool redraw) {
+             bool redraw, std::optional<int64_t> steps_per_epoch,
+             std::optional<int64_t> validation_steps, int validation_freq,
+             std::string metric_name) {
             FitOptions o;
             o.epochs = epochs;
             o.batch_size = batch_size;
@@ -291,6 +343,10 @@ NB_MODULE(_core, m) {
             o.validation_split = validation_split;
             o.verbose = verbose;
             o.initial_epoch = initial_epoch;
+            o.steps_per_epoch = steps_per_epoch;
+            o.validation_steps = validation_steps;
+            o.validation_freq = validation_freq;
+            o.metric_name = std::move(metric_name);
             // Text goes to Python's sys.stdout; callbacks (a keras CallbackList) are called
             // between epochs, both taking the GIL.
             o.output = python_stdout();
@@ -316,29 +372,42 @@ NB_MODULE(_core, m) {
           nb::arg("x"), nb::arg("y"), nb::arg("epochs"), nb::arg("batch_size"), nb::arg("shuffle"),
           nb::arg("validation_split"), nb::arg("validation_x").none(),
           nb::arg("validation_y").none(), nb::arg("verbose"), nb::arg("initial_epoch"),
-          nb::arg("callbacks").none(), nb::arg("redraw"))
+          nb::arg("callbacks").none(), nb::arg("redraw"),
+          nb::arg("steps_per_epoch").none() = nb::none(),
+          nb::arg("validation_steps").none() = nb::none(), nb::arg("validation_freq") = 1,
+          nb::arg("metric_name") = "accuracy")
       .def(
           "evaluate",
-          [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose) {
+          [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose,
+             nb::object callbacks, std::string metric_name) {
             const Tensor tx = view_of(x), ty = view_of(y);
+            EvaluateOptions o{batch_size, verbose, python_stdout(), {}, std::move(metric_name)};
+            if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
             nb::gil_scoped_release release;
-            const EvaluateResult r = s.evaluate(tx, ty, {batch_size, verbose, python_stdout()});
+            const EvaluateResult r = s.evaluate(tx, ty, std::move(o));
             return std::make_pair(r.loss, r.accuracy);
           },
-          nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"))
+          nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"),
+          nb::arg("callbacks").none() = nb::none(), nb::arg("metric_name") = "accuracy")
       .def(
           "predict",
-          [](Sequential& s, FloatArray x, int64_t batch_size) {
+          [](Sequential& s, FloatArray x, int64_t batch_size, nb::object callbacks) {
             const Tensor tx = view_of(x);
+            Callbacks cbs;
+            if (!callbacks.is_none()) cbs.push_back(python_callbacks(callbacks));
             Tensor out;
             {
               nb::gil_scoped_release release;
-              out = s.predict(tx, batch_size);
+              out = s.predict(tx, batch_size, cbs);
             }
             return to_numpy(out);
           },
-          nb::arg("x"), nb::arg("batch_size"))
-      .def("summary", &Sequential::summary)
+          nb::arg("x"), nb::arg("batch_size"), nb::arg("callbacks").none() = nb::none());
+}
+
+// Sequential's description, state and weights.
+void bind_sequential_state(nb::class_<Sequential>& sequential) {
+  sequential.def("summary", &Sequential::summary)
       .def("count_params", &Sequential::count_params)
       .def("trainable_params", &Sequential::trainable_params)
       .def_prop_ro("compiled", &Sequential::compiled)
@@ -374,6 +443,9 @@ NB_MODULE(_core, m) {
             s.set_weights(named);
           },
           nb::arg("weights"));
+}
+
+void bind_dtype_policies(nb::module_& m) {
   // Keras dtype policies: "" when the engine trains in one, else why not (nn/layers.h); the
   // engine's precision for one it has.
   m.def(
@@ -393,6 +465,40 @@ NB_MODULE(_core, m) {
         return cpu_precision_problem(parse_precision(precision, "precision"));
       },
       nb::arg("precision"));
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "crossover's C++ engine (use crossover.keras)";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  bind_layers(m);
+  bind_optimizer_constructors(m);
+  crossover_python::bind_callbacks(m);
+  nb::class_<Sequential> sequential(m, "Sequential");
+  sequential
+      .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
+           nb::arg("name") = "sequential")
+      // A functional model: layer i reads the outputs of the layers inputs[i] lists.
+      .def(
+          "__init__",
+          [](Sequential* s, std::vector<Layer> layers, std::vector<std::vector<int>> inputs,
+             std::string name) {
+            new (s) Sequential(LayerGraph{std::move(layers), std::move(inputs)}, std::move(name));
+          },
+          nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional")
+      .def_prop_ro("functional", &Sequential::functional)
+      .def_prop_ro("layer_inputs", &Sequential::layer_inputs);
+  bind_sequential_training(sequential);
+  bind_sequential_state(sequential);
+  bind_dtype_policies(m);
   bind_api(m);
   bind_optim(m);
   bind_files(m);

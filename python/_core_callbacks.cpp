@@ -5,6 +5,7 @@
 // python_callbacks(), the only library callback fit is given from Python.
 #include "_core_callbacks.h"
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -13,6 +14,7 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <utility>
@@ -24,6 +26,36 @@ using namespace crossover;
 namespace crossover_python {
 namespace {
 
+nb::dict to_dict(const Logs& logs) {
+  nb::dict d;
+  for (const auto& [key, value] : logs) d[key.c_str()] = value;
+  return d;
+}
+
+// A numpy array owning a copy of t (a batch's predictions, which the library reuses).
+nb::object numpy_copy(const Tensor& t) {
+  auto* data = new float[static_cast<std::size_t>(t.size())];
+  if (t.size() > 0) std::memcpy(data, t.data(), static_cast<std::size_t>(t.size()) * sizeof(float));
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+  return nb::cast(nb::ndarray<nb::numpy, float>(data, shape.size(), shape.data(), owner));
+}
+
+const char* phase_name(BatchPhase phase) {
+  switch (phase) {
+    case BatchPhase::train:
+      return "train";
+    case BatchPhase::test:
+      return "test";
+    case BatchPhase::predict:
+      return "predict";
+  }
+  return "";
+}
+
+// Every hook goes to the Python CallbackList, the batch hooks only for the phases in which a
+// Python callback overrides one (CallbackList.wants_batches), so that a list without any costs
+// fit nothing per batch.
 class PythonCallbacks final : public Callback {
  public:
   explicit PythonCallbacks(nb::object list) : list_(std::move(list)) {}
@@ -41,16 +73,61 @@ class PythonCallbacks final : public Callback {
   }
   void on_epoch_end(Sequential&, int epoch, const Logs& logs) override {
     nb::gil_scoped_acquire gil;
-    nb::dict d;
-    for (const auto& [key, value] : logs) d[key.c_str()] = value;
-    list_.attr("on_epoch_end")(epoch, d);
+    list_.attr("on_epoch_end")(epoch, to_dict(logs));
   }
   void on_train_end(Sequential&) override {
     nb::gil_scoped_acquire gil;
     list_.attr("on_train_end")();
   }
+  bool wants_batches(BatchPhase phase) const override {
+    nb::gil_scoped_acquire gil;
+    return nb::cast<bool>(list_.attr("wants_batches")(phase_name(phase)));
+  }
+  void on_train_batch_begin(Sequential&, int64_t batch) override {
+    call("on_train_batch_begin", batch);
+  }
+  void on_train_batch_end(Sequential&, int64_t batch, const Logs& logs) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_train_batch_end")(batch, to_dict(logs));
+  }
+  void on_test_begin(Sequential&) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_test_begin")();
+  }
+  void on_test_end(Sequential&, const Logs& logs) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_test_end")(to_dict(logs));
+  }
+  void on_test_batch_begin(Sequential&, int64_t batch) override {
+    call("on_test_batch_begin", batch);
+  }
+  void on_test_batch_end(Sequential&, int64_t batch, const Logs& logs) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_test_batch_end")(batch, to_dict(logs));
+  }
+  void on_predict_begin(Sequential&) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_predict_begin")();
+  }
+  void on_predict_end(Sequential&) override {
+    nb::gil_scoped_acquire gil;
+    list_.attr("on_predict_end")();
+  }
+  void on_predict_batch_begin(Sequential&, int64_t batch) override {
+    call("on_predict_batch_begin", batch);
+  }
+  void on_predict_batch_end(Sequential&, int64_t batch, const Tensor& outputs) override {
+    nb::gil_scoped_acquire gil;
+    nb::dict logs;
+    logs["outputs"] = numpy_copy(outputs);
+    list_.attr("on_predict_batch_end")(batch, logs);
+  }
 
  private:
+  void call(const char* hook, int64_t batch) {
+    nb::gil_scoped_acquire gil;
+    list_.attr(hook)(batch);
+  }
   nb::object list_;
 };
 
@@ -110,7 +187,17 @@ void bind_callbacks(nb::module_& m) {
       .def("on_epoch_begin", &Callback::on_epoch_begin, nb::arg("model"), nb::arg("epoch"))
       .def("on_epoch_end", &Callback::on_epoch_end, nb::arg("model"), nb::arg("epoch"),
            nb::arg("logs"))
-      .def("on_train_end", &Callback::on_train_end, nb::arg("model"));
+      .def("on_train_end", &Callback::on_train_end, nb::arg("model"))
+      .def("on_train_batch_end", &Callback::on_train_batch_end, nb::arg("model"), nb::arg("batch"),
+           nb::arg("logs"))
+      .def(
+          "wants_batches",
+          [](const Callback& cb, const std::string& phase) {
+            if (phase == "train") return cb.wants_batches(BatchPhase::train);
+            if (phase == "test") return cb.wants_batches(BatchPhase::test);
+            return cb.wants_batches(BatchPhase::predict);
+          },
+          nb::arg("phase"));
 
   m.def(
       "EarlyStopping",
@@ -126,13 +213,14 @@ void bind_callbacks(nb::module_& m) {
   m.def(
       "ModelCheckpoint",
       [](std::string filepath, std::string monitor, bool save_best_only, std::string mode,
-         bool verbose) {
+         bool verbose, int64_t save_freq) {
         Saver save = saver_for(filepath);
-        return ModelCheckpoint(std::move(filepath), {std::move(monitor), save_best_only,
-                                                     std::move(mode), save, messages(verbose)});
+        return ModelCheckpoint(std::move(filepath),
+                               {std::move(monitor), save_best_only, std::move(mode), save_freq,
+                                save, messages(verbose)});
       },
       nb::arg("filepath"), nb::arg("monitor"), nb::arg("save_best_only"), nb::arg("mode"),
-      nb::arg("verbose"));
+      nb::arg("verbose"), nb::arg("save_freq") = 0);
   m.def("checkpoint_suffixes", [] {
     std::vector<std::string> s;
     for (const auto& [suffix, save] : savers()) s.push_back(suffix);

@@ -10,10 +10,12 @@
 
 namespace crossover_python {
 
-// The library's Callback that calls a Python CallbackList (crossover/keras/callbacks.py) at
-// fit's epoch boundaries, taking the GIL: on_train_begin(), on_epoch_begin(epoch),
-// on_epoch_end(epoch, logs dict), on_train_end(). A Python exception raised there leaves fit as
-// that exception (nanobind::python_error), with the model as the last finished step left it.
+// The library's Callback that calls a Python CallbackList (crossover/keras/callbacks.py), taking
+// the GIL: on_train_begin(), on_epoch_begin(epoch), on_epoch_end(epoch, logs dict),
+// on_train_end(), on_test_begin/end, on_predict_begin/end, and the batch hooks of the phases for
+// which its wants_batches(phase) is true (predict's logs: {"outputs": the batch's rows}). A Python
+// exception raised there leaves fit as that exception (nanobind::python_error), with the model as
+// the last finished step left it.
 std::shared_ptr<crossover::Callback> python_callbacks(nanobind::object callback_list);
 
 // Writes each piece of text to Python's sys.stdout (looked up at each call, so a redirection

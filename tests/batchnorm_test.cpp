@@ -297,7 +297,8 @@ TEST(BatchNormalization, EvaluateAndPredictLeaveTheMovingStatisticsAlone) {
 TEST(BatchNormalization, KerasWeightsH5LoadsAsKerasSavedIt) {
   Sequential model = dense_bn_model();
   model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1});
-  load_weights(model, std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/batchnorm.weights.h5");
+  load_weights(model,
+               crossover::testing_util::source_dir() + "/tests/data/keras/batchnorm.weights.h5");
   for (const NamedTensor& w : model.get_weights())
     EXPECT_EQ(max_abs_diff(w.value, tensor("fit/after/" + w.name)), 0.0) << w.name;
   const KerasH5Weights h5 = keras_weights_of(model);

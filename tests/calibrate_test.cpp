@@ -213,10 +213,11 @@ TEST_F(OnDemand, TwoProcessesCalibratingAtOnceLeaveAValidFileWithBothShapes) {
   // One thread count for both (each would otherwise measure its own, and save its own profile).
   const std::string common =
       " --data mnist-10k --steps 2 --max-seconds 1 --batch-size 8 --threads 1 --quiet ";
-  const std::string cmd = "'" + std::string(CROSSOVER_BINARY) + "' explain --model dense:24:relu," +
-                          "dense:10:softmax" + common + "--json '" + a + "' & '" +
-                          CROSSOVER_BINARY + "' explain --model dense:40:relu,dense:10:softmax" +
-                          common + "--json '" + b + "'; wait";
+  const std::string cmd = "'" + crossover::testing_util::binary_path() +
+                          "' explain --model dense:24:relu," + "dense:10:softmax" + common +
+                          "--json '" + a + "' & '" + crossover::testing_util::binary_path() +
+                          "' explain --model dense:40:relu,dense:10:softmax" + common + "--json '" +
+                          b + "'; wait";
   ASSERT_EQ(std::system(("bash -c \"" + cmd + "\" >/dev/null 2>&1").c_str()), 0);
   const perf::Profile saved = perf::load_profile(saved_path(1));
   std::set<int64_t> widths;
@@ -288,7 +289,7 @@ TEST_F(OnDemand, AProfileOfAnotherCpuIsNotUsedSilently) {
 
 TEST_F(OnDemand, AShippedProfileIsNeverThisMachines) {
   for (const perf::Profile& p : perf::find_profiles())
-    if (p.source.rfind(std::string(CROSSOVER_SOURCE_DIR) + "/profiles", 0) == 0) {
+    if (p.source.rfind(crossover::testing_util::source_dir() + "/profiles", 0) == 0) {
       EXPECT_TRUE(p.shipped) << p.source;
       EXPECT_NE(perf::cpu_mismatch(p, 0), "") << p.source;
     }
@@ -414,7 +415,8 @@ TEST_F(OnDemand, AThreadChoiceIsSavedAndReadBackByItsKey) {
 TEST_F(OnDemand, AModelsThreadCountIsMeasuredAndKeptInItsPrecision) {
   if (const std::string why = cpu_bf16_problem(cpu_bf16_support()); !why.empty())
     GTEST_SKIP() << "bf16 on the CPU " << why;
-  Sequential model({Input({12}), Dense(16, "relu"), Dense(4, "softmax")});
+  Sequential model(
+      testing_util::with_dtype_policy({Input({12}), Dense(16, "relu"), Dense(4, "softmax")}));
   model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.precision = "bf16"});
   ASSERT_EQ(model.precision(), "bf16");
   Tensor x({64, 12}), y({64});

@@ -149,6 +149,26 @@ TEST(Cli, BatchNormSpecBuildsKerasLayerAndCountsItsMovingStatisticsApart) {
       << images.out;
 }
 
+TEST(Cli, LayerNormSpecBuildsKerasLayerAndTrains) {
+  expect_usage_error("train --model dense:8,layernorm:tiny,dense:10 --data mnist-10k",
+                     "layernorm[:EPSILON]");
+  expect_usage_error("train --model dense:8,layernorm:0,dense:10 --data mnist-10k", "epsilon");
+  const std::string dir = temp_folder("ln-json");
+  const auto r = run_crossover(
+      "train --model dense:32,layernorm:0.01,activation:relu,dense:10:softmax --data mnist-10k "
+      "--epochs 1 --threads 1 --json " +
+      dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("layer_normalization (LayerNormalization)"), std::string::npos) << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  // 784*32+32, 2*32 (gamma, beta), 32*10+10: all trainable.
+  EXPECT_EQ(j["model"]["parameters"], 25120 + 64 + 330);
+  EXPECT_EQ(j["model"]["trainable_parameters"], 25120 + 64 + 330);
+  EXPECT_EQ(j["model"]["layers"][2]["type"], "LayerNormalization");
+  EXPECT_EQ(j["model"]["layers"][2]["epsilon"], 0.01);
+}
+
 TEST(Cli, TrainWritesTheDocumentedJson) {
   const std::string dir = temp_folder("json");
   const auto r = run_crossover(
@@ -207,9 +227,10 @@ TEST(Cli, TrainsAKerasFileThatWasNeverCompiledWithTheDefaults) {
   // Keras 3's to_json() of an uncompiled model ("compile_config": {}): Adam and
   // sparse_categorical_crossentropy, as for a layer list.
   const std::string dir = temp_folder("keras-uncompiled");
-  const auto r = run_crossover(
-      "train --data mnist-10k --epochs 1 --threads 1 --model " + std::string(CROSSOVER_SOURCE_DIR) +
-      "/tests/data/keras/small_uncompiled_keras3.json --json " + dir + "/run.json");
+  const auto r =
+      run_crossover("train --data mnist-10k --epochs 1 --threads 1 --model " +
+                    crossover::testing_util::source_dir() +
+                    "/tests/data/keras/small_uncompiled_keras3.json --json " + dir + "/run.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("compile_config"), std::string::npos) << r.out;
   std::ifstream f(dir + "/run.json");
@@ -221,7 +242,7 @@ TEST(Cli, TrainsAKerasFileThatWasNeverCompiledWithTheDefaults) {
 TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
   // The Keras 3 SMALL model, recompiled as SGD(0.05, momentum 0.9) + categorical_crossentropy.
   const std::string dir = temp_folder("keras-sgd");
-  std::ifstream in(std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/small_keras3.json");
+  std::ifstream in(crossover::testing_util::source_dir() + "/tests/data/keras/small_keras3.json");
   nlohmann::json model = nlohmann::json::parse(in);
   nlohmann::json& cc = model["compile_config"];
   cc["optimizer"]["class_name"] = "SGD";
@@ -256,7 +277,7 @@ TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
 // SMALL under mixed_bfloat16 trains in bf16 without --precision); --precision given must agree.
 TEST(Cli, AModelFilesDTypePolicyIsThePrecisionAndADisagreeingFlagIsRefused) {
   const std::string dir = temp_folder("dtype-policy");
-  const std::string keras = std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/";
+  const std::string keras = crossover::testing_util::source_dir() + "/tests/data/keras/";
   const std::string bf16 = keras + "small_mixed_bfloat16_keras3.json";
   const std::string fp32 = keras + "small_keras3.json";
   const std::string why = cpu_bf16_problem(cpu_bf16_support());

@@ -25,6 +25,7 @@ namespace {
   } while (0)
 
 using testing_util::error_of;
+using testing_util::with_dtype_policy;
 
 TEST(CpuBf16, IsRefusedWithOneLineNamingTheMissingInstructionSets) {
   const std::string none = error_of([] { make_cpu_backend(1, Precision::bf16, CpuBf16Support{}); });
@@ -44,7 +45,7 @@ TEST(CpuBf16, IsRefusedWithOneLineNamingTheMissingInstructionSets) {
 }
 
 TEST(CpuBf16, CompileOnThisCpuAcceptsOrRefusesAsItsIsaSays) {
-  Sequential model({Input({4}), Dense(3, "softmax")});
+  Sequential model(with_dtype_policy({Input({4}), Dense(3, "softmax")}));
   const std::string why = cpu_bf16_problem(cpu_bf16_support());
   const std::string got = error_of(
       [&] { model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.precision = "bf16"}); });
@@ -52,6 +53,74 @@ TEST(CpuBf16, CompileOnThisCpuAcceptsOrRefusesAsItsIsaSays) {
     EXPECT_EQ(got, "");
   else
     EXPECT_NE(got.find(why), std::string::npos) << got;
+}
+
+// compile's default precision is the layers' dtype policies' (as Keras trains a mixed_bfloat16
+// model it loads in bfloat16): bf16 where this CPU has it, else the CPU's one-line refusal, never
+// a silent fp32.
+TEST(CpuBf16, CompileTakesThePrecisionFromTheLayersDtypePolicies) {
+  const std::vector<Layer> layers = with_dtype_policy({Input({4}), Dense(8, "relu"), Dense(3)});
+  EXPECT_EQ(model_precision(layers, ""), Precision::bf16);
+  EXPECT_EQ(model_precision(with_dtype_policy(layers, DTypePolicy::float32), ""), Precision::fp32);
+  Sequential float32(with_dtype_policy(layers, DTypePolicy::float32));
+  float32.compile(Adam(), "mse", {}, {.threads = 1});
+  EXPECT_EQ(float32.precision(), "fp32");
+  // What compile derived, with a backend of the caller's (which does not look at it).
+  Sequential recorded(layers);
+  recorded.compile(Adam(), "mse", {}, {.make_backend = [] { return make_cpu_backend(1); }});
+  EXPECT_EQ(recorded.precision(), "bf16");
+
+  Sequential model(layers);
+  const std::string why = cpu_bf16_problem(cpu_bf16_support());
+  const std::string got = error_of([&] { model.compile(Adam(), "mse", {}, {.threads = 1}); });
+  if (!why.empty()) {
+    EXPECT_EQ(got, "precision bf16: " + why);
+    EXPECT_FALSE(model.compiled());
+    return;
+  }
+  ASSERT_EQ(got, "");
+  EXPECT_EQ(model.precision(), "bf16");
+  const Tensor x = testing_util::random_tensor({16, 4}, 3),
+               y = testing_util::random_tensor({16, 3}, 4);
+  Sequential explicit_bf16(layers);
+  explicit_bf16.compile(Adam(), "mse", {}, {.threads = 1, .precision = "bf16"});
+  explicit_bf16.set_weights(model.get_weights());
+  model.fit(x, y, {.epochs = 1, .shuffle = false, .verbose = 0});
+  explicit_bf16.fit(x, y, {.epochs = 1, .shuffle = false, .verbose = 0});
+  const Tensor a = model.predict(x), b = explicit_bf16.predict(x);
+  EXPECT_EQ(std::vector<float>(a.data(), a.data() + a.size()),
+            std::vector<float>(b.data(), b.data() + b.size()));
+}
+
+// A precision given that disagrees with the layers' policy is refused in one line naming both;
+// tf32 is float32's arithmetic on a GPU (then the CPU refuses it as a GPU precision).
+TEST(CpuBf16, AnExplicitPrecisionMustAgreeWithTheLayersPolicy) {
+  const std::vector<Layer> mixed = with_dtype_policy({Input({4}), Dense(3)});
+  const std::vector<Layer> float32 = with_dtype_policy(mixed, DTypePolicy::float32);
+  EXPECT_EQ(model_precision(float32, "tf32"), Precision::tf32);
+  EXPECT_EQ(model_precision(mixed, "bf16"), Precision::bf16);
+  EXPECT_EQ(error_of([&] { model_precision(float32, "bf16"); }),
+            "precision bf16: the model's Dense and Conv2D layers have the dtype policy 'float32', "
+            "which trains in fp32: leave precision out, or give those layers the policy "
+            "\"mixed_bfloat16\" (their \"dtype\" in a model file; in Keras, set_global_policy "
+            "before making the model)");
+  for (const std::string asked : {"fp32", "tf32"}) {
+    Sequential model(mixed);
+    const std::string got =
+        error_of([&] { model.compile(Adam(), "mse", {}, {.threads = 1, .precision = asked}); });
+    EXPECT_EQ(got.rfind("precision " + asked +
+                            ": the model's Dense and Conv2D layers have the dtype policy "
+                            "'mixed_bfloat16', which trains in bf16: leave precision out",
+                        0),
+              0u)
+        << got;
+    EXPECT_FALSE(model.compiled());
+  }
+  Sequential tf32(float32);
+  EXPECT_EQ(error_of([&] { tf32.compile(Adam(), "mse", {}, {.threads = 1, .precision = "tf32"}); }),
+            "precision tf32: tf32 is a GPU precision; the CPU trains in fp32 or bf16");
+  EXPECT_EQ(error_of([&] { model_precision(float32, "fp16"); }),
+            "precision: unknown precision 'fp16' (expected fp32, tf32 or bf16)");
 }
 
 TEST(CpuBf16, ConversionRoundsToNearestEvenAsTheInstructionDoes) {
@@ -230,7 +299,8 @@ TEST(CpuBf16, BackendRemakesTheCopyAfterUploadFillAndHostWrites) {
 }
 
 Sequential bf16_mlp(uint64_t seed) {
-  Sequential model({Input({64}), Dense(96, "relu"), Dense(80, "relu"), Dense(10, "softmax")});
+  Sequential model(
+      with_dtype_policy({Input({64}), Dense(96, "relu"), Dense(80, "relu"), Dense(10, "softmax")}));
   model.compile(Adam(), "sparse_categorical_crossentropy", {},
                 {.threads = 2, .seed = seed, .precision = "bf16"});
   return model;
@@ -264,14 +334,17 @@ TEST(CpuBf16, PredictionsFollowSetWeightsAndTraining) {
 
 using testing_util::Mnist10k;
 
-Sequential small_model() {
-  return Sequential({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
+// SMALL with the layers' policy that trains in `precision` (mixed_bfloat16 for bf16).
+Sequential small_model(const std::string& precision) {
+  return Sequential(
+      with_dtype_policy({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")},
+                        precision == "bf16" ? DTypePolicy::mixed_bfloat16 : DTypePolicy::float32));
 }
 
 // SMALL's per-epoch losses on the first 4096 digits, 3 epochs at 2 threads.
 std::vector<double> small_losses(const std::string& precision) {
   const Mnist10k& d = Mnist10k::get();
-  Sequential model = small_model();
+  Sequential model = small_model(precision);
   model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
                 {.threads = 2, .seed = 7, .precision = precision});
   return model.fit(d.x_train.rows(0, 4096), d.y_train.rows(0, 4096), {.epochs = 3, .verbose = 0})
@@ -292,7 +365,7 @@ TEST(CpuBf16, SmallReachesFloat32sTestAccuracyWithinHalfAPoint) {
   SKIP_WITHOUT_BF16();
   const Mnist10k& d = Mnist10k::get();
   auto accuracy = [&](const std::string& precision) {
-    Sequential model = small_model();
+    Sequential model = small_model(precision);
     model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
                   {.threads = 2, .seed = 0, .precision = precision});
     model.fit(d.x_train, d.y_train, {.epochs = 10, .verbose = 0});

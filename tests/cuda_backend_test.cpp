@@ -19,6 +19,7 @@
 #include "backends/cuda_info.h"
 #include "core/error.h"
 #include "nn/layers.h"  // activation_name
+#include "nn/optimizers.h"
 
 namespace crossover {
 namespace {
@@ -527,6 +528,11 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     c.clipnorm = 1e3f;  // larger than the norm: factor 1
     cases.push_back({"rmsprop + momentum", c});
   }
+  cases.push_back({"adagrad", Adagrad({.learning_rate = 0.01})});
+  cases.push_back({"adadelta + clipvalue", Adadelta({.learning_rate = 1.0, .clipvalue = 0.5})});
+  // start.step = 4 and nadam_step 0: the kernel recomputes u_product once, then carries it.
+  cases.push_back({"nadam", Nadam({.learning_rate = 0.01})});
+  cases.push_back({"adamax + weight decay", Adamax({.learning_rate = 0.01, .weight_decay = 0.01})});
   // Sizes that cross the kernel's chunk boundaries inside and between slots.
   const int64_t sizes[] = {97 * 13, 13, 300007, 1};
   uint32_t seed = 800;
@@ -539,7 +545,11 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
       const auto w = random_values(n, ++seed), grad = random_values(n, ++seed, -2.0f, 2.0f);
       // Slot 1 is RMSprop's mean square (never negative: a negative one made both devices' update
       // NaN, which no comparison passes) and Adam's or SGD's signed first moment or velocity.
-      const float s1_low = k.config.kind == OptimizerKind::rmsprop ? 0.0f : -0.1f;
+      // Adagrad's and Adadelta's accumulators are never negative either.
+      const bool square = k.config.kind == OptimizerKind::rmsprop ||
+                          k.config.kind == OptimizerKind::adagrad ||
+                          k.config.kind == OptimizerKind::adadelta;
+      const float s1_low = square ? 0.0f : -0.1f;
       const auto s1 = random_values(n, ++seed, s1_low, 0.1f),
                  s2 = random_values(n, ++seed, 0.0f, 0.1f);
       ParamSlot a{c.values(w), c.values(grad), c.values(s1), c.values(s2), n, i % 2 == 0};
@@ -568,6 +578,8 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     EXPECT_EQ(got.batch_index, want.batch_index);
     EXPECT_FLOAT_EQ(got.learning_rate, want.learning_rate);
     EXPECT_NEAR(got.grad_scale, want.grad_scale, 1e-6);
+    EXPECT_EQ(got.nadam_step, want.nadam_step);
+    EXPECT_FLOAT_EQ(got.nadam_u_product, want.nadam_u_product);
   }
 }
 
@@ -1071,6 +1083,52 @@ TEST_F(CudaConvTest, DropoutAfterTheConvnetsFlattenDrawsTheCpuMask) {
 
 // ---- batch normalization (crossover's own kernels) against the CPU's oneDNN
 // ----------------------
+
+// ---- layer normalization: a warp per row (kernels.cu) against the CPU's loops ----
+
+TEST_F(CudaBackendTest, LayerNormForwardAndBackwardMatchCpu) {
+  struct Case {
+    int64_t rows, n;
+    bool affine;
+  };
+  uint32_t seed = 7000;
+  // Shorter than a warp, not a multiple of 32, wider than a block; more rows than the grid's
+  // warps (grid-stride); no gamma and beta.
+  for (const Case& k : {Case{7, 13, true}, Case{33, 70, true}, Case{5, 1000, true},
+                        Case{200000, 8, true}, Case{64, 37, false}}) {
+    SCOPED_TRACE(std::to_string(k.rows) + "x" + std::to_string(k.n) + (k.affine ? " affine" : ""));
+    const auto n = static_cast<std::size_t>(k.rows * k.n), w = static_cast<std::size_t>(k.n),
+               r = static_cast<std::size_t>(k.rows);
+    auto x = random_values(n, seed += 10, -2.0f, 4.0f);
+    const auto gamma = random_values(w, seed + 1, 0.5f, 1.5f), beta = random_values(w, seed + 2),
+               dy = random_values(n, seed + 3);
+    Memory c(*cpu_), g(*gpu_);
+    float *yc = c.poisoned(n), *mc = c.poisoned(r), *rc = c.poisoned(r);
+    float *yg = g.poisoned(n), *mg = g.poisoned(r), *rg = g.poisoned(r);
+    cpu_->layernorm_forward(c.values(x), k.affine ? c.values(gamma) : nullptr,
+                            k.affine ? c.values(beta) : nullptr, yc, mc, rc, k.rows, k.n, 1e-3f);
+    gpu_->layernorm_forward(g.values(x), k.affine ? g.values(gamma) : nullptr,
+                            k.affine ? g.values(beta) : nullptr, yg, mg, rg, k.rows, k.n, 1e-3f);
+    expect_close(g.get(mg, r), c.get(mc, r), 1e-5, 1e-5, "mean");
+    expect_close(g.get(rg, r), c.get(rc, r), 1e-5, 1e-5, "rstd");
+    expect_close(g.get(yg, n), c.get(yc, n), 1e-4, 1e-4, "y");
+    // The backward from the CPU's statistics on both.
+    const auto mean = c.get(mc, r), rstd = c.get(rc, r);
+    float *dxc = c.poisoned(n), *dgc = k.affine ? c.poisoned(w) : nullptr,
+          *dbc = k.affine ? c.poisoned(w) : nullptr;
+    float *dxg = g.poisoned(n), *dgg = k.affine ? g.poisoned(w) : nullptr,
+          *dbg = k.affine ? g.poisoned(w) : nullptr;
+    cpu_->layernorm_backward(c.values(x), c.values(dy), k.affine ? c.values(gamma) : nullptr,
+                             c.values(mean), c.values(rstd), dxc, dgc, dbc, k.rows, k.n);
+    gpu_->layernorm_backward(g.values(x), g.values(dy), k.affine ? g.values(gamma) : nullptr,
+                             g.values(mean), g.values(rstd), dxg, dgg, dbg, k.rows, k.n);
+    EXPECT_LE(relative_error(g.get(dxg, n), c.get(dxc, n)), 1e-4) << "dx";
+    if (k.affine) {
+      EXPECT_LE(relative_error(g.get(dgg, w), c.get(dgc, w)), 1e-4) << "dgamma";
+      EXPECT_LE(relative_error(g.get(dbg, w), c.get(dbc, w)), 1e-4) << "dbeta";
+    }
+  }
+}
 
 class CudaBatchNormTest : public CudaBackendTest {};
 

@@ -259,7 +259,7 @@ TEST(DataMnist10k, NpzCopyHoldsTheSameBytesAsTheIdxFiles) {
 
 TEST(DataMnist10k, FolderIsTheSourceTreesDataFolder) {
   EXPECT_EQ(fs::canonical(mnist10k_folder()),
-            fs::canonical(fs::path(CROSSOVER_SOURCE_DIR) / "data/mnist-10k"));
+            fs::canonical(fs::path(crossover::testing_util::source_dir()) / "data/mnist-10k"));
 }
 
 TEST(DataMnist10k, LoadDataByNameSaysWhatItLoaded) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "backends/backend.h"
 #include "nn/layers.h"
@@ -145,6 +146,23 @@ void batch_norm_reference(std::vector<Vec>& batch, const Layer& l,
     }
 }
 
+// Layer normalization of one sample: each run of n values (the last axis) normalised by its own
+// mean and biased variance, then scaled and shifted.
+void layer_norm_reference(Vec& h, std::size_t n, const Layer& l,
+                          const std::map<std::string, std::vector<double>>& w) {
+  for (std::size_t r = 0; r < h.size(); r += n) {
+    double mean = 0, var = 0;
+    for (std::size_t j = 0; j < n; ++j) mean += h[r + j];
+    mean /= static_cast<double>(n);
+    for (std::size_t j = 0; j < n; ++j) var += (h[r + j] - mean) * (h[r + j] - mean);
+    var /= static_cast<double>(n);
+    for (std::size_t j = 0; j < n; ++j)
+      h[r + j] = (h[r + j] - mean) / std::sqrt(var + l.epsilon) *
+                     (l.scale ? w.at(l.name + "/gamma")[j] : 1.0) +
+                 (l.center ? w.at(l.name + "/beta")[j] : 0.0);
+  }
+}
+
 // The float64 reference: the mean loss of the model over the batch, weights by name. Layers run
 // over the whole batch in turn (batch normalization needs every sample's values).
 double reference_loss(const Sequential& model, const std::map<std::string, std::vector<double>>& w,
@@ -152,12 +170,49 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
                       bool from_logits = false) {
   const int64_t n = x.dim(0), in = x.size() / n;
   double total = 0;
+  std::vector<Vec> input;
+  for (int64_t r = 0; r < n; ++r) input.emplace_back(x.data() + r * in, x.data() + (r + 1) * in);
+  // Each layer's outputs and per-sample shape, for the layers that read them (a graph's).
+  std::vector<std::vector<Vec>> outs;
+  std::vector<Shape> shapes;
   std::vector<Vec> batch;
-  for (int64_t r = 0; r < n; ++r) batch.emplace_back(x.data() + r * in, x.data() + (r + 1) * in);
-  Shape batch_shape = model.input_shape();
-  for (const Layer& l : model.layers()) {
+  Shape batch_shape;
+  for (std::size_t li = 0; li < model.layers().size(); ++li) {
+    const Layer& l = model.layers()[li];
+    const std::vector<int>& reads = model.layer_inputs()[li];
+    const auto from = [&](std::size_t k) -> const std::vector<Vec>& {
+      return reads.empty() ? input : outs[static_cast<std::size_t>(reads[k])];
+    };
+    batch = from(0);
+    batch_shape = reads.empty() ? model.input_shape() : shapes[static_cast<std::size_t>(reads[0])];
+    if (l.type == LayerType::add) {
+      for (std::size_t k = 1; k < reads.size(); ++k)
+        for (std::size_t r = 0; r < batch.size(); ++r)
+          for (std::size_t e = 0; e < batch[r].size(); ++e) batch[r][e] += from(k)[r][e];
+    } else if (l.type == LayerType::concatenate) {
+      // Along the last axis: each position's channels of every input in turn.
+      const auto positions = static_cast<std::size_t>(shape_size(batch_shape) / batch_shape.back());
+      int64_t channels = 0;
+      for (std::size_t k = 0; k < reads.size(); ++k)
+        channels += shapes[static_cast<std::size_t>(reads[k])].back();
+      for (std::size_t r = 0; r < batch.size(); ++r) {
+        Vec joined;
+        for (std::size_t p = 0; p < positions; ++p)
+          for (std::size_t k = 0; k < reads.size(); ++k) {
+            const auto c =
+                static_cast<std::size_t>(shapes[static_cast<std::size_t>(reads[k])].back());
+            const Vec& v = from(k)[r];
+            joined.insert(joined.end(), v.begin() + static_cast<std::ptrdiff_t>(p * c),
+                          v.begin() + static_cast<std::ptrdiff_t>((p + 1) * c));
+          }
+        batch[r] = joined;
+      }
+      batch_shape.back() = channels;
+    }
     if (l.type == LayerType::batch_normalization) {
       batch_norm_reference(batch, l, w);
+      outs.push_back(batch);
+      shapes.push_back(batch_shape);
       continue;
     }
     Shape after;
@@ -183,13 +238,22 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         }
         apply(l.activation, out, l.activation_alpha);
         h = out;
+        shape = {l.units};
       } else if (l.type == LayerType::activation || l.type == LayerType::leaky_relu ||
                  l.type == LayerType::elu) {
         apply(l.activation, h, l.activation_alpha);
+      } else if (l.type == LayerType::layer_normalization) {
+        // The last axis: gamma's length, else the sample's when it is a vector (these tests).
+        const std::size_t n = l.scale    ? w.at(l.name + "/gamma").size()
+                              : l.center ? w.at(l.name + "/beta").size()
+                                         : h.size();
+        layer_norm_reference(h, n, l, w);
       }
       after = shape;
     }
     batch_shape = after;
+    outs.push_back(batch);
+    shapes.push_back(batch_shape);
   }
   for (int64_t r = 0; r < n; ++r) {
     Vec& h = batch[static_cast<std::size_t>(r)];
@@ -227,11 +291,12 @@ struct Case {
   std::string loss;
   Shape sample = {5};  // one sample's shape
   bool from_logits = false;
+  std::optional<LayerGraph> graph = std::nullopt;  // a functional model instead of `layers`
 };
 
 void check_gradients(const Case& c) {
   SCOPED_TRACE(c.name);
-  Sequential model(c.layers);
+  Sequential model = c.graph ? Sequential(*c.graph) : Sequential(c.layers);
   model.compile(SGD(), LossSpec{c.loss, c.from_logits}, {}, {.threads = 1, .seed = 7});
   const int64_t n = 6;
   Shape x_shape = {n};
@@ -578,6 +643,35 @@ TEST(Gradients, BatchNormalizationOverImageChannelsMatchesFiniteDifferences) {
                    {3, 3, 2}});
 }
 
+// ---- layer normalization (each sample's own statistics, through which dx flows: the Dense
+// below it checks the input gradient, gamma and beta their own) ----
+
+TEST(Gradients, LayerNormalizationAfterDenseMatchesFiniteDifferences) {
+  check_gradients({"dense -> layer norm -> dense",
+                   {Input({5}), Dense(4, "tanh"), LayerNormalization(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+  check_gradients({"no center, relu after",
+                   {Input({5}), Dense(6), LayerNormalization(1e-2, false, true), Activation("relu"),
+                    Dense(3, "softmax")},
+                   "categorical_crossentropy"});
+  check_gradients({"no scale, last layer",
+                   {Input({5}), Dense(4, "tanh"), Dense(3), LayerNormalization(1e-3, true, false)},
+                   "mean_squared_error"});
+  check_gradients(
+      {"neither",
+       {Input({5}), Dense(4, "tanh"), LayerNormalization(1e-3, false, false), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy"});
+}
+
+TEST(Gradients, LayerNormalizationOverImageChannelsMatchesFiniteDifferences) {
+  // Over the channels of every position: (4 x 4) rows of 3 per sample.
+  check_gradients({"conv -> layer norm -> dense",
+                   {Input({5, 5, 2}), Conv2D(3, 2), LayerNormalization(), Activation("relu"),
+                    Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 5, 2}});
+}
+
 // The backend's conv2d_forward itself against the float64 loop, with explicit uneven padding and
 // strides, both fused activations, with and without bias.
 TEST(CpuBackend, Conv2DForwardMatchesTheFloat64Loop) {
@@ -652,6 +746,74 @@ TEST(CpuBackend, MaxPoolingGivesATiedWindowsGradientToItsFirstElement) {
                     first ? 1.0f : 0.0f)
               << "sample " << r << " (" << iy << ", " << ix << ") channel " << c;
         }
+}
+
+}  // namespace
+}  // namespace crossover
+
+namespace crossover {
+namespace {
+
+// ---- functional models: a skip connection (Add), Concatenate, a layer read twice ----
+
+TEST(Gradients, ASkipConnectionWithAddMatchesFiniteDifferences) {
+  // Input -> Dense -> Dense -> Add with the first Dense's output -> Dense softmax.
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int d1 = g.add(Dense(4, "tanh"), x);
+  const int d2 = g.add(Dense(4, "relu"), d1);
+  const int sum = g.add(Add(), {d2, d1});
+  check_gradients({"skip",
+                   {},
+                   "sparse_categorical_crossentropy",
+                   {5},
+                   false,
+                   g.graph(g.add(Dense(3, "softmax"), sum))});
+}
+
+TEST(Gradients, ConcatenateOfTwoBranchesMatchesFiniteDifferences) {
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int a = g.add(Dense(3, "tanh"), x);
+  const int b = g.add(Dense(2, "sigmoid"), x);
+  const int joined = g.add(Concatenate(), {a, b});
+  check_gradients({"concat",
+                   {},
+                   "categorical_crossentropy",
+                   {5},
+                   false,
+                   g.graph(g.add(Dense(3, "softmax"), joined))});
+}
+
+TEST(Gradients, ALayerOutputReadThreeTimesAndImagesConcatenatedMatchFiniteDifferences) {
+  // A relu output read by a dropout, an Add and a Concatenate: its gradients are summed; the
+  // dropout may not fuse the relu's gradient (it is not the only reader).
+  GraphBuilder g;
+  const int x = g.input({4, 4, 1});
+  const int c1 = g.add(Conv2D(2, 3, "relu", 1, "same"), x);
+  const int c2 = g.add(Conv2D(3, 3, "tanh", 1, "same"), c1);
+  const int drop = g.add(Dropout(0.0), c1);
+  const int sum = g.add(Add(), {drop, c1});
+  const int joined = g.add(Concatenate(), {sum, c2, c1});
+  const int flat = g.add(Flatten(), joined);
+  check_gradients({"images",
+                   {},
+                   "sparse_categorical_crossentropy",
+                   {4, 4, 1},
+                   false,
+                   g.graph(g.add(Dense(3, "softmax"), flat))});
+}
+
+TEST(Gradients, AnInputReadByTwoBranchesNeedsNoInputGradient) {
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int sum = g.add(Add(), {g.add(Dense(3), x), g.add(Dense(3, "relu"), x)});
+  check_gradients({"two from the input",
+                   {},
+                   "mean_squared_error",
+                   {5},
+                   false,
+                   g.graph(g.add(Activation("sigmoid"), sum))});
 }
 
 }  // namespace

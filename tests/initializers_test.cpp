@@ -17,6 +17,7 @@
 #include "nn/model_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
+#include "test_util.h"
 
 namespace crossover {
 namespace {
@@ -335,8 +336,8 @@ TEST(Initializers, KerasJsonRoundTripKeepsEveryField) {
 // Dense's kernel_initializer set to "he_normal" as a script's string: a (784, 128) kernel of
 // variance 2 / 784 cut at two deviations.
 TEST(Initializers, AKerasFileWithHeNormalLoadsAndDrawsIt) {
-  json j =
-      json::parse(slurp(std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/small_keras3.json"));
+  json j = json::parse(
+      slurp(crossover::testing_util::source_dir() + "/tests/data/keras/small_keras3.json"));
   for (json& l : j["config"]["layers"])
     if (l["config"]["name"] == "dense") l["config"]["kernel_initializer"] = "he_normal";
   Sequential model = model_from_json(j.dump(), "he.json");

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -84,11 +86,11 @@ TEST(Install, SlowConsumerProjectBuildsAndTrainsAgainstTheInstalledPackage) {
     GTEST_SKIP()
         << "cmake is not on PATH: cannot test `cmake --install` and find_package(crossover)";
   // The crossover binary sits at the top of the build folder.
-  const fs::path build = fs::path(CROSSOVER_BINARY).parent_path();
+  const fs::path build = fs::path(crossover::testing_util::binary_path()).parent_path();
   if (!fs::exists(build / "CMakeCache.txt") || !fs::exists(build / "cmake_install.cmake"))
     GTEST_SKIP() << "no CMake build folder at " << build;
   const auto cache = read_cache(build / "CMakeCache.txt");
-  const fs::path source = CROSSOVER_SOURCE_DIR;
+  const fs::path source = crossover::testing_util::source_dir();
 
   std::string tmpl = (fs::temp_directory_path() / "crossover-install-XXXXXX").string();
   ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);

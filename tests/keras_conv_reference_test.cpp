@@ -112,7 +112,8 @@ Sequential reference_convnet(double dropout = 0.5) {
 
 TEST(KerasConvnetReference, LoadsTheWeightsKerasSavedInItsH5Layout) {
   Sequential model = convnet(0.5);
-  load_weights(model, std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/convnet.weights.h5");
+  load_weights(model,
+               crossover::testing_util::source_dir() + "/tests/data/keras/convnet.weights.h5");
   const std::vector<NamedTensor> got = model.get_weights();
   ASSERT_EQ(got.size(), std::size(kConvnetWeights));
   for (const NamedTensor& t : got) {

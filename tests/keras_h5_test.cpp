@@ -22,7 +22,7 @@ namespace {
 
 using testing_util::temp_folder;
 
-const std::string kKerasData = std::string(CROSSOVER_SOURCE_DIR) + "/tests/data/keras/";
+const std::string kKerasData = crossover::testing_util::source_dir() + "/tests/data/keras/";
 
 std::vector<uint8_t> bytes_of(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

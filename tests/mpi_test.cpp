@@ -141,7 +141,7 @@ TEST_F(Mpi, TwoRanksRunBitIdenticallyFromRunToRun) {
 // so that Open MPI's TCP transport carries the allreduce, as between machines. Skipped where
 // namespaces cannot be made (not root, no iproute2, no unshare).
 TEST_F(Mpi, TwoRanksOnTwoHostsTalkOverTcp) {
-  const std::string two_hosts = std::string(CROSSOVER_SOURCE_DIR) + "/scripts/mpirun-two-hosts";
+  const std::string two_hosts = crossover::testing_util::source_dir() + "/scripts/mpirun-two-hosts";
   ScopedEnv limit("MPIRUN_TWO_HOSTS_TIMEOUT", "300");  // a hang ends; not a speed requirement
   const RunResult tcp = run_training(two_hosts, 32, "two-hosts");
   if (tcp.exit_code == 77) GTEST_SKIP() << tcp.err;
@@ -251,7 +251,8 @@ TEST_F(Mpi, ARankWithOtherDataIsAnErrorNamingItAndTheFile) {
   // Open MPI's MPMD form: rank 0 and rank 1 each with their own arguments.
   const std::string args = "train --model small --epochs 1 --threads 1 --quiet --data ";
   const auto r = run_crossover(
-      args + "mnist-10k : -np 1 " + CROSSOVER_BINARY + " " + args + fashion, launcher(1));
+      args + "mnist-10k : -np 1 " + crossover::testing_util::binary_path() + " " + args + fashion,
+      launcher(1));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("error: rank 1 of 2: --data " + std::string(fashion)), std::string::npos)
       << r.err;
@@ -294,7 +295,7 @@ SignalledRun signal_rank_one(const std::string& tag, const std::string& signal,
   {
     std::ofstream script(dir + "/run.sh");
     script << "cd " << dir << "\n"
-           << "(" << launcher(2) << " " << CROSSOVER_BINARY
+           << "(" << launcher(2) << " " << crossover::testing_util::binary_path()
            << " train --model small --data mnist-10k --epochs 1000 --threads 1 --quiet " << options
            << " --checkpoint c.ckpt --save w.safetensors >out 2>err & echo $! >pid; wait $!;"
               " echo $? >rc.tmp; mv rc.tmp rc) &\n"

@@ -4,12 +4,16 @@
 // comment of each case for the formula.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/kernel_math.h"
 #include "core/error.h"
+#include "nn/layers.h"
 #include "nn/optimizers.h"
+#include "nn/sequential.h"
 #include "test_util.h"
 
 namespace crossover {
@@ -106,7 +110,193 @@ TEST(Optimizers, ExponentialDecayIsEvaluatedPerStep) {
 TEST(Optimizers, InvalidSettingsAreRefusedByName) {
   EXPECT_THROW(Adam({.learning_rate = -1}), Error);
   EXPECT_THROW(SGD({.momentum = 1.5}), Error);
-  EXPECT_THROW(optimizer_from_name("adagrad"), Error);
+  EXPECT_THROW(optimizer_from_name("ftrl"), Error);
+  EXPECT_THROW(Adagrad({.initial_accumulator_value = -1}), Error);
+  EXPECT_THROW(Adadelta({.rho = 1.0}), Error);
+  EXPECT_THROW(Nadam({.beta_1 = 1.0}), Error);
+  EXPECT_THROW(Adamax({.epsilon = 0}), Error);
+}
+
+// Several steps of Adagrad, Adadelta, Nadam and Adamax against a float64 evaluation of Keras
+// 3.15's formulas (keras/src/optimizers/{adagrad,adadelta,nadam,adamax}.py, update_step), with
+// a gradient that changes size and sign from step to step. The float32 engine stays within
+// float32 rounding of it.
+constexpr int kSteps = 6;
+const double kW0[] = {1.0, -2.0, 0.5, 0.0};
+const double kG0[] = {0.1, -0.2, 0.3, 1e-3};
+
+double gradient_at(int i, int t) {  // t = 1, 2, ...
+  return kG0[i] * (1.0 + 0.3 * t) * (t % 3 == 2 ? -1.0 : 1.0);
+}
+
+// The engine's weights after kSteps steps from kW0; slot1 starts at `slot1_start` (Adagrad's
+// initial accumulator). `counters` carries the step count (and Nadam's state) across calls.
+struct EngineRun {
+  std::vector<float> w, s1, s2;
+  StepCounters counters;
+};
+void run_steps(const OptimizerConfig& config, EngineRun& r, int from, int to) {
+  auto be = make_cpu_backend(1);
+  std::vector<float> g(4);
+  ParamSlot slot{r.w.data(), g.data(), r.s1.data(), r.s2.data(), 4, true};
+  for (int t = from; t <= to; ++t) {
+    for (int i = 0; i < 4; ++i) g[i] = static_cast<float>(gradient_at(i, t));
+    be->optimizer_step(config, {&slot, 1}, &r.counters);
+  }
+}
+EngineRun engine_steps(const OptimizerConfig& config, float slot1_start = 0.0f) {
+  EngineRun r{{1.0f, -2.0f, 0.5f, 0.0f},
+              std::vector<float>(4, slot1_start),
+              std::vector<float>(4, 0.0f),
+              {}};
+  run_steps(config, r, 1, kSteps);
+  EXPECT_EQ(r.counters.step, kSteps);
+  return r;
+}
+
+// Keras's formulas in float64; `update(i, t, w, s1, s2, g)` is one update_step.
+template <class Update>
+std::vector<double> reference_steps(double slot1_start, Update update) {
+  std::vector<double> w(kW0, kW0 + 4), s1(4, slot1_start), s2(4, 0.0);
+  for (int t = 1; t <= kSteps; ++t)
+    for (int i = 0; i < 4; ++i) update(t, w[i], s1[i], s2[i], gradient_at(i, t));
+  return w;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], tol) << "w[" << i << "]";
+    EXPECT_GT(std::fabs(want[i] - kW0[i]), 100 * tol) << "w[" << i << "] barely moved";
+  }
+}
+
+TEST(Optimizers, AdagradFollowsKerasOverSeveralSteps) {
+  for (const double eps : {1e-7, 0.05}) {
+    SCOPED_TRACE(eps);
+    const double lr = 0.1, init = 0.1;
+    const EngineRun r =
+        engine_steps(Adagrad({.learning_rate = lr, .epsilon = eps}), static_cast<float>(init));
+    // accumulator += g^2; w -= lr g / sqrt(accumulator + epsilon)
+    const auto want = reference_steps(init, [&](int, double& w, double& acc, double&, double g) {
+      acc += g * g;
+      w -= lr * g / std::sqrt(acc + eps);
+    });
+    expect_close(r.w, want, 2e-6);
+  }
+}
+
+TEST(Optimizers, AdadeltaFollowsKerasOverSeveralSteps) {
+  for (const double eps : {1e-7, 1e-2}) {
+    SCOPED_TRACE(eps);
+    const double lr = 1.0, rho = 0.95;
+    const EngineRun r = engine_steps(Adadelta({.learning_rate = lr, .epsilon = eps}));
+    // ag = rho ag + (1 - rho) g^2; d = -sqrt(ad + eps) g / sqrt(ag + eps);
+    // ad = rho ad + (1 - rho) d^2; w += lr d
+    const auto want = reference_steps(0.0, [&](int, double& w, double& ag, double& ad, double g) {
+      ag = rho * ag + (1 - rho) * g * g;
+      const double d = -std::sqrt(ad + eps) * g / std::sqrt(ag + eps);
+      ad = rho * ad + (1 - rho) * d * d;
+      w += lr * d;
+    });
+    // The small epsilon moves the weights by ~1e-3 only: a tolerance relative to that.
+    expect_close(r.w, want, eps < 1e-3 ? 5e-7 : 2e-6);
+  }
+}
+
+// Keras's Nadam in float64: u(s) = beta_1 (1 - 0.5 * 0.96^s); u_product is the product of
+// u(1..t); m_hat = u(t+1) m / (1 - u_product u(t+1)) + (1 - u(t)) g / (1 - u_product);
+// v_hat = v / (1 - beta_2^t); w -= lr m_hat / (sqrt(v_hat) + epsilon).
+std::vector<double> nadam_reference(double lr, double b1, double b2, double eps) {
+  double u_product = 1.0;
+  int product_step = 0;
+  return reference_steps(0.0, [&](int t, double& w, double& m, double& v, double g) {
+    auto u = [&](int s) { return b1 * (1.0 - 0.5 * std::pow(0.96, s)); };
+    if (product_step < t) u_product *= u(t), product_step = t;  // once per step
+    m += (g - m) * (1 - b1);
+    v += (g * g - v) * (1 - b2);
+    const double m_hat =
+        u(t + 1) * m / (1 - u_product * u(t + 1)) + (1 - u(t)) * g / (1 - u_product);
+    const double v_hat = v / (1 - std::pow(b2, t));
+    w -= m_hat * lr / (std::sqrt(v_hat) + eps);
+  });
+}
+
+TEST(Optimizers, NadamFollowsKerasOverSeveralSteps) {
+  for (const double eps : {1e-7, 0.1}) {
+    SCOPED_TRACE(eps);
+    const EngineRun r = engine_steps(Nadam({.learning_rate = 0.1, .epsilon = eps}));
+    expect_close(r.w, nadam_reference(0.1, 0.9, 0.999, eps), 3e-6);
+    EXPECT_EQ(r.counters.nadam_step, kSteps);
+  }
+  const EngineRun r = engine_steps(Nadam({.learning_rate = 0.1, .beta_1 = 0.5, .beta_2 = 0.9}));
+  expect_close(r.w, nadam_reference(0.1, 0.5, 0.9, 1e-7), 3e-6);
+}
+
+TEST(Optimizers, NadamRecomputesItsProductAfterARestoredStepCount) {
+  // A checkpoint restores the step count only: the u_product it resumes from is recomputed from
+  // the step, to the bits the uninterrupted run carried.
+  const OptimizerConfig config = Nadam({.learning_rate = 0.1});
+  const EngineRun whole = engine_steps(config);
+  EngineRun resumed{{1.0f, -2.0f, 0.5f, 0.0f}, std::vector<float>(4), std::vector<float>(4), {}};
+  run_steps(config, resumed, 1, 3);
+  resumed.counters = StepCounters{};
+  resumed.counters.step = 3;
+  run_steps(config, resumed, 4, kSteps);
+  EXPECT_EQ(resumed.w, whole.w);
+  EXPECT_EQ(resumed.counters.nadam_u_product, whole.counters.nadam_u_product);
+  EXPECT_EQ(whole.counters.nadam_u_product, nadam_u_product_after(0.9, kSteps));
+}
+
+TEST(Optimizers, AdamaxFollowsKerasOverSeveralSteps) {
+  for (const double eps : {1e-7, 0.1}) {
+    SCOPED_TRACE(eps);
+    const double lr = 0.1, b1 = 0.9, b2 = 0.999;
+    const EngineRun r = engine_steps(Adamax({.learning_rate = lr, .epsilon = eps}));
+    // m += (g - m)(1 - b1); norm = max(b2 norm, |g|); w -= lr m / ((1 - b1^t)(norm + eps))
+    const auto want = reference_steps(0.0, [&](int t, double& w, double& m, double& n, double g) {
+      m += (g - m) * (1 - b1);
+      n = std::max(b2 * n, std::fabs(g));
+      w -= lr * m / ((1 - std::pow(b1, t)) * (n + eps));
+    });
+    expect_close(r.w, want, 2e-6);
+  }
+}
+
+TEST(Optimizers, AdagradAccumulatorsStartAtTheInitialValueInAModel) {
+  // Keras builds the accumulators with Constant(initial_accumulator_value); a recompile with
+  // another optimizer starts from zeros again.
+  Sequential m({Input({3}), Dense(2)});
+  m.compile(Adagrad({.initial_accumulator_value = 0.25}), "mean_squared_error", {}, {.threads = 1});
+  const Tensor x = testing_util::random_tensor({4, 3}, 1),
+               y = testing_util::random_tensor({4, 2}, 2);
+  m.fit(x, y, {.epochs = 0, .verbose = 0});  // builds the model
+  std::vector<NamedTensor> state = m.get_optimizer_state();
+  ASSERT_EQ(state.size(), 5u);  // kernel and bias, slot1 and slot2 each, the step
+  for (std::size_t k = 0; k < 4; ++k)
+    for (float v : state[k].value.values())
+      EXPECT_EQ(v, k % 2 == 0 ? 0.25f : 0.0f) << state[k].name;
+  m.compile(Adam(), "mean_squared_error", {}, {.threads = 1});
+  m.fit(x, y, {.epochs = 0, .verbose = 0});
+  state = m.get_optimizer_state();
+  for (float v : state[0].value.values()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Optimizers, NewOptimizersHaveKerasNamesAndSlots) {
+  for (const char* name : {"adagrad", "adadelta", "nadam", "adamax"}) {
+    const OptimizerConfig c = optimizer_from_name(name);
+    EXPECT_EQ(optimizer_name(c.kind), name);
+    EXPECT_EQ(c.schedule.base, 1e-3f) << name;
+    EXPECT_EQ(c.epsilon, 1e-7f) << name;
+  }
+  EXPECT_EQ(optimizer_from_name("adagrad").initial_accumulator_value, 0.1f);
+  EXPECT_EQ(optimizer_from_name("adadelta").rho, 0.95);
+  EXPECT_EQ(optimizer_slot_count(Adagrad()), 1);
+  EXPECT_EQ(optimizer_slot_count(Adadelta()), 2);
+  EXPECT_EQ(optimizer_slot_count(SGD()), 0);
+  EXPECT_EQ(optimizer_slot_count(RMSprop({.momentum = 0.5})), 2);
+  EXPECT_EQ(optimizer_slot_names(Adamax())[1], "norm");
+  EXPECT_EQ(optimizer_slot_names(Adadelta())[0], "accumulated_grad");
 }
 
 // The CPU's fused call (Backend::dense_backward_weights_update) must give the bits that the
@@ -123,7 +313,11 @@ TEST(Optimizers, TheCpuFusedUpdateGivesTheBitsOfTheGradientThenTheStep) {
       {"adamw clipvalue", AdamW({.learning_rate = 0.01, .weight_decay = 0.1, .clipvalue = 0.02})},
       {"sgd nesterov", SGD({.learning_rate = 0.1, .momentum = 0.9, .nesterov = true})},
       {"rmsprop momentum", RMSprop({.learning_rate = 0.01, .momentum = 0.5})},
-      {"adam decayed lr", with_exponential_decay(Adam(), 2, 0.5)}};
+      {"adam decayed lr", with_exponential_decay(Adam(), 2, 0.5)},
+      {"adagrad", Adagrad({.learning_rate = 0.01})},
+      {"adadelta", Adadelta({.learning_rate = 1.0})},
+      {"nadam", Nadam({.learning_rate = 0.01})},
+      {"adamax clipvalue", Adamax({.learning_rate = 0.01, .clipvalue = 0.02})}};
   struct Shape3 {
     int64_t m, k, n;
     bool bias;

@@ -563,7 +563,7 @@ TEST(Profile, LoadAndSaveFiles) {
 }
 
 TEST(Profile, ShippedProfilesAreValid) {
-  const fs::path dir = fs::path(CROSSOVER_SOURCE_DIR) / "profiles";
+  const fs::path dir = fs::path(crossover::testing_util::source_dir()) / "profiles";
   int count = 0;
   if (fs::is_directory(dir))
     for (const auto& e : fs::directory_iterator(dir))
@@ -902,8 +902,8 @@ Result run(const std::string& args) {
   const std::string tag = std::to_string(::getpid());
   const std::string o = (dir / ("perf_out_" + tag)).string(),
                     e = (dir / ("perf_err_" + tag)).string();
-  const std::string cmd =
-      std::string("'") + CROSSOVER_BINARY + "' " + args + " >'" + o + "' 2>'" + e + "'";
+  const std::string cmd = std::string("'") + crossover::testing_util::binary_path() + "' " + args +
+                          " >'" + o + "' 2>'" + e + "'";
   const int status = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -926,7 +926,7 @@ json read_json(const fs::path& p) {
 }
 
 bool gpu_profile_shipped() {
-  const fs::path dir = fs::path(CROSSOVER_SOURCE_DIR) / "profiles";
+  const fs::path dir = fs::path(crossover::testing_util::source_dir()) / "profiles";
   if (!fs::is_directory(dir)) return false;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".json") {

@@ -52,12 +52,23 @@ std::string temp_folder(const std::string& name) {
   return p.string();
 }
 
+const std::string& source_dir() {
+  static const std::string dir = CROSSOVER_SOURCE_DIR;
+  return dir;
+}
+
+const std::string& binary_path() {
+  static const std::string path = CROSSOVER_BINARY;
+  return path;
+}
+
 CommandResult run_crossover(const std::string& args, const std::string& launcher) {
   static int counter = 0;
   const std::string dir = temp_folder("cmd" + std::to_string(counter++));
   const std::string out = dir + "/out", err = dir + "/err";
-  const std::string cmd = (launcher.empty() ? "" : launcher + " ") + std::string(CROSSOVER_BINARY) +
-                          " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const std::string cmd = (launcher.empty() ? "" : launcher + " ") +
+                          crossover::testing_util::binary_path() + " " + args + " >" + out + " 2>" +
+                          err + " </dev/null";
   CommandResult r;
   const int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -72,7 +83,7 @@ const SafetensorsFile& keras_fixture(const std::string& file_name) {
   auto it = files.find(file_name);
   if (it == files.end())
     it = files
-             .emplace(file_name, read_safetensors(std::string(CROSSOVER_SOURCE_DIR) +
+             .emplace(file_name, read_safetensors(crossover::testing_util::source_dir() +
                                                   "/tests/data/keras/" + file_name))
              .first;
   return it->second;

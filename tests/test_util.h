@@ -12,10 +12,16 @@
 #include "core/philox.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
+#include "nn/layers.h"
 #include "nn/weights_io.h"
 #include "perf/profile.h"
 
 namespace crossover::testing_util {
+
+// The source tree and the crossover binary under test (only test_util.cpp is compiled with their
+// paths, so that the other test files compile the same in every checkout and ccache shares them).
+const std::string& source_dir();
+const std::string& binary_path();
 
 // data/mnist-10k as float tensors, read once per test process.
 struct Mnist10k {
@@ -29,6 +35,14 @@ struct Mnist10k {
     return d;
   }
 };
+
+// `layers` with every layer's dtype policy `policy` (Keras's set_global_policy before making
+// them): mixed_bfloat16 layers train in bf16 (Sequential::compile takes the precision from them).
+inline std::vector<Layer> with_dtype_policy(std::vector<Layer> layers,
+                                            DTypePolicy policy = DTypePolicy::mixed_bfloat16) {
+  for (Layer& l : layers) l.dtype_policy = policy;
+  return layers;
+}
 
 // Deterministic uniform values in [lo, hi).
 inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {

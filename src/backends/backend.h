@@ -68,6 +68,12 @@ struct StepCounters {
   int64_t batch_index = 0;  // batch within the current epoch
   float learning_rate = 0;  // the schedule's value for this step, written by update_learning_rate
   float grad_scale = 1;     // 1, or the clip-by-global-norm factor computed this step
+  // Nadam's u_product (Keras's optimizer variable of that name): the product of its momentum
+  // schedule over steps 1..nadam_step, accumulated in float32 as Keras does. A step count set
+  // from outside (a checkpoint) leaves nadam_step behind; the product is then recomputed from
+  // the step (nadam_u_product_before in kernel_math.h).
+  int64_t nadam_step = 0;
+  float nadam_u_product = 1;
   // Running sums for the epoch's loss and metrics, read by the progress line asynchronously.
   double loss_sum = 0;      // sum over samples of the per-sample loss
   double correct_sum = 0;   // number of correctly classified samples
@@ -89,13 +95,17 @@ struct LearningRateSchedule {
 struct ParamSlot {
   float* value = nullptr;
   float* grad = nullptr;
-  float* slot1 = nullptr;  // Adam m, SGD velocity, RMSprop mean square
-  float* slot2 = nullptr;  // Adam v, RMSprop mean (centered only); may be null
+  // The optimizer's state, Keras's variables by kind (slot1, slot2): Adam, Nadam (momentum,
+  // velocity); SGD (momentum, -); RMSprop (velocity, momentum: only with momentum > 0);
+  // Adagrad (accumulator, -); Adadelta (accumulated_grad, accumulated_delta_var); Adamax
+  // (momentum, norm). See optimizer_slot_names in nn/optimizers.h.
+  float* slot1 = nullptr;
+  float* slot2 = nullptr;  // may be null
   int64_t n = 0;
   bool decay = true;  // weight decay applies (kernels); not to biases
 };
 
-enum class OptimizerKind { sgd, adam, rmsprop };
+enum class OptimizerKind { sgd, adam, rmsprop, adagrad, adadelta, nadam, adamax };
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adam;
@@ -103,15 +113,16 @@ struct OptimizerConfig {
   // Adam's betas and RMSprop's rho as given, in double: Keras takes 1 - beta in double (Python)
   // and rounds it to float32 once, which a float32 beta cannot reproduce (1 - 0.999f is 1.3e-5
   // from 0.001f). See update_constants.
-  double beta1 = 0.9;         // Adam
-  double beta2 = 0.999;       // Adam
-  float epsilon = 1e-7f;      // Adam, RMSprop (Keras's default)
-  float momentum = 0.0f;      // SGD, RMSprop
-  bool nesterov = false;      // SGD
-  double rho = 0.9;           // RMSprop
-  float weight_decay = 0.0f;  // decoupled (AdamW-style; Keras's weight_decay argument)
-  float clipnorm = 0.0f;      // clip by global norm when > 0
-  float clipvalue = 0.0f;     // clip each element to [-clipvalue, clipvalue] when > 0
+  double beta1 = 0.9;                      // Adam, Nadam, Adamax
+  double beta2 = 0.999;                    // Adam, Nadam, Adamax
+  float epsilon = 1e-7f;                   // all but SGD (Keras's default)
+  float momentum = 0.0f;                   // SGD, RMSprop
+  bool nesterov = false;                   // SGD
+  double rho = 0.9;                        // RMSprop, Adadelta
+  float initial_accumulator_value = 0.1f;  // Adagrad: slot1's value before the first step
+  float weight_decay = 0.0f;               // decoupled (AdamW-style; Keras's weight_decay argument)
+  float clipnorm = 0.0f;                   // clip by global norm when > 0
+  float clipvalue = 0.0f;                  // clip each element to [-clipvalue, clipvalue] when > 0
 };
 
 enum class LossKind {

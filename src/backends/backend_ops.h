@@ -116,12 +116,31 @@ CROSSOVER_BACKEND_OP(batchnorm_backward, (const BatchNormShape& s, const float* 
 // in double, as Python does) each rounded to float once (backends/kernel_math.h).
 CROSSOVER_BACKEND_OP(batchnorm_update_moving, (const BatchNormShape& s, const float* mean, const float* variance, float* moving_mean, float* moving_variance, double momentum), (s, mean, variance, moving_mean, moving_variance, momentum), no_batch_norm, elementwise)
 
+// ---- layer normalization over the last axis: `rows` rows of n features each ----
+// y = x * inv + (beta - mean * inv), inv = gamma / sqrt(variance + epsilon), per row (Keras 3's
+// order of operations), mean and the biased variance over the row; gamma, beta may be null (1, 0).
+// Writes each row's mean and 1 / sqrt(variance + epsilon) to mean and rstd (rows each; may be null:
+// evaluate and predict) for the backward pass.
+CROSSOVER_BACKEND_OP(layernorm_forward, (const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd, int64_t rows, int64_t n, float epsilon), (x, gamma, beta, y, mean, rstd, rows, n, epsilon), pure, elementwise)
+// From the forward's x, mean and rstd and the incoming dy: dx (rows, n; not aliasing dy) through
+// the row statistics, dgamma = column sums of dy * xhat, dbeta = column sums of dy (each if not null).
+CROSSOVER_BACKEND_OP(layernorm_backward, (const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n), (x, dy, gamma, mean, rstd, dx, dgamma, dbeta, rows, n), pure, elementwise)
+
 // ---- activations (elementwise on (m, n); softmax is per row) ----
 // `alpha`: leaky_relu's negative_slope, elu's alpha (ignored by the others). y may alias x.
 CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, float alpha, const float* x, float* y, int64_t m, int64_t n), (act, alpha, x, y, m, n), pure, elementwise)
 // dx from the forward output y (and its input x, read only where activation_needs_input: gelu,
 // swish; may be null otherwise) and the incoming gradient dy. dx may alias dy.
 CROSSOVER_BACKEND_OP(activation_backward, (ActivationKind act, float alpha, const float* x, const float* y, const float* dy, float* dx, int64_t m, int64_t n), (act, alpha, x, y, dy, dx, m, n), pure, elementwise)
+
+// ---- merging layers (Add, Concatenate) and the gradients of a graph ----
+// y = a + b, n values; y may be a or b (a gradient added into another in place).
+CROSSOVER_BACKEND_OP(add, (const float* a, const float* b, float* y, int64_t n), (a, b, y, n), pure, elementwise)
+// A block of `cols` columns copied between two row-major matrices of `rows` rows:
+// dst[r * dst_cols + dst_col + c] = src[r * src_cols + src_col + c]. Concatenate's forward (each
+// input into its columns of the output) and backward (its columns of the gradient out again); a
+// plain copy when the block is whole rows.
+CROSSOVER_BACKEND_OP(copy_columns, (const float* src, int64_t src_cols, int64_t src_col, float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols), (src, src_cols, src_col, dst, dst_cols, dst_col, rows, cols), pure, elementwise)
 
 // ---- dropout (inverted): y = x * keep / (1 - rate), keep drawn by dropout_keep(seed, layer,
 // counters->step, (first_row + row) * n + col, rate). mask (m * n bytes) records keep for the

@@ -59,14 +59,59 @@ CROSSOVER_HD void batchnorm_moving_update(int64_t channels, const float* mean,
   }
 }
 
-// Per-step constants, computed once per step, in the float32 arithmetic Keras 3 uses.
+// Per-step constants, computed once per step, in the float32 arithmetic Keras 3 uses. A plain
+// aggregate (no default member initializers), so that CUDA can keep one in shared memory.
 struct UpdateConstants {
-  float lr = 0;
-  float adam_alpha = 0;       // lr * sqrt(1 - b2^t) / (1 - b1^t)
-  float one_minus_beta1 = 0;  // Adam: 1 - beta_1 (and 1 - beta_2), in double, then float
-  float one_minus_beta2 = 0;
-  float one_minus_rho = 0;  // RMSprop: 1 - rho, likewise
+  float lr;
+  float adam_alpha;       // lr * sqrt(1 - b2^t) / (1 - b1^t)
+  float one_minus_beta1;  // Adam, Adamax: 1 - beta_1 (and 1 - beta_2), in double, then float;
+  float one_minus_beta2;  // Nadam: 1 - float(beta), in float32 (see nadam_element)
+  float one_minus_rho;    // RMSprop, Adadelta: 1 - rho, likewise
+  // Nadam (keras/src/optimizers/nadam.py), with u(s) = beta_1 (1 - 0.5 * 0.96^s):
+  float nadam_u_next;                  // u(t + 1)
+  float nadam_one_minus_u;             // 1 - u(t)
+  float nadam_one_minus_product;       // 1 - u_product(t), the product through step t
+  float nadam_one_minus_product_next;  // 1 - u_product(t) * u(t + 1)
+  float nadam_u_product;               // u_product(t): the state after this step
+  float one_minus_beta2_power;         // Nadam: 1 - beta_2^t
+  float one_minus_beta1_power;         // Adamax: 1 - beta_1^t
 };
+
+// Keras's float32 b^t: b cast to float32, raised to the float32 step (here in double from the
+// float32 base, correctly rounded once).
+CROSSOVER_HD float float_power(double b, int64_t t) {
+  return static_cast<float>(
+      std::pow(static_cast<double>(static_cast<float>(b)), static_cast<double>(t)));
+}
+
+// Nadam's momentum schedule factor 1 - 0.5 * 0.96^s (float32, as Keras computes it).
+CROSSOVER_HD float nadam_schedule(int64_t s) { return 1.0f - 0.5f * float_power(0.96, s); }
+
+// Nadam's u_product after `steps` steps, accumulated as Keras's _backend_update_step does each
+// step: u_product = u_product * beta_1 * (1 - 0.5 * 0.96^s), left to right in float32.
+CROSSOVER_HD float nadam_u_product_after(double beta1, int64_t steps) {
+  const auto b1 = static_cast<float>(beta1);
+  float p = 1.0f;
+  for (int64_t s = 1; s <= steps; ++s) p = p * b1 * nadam_schedule(s);
+  return p;
+}
+
+// u_product through step t - 1, before step t: the counters' running value when it is current,
+// else recomputed from the step (after a restored step count: once, then current again).
+CROSSOVER_HD float nadam_u_product_before(const OptimizerConfig& c, const StepCounters& counters,
+                                          int64_t t) {
+  if (c.kind != OptimizerKind::nadam) return 1.0f;
+  return counters.nadam_step == t - 1 ? counters.nadam_u_product
+                                      : nadam_u_product_after(c.beta1, t - 1);
+}
+
+// After step t: the running Nadam state the next step starts from.
+CROSSOVER_HD void record_nadam_step(const OptimizerConfig& c, const UpdateConstants& u,
+                                    StepCounters& counters, int64_t t) {
+  if (c.kind != OptimizerKind::nadam) return;
+  counters.nadam_step = t;
+  counters.nadam_u_product = u.nadam_u_product;
+}
 
 // Keras's Adam (keras/src/optimizers/adam.py) in float32: beta is cast to float32 and raised to the
 // step t (b^t rounded to float32; here from double, correctly rounded), then alpha = lr *
@@ -74,18 +119,48 @@ struct UpdateConstants {
 // arithmetic on the double beta, rounded to float32 once: 0.001f for beta_2 = 0.999, where
 // 1 - 0.999f would be 1.3e-5 smaller, a systematic 6.4e-6 in every step that alone moves a
 // run away from Keras's (bench/RESULTS.md, "Adam against Keras, op by op").
-CROSSOVER_HD UpdateConstants update_constants(const OptimizerConfig& c, float lr, int64_t t) {
-  UpdateConstants u;
+// `u_product_before`: Nadam's u_product through step t - 1 (nadam_u_product_before); 1 otherwise.
+CROSSOVER_HD UpdateConstants update_constants(const OptimizerConfig& c, float lr, int64_t t,
+                                              float u_product_before = 1.0f) {
+  UpdateConstants u{};
   u.lr = lr;
-  if (c.kind == OptimizerKind::adam) {
-    const double b1 = static_cast<float>(c.beta1), b2 = static_cast<float>(c.beta2);
-    const auto b1t = static_cast<float>(std::pow(b1, static_cast<double>(t)));
-    const auto b2t = static_cast<float>(std::pow(b2, static_cast<double>(t)));
-    u.adam_alpha = lr * std::sqrt(1.0f - b2t) / (1.0f - b1t);
-    u.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
-    u.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
-  } else if (c.kind == OptimizerKind::rmsprop) {
-    u.one_minus_rho = static_cast<float>(1.0 - c.rho);
+  u.nadam_u_product = 1.0f;
+  switch (c.kind) {
+    case OptimizerKind::adam: {
+      const float b1t = float_power(c.beta1, t), b2t = float_power(c.beta2, t);
+      u.adam_alpha = lr * std::sqrt(1.0f - b2t) / (1.0f - b1t);
+      u.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
+      u.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
+      break;
+    }
+    case OptimizerKind::rmsprop:
+    case OptimizerKind::adadelta:
+      u.one_minus_rho = static_cast<float>(1.0 - c.rho);
+      break;
+    case OptimizerKind::nadam: {
+      // nadam.py casts beta_1 and beta_2 to float32 first, so 1 - beta is float32 arithmetic
+      // here (unlike Adam's). u_product(t) = u_product(t - 1) * beta_1 * schedule(t) is what
+      // _backend_update_step assigns before update_step reads it.
+      const auto b1 = static_cast<float>(c.beta1), b2 = static_cast<float>(c.beta2);
+      const float u_t = b1 * nadam_schedule(t), u_next = b1 * nadam_schedule(t + 1);
+      const float product = u_product_before * b1 * nadam_schedule(t);
+      u.nadam_u_next = u_next;
+      u.nadam_one_minus_u = 1.0f - u_t;
+      u.nadam_one_minus_product = 1.0f - product;
+      u.nadam_one_minus_product_next = 1.0f - product * u_next;
+      u.nadam_u_product = product;
+      u.one_minus_beta1 = 1.0f - b1;
+      u.one_minus_beta2 = 1.0f - b2;
+      u.one_minus_beta2_power = 1.0f - float_power(c.beta2, t);
+      break;
+    }
+    case OptimizerKind::adamax:
+      u.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);  // 1 - self.beta_1: Python's
+      u.one_minus_beta1_power = 1.0f - float_power(c.beta1, t);
+      break;
+    case OptimizerKind::sgd:
+    case OptimizerKind::adagrad:
+      break;
   }
   return u;
 }
@@ -142,6 +217,55 @@ CROSSOVER_HD void rmsprop_element(const OptimizerConfig& c, const UpdateConstant
   }
 }
 
+// Keras 3's Adagrad (keras/src/optimizers/adagrad.py): acc += g^2 (acc starts at
+// initial_accumulator_value); w -= lr g / sqrt(acc + epsilon).
+CROSSOVER_HD void adagrad_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
+                                  float& w, float g, float& accumulator) {
+  w -= w * decay;
+  accumulator += g * g;
+  w -= u.lr * g / std::sqrt(accumulator + c.epsilon);
+}
+
+// Keras 3's Adadelta (keras/src/optimizers/adadelta.py), with rms(x) = sqrt(x + epsilon):
+// ag = rho ag + (1 - rho) g^2; delta = -(rms(ad) g) / rms(ag); ad = rho ad + (1 - rho) delta^2;
+// w += lr delta. rho is float32 where it multiplies a tensor, 1 - rho is Python's (double).
+CROSSOVER_HD void adadelta_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
+                                   float& w, float g, float& accumulated_grad,
+                                   float& accumulated_delta_var) {
+  w -= w * decay;
+  const auto rho = static_cast<float>(c.rho);
+  accumulated_grad = rho * accumulated_grad + u.one_minus_rho * (g * g);
+  const float delta =
+      -(std::sqrt(accumulated_delta_var + c.epsilon) * g / std::sqrt(accumulated_grad + c.epsilon));
+  accumulated_delta_var = rho * accumulated_delta_var + u.one_minus_rho * (delta * delta);
+  w += u.lr * delta;
+}
+
+// Keras 3's Nadam (keras/src/optimizers/nadam.py): m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2);
+// m_hat = u(t+1) m / (1 - u_product(t) u(t+1)) + (1 - u(t)) g / (1 - u_product(t));
+// v_hat = v / (1 - b2^t); w -= m_hat lr / (sqrt(v_hat) + epsilon).
+CROSSOVER_HD void nadam_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
+                                float& w, float g, float& m, float& v) {
+  w -= w * decay;
+  m += (g - m) * u.one_minus_beta1;
+  v += (g * g - v) * u.one_minus_beta2;
+  const float m_hat = u.nadam_u_next * m / u.nadam_one_minus_product_next +
+                      u.nadam_one_minus_u * g / u.nadam_one_minus_product;
+  const float v_hat = v / u.one_minus_beta2_power;
+  w -= m_hat * u.lr / (std::sqrt(v_hat) + c.epsilon);
+}
+
+// Keras 3's Adamax (keras/src/optimizers/adamax.py): m += (g - m)(1 - b1);
+// norm = max(b2 norm, |g|); w -= lr m / ((1 - b1^t)(norm + epsilon)).
+CROSSOVER_HD void adamax_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
+                                 float& w, float g, float& m, float& norm) {
+  w -= w * decay;
+  m += (g - m) * u.one_minus_beta1;
+  const float decayed = static_cast<float>(c.beta2) * norm, a = std::fabs(g);
+  norm = decayed > a ? decayed : a;
+  w -= u.lr * m / (u.one_minus_beta1_power * (norm + c.epsilon));
+}
+
 // The decay factor of one parameter tensor for this step.
 CROSSOVER_HD float decay_factor(const OptimizerConfig& c, const UpdateConstants& u, bool decay) {
   return decay ? c.weight_decay * u.lr : 0.0f;
@@ -162,6 +286,18 @@ CROSSOVER_HD void update_one(const OptimizerConfig& c, const UpdateConstants& u,
       return;
     case OptimizerKind::rmsprop:
       rmsprop_element(c, u, d, w, g, slot1[i], slot2 + i);
+      return;
+    case OptimizerKind::adagrad:
+      adagrad_element(c, u, d, w, g, slot1[i]);
+      return;
+    case OptimizerKind::adadelta:
+      adadelta_element(c, u, d, w, g, slot1[i], slot2[i]);
+      return;
+    case OptimizerKind::nadam:
+      nadam_element(c, u, d, w, g, slot1[i], slot2[i]);
+      return;
+    case OptimizerKind::adamax:
+      adamax_element(c, u, d, w, g, slot1[i], slot2[i]);
       return;
   }
 }

@@ -72,11 +72,11 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, unsigned which,
 Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, int num_classes,
                            Precision precision = Precision::fp32);
 
-// The precision a model trains in, from its layers' dtype policy (model_dtype_policy: float32 is
-// fp32, mixed_bfloat16 bf16) and --precision (`flag`, empty when not given), as Keras loads a
-// model file: the file's layers say what they compute in, and a --precision that disagrees is
-// refused (Error("--precision X", ...): tf32 agrees with float32, float32's arithmetic on a GPU,
-// as TensorFlow's TF32 switch). `source` names the file ("m.json", "--resume c").
+// The precision a model trains in, by compile's rule (model_precision: its layers' dtype policy,
+// and --precision, `flag`, empty when not given, must agree), for what the command prices and
+// reports before it compiles; compile is given `flag` itself. A --precision that disagrees is
+// Error("--precision X", ...), differing policies Error(source, ...). `source` names the file
+// ("m.json", "--resume c").
 Precision precision_for_layers(const std::vector<Layer>& layers, const std::string& flag,
                                const std::string& source);
 // precision_for_layers for a --model: a Keras model JSON file's layers; for small, big, convnet

@@ -23,22 +23,14 @@ struct ExplainCliOptions : CommonOptions {
   int ranks = 0;  // 0: as started (one process, or mpirun's ranks)
 };
 
-void run_explain_cmd(const ExplainCliOptions& o) {
-  // Over ranks: under mpirun, each rank runs this; rank 0 alone speaks and writes the JSON.
-  const Ranks ranks = ranks_for_command(o.rank_timeout);
-  if (o.ranks < 0) throw Error("--ranks", "must be at least 1");
-  if (o.ranks > 1 && ranks.size == 1)
-    throw ExitStatus{relaunch_under_mpirun("explain", o.ranks, o.quiet)};
-  if (o.ranks > 0 && o.ranks != ranks.size)
-    throw Error(fmt::format("--ranks {}", o.ranks),
-                fmt::format("started by mpirun as {} ranks: give --ranks {} or none", ranks.size,
-                            ranks.size));
-  Output out{o.quiet || !ranks.leader()};
+// The option checks that need no data: one line each, before anything is read. Sets `mode`
+// (--mode); returns whether the device is a GPU.
+bool check_explain_options(const ExplainCliOptions& o, const Ranks& ranks, perf::Mode& mode) {
   if (!o.json.empty()) check_writable("--json", o.json);
   if (o.batch_size < 1) throw Error("--batch-size", "must be at least 1");
   if (o.steps < 1) throw Error("--steps", "must be at least 1");
   if (!(o.max_seconds > 0)) throw Error("--max-seconds", "must be positive");
-  const perf::Mode mode = perf::parse_mode(o.mode);
+  mode = perf::parse_mode(o.mode);
   const bool gpu = perf::is_gpu_device(o.device);
   if (o.device != "cpu" && !gpu) throw Error("--device " + o.device, "expected cpu or cuda:N");
   if (!gpu && mode == perf::Mode::naive)
@@ -48,51 +40,40 @@ void run_explain_cmd(const ExplainCliOptions& o) {
     throw Error("--device " + o.device, "no GPU present (or this build has no CUDA backend)");
   if (gpu && ranks.size > 1)
     throw Error("--ranks", "explain over ranks runs on the CPU only for now (--device cpu)");
-  // The precision (a model file's dtype policy, or --precision agreeing with it), and on the CPU
-  // whether it can train in it: refused before the data is read.
-  const Precision precision = precision_for_spec(o.model, o.precision);
-  if (!gpu)
-    if (const std::string why = cpu_precision_problem(precision); !why.empty())
-      throw Error(std::string("--precision ") + precision_name(precision), why);
+  return gpu;
+}
 
-  perf::TrainingData d =
-      perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
-  check_same_data(ranks, "--data " + d.path, {&d.x_train, &d.y_train});
-  // Check the model spec before any measuring.
-  perf::ExplainConfig c;
-  c.precision = precision;
-  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes, c.precision);
-  c.make_model = [&] { return model_from_spec(o.model, d.sample_shape, d.classes, c.precision); };
-  c.x = &d.x_train;
-  c.y = &d.y_train;
-  c.batch = o.batch_size;
-  c.device = o.device == "cuda" ? "cuda:0" : o.device;
-  c.mode = mode;
+// The CPU threads of the run: --threads, else over ranks this host's cores divided among them
+// (as train does), else the count measured fastest here; a GPU run's as given.
+ThreadsForRun explain_threads(const ExplainCliOptions& o, const Ranks& ranks, bool gpu,
+                              const perf::TrainingData& d, const Sequential& probe,
+                              Precision precision) {
+  if (gpu) return ThreadsForRun{o.threads, std::nullopt};
+  if (ranks.size > 1)
+    return o.threads > 0
+               ? ThreadsForRun{o.threads, std::nullopt}
+               : ThreadsForRun{threads_per_rank(ranks), std::nullopt, "cores divided among ranks"};
   const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
-  // Over ranks, --threads 0 divides this host's cores among its ranks (as train does).
-  const ThreadsForRun threads =
-      gpu ? ThreadsForRun{o.threads, std::nullopt}
-      : ranks.size > 1
-          ? (o.threads > 0 ? ThreadsForRun{o.threads, std::nullopt}
-                           : ThreadsForRun{threads_per_rank(ranks), std::nullopt,
-                                           "cores divided among ranks"})
-          : cpu_threads_for_run(
-                o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed, c.precision),
-                d.x_train, d.y_train, o.batch_size, o.quiet, what,
-                perf::threads_choice_key(perf::describe(probe), o.batch_size, c.precision));
-  c.threads = threads.threads;
-  c.seed = o.seed;
-  c.steps = o.steps;
-  c.max_seconds = o.max_seconds;
-  std::string note;
+  return cpu_threads_for_run(
+      o.threads, cpu_model_maker(o.model, d.sample_shape, d.classes, o.seed, precision), d.x_train,
+      d.y_train, o.batch_size, o.quiet, what,
+      perf::threads_choice_key(perf::describe(probe), o.batch_size, precision));
+}
+
+// The profile the step is predicted from (into c.profile), the note saying whose it is, and the
+// JSON "profile" object (null without one).
+nlohmann::json choose_explain_profile(const ExplainCliOptions& o, const Ranks& ranks, bool gpu,
+                                      const perf::TrainingData& d, const Sequential& probe,
+                                      int threads, perf::ExplainConfig& c, std::string& note) {
   nlohmann::json profile_doc = nullptr;
   if (gpu) {
     c.profile = perf::profile_for_device(c.device, o.profile.profile, o.threads, note);
     if (c.profile) profile_doc = {{"source", c.profile->source}, {"calibrated_now", false}};
   } else {
     // This CPU's profile, calibrated first where none matches this machine.
+    const std::string what = fmt::format("{} at batch {}", model_label(o.model), o.batch_size);
     const perf::CpuProfileChoice choice = cpu_profile_for_run(
-        o.profile, threads.threads, o.quiet,
+        o.profile, threads, o.quiet,
         // A rank's step, and the batch of 4x that explain's sentences weigh it against.
         {{perf::describe(probe),
           {(std::min<int64_t>(o.batch_size, d.x_train.dim(0)) + ranks.size - 1) / ranks.size,
@@ -104,18 +85,12 @@ void run_explain_cmd(const ExplainCliOptions& o) {
     profile_doc = profile_json(choice);
   }
   if (profile_doc.is_object()) profile_doc["note"] = note;
-  if (!gpu) c.other_profiles = perf::gpu_profiles();
-  c.collective = ranks.collective;
-  out.say(fmt::format("explain: {} on {}, batch {}{}, {} mode; prediction from {}", o.model,
-                      device_description(c.device), o.batch_size,
-                      ranks.collective
-                          ? fmt::format(" over {} ranks ({}; {} thread{} each)", ranks.size,
-                                        ranks.collective->description(), threads.threads,
-                                        threads.threads == 1 ? "" : "s")
-                          : "",
-                      o.mode, note));
-  const perf::ExplainResult r = perf::run_explain(c);
+  return profile_doc;
+}
 
+// The phase table, the sentences and (--ops) the op list.
+void print_explain(const ExplainCliOptions& o, const perf::ExplainResult& r,
+                   const std::string& note, const Output& out) {
   out.say(fmt::format("measured {} steps: {}", r.steps_measured, r.method));
   out.say("");
   out.say(fmt::format("{:<15}{:>14}{:>15}{:>8}{:>8}", "phase", "measured", "predicted", "share",
@@ -140,21 +115,21 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   out.say("");
   for (const std::string& s : r.sentences) out.say(s);
   if (!r.has_prediction) out.say("No prediction: " + note + ".");
-  if (o.ops && r.has_prediction) {
-    out.say("");
-    out.say(fmt::format("{:<52}{:<14}{:>10}{:>10}{:>12}{:>12}", "op", "phase", "MFLOP", "MB",
-                        "measured", "predicted"));
-    for (std::size_t i = 0; i < r.ops.size(); ++i) {
-      const perf::Op& op = r.ops[i];
-      out.say(fmt::format("{:<52}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}", op.name,
-                          perf::phase_name(op.phase), double(op.flops) / 1e6,
-                          double(op.bytes_read + op.bytes_written) / 1e6,
-                          r.op_measured.empty() ? "-" : perf::human_seconds(r.op_measured[i]),
-                          perf::human_seconds(r.prediction.op_seconds[i])));
-    }
+  if (!o.ops || !r.has_prediction) return;
+  out.say("");
+  out.say(fmt::format("{:<52}{:<14}{:>10}{:>10}{:>12}{:>12}", "op", "phase", "MFLOP", "MB",
+                      "measured", "predicted"));
+  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+    const perf::Op& op = r.ops[i];
+    out.say(fmt::format("{:<52}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}", op.name,
+                        perf::phase_name(op.phase), double(op.flops) / 1e6,
+                        double(op.bytes_read + op.bytes_written) / 1e6,
+                        r.op_measured.empty() ? "-" : perf::human_seconds(r.op_measured[i]),
+                        perf::human_seconds(r.prediction.op_seconds[i])));
   }
+}
 
-  if (o.json.empty() || !ranks.leader()) return;
+nlohmann::json explain_phases_json(const perf::ExplainResult& r) {
   nlohmann::json phases = nlohmann::json::array();
   for (int i = 0; i < perf::kPhaseCount; ++i) {
     const auto k = static_cast<std::size_t>(i);
@@ -163,6 +138,10 @@ void run_explain_cmd(const ExplainCliOptions& o) {
                       {"predicted_seconds", r.has_prediction ? nlohmann::json(r.predicted[k])
                                                              : nlohmann::json(nullptr)}});
   }
+  return phases;
+}
+
+nlohmann::json explain_ops_json(const perf::ExplainResult& r) {
   nlohmann::json ops = nlohmann::json::array();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const perf::Op& op = r.ops[i];
@@ -181,6 +160,64 @@ void run_explain_cmd(const ExplainCliOptions& o) {
          {"predicted_seconds", r.has_prediction ? nlohmann::json(r.prediction.op_seconds[i])
                                                 : nlohmann::json(nullptr)}});
   }
+  return ops;
+}
+
+void run_explain_cmd(const ExplainCliOptions& o) {
+  // Over ranks: under mpirun, each rank runs this; rank 0 alone speaks and writes the JSON.
+  const Ranks ranks = ranks_for_command(o.rank_timeout);
+  if (o.ranks < 0) throw Error("--ranks", "must be at least 1");
+  if (o.ranks > 1 && ranks.size == 1)
+    throw ExitStatus{relaunch_under_mpirun("explain", o.ranks, o.quiet)};
+  if (o.ranks > 0 && o.ranks != ranks.size)
+    throw Error(fmt::format("--ranks {}", o.ranks),
+                fmt::format("started by mpirun as {} ranks: give --ranks {} or none", ranks.size,
+                            ranks.size));
+  Output out{o.quiet || !ranks.leader()};
+  perf::Mode mode = perf::Mode::resident;
+  const bool gpu = check_explain_options(o, ranks, mode);
+  // The precision (a model file's dtype policy, or --precision agreeing with it), and on the CPU
+  // whether it can train in it: refused before the data is read.
+  const Precision precision = precision_for_spec(o.model, o.precision);
+  if (!gpu)
+    if (const std::string why = cpu_precision_problem(precision); !why.empty())
+      throw Error(std::string("--precision ") + precision_name(precision), why);
+
+  perf::TrainingData d =
+      perf::load_training_data(o.data, [&](const std::string& l) { out.say(l); });
+  check_same_data(ranks, "--data " + d.path, {&d.x_train, &d.y_train});
+  // Check the model spec before any measuring.
+  perf::ExplainConfig c;
+  c.precision = precision;
+  const Sequential probe = model_from_spec(o.model, d.sample_shape, d.classes, c.precision);
+  c.make_model = [&] { return model_from_spec(o.model, d.sample_shape, d.classes, c.precision); };
+  c.x = &d.x_train;
+  c.y = &d.y_train;
+  c.batch = o.batch_size;
+  c.device = o.device == "cuda" ? "cuda:0" : o.device;
+  c.mode = mode;
+  const ThreadsForRun threads = explain_threads(o, ranks, gpu, d, probe, c.precision);
+  c.threads = threads.threads;
+  c.seed = o.seed;
+  c.steps = o.steps;
+  c.max_seconds = o.max_seconds;
+  std::string note;
+  const nlohmann::json profile_doc =
+      choose_explain_profile(o, ranks, gpu, d, probe, threads.threads, c, note);
+  if (!gpu) c.other_profiles = perf::gpu_profiles();
+  c.collective = ranks.collective;
+  out.say(fmt::format("explain: {} on {}, batch {}{}, {} mode; prediction from {}", o.model,
+                      device_description(c.device), o.batch_size,
+                      ranks.collective
+                          ? fmt::format(" over {} ranks ({}; {} thread{} each)", ranks.size,
+                                        ranks.collective->description(), threads.threads,
+                                        threads.threads == 1 ? "" : "s")
+                          : "",
+                      o.mode, note));
+  const perf::ExplainResult r = perf::run_explain(c);
+  print_explain(o, r, note, out);
+
+  if (o.json.empty() || !ranks.leader()) return;
   nlohmann::json doc{
       {"command", "explain"},
       {"model", o.model},
@@ -193,7 +230,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
       {"method", r.method},
       {"profile", profile_doc},
       {"threads", gpu ? nlohmann::json(nullptr) : threads_json(threads)},
-      {"phases", phases},
+      {"phases", explain_phases_json(r)},
       {"step_seconds",
        {{"measured", r.step_measured},
         {"predicted",
@@ -201,7 +238,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
         {"ratio", r.has_prediction ? nlohmann::json(r.step_predicted / r.step_measured)
                                    : nlohmann::json(nullptr)}}},
       {"summary", r.sentences},
-      {"ops", ops}};
+      {"ops", explain_ops_json(r)}};
   add_ranks_json(doc, ranks);
   write_json_file("--json", o.json, doc);
 }

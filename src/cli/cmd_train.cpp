@@ -127,7 +127,7 @@ class Train {
     threads_run_ = {o_.threads > 0 ? o_.threads : perf::cpu_info().logical_cores, std::nullopt,
                     o_.threads > 0 ? "user" : "all cores"};
     copts_ = CompileOptions{.device = o_.device, .threads = o_.threads, .seed = seed_};
-    copts_.precision = precision_name(precision_);
+    copts_.precision = o_.precision;  // compile applies the layers' policy (model_precision)
     // With ranks: the CPU unless a GPU is asked for (then NCCL between the GPUs), and --threads 0
     // divides this host's cores among its ranks instead of measuring.
     measure_ = o_.threads == 0 && ranks_.size == 1;

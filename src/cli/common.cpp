@@ -155,24 +155,13 @@ Sequential model_from_spec(const std::string& spec, const Shape& sample_shape, i
 
 Precision precision_for_layers(const std::vector<Layer>& layers, const std::string& flag,
                                const std::string& source) {
-  DTypePolicy policy = DTypePolicy::float32;
+  // compile's rule (model_precision), worded for --precision; compile is given the flag itself.
   try {
-    policy = model_dtype_policy(layers);
+    model_dtype_policy(layers);
   } catch (const Error& e) {
     throw Error(source, e.what());
   }
-  const Precision of_layers = dtype_policy_precision(policy);
-  if (flag.empty()) return of_layers;
-  const Precision asked = parse_precision(flag);
-  if (asked == of_layers || (asked == Precision::tf32 && policy == DTypePolicy::float32))
-    return asked;
-  throw Error("--precision " + flag,
-              fmt::format("{}'s Dense and Conv2D layers have the dtype policy '{}', which trains "
-                          "in {}: leave --precision out, or give those layers the policy \"{}\" "
-                          "(their \"dtype\" in the file; in Keras, set_global_policy before "
-                          "making the model)",
-                          source, dtype_policy_name(policy), precision_name(of_layers),
-                          asked == Precision::bf16 ? "mixed_bfloat16" : "float32"));
+  return model_precision(layers, flag, "--precision", source);
 }
 
 Precision precision_for_spec(const std::string& spec, const std::string& flag) {

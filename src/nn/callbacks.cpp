@@ -3,6 +3,7 @@
 #include <fmt/args.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -136,10 +137,38 @@ class ModelCheckpointCallback final : public Callback {
   ModelCheckpointCallback(std::string path, ModelCheckpointOptions o)
       : path_(std::move(path)),
         o_(std::move(o)),
-        mon_(o_.monitor, o_.mode, "ModelCheckpoint", 0.0) {}
+        mon_(o_.monitor, o_.mode, "ModelCheckpoint", 0.0) {
+    if (o_.save_freq < 0)
+      throw Error("ModelCheckpoint", "save_freq must be 'epoch' or a positive number of batches");
+  }
+  bool wants_batches(BatchPhase phase) const override {
+    return phase == BatchPhase::train && o_.save_freq > 0;
+  }
+  void on_train_begin(Sequential&) override {
+    batches_since_save_ = 0;
+    last_batch_.reset();
+  }
+  void on_epoch_begin(Sequential&, int epoch) override { epoch_ = epoch; }
+  // Keras's _should_save_on_batch: the batches seen since the last save, a batch index not above
+  // the last one starting a new epoch.
+  void on_train_batch_end(Sequential& model, int64_t batch, const Logs& logs) override {
+    if (o_.save_freq <= 0) return;
+    batches_since_save_ +=
+        (!last_batch_ || batch <= *last_batch_) ? batch + 1 : batch - *last_batch_;
+    last_batch_ = batch;
+    if (batches_since_save_ < o_.save_freq) return;
+    batches_since_save_ = 0;
+    mon_.decide(model);
+    save(model, epoch_, batch, logs);
+  }
   void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
     mon_.decide(model);  // Keras decides here even without save_best_only
-    const std::string path = checkpoint_path(path_, epoch, logs);
+    if (o_.save_freq == 0) save(model, epoch, std::nullopt, logs);
+  }
+
+ private:
+  void save(Sequential& model, int epoch, std::optional<int64_t> batch, const Logs& logs) {
+    const std::string path = checkpoint_path(path_, epoch, logs, batch);
     if (o_.save_best_only) {
       // Keras 3: without the monitor in the logs it saves anyway.
       if (const std::optional<double> v = mon_.read(logs, "ModelCheckpoint")) {
@@ -164,10 +193,12 @@ class ModelCheckpointCallback final : public Callback {
     tell(o_.say, fmt::format("\nEpoch {}: finished saving model to {}", epoch + 1, path));
   }
 
- private:
   std::string path_;
   ModelCheckpointOptions o_;
   Monitor mon_;
+  int epoch_ = 0;
+  int64_t batches_since_save_ = 0;
+  std::optional<int64_t> last_batch_;
 };
 
 class SchedulerCallback final : public Callback {
@@ -242,11 +273,16 @@ std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options) {
 std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options) {
   return std::make_shared<ModelCheckpointCallback>(std::move(path), std::move(options));
 }
-std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs) {
+std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs,
+                            std::optional<int64_t> batch) {
   if (pattern.find_first_of("{}") == std::string::npos) return pattern;
   fmt::dynamic_format_arg_store<fmt::format_context> args;
   args.push_back(fmt::arg("epoch", epoch + 1));
   std::string names = "epoch";
+  if (batch && !logs.contains("batch")) {
+    args.push_back(fmt::arg("batch", *batch + 1));
+    names += ", batch";
+  }
   for (const auto& [key, value] : logs) {
     args.push_back(fmt::arg(key.c_str(), value));
     names += ", " + key;
@@ -257,6 +293,84 @@ std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& l
     throw Error("ModelCheckpoint", "cannot fill in the path '" + pattern + "' (" + e.what() +
                                        "); it may name " + names);
   }
+}
+
+BatchHooks::BatchHooks(Sequential& model, const Callbacks& callbacks, BatchPhase phase)
+    : model_(model), callbacks_(callbacks), phase_(phase) {
+  for (const auto& cb : callbacks)
+    if (cb->wants_batches(phase)) wanting_.push_back(cb.get());
+}
+
+void BatchHooks::begin_loop() {
+  for (const auto& cb : callbacks_) {
+    if (phase_ == BatchPhase::test) cb->on_test_begin(model_);
+    if (phase_ == BatchPhase::predict) cb->on_predict_begin(model_);
+  }
+}
+
+void BatchHooks::end_loop(const Logs& logs) {
+  for (const auto& cb : callbacks_) {
+    if (phase_ == BatchPhase::test) cb->on_test_end(model_, logs);
+    if (phase_ == BatchPhase::predict) cb->on_predict_end(model_);
+  }
+}
+
+void BatchHooks::begin(int64_t batch) {
+  for (Callback* cb : wanting_) switch (phase_) {
+      case BatchPhase::train:
+        cb->on_train_batch_begin(model_, batch);
+        break;
+      case BatchPhase::test:
+        cb->on_test_batch_begin(model_, batch);
+        break;
+      case BatchPhase::predict:
+        cb->on_predict_batch_begin(model_, batch);
+        break;
+    }
+}
+
+void BatchHooks::end(int64_t batch, const Logs& logs) {
+  for (Callback* cb : wanting_) {
+    if (phase_ == BatchPhase::train)
+      cb->on_train_batch_end(model_, batch, logs);
+    else
+      cb->on_test_batch_end(model_, batch, logs);
+  }
+}
+
+void BatchHooks::end(int64_t batch, const Tensor& outputs) {
+  for (Callback* cb : wanting_) cb->on_predict_batch_end(model_, batch, outputs);
+}
+
+EpochSteps::EpochSteps(int64_t pass_steps, std::optional<int64_t> steps_per_epoch)
+    : pass_steps_(pass_steps), steps_per_epoch_(steps_per_epoch) {
+  if (steps_per_epoch_ && *steps_per_epoch_ < 1)
+    throw Error("fit",
+                "steps_per_epoch must be at least 1, got " + std::to_string(*steps_per_epoch_));
+}
+
+EpochSteps::Epoch EpochSteps::next() {
+  Epoch e;
+  if (!steps_per_epoch_) {
+    e.steps = pass_steps_;
+    e.new_pass = true;
+    return e;
+  }
+  e.new_pass = position_ == 0;
+  e.first = position_;
+  e.steps = std::min(*steps_per_epoch_, pass_steps_ - position_);
+  if (e.steps < *steps_per_epoch_ && !warned_) {
+    // Keras's EpochIterator (warnings.warn: once).
+    std::fprintf(stderr,
+                 "warning: Your input ran out of data; interrupting training. Make sure that "
+                 "your dataset or generator can generate at least `steps_per_epoch * epochs` "
+                 "batches. You may need to use the `.repeat()` function when building your "
+                 "dataset.\n");
+    warned_ = true;
+  }
+  position_ += e.steps;
+  if (position_ >= pass_steps_) position_ = 0;
+  return e;
 }
 
 std::shared_ptr<Callback> LearningRateScheduler(std::function<double(int, double)> schedule) {

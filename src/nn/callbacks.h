@@ -1,15 +1,21 @@
-// What fit reports, and what can be hooked into it between epochs.
+// What fit reports, and what can be hooked into it between epochs and, on request, between
+// batches.
 //
-// Callbacks run on the host between epochs only (never inside an epoch), so they cost nothing
-// per step and never force a device synchronisation inside an epoch.
+// Epoch-level hooks run on the host between epochs. Batch-level hooks (Keras's
+// on_train_batch_*, on_test_batch_*, on_predict_batch_*) are called only when a callback asks
+// for them (wants_batches): then each batch's end reads the running loss and accuracy back, a
+// device synchronisation per batch; without one, fit's steps read nothing per batch, as before.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/tensor.h"
 
 namespace crossover {
 
@@ -28,6 +34,10 @@ struct EpochRecord {
   double learning_rate = 0;  // at the end of the epoch
 };
 
+// Which loop a batch belongs to: fit's training steps, evaluate's (and fit's validation),
+// predict's.
+enum class BatchPhase { train, test, predict };
+
 // Keras's History: one record per epoch, and the same numbers by key.
 struct History {
   std::vector<EpochRecord> epochs;
@@ -44,6 +54,87 @@ class Callback {
   // May call model.stop_training() or model.set_learning_rate().
   virtual void on_epoch_end(Sequential&, int /*epoch*/, const Logs&) {}
   virtual void on_train_end(Sequential&) {}
+
+  // Whether the batch hooks of `phase` are to be called (false: fit/evaluate/predict never read
+  // a batch's numbers for this callback).
+  virtual bool wants_batches(BatchPhase) const { return false; }
+  // Keras's batch hooks; `batch` counts from 0 in each epoch (each evaluate, each predict). The
+  // train and test logs are the running means since the epoch's (evaluation's) start: "loss" and
+  // "accuracy" when compiled with it, as Keras's logs.
+  virtual void on_train_batch_begin(Sequential&, int64_t /*batch*/) {}
+  virtual void on_train_batch_end(Sequential&, int64_t /*batch*/, const Logs&) {}
+  // Around every evaluation: evaluate's and each validation of fit (Keras calls them with fit's
+  // callbacks too); on_test_end's logs are the evaluation's "loss" and "accuracy".
+  virtual void on_test_begin(Sequential&) {}
+  virtual void on_test_end(Sequential&, const Logs&) {}
+  virtual void on_test_batch_begin(Sequential&, int64_t /*batch*/) {}
+  virtual void on_test_batch_end(Sequential&, int64_t /*batch*/, const Logs&) {}
+  virtual void on_predict_begin(Sequential&) {}
+  virtual void on_predict_end(Sequential&) {}
+  virtual void on_predict_batch_begin(Sequential&, int64_t /*batch*/) {}
+  // `outputs`: the batch's rows of predict's result (rows, outputs), valid during the call.
+  virtual void on_predict_batch_end(Sequential&, int64_t /*batch*/, const Tensor& /*outputs*/) {}
+};
+
+using Callbacks = std::vector<std::shared_ptr<Callback>>;
+
+// fit/evaluate/predict's side of the batch hooks, made once per loop: run() calls the batch's
+// step alone when no callback wants this phase's batches, and otherwise the begin hooks, the
+// step, and the end hooks with the logs read after it.
+class BatchHooks {
+ public:
+  BatchHooks(Sequential& model, const Callbacks& callbacks, BatchPhase phase);
+  bool active() const { return !wanting_.empty(); }
+  // Every callback's on_test_begin / on_predict_begin (none for train: fit calls its own).
+  void begin_loop();
+  // Every callback's on_test_end(logs) / on_predict_end.
+  void end_loop(const Logs& logs);
+  // read_result() -> the batch's Logs (train, test) or its rows of the result (predict).
+  template <class Step, class ReadResult>
+  void run(int64_t batch, Step&& step, ReadResult&& read_result) {
+    if (wanting_.empty()) {
+      step();
+      return;
+    }
+    begin(batch);
+    step();
+    end(batch, read_result());
+  }
+  // The same hooks one at a time (call them only when active()).
+  void begin(int64_t batch);
+  void end(int64_t batch, const Logs& logs);
+  // Predict's: the batch's rows of the result.
+  void end(int64_t batch, const Tensor& outputs);
+
+ private:
+  Sequential& model_;
+  const Callbacks& callbacks_;
+  std::vector<Callback*> wanting_;
+  BatchPhase phase_;
+};
+
+// Keras's EpochIterator over arrays, with steps_per_epoch: an epoch takes the next
+// `steps_per_epoch` batches of the current pass over the data (a pass is `pass_steps` batches,
+// shuffled at its start) and ends early where the pass runs out, with Keras's warning (once);
+// the next epoch then starts a new pass. Unset: every epoch is one whole pass.
+class EpochSteps {
+ public:
+  EpochSteps(int64_t pass_steps, std::optional<int64_t> steps_per_epoch);
+  struct Epoch {
+    int64_t first = 0;      // the pass's batch the epoch starts at
+    int64_t steps = 0;      // batches it runs
+    bool new_pass = false;  // the epoch starts a pass: shuffle
+  };
+  // The next epoch's batches (advances the position in the pass).
+  Epoch next();
+  // The progress bar's (and Keras's params["steps"]) steps per epoch.
+  int64_t target() const { return steps_per_epoch_.value_or(pass_steps_); }
+
+ private:
+  int64_t pass_steps_;
+  std::optional<int64_t> steps_per_epoch_;
+  int64_t position_ = 0;  // batches of the current pass already run
+  bool warned_ = false;
 };
 
 // Where a callback's messages go, a line at a time without its newline (Keras's verbose=1:
@@ -77,10 +168,15 @@ std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options = {});
 // at the end of every epoch, or only when `monitor` improved. The path may name the epoch
 // (1-based) and the epoch's logs as Keras's filepath does, in Python's (and fmt's) format syntax:
 // "ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"; a name the logs lack is an Error.
+//
+// With save_freq N > 0 (Keras's save_freq=N) it saves every N training batches instead, counted
+// across epochs, and not at epochs' ends; the path may then also name the batch, "{batch}" (from
+// 1 in its epoch, as Keras fills it), and the logs are the batch's running means.
 struct ModelCheckpointOptions {
   std::string monitor = "val_loss";
   bool save_best_only = false;
   std::string mode = "auto";
+  int64_t save_freq = 0;  // 0: at every epoch's end (Keras's "epoch")
   // Writes the file; empty: save_weights (nn/weights_io.h, the format by the suffix).
   std::function<void(const Sequential&, const std::string& path)> save;
   // "\nEpoch N: saving model to PATH", "\nEpoch N: val_loss improved from 0.12345 to ...",
@@ -88,8 +184,10 @@ struct ModelCheckpointOptions {
   CallbackMessages say;
 };
 std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options = {});
-// ModelCheckpoint's path for an epoch (0-based) and its logs.
-std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs);
+// ModelCheckpoint's path for an epoch (0-based) and its logs, and a batch (0-based) for a save
+// inside the epoch (Keras: "{batch}" is batch + 1, unless the logs hold a "batch").
+std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs,
+                            std::optional<int64_t> batch = std::nullopt);
 
 // Keras's LearningRateScheduler: lr for the next epoch = schedule(epoch (0-based), lr).
 std::shared_ptr<Callback> LearningRateScheduler(std::function<double(int, double)> schedule);

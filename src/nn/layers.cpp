@@ -118,6 +118,22 @@ DTypePolicy model_dtype_policy(const std::vector<Layer>& layers) {
   return first ? first->dtype_policy : DTypePolicy::float32;
 }
 
+Precision model_precision(const std::vector<Layer>& layers, const std::string& asked,
+                          const std::string& asked_by, const std::string& source) {
+  const DTypePolicy policy = model_dtype_policy(layers);
+  const Precision of_layers = dtype_policy_precision(policy);
+  if (asked.empty()) return of_layers;
+  const Precision p = parse_precision(asked, asked_by);
+  if (p == of_layers || (p == Precision::tf32 && policy == DTypePolicy::float32)) return p;
+  throw Error(asked_by + " " + asked,
+              fmt::format("{}'s Dense and Conv2D layers have the dtype policy '{}', which trains "
+                          "in {}: leave {} out, or give those layers the policy \"{}\" (their "
+                          "\"dtype\" in a model file; in Keras, set_global_policy before making "
+                          "the model)",
+                          source, dtype_policy_name(policy), precision_name(of_layers), asked_by,
+                          p == Precision::bf16 ? "mixed_bfloat16" : "float32"));
+}
+
 std::string_view layer_type_name(LayerType t) { return layer_kind(t).class_name(); }
 
 Padding parse_padding(std::string_view name, const std::string& where) {

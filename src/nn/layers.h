@@ -34,6 +34,9 @@ enum class LayerType {
   global_average_pooling2d,
   reshape,
   batch_normalization,
+  layer_normalization,
+  add,
+  concatenate,
   leaky_relu,
   elu,
 };
@@ -72,8 +75,10 @@ struct Layer {
   Size2 strides = 1;                                   // conv2d, pooling
   Padding padding = Padding::valid;                    // conv2d, pooling
   Shape target_shape;  // reshape (one dimension may be -1: inferred)
-  // batch_normalization (over the last axis: -1, or tf.keras 2's positive index of it, checked
-  // when the model builds)
+  // batch_normalization, layer_normalization (over the last axis: -1, or tf.keras 2's positive
+  // index of it, checked when the model builds; epsilon, center and scale are shared)
+  // concatenate: the axis, counting the batch axis as Keras does (-1: the last; only the last is
+  // supported)
   int64_t axis = -1;
   double momentum = 0.99;
   double epsilon = 1e-3;
@@ -82,7 +87,7 @@ struct Layer {
   // How the parameters start (Keras's kernel_initializer, ...; nn/initializers.h).
   Initializer kernel_initializer = GlorotUniform();  // dense, conv2d
   Initializer bias_initializer = Zeros();            // dense, conv2d
-  Initializer gamma_initializer = Ones();            // batch_normalization
+  Initializer gamma_initializer = Ones();            // batch_normalization, layer_normalization
   Initializer beta_initializer = Zeros();
   Initializer moving_mean_initializer = Zeros();
   Initializer moving_variance_initializer = Ones();
@@ -120,6 +125,15 @@ Precision dtype_policy_precision(DTypePolicy p);
 // first two such layers whose policies differ (other layers may differ: they compute in float32).
 // The layers are named as Sequential names them (Sequential::layers()).
 DTypePolicy model_dtype_policy(const std::vector<Layer>& layers);
+// The precision a model of `layers` trains in: Sequential::compile's rule, which the CLI shares.
+// `asked` empty (CompileOptions::precision's default): their policy's (model_dtype_policy, then
+// dtype_policy_precision). Given ("fp32", "tf32" or "bf16"), it must agree with that policy: tf32
+// agrees with float32 (float32's arithmetic on a GPU, as TensorFlow's TF32 switch); otherwise
+// Error("<asked_by> <asked>", ...) in one line naming both, `source` naming the layers' owner
+// ("the model", "m.json"). An unknown name is Error(asked_by, ...) (parse_precision).
+Precision model_precision(const std::vector<Layer>& layers, const std::string& asked,
+                          const std::string& asked_by = "precision",
+                          const std::string& source = "the model");
 
 // Keras's InputLayer: the per-sample shape, e.g. Input({28, 28}).
 Layer Input(Shape shape);
@@ -163,5 +177,18 @@ Layer Reshape(Shape target_shape);
 // trainable. Requires 0 <= momentum <= 1 and epsilon > 0.
 Layer BatchNormalization(double momentum = 0.99, double epsilon = 1e-3, bool center = true,
                          bool scale = true);
+// Keras's LayerNormalization over the last axis (axis=-1 only; rms_scaling=False only): each
+// sample's last-axis vector x (n features) becomes y = (x - mean) / sqrt(variance + epsilon) *
+// gamma + beta, mean and (biased) variance over those n values, the same in fit, evaluate and
+// predict. Weights, in Keras's order: gamma (ones; when scale), beta (zeros; when center), each
+// (n,). Requires epsilon > 0.
+Layer LayerNormalization(double epsilon = 1e-3, bool center = true, bool scale = true);
+
+// ---- merging layers: two or more inputs, in a functional model (LayerGraph) ----
+// The element-wise sum of inputs of one shape.
+Layer Add();
+// The inputs joined along the last axis (axis=-1 or the rank counting the batch axis); the other
+// axes must agree.
+Layer Concatenate(int64_t axis = -1);
 
 }  // namespace crossover

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
 #include "nn/layers.h"
+#include "nn/layers/keras_config.h"
 #include "nn/layers/kind.h"
 #include "nn/optimizers.h"
 
@@ -46,9 +48,6 @@ json parse_json(std::string_view text, const std::string& where) {
     throw Error(where, "malformed JSON: " + printable(msg));
   }
 }
-
-// Float values written as their shortest decimal form (0.2, not 0.20000000298023224).
-double short_double(float v) { return std::stod(fmt::format("{}", v)); }
 
 // ---- reading ---------------------------------------------------------------------------------
 
@@ -181,6 +180,8 @@ void check_sizes(const std::vector<Layer>& layers, const Shape& input, const std
   for (const Layer& l : layers) width = layer_kind(l).check_size(l, width, input.back(), where);
 }
 
+Sequential functional_from_doc(const json& doc, const std::string& where);
+
 Sequential sequential_from_doc(const json& doc, const std::string& where) {
   if (!doc.is_object())
     throw Error(where,
@@ -189,9 +190,10 @@ Sequential sequential_from_doc(const json& doc, const std::string& where) {
   if (cn == doc.end() || !cn->is_string())
     throw Error(where, "no class_name: this is not what Keras's model.to_json() writes");
   const std::string cls = cn->get<std::string>();
+  if (cls == "Functional" || cls == "Model") return functional_from_doc(doc, where);
   if (cls != "Sequential")
-    throw Error(where,
-                "class_name " + printable(cls) + " is not supported: only Sequential models");
+    throw Error(where, "class_name " + printable(cls) +
+                           " is not supported: only Sequential and functional models");
   auto cfg_it = doc.find("config");
   if (cfg_it == doc.end()) throw Error(where, "the model has no config");
   const json* layers_json = nullptr;
@@ -283,6 +285,143 @@ Sequential sequential_from_doc(const json& doc, const std::string& where) {
   if (!input.empty()) check_sizes(layers, input, where);
   try {
     return Sequential(std::move(layers), model_name);
+  } catch (const Error& e) {
+    throw Error(where, e.what());
+  }
+}
+
+// ---- functional models ----------------------------------------------------------------------
+
+// The layer names one inbound node reads, from Keras 3's {"args": [tensor or [tensors...]],
+// "kwargs": {}} (a tensor {"class_name": "__keras_tensor__", "config": {"keras_history":
+// [name, node, index]}}) or tf.keras 2's [[name, node, index, kwargs], ...].
+std::vector<std::string> inbound_names(const json& node, const std::string& who) {
+  std::vector<std::string> names;
+  auto history = [&](const json& h) {
+    if (!h.is_array() || h.size() < 3 || !h[0].is_string())
+      throw Error(who,
+                  "an inbound tensor's keras_history is not [layer, node, index]: " + brief(h));
+    if (!h[1].is_number_integer() || !h[2].is_number_integer() || h[1].get<int64_t>() != 0 ||
+        h[2].get<int64_t>() != 0)
+      throw Error(who, "reads " + brief(h) +
+                           ": a layer called more than once (shared weights) or with several "
+                           "outputs is not supported");
+    names.push_back(h[0].get<std::string>());
+  };
+  auto tensor = [&](const json& t) {
+    if (t.is_object() && t.value("class_name", "") == "__keras_tensor__") {
+      auto c = t.find("config");
+      if (c == t.end() || !c->is_object() || !c->contains("keras_history"))
+        throw Error(who, "an inbound tensor without keras_history: " + brief(t));
+      history((*c)["keras_history"]);
+    } else if (t.is_array() && !t.empty() && t[0].is_string()) {
+      history(t);  // tf.keras 2
+    } else {
+      throw Error(who,
+                  "an inbound argument that is not a layer's output (a constant or another "
+                  "value is not supported): " +
+                      brief(t));
+    }
+  };
+  if (node.is_object()) {  // Keras 3
+    if (auto kw = node.find("kwargs"); kw != node.end() && kw->is_object() && !kw->empty())
+      throw Error(who,
+                  "a layer called with keyword arguments (" + brief(*kw) + ") is not supported");
+    auto args = node.find("args");
+    if (args == node.end() || !args->is_array() || args->size() != 1)
+      throw Error(who, "an inbound node's args is not one tensor or one list of tensors: " +
+                           (args == node.end() ? std::string("none") : brief(*args)));
+    const json& a = (*args)[0];
+    if (a.is_array())
+      for (const json& t : a) tensor(t);
+    else
+      tensor(a);
+  } else if (node.is_array()) {  // tf.keras 2: [[name, node, index, kwargs], ...]
+    for (const json& t : node) tensor(t);
+  } else {
+    throw Error(
+        who, "an inbound node is neither Keras 3's object nor tf.keras 2's list: " + brief(node));
+  }
+  return names;
+}
+
+// ["name", 0, 0] or [["name", 0, 0]]: the one layer a model's input_layers or output_layers names.
+std::string one_endpoint(const json& cfg, const char* key, const std::string& where) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) throw Error(where, std::string("the functional model has no ") + key);
+  json e = *it;
+  if (e.is_array() && e.size() == 1 && e[0].is_array()) e = e[0];
+  if (e.is_array() && !e.empty() && e[0].is_array())
+    throw Error(where, fmt::format("the model has {} {}: crossover's functional models have one "
+                                   "input and one output",
+                                   it->size(), key));
+  if (!e.is_array() || e.size() < 3 || !e[0].is_string())
+    throw Error(where, std::string(key) + " is not [layer, node, index]: " + brief(*it));
+  return e[0].get<std::string>();
+}
+
+Sequential functional_from_doc(const json& doc, const std::string& where) {
+  auto cfg_it = doc.find("config");
+  if (cfg_it == doc.end() || !cfg_it->is_object())
+    throw Error(where, "the functional model has no config object");
+  const json& cfg = *cfg_it;
+  auto l = cfg.find("layers");
+  if (l == cfg.end() || !l->is_array() || l->empty())
+    throw Error(where, "the functional model's config has no layers");
+  if (l->size() > 10000) throw Error(where, "the model has too many layers");
+  if (auto t = cfg.find("trainable"); t != cfg.end() && t->is_boolean() && !t->get<bool>())
+    throw Error(where, "model field trainable: a frozen model (trainable false) is not supported");
+  std::string model_name = "functional";
+  if (auto n = cfg.find("name"); n != cfg.end() && n->is_string() && !n->get<std::string>().empty())
+    model_name = n->get<std::string>();
+  const std::string input_name = one_endpoint(cfg, "input_layers", where);
+  const std::string output_name = one_endpoint(cfg, "output_layers", where);
+
+  std::vector<Layer> layers;
+  std::vector<std::vector<int>> inputs;
+  std::map<std::string, int> index;  // name -> place in `layers`
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < l->size(); ++i) {
+    const json& entry = (*l)[i];
+    ParsedLayer p = parse_layer(entry, i + 1, where, names);
+    if (p.layer.name.empty())
+      throw Error(where, fmt::format("layer {} of the functional model has no name", i + 1));
+    const std::string who = fmt::format("{}: layer {} '{}'", where, i + 1, printable(p.layer.name));
+    auto nodes = entry.find("inbound_nodes");
+    std::vector<int> reads;
+    if (p.is_input) {
+      p.layer.input_shape = p.declared_input;
+      if (nodes != entry.end() && nodes->is_array() && !nodes->empty())
+        throw Error(who, "an InputLayer with inbound nodes");
+    } else {
+      if (nodes == entry.end() || !nodes->is_array() || nodes->empty())
+        throw Error(who, "no inbound_nodes: a functional model's layer reads another's output");
+      if (nodes->size() > 1)
+        throw Error(who, fmt::format("is called {} times: a layer used more than once (shared "
+                                     "weights) is not supported",
+                                     nodes->size()));
+      for (const std::string& n : inbound_names((*nodes)[0], who)) {
+        auto at = index.find(n);
+        if (at == index.end())
+          throw Error(who, "reads layer '" + printable(n) +
+                               "', which is not one of the layers listed before it");
+        reads.push_back(at->second);
+      }
+    }
+    index[p.layer.name] = static_cast<int>(layers.size());
+    layers.push_back(std::move(p.layer));
+    inputs.push_back(std::move(reads));
+  }
+  if (index.count(input_name) == 0 || !layer_kind(layers[0]).is_model_input() ||
+      layers[0].name != input_name)
+    throw Error(where, "input_layers names '" + printable(input_name) +
+                           "', which is not the model's first layer, its InputLayer");
+  if (layers.back().name != output_name)
+    throw Error(where, "output_layers names '" + printable(output_name) +
+                           "', which is not the last layer listed (crossover's functional "
+                           "models have one output, their last layer)");
+  try {
+    return Sequential(LayerGraph{std::move(layers), std::move(inputs)}, model_name);
   } catch (const Error& e) {
     throw Error(where, e.what());
   }
@@ -398,9 +537,39 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
       o.clipnorm = clip;
       o.clipvalue = clipvalue;
       out = RMSprop(o);
+    } else if (low == "nadam" || low == "adamax") {
+      AdamOptions o;
+      if (lr >= 0) o.learning_rate = lr;
+      o.beta_1 = number_field(cfg, "beta_1", o.beta_1, where, who);
+      o.beta_2 = number_field(cfg, "beta_2", o.beta_2, where, who);
+      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
+      o.weight_decay = wd;
+      o.clipnorm = clip;
+      o.clipvalue = clipvalue;
+      out = low == "nadam" ? Nadam(o) : Adamax(o);
+    } else if (low == "adagrad") {
+      AdagradOptions o;
+      if (lr >= 0) o.learning_rate = lr;
+      o.initial_accumulator_value =
+          number_field(cfg, "initial_accumulator_value", o.initial_accumulator_value, where, who);
+      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
+      o.weight_decay = wd;
+      o.clipnorm = clip;
+      o.clipvalue = clipvalue;
+      out = Adagrad(o);
+    } else if (low == "adadelta") {
+      AdadeltaOptions o;
+      if (lr >= 0) o.learning_rate = lr;
+      o.rho = number_field(cfg, "rho", o.rho, where, who);
+      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
+      o.weight_decay = wd;
+      o.clipnorm = clip;
+      o.clipvalue = clipvalue;
+      out = Adadelta(o);
     } else {
       throw Error(where, "compile_config field optimizer: " + printable(cls) +
-                             " is not supported: crossover runs Adam, AdamW, SGD and RMSprop");
+                             " is not supported: crossover runs Adam, AdamW, SGD, RMSprop, "
+                             "Adagrad, Adadelta, Nadam and Adamax");
     }
     if (decay_steps > 0) out = with_exponential_decay(out, decay_steps, decay_rate, staircase);
   } catch (const Error& e) {
@@ -491,27 +660,48 @@ ojson batch_shape(const Shape& s) {
 }
 
 ojson optimizer_json(const OptimizerConfig& o) {
-  const char* cls = o.kind == OptimizerKind::adam  ? "Adam"
-                    : o.kind == OptimizerKind::sgd ? "SGD"
-                                                   : "RMSprop";
-  const char* name = o.kind == OptimizerKind::adam  ? "adam"
-                     : o.kind == OptimizerKind::sgd ? "SGD"
-                                                    : "rmsprop";
+  // Keras's class and its default name (SGD's is "SGD", the others' the snake-case class).
+  const char* cls = "Adam";
+  const char* name = "adam";
+  switch (o.kind) {
+    case OptimizerKind::adam:
+      break;
+    case OptimizerKind::sgd:
+      cls = name = "SGD";
+      break;
+    case OptimizerKind::rmsprop:
+      cls = "RMSprop", name = "rmsprop";
+      break;
+    case OptimizerKind::adagrad:
+      cls = "Adagrad", name = "adagrad";
+      break;
+    case OptimizerKind::adadelta:
+      cls = "Adadelta", name = "adadelta";
+      break;
+    case OptimizerKind::nadam:
+      cls = "Nadam", name = "nadam";
+      break;
+    case OptimizerKind::adamax:
+      cls = "Adamax", name = "adamax";
+      break;
+  }
   ojson lr;
   if (o.schedule.decay_steps > 0) {
     lr = ojson{{"module", "keras.optimizers.schedules"},
                {"class_name", "ExponentialDecay"},
                {"config",
-                {{"initial_learning_rate", short_double(o.schedule.base)},
+                {{"initial_learning_rate", keras_config::decimal(o.schedule.base)},
                  {"decay_steps", o.schedule.decay_steps},
-                 {"decay_rate", short_double(o.schedule.decay_rate)},
+                 {"decay_rate", keras_config::decimal(o.schedule.decay_rate)},
                  {"staircase", o.schedule.staircase},
                  {"name", "ExponentialDecay"}}},
                {"registered_name", nullptr}};
   } else {
-    lr = short_double(o.schedule.base);
+    lr = keras_config::decimal(o.schedule.base);
   }
-  auto opt_num = [](float v) -> ojson { return v > 0 ? ojson(short_double(v)) : ojson(nullptr); };
+  auto opt_num = [](float v) -> ojson {
+    return v > 0 ? ojson(keras_config::decimal(v)) : ojson(nullptr);
+  };
   ojson c{{"name", name},
           {"learning_rate", lr},
           {"weight_decay", opt_num(o.weight_decay)},
@@ -527,18 +717,32 @@ ojson optimizer_json(const OptimizerConfig& o) {
     case OptimizerKind::adam:
       c["beta_1"] = o.beta1;
       c["beta_2"] = o.beta2;
-      c["epsilon"] = short_double(o.epsilon);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       c["amsgrad"] = false;
       break;
     case OptimizerKind::sgd:
-      c["momentum"] = short_double(o.momentum);
+      c["momentum"] = keras_config::decimal(o.momentum);
       c["nesterov"] = o.nesterov;
       break;
     case OptimizerKind::rmsprop:
       c["rho"] = o.rho;
-      c["momentum"] = short_double(o.momentum);
-      c["epsilon"] = short_double(o.epsilon);
+      c["momentum"] = keras_config::decimal(o.momentum);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       c["centered"] = false;
+      break;
+    case OptimizerKind::adagrad:
+      c["initial_accumulator_value"] = keras_config::decimal(o.initial_accumulator_value);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
+      break;
+    case OptimizerKind::adadelta:
+      c["rho"] = o.rho;
+      c["epsilon"] = keras_config::decimal(o.epsilon);
+      break;
+    case OptimizerKind::nadam:
+    case OptimizerKind::adamax:
+      c["beta_1"] = o.beta1;
+      c["beta_2"] = o.beta2;
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       break;
   }
   return ojson{{"module", "keras.optimizers"},
@@ -580,7 +784,71 @@ ojson compile_config_json(const Sequential& model) {
 
 }  // namespace
 
+namespace {
+// Keras 3's to_json() of a functional model: every layer with its "name" and "inbound_nodes" (the
+// outputs it reads, as {"args": [tensor or [tensors]], "kwargs": {}}), the one input and output.
+std::string functional_to_json(const Sequential& model) {
+  const std::vector<Layer>& layers = model.layers();
+  const std::vector<std::vector<int>>& inputs = model.layer_inputs();
+  const std::vector<Shape> shapes = model.layer_output_shapes();
+  auto tensor = [&](int j) {
+    return ojson{
+        {"class_name", "__keras_tensor__"},
+        {"config",
+         {{"shape", batch_shape(shapes[static_cast<std::size_t>(j)])},
+          {"dtype", "float32"},
+          {"keras_history", ojson::array({layers[static_cast<std::size_t>(j)].name, 0, 0})}}}};
+  };
+  ojson out_layers = ojson::array();
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    const LayerKind& kind = layer_kind(l);
+    ojson c;
+    if (!kind.is_model_input())
+      c = ojson{
+          {"name", l.name}, {"trainable", true}, {"dtype", dtype_policy_json(l.dtype_policy)}};
+    kind.to_keras(l, c);
+    ojson e{{"module", "keras.layers"},
+            {"class_name", std::string(kind.class_name())},
+            {"config", c},
+            {"registered_name", nullptr}};
+    if (!kind.is_model_input() && kind.keras_build_config()) {
+      ojson in = ojson::array();
+      for (int j : inputs[i]) in.push_back(batch_shape(shapes[static_cast<std::size_t>(j)]));
+      e["build_config"] = ojson{{"input_shape", kind.merges() ? in : in[0]}};
+    }
+    e["name"] = l.name;
+    ojson nodes = ojson::array();
+    if (!inputs[i].empty()) {
+      ojson args;
+      if (kind.merges()) {
+        args = ojson::array();
+        for (int j : inputs[i]) args.push_back(tensor(j));
+      } else {
+        args = tensor(inputs[i][0]);
+      }
+      nodes.push_back(ojson{{"args", ojson::array({args})}, {"kwargs", ojson::object()}});
+    }
+    e["inbound_nodes"] = nodes;
+    out_layers.push_back(e);
+  }
+  ojson cfg{{"name", model.name()},
+            {"trainable", true},
+            {"layers", out_layers},
+            {"input_layers", ojson::array({layers.front().name, 0, 0})},
+            {"output_layers", ojson::array({layers.back().name, 0, 0})}};
+  ojson doc{{"module", "keras.src.models.functional"},
+            {"class_name", "Functional"},
+            {"config", cfg},
+            {"registered_name", "Functional"},
+            {"build_config", {{"input_shape", nullptr}}}};
+  if (model.compiled()) doc["compile_config"] = compile_config_json(model);
+  return doc.dump();
+}
+}  // namespace
+
 std::string model_to_json(const Sequential& model) {
+  if (model.functional()) return functional_to_json(model);
   const std::vector<Layer>& layers = model.layers();
   const std::vector<Shape> output_shapes = model.layer_output_shapes();
   const Shape input = model.input_shape();

@@ -56,11 +56,11 @@ struct TrainingConfig {
 std::string training_config_to_json(const Sequential& model);
 
 // The "compile_config" of a Keras 3 model JSON (or a bare compile_config object), if there is
-// one: Adam/AdamW, SGD and RMSprop with their settings (a constant learning rate or
-// ExponentialDecay), the loss (a name), and the metrics crossover knows ("accuracy"; others are
-// refused naming them). Returns nullopt when the JSON has no compile_config, or an empty or null
-// one (a model that was never compiled); a compile_config without a loss is refused (Keras's fit
-// refuses it too).
+// one: Adam/AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam and Adamax with their settings (a
+// constant learning rate or ExponentialDecay), the loss (a name), and the metrics crossover
+// knows ("accuracy"; others are refused naming them). Returns nullopt when the JSON has no
+// compile_config, or an empty or null one (a model that was never compiled); a compile_config
+// without a loss is refused (Keras's fit refuses it too).
 std::optional<TrainingConfig> training_config_from_json(std::string_view json,
                                                         std::string_view where);
 

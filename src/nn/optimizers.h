@@ -2,6 +2,9 @@
 // backends/kernel_math.h, shared by every device).
 #pragma once
 
+#include <array>
+#include <string_view>
+
 #include "backends/backend.h"
 
 namespace crossover {
@@ -33,19 +36,48 @@ struct RMSpropOptions {
   double clipvalue = 0;
 };
 
+struct AdagradOptions {
+  double learning_rate = 1e-3;
+  double initial_accumulator_value = 0.1;
+  double epsilon = 1e-7;
+  double weight_decay = 0;
+  double clipnorm = 0;
+  double clipvalue = 0;
+};
+struct AdadeltaOptions {
+  double learning_rate = 1e-3;
+  double rho = 0.95;
+  double epsilon = 1e-7;
+  double weight_decay = 0;
+  double clipnorm = 0;
+  double clipvalue = 0;
+};
+// Nadam and Adamax take Adam's options (the same names and defaults; no AMSGrad).
+
 OptimizerConfig Adam(const AdamOptions& options = {});
 // Adam with decoupled weight decay, Keras's AdamW defaults (weight_decay 0.004).
 OptimizerConfig AdamW(AdamOptions options = {.weight_decay = 0.004});
 OptimizerConfig SGD(const SGDOptions& options = {});
 OptimizerConfig RMSprop(const RMSpropOptions& options = {});
+OptimizerConfig Adagrad(const AdagradOptions& options = {});
+OptimizerConfig Adadelta(const AdadeltaOptions& options = {});
+OptimizerConfig Nadam(const AdamOptions& options = {});
+OptimizerConfig Adamax(const AdamOptions& options = {});
 
 // Keras's ExponentialDecay: lr(step) = initial * decay_rate ^ (step / decay_steps), evaluated on
 // the device every step. Returns `optimizer` with that schedule.
 OptimizerConfig with_exponential_decay(OptimizerConfig optimizer, int64_t decay_steps,
                                        double decay_rate, bool staircase = false);
 
-// "adam", "sgd", "rmsprop", "adamw" with default options; throws Error otherwise.
+// "adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "nadam", "adamax" with default
+// options (Keras's string names); throws Error otherwise.
 OptimizerConfig optimizer_from_name(std::string_view name);
 std::string_view optimizer_name(OptimizerKind kind);
+
+// Keras's names of the optimizer's variables per weight held in ParamSlot's slot1 and slot2
+// ("momentum", "velocity" for Adam), empty where that slot is unused by `config`.
+std::array<std::string_view, 2> optimizer_slot_names(const OptimizerConfig& config);
+// The number of state slots `config` uses per weight (0, 1 or 2).
+int optimizer_slot_count(const OptimizerConfig& config);
 
 }  // namespace crossover

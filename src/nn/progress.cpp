@@ -25,8 +25,12 @@ std::string format_duration(double s) {
 
 std::string format_per_step(double s) { return format_duration(s) + "/step"; }
 
-ProgressBar::ProgressBar(TextSink out, int64_t total_steps, bool interactive)
-    : out_(std::move(out)), total_(total_steps), interactive_(interactive) {
+ProgressBar::ProgressBar(TextSink out, int64_t total_steps, bool interactive,
+                         std::string accuracy_name)
+    : out_(std::move(out)),
+      total_(total_steps),
+      interactive_(interactive),
+      accuracy_name_(std::move(accuracy_name)) {
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -54,6 +58,15 @@ std::string ProgressBar::values_text(const std::vector<std::pair<std::string, do
   return s;
 }
 
+std::string ProgressBar::named_values_text(
+    std::vector<std::pair<std::string, double>> values) const {
+  for (auto& [key, value] : values) {
+    if (key == "accuracy") key = accuracy_name_;
+    if (key == "val_accuracy") key = "val_" + accuracy_name_;
+  }
+  return values_text(values);
+}
+
 void ProgressBar::update(int64_t step, const std::vector<std::pair<std::string, double>>& values,
                          std::chrono::steady_clock::time_point now) {
   last_draw_ = now;
@@ -62,7 +75,7 @@ void ProgressBar::update(int64_t step, const std::vector<std::pair<std::string, 
       step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : 0.0;
   const int digits = static_cast<int>(std::to_string(total_).size());
   out_(fmt::format("\r{:>{}}/{} {} - ETA: {}{}\x1b[K", step, digits, total_, bar(step, total_),
-                   format_duration(eta), values_text(values)));
+                   format_duration(eta), named_values_text(values)));
 }
 
 void ProgressBar::finish(int64_t steps, double seconds,
@@ -70,7 +83,7 @@ void ProgressBar::finish(int64_t steps, double seconds,
   const double per_step = steps > 0 ? seconds / static_cast<double>(steps) : 0.0;
   out_(fmt::format("{}{}/{} {} - {} {}{}{}\n", interactive_ ? "\r" : "", steps, total_,
                    bar(steps, total_), format_duration(seconds), format_per_step(per_step),
-                   values_text(values), interactive_ ? "\x1b[K" : ""));
+                   named_values_text(values), interactive_ ? "\x1b[K" : ""));
 }
 
 }  // namespace crossover

@@ -28,8 +28,11 @@ std::string format_per_step(double seconds_per_step);
 
 class ProgressBar {
  public:
-  // out: where to draw; interactive: redraw in place (a terminal) or print once.
-  ProgressBar(TextSink out, int64_t total_steps, bool interactive);
+  // out: where to draw; interactive: redraw in place (a terminal) or print once;
+  // accuracy_name: what the line calls "accuracy" and "val_accuracy" (Keras prints the name the
+  // metric was compiled under: "acc", "sparse_categorical_accuracy").
+  ProgressBar(TextSink out, int64_t total_steps, bool interactive,
+              std::string accuracy_name = "accuracy");
 
   // True when enough time has passed since the last draw that a redraw is worth a look at the
   // counters (so the caller reads them only a few times a second).
@@ -45,9 +48,11 @@ class ProgressBar {
   static std::string values_text(const std::vector<std::pair<std::string, double>>& values);
 
  private:
+  std::string named_values_text(std::vector<std::pair<std::string, double>> values) const;
   TextSink out_;
   int64_t total_;
   bool interactive_;
+  std::string accuracy_name_;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 

@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "backends/cuda_info.h"
 #include "core/aligned.h"
@@ -78,7 +79,10 @@ struct Sequential::Impl {
   // The buffers of one batch size.
   struct Plan {
     int64_t batch = 0;
-    DeviceBlock input, targets, grad_a, grad_b;
+    DeviceBlock input, targets;
+    // The gradients of the backward pass, each (batch, the widest layer): as many as it ever has
+    // in use at once (gradient_buffers), two for a stack of layers. The loss writes into the first.
+    std::vector<DeviceBlock> grads;
     std::vector<DeviceBlock> outputs;  // per layer (empty block when the layer aliases)
     // Per dropout layer; per max-pooling layer, its workspace; per batch normalization, the
     // batch's mean and variance (channels each) that its backward pass reads.
@@ -96,6 +100,13 @@ struct Sequential::Impl {
   };
 
   std::vector<Layer> layers;
+  // The layers each layer reads (empty: the model's input); for a Sequential, the one before.
+  std::vector<std::vector<int>> inputs;
+  bool functional = false;
+  // How many layers read each layer's output (the loss reads the last one's, not counted here).
+  std::vector<int> readers;
+  // Whether a layer's output needs a gradient: it or a layer it reads has parameters.
+  std::vector<bool> needs_grad;
   std::string name;
   Shape input_shape;
   bool built = false;
@@ -123,8 +134,15 @@ struct Sequential::Impl {
   bool stop_requested = false;
   bool fitting = false;  // inside fit: callbacks may look at the model, not rebuild it
   bool graphs_dirty = false;
+  std::vector<const float*> xs;  // forward's: the inputs of the layer it runs
+  struct BackwardScratch {
+    std::vector<float*> pending, input_grads, free;
+    std::vector<char> done;
+  } pass;  // backward's
 
   // ---- structure ----
+  void init(std::vector<Layer> model_layers, std::vector<std::vector<int>> layer_inputs,
+            std::string model_name, bool is_functional);
   void name_layers() {
     std::map<std::string, int> counts;
     for (Layer& l : layers) {
@@ -158,16 +176,24 @@ struct Sequential::Impl {
     input_shape = sample_shape;
     info.assign(layers.size(), {});
     params.clear();
-    Shape shape = sample_shape;
     int64_t offset = 0;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       LayerInfo& li = info[i];
+      if (inputs[i].empty()) li.in_shapes = {sample_shape};
+      for (int j : inputs[i]) li.in_shapes.push_back(info[static_cast<std::size_t>(j)].out_shape);
+      Shape shape = li.in_shapes.front();
       li.in_width = shape_size(shape, l.name);
       LayerBuilder builder(l, static_cast<int>(i), shape, li, params, offset);
       layer_kind(l).build(builder);
       li.out_shape = shape;
       li.out_width = shape_size(shape, l.name);
+    }
+    needs_grad.assign(layers.size(), false);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      bool needs = info[i].kernel >= 0 || info[i].bias >= 0;
+      for (int j : inputs[i]) needs = needs || needs_grad[static_cast<std::size_t>(j)];
+      needs_grad[i] = needs;
     }
     if (layers_output_shape().size() != 1)
       throw Error(name, "the model's output must be flat (samples of shape (C,)), got " +
@@ -237,6 +263,9 @@ struct Sequential::Impl {
     counters = DeviceBlock(*backend, 2 * sizeof(StepCounters));
     StepCounters zero[2];
     backend->upload(counters.as<void>(), zero, sizeof zero);
+    if (opt.kind == OptimizerKind::adagrad)  // Keras's accumulators start at this value
+      backend->fill(arena.as<float>() + 2 * arena_floats, opt.initial_accumulator_value,
+                    arena_floats);
     slots.clear();
     trainable_slots.clear();
     unfused_slots.clear();
@@ -280,10 +309,12 @@ struct Sequential::Impl {
     if (it != plans.end()) return it->second;
     int64_t max_width = info.front().in_width;
     for (const LayerInfo& li : info) max_width = std::max({max_width, li.in_width, li.out_width});
+    const int gradients = gradient_buffers();
     // What the blocks below add up to, checked before the first of them is allocated.
     const auto rows = static_cast<double>(batch);
     double plan_bytes = float_bytes(batch * info.front().in_width) +
-                        float_bytes(batch * output_width()) + 2 * rows * max_width * sizeof(float);
+                        float_bytes(batch * output_width()) +
+                        gradients * rows * max_width * sizeof(float);
     // Each layer's workspace (dropout's mask, max pooling's, batch normalization's statistics),
     // as its kind sizes it (with the backend, which also prepares that shape).
     std::vector<std::size_t> workspace(layers.size(), 0);
@@ -303,8 +334,7 @@ struct Sequential::Impl {
     };
     p.input = floats(batch * info.front().in_width);
     p.targets = floats(batch * output_width());
-    p.grad_a = floats(batch * max_width);
-    p.grad_b = floats(batch * max_width);
+    for (int k = 0; k < gradients; ++k) p.grads.push_back(floats(batch * max_width));
     p.outputs.resize(layers.size());
     p.masks.resize(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -320,12 +350,15 @@ struct Sequential::Impl {
       const bool alias =
           info[i].aliases_input || (layer_kind(layers[i]).identity_outside_training() && !training);
       if (!alias) return plan.outputs[i].as<float>();
-      if (i == 0) return plan.input.as<float>();
-      --i;
+      if (inputs[i].empty()) return plan.input.as<float>();
+      i = static_cast<std::size_t>(inputs[i].front());
     }
   }
-  const float* layer_input(const Plan& plan, std::size_t i, bool training) const {
-    return i == 0 ? plan.input.as<float>() : layer_output(plan, i - 1, training);
+  // Layer i's k-th input.
+  const float* layer_input(const Plan& plan, std::size_t i, bool training,
+                           std::size_t k = 0) const {
+    return inputs[i].empty() ? plan.input.as<float>()
+                             : layer_output(plan, static_cast<std::size_t>(inputs[i][k]), training);
   }
 
   // Forward over m rows of plan.input. In training the final activation is left to the loss op;
@@ -339,8 +372,11 @@ struct Sequential::Impl {
       const float* x = layer_input(plan, i, training);
       float* y = plan.outputs[i].as<float>();
       backend->set_scope(l.name);
+      xs.clear();
+      for (std::size_t k = 0; k < std::max<std::size_t>(inputs[i].size(), 1); ++k)
+        xs.push_back(layer_input(plan, i, training, k));
       const ForwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m, x, y,
-                              plan.masks[i].as<void>()},
+                              plan.masks[i].as<void>(), xs},
                              training,
                              static_cast<int>(i) == deferred,
                              seed,
@@ -367,42 +403,126 @@ struct Sequential::Impl {
   bool fused_update() const { return backend->fuses_weight_update() && opt.clipnorm == 0.0f; }
 
   // Backward from d_out (the gradient with respect to the deferred final pre-activation output,
-  // already in plan.grad_a) down to the first layer with parameters. With `update` (a training
-  // step's counters, when fused_update()), each layer's parameters are updated with their
-  // gradient as it is made; without, the gradients are left for optimizer_step or for reading.
-  void backward(Plan& plan, int64_t m, const StepCounters* update = nullptr) {
-    int first_param_layer = -1;
-    for (std::size_t i = 0; i < layers.size(); ++i)
-      if (info[i].kernel >= 0 || info[i].bias >= 0) {
-        first_param_layer = static_cast<int>(i);
-        break;
+  // already in plan.grads[0]) down to the first layers with parameters, in reverse layer order.
+  // Each layer's output gradient is one of plan.grads while it is pending: a layer's backward
+  // leaves its input's gradient in a buffer that becomes the input's (in a stack, the two buffers
+  // alternate as before graphs); where a layer's output has several readers, their gradients are
+  // added into the first one's. With `update` (a training step's counters, when fused_update()),
+  // each layer's parameters are updated with their gradient as it is made; without, the gradients
+  // are left for optimizer_step or for reading. With `count_only` no call is made: it returns how
+  // many of the buffers the pass has in use at once (gradient_buffers).
+  int backward(Plan* plan, int64_t m, const StepCounters* update = nullptr,
+               bool count_only = false) {
+    GradientPool pool{plan, count_only, pass.free};
+    const std::size_t n = layers.size();
+    // Each layer's output gradient, once it has one, and whether its activation's gradient is
+    // applied in it. Kept between passes: a step allocates nothing.
+    std::vector<float*>& pending = pass.pending;
+    std::vector<char>& done = pass.done;
+    pending.assign(n, nullptr);
+    done.assign(n, 0);
+    pending[n - 1] = pool.take();
+    done[n - 1] = 1;  // the final layer's activation was handled by the loss op
+    std::vector<float*>& input_grads = pass.input_grads;
+    for (std::size_t i = n; i-- > 0;) {
+      if (!needs_grad[i] || !pending[i]) continue;
+      const Layer& l = layers[i];
+      const LayerKind& kind = layer_kind(l);
+      bool wants_input_grad = false;
+      for (int j : inputs[i]) wants_input_grad = wants_input_grad || needs_grad[j];
+      // A dropout directly above a relu layer applies the relu's gradient too, when it is the
+      // relu's only reader.
+      const int below = inputs[i].size() == 1 ? inputs[i][0] : -1;
+      const bool after_relu = below >= 0 && readers[below] == 1 &&
+                              layer_kind(layers[below]).applies_activation() &&
+                              layers[below].activation == ActivationKind::relu;
+      float* spare = pool.take();
+      input_grads.clear();
+      if (kind.merges())
+        for (int j : inputs[i]) input_grads.push_back(needs_grad[j] ? pool.take() : nullptr);
+      BackwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m,
+                         plan ? layer_input(*plan, i, true) : nullptr,
+                         plan ? layer_output(*plan, i, true) : nullptr,
+                         plan ? plan->masks[i].as<void>() : nullptr},
+                        pending[i],
+                        spare,
+                        static_cast<bool>(done[i]),
+                        !wants_input_grad,
+                        after_relu,
+                        update,
+                        &opt,
+                        input_grads};
+      if (!count_only) {
+        backend->set_scope(l.name);
+        kind.backward(step);
       }
-    if (first_param_layer < 0) return;
-    float* g = plan.grad_a.as<float>();
-    float* spare = plan.grad_b.as<float>();
-    bool activation_done = true;  // the final layer's activation was handled by the loss op
-    for (int i = static_cast<int>(layers.size()) - 1; i >= first_param_layer; --i) {
-      const auto ui = static_cast<std::size_t>(i);
-      const Layer& l = layers[ui];
-      backend->set_scope(l.name);
-      const bool after_relu = i > 0 && layer_kind(layers[ui - 1]).applies_activation() &&
-                              layers[ui - 1].activation == ActivationKind::relu;
-      BackwardStep step{
-          {*backend, l, info[ui], slots, static_cast<uint32_t>(i), m, layer_input(plan, ui, true),
-           layer_output(plan, ui, true), plan.masks[ui].as<void>()},
-          g,
-          spare,
-          activation_done,
-          i == first_param_layer,
-          after_relu,
-          update,
-          &opt};
-      layer_kind(l).backward(step);
-      g = step.g;
-      spare = step.spare;
-      activation_done = step.activation_done;
+      pool.give_back(step.spare);
+      if (kind.merges()) {
+        pool.give_back(step.g);
+        for (std::size_t k = 0; k < inputs[i].size(); ++k)
+          if (input_grads[k]) deliver(pool, pending, done, inputs[i][k], input_grads[k], false, m);
+      } else if (wants_input_grad) {
+        deliver(pool, pending, done, inputs[i][0], step.g, step.activation_done, m);
+      } else {
+        pool.give_back(step.g);
+      }
     }
+    for (float* g : pending)
+      if (g) pool.give_back(g);  // gradients of layers below the first with parameters
+    return pool.most;
   }
+
+  // The gradients of a backward pass: plan's buffers, each taken and given back (LIFO, so that a
+  // stack of layers alternates between two); counting only, stand-ins that count how many are
+  // in use at once.
+  struct GradientPool {
+    Plan* plan;
+    bool count_only;
+    std::vector<float*>& free;
+    int used = 0, most = 0;
+    GradientPool(Plan* p, bool counting, std::vector<float*>& free_list)
+        : plan(p), count_only(counting), free(free_list) {
+      free.clear();
+      const std::size_t k = count_only ? 0 : p->grads.size();
+      for (std::size_t b = k; b-- > 0;) free.push_back(p->grads[b].as<float>());
+    }
+    float* take() {
+      ++used;
+      most = std::max(most, used);
+      if (count_only) return reinterpret_cast<float*>(static_cast<std::uintptr_t>(used) * 64);
+      if (free.empty()) throw Error("backward", "internal: the plan has too few gradient buffers");
+      float* g = free.back();
+      free.pop_back();
+      return g;
+    }
+    void give_back(float* g) {
+      --used;
+      if (!count_only) free.push_back(g);
+    }
+  };
+
+  // Layer j's output gradient g from one reader: j's pending gradient if it has none yet, else
+  // added into it over the step's m rows. `done`: the reader applied j's activation gradient
+  // (only a sole reader may).
+  void deliver(GradientPool& pool, std::vector<float*>& pending, std::vector<char>& done, int j,
+               float* g, bool activation_done, int64_t m) {
+    const auto u = static_cast<std::size_t>(j);
+    if (!pending[u]) {
+      pending[u] = g;
+      done[u] = activation_done;
+      return;
+    }
+    if (activation_done || done[u])
+      throw Error("backward", "internal: an activation gradient applied by one of several readers");
+    if (!pool.count_only) {
+      backend->set_scope(layers[u].name);
+      backend->add(pending[u], g, pending[u], m * info[u].out_width);
+    }
+    pool.give_back(g);
+  }
+
+  // How many gradient buffers a backward pass has in use at once (two for a stack of layers).
+  int gradient_buffers() { return std::max(2, backward(nullptr, 0, nullptr, true)); }
 
   const float* final_output(const Plan& plan, bool training) const {
     return layer_output(plan, layers.size() - 1, training);
@@ -443,9 +563,9 @@ struct Sequential::Impl {
       // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
       // gradients add up to the global batch's mean gradient.
       backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
-                                     plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(),
+                                     plan.targets.as<float>(), nullptr, plan.grads[0].as<float>(),
                                      s.rows, output_width(), ctr, s.global_rows);
-      backward(plan, s.rows, fused ? ctr : nullptr);
+      backward(&plan, s.rows, fused ? ctr : nullptr);
     } else {
       // A rank with no rows in this batch (fewer rows than ranks) adds nothing to the sum.
       backend->set_scope("allreduce");
@@ -559,10 +679,20 @@ struct Sequential::Impl {
     return v;
   }
 
+  // The running loss and accuracy of `c` (read now: a synchronisation), as a batch hook's logs.
+  Logs logs_of(const StepCounters* c) const {
+    Logs logs;
+    for (const auto& [key, value] : metric_values(read_counters(c), "")) logs[key] = value;
+    return logs;
+  }
+
   // The loss and accuracy over d's rows, in batches of at most `batch`. With ranks, d holds this
   // rank's share of the rows (split_data; none: nullptr) and the sums are added over the ranks, so
   // every rank returns the result over all rows.
-  EvaluateResult run_evaluation(const DeviceData* d, int64_t batch, bool use_graphs) {
+  // `hooks`: the test phase's (on_test_begin/end around it, and its batch hooks).
+  EvaluateResult run_evaluation(const DeviceData* d, int64_t batch, bool use_graphs,
+                                BatchHooks& hooks) {
+    hooks.begin_loop();
     StepCounters c;
     const auto t0 = Clock::now();
     if (d && d->n > 0) {
@@ -573,9 +703,13 @@ struct Sequential::Impl {
       const int64_t full = d->n / batch, rest = d->n % batch;
       if (full > 0) {
         auto g = backend->capture([&] { eval_step(plan, *d, batch); }, use_graphs);
-        for (int64_t s = 0; s < full; ++s) g->replay();
+        for (int64_t s = 0; s < full; ++s)
+          hooks.run(
+              s, [&] { g->replay(); }, [&] { return logs_of(eval_counters()); });
       }
-      if (rest > 0) eval_step(plan, *d, rest);
+      if (rest > 0)
+        hooks.run(
+            full, [&] { eval_step(plan, *d, rest); }, [&] { return logs_of(eval_counters()); });
       c = read_counters(eval_counters());
     }
     sum_over_ranks(c);
@@ -584,6 +718,10 @@ struct Sequential::Impl {
     r.samples = static_cast<int64_t>(c.sample_count);
     r.loss = c.loss_sum / std::max(c.sample_count, 1.0);
     r.accuracy = c.correct_sum / std::max(c.sample_count, 1.0);
+    c.loss_sum = r.loss, c.correct_sum = r.accuracy, c.sample_count = 1;
+    Logs logs;
+    for (const auto& [key, value] : metric_values(c, "")) logs[key] = value;
+    hooks.end_loop(logs);
     return r;
   }
 
@@ -626,17 +764,107 @@ struct Sequential::Impl {
 Sequential::Sequential(std::vector<Layer> layers, std::string name)
     : impl_(std::make_unique<Impl>()) {
   if (layers.empty()) throw Error("Sequential", "a model needs at least one layer");
-  impl_->layers = std::move(layers);
-  impl_->name = std::move(name);
-  impl_->name_layers();
-  for (std::size_t i = 0; i < impl_->layers.size(); ++i) {
-    const Layer& l = impl_->layers[i];
-    if (layer_kind(l).is_model_input() && i != 0)
-      throw Error(l.name, "an InputLayer can only be the first layer");
+  std::vector<std::vector<int>> inputs(layers.size());
+  for (std::size_t i = 1; i < layers.size(); ++i) inputs[i] = {static_cast<int>(i) - 1};
+  impl_->init(std::move(layers), std::move(inputs), std::move(name), false);
+}
+
+Sequential::Sequential(LayerGraph graph, std::string name) : impl_(std::make_unique<Impl>()) {
+  if (graph.layers.empty()) throw Error(name, "a model needs at least one layer");
+  if (graph.inputs.size() != graph.layers.size())
+    throw Error(name, fmt::format("the graph lists the inputs of {} layers, but has {} layers",
+                                  graph.inputs.size(), graph.layers.size()));
+  impl_->init(std::move(graph.layers), std::move(graph.inputs), std::move(name), true);
+}
+
+void Sequential::Impl::init(std::vector<Layer> model_layers,
+                            std::vector<std::vector<int>> layer_inputs, std::string model_name,
+                            bool is_functional) {
+  layers = std::move(model_layers);
+  inputs = std::move(layer_inputs);
+  name = std::move(model_name);
+  functional = is_functional;
+  name_layers();
+  const std::size_t n = layers.size();
+  readers.assign(n, 0);
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Layer& l = layers[i];
+    const LayerKind& kind = layer_kind(l);
+    if (kind.is_model_input() && i != 0)
+      throw Error(l.name, functional ? "a model has one input: an InputLayer can only be the "
+                                       "first layer of its graph"
+                                     : "an InputLayer can only be the first layer");
+    if (!names.insert(l.name).second)
+      throw Error(l.name, "two layers of the model have this name: each needs its own");
+    if (i == 0) {
+      if (!inputs[0].empty()) throw Error(l.name, "the first layer reads the model's input only");
+      if (functional && !kind.is_model_input())
+        throw Error(l.name, "a functional model's first layer is its InputLayer (keras.Input)");
+      continue;
+    }
+    for (int j : inputs[i])
+      if (j < 0 || static_cast<std::size_t>(j) >= i)
+        throw Error(l.name, fmt::format("reads layer {}, which is not one of the layers before it "
+                                        "(a graph lists each layer after those it reads)",
+                                        j));
+    if (kind.merges() && inputs[i].size() < 2)
+      throw Error(l.name, fmt::format("{} needs two or more inputs, got {}", kind.class_name(),
+                                      inputs[i].size()));
+    if (!kind.merges() && inputs[i].size() != 1)
+      throw Error(l.name,
+                  fmt::format("{} takes one input, got {}", kind.class_name(), inputs[i].size()));
+    for (int j : inputs[i]) ++readers[static_cast<std::size_t>(j)];
   }
-  const Layer& first = impl_->layers.front();
-  if (layer_kind(first).declares_input() && !first.input_shape.empty())
-    impl_->build(first.input_shape);
+  for (std::size_t i = 0; i + 1 < n; ++i)
+    if (readers[i] == 0)
+      throw Error(layers[i].name,
+                  "no layer reads its output, and it is not the model's output "
+                  "(the last layer): a model has one output");
+  const Layer& first = layers.front();
+  if (layer_kind(first).declares_input() && !first.input_shape.empty()) build(first.input_shape);
+}
+
+int GraphBuilder::input(Shape shape, std::string name) {
+  if (!g_.layers.empty()) throw Error("GraphBuilder", "input() comes first, once");
+  Layer l = Input(std::move(shape));
+  l.name = std::move(name);
+  g_.layers.push_back(std::move(l));
+  g_.inputs.emplace_back();
+  return 0;
+}
+
+int GraphBuilder::add(Layer layer, std::vector<int> layer_inputs) {
+  if (g_.layers.empty()) throw Error("GraphBuilder", "call input() first");
+  for (int j : layer_inputs)
+    if (j < 0 || static_cast<std::size_t>(j) >= g_.layers.size())
+      throw Error("GraphBuilder", fmt::format("no layer {} to read", j));
+  g_.layers.push_back(std::move(layer));
+  g_.inputs.push_back(std::move(layer_inputs));
+  return static_cast<int>(g_.layers.size()) - 1;
+}
+
+LayerGraph GraphBuilder::graph(int output) const {
+  if (output < 0 || static_cast<std::size_t>(output) >= g_.layers.size())
+    throw Error("GraphBuilder", fmt::format("no layer {} to be the output", output));
+  // The layers the output depends on, kept in their order.
+  std::vector<char> used(g_.layers.size(), 0);
+  used[static_cast<std::size_t>(output)] = 1;
+  for (std::size_t i = static_cast<std::size_t>(output) + 1; i-- > 0;)
+    if (used[i])
+      for (int j : g_.inputs[i]) used[static_cast<std::size_t>(j)] = 1;
+  used[0] = 1;
+  std::vector<int> index(g_.layers.size(), -1);
+  LayerGraph out;
+  for (std::size_t i = 0; i <= static_cast<std::size_t>(output); ++i) {
+    if (!used[i]) continue;
+    index[i] = static_cast<int>(out.layers.size());
+    out.layers.push_back(g_.layers[i]);
+    std::vector<int> in;
+    for (int j : g_.inputs[i]) in.push_back(index[static_cast<std::size_t>(j)]);
+    out.inputs.push_back(std::move(in));
+  }
+  return out;
 }
 
 Sequential::~Sequential() = default;
@@ -676,6 +904,8 @@ void Sequential::compile(OptimizerConfig optimizer, const LossSpec& spec,
       throw Error("compile", "unknown metric '" + metric + "': expected accuracy");
   }
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
+  // The layers' dtype policies decide; an explicit precision must agree (model_precision).
+  options.precision = precision_name(model_precision(m.layers, options.precision));
   const int ranks = options.collective ? options.collective->size() : 1;
   if (const LaunchedRanks l = launched_ranks(); l.size > 1 && !options.collective)
     throw Error("compile",
@@ -752,11 +982,20 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     val = m.split_data(x, y, n_train, n_all);
     validate = true;
   }
+  if (o.validation_freq < 1) throw Error("fit", "validation_freq must be at least 1");
 
   const uint64_t seed = o.seed.value_or(m.copts.seed);
   const int64_t batch = std::min<int64_t>(o.batch_size, n_train);  // the global batch
   const int64_t full = n_train / batch, rest = n_train % batch;
   const int64_t steps = full + (rest ? 1 : 0);
+  EpochSteps epoch_steps(steps, o.steps_per_epoch);
+  if (o.validation_steps && validate) {  // its first batches: the rows they hold
+    if (*o.validation_steps < 1) throw Error("fit", "validation_steps must be at least 1");
+    const Tensor& vx = o.validation_x ? *o.validation_x : x;
+    const Tensor& vy = o.validation_x ? *o.validation_y : y;
+    const int64_t begin = o.validation_x ? 0 : n_train;
+    val = m.split_data(vx, vy, begin, std::min(vx.dim(0), begin + *o.validation_steps * batch));
+  }
   // With ranks, this rank's rows of each full batch and of the last, partial one; its plan is
   // sized for the largest share, ceil(batch / ranks).
   const int ranks = m.ranks();
@@ -794,6 +1033,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   const bool interactive =
       show && o.verbose == 1 && o.redraw.value_or(!o.output && is_terminal(stdout));
   for (auto& cb : o.callbacks) cb->on_train_begin(*this);
+  BatchHooks train_hooks(*this, o.callbacks, BatchPhase::train);
+  BatchHooks test_hooks(*this, o.callbacks, BatchPhase::test);
 
   std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
   auto capture = [&] {
@@ -814,13 +1055,11 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
     for (auto& cb : o.callbacks) cb->on_epoch_begin(*this, epoch);
     if (m.graphs_dirty) capture();
-    if (o.shuffle) {
-      shuffled_indices(seed, static_cast<uint64_t>(epoch), order);
-    } else {
-      std::iota(order.begin(), order.end(), 0);
-    }
+    const EpochSteps::Epoch part = epoch_steps.next();
+    if (part.new_pass && o.shuffle) shuffled_indices(seed, static_cast<uint64_t>(epoch), order);
+    if (part.new_pass && !o.shuffle) std::iota(order.begin(), order.end(), 0);
     StepCounters c = m.read_counters(m.train_counters());
-    c.batch_index = 0;
+    c.batch_index = part.first;
     c.loss_sum = c.correct_sum = c.sample_count = 0;
     m.write_counters(m.train_counters(), c);
     if (ranks > 1) {
@@ -838,15 +1077,15 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     m.backend->synchronize();
 
     if (show) out(fmt::format("Epoch {}/{}\n", epoch + 1, o.epochs));
-    ProgressBar bar(out, steps, interactive);
+    ProgressBar bar(out, epoch_steps.target(), interactive, o.metric_name);
     const auto t0 = Clock::now();
     int64_t done = 0;
-    for (; done < steps; ++done) {
-      if (done < full)
-        full_graph->replay();
-      else
-        rest_graph->replay();
-      if (stop_on_interrupt && InterruptGuard::requested()) {
+    for (; done < part.steps; ++done) {
+      train_hooks.run(
+          done, [&] { (part.first + done < full ? full_graph : rest_graph)->replay(); },
+          [&] { return m.logs_of(m.train_counters()); });
+      // A batch hook may stop training (Keras: after this batch; the epoch then ends as usual).
+      if ((stop_on_interrupt && InterruptGuard::requested()) || m.stop_requested) {
         ++done;
         break;
       }
@@ -872,8 +1111,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
     rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
     rec.learning_rate = end.learning_rate;
     auto values = m.metric_values(end, "");
-    if (validate) {
-      EvaluateResult v = m.run_evaluation(val ? &*val : nullptr, batch, m.copts.graphs);
+    if (validate && (epoch + 1) % o.validation_freq == 0) {
+      EvaluateResult v = m.run_evaluation(val ? &*val : nullptr, batch, m.copts.graphs, test_hooks);
       rec.val_loss = v.loss;
       rec.val_accuracy = v.accuracy;
       rec.val_seconds = v.seconds;
@@ -921,10 +1160,11 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   // With ranks, each evaluates its share of the rows and the sums are added.
   const std::optional<Impl::DeviceData> d = m.split_data(x, y, 0, x.dim(0));
   const int64_t batch = std::min<int64_t>(o.batch_size, x.dim(0));
-  EvaluateResult r = m.run_evaluation(d ? &*d : nullptr, batch, m.copts.graphs);
+  BatchHooks hooks(*this, o.callbacks, BatchPhase::test);
+  EvaluateResult r = m.run_evaluation(d ? &*d : nullptr, batch, m.copts.graphs, hooks);
   if (o.verbose > 0) {
     const int64_t steps = (x.dim(0) + batch - 1) / batch;
-    ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false);
+    ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false, o.metric_name);
     StepCounters c;
     c.loss_sum = r.loss;
     c.correct_sum = r.accuracy;
@@ -935,6 +1175,10 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
 }
 
 Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
+  return predict(x, batch_size, {});
+}
+
+Tensor Sequential::predict(const Tensor& x, int64_t batch_size, const Callbacks& callbacks) {
   Impl& m = *impl_;
   m.require_compiled("predict");
   if (batch_size < 1) throw Error("predict", "batch_size must be at least 1");
@@ -949,14 +1193,20 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
   if (n == 0) return out;
   const int64_t batch = std::min(batch_size, n);
   Impl::Plan& plan = m.plan_for(batch);
+  BatchHooks hooks(*this, callbacks, BatchPhase::predict);
+  hooks.begin_loop();
   for (int64_t b = 0; b < n; b += batch) {
     const int64_t rows = std::min(batch, n - b);
+    if (hooks.active()) hooks.begin(b / batch);
     m.backend->upload(plan.input.as<void>(), x.data() + b * cols,
                       static_cast<std::size_t>(rows * cols) * sizeof(float));
     m.forward(plan, rows, false, true, 0, m.eval_counters());
     m.backend->download(out.data() + b * c, m.final_output(plan, false),
                         static_cast<std::size_t>(rows * c) * sizeof(float));
+    if (hooks.active())
+      hooks.end(b / batch, Tensor::view({rows, c}, {out.data() + b * c, std::size_t(rows * c)}));
   }
+  hooks.end_loop({});
   return out;
 }
 
@@ -1005,9 +1255,9 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   // A training pass (dropout at rate 0 keeps every unit), then its backward pass.
   m.forward(plan, n, true, false, 0, m.eval_counters());
   m.backend->loss_forward_backward(m.loss, m.loss_activation(), m.final_output(plan, true),
-                                   plan.targets.as<float>(), nullptr, plan.grad_a.as<float>(), n,
+                                   plan.targets.as<float>(), nullptr, plan.grads[0].as<float>(), n,
                                    m.output_width(), nullptr, n);
-  m.backward(plan, n);
+  m.backward(&plan, n);
   m.backend->synchronize();
   std::vector<NamedTensor> out;
   for (const Impl::Param& p : m.params) {
@@ -1022,10 +1272,16 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
 std::string Sequential::summary() const {
   const Impl& m = *impl_;
   std::string s = fmt::format("Model: \"{}\"\n", m.name);
-  const std::string rule(65, '_');
-  const std::string thick(65, '=');
+  // A graph that is not a chain: Keras's "Connected to" column, the layers each reads.
+  bool chain = true;
+  for (std::size_t i = 1; i < m.inputs.size(); ++i)
+    chain = chain && m.inputs[i] == std::vector<int>{static_cast<int>(i) - 1};
+  const std::size_t width = chain ? 65 : 98;
+  const std::string rule(width, '_');
+  const std::string thick(width, '=');
   s += rule + "\n";
-  s += fmt::format("{:<29}{:<26}{:>10}\n", " Layer (type)", "Output Shape", "Param #");
+  s += fmt::format("{:<29}{:<26}{:>10}", " Layer (type)", "Output Shape", "Param #");
+  s += chain ? "\n" : "   Connected to\n";
   s += thick + "\n";
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
@@ -1042,9 +1298,15 @@ std::string Sequential::summary() const {
     // A long "name (Type)" ("batch_normalization_1 (BatchNormalization)") keeps a space before
     // the shape.
     const std::string cell = " " + l.name + " (" + std::string(layer_type_name(l.type)) + ")";
-    s += fmt::format("{:<{}}{:<26}{:>10}\n", cell, std::max<std::size_t>(29, cell.size() + 1),
-                     shape, count);
-    s += (i + 1 == m.layers.size() ? thick : std::string(65, ' ')) + "\n";
+    s += fmt::format("{:<{}}{:<26}{:>10}", cell, std::max<std::size_t>(29, cell.size() + 1), shape,
+                     count);
+    if (!chain) {
+      std::string from;
+      for (int j : m.inputs[i])
+        from += (from.empty() ? "" : ", ") + m.layers[static_cast<std::size_t>(j)].name + "[0][0]";
+      s += "   " + (from.empty() ? std::string("-") : from);
+    }
+    s += "\n" + (i + 1 == m.layers.size() ? thick : std::string(width, ' ')) + "\n";
   }
   const int64_t total = count_params(), trainable = trainable_params();
   // Keras's byte counts (float32): B, KB, MB, ... whichever keeps the number below 1024.
@@ -1065,6 +1327,8 @@ std::string Sequential::summary() const {
 int64_t Sequential::count_params() const { return impl_->param_count(); }
 int64_t Sequential::trainable_params() const { return impl_->param_count(true); }
 const std::vector<Layer>& Sequential::layers() const { return impl_->layers; }
+bool Sequential::functional() const { return impl_->functional; }
+const std::vector<std::vector<int>>& Sequential::layer_inputs() const { return impl_->inputs; }
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }
 std::vector<Shape> Sequential::layer_output_shapes() const {

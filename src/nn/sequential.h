@@ -34,10 +34,13 @@ struct CompileOptions {
   int threads = 0;     // CPU threads; 0 = all cores; at most max_cpu_threads() (4 x the cores)
   uint64_t seed = 0;   // initial weights (and, unless fit says otherwise, shuffle and dropout)
   bool graphs = true;  // CUDA: capture steps as graphs (false: one launch per op, "naive")
-  // The dense GEMMs' arithmetic: "fp32" (default; TF32 off on CUDA), "tf32" (CUDA only), or
-  // "bf16" (bf16 operands, fp32 accumulation, master weights and optimizer state): faster and
-  // less exact; on the CPU only where it has AVX512_BF16 or AMX-BF16 (refused elsewhere).
-  std::string precision = "fp32";
+  // The dense GEMMs' arithmetic: "fp32" (TF32 off on CUDA), "tf32" (CUDA only), or "bf16"
+  // (bf16 operands, fp32 accumulation, master weights and optimizer state): faster and less
+  // exact; on the CPU only where it has AVX512_BF16 or AMX-BF16 (refused elsewhere). Empty (the
+  // default): the layers' dtype policies decide (mixed_bfloat16: bf16, float32: fp32), as Keras
+  // trains a model it loads; given, it must agree with them (tf32 with float32), else compile
+  // refuses it naming both (model_precision in nn/layers.h).
+  std::string precision;
   // Optional: creates the backend in place of `device`'s (then `threads` and `precision` are not
   // used): a tool's own backend, such as perf/'s, which records a step's calls without a device.
   std::function<std::unique_ptr<Backend>()> make_backend;
@@ -73,7 +76,16 @@ struct FitOptions {
   // terminal.
   std::optional<bool> redraw;
   int initial_epoch = 0;  // resume: epochs before this one are counted as done
-  std::vector<std::shared_ptr<Callback>> callbacks;
+  // Keras's steps_per_epoch on arrays (EpochSteps): an epoch is this many batches of the current
+  // pass over the data; unset: one whole pass.
+  std::optional<int64_t> steps_per_epoch;
+  // Validation on the first validation_steps batches only (unset: all), after every
+  // validation_freq-th epoch (Keras's int form: epoch + 1 divisible by it).
+  std::optional<int64_t> validation_steps;
+  int validation_freq = 1;
+  Callbacks callbacks;
+  // What the progress line calls the accuracy (ProgressBar: the name it was compiled under).
+  std::string metric_name = "accuracy";
   // Ctrl-C stops after the current step; the model is kept. false (measuring trials): fit runs
   // on, and a press during it is raised again for the previous handler when fit returns.
   bool stop_on_interrupt = true;
@@ -94,7 +106,9 @@ struct LossSpec {
 struct EvaluateOptions {
   int64_t batch_size = kDefaultBatchSize;
   int verbose = 1;
-  TextSink output;  // where the result line goes; empty: C's stdout
+  TextSink output;      // where the result line goes; empty: C's stdout
+  Callbacks callbacks;  // on_test_begin/end, and the test batch hooks of those that want them
+  std::string metric_name = "accuracy";  // what the result line calls the accuracy
 };
 
 struct EvaluateResult {
@@ -110,11 +124,48 @@ struct NamedTensor {
   Tensor value;
 };
 
+// A functional model's layers and how they connect (Keras's keras.Model(inputs, outputs)): layer
+// i reads the outputs of the layers inputs[i] lists, each before it; layers[0] is the model's
+// InputLayer (inputs[0] empty) and the last layer's output is the model's. A merging layer (Add,
+// Concatenate) reads two or more, every other layer one. GraphBuilder makes one:
+//
+//   GraphBuilder g;
+//   int x = g.input({784});
+//   int h = g.add(Dense(64, "relu"), x);
+//   int s = g.add(Add(), {g.add(Dense(64, "relu"), h), h});
+//   Sequential model(g.graph(g.add(Dense(10, "softmax"), s)), "functional");
+struct LayerGraph {
+  std::vector<Layer> layers;
+  std::vector<std::vector<int>> inputs;
+};
+
+class GraphBuilder {
+ public:
+  // The model's input: an InputLayer of this per-sample shape. Once, first.
+  int input(Shape shape, std::string name = "");
+  // The layer applied to the outputs of `inputs` (layers this builder returned); its index.
+  int add(Layer layer, std::vector<int> inputs);
+  int add(Layer layer, int input) { return add(std::move(layer), std::vector<int>{input}); }
+  // The layers that `output` depends on, in order, ending with it (those it does not depend on
+  // are left out, as Keras leaves them out of keras.Model(inputs, outputs)).
+  LayerGraph graph(int output) const;
+
+ private:
+  LayerGraph g_;
+};
+
+// The model: a Sequential stack of layers (Keras's Sequential), or a graph of them (Keras's
+// functional Model), trained the same way; the stack is the graph whose every layer reads the one
+// before it.
 class Sequential {
  public:
   // Requires: at least one layer; the first layer that needs it (Dense) knows its input size
   // from a Flatten/Input shape or from the data at the first fit/evaluate/predict.
   explicit Sequential(std::vector<Layer> layers, std::string name = "sequential");
+  // A functional model (LayerGraph). Throws Error naming the layer for a graph that is not one:
+  // an input index out of order, a layer read by none (the model has one output), a merging
+  // layer with fewer than two inputs, two layers of one name.
+  explicit Sequential(LayerGraph graph, std::string name = "functional");
   ~Sequential();
   Sequential(Sequential&&) noexcept;
   Sequential& operator=(Sequential&&) noexcept;
@@ -136,6 +187,8 @@ class Sequential {
   EvaluateResult evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
   // (N, outputs): the final layer's activations (probabilities for softmax).
   Tensor predict(const Tensor& x, int64_t batch_size = kDefaultBatchSize);
+  // The same, calling on_predict_begin/end and the predict batch hooks of `callbacks`.
+  Tensor predict(const Tensor& x, int64_t batch_size, const Callbacks& callbacks);
 
   // Keras-like table: layer (type), output shape, parameters; then totals.
   std::string summary() const;
@@ -144,6 +197,10 @@ class Sequential {
   // Those the optimizer updates (Keras's "Trainable params").
   int64_t trainable_params() const;
   const std::vector<Layer>& layers() const;
+  // Whether it was made from a LayerGraph (Keras's "Functional"), even one that is a chain.
+  bool functional() const;
+  // The layers each layer reads (LayerGraph::inputs); for a Sequential, each the one before.
+  const std::vector<std::vector<int>>& layer_inputs() const;
   const std::string& name() const;
   // The per-sample input shape, once known (empty before).
   Shape input_shape() const;
@@ -152,7 +209,8 @@ class Sequential {
   std::vector<Shape> layer_output_shapes() const;
   bool compiled() const;
   std::string device_name() const;
-  // The dense GEMMs' arithmetic compile() was given (CompileOptions::precision; "fp32" before).
+  // The dense GEMMs' arithmetic compile() chose (CompileOptions::precision, or the layers'
+  // dtype policies' when that was empty; "" before compile).
   const std::string& precision() const;
 
   // Parameters, named as Keras stores them, copied to/from the device.

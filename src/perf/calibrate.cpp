@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -255,10 +256,10 @@ void upload_random(Backend& be, float* dst, int64_t n, uint64_t seed, float scal
 }
 
 const OptimizerConfig* optimizer_for(const std::string& name) {
-  static const OptimizerConfig adam = Adam(), sgd = SGD(), rmsprop = RMSprop();
-  if (name == "adam") return &adam;
-  if (name == "sgd") return &sgd;
-  if (name == "rmsprop") return &rmsprop;
+  static const OptimizerConfig adam = Adam(), sgd = SGD(), rmsprop = RMSprop(), adagrad = Adagrad(),
+                               adadelta = Adadelta(), nadam = Nadam(), adamax = Adamax();
+  for (const OptimizerConfig* c : {&adam, &sgd, &rmsprop, &adagrad, &adadelta, &nadam, &adamax})
+    if (name == optimizer_name(c->kind)) return c;
   return nullptr;
 }
 
@@ -661,38 +662,173 @@ void measure_memory(Backend& be, Bench& bench, bool quick, Profile& p) {
   p.memory_bytes_per_second = 8.0 * double(n) / t;
 }
 
+// The backend calibrate measures (o.device), and the profile's device fields; `gpu` says which.
+std::unique_ptr<Backend> calibrated_backend(const CalibrateOptions& o, Profile& p, bool& gpu) {
+  gpu = false;
+  if (o.device == "cpu") {
+    std::unique_ptr<Backend> backend = make_cpu_backend(o.threads);
+    set_this_cpu(p, o.threads);
+    return backend;
+  }
+  if (o.device != "cuda" && o.device.rfind("cuda:", 0) != 0)
+    throw Error("--device " + o.device, "expected cpu or cuda:N");
+  const std::string n = o.device == "cuda" ? "0" : o.device.substr(5);
+  if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), ::isdigit))
+    throw Error("--device " + o.device, "expected cpu or cuda:N");
+  const int ordinal = std::stoi(n);
+  std::unique_ptr<Backend> backend = make_cuda_backend(ordinal);
+  gpu = true;
+  p.kind = "gpu";
+  p.id = "cuda:" + n;
+  p.name = "CUDA device " + n;
+  for (const CudaDeviceInfo& d : cuda_devices())
+    if (d.ordinal == ordinal) {
+      p.name = d.name;
+      p.cores = d.sm_count;
+      p.memory_bytes = static_cast<int64_t>(d.memory_bytes);
+    }
+  return backend;
+}
+
+using Say = std::function<void(const std::string&)>;
+
+// GPU: launch, graph, sync, host-device copies.
+void measure_gpu_host_costs(Backend& be, Bench& bench, bool quick, Profile& p, const Say& say) {
+  Block tiny(be, 4096);
+  p.launch_seconds = bench.per_call_eager([&] { be.fill(tiny.f(), 0.0f, 1); }, 1000);
+  auto graph_of = [&](int nodes) {
+    auto g = be.capture(
+        [&, nodes] {
+          for (int i = 0; i < nodes; ++i) be.fill(tiny.f(), 0.0f, 1);
+        },
+        true);
+    return bench.per_call_eager([&] { g->replay(); }, 50);
+  };
+  const double g1 = graph_of(1), g101 = graph_of(101);
+  p.graph_node_seconds = std::max(0.0, (g101 - g1) / 100.0);
+  p.graph_launch_seconds = std::max(0.0, g1 - p.graph_node_seconds);
+  const double round = bench.per_call_eager(
+      [&] {
+        be.fill(tiny.f(), 0.0f, 1);
+        be.synchronize();
+      },
+      200);
+  p.sync_seconds = std::max(0.0, round - p.launch_seconds);
+  say(
+      fmt::format("  launch {:.2f} us, graph launch {:.2f} us + {:.2f} us per node, sync round "
+                  "trip {:.2f} us",
+                  p.launch_seconds * 1e6, p.graph_launch_seconds * 1e6, p.graph_node_seconds * 1e6,
+                  p.sync_seconds * 1e6));
+
+  const std::size_t bytes = quick ? (16u << 20) : (256u << 20);
+  Block dev(be, bytes);
+  std::vector<unsigned char> pageable(bytes, 1);
+  char small[64] = {};
+  p.h2d_latency_seconds = bench.per_call_eager([&] { be.upload(dev.p, small, 4); }, 200);
+  p.d2h_latency_seconds = bench.per_call_eager([&] { be.download(small, dev.p, 4); }, 200);
+  const int reps = quick ? 3 : 5;
+  p.h2d_bytes_per_second.pageable =
+      double(bytes) / bench.per_call_eager([&] { be.upload(dev.p, pageable.data(), bytes); }, reps);
+  p.d2h_bytes_per_second.pageable =
+      double(bytes) /
+      bench.per_call_eager([&] { be.download(pageable.data(), dev.p, bytes); }, reps);
+  if (void* pinned = pinned_host_alloc(bytes)) {
+    std::memset(pinned, 1, bytes);
+    p.h2d_bytes_per_second.pinned =
+        double(bytes) / bench.per_call_eager([&] { be.upload(dev.p, pinned, bytes); }, reps);
+    p.d2h_bytes_per_second.pinned =
+        double(bytes) / bench.per_call_eager([&] { be.download(pinned, dev.p, bytes); }, reps);
+    pinned_host_free(pinned);
+  }
+  auto gbs = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.1f} GB/s", *v / 1e9) : std::string("n/a");
+  };
+  say(
+      fmt::format("  h2d pageable {}, pinned {}; d2h pageable {}, pinned {}; latency h2d {:.1f} "
+                  "us, d2h {:.1f} us",
+                  gbs(p.h2d_bytes_per_second.pageable), gbs(p.h2d_bytes_per_second.pinned),
+                  gbs(p.d2h_bytes_per_second.pageable), gbs(p.d2h_bytes_per_second.pinned),
+                  p.h2d_latency_seconds * 1e6, p.d2h_latency_seconds * 1e6));
+}
+
+// Elementwise kernels: time by size.
+void measure_kernel_curves(Backend& be, Bench& bench, bool gpu, bool quick, StepCounters* ctr,
+                           Profile& p, const Say& say) {
+  const std::vector<int64_t> sizes = quick ? kernel_sizes(6, 18, 3) : kernel_sizes(6, 22, 1);
+  KernelBench kb(be, bench, gpu, quick, ctr, sizes.back());
+  auto curve = [&](const std::string& name, const std::vector<int64_t>& elements, int64_t cols) {
+    std::vector<KernelSample> s;
+    for (int64_t e : elements)
+      s.push_back({e, kb.seconds(name, e, std::max<int64_t>(e / cols, 1))});
+    p.kernels[name] = std::move(s);
+  };
+  std::vector<std::string> flat{"relu_forward", "relu_backward", "copy"};
+  if (!quick)
+    for (const char* k : {"sigmoid_forward", "sigmoid_backward", "tanh_forward", "tanh_backward"})
+      flat.emplace_back(k);
+  for (const char* k : {"dropout_forward", "dropout_backward", "relu_dropout_backward"})
+    flat.emplace_back(k);
+  for (const std::string& k : flat) curve(k, sizes, 1);
+  // Rows of 10 classes (MNIST's output).
+  std::vector<int64_t> row_elems;
+  for (int64_t r = 1; r * 10 <= std::min<int64_t>(sizes.back(), 10 << 14); r *= 2)
+    row_elems.push_back(r * 10);
+  curve("loss_sparse_softmax", row_elems, 10);
+  curve("softmax_forward", row_elems, 10);
+  // Batches of MNIST rows (784 floats), and their labels.
+  std::vector<int64_t> rows_elems, label_elems;
+  for (int64_t r = 1; r <= 1024; r *= 2) rows_elems.push_back(r * 784);
+  for (int64_t r = 1; r <= 1024; r *= 2) label_elems.push_back(r);
+  curve("gather_rows", rows_elems, 784);
+  curve("gather_labels", label_elems, 1);
+  // Adam on one parameter tensor of n elements.
+  curve("adam", sizes, 1);
+  say(fmt::format("  elementwise kernels: {} curves of {} sizes ({} to {} elements)",
+                  p.kernels.size(), sizes.size(), sizes.front(), sizes.back()));
+}
+
+// GEMMs, as the dense layer calls them (and in bf16 on a CPU that has it).
+void measure_gemm_grid(Backend& be, Bench& bench, bool gpu, const CalibrateOptions& o, Profile& p,
+                       const Say& say) {
+  const GemmGrid g = gemm_grid(o.quick);
+  const int64_t I = g.ins.back(), O = g.outs.back();
+  // Every shape of the grid on `on`, into `out`; the best rate.
+  auto grid_rates = [&](Backend& on, Bench& timer, std::vector<GemmSample>& out) {
+    GemmBench gb(on, timer, gpu, g.batches.back(), std::max(I, O));
+    double best = 0;
+    for (int64_t batch : g.batches)
+      for (int64_t in : g.ins)
+        for (int64_t out_width : g.outs)
+          for (const char* op : {"forward", "backward_weights", "backward_input"}) {
+            out.push_back(gb.measure(op, batch, in, out_width));
+            best = std::max(best, out.back().flops_per_second);
+          }
+    return best;
+  };
+  const double best = grid_rates(be, bench, p.gemm);
+  say(fmt::format("  GEMM: {} shapes x 3 ops (batch {}..{}, widths {}..{}), best {:.1f} GFLOP/s",
+                  g.batches.size() * g.ins.size() * g.outs.size(), g.batches.front(),
+                  g.batches.back(), std::min(g.ins.front(), g.outs.front()), std::max(I, O),
+                  best / 1e9));
+  // The same grid with bf16 operands (--precision bf16), on a CPU that has bf16.
+  if (!gpu && cpu_bf16_problem(cpu_bf16_support()).empty()) {
+    std::unique_ptr<Backend> bf16 = make_cpu_backend(o.threads, Precision::bf16);
+    Bench bench16(*bf16, false, o.quick);
+    const double best16 = grid_rates(*bf16, bench16, p.gemm_bf16);
+    say(fmt::format("  GEMM in bf16: the same shapes, best {:.1f} GFLOP/s", best16 / 1e9));
+  }
+}
+
 }  // namespace
 
 Profile calibrate(const CalibrateOptions& o) {
   const auto start = Clock::now();
-  const auto say = [&](const std::string& line) {
+  const Say say = [&](const std::string& line) {
     if (o.say) o.say(fmt::format("{:<100} [{:5.1f} s]", line, since(start)));
   };
   Profile p;
-  std::unique_ptr<Backend> backend;
   bool gpu = false;
-  if (o.device == "cpu") {
-    backend = make_cpu_backend(o.threads);
-    set_this_cpu(p, o.threads);
-  } else if (o.device == "cuda" || o.device.rfind("cuda:", 0) == 0) {
-    const std::string n = o.device == "cuda" ? "0" : o.device.substr(5);
-    if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), ::isdigit))
-      throw Error("--device " + o.device, "expected cpu or cuda:N");
-    const int ordinal = std::stoi(n);
-    backend = make_cuda_backend(ordinal);
-    gpu = true;
-    p.kind = "gpu";
-    p.id = "cuda:" + n;
-    p.name = "CUDA device " + n;
-    for (const CudaDeviceInfo& d : cuda_devices())
-      if (d.ordinal == ordinal) {
-        p.name = d.name;
-        p.cores = d.sm_count;
-        p.memory_bytes = static_cast<int64_t>(d.memory_bytes);
-      }
-  } else {
-    throw Error("--device " + o.device, "expected cpu or cuda:N");
-  }
+  const std::unique_ptr<Backend> backend = calibrated_backend(o, p, gpu);
   Backend& be = *backend;
   Bench bench(be, gpu, o.quick);
   p.created = iso_now();
@@ -713,138 +849,15 @@ Profile calibrate(const CalibrateOptions& o) {
   say(fmt::format(
       "  backend call {:.1f} ns{}", p.call_seconds * 1e9,
       gpu ? "" : fmt::format(", OpenMP fork-join {:.2f} us", p.fork_join_seconds * 1e6)));
-
-  // ---- GPU: launch, graph, sync, host-device copies ----
-  if (gpu) {
-    Block tiny(be, 4096);
-    p.launch_seconds = bench.per_call_eager([&] { be.fill(tiny.f(), 0.0f, 1); }, 1000);
-    auto graph_of = [&](int nodes) {
-      auto g = be.capture(
-          [&, nodes] {
-            for (int i = 0; i < nodes; ++i) be.fill(tiny.f(), 0.0f, 1);
-          },
-          true);
-      return bench.per_call_eager([&] { g->replay(); }, 50);
-    };
-    const double g1 = graph_of(1), g101 = graph_of(101);
-    p.graph_node_seconds = std::max(0.0, (g101 - g1) / 100.0);
-    p.graph_launch_seconds = std::max(0.0, g1 - p.graph_node_seconds);
-    const double round = bench.per_call_eager(
-        [&] {
-          be.fill(tiny.f(), 0.0f, 1);
-          be.synchronize();
-        },
-        200);
-    p.sync_seconds = std::max(0.0, round - p.launch_seconds);
-    say(
-        fmt::format("  launch {:.2f} us, graph launch {:.2f} us + {:.2f} us per node, sync round "
-                    "trip {:.2f} us",
-                    p.launch_seconds * 1e6, p.graph_launch_seconds * 1e6,
-                    p.graph_node_seconds * 1e6, p.sync_seconds * 1e6));
-
-    const std::size_t bytes = o.quick ? (16u << 20) : (256u << 20);
-    Block dev(be, bytes);
-    std::vector<unsigned char> pageable(bytes, 1);
-    char small[64] = {};
-    p.h2d_latency_seconds = bench.per_call_eager([&] { be.upload(dev.p, small, 4); }, 200);
-    p.d2h_latency_seconds = bench.per_call_eager([&] { be.download(small, dev.p, 4); }, 200);
-    const int reps = o.quick ? 3 : 5;
-    p.h2d_bytes_per_second.pageable =
-        double(bytes) /
-        bench.per_call_eager([&] { be.upload(dev.p, pageable.data(), bytes); }, reps);
-    p.d2h_bytes_per_second.pageable =
-        double(bytes) /
-        bench.per_call_eager([&] { be.download(pageable.data(), dev.p, bytes); }, reps);
-    if (void* pinned = pinned_host_alloc(bytes)) {
-      std::memset(pinned, 1, bytes);
-      p.h2d_bytes_per_second.pinned =
-          double(bytes) / bench.per_call_eager([&] { be.upload(dev.p, pinned, bytes); }, reps);
-      p.d2h_bytes_per_second.pinned =
-          double(bytes) / bench.per_call_eager([&] { be.download(pinned, dev.p, bytes); }, reps);
-      pinned_host_free(pinned);
-    }
-    auto gbs = [](const std::optional<double>& v) {
-      return v ? fmt::format("{:.1f} GB/s", *v / 1e9) : std::string("n/a");
-    };
-    say(
-        fmt::format("  h2d pageable {}, pinned {}; d2h pageable {}, pinned {}; latency h2d {:.1f} "
-                    "us, d2h {:.1f} us",
-                    gbs(p.h2d_bytes_per_second.pageable), gbs(p.h2d_bytes_per_second.pinned),
-                    gbs(p.d2h_bytes_per_second.pageable), gbs(p.d2h_bytes_per_second.pinned),
-                    p.h2d_latency_seconds * 1e6, p.d2h_latency_seconds * 1e6));
-  }
+  if (gpu) measure_gpu_host_costs(be, bench, o.quick, p, say);
 
   // ---- streaming memory bandwidth: ReLU over a large array, read + write ----
   measure_memory(be, bench, o.quick, p);
   say(fmt::format("  memory (streaming, {} MB in + out) {:.1f} GB/s",
                   (o.quick ? (int64_t{1} << 23) : (int64_t{1} << 26)) * 4 >> 20,
                   p.memory_bytes_per_second / 1e9));
-
-  // ---- elementwise kernels: time by size ----
-  {
-    const std::vector<int64_t> sizes = o.quick ? kernel_sizes(6, 18, 3) : kernel_sizes(6, 22, 1);
-    KernelBench kb(be, bench, gpu, o.quick, ctr, sizes.back());
-    auto curve = [&](const std::string& name, const std::vector<int64_t>& elements, int64_t cols) {
-      std::vector<KernelSample> s;
-      for (int64_t e : elements)
-        s.push_back({e, kb.seconds(name, e, std::max<int64_t>(e / cols, 1))});
-      p.kernels[name] = std::move(s);
-    };
-    std::vector<std::string> flat{"relu_forward", "relu_backward", "copy"};
-    if (!o.quick)
-      for (const char* k : {"sigmoid_forward", "sigmoid_backward", "tanh_forward", "tanh_backward"})
-        flat.emplace_back(k);
-    for (const char* k : {"dropout_forward", "dropout_backward", "relu_dropout_backward"})
-      flat.emplace_back(k);
-    for (const std::string& k : flat) curve(k, sizes, 1);
-    // Rows of 10 classes (MNIST's output).
-    std::vector<int64_t> row_elems;
-    for (int64_t r = 1; r * 10 <= std::min<int64_t>(sizes.back(), 10 << 14); r *= 2)
-      row_elems.push_back(r * 10);
-    curve("loss_sparse_softmax", row_elems, 10);
-    curve("softmax_forward", row_elems, 10);
-    // Batches of MNIST rows (784 floats), and their labels.
-    std::vector<int64_t> rows_elems, label_elems;
-    for (int64_t r = 1; r <= 1024; r *= 2) rows_elems.push_back(r * 784);
-    for (int64_t r = 1; r <= 1024; r *= 2) label_elems.push_back(r);
-    curve("gather_rows", rows_elems, 784);
-    curve("gather_labels", label_elems, 1);
-    // Adam on one parameter tensor of n elements.
-    curve("adam", sizes, 1);
-    say(fmt::format("  elementwise kernels: {} curves of {} sizes ({} to {} elements)",
-                    p.kernels.size(), sizes.size(), sizes.front(), sizes.back()));
-  }
-
-  // ---- GEMMs, as the dense layer calls them ----
-  {
-    const GemmGrid g = gemm_grid(o.quick);
-    const int64_t I = g.ins.back(), O = g.outs.back();
-    // Every shape of the grid on `on`, into `out`; the best rate.
-    auto grid_rates = [&](Backend& on, Bench& timer, std::vector<GemmSample>& out) {
-      GemmBench gb(on, timer, gpu, g.batches.back(), std::max(I, O));
-      double best = 0;
-      for (int64_t batch : g.batches)
-        for (int64_t in : g.ins)
-          for (int64_t out_width : g.outs)
-            for (const char* op : {"forward", "backward_weights", "backward_input"}) {
-              out.push_back(gb.measure(op, batch, in, out_width));
-              best = std::max(best, out.back().flops_per_second);
-            }
-      return best;
-    };
-    const double best = grid_rates(be, bench, p.gemm);
-    say(fmt::format("  GEMM: {} shapes x 3 ops (batch {}..{}, widths {}..{}), best {:.1f} GFLOP/s",
-                    g.batches.size() * g.ins.size() * g.outs.size(), g.batches.front(),
-                    g.batches.back(), std::min(g.ins.front(), g.outs.front()), std::max(I, O),
-                    best / 1e9));
-    // The same grid with bf16 operands (--precision bf16), on a CPU that has bf16.
-    if (!gpu && cpu_bf16_problem(cpu_bf16_support()).empty()) {
-      std::unique_ptr<Backend> bf16 = make_cpu_backend(o.threads, Precision::bf16);
-      Bench bench16(*bf16, false, o.quick);
-      const double best16 = grid_rates(*bf16, bench16, p.gemm_bf16);
-      say(fmt::format("  GEMM in bf16: the same shapes, best {:.1f} GFLOP/s", best16 / 1e9));
-    }
-  }
+  measure_kernel_curves(be, bench, gpu, o.quick, ctr, p, say);
+  measure_gemm_grid(be, bench, gpu, o, p, say);
 
   p.calibration_seconds = since(start);
   say(fmt::format("calibrated in {:.1f} s", p.calibration_seconds));

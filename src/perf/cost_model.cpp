@@ -135,13 +135,10 @@ Phase call_phase(Call call) {
 }
 
 namespace {
-// The state an optimizer keeps per parameter: Adam's m and v, SGD's velocity (with momentum),
-// RMSprop's mean square (and its momentum).
-int64_t state_slots(const OptimizerConfig& cfg) {
-  return cfg.kind == OptimizerKind::adam  ? 2
-         : cfg.kind == OptimizerKind::sgd ? (cfg.momentum > 0 ? 1 : 0)
-                                          : 1 + (cfg.momentum > 0 ? 1 : 0);
-}
+// The state an optimizer keeps per parameter (nn/optimizers.h, optimizer_slot_names): Adam's,
+// Nadam's and Adamax's two moments, Adadelta's two accumulators, Adagrad's one, SGD's velocity
+// (with momentum), RMSprop's mean square (and its momentum).
+int64_t state_slots(const OptimizerConfig& cfg) { return optimizer_slot_count(cfg); }
 }  // namespace
 
 namespace {
@@ -259,6 +256,34 @@ void price_batch_norm(OpBuilder& b) {
     o.elements = 2 * ch;
     o.bytes_read = kFloat * 4 * ch;
     o.bytes_written = kFloat * 2 * ch;
+  }
+}
+
+// ---- layer normalization over rows of n features (m rows): priced by its bytes at the memory
+// bandwidth (calibrate has no curve for it). The forward reads x twice (the row is in cache for
+// the second pass only when it is short: counted as read once more) and writes y and two floats
+// a row, ~8 FLOPs an element; the backward reads x and dy for the row sums, again for dx, and
+// once more for the parameters' column sums, ~14 FLOPs an element. On a GPU the backward is
+// 2 kernels (the columns' sums, then dx). ----
+void price_layer_norm(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  b.in_layer();
+  const int64_t x = b.mn, rows = b.m, n = b.n;
+  o.kernel = call_name(c.call);
+  o.elements = x;
+  const std::string shape = fmt::format("{}x{}", rows, n);
+  if (c.call == Call::layernorm_forward) {
+    o.name = b.at + "layer norm forward " + shape;
+    o.flops = 8 * x;
+    o.bytes_read = kFloat * (2 * x + 2 * n);
+    o.bytes_written = kFloat * (x + (c.gradient ? 2 * rows : 0));
+  } else {
+    o.name = b.at + "layer norm backward " + shape;
+    if (b.gpu && c.bias) o.launches = 2;
+    o.flops = 14 * x;
+    o.bytes_read = kFloat * ((c.bias ? 6 : 4) * x + n + 2 * rows);
+    o.bytes_written = kFloat * (x + (c.bias ? 2 * n : 0));
   }
 }
 
@@ -388,6 +413,25 @@ void price_activation(OpBuilder& b) {
   }
 }
 
+// ---- the merging layers' sums and column copies (Add, Concatenate, a graph's gradients) ----
+void price_merge(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  b.in_layer();
+  if (c.call == Call::add) {
+    o.name = b.at + "add";
+    o.kernel = "add";
+    o.elements = b.n;
+    o.bytes_read = 2 * kFloat * b.n;
+    o.bytes_written = kFloat * b.n;
+  } else {  // copy_columns
+    o.name = b.at + fmt::format("copy {} columns", b.n);
+    o.kernel = "copy";
+    o.elements = b.mn;
+    o.bytes_read = o.bytes_written = kFloat * b.mn;
+  }
+}
+
 // ---- dropout, elementwise over (m, n), with its byte mask ----
 void price_dropout(OpBuilder& b) {
   const BackendCall& c = b.c;
@@ -442,9 +486,8 @@ void price_optimizer(OpBuilder& b) {
   o.kernel = std::string(optimizer_name(cfg.kind));
   o.segments = c.segments;
   for (int64_t s : c.segments) o.elements += s;
-  // Per element it reads the value, the gradient and its state, and writes the value and the
-  // state: Adam's m and v, SGD's velocity (with momentum), RMSprop's mean square (and its
-  // momentum); clipping by the global norm reads every gradient once more first.
+  // Per element it reads the value, the gradient and its state (state_slots), and writes the
+  // value and the state; clipping by the global norm reads every gradient once more first.
   const int64_t slots = state_slots(cfg);
   o.bytes_read = kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 ? 1 : 0));
   o.bytes_written = kFloat * o.elements * (1 + slots);
@@ -483,6 +526,10 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::batchnorm_update_moving:
       price_batch_norm(b);
       break;
+    case Call::layernorm_forward:
+    case Call::layernorm_backward:
+      price_layer_norm(b);
+      break;
     case Call::upload:
     case Call::download:
     case Call::download_async:
@@ -507,6 +554,10 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::dropout_backward:
     case Call::relu_dropout_backward:
       price_dropout(b);
+      break;
+    case Call::add:
+    case Call::copy_columns:
+      price_merge(b);
       break;
     case Call::loss_forward_backward:
       price_loss(b);

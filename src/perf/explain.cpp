@@ -170,6 +170,128 @@ std::string what_if(const ExplainConfig& c, const ExplainResult& r, const ModelD
   return "";
 }
 
+// The CPU's phases: each backend call of the timed run was timed by the wall clock (host
+// overhead: the rest of the step), the split then scaled to the plain run's step.
+void split_cpu_phases(ExplainResult& r, bool over_ranks) {
+  const double steps = static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
+  std::array<double, kPhaseCount> per{};
+  for (int i = 0; i < kPhaseCount; ++i)
+    per[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
+  per[static_cast<std::size_t>(Phase::host_overhead)] += r.raw.unattributed_seconds() / steps;
+  double sum = 0;
+  for (double v : per) sum += v;
+  const double scale = sum > 0 ? r.step_measured / sum : 0;
+  for (int i = 0; i < kPhaseCount; ++i)
+    r.measured[static_cast<std::size_t>(i)] = per[static_cast<std::size_t>(i)] * scale;
+  r.method = fmt::format(
+      "CPU calls are synchronous: each backend call of {} timed steps was timed by the wall "
+      "clock "
+      "(host overhead: the rest of the step), then the split was scaled to the {} step of an "
+      "untimed run (the timed run's step was {}){}",
+      r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall),
+      over_ranks ? fmt::format("; rank 0 of {}, its allreduce timed in the step (the time it "
+                               "spent in MPI_Allreduce, after a barrier whose wait for the "
+                               "slowest rank is counted as sync_wait)",
+                               r.ranks)
+                 : "");
+}
+
+// A GPU's phases: each call's device time as measured (scaled down only when they exceed the
+// step), host overhead the rest of the plain run's step.
+void split_gpu_phases(ExplainResult& r, Mode mode) {
+  const double steps = static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
+  double device = 0;
+  for (int i = 0; i < kPhaseCount; ++i)
+    if (static_cast<Phase>(i) != Phase::host_overhead) {
+      r.measured[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
+      device += r.measured[static_cast<std::size_t>(i)];
+    }
+  const auto h = static_cast<std::size_t>(Phase::host_overhead);
+  if (device <= r.step_measured) {
+    r.measured[h] = r.step_measured - device;
+  } else {
+    for (int i = 0; i < kPhaseCount; ++i)
+      r.measured[static_cast<std::size_t>(i)] *= r.step_measured / device;
+    r.measured[h] = 0;
+  }
+  r.method = fmt::format(
+      "instrumented: {} steps without a graph, synchronize() around each backend call, the wait "
+      "after each call counted as its phase's device time; host overhead is the rest of the {} "
+      "step of an untimed {} run",
+      r.raw.steps, human_seconds(r.step_measured),
+      mode == Mode::resident ? "graph-captured" : "naive");
+}
+
+// Per op: the n-th timed call of a step is the n-th op of the list (less the host op), scaled
+// as the phases are (CPU to the plain run's step; GPU device times as measured, scaled down only
+// when they exceed the step). Left empty when the counts differ.
+void attribute_ops(ExplainResult& r, bool gpu) {
+  const double steps = static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
+  std::vector<std::size_t> call_ops;
+  for (std::size_t i = 0; i < r.ops.size(); ++i)
+    if (r.ops[i].phase != Phase::host_overhead) call_ops.push_back(i);
+  if (r.raw.by_position.size() != call_ops.size()) return;
+  const double total_timed = r.timed_step_wall > 0 ? r.timed_step_wall : 1;
+  double attributed = 0;
+  for (double s : r.raw.by_position) attributed += s / steps;
+  const double scale =
+      !gpu ? r.step_measured / total_timed
+           : (attributed > r.step_measured && attributed > 0 ? r.step_measured / attributed : 1.0);
+  r.op_measured.assign(r.ops.size(), 0.0);
+  for (std::size_t n = 0; n < call_ops.size(); ++n)
+    r.op_measured[call_ops[n]] = r.raw.by_position[n] / steps * scale;
+  for (std::size_t i = 0; i < r.ops.size(); ++i)
+    if (r.ops[i].phase == Phase::host_overhead)
+      r.op_measured[i] = r.measured[static_cast<std::size_t>(Phase::host_overhead)];
+}
+
+// Over ranks: what each rank computes, and the allreduce it then waits for.
+std::string ranks_sentence(const ExplainResult& r) {
+  const auto a = static_cast<std::size_t>(Phase::allreduce);
+  int64_t bytes = 0;
+  for (const Op& o : r.ops)
+    if (o.phase == Phase::allreduce) bytes += o.bytes_read;
+  return fmt::format(
+      "Over {} ranks each rank computes {} of the {} rows and then waits for the allreduce "
+      "of the gradients ({:.2f} MB): measured {} ({}% of the step), predicted {} (from the "
+      "profile's measured allreduce sizes); it is one blocking call after the backward pass "
+      "(overlapping it with the backward pass did not pay on the CPU: docs/DISTRIBUTED.md), "
+      "so none of it is hidden, and the optimizer "
+      "still updates every parameter on every rank. Before it rank 0 waited {} ({}%) for the "
+      "slowest rank (sync_wait: the ranks' imbalance, which the cost model does not predict).",
+      r.ranks, r.rank_rows, r.batch, double(bytes) / 1e6, human_seconds(r.measured[a]),
+      pct(r.measured[a], r.step_measured), human_seconds(r.predicted[a]),
+      human_seconds(r.measured[static_cast<std::size_t>(Phase::sync_wait)]),
+      pct(r.measured[static_cast<std::size_t>(Phase::sync_wait)], r.step_measured));
+}
+
+// The sentences: what dominates, what would change it, over ranks the allreduce, and which of
+// the profile's numbers were estimates.
+void add_sentences(const ExplainConfig& c, ExplainResult& r, const ModelDesc& desc,
+                   bool over_ranks) {
+  std::size_t top = 0, second = 1;
+  for (std::size_t i = 0; i < r.measured.size(); ++i)
+    if (r.measured[i] > r.measured[top]) top = i;
+  second = top == 0 ? 1 : 0;
+  for (std::size_t i = 0; i < r.measured.size(); ++i)
+    if (i != top && r.measured[i] > r.measured[second]) second = i;
+  const Phase tp = static_cast<Phase>(top), sp = static_cast<Phase>(second);
+  std::string s1 = fmt::format(
+      "On {}, {} dominates: {} of the {} step ({}%){}; next is {} at {}%.", c.device,
+      phase_words(tp), human_seconds(r.measured[top]), human_seconds(r.step_measured),
+      pct(r.measured[top], r.step_measured),
+      r.has_prediction ? fmt::format(", predicted {}", human_seconds(r.predicted[top])) : "",
+      phase_words(sp), pct(r.measured[second], r.step_measured));
+  r.sentences.push_back(s1);
+  if (!r.has_prediction) return;
+  const std::string w = what_if(c, r, desc, tp);
+  if (!w.empty()) r.sentences.push_back(w);
+  if (over_ranks) r.sentences.push_back(ranks_sentence(r));
+  const std::string est =
+      estimates_sentence(r.prediction, "the step", "calibrating this machine measures them");
+  if (!est.empty()) r.sentences.push_back(est);
+}
+
 }  // namespace
 
 ExplainResult run_explain(const ExplainConfig& c) {
@@ -208,56 +330,15 @@ ExplainResult run_explain(const ExplainConfig& c) {
                       .no_graph = gpu,
                       .timing = &timing,
                       .collective = c.collective});
-  const StepTiming tt = time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1),
-                                   c.max_seconds, timing, ranks);
+  time_steps(timed, *c.x, *c.y, r.batch, std::max<int64_t>(t.steps, 1), c.max_seconds, timing,
+             ranks);
   r.raw = timing->times();
-  const double steps = static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
-  r.timed_step_wall = r.raw.step_wall_seconds / steps;
-  (void)tt;
-  if (!gpu) {
-    std::array<double, kPhaseCount> per{};
-    for (int i = 0; i < kPhaseCount; ++i)
-      per[static_cast<std::size_t>(i)] = r.raw.seconds[static_cast<std::size_t>(i)] / steps;
-    per[static_cast<std::size_t>(Phase::host_overhead)] += r.raw.unattributed_seconds() / steps;
-    double sum = 0;
-    for (double v : per) sum += v;
-    const double scale = sum > 0 ? r.step_measured / sum : 0;
-    for (int i = 0; i < kPhaseCount; ++i)
-      r.measured[static_cast<std::size_t>(i)] = per[static_cast<std::size_t>(i)] * scale;
-    r.method = fmt::format(
-        "CPU calls are synchronous: each backend call of {} timed steps was timed by the wall "
-        "clock "
-        "(host overhead: the rest of the step), then the split was scaled to the {} step of an "
-        "untimed run (the timed run's step was {}){}",
-        r.raw.steps, human_seconds(r.step_measured), human_seconds(r.timed_step_wall),
-        ranks ? fmt::format("; rank 0 of {}, its allreduce timed in the step (the time it spent "
-                            "in MPI_Allreduce, after a barrier whose wait for the slowest rank is "
-                            "counted as sync_wait)",
-                            r.ranks)
-              : "");
-  } else {
-    double device = 0;
-    for (int i = 0; i < kPhaseCount; ++i)
-      if (static_cast<Phase>(i) != Phase::host_overhead) {
-        r.measured[static_cast<std::size_t>(i)] =
-            r.raw.seconds[static_cast<std::size_t>(i)] / steps;
-        device += r.measured[static_cast<std::size_t>(i)];
-      }
-    const auto h = static_cast<std::size_t>(Phase::host_overhead);
-    if (device <= r.step_measured) {
-      r.measured[h] = r.step_measured - device;
-    } else {
-      for (int i = 0; i < kPhaseCount; ++i)
-        r.measured[static_cast<std::size_t>(i)] *= r.step_measured / device;
-      r.measured[h] = 0;
-    }
-    r.method = fmt::format(
-        "instrumented: {} steps without a graph, synchronize() around each backend call, the wait "
-        "after each call counted as its phase's device time; host overhead is the rest of the {} "
-        "step of an untimed {} run",
-        r.raw.steps, human_seconds(r.step_measured),
-        c.mode == Mode::resident ? "graph-captured" : "naive");
-  }
+  r.timed_step_wall =
+      r.raw.step_wall_seconds / static_cast<double>(std::max<int64_t>(r.raw.steps, 1));
+  if (!gpu)
+    split_cpu_phases(r, ranks != nullptr);
+  else
+    split_gpu_phases(r, c.mode);
 
   // 3. The prediction.
   r.ops = step_ops(desc, r.rank_rows, gpu ? DeviceKind::gpu : DeviceKind::cpu, c.mode, r.ranks);
@@ -267,71 +348,10 @@ ExplainResult run_explain(const ExplainConfig& c) {
     r.predicted = r.prediction.phase_seconds;
     r.step_predicted = r.prediction.step_seconds;
   }
-
-  // Per op: the n-th timed call of a step is the n-th op of the list (less the host op).
-  {
-    std::vector<std::size_t> call_ops;
-    for (std::size_t i = 0; i < r.ops.size(); ++i)
-      if (r.ops[i].phase != Phase::host_overhead) call_ops.push_back(i);
-    if (r.raw.by_position.size() == call_ops.size()) {
-      const double total_timed = r.timed_step_wall > 0 ? r.timed_step_wall : 1;
-      double attributed = 0;
-      for (double s : r.raw.by_position) attributed += s / steps;
-      // The same scaling as the phases: CPU to the plain run's step; GPU device times as measured
-      // (scaled down only when they exceed the step).
-      const double scale =
-          !gpu ? r.step_measured / total_timed
-               : (attributed > r.step_measured && attributed > 0 ? r.step_measured / attributed
-                                                                 : 1.0);
-      r.op_measured.assign(r.ops.size(), 0.0);
-      for (std::size_t n = 0; n < call_ops.size(); ++n)
-        r.op_measured[call_ops[n]] = r.raw.by_position[n] / steps * scale;
-      for (std::size_t i = 0; i < r.ops.size(); ++i)
-        if (r.ops[i].phase == Phase::host_overhead)
-          r.op_measured[i] = r.measured[static_cast<std::size_t>(Phase::host_overhead)];
-    }
-  }
+  attribute_ops(r, gpu);
 
   // 4. The sentences.
-  std::size_t top = 0, second = 1;
-  for (std::size_t i = 0; i < r.measured.size(); ++i)
-    if (r.measured[i] > r.measured[top]) top = i;
-  second = top == 0 ? 1 : 0;
-  for (std::size_t i = 0; i < r.measured.size(); ++i)
-    if (i != top && r.measured[i] > r.measured[second]) second = i;
-  const Phase tp = static_cast<Phase>(top), sp = static_cast<Phase>(second);
-  std::string s1 = fmt::format(
-      "On {}, {} dominates: {} of the {} step ({}%){}; next is {} at {}%.", c.device,
-      phase_words(tp), human_seconds(r.measured[top]), human_seconds(r.step_measured),
-      pct(r.measured[top], r.step_measured),
-      r.has_prediction ? fmt::format(", predicted {}", human_seconds(r.predicted[top])) : "",
-      phase_words(sp), pct(r.measured[second], r.step_measured));
-  r.sentences.push_back(s1);
-  if (r.has_prediction) {
-    const std::string w = what_if(c, r, desc, tp);
-    if (!w.empty()) r.sentences.push_back(w);
-    if (ranks) {
-      const auto a = static_cast<std::size_t>(Phase::allreduce);
-      int64_t bytes = 0;
-      for (const Op& o : r.ops)
-        if (o.phase == Phase::allreduce) bytes += o.bytes_read;
-      r.sentences.push_back(fmt::format(
-          "Over {} ranks each rank computes {} of the {} rows and then waits for the allreduce "
-          "of the gradients ({:.2f} MB): measured {} ({}% of the step), predicted {} (from the "
-          "profile's measured allreduce sizes); it is one blocking call after the backward pass "
-          "(overlapping it with the backward pass did not pay on the CPU: docs/DISTRIBUTED.md), "
-          "so none of it is hidden, and the optimizer "
-          "still updates every parameter on every rank. Before it rank 0 waited {} ({}%) for the "
-          "slowest rank (sync_wait: the ranks' imbalance, which the cost model does not predict).",
-          r.ranks, r.rank_rows, r.batch, double(bytes) / 1e6, human_seconds(r.measured[a]),
-          pct(r.measured[a], r.step_measured), human_seconds(r.predicted[a]),
-          human_seconds(r.measured[static_cast<std::size_t>(Phase::sync_wait)]),
-          pct(r.measured[static_cast<std::size_t>(Phase::sync_wait)], r.step_measured)));
-    }
-    const std::string est =
-        estimates_sentence(r.prediction, "the step", "calibrating this machine measures them");
-    if (!est.empty()) r.sentences.push_back(est);
-  }
+  add_sentences(c, r, desc, ranks != nullptr);
   return r;
 }
 

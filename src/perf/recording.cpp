@@ -103,8 +103,13 @@ BackendCall& RecordingBackend::record(Call c) {
 #define RECORD_batchnorm_forward_inference r.norm = s, r.m = m
 #define RECORD_batchnorm_backward r.norm = s, r.m = m
 #define RECORD_batchnorm_update_moving r.norm = s, r.m = 1
+#define RECORD_layernorm_forward \
+  r.m = rows, r.n = n, r.bias = beta != nullptr, r.gradient = mean != nullptr
+#define RECORD_layernorm_backward r.m = rows, r.n = n, r.bias = dgamma || dbeta
 #define RECORD_activation_forward r.m = m, r.n = n, r.act = act, r.in_place = x == y
 #define RECORD_activation_backward r.m = m, r.n = n, r.act = act, r.in_place = dx == dy
+#define RECORD_add r.n = n
+#define RECORD_copy_columns r.m = rows, r.n = cols
 #define RECORD_dropout_forward r.m = m, r.n = n
 #define RECORD_dropout_backward r.m = m, r.n = n
 #define RECORD_relu_dropout_backward r.m = m, r.n = n

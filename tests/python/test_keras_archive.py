@@ -244,9 +244,9 @@ def test_damaged_and_foreign_archives_are_one_line_naming_the_file_and_why(saved
     with pytest.raises(ValueError, match=r"bad\.keras: config\.json is not JSON"):
         keras.models.load_model(bad)
     functional = json.loads(saved["config.json"])
-    functional["class_name"] = "Functional"
+    functional["class_name"] = "MyModel"  # a subclassed model's class
     archive(bad, dict(saved, **{"config.json": json.dumps(functional)}))
-    with pytest.raises(ValueError, match=r"bad\.keras: a model of class Functional is not supp"):
+    with pytest.raises(ValueError, match=r"bad\.keras: a model of class MyModel is not supp"):
         keras.models.load_model(bad)
     archive(bad, dict(saved, **{"model.weights.h5": b"\x89HDF\r\n\x1a\n" + b"\0" * 64}))
     with pytest.raises(ValueError, match=r"bad\.keras: model\.weights\.h5: .*bad\.keras"):

@@ -199,29 +199,49 @@ def test_dense_layers_of_different_policies_are_not_implemented_naming_them():
     assert "one precision" in message
 
 
-def test_the_engines_refusal_on_a_cpu_without_bf16_is_compiles_value_error(monkeypatch):
-    why = "needs AVX512_BF16 or AMX-BF16 on the CPU; this CPU has neither (train in fp32, ...)"
-    monkeypatch.setattr(_core, "cpu_precision_problem", lambda precision: why)
+@pytest.mark.skipif(not CPU_BF16_PROBLEM, reason="this CPU has bf16")
+def test_the_engines_refusal_on_a_cpu_without_bf16_is_compiles_value_error():
     mixed_precision.set_global_policy("mixed_bfloat16")
     with pytest.raises(ValueError) as e:
         compiled(mlp())
-    assert str(e.value) == (
-        "compile: the dtype policy 'mixed_bfloat16' cannot train on this CPU: precision bf16 " + why
-    )
+    assert str(e.value) == "precision bf16: " + CPU_BF16_PROBLEM
+
+
+def mixed_core_model():
+    dense = _core.Dense(3, "softmax")
+    dense.dtype_policy = "mixed_bfloat16"
+    return _core.Sequential([_core.Input([4]), dense])
 
 
 def test_this_cpus_answer_is_the_engines():
     # What compile asks (cpu_precision_problem) is what the engine's compile does on this CPU.
-    model = _core.Sequential([_core.Input([4]), _core.Dense(3, "softmax")])
     adam = _core.optimizer_from_name("adam")
-    if CPU_BF16_PROBLEM:
-        with pytest.raises(ValueError, match="precision bf16: " + CPU_BF16_PROBLEM[:20]):
-            model.compile(adam, "sparse_categorical_crossentropy", [], precision="bf16")
-    else:
-        model.compile(adam, "sparse_categorical_crossentropy", [], precision="bf16")
-        assert model.precision == "bf16"
+    for precision in ("bf16", ""):  # given, or the layers' policy's (the default)
+        model = mixed_core_model()
+        if CPU_BF16_PROBLEM:
+            with pytest.raises(ValueError, match="precision bf16: " + CPU_BF16_PROBLEM[:20]):
+                model.compile(adam, "sparse_categorical_crossentropy", [], precision=precision)
+        else:
+            model.compile(adam, "sparse_categorical_crossentropy", [], precision=precision)
+            assert model.precision == "bf16"
+    model = _core.Sequential([_core.Input([4]), _core.Dense(3, "softmax")])
     with pytest.raises(ValueError, match="tf32 is a GPU precision"):
         model.compile(adam, "sparse_categorical_crossentropy", [], precision="tf32")
+
+
+def test_the_engine_refuses_a_precision_that_disagrees_with_the_layers_policy():
+    adam = _core.optimizer_from_name("adam")
+    with pytest.raises(ValueError) as e:
+        mixed_core_model().compile(adam, "mse", [], precision="fp32")
+    assert str(e.value).startswith(
+        "precision fp32: the model's Dense and Conv2D layers have the dtype policy "
+        "'mixed_bfloat16', which trains in bf16"
+    )
+    model = _core.Sequential([_core.Input([4]), _core.Dense(3, "softmax")])
+    with pytest.raises(ValueError, match="precision bf16: the model's .* policy 'float32'"):
+        model.compile(adam, "mse", [], precision="bf16")
+    model.compile(adam, "mse", [])
+    assert model.precision == "fp32"
 
 
 def test_tensor_float_32_is_off_by_default_and_a_gpu_switch():

@@ -278,9 +278,11 @@ def test_model_from_json_reads_a_keras3_convnet():
     assert [type(layer).__name__ for layer in model.layers][:2] == ["Conv2D", "Flatten"]
 
 
-def test_model_from_json_refuses_a_functional_model():
-    with pytest.raises(ValueError, match="Functional"):
-        keras.models.model_from_json((KERAS_DATA / "functional_keras3.json").read_text())
+def test_model_from_json_reads_a_keras_functional_model():
+    model = keras.models.model_from_json((KERAS_DATA / "functional_keras3.json").read_text())
+    assert type(model).__name__ == "Functional"
+    assert [type(l).__name__ for l in model.layers] == ["InputLayer", "Dense"]
+    assert model.count_params() == 7850
 
 
 def test_to_json_has_a_compile_config_only_once_the_user_compiled():

@@ -508,14 +508,18 @@ def test_build_gives_a_model_its_input_shape():
     assert model.built and model.count_params() == 27 and model.input_shape == (None, 2, 4)
 
 
-def test_steps_per_epoch_of_one_pass_is_taken_and_another_refused():
+def test_steps_per_epoch_counts_the_optimizer_steps_as_keras():
     x = np.zeros((64, 4), np.float32)
     y = np.zeros(64, np.int64)
     model = small()
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     assert len(model.fit(x, y, batch_size=16, steps_per_epoch=4, verbose=0).epoch) == 1
-    with pytest.raises(ValueError, match="steps_per_epoch=3 is not supported"):
-        model.fit(x, y, batch_size=16, steps_per_epoch=3, verbose=0)
+    assert model.optimizer.iterations == 4
+    # 4 batches a pass, 3 an epoch: 3, then the 1 left (Keras's warning), then 3.
+    model.fit(x, y, batch_size=16, epochs=3, steps_per_epoch=3, verbose=0)
+    assert model.optimizer.iterations == 4 + 7
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        model.fit(x, y, batch_size=16, steps_per_epoch=0, verbose=0)
 
 
 def test_sample_and_class_weights_are_refused_clearly_not_by_numpy():

@@ -14,7 +14,7 @@ from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePo
 from ._args import unsupported_attribute
 from .layers import Input
 from .mixed_precision import DTypePolicy
-from .models import History, Sequential
+from .models import History, Model, Sequential
 from .._versions import KERAS_VERSION as __version__
 
 
@@ -34,6 +34,7 @@ __all__ += [
     "optimizers",
     "Input",
     "Sequential",
+    "Model",
 ]
 __all__ += ["History"]
 __all__ += ["datasets", "losses", "metrics", "ops", "utils"]
@@ -42,11 +43,9 @@ __all__ += ["saving"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Model":
-        return models.__getattr__("Model")  # raises: the functional API is not supported
     raise unsupported_attribute(
         "keras",
         name,
-        "Sequential models (layers, models, optimizers, callbacks, initializers, losses, metrics, "
-        "datasets, utils, mixed_precision, config, saving)",
+        "Sequential and functional models (layers, models, optimizers, callbacks, initializers, "
+        "losses, metrics, datasets, utils, mixed_precision, config, saving)",
     )

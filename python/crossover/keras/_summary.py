@@ -14,11 +14,16 @@ from typing import Any, Optional, Sequence
 from . import layers as L
 
 
-def column_widths(line_length: Optional[int], positions: Optional[Sequence[float]]) -> list[int]:
+def column_widths(
+    line_length: Optional[int],
+    positions: Optional[Sequence[float]],
+    default_length: int = 88,
+    default_positions: Sequence[float] = (0.45, 0.80, 1.0),
+) -> list[int]:
     """Each column's width, its one space of padding either side included."""
-    length = line_length or min(88, shutil.get_terminal_size().columns - 4)
+    length = line_length or min(default_length, shutil.get_terminal_size().columns - 4)
     widths, current = [], 0
-    for pos in positions or (0.45, 0.80, 1.0):
+    for pos in positions or default_positions:
         width = int(pos * length) - current
         if width < 4:
             raise ValueError("Insufficient console width to print summary.")
@@ -77,7 +82,7 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
             known = math.prod(d for d in target if d != -1)
             target[target.index(-1)] = math.prod(shape) // known
         return tuple(target)
-    return shape  # Dropout, Activation, Softmax, ReLU, BatchNormalization
+    return shape  # Dropout, Activation, Softmax, ReLU, BatchNormalization, LayerNormalization
 
 
 def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
@@ -101,12 +106,14 @@ def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
     if isinstance(layer, L.BatchNormalization):
         c = shape[-1]
         return c * (int(layer.scale) + int(layer.center)), 2 * c
+    if isinstance(layer, L.LayerNormalization):
+        return shape[-1] * (int(layer.scale) + int(layer.center)), 0
     return 0, 0
 
 
-def _memory(count: int) -> str:
-    """Keras's readable_memory_size of float32 weights."""
-    size = float(count * 4)
+def _memory(count: int, extra_bytes: int = 0) -> str:
+    """Keras's readable_memory_size of float32 weights (and `extra_bytes` more)."""
+    size = float(count * 4 + extra_bytes)
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if size / 1024 < 1:
             return f"{size:.2f} {unit}"
@@ -133,6 +140,19 @@ def _rule(widths: list[int], left: str, fill: str, middle: str, right: str) -> s
     return left + middle.join(fill * w for w in widths) + right
 
 
+def _table(name: str, widths: list[int], header: list[str], rows: list[list[str]]) -> list[str]:
+    """Keras's box table: the model's name, the heavy header, the rows between light rules."""
+    lines = [f'Model: "{name}"', _rule(widths, "┏", "━", "┳", "┓")]
+    lines += _row(header, widths, "┃")
+    lines.append(_rule(widths, "┡", "━", "╇", "┩"))
+    for i, row in enumerate(rows):
+        if i:
+            lines.append(_rule(widths, "├", "─", "┼", "┤"))
+        lines += _row(row, widths, "│")
+    lines.append(_rule(widths, "└", "─", "┴", "┘"))
+    return lines
+
+
 def summary_text(
     model: Any,
     optimizer_params: Optional[int],
@@ -140,14 +160,12 @@ def summary_text(
     positions: Optional[Sequence[float]] = None,
 ) -> str:
     """The text Keras 3 prints for model.summary()."""
+    if hasattr(model, "_graph"):
+        return functional_summary_text(model, optimizer_params, line_length, positions)
     widths = column_widths(line_length, positions)
     shape: Optional[tuple[int, ...]] = None
     if model._input_shape is not None:
         shape = tuple(model._input_shape)
-    lines = [f'Model: "{model.name}"']
-    lines.append(_rule(widths, "┏", "━", "┳", "┓"))
-    lines += _row(["Layer (type)", "Output Shape", "Param #"], widths, "┃")
-    lines.append(_rule(widths, "┡", "━", "╇", "┩"))
     trainable = fixed = 0
     rows = []
     for layer in model.layers:
@@ -159,29 +177,71 @@ def summary_text(
         shape = output_shape(layer, shape)
         trainable, fixed = trainable + t, fixed + f
         rows.append([name, "(" + ", ".join(["None", *map(str, shape)]) + ")", f"{t + f:,}"])
-    for i, row in enumerate(rows):
-        if i:
-            lines.append(_rule(widths, "├", "─", "┼", "┤"))
-        lines += _row(row, widths, "│")
-    lines.append(_rule(widths, "└", "─", "┴", "┘"))
-    extra = optimizer_params or 0
-    total = trainable + fixed + extra
-    lines.append(f" Total params: {total:,} ({_memory(total)})")
+    lines = _table(model.name, widths, ["Layer (type)", "Output Shape", "Param #"], rows)
+    return "\n".join(lines + _totals(trainable, fixed, optimizer_params))
+
+
+def functional_summary_text(
+    model: Any,
+    optimizer_params: Optional[int],
+    line_length: Optional[int] = None,
+    positions: Optional[Sequence[float]] = None,
+) -> str:
+    """What Keras 3 prints for a functional model: a row per layer, its InputLayer's first, with
+    a "Connected to" column (line of 108, cut at 30%, 56% and 74%) unless the graph is a chain."""
+    chain = model._is_chain()
+    if chain:
+        widths = column_widths(line_length, positions)
+        header = ["Layer (type)", "Output Shape", "Param #"]
+    else:
+        widths = column_widths(line_length, positions, 108, (0.3, 0.56, 0.74, 1.0))
+        header = ["Layer (type)", "Output Shape", "Param #", "Connected to"]
+    trainable = fixed = 0
+    rows = []
+    for layer in model.layers:
+        out = layer._output_tensor
+        parents = out._inputs
+        t, f = weight_counts(layer, tuple(parents[0].shape[1:])) if parents else (0, 0)
+        trainable, fixed = trainable + t, fixed + f
+        row = [
+            f"{layer.name} ({type(layer).__name__})",
+            "(" + ", ".join(str(d) for d in out.shape) + ")",
+            f"{t + f:,}",
+        ]
+        if not chain:
+            row.append(", ".join(f"{p._layer.name}[0][0]" for p in parents) or "-")
+        rows.append(row)
+    lines = _table(model.name, widths, header, rows)
+    return "\n".join(lines + _totals(trainable, fixed, optimizer_params))
+
+
+def _totals(trainable: int, fixed: int, optimizer_params: Optional[int]) -> list[str]:
+    """The totals' lines. The optimizer's iteration count is an int64: 4 bytes more than the
+    float32 the count of numbers gives (Keras sums each variable's own size)."""
+    total = trainable + fixed + (optimizer_params or 0)
+    extra = 4 if optimizer_params is not None else 0
+    lines = [f" Total params: {total:,} ({_memory(total, extra)})"]
     lines.append(f" Trainable params: {trainable:,} ({_memory(trainable)})")
     lines.append(f" Non-trainable params: {fixed:,} ({_memory(fixed)})")
     if optimizer_params is not None:
-        lines.append(f" Optimizer params: {optimizer_params:,} ({_memory(optimizer_params)})")
-    return "\n".join(lines)
+        lines.append(
+            f" Optimizer params: {optimizer_params:,} ({_memory(optimizer_params, extra)})"
+        )
+    return lines
 
 
 def optimizer_variable_count(optimizer_name: str, trainable: int, config: dict[str, Any]) -> int:
     """How many numbers Keras's optimizer keeps once built: its slots per trainable weight, plus
     its iteration count and learning rate."""
-    slots = {"adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0}.get(optimizer_name, 0)
+    slots = {
+        "adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0, "adagrad": 1, "adadelta": 2, "nadam": 2,
+        "adamax": 2,
+    }.get(optimizer_name, 0)  # fmt: skip
     if optimizer_name == "sgd" and config.get("momentum", 0.0):
         slots = 1
     if optimizer_name == "rmsprop" and config.get("momentum", 0.0):
         slots = 2
     if optimizer_name == "rmsprop" and config.get("centered", False):
         slots += 1
-    return slots * trainable + 2
+    scalars = 3 if optimizer_name == "nadam" else 2  # + Nadam's u_product
+    return slots * trainable + scalars

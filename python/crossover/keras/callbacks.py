@@ -1,12 +1,14 @@
 """Keras's callbacks on crossover: Callback, History, EarlyStopping, ModelCheckpoint (weights, or
 the whole model as a `.keras` archive), LearningRateScheduler and ReduceLROnPlateau.
 
-fit's loop runs in the library (C++); between epochs it calls one CallbackList (below), which
-calls each callback's hooks in order with Keras's `logs` dict, as Keras's CallbackList does.
+fit's loop runs in the library (C++); it calls one CallbackList (below), which calls each
+callback's hooks in order with Keras's `logs` dict, as Keras's CallbackList does.
 EarlyStopping, ModelCheckpoint, LearningRateScheduler and ReduceLROnPlateau are the library's
 callbacks (nn/callbacks.h): these classes only take Keras's arguments and call the library's hooks.
-Batch-level hooks are never called (there is no Python between steps): a callback that overrides
-one is refused by fit."""
+Batch-level hooks (on_train_batch_*, on_batch_*, on_test_batch_*, on_predict_batch_*) are called
+for a phase only when a callback overrides one of that phase's (or, for the library's, asks for
+them): then each batch reads its running loss and metrics back from the engine; otherwise the
+engine's steps run as if there were no callback."""
 
 import collections.abc
 import csv
@@ -22,23 +24,18 @@ import numpy as np
 
 from .. import _core
 from . import optimizers
-from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported
+from ._args import reject_unknown, reject_unsupported
 
-# Hooks Keras calls inside an epoch, or from evaluate/predict: crossover does not call them.
-_NOT_CALLED = (
-    "on_batch_begin",
-    "on_batch_end",
-    "on_train_batch_begin",
-    "on_train_batch_end",
-    "on_test_begin",
-    "on_test_end",
-    "on_test_batch_begin",
-    "on_test_batch_end",
-    "on_predict_begin",
-    "on_predict_end",
-    "on_predict_batch_begin",
-    "on_predict_batch_end",
-)
+# The batch hooks of each phase: the engine calls a phase's only for a callback overriding one.
+_BATCH_HOOKS = {
+    "train": ("on_batch_begin", "on_batch_end", "on_train_batch_begin", "on_train_batch_end"),
+    "test": ("on_test_batch_begin", "on_test_batch_end"),
+    "predict": ("on_predict_batch_begin", "on_predict_batch_end"),
+}
+
+
+def _overrides(cls: type, base: type, phase: str) -> bool:
+    return any(getattr(cls, name) is not getattr(base, name) for name in _BATCH_HOOKS[phase])
 
 
 class Callback:
@@ -73,7 +70,12 @@ class Callback:
     def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
         pass
 
-    # Never called by crossover (see _NOT_CALLED); here so that Keras code calling super() works.
+    def _wants_batches(self, phase: str) -> bool:
+        """Whether the engine is to call this callback's batch hooks of `phase` ('train',
+        'test', 'predict'): when it overrides one of them."""
+        return _overrides(type(self), Callback, phase)
+
+    # Keras's aliases: on_train_batch_begin/end call on_batch_begin/end.
     def on_batch_begin(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
         pass
 
@@ -81,10 +83,10 @@ class Callback:
         pass
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
-        pass
+        self.on_batch_begin(batch, logs=logs)
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
-        pass
+        self.on_batch_end(batch, logs=logs)
 
     def on_test_begin(self, logs: Optional[dict[str, float]] = None) -> None:
         pass
@@ -134,18 +136,20 @@ class History(Callback):
 
 
 class CallbackList:
-    """What the library's fit calls between epochs (through crossover._core): each callback in
-    order, with one `logs` dict per epoch shared by all of them, History last (Keras's order).
-    After each hook, `model.stop_training = True` is passed on to the library."""
+    """What the library's fit, evaluate and predict call (through crossover._core): each callback
+    in order, with one `logs` dict per hook shared by all of them, History last in fit (Keras's
+    order). After each hook, `model.stop_training = True` is passed on to the library."""
 
-    def __init__(self, callbacks: Any, model: Any, params: dict[str, Any]) -> None:
+    def __init__(
+        self, callbacks: Any, model: Any, params: dict[str, Any], add_history: bool = True
+    ) -> None:
         if isinstance(callbacks, Callback):
             callbacks = [callbacks]
         self.callbacks = list(callbacks or [])
         for cb in self.callbacks:
             _check_callback(cb)
         self.history = next((cb for cb in self.callbacks if isinstance(cb, History)), None)
-        if self.history is None:
+        if self.history is None and add_history:
             self.history = History()
             self.callbacks.append(self.history)
         self.model = model
@@ -184,6 +188,49 @@ class CallbackList:
         for cb in self.callbacks:
             cb.on_train_end(self._last_logs)
 
+    def wants_batches(self, phase: str) -> bool:
+        """Asked by the library once per loop: whether to call the batch hooks of `phase`."""
+        return any(cb._wants_batches(phase) for cb in self.callbacks)
+
+    def _keras_logs(self, library_logs: dict[str, float]) -> dict[str, float]:
+        key = getattr(self.model, "_keras_key", lambda k: k)
+        return {key(k): v for k, v in library_logs.items() if k != "lr"}
+
+    def _each(self, hook: str, *args: Any) -> None:
+        for cb in self.callbacks:
+            getattr(cb, hook)(*args)
+        self._pass_on_stop()
+
+    def on_train_batch_begin(self, batch: int) -> None:
+        self._each("on_train_batch_begin", batch, {})
+
+    def on_train_batch_end(self, batch: int, library_logs: dict[str, float]) -> None:
+        self._each("on_train_batch_end", batch, self._keras_logs(library_logs))
+
+    def on_test_begin(self) -> None:
+        self._each("on_test_begin", {})
+
+    def on_test_end(self, library_logs: dict[str, float]) -> None:
+        self._each("on_test_end", self._keras_logs(library_logs))
+
+    def on_test_batch_begin(self, batch: int) -> None:
+        self._each("on_test_batch_begin", batch, {})
+
+    def on_test_batch_end(self, batch: int, library_logs: dict[str, float]) -> None:
+        self._each("on_test_batch_end", batch, self._keras_logs(library_logs))
+
+    def on_predict_begin(self) -> None:
+        self._each("on_predict_begin", {})
+
+    def on_predict_end(self) -> None:
+        self._each("on_predict_end", {})
+
+    def on_predict_batch_begin(self, batch: int) -> None:
+        self._each("on_predict_batch_begin", batch, {})
+
+    def on_predict_batch_end(self, batch: int, logs: dict[str, Any]) -> None:
+        self._each("on_predict_batch_end", batch, logs)
+
 
 def _check_callback(cb: Any) -> None:
     if not isinstance(cb, Callback):
@@ -191,14 +238,6 @@ def _check_callback(cb: Any) -> None:
             f"callbacks must be crossover.keras.callbacks.Callback instances, got {cb!r} "
             f"(of type {type(cb).__name__})"
         )
-    for name in _NOT_CALLED:
-        if getattr(type(cb), name) is not getattr(Callback, name):
-            raise ValueError(
-                f"callbacks: {type(cb).__name__} overrides {name}, which crossover never calls: "
-                "the training loop runs in C++ and calls callbacks only between epochs "
-                "(on_train_begin/end, on_epoch_begin/end); "
-                f"{SEE_SUPPORTED}"
-            )
 
 
 def _numbers(logs: Optional[dict[str, Any]]) -> dict[str, float]:
@@ -228,6 +267,14 @@ class _LibraryCallback(Callback):
 
     def on_train_end(self, logs: Optional[dict[str, float]] = None) -> None:
         self._core.on_train_end(self.model._model())
+
+    def on_train_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        self._core.on_train_batch_end(self.model._model(), batch, _numbers(logs))
+
+    def _wants_batches(self, phase: str) -> bool:
+        # The library's answer, or a user's subclass overriding a hook of its own.
+        library = next(c for c in type(self).__mro__ if c.__module__ == __name__)
+        return bool(self._core.wants_batches(phase)) or _overrides(type(self), library, phase)
 
 
 def _mode(mode: str, owner: str) -> str:
@@ -375,7 +422,9 @@ class ModelCheckpoint(_LibraryCallback):
     """keras.callbacks.ModelCheckpoint: the model at the end of each epoch (or only the best,
     with save_best_only) to `filepath`, which may hold `{epoch:02d}` and the logs' values
     (`{val_loss:.2f}`) as in Keras. A `.keras` path (save_weights_only=False, Keras's default)
-    is Keras 3's whole-model archive, as model.save writes it; with save_weights_only=True the
+    is Keras 3's whole-model archive, as model.save writes it; save_freq=N saves every N training
+    batches instead of at epochs' ends (the path may name `{batch}` too, from 1 in its epoch, as
+    Keras fills it), with the batch's running logs; with save_weights_only=True the
     suffix names the weight format: the ones the library writes (_core.checkpoint_suffixes():
     .weights.h5, .safetensors). Deciding, the messages and the weights file are the library's
     callback in both cases; for `.keras` it writes the weights to a private folder and this class
@@ -396,10 +445,17 @@ class ModelCheckpoint(_LibraryCallback):
 
         super().__init__()
         reject_unsupported(
-            "ModelCheckpoint",
-            save_freq=(save_freq, "epoch"),
-            initial_value_threshold=(initial_value_threshold, None),
+            "ModelCheckpoint", initial_value_threshold=(initial_value_threshold, None)
         )
+        if save_freq != "epoch" and (not isinstance(save_freq, int) or isinstance(save_freq, bool)):
+            raise ValueError(  # Keras's message
+                f"Unrecognized save_freq: {save_freq}. "
+                "Expected save_freq are 'epoch' or integer values"
+            )
+        if save_freq != "epoch" and save_freq < 1:
+            raise ValueError(f"ModelCheckpoint: save_freq must be at least 1, got {save_freq}")
+        self.save_freq = save_freq
+        self._current_epoch = 0
         self.filepath = os.fspath(filepath)
         suffixes = list(_core.checkpoint_suffixes())
         if save_weights_only:
@@ -429,7 +485,12 @@ class ModelCheckpoint(_LibraryCallback):
             weakref.finalize(self, shutil.rmtree, staging, True)
             self._staged = library_path = os.path.join(staging, saving.WEIGHTS_MEMBER)
         self._core = _core.ModelCheckpoint(
-            library_path, monitor, bool(save_best_only), mode, verbose > 0
+            library_path,
+            monitor,
+            bool(save_best_only),
+            mode,
+            verbose > 0,
+            0 if save_freq == "epoch" else int(save_freq),
         )
 
     def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
@@ -438,28 +499,53 @@ class ModelCheckpoint(_LibraryCallback):
             os.makedirs(folder, exist_ok=True)  # as Keras makes it
         super().on_train_begin(logs)
 
-    def _file_path(self, epoch: int, logs: Optional[dict[str, float]]) -> str:
-        """Keras 3's _get_file_path: the filepath formatted with the epoch (from 1) and logs."""
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        self._current_epoch = epoch
+        super().on_epoch_begin(epoch, logs)
+
+    def _file_path(
+        self, epoch: int, logs: Optional[dict[str, float]], batch: Optional[int] = None
+    ) -> str:
+        """Keras 3's _get_file_path: the filepath formatted with the epoch (from 1), the batch
+        (from 1, for a save inside an epoch, unless the logs hold a 'batch') and the logs."""
+        logs = logs or {}
         try:
-            return self.filepath.format(epoch=epoch + 1, **(logs or {}))
+            if batch is None or "batch" in logs:
+                return self.filepath.format(epoch=epoch + 1, **logs)
+            return self.filepath.format(epoch=epoch + 1, batch=batch + 1, **logs)
         except KeyError as e:
             raise KeyError(
                 f'Failed to format this callback filepath: "{self.filepath}". Reason: {e}'
             ) from None
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
-        staged = self._staged
-        if staged is None:
+        if self._staged is None:
             super().on_epoch_end(epoch, logs)
             return
+        path = self._file_path(epoch, logs) if self.save_freq == "epoch" else ""
+        self._into_archive(path, lambda: super(ModelCheckpoint, self).on_epoch_end(epoch, logs))
+
+    def on_train_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        if self._staged is None:
+            super().on_train_batch_end(batch, logs)
+            return
+        path = self._file_path(self._current_epoch, logs, batch)
+        self._into_archive(
+            path, lambda: super(ModelCheckpoint, self).on_train_batch_end(batch, logs)
+        )
+
+    def _into_archive(self, path: str, library_hook: Callable[[], None]) -> None:
+        """Runs the library's hook, which may write the weights to the staging file, and puts
+        them in a `.keras` archive at `path` when it did."""
         from . import saving
 
-        path = self._file_path(epoch, logs)
+        staged = self._staged
+        assert staged is not None
         out = sys.stdout
         if out is not None:
             sys.stdout = _Renaming(out, staged, path)  # type: ignore[assignment]
         try:
-            super().on_epoch_end(epoch, logs)
+            library_hook()
             if os.path.exists(staged):  # the library decided to save
                 folder = os.path.dirname(path)
                 if folder:
@@ -593,5 +679,5 @@ def __getattr__(name: str) -> Any:
         "keras.callbacks",
         name,
         ", ".join(n for n in __all__ if n != "CallbackList")
-        + " (and Callback subclasses with epoch-level hooks)",
+        + " (and Callback subclasses)",
     )

@@ -1,6 +1,7 @@
 """Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation,
 Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape (channels_last),
-BatchNormalization (over the last axis).
+BatchNormalization and LayerNormalization (over the last axis), and Add and Concatenate for
+functional models.
 
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
@@ -188,6 +189,30 @@ class Layer(mixed_precision.HasDTypePolicy):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}>"
 
+    # --- the functional API (functional.py) ------------------------------------------------
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """layer(x) on symbolic tensors (keras.Input(...), another layer's output): the output
+        tensor of a functional model's layer."""
+        from . import functional
+
+        if args:
+            raise TypeError(f"{type(self).__name__}.__call__ takes the inputs only, got {args!r}")
+        if functional.is_symbolic(inputs):
+            return functional.call(self, inputs, kwargs)
+        raise NotImplementedError(
+            f"calling layer '{self.name}' on data is not supported (yet): crossover runs layers "
+            "inside a model; put it in keras.Sequential([...]) or a keras.Model and call "
+            "predict(x)"
+        )
+
+    @property
+    def output(self) -> Any:
+        """The symbolic tensor of its call in a functional model."""
+        out = getattr(self, "_output_tensor", None)
+        if out is None:
+            raise AttributeError(f"Layer {self.name} has no inbound nodes.")
+        return out
+
 
 class InputLayer(Layer):
     """Keras's InputLayer: the per-sample shape (shape=, or tf.keras 2's input_shape=)."""
@@ -227,9 +252,12 @@ def Input(
     batch_shape: ShapeArg = None,
     name: Optional[str] = None,
     tensor: Any = None,
-) -> InputLayer:
-    """keras.Input: in a Sequential list, the model's input shape."""
-    return InputLayer(
+) -> Any:
+    """keras.Input: the symbolic input of a functional model (keras.Model(inputs, outputs)); in a
+    Sequential list, the model's input shape."""
+    from . import functional
+
+    return functional.input_tensor(InputLayer(
         shape=shape,
         batch_size=batch_size,
         dtype=dtype,
@@ -237,7 +265,7 @@ def Input(
         batch_shape=batch_shape,
         name=name,
         input_tensor=tensor,
-    )
+    ))
 
 
 class Flatten(Layer):
@@ -525,6 +553,60 @@ class BatchNormalization(Layer):
         return self._weight("moving_variance")
 
 
+class LayerNormalization(Layer):
+    """Keras's LayerNormalization over the last axis: each sample's last-axis vector normalized
+    by its own mean and variance, then scaled by gamma and shifted by beta."""
+
+    def __init__(
+        self,
+        axis: Any = -1,
+        epsilon: float = 1e-3,
+        center: bool = True,
+        scale: bool = True,
+        rms_scaling: bool = False,
+        beta_initializer: Any = "zeros",
+        gamma_initializer: Any = "ones",
+        beta_regularizer: Any = None,
+        gamma_regularizer: Any = None,
+        beta_constraint: Any = None,
+        gamma_constraint: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        owner = "LayerNormalization"
+        if isinstance(axis, (list, tuple)) and len(axis) == 1:
+            axis = axis[0]
+        reject_unsupported(owner, axis=(axis, -1), rms_scaling=(bool(rms_scaling), False))
+        reject_unsupported(
+            owner,
+            beta_regularizer=(beta_regularizer, None),
+            gamma_regularizer=(gamma_regularizer, None),
+            beta_constraint=(beta_constraint, None),
+            gamma_constraint=(gamma_constraint, None),
+        )
+        self.axis = -1
+        self.epsilon = float(epsilon)
+        self.center = bool(center)
+        self.scale = bool(scale)
+        self.rms_scaling = False
+        self._layer = _core.LayerNormalization(self.epsilon, self.center, self.scale)
+        _set_initializers(
+            self, beta_initializer=beta_initializer, gamma_initializer=gamma_initializer
+        )
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        kinds = [("gamma", True)] if self.scale else []
+        return kinds + ([("beta", True)] if self.center else [])
+
+    @property
+    def gamma(self) -> Optional[_tensor.Tensor]:
+        return self._weight("gamma")
+
+    @property
+    def beta(self) -> Optional[_tensor.Tensor]:
+        return self._weight("beta")
+
+
 class Softmax(Layer):
     """Keras's Softmax layer over the last axis: the engine's softmax activation (a model file
     records it as an Activation('softmax') layer, which Keras reads as the same function)."""
@@ -580,6 +662,65 @@ class ELU(Layer):
         self._layer = _core.ELU(self.alpha)
 
 
+class _Merge(Layer):
+    """What Add and Concatenate share: two or more inputs, in a functional model."""
+
+    _merges = True
+
+    def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+        raise NotImplementedError
+
+
+class Add(_Merge):
+    """keras.layers.Add: the element-wise sum of inputs of one shape (a skip connection)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._layer = _core.Add()
+
+    def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+        for s in shapes[1:]:
+            if s != shapes[0]:
+                raise ValueError(
+                    "Inputs have incompatible shapes. Received shapes "
+                    f"{(None, *shapes[0])} and {(None, *s)}"
+                )
+        return shapes[0]
+
+
+class Concatenate(_Merge):
+    """keras.layers.Concatenate along the last axis (axis=-1, Keras's default)."""
+
+    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.axis = int(axis)
+        self._layer = _core.Concatenate(self.axis)
+
+    def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+        if self.axis not in (-1, len(shapes[0])):
+            raise NotImplementedError(
+                f"Concatenate: axis={self.axis} is not supported (yet): crossover joins along "
+                "the last axis (axis=-1)"
+            )
+        for s in shapes[1:]:
+            if len(s) != len(shapes[0]) or s[:-1] != shapes[0][:-1]:
+                raise ValueError(
+                    "A `Concatenate` layer requires inputs with matching shapes except for the "
+                    f"concatenation axis. Received: input_shape={[(None, *x) for x in shapes]}"
+                )
+        return (*shapes[0][:-1], sum(s[-1] for s in shapes))
+
+
+def add(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    """keras.layers.add([a, b]): Add()([a, b])."""
+    return Add(**kwargs)(inputs)
+
+
+def concatenate(inputs: Sequence[Any], axis: int = -1, **kwargs: Any) -> Any:
+    """keras.layers.concatenate([a, b]): Concatenate(axis)([a, b])."""
+    return Concatenate(axis=axis, **kwargs)(inputs)
+
+
 # Keras's other names for the same classes.
 MaxPool2D = MaxPooling2D
 AvgPool2D = AveragePooling2D
@@ -591,7 +732,6 @@ _NOT_YET = {
     "Conv1D": "1-D convolutions",
     "Conv3D": "3-D convolutions",
     "MaxPooling1D": "1-D pooling",
-    "LayerNormalization": "normalization layers",
     "Embedding": "embeddings",
     "LSTM": "recurrent layers",
     "PReLU": "parametric ReLU activations",
@@ -606,8 +746,9 @@ _NOT_YET = {
 def __getattr__(name: str) -> Any:
     supported = (
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
-        "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization, Softmax, "
-        "ReLU, LeakyReLU and ELU (and the aliases MaxPool2D, AvgPool2D, GlobalAvgPool2D)"
+        "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization, "
+        "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add and Concatenate (and the aliases "
+        "MaxPool2D, AvgPool2D, GlobalAvgPool2D)"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -628,10 +769,15 @@ __all__ = [
     "GlobalAveragePooling2D",
     "Reshape",
     "BatchNormalization",
+    "LayerNormalization",
     "Softmax",
     "ReLU",
     "LeakyReLU",
     "ELU",
+    "Add",
+    "Concatenate",
+    "add",
+    "concatenate",
     "MaxPool2D",
     "AvgPool2D",
     "GlobalAvgPool2D",

@@ -117,6 +117,15 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     # --- building -------------------------------------------------------------------------
     def add(self, layer: Any) -> None:
+        from . import functional
+
+        if isinstance(layer, functional.KerasTensor) and isinstance(layer._layer, InputLayer):
+            layer = layer._layer  # Sequential([keras.Input(shape), ...])
+        if isinstance(layer, functional.Functional) and not layer._is_chain():
+            raise NotImplementedError(
+                f"functional model '{layer.name}' used as a layer of a Sequential model: only a "
+                f"functional model whose layers form a chain is supported (yet); {SEE_SUPPORTED}"
+            )
         if isinstance(layer, Sequential):
             if layer is self or self in layer._models_inside():
                 raise ValueError("A Sequential model cannot contain itself")
@@ -289,27 +298,17 @@ class Sequential(mixed_precision.HasDTypePolicy):
         return _device.current() or self._created_device or "cpu"
 
     def _precision(self, device: str) -> str:
-        """The engine's precision (CompileOptions::precision) from the layers' dtype policies:
-        that of the layers with matrix products (Dense, Conv2D), which the engine runs in one
-        precision per model; the other layers compute in float32 whatever their policy. On a
-        GPU, float32 is tf32 after tf.config.experimental.enable_tensor_float_32_execution(True).
-        """
+        """What compile asks the engine for (CompileOptions::precision): "" lets the engine take
+        it from the layers' dtype policies (mixed_bfloat16: bf16, float32: fp32), refusing on a
+        CPU that lacks it; "tf32" on a GPU after
+        tf.config.experimental.enable_tensor_float_32_execution(True), TF32 being float32's
+        arithmetic there (a mixed_bfloat16 model computes in bfloat16 whatever the switch)."""
         try:
-            policy = self._model().dtype_policy  # the library's rule: one for Dense and Conv2D
+            policy = self._model().dtype_policy  # one for Dense and Conv2D, or ValueError
         except ValueError as e:
             raise NotImplementedError(f"{e}; {SEE_SUPPORTED}") from None
-        precision = _core.dtype_policy_precision(policy)
         tf32 = _precision.tensor_float_32_execution_enabled()
-        if precision == "fp32" and device != "cpu" and tf32:
-            return "tf32"
-        if device == "cpu":
-            problem = _core.cpu_precision_problem(precision)
-            if problem:
-                raise ValueError(
-                    f"compile: the dtype policy '{policy}' cannot train on "
-                    f"this CPU: precision {precision} {problem}"
-                )
-        return precision
+        return "tf32" if device != "cpu" and tf32 and policy == "float32" else ""
 
     def _check_scope(self, who: str) -> None:
         """A device scope around fit/evaluate/predict that is not the model's device is an error,
@@ -446,10 +445,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
             "fit",
             class_weight=(class_weight, None),
             sample_weight=(sample_weight, None),
-            validation_steps=(validation_steps, None),
             validation_batch_size=(validation_batch_size, None),
-            validation_freq=(validation_freq, 1),
         )
+        if isinstance(validation_freq, bool) or not isinstance(validation_freq, int):
+            raise ValueError(
+                f"fit: validation_freq={validation_freq!r} is not supported (yet): crossover "
+                f"takes an int (validate after every N-th epoch), not a list of epochs; "
+                f"{SEE_SUPPORTED}"
+            )
         model = self._require_compiled("fit")
         x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
         if _is_dataset(validation_data):
@@ -462,19 +465,25 @@ class Sequential(mixed_precision.HasDTypePolicy):
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
                 raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
             vx, vy = (_floats(a, "validation_data") for a in validation_data)
-        batch = 32 if batch_size is None else batch_size
-        level = _verbosity(verbose)
-        steps = math.ceil(math.ceil(len(x) * (1.0 - validation_split)) / batch)
-        if steps_per_epoch is not None and steps_per_epoch != steps:
-            # One epoch is one pass over the data in the engine: a steps_per_epoch that is that
-            # pass is taken, another is refused.
+        n_train = math.ceil(len(x) * (1.0 - validation_split))
+        if steps_per_epoch is not None and (
+            isinstance(steps_per_epoch, bool)
+            or not isinstance(steps_per_epoch, (int, np.integer))
+            or steps_per_epoch < 1
+        ):
             raise ValueError(
-                f"fit: steps_per_epoch={steps_per_epoch} is not supported (yet): crossover's "
-                f"epoch is one pass over the data, here {steps} steps of batch {batch}; "
-                f"{SEE_SUPPORTED}"
+                f"fit: steps_per_epoch must be a positive int, got {steps_per_epoch!r}"
             )
-        params = {"verbose": level, "epochs": epochs, "steps": steps}
-        # Callbacks (and the History fit returns) are called between epochs by the library.
+        if batch_size is None:
+            # Keras's ArrayDataAdapter: without a batch size, steps_per_epoch sets it.
+            batch = math.ceil(n_train / steps_per_epoch) if steps_per_epoch else 32
+        else:
+            batch = batch_size
+        level = _verbosity(verbose)
+        steps = math.ceil(n_train / batch)
+        params = {"verbose": level, "epochs": epochs, "steps": steps_per_epoch or steps}
+        # Callbacks (and the History fit returns) are called by the library: between epochs, and
+        # between batches for a phase in which one overrides a batch hook.
         callback_list = CallbackList(callbacks, self, params)
         self.stop_training = False
         xf, yf = _floats(x, "x"), self._targets(y, "y")
@@ -494,6 +503,10 @@ class Sequential(mixed_precision.HasDTypePolicy):
             initial_epoch,
             callback_list,
             _dynamic_display(),
+            None if steps_per_epoch is None else int(steps_per_epoch),
+            None if validation_steps is None else int(validation_steps),
+            int(validation_freq),
+            self._metric_name,
         )
         h = callback_list.history
         self.history = h
@@ -515,18 +528,17 @@ class Sequential(mixed_precision.HasDTypePolicy):
         callbacks: Any = None,
         return_dict: bool = False,
     ) -> Union[float, list[float], dict[str, float]]:
-        reject_unsupported(
-            "evaluate",
-            sample_weight=(sample_weight, None),
-            steps=(steps, None),
-            callbacks=(callbacks or None, None),
-        )
+        reject_unsupported("evaluate", sample_weight=(sample_weight, None), steps=(steps, None))
         model = self._require_compiled("evaluate")
         x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
         xf, yf = _floats(x, "x"), self._targets(y, "y")
         batch, level = 32 if batch_size is None else batch_size, _verbosity(verbose)
         self._use_measured_threads(xf, yf, batch, _say_threads())
-        loss, accuracy = model.evaluate(xf, yf, batch, level)
+        callback_list = None
+        if callbacks:
+            params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}
+            callback_list = CallbackList(callbacks, self, params, add_history=False)
+        loss, accuracy = model.evaluate(xf, yf, batch, level, callback_list, self._metric_name)
         values = {"loss": loss}
         if model.metrics():
             values[self._metric_name] = accuracy
@@ -542,18 +554,25 @@ class Sequential(mixed_precision.HasDTypePolicy):
         steps: Optional[int] = None,
         callbacks: Any = None,
     ) -> np.ndarray:
-        reject_unsupported("predict", steps=(steps, None), callbacks=(callbacks or None, None))
-        _verbosity(verbose)  # checked; predict prints no progress line
+        reject_unsupported("predict", steps=(steps, None))
+        level = _verbosity(verbose)  # checked; predict prints no progress line
         if _is_dataset(x):
             x, _, batch_size, _ = x._for_fit("predict")
         self._check_scope("predict")
-        return self._device_model().predict(
-            _floats(x, "x"), 32 if batch_size is None else batch_size
-        )
+        xf, batch = _floats(x, "x"), 32 if batch_size is None else batch_size
+        callback_list = None
+        if callbacks:
+            params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}
+            callback_list = CallbackList(callbacks, self, params, add_history=False)
+        return self._device_model().predict(xf, batch, callback_list)
 
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> _tensor.Tensor:
         """model(x): the outputs as a tensor (`.numpy()`, `.shape`, numpy arithmetic), in
         inference mode (dropout off, BatchNormalization's moving statistics)."""
+        from . import functional
+
+        if functional.is_symbolic(inputs):
+            return functional.call(self, inputs, {"training": training, "mask": mask})
         reject_unsupported(
             "Sequential.__call__", training=(bool(training), False), mask=(mask, None)
         )
@@ -737,14 +756,8 @@ _UNSUPPORTED_METHODS = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Model":
-        raise AttributeError(
-            "crossover.keras.models.Model (the functional API, keras.Model(inputs, outputs), "
-            "and subclassing) is not supported (yet): crossover runs Sequential models; "
-            f"{SEE_SUPPORTED}"
-        )
     raise unsupported_attribute(
-        "keras.models", name, "Sequential, model_from_json, load_model and save_model"
+        "keras.models", name, "Sequential, Model, model_from_json, load_model and save_model"
     )
 
 
@@ -808,4 +821,7 @@ def set_layer_weights(layer: Layer, weights: list[Any]) -> None:
     layer._weights_in = place
 
 
-__all__ = ["Sequential", "History", "model_from_json", "load_model", "save_model"]
+from .functional import Functional, Model  # noqa: E402 (it builds on Sequential, above)
+
+__all__ = ["Sequential", "Model", "Functional", "History", "model_from_json", "load_model"]
+__all__ += ["save_model"]

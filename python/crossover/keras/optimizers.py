@@ -1,9 +1,11 @@
-"""Keras's optimizers that crossover runs: Adam, AdamW, SGD, RMSprop (the library's formulas).
+"""Keras's optimizers that crossover runs: Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam and
+Adamax (the library's formulas, Keras 3's float32 arithmetic).
 
 Keras's `clipnorm` clips each variable's gradient on its own; crossover clips the global norm,
 which is Keras's `global_clipnorm`: that one is taken, `clipnorm` is refused."""
 
 import math
+import re
 import weakref
 from typing import Any, Optional
 
@@ -99,6 +101,12 @@ for _op in (
     setattr(Variable, _op, _binary(_op))
 
 
+def _snake_case(name: str) -> str:
+    """Keras's naming.to_snake_case: 'RMSprop' -> 'rm_sprop', 'AdamW' -> 'adam_w'."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
 class Optimizer:
     """Common arguments; subclasses make the library's optimizer in `_core_optimizer`.
     `learning_rate` is a Variable that reads the engine's current rate while a model compiled
@@ -151,7 +159,47 @@ class Optimizer:
         self.weight_decay = float(weight_decay or 0.0)
         self.global_clipnorm = float(global_clipnorm or 0.0)
         self.clipvalue = float(clipvalue or 0.0)
-        self.name = name or owner.lower()
+        self.name = name or _snake_case(owner)  # Keras's auto_name, unnumbered
+        # As given, for get_config (Keras keeps None where an argument was not given).
+        self._given = {
+            "weight_decay": weight_decay,
+            "clipnorm": clipnorm,
+            "global_clipnorm": global_clipnorm,
+            "clipvalue": clipvalue,
+            "use_ema": use_ema,
+            "ema_momentum": ema_momentum,
+            "ema_overwrite_frequency": ema_overwrite_frequency,
+            "loss_scale_factor": loss_scale_factor,
+            "gradient_accumulation_steps": gradient_accumulation_steps,
+        }
+
+    # --- Keras's get_config / from_config --------------------------------------------------
+    def _own_config(self) -> dict[str, Any]:
+        """The subclass's arguments, in Keras's get_config order."""
+        return {}
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras's Optimizer.get_config: the common arguments (the learning rate as the float32
+        value it holds, or the schedule serialized), then the optimizer's own."""
+        if self._schedule is not None:
+            learning_rate: Any = {
+                "module": "keras.optimizers.schedules",
+                "class_name": type(self._schedule).__name__,
+                "config": self._schedule.get_config(),
+                "registered_name": None,
+            }
+        else:
+            learning_rate = float(np.float32(self._current_learning_rate()))
+        config: dict[str, Any] = {"name": self.name, "learning_rate": learning_rate}
+        config.update(self._given)
+        config.update(self._own_config())
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects: Any = None) -> "Optimizer":
+        from .saving import _deserialize  # a serialized learning-rate schedule
+
+        return cls(**{k: _deserialize(v) for k, v in config.items()})
 
     # --- the learning rate (Keras's optimizer.learning_rate) ------------------------------
     @property
@@ -246,6 +294,10 @@ class Adam(Optimizer):
         reject_unsupported(type(self).__name__, amsgrad=(amsgrad, False))
         self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
 
+    def _own_config(self) -> dict[str, Any]:
+        return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
+                "amsgrad": False}  # fmt: skip
+
     def _core_optimizer(self) -> "_core.Optimizer":
         return _core.Adam(
             self._rate(),
@@ -277,6 +329,9 @@ class SGD(Optimizer):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.momentum, self.nesterov = float(momentum), bool(nesterov)
 
+    def _own_config(self) -> dict[str, Any]:
+        return {"momentum": self.momentum, "nesterov": self.nesterov}
+
     def _core_optimizer(self) -> "_core.Optimizer":
         return _core.SGD(
             self._rate(),
@@ -302,6 +357,10 @@ class RMSprop(Optimizer):
         reject_unsupported("RMSprop", centered=(centered, False))
         self.rho, self.momentum, self.epsilon = float(rho), float(momentum), float(epsilon)
 
+    def _own_config(self) -> dict[str, Any]:
+        return {"rho": self.rho, "momentum": self.momentum, "epsilon": self.epsilon,
+                "centered": False}  # fmt: skip
+
     def _core_optimizer(self) -> "_core.Optimizer":
         return _core.RMSprop(
             self._rate(),
@@ -314,7 +373,108 @@ class RMSprop(Optimizer):
         )
 
 
-_BY_NAME = {"adam": Adam, "adamw": AdamW, "sgd": SGD, "rmsprop": RMSprop}
+class Adagrad(Optimizer):
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        initial_accumulator_value: float = 0.1,
+        epsilon: float = 1e-7,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.initial_accumulator_value = float(initial_accumulator_value)
+        self.epsilon = float(epsilon)
+
+    def _own_config(self) -> dict[str, Any]:
+        return {"initial_accumulator_value": self.initial_accumulator_value,
+                "epsilon": self.epsilon}  # fmt: skip
+
+    def _core_optimizer(self) -> "_core.Optimizer":
+        return _core.Adagrad(
+            self._rate(),
+            self.initial_accumulator_value,
+            self.epsilon,
+            self.weight_decay,
+            self.global_clipnorm,
+            self.clipvalue,
+        )
+
+
+class Adadelta(Optimizer):
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        rho: float = 0.95,
+        epsilon: float = 1e-7,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.rho, self.epsilon = float(rho), float(epsilon)
+
+    def _own_config(self) -> dict[str, Any]:
+        return {"rho": self.rho, "epsilon": self.epsilon}
+
+    def _core_optimizer(self) -> "_core.Optimizer":
+        return _core.Adadelta(
+            self._rate(),
+            self.rho,
+            self.epsilon,
+            self.weight_decay,
+            self.global_clipnorm,
+            self.clipvalue,
+        )
+
+
+class Nadam(Optimizer):
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-7,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
+
+    def _own_config(self) -> dict[str, Any]:
+        return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+    def _core_optimizer(self) -> "_core.Optimizer":
+        return _core.Nadam(
+            self._rate(),
+            self.beta_1,
+            self.beta_2,
+            self.epsilon,
+            self.weight_decay,
+            self.global_clipnorm,
+            self.clipvalue,
+        )
+
+
+class Adamax(Nadam):
+    def _core_optimizer(self) -> "_core.Optimizer":
+        return _core.Adamax(
+            self._rate(),
+            self.beta_1,
+            self.beta_2,
+            self.epsilon,
+            self.weight_decay,
+            self.global_clipnorm,
+            self.clipvalue,
+        )
+
+
+_BY_NAME = {
+    "adam": Adam,
+    "adamw": AdamW,
+    "sgd": SGD,
+    "rmsprop": RMSprop,
+    "adagrad": Adagrad,
+    "adadelta": Adadelta,
+    "nadam": Nadam,
+    "adamax": Adamax,
+}
 
 
 def from_identifier(identifier: Any) -> Any:
@@ -326,7 +486,7 @@ def from_identifier(identifier: Any) -> Any:
 
 
 def get(identifier: Any) -> "_core.Optimizer":
-    """The library's optimizer for 'adam' / 'sgd' / 'rmsprop' / 'adamw' or an Optimizer."""
+    """The library's optimizer for a name in _BY_NAME ('adam', 'sgd', ...) or an Optimizer."""
     if isinstance(identifier, Optimizer):
         return identifier._scheduled()
     if isinstance(identifier, str):
@@ -336,13 +496,19 @@ def get(identifier: Any) -> "_core.Optimizer":
     )
 
 
-__all__ = ["Variable", "Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "get", "schedules"]
+__all__ = [
+    "Variable", "Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Nadam",
+    "Adamax", "get", "schedules",
+]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
     from ._args import unsupported_attribute
 
-    what = "Adam, AdamW, SGD and RMSprop (and schedules.ExponentialDecay)"
-    if name in ("Adadelta", "Adagrad", "Nadam", "Adamax", "Ftrl", "Lion", "Adafactor", "Lamb"):
+    what = (
+        "Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam and Adamax "
+        "(and schedules.ExponentialDecay)"
+    )
+    if name in ("Ftrl", "Lion", "Adafactor", "Lamb"):
         what += f"; {name} is not in the engine"
     raise unsupported_attribute("keras.optimizers", name, what)

@@ -144,14 +144,41 @@ def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
             dtype=dtype,
             **_initializers_of(layer, "beta", "gamma", "moving_mean", "moving_variance"),
         )
+    if layer.type == "Add":
+        return layers_module.Add(name=layer.name, dtype=dtype)
+    if layer.type == "Concatenate":
+        return layers_module.Concatenate(axis=layer.axis, name=layer.name, dtype=dtype)
+    if layer.type == "LayerNormalization":
+        return layers_module.LayerNormalization(
+            epsilon=layer.epsilon,
+            center=layer.center,
+            scale=layer.scale,
+            name=layer.name,
+            dtype=dtype,
+            **_initializers_of(layer, "beta", "gamma"),
+        )
     raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
 
 def _sequential_from_json(text: str, where: str) -> "Sequential":
+    """A Sequential model, or a functional one (its layers called on each other's outputs again,
+    as the file connects them)."""
     from .models import Sequential
 
     core = _core.model_from_json(text, where)
-    return Sequential([_layer_from_core(l) for l in core.layers], name=core.name)
+    layers = [_layer_from_core(l) for l in core.layers]
+    if not core.functional:
+        return Sequential(layers, name=core.name)
+    from . import functional
+
+    tensors: list[Any] = []
+    for layer, reads in zip(layers, core.layer_inputs):
+        if not reads:
+            tensors.append(functional.input_tensor(layer))
+        else:
+            args = [tensors[j] for j in reads]
+            tensors.append(functional.call(layer, args if len(args) > 1 else args[0], {}))
+    return functional.Functional(tensors[0], tensors[-1], name=core.name)
 
 
 def model_from_json(json_string: str, custom_objects: Optional[dict[str, Any]] = None) -> Any:
@@ -368,10 +395,10 @@ def load_model(
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 raise ValueError(f"load_model: {path}: config.json is not JSON: {e}") from None
             class_name = config.get("class_name") if isinstance(config, dict) else None
-            if class_name != "Sequential":
+            if class_name not in ("Sequential", "Functional"):
                 raise ValueError(
                     f"load_model: {path}: a model of class {class_name} is not supported (yet): "
-                    f"crossover loads Sequential models; {SEE_SUPPORTED}"
+                    f"crossover loads Sequential and functional models; {SEE_SUPPORTED}"
                 )
             model = _sequential_from_json(json.dumps(config), f"{path}: config.json")
             compile_config = config.get("compile_config")

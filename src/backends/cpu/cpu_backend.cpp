@@ -70,6 +70,57 @@ inline float keep_if_positive(float y, float g) {
   return std::bit_cast<float>(std::bit_cast<uint32_t>(g) & mask);
 }
 
+// ---- layer normalization, one row of n features (the model's rows are independent) ----
+// Sums in 8 interleaved partial sums, added pairwise at the end: the compiler vectorises the
+// loop without reassociating anything, and the order depends on n alone.
+constexpr int64_t kLanes = 8;
+template <class F>
+inline float lane_sum(int64_t n, F&& term) {
+  float acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += term(j + l);
+  for (int64_t l = 0; j < n; ++j, ++l) acc[l] += term(j);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// The row's mean, then its biased variance from the mean (two passes), then y in Keras 3's
+// order: inv = gamma * rstd, y = x * inv + (beta - mean * inv).
+void layernorm_row_forward(const float* __restrict x, const float* __restrict gamma,
+                           const float* __restrict beta, float* __restrict y, int64_t n,
+                           float epsilon, float& mean, float& rstd) {
+  const float count = static_cast<float>(n);
+  const float mu = lane_sum(n, [&](int64_t j) { return x[j]; }) / count;
+  const float var = lane_sum(n, [&](int64_t j) { return (x[j] - mu) * (x[j] - mu); }) / count;
+  const float rs = 1.0f / std::sqrt(var + epsilon);
+  mean = mu, rstd = rs;
+  for (int64_t j = 0; j < n; ++j) {
+    const float inv = (gamma ? gamma[j] : 1.0f) * rs;
+    y[j] = x[j] * inv + ((beta ? beta[j] : 0.0f) - mu * inv);
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, xhat = (x - mean) * rstd.
+void layernorm_row_backward(const float* __restrict x, const float* __restrict dy,
+                            const float* __restrict gamma, float mu, float rs, float* __restrict dx,
+                            int64_t n) {
+  const float count = static_cast<float>(n);
+  auto g = [&](int64_t j) { return gamma ? dy[j] * gamma[j] : dy[j]; };
+  const float mean_g = lane_sum(n, g) / count;
+  const float mean_gx = lane_sum(n, [&](int64_t j) { return g(j) * ((x[j] - mu) * rs); }) / count;
+  for (int64_t j = 0; j < n; ++j) dx[j] = rs * (g(j) - mean_g - (x[j] - mu) * rs * mean_gx);
+}
+
+// dgamma += dy * xhat, dbeta += dy over columns [c0, c1) of one row (vectorised across them).
+void layernorm_row_params(const float* __restrict x, const float* __restrict dy, float mu, float rs,
+                          float* __restrict dgamma, float* __restrict dbeta, int64_t c0,
+                          int64_t c1) {
+  for (int64_t j = c0; j < c1; ++j) {
+    dgamma[j] += dy[j] * ((x[j] - mu) * rs);
+    dbeta[j] += dy[j];
+  }
+}
+
 // The elementwise loops are plain functions of restrict pointers, free of branches, so that
 // they vectorise (a mask branch mispredicts on every other element).
 // Element i of x, y and mask is element 4 * base + i of the layer's draw: block b here is
@@ -327,8 +378,10 @@ class CpuBackend final : public Backend {
     if (config.clipnorm > 0.0f)
       throw Error("cpu", "dense_backward_weights_update: clipnorm needs the global norm first");
     const float lr = scheduled_learning_rate(config.schedule, counters->step);
-    const BlockUpdate update{config, update_constants(config, lr, counters->step + 1), kernel,
-                             bias};
+    const int64_t t = counters->step + 1;
+    const BlockUpdate update{
+        config, update_constants(config, lr, t, nadam_u_product_before(config, *counters, t)),
+        kernel, bias};
     weight_gradient(x, dy, kernel.grad, bias ? bias->grad : nullptr, m, k, n, &update);
     if (bf16_) matmul_.weights_rewritten(kernel.value);  // the update wrote the bf16 copies too
   }
@@ -481,6 +534,41 @@ class CpuBackend final : public Backend {
     batchnorm_moving_update(s.channels, mean, variance, moving_mean, moving_variance, momentum);
   }
 
+  // Layer normalization: rows in parallel for y and dx (each row's sums on one thread); dgamma
+  // and dbeta in parallel over blocks of columns, each summed over the rows in row order, so the
+  // gradients are the same at any thread count and need no scratch.
+  void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                         float* mean, float* rstd, int64_t rows, int64_t n,
+                         float epsilon) override {
+    parallel_rows(rows, n, [&](int64_t r) {
+      float mu = 0.0f, rs = 0.0f;
+      layernorm_row_forward(x + r * n, gamma, beta, y + r * n, n, epsilon, mu, rs);
+      if (mean) mean[r] = mu;
+      if (rstd) rstd[r] = rs;
+    });
+  }
+  void layernorm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
+                          const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                          int64_t n) override {
+    if (dgamma || dbeta) {
+      constexpr int64_t kBlock = 64;  // columns per task: a cache line of each of dgamma, dbeta
+      // The one not asked for (scale=False or center=False) is summed into scratch.
+      float* scratch = dgamma && dbeta ? nullptr : scratch_row(n);
+      float* sg = dgamma ? dgamma : scratch;
+      float* sb = dbeta ? dbeta : scratch;
+      parallel_rows((n + kBlock - 1) / kBlock, rows * kBlock, [&](int64_t block) {
+        const int64_t c0 = block * kBlock, c1 = std::min(n, c0 + kBlock);
+        std::fill(sg + c0, sg + c1, 0.0f);
+        std::fill(sb + c0, sb + c1, 0.0f);
+        for (int64_t r = 0; r < rows; ++r)
+          layernorm_row_params(x + r * n, dy + r * n, mean[r], rstd[r], sg, sb, c0, c1);
+      });
+    }
+    parallel_rows(rows, n, [&](int64_t r) {
+      layernorm_row_backward(x + r * n, dy + r * n, gamma, mean[r], rstd[r], dx + r * n, n);
+    });
+  }
+
   void activation_forward(ActivationKind act, float alpha, const float* x, float* y, int64_t m,
                           int64_t n) override {
     const int64_t total = m * n;
@@ -571,6 +659,20 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // ---- merging layers and a graph's gradients ----
+  void add(const float* a, const float* b, float* y, int64_t n) override {
+    parallel_chunks(n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] = a[i] + b[i];
+    });
+  }
+  void copy_columns(const float* src, int64_t src_cols, int64_t src_col, float* dst,
+                    int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols) override {
+    parallel_chunks_above(rows * cols, kParallelThreshold, rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        std::copy_n(src + r * src_cols + src_col, cols, dst + r * dst_cols + dst_col);
+    });
+  }
+
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
                         float rate) override {
     const float scale = 1.0f / (1.0f - rate);
@@ -618,11 +720,13 @@ class CpuBackend final : public Backend {
       grad_scale = clipnorm_scale(config.clipnorm, sum_squares);
     }
     counters->grad_scale = grad_scale;
-    const UpdateConstants uc = update_constants(config, lr, t);
+    const UpdateConstants uc =
+        update_constants(config, lr, t, nadam_u_product_before(config, *counters, t));
     for (const ParamSlot& p : params) {
       update_tensor(config, uc, grad_scale, p);
       weights_changed(p.value, static_cast<std::size_t>(p.n) * sizeof(float));
     }
+    record_nadam_step(config, uc, *counters, t);
     counters->step += 1;
     counters->batch_index += 1;
   }
@@ -682,6 +786,22 @@ class CpuBackend final : public Backend {
       case OptimizerKind::rmsprop:
         for (int64_t i = begin; i < end; ++i)
           rmsprop_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2 + i);
+        return;
+      case OptimizerKind::adagrad:
+        for (int64_t i = begin; i < end; ++i)
+          adagrad_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i]);
+        return;
+      case OptimizerKind::adadelta:
+        for (int64_t i = begin; i < end; ++i)
+          adadelta_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
+        return;
+      case OptimizerKind::nadam:
+        for (int64_t i = begin; i < end; ++i)
+          nadam_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
+        return;
+      case OptimizerKind::adamax:
+        for (int64_t i = begin; i < end; ++i)
+          adamax_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
         return;
     }
   }

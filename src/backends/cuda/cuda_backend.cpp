@@ -362,6 +362,25 @@ class CudaBackend final : public Backend {
           "batchnorm_update_moving kernel launch");
   }
 
+  // ---- layer normalization (kernels.cu: a warp per row) ----
+  void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                         float* mean, float* rstd, int64_t rows, int64_t n,
+                         float epsilon) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_layernorm_forward(stream_, x, gamma, beta, y, mean, rstd, rows, n, epsilon),
+          "layernorm_forward kernel launch");
+  }
+  void layernorm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
+                          const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                          int64_t n) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_layernorm_backward(stream_, x, dy, gamma, mean, rstd, dx, dgamma, dbeta,
+                                          rows, n),
+          "layernorm_backward kernel launch");
+  }
+
   // ---- activations ----
   void activation_forward(ActivationKind act, float alpha, const float* x, float* y, int64_t m,
                           int64_t n) override {
@@ -376,6 +395,21 @@ class CudaBackend final : public Backend {
     activate();
     check(cuda::launch_activation_backward(stream_, act, alpha, x, y, dy, dx, m, n),
           "activation_backward kernel launch");
+  }
+
+  // ---- merging layers and a graph's gradients ----
+  void add(const float* a, const float* b, float* y, int64_t n) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_add(stream_, a, b, y, n), "add kernel launch");
+  }
+  void copy_columns(const float* src, int64_t src_cols, int64_t src_col, float* dst,
+                    int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_copy_columns(stream_, src, src_cols, src_col, dst, dst_cols, dst_col, rows,
+                                    cols),
+          "copy_columns kernel launch");
   }
 
   // ---- dropout ----

@@ -84,7 +84,6 @@ ConvPlan CudnnConv::make_plan(const ConvShape& s, int64_t m) {
     if (v <= 0 || v > INT_MAX)
       throw Error(where_, what + ": a dimension or tensor size cuDNN cannot take (" +
                               std::to_string(v) + ")");
-  const auto i = [](int64_t v) { return static_cast<int>(v); };
   const auto floats = [](int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); };
 
   if (!handle_) {
@@ -92,139 +91,13 @@ ConvPlan CudnnConv::make_plan(const ConvShape& s, int64_t m) {
     check(cudnnSetStream(handle_, stream_), "cudnnSetStream");
   }
   try {
-    check(cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor");
-    check(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, i(m), i(s.in_c),
-                                     i(xh), i(xw)),
-          "cudnnSetTensor4dDescriptor (input)");
-    check(cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor");
-    check(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, i(m), i(s.out_c),
-                                     i(s.out_h), i(s.out_w)),
-          "cudnnSetTensor4dDescriptor (output)");
-    check(cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor");
-    check(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, i(s.out_c),
-                                     i(s.in_c), i(s.kernel_h), i(s.kernel_w)),
-          "cudnnSetFilter4dDescriptor");
-    check(cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor");
-    check(cudnnSetConvolution2dDescriptor(
-              p.conv, p.explicit_padding ? 0 : i(s.pad_top), p.explicit_padding ? 0 : i(s.pad_left),
-              i(s.stride_h), i(s.stride_w), 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-          "cudnnSetConvolution2dDescriptor");
-    check(cudnnSetConvolutionMathType(
-              p.conv, precision_ == Precision::fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH),
-          "cudnnSetConvolutionMathType");
-    int n = 0, c = 0, h = 0, w = 0;
-    check(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &n, &c, &h, &w),
-          "cudnnGetConvolution2dForwardOutputDim");
-    if (n != m || c != s.out_c || h != s.out_h || w != s.out_w)
-      throw Error(where_, what + ": cuDNN computes an output of " + std::to_string(h) + "x" +
-                              std::to_string(w) + "x" + std::to_string(c) +
-                              " for this convolution");
-
+    set_descriptors(p, s, m, xh, xw, what);
     check(cudaMalloc(reinterpret_cast<void**>(&p.kernel), floats(w_elements)),
           "cudaMalloc (convolution kernel)");
     if (p.explicit_padding)
       check(cudaMalloc(reinterpret_cast<void**>(&p.padded), floats(x_elements)),
             "cudaMalloc (padded input)");
-
-    // Scratch tensors, zeroed, for the trial runs; and a workspace grown as the trials need.
-    Scratch sx, sy, sw, sws;
-    for (auto [buf, n_floats] :
-         {std::pair{&sx, x_elements}, std::pair{&sy, y_elements}, std::pair{&sw, w_elements}}) {
-      check(cudaMalloc(&buf->p, floats(n_floats)), "cudaMalloc (convolution trial)");
-      check(cudaMemsetAsync(buf->p, 0, floats(n_floats), stream_), "cudaMemsetAsync");
-    }
-    const auto workspace = [&](std::size_t bytes) {
-      if (bytes <= sws.bytes) return;
-      if (sws.p) cudaFree(sws.p);
-      sws.p = nullptr;
-      sws.bytes = 0;
-      check(cudaMalloc(&sws.p, bytes), "cudaMalloc (convolution trial workspace)");
-      sws.bytes = bytes;
-    };
-    // Runs one algorithm on the scratch tensors: whether it ran (and loaded its kernels).
-    const auto ran = [&](cudnnStatus_t status) {
-      if (status != CUDNN_STATUS_SUCCESS) {
-        cudaGetLastError();
-        return false;
-      }
-      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (convolution trial)");
-      return true;
-    };
-    // The first of cuDNN's heuristic's answers that is deterministic (then: any) and runs.
-    const auto choose = [&](const auto& perf, int count, auto&& size_of, auto&& run,
-                            const char* pass) {
-      for (const bool deterministic : {true, false})
-        for (int k = 0; k < count; ++k) {
-          const auto& r = perf[static_cast<std::size_t>(k)];
-          if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) continue;
-          if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
-          std::size_t bytes = 0;
-          if (size_of(r.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspaceBytes)
-            continue;
-          workspace(bytes);
-          if (!ran(run(r.algo))) continue;
-          p.workspace_bytes = std::max(p.workspace_bytes, bytes);
-          return r.algo;
-        }
-      throw Error(where_, what + ": cuDNN has no " + pass + " algorithm that runs for it");
-    };
-    const float one = 1.0f, zero = 0.0f;
-
-    int max_count = 0, count = 0;
-    check(cudnnGetConvolutionForwardAlgorithmMaxCount(handle_, &max_count),
-          "cudnnGetConvolutionForwardAlgorithmMaxCount");
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(static_cast<std::size_t>(max_count));
-    check(cudnnGetConvolutionForwardAlgorithm_v7(handle_, p.x, p.w, p.conv, p.y, max_count, &count,
-                                                 fwd.data()),
-          "cudnnGetConvolutionForwardAlgorithm_v7");
-    p.forward = choose(
-        fwd, count,
-        [&](cudnnConvolutionFwdAlgo_t a, std::size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(handle_, p.x, p.w, p.conv, p.y, a, bytes);
-        },
-        [&](cudnnConvolutionFwdAlgo_t a) {
-          return cudnnConvolutionForward(handle_, &one, p.x, sx.p, p.w, sw.p, p.conv, a, sws.p,
-                                         sws.bytes, &zero, p.y, sy.p);
-        },
-        "forward");
-
-    check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle_, &max_count),
-          "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(static_cast<std::size_t>(max_count));
-    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, p.w, p.y, p.conv, p.x, max_count,
-                                                      &count, bwd_data.data()),
-          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    p.backward_data = choose(
-        bwd_data, count,
-        [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, p.w, p.y, p.conv, p.x, a,
-                                                              bytes);
-        },
-        [&](cudnnConvolutionBwdDataAlgo_t a) {
-          return cudnnConvolutionBackwardData(handle_, &one, p.w, sw.p, p.y, sy.p, p.conv, a, sws.p,
-                                              sws.bytes, &zero, p.x, sx.p);
-        },
-        "backward-data");
-
-    check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle_, &max_count),
-          "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(
-        static_cast<std::size_t>(max_count));
-    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, p.x, p.y, p.conv, p.w, max_count,
-                                                        &count, bwd_filter.data()),
-          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    p.backward_filter = choose(
-        bwd_filter, count,
-        [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle_, p.x, p.y, p.conv, p.w, a,
-                                                                bytes);
-        },
-        [&](cudnnConvolutionBwdFilterAlgo_t a) {
-          return cudnnConvolutionBackwardFilter(handle_, &one, p.x, sx.p, p.y, sy.p, p.conv, a,
-                                                sws.p, sws.bytes, &zero, p.w, sw.p);
-        },
-        "backward-filter");
-
+    choose_algorithms(p, x_elements, y_elements, w_elements, what);
     if (p.workspace_bytes > 0)
       check(cudaMalloc(&p.workspace, p.workspace_bytes), "cudaMalloc (convolution workspace)");
   } catch (...) {
@@ -232,6 +105,138 @@ ConvPlan CudnnConv::make_plan(const ConvShape& s, int64_t m) {
     throw;
   }
   return p;
+}
+
+void CudnnConv::set_descriptors(ConvPlan& p, const ConvShape& s, int64_t m, int64_t xh, int64_t xw,
+                                const std::string& what) {
+  const auto i = [](int64_t v) { return static_cast<int>(v); };
+  check(cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor");
+  check(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, i(m), i(s.in_c), i(xh),
+                                   i(xw)),
+        "cudnnSetTensor4dDescriptor (input)");
+  check(cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor");
+  check(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, i(m), i(s.out_c),
+                                   i(s.out_h), i(s.out_w)),
+        "cudnnSetTensor4dDescriptor (output)");
+  check(cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor");
+  check(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, i(s.out_c), i(s.in_c),
+                                   i(s.kernel_h), i(s.kernel_w)),
+        "cudnnSetFilter4dDescriptor");
+  check(cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor");
+  check(cudnnSetConvolution2dDescriptor(
+            p.conv, p.explicit_padding ? 0 : i(s.pad_top), p.explicit_padding ? 0 : i(s.pad_left),
+            i(s.stride_h), i(s.stride_w), 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        "cudnnSetConvolution2dDescriptor");
+  check(cudnnSetConvolutionMathType(
+            p.conv, precision_ == Precision::fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH),
+        "cudnnSetConvolutionMathType");
+  int n = 0, c = 0, h = 0, w = 0;
+  check(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &n, &c, &h, &w),
+        "cudnnGetConvolution2dForwardOutputDim");
+  if (n != m || c != s.out_c || h != s.out_h || w != s.out_w)
+    throw Error(where_, what + ": cuDNN computes an output of " + std::to_string(h) + "x" +
+                            std::to_string(w) + "x" + std::to_string(c) + " for this convolution");
+}
+
+void CudnnConv::choose_algorithms(ConvPlan& p, int64_t x_elements, int64_t y_elements,
+                                  int64_t w_elements, const std::string& what) {
+  const auto floats = [](int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); };
+  // Scratch tensors, zeroed, for the trial runs; and a workspace grown as the trials need.
+  Scratch sx, sy, sw, sws;
+  for (auto [buf, n_floats] :
+       {std::pair{&sx, x_elements}, std::pair{&sy, y_elements}, std::pair{&sw, w_elements}}) {
+    check(cudaMalloc(&buf->p, floats(n_floats)), "cudaMalloc (convolution trial)");
+    check(cudaMemsetAsync(buf->p, 0, floats(n_floats), stream_), "cudaMemsetAsync");
+  }
+  const auto workspace = [&](std::size_t bytes) {
+    if (bytes <= sws.bytes) return;
+    if (sws.p) cudaFree(sws.p);
+    sws.p = nullptr;
+    sws.bytes = 0;
+    check(cudaMalloc(&sws.p, bytes), "cudaMalloc (convolution trial workspace)");
+    sws.bytes = bytes;
+  };
+  // Runs one algorithm on the scratch tensors: whether it ran (and loaded its kernels).
+  const auto ran = [&](cudnnStatus_t status) {
+    if (status != CUDNN_STATUS_SUCCESS) {
+      cudaGetLastError();
+      return false;
+    }
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (convolution trial)");
+    return true;
+  };
+  // The first of cuDNN's heuristic's answers that is deterministic (then: any) and runs.
+  const auto choose = [&](const auto& perf, int count, auto&& size_of, auto&& run,
+                          const char* pass) {
+    for (const bool deterministic : {true, false})
+      for (int k = 0; k < count; ++k) {
+        const auto& r = perf[static_cast<std::size_t>(k)];
+        if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) continue;
+        if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
+        std::size_t bytes = 0;
+        if (size_of(r.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspaceBytes) continue;
+        workspace(bytes);
+        if (!ran(run(r.algo))) continue;
+        p.workspace_bytes = std::max(p.workspace_bytes, bytes);
+        return r.algo;
+      }
+    throw Error(where_, what + ": cuDNN has no " + pass + " algorithm that runs for it");
+  };
+  const float one = 1.0f, zero = 0.0f;
+
+  int max_count = 0, count = 0;
+  check(cudnnGetConvolutionForwardAlgorithmMaxCount(handle_, &max_count),
+        "cudnnGetConvolutionForwardAlgorithmMaxCount");
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(static_cast<std::size_t>(max_count));
+  check(cudnnGetConvolutionForwardAlgorithm_v7(handle_, p.x, p.w, p.conv, p.y, max_count, &count,
+                                               fwd.data()),
+        "cudnnGetConvolutionForwardAlgorithm_v7");
+  p.forward = choose(
+      fwd, count,
+      [&](cudnnConvolutionFwdAlgo_t a, std::size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(handle_, p.x, p.w, p.conv, p.y, a, bytes);
+      },
+      [&](cudnnConvolutionFwdAlgo_t a) {
+        return cudnnConvolutionForward(handle_, &one, p.x, sx.p, p.w, sw.p, p.conv, a, sws.p,
+                                       sws.bytes, &zero, p.y, sy.p);
+      },
+      "forward");
+
+  check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle_, &max_count),
+        "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(static_cast<std::size_t>(max_count));
+  check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, p.w, p.y, p.conv, p.x, max_count,
+                                                    &count, bwd_data.data()),
+        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  p.backward_data = choose(
+      bwd_data, count,
+      [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, p.w, p.y, p.conv, p.x, a,
+                                                            bytes);
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t a) {
+        return cudnnConvolutionBackwardData(handle_, &one, p.w, sw.p, p.y, sy.p, p.conv, a, sws.p,
+                                            sws.bytes, &zero, p.x, sx.p);
+      },
+      "backward-data");
+
+  check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle_, &max_count),
+        "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(static_cast<std::size_t>(max_count));
+  check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, p.x, p.y, p.conv, p.w, max_count,
+                                                      &count, bwd_filter.data()),
+        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  p.backward_filter = choose(
+      bwd_filter, count,
+      [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle_, p.x, p.y, p.conv, p.w, a,
+                                                              bytes);
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t a) {
+        return cudnnConvolutionBackwardFilter(handle_, &one, p.x, sx.p, p.y, sy.p, p.conv, a, sws.p,
+                                              sws.bytes, &zero, p.w, sw.p);
+      },
+      "backward-filter");
 }
 
 const float* CudnnConv::input(const ConvPlan& p, const ConvShape& s, const float* x, int64_t m) {

@@ -71,6 +71,14 @@ class CudnnConv {
  private:
   ConvPlan& plan(const ConvShape& s, int64_t m, const char* op, bool may_plan);
   ConvPlan make_plan(const ConvShape& s, int64_t m);
+  // make_plan's steps: the tensor, filter and convolution descriptors of `p` (input xh x xw, the
+  // padded size where the padding is explicit), checked against the shape's output size; then
+  // cuDNN's forward, backward-data and backward-filter algorithms, each the first that runs on
+  // zeroed scratch tensors of the given sizes (`what` names the convolution in errors).
+  void set_descriptors(ConvPlan& p, const ConvShape& s, int64_t m, int64_t xh, int64_t xw,
+                       const std::string& what);
+  void choose_algorithms(ConvPlan& p, int64_t x_elements, int64_t y_elements, int64_t w_elements,
+                         const std::string& what);
   void destroy_plan(ConvPlan& p) noexcept;
   // The input cuDNN reads: x itself, or x copied into the plan's padded buffer.
   const float* input(const ConvPlan& p, const ConvShape& s, const float* x, int64_t m);

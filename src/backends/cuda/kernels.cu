@@ -225,6 +225,20 @@ __global__ void dropout_backward_kernel(const float* __restrict__ dy,
     dx[e] = mask[e] ? dy[e] * scale : 0.0f;
 }
 
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t e = global_thread(); e < n; e += grid_stride()) y[e] = a[e] + b[e];
+}
+
+__global__ void copy_columns_kernel(const float* __restrict__ src, int64_t src_cols,
+                                    int64_t src_col, float* __restrict__ dst, int64_t dst_cols,
+                                    int64_t dst_col, int64_t rows, int64_t cols) {
+  const int64_t total = rows * cols;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const int64_t r = e / cols, c = e % cols;
+    dst[r * dst_cols + dst_col + c] = src[r * src_cols + src_col + c];
+  }
+}
+
 // y_after_dropout > 0 exactly when the unit was kept and its ReLU output was positive.
 __global__ void relu_dropout_backward_kernel(const float* __restrict__ y,
                                              const float* __restrict__ dy, float* __restrict__ dz,
@@ -328,26 +342,18 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
                                         int64_t total, StepCounters* counters,
                                         unsigned int* ticket) {
   // Every block reads the step before any block can finish, so the last block may advance it.
-  __shared__ float s_lr, s_alpha, s_c1, s_c2, s_c3, s_scale;
+  __shared__ UpdateConstants s_u;
+  __shared__ float s_scale;
   __shared__ bool last;
   if (threadIdx.x == 0) {
     const int64_t step = counters->step;
     const float lr = scheduled_learning_rate(config.schedule, step);
-    const UpdateConstants u = update_constants(config, lr, step + 1);
-    s_lr = u.lr;
-    s_alpha = u.adam_alpha;
-    s_c1 = u.one_minus_beta1;
-    s_c2 = u.one_minus_beta2;
-    s_c3 = u.one_minus_rho;
+    s_u =
+        update_constants(config, lr, step + 1, nadam_u_product_before(config, *counters, step + 1));
     s_scale = config.clipnorm > 0.0f ? counters->grad_scale : 1.0f;
   }
   __syncthreads();
-  UpdateConstants u;
-  u.lr = s_lr;
-  u.adam_alpha = s_alpha;
-  u.one_minus_beta1 = s_c1;
-  u.one_minus_beta2 = s_c2;
-  u.one_minus_rho = s_c3;
+  const UpdateConstants u = s_u;
   const float grad_scale = s_scale;
   for (int64_t chunk = blockIdx.x; chunk * kChunk < total; chunk += gridDim.x) {
     const int64_t begin = chunk * kChunk;
@@ -370,6 +376,7 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
   if (last && threadIdx.x == 0) {
     counters->learning_rate = u.lr;
     if (!(config.clipnorm > 0.0f)) counters->grad_scale = 1.0f;
+    record_nadam_step(config, u, *counters, counters->step + 1);
     counters->step += 1;
     counters->batch_index += 1;
     *ticket = 0;
@@ -627,6 +634,89 @@ __global__ void norm_update_moving_kernel(const float* __restrict__ mean,
                             momentum);
 }
 
+// ---- layer normalization: one warp per row (grid-stride over rows), the row's sums by
+// warp_sum. The forward takes the mean, then the biased variance from it (two passes, as the
+// CPU does), then y in Keras 3's order: inv = gamma * rstd, y = x * inv + (beta - mean * inv).
+__device__ __forceinline__ int64_t warp_index() { return global_thread() / 32; }
+__device__ __forceinline__ int64_t warp_count() { return grid_stride() / 32; }
+
+__global__ void layernorm_forward_kernel(const float* __restrict__ x,
+                                         const float* __restrict__ gamma,
+                                         const float* __restrict__ beta, float* __restrict__ y,
+                                         float* __restrict__ mean, float* __restrict__ rstd,
+                                         int64_t rows, int64_t n, float epsilon) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const float count = static_cast<float>(n);
+  for (int64_t row = warp_index(); row < rows; row += warp_count()) {
+    const float* xr = x + row * n;
+    float sum = 0.0f;
+    for (int64_t j = lane; j < n; j += 32) sum += xr[j];
+    const float mu = warp_sum(sum) / count;
+    float squares = 0.0f;
+    for (int64_t j = lane; j < n; j += 32) {
+      const float d = xr[j] - mu;
+      squares += d * d;
+    }
+    const float rs = 1.0f / sqrtf(warp_sum(squares) / count + epsilon);
+    if (lane == 0) {
+      if (mean) mean[row] = mu;
+      if (rstd) rstd[row] = rs;
+    }
+    float* yr = y + row * n;
+    for (int64_t j = lane; j < n; j += 32) {
+      const float inv = gamma ? gamma[j] * rs : rs;
+      const float shift = beta ? beta[j] - mu * inv : -mu * inv;
+      yr[j] = xr[j] * inv + shift;
+    }
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, xhat = (x - mean) * rstd,
+// one warp per row.
+__global__ void layernorm_backward_data_kernel(const float* __restrict__ x,
+                                               const float* __restrict__ dy,
+                                               const float* __restrict__ gamma,
+                                               const float* __restrict__ mean,
+                                               const float* __restrict__ rstd,
+                                               float* __restrict__ dx, int64_t rows, int64_t n) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const float count = static_cast<float>(n);
+  for (int64_t row = warp_index(); row < rows; row += warp_count()) {
+    const float* xr = x + row * n;
+    const float* dyr = dy + row * n;
+    const float mu = mean[row], rs = rstd[row];
+    float sg = 0.0f, sgx = 0.0f;
+    for (int64_t j = lane; j < n; j += 32) {
+      const float g = gamma ? dyr[j] * gamma[j] : dyr[j];
+      sg += g;
+      sgx += g * ((xr[j] - mu) * rs);
+    }
+    const float mean_g = warp_sum(sg) / count, mean_gx = warp_sum(sgx) / count;
+    float* dxr = dx + row * n;
+    for (int64_t j = lane; j < n; j += 32) {
+      const float g = gamma ? dyr[j] * gamma[j] : dyr[j];
+      dxr[j] = rs * (g - mean_g - (xr[j] - mu) * rs * mean_gx);
+    }
+  }
+}
+
+// dgamma = column sums of dy * xhat, dbeta = column sums of dy: one thread per column over every
+// row in order (deterministic, no atomics; neighbouring threads read neighbouring columns).
+__global__ void layernorm_backward_params_kernel(
+    const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ mean,
+    const float* __restrict__ rstd, float* __restrict__ dgamma, float* __restrict__ dbeta,
+    int64_t rows, int64_t n) {
+  for (int64_t c = global_thread(); c < n; c += grid_stride()) {
+    float sdy = 0.0f, sdyx = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float g = dy[r * n + c];
+      sdy += g;
+      sdyx += g * ((x[r * n + c] - mean[r]) * rstd[r]);
+    }
+    if (dgamma) dgamma[c] = sdyx;
+    if (dbeta) dbeta[c] = sdy;
+  }
+}
 }  // namespace
 
 // ---- launchers ----------------------------------------------------------------------------------
@@ -714,6 +804,21 @@ cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uin
   const uint64_t first = static_cast<uint64_t>(first_row) * static_cast<uint64_t>(n);
   dropout_forward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(x, y, mask, m * n, rate, scale,
                                                                 seed, layer, counters, first);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add(cudaStream_t s, const float* a, const float* b, float* y, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_cols, int64_t src_col,
+                                float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows,
+                                int64_t cols) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  copy_columns_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(src, src_cols, src_col, dst,
+                                                                   dst_cols, dst_col, rows, cols);
   return cudaGetLastError();
 }
 
@@ -904,6 +1009,29 @@ cudaError_t launch_batchnorm_update_moving(cudaStream_t s, const float* mean, co
   return cudaGetLastError();
 }
 
+// A warp per row, 8 rows per block of kThreads.
+cudaError_t launch_layernorm_forward(cudaStream_t s, const float* x, const float* gamma,
+                                     const float* beta, float* y, float* mean, float* rstd,
+                                     int64_t rows, int64_t n, float epsilon) {
+  if (rows <= 0 || n <= 0) return cudaSuccess;
+  layernorm_forward_kernel<<<blocks_for(rows * 32), kThreads, 0, s>>>(x, gamma, beta, y, mean, rstd,
+                                                                      rows, n, epsilon);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layernorm_backward(cudaStream_t s, const float* x, const float* dy,
+                                      const float* gamma, const float* mean, const float* rstd,
+                                      float* dx, float* dgamma, float* dbeta, int64_t rows,
+                                      int64_t n) {
+  if (rows <= 0 || n <= 0) return cudaSuccess;
+  if (dgamma || dbeta)
+    layernorm_backward_params_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, dy, mean, rstd, dgamma,
+                                                                        dbeta, rows, n);
+  layernorm_backward_data_kernel<<<blocks_for(rows * 32), kThreads, 0, s>>>(x, dy, gamma, mean,
+                                                                            rstd, dx, rows, n);
+  return cudaGetLastError();
+}
+
 cudaError_t preload_kernels() {
   const void* kernels[] = {
       reinterpret_cast<const void*>(fill_kernel),
@@ -918,6 +1046,8 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(dropout_forward_kernel),
       reinterpret_cast<const void*>(dropout_backward_kernel),
       reinterpret_cast<const void*>(relu_dropout_backward_kernel),
+      reinterpret_cast<const void*>(add_kernel),
+      reinterpret_cast<const void*>(copy_columns_kernel),
       reinterpret_cast<const void*>(loss_kernel),
       reinterpret_cast<const void*>(gradient_norm_kernel),
       reinterpret_cast<const void*>(optimizer_update_kernel),
@@ -935,6 +1065,9 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(norm_backward_sums_kernel),
       reinterpret_cast<const void*>(norm_backward_data_kernel),
       reinterpret_cast<const void*>(norm_update_moving_kernel),
+      reinterpret_cast<const void*>(layernorm_forward_kernel),
+      reinterpret_cast<const void*>(layernorm_backward_data_kernel),
+      reinterpret_cast<const void*>(layernorm_backward_params_kernel),
   };
   for (const void* k : kernels) {
     cudaFuncAttributes attr;

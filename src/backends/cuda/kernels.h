@@ -62,6 +62,13 @@ cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, float
                                        const float* x, const float* y, const float* dy, float* dx,
                                        int64_t m, int64_t n);
 
+// y = a + b (y may alias a or b); a block of columns between two row-major matrices
+// (Backend::copy_columns).
+cudaError_t launch_add(cudaStream_t s, const float* a, const float* b, float* y, int64_t n);
+cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_cols, int64_t src_col,
+                                float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows,
+                                int64_t cols);
+
 cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
                                    int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,
                                    const StepCounters* counters, int64_t first_row);
@@ -134,6 +141,18 @@ cudaError_t launch_batchnorm_backward(cudaStream_t s, const BatchNormShape& shap
 cudaError_t launch_batchnorm_update_moving(cudaStream_t s, const float* mean, const float* variance,
                                            float* moving_mean, float* moving_variance,
                                            int64_t channels, double momentum);
+
+// ---- layer normalization over rows of n features (backend_ops.h's layernorm_*) ----
+// A warp per row; mean and rstd may be null (evaluate and predict).
+cudaError_t launch_layernorm_forward(cudaStream_t s, const float* x, const float* gamma,
+                                     const float* beta, float* y, float* mean, float* rstd,
+                                     int64_t rows, int64_t n, float epsilon);
+// dgamma and dbeta (each if not null) a thread per column over the rows in order, then dx a warp
+// per row.
+cudaError_t launch_layernorm_backward(cudaStream_t s, const float* x, const float* dy,
+                                      const float* gamma, const float* mean, const float* rstd,
+                                      float* dx, float* dgamma, float* dbeta, int64_t rows,
+                                      int64_t n);
 
 // Loads every kernel above now (CUDA loads modules lazily, at a kernel's first launch), so that
 // no module is first loaded while a stream is being captured.

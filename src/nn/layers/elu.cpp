@@ -9,8 +9,7 @@ namespace crossover {
 
 Layer ELU(double alpha) {
   // The gradient is taken from the output (alpha * exp(x) = y + alpha), which needs alpha >= 0.
-  if (!(alpha >= 0.0))
-    throw Error("ELU", fmt::format("alpha must be at least 0, got {}", alpha));
+  if (!(alpha >= 0.0)) throw Error("ELU", fmt::format("alpha must be at least 0, got {}", alpha));
   Layer l;
   l.type = LayerType::elu;
   l.activation = ActivationKind::elu;
@@ -29,7 +28,7 @@ class ELUKind final : public LayerKind {
   std::string_view base_name() const override { return "elu"; }
   bool keeps_shape() const override { return true; }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["alpha"] = l.activation_alpha;
+    j["alpha"] = keras_config::decimal(l.activation_alpha);
   }
 
   void from_keras(Reader& cfg, Layer& l) const override {
@@ -43,7 +42,7 @@ class ELUKind final : public LayerKind {
     }
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["alpha"] = static_cast<double>(l.activation_alpha);
+    c["alpha"] = decimal(l.activation_alpha);
   }
 
   bool defers_activation() const override { return true; }

@@ -184,7 +184,7 @@ ojson activation_json(const Layer& l) {
     return std::string(activation_name(a));
   const bool leaky = a == ActivationKind::leaky_relu;
   ojson config{{"name", leaky ? "leaky_re_lu" : "elu"}};
-  config[leaky ? "negative_slope" : "alpha"] = static_cast<double>(l.activation_alpha);
+  config[leaky ? "negative_slope" : "alpha"] = decimal(l.activation_alpha);
   return ojson{{"module", "keras.layers"},
                {"class_name", leaky ? "LeakyReLU" : "ELU"},
                {"config", std::move(config)},
@@ -404,5 +404,7 @@ ojson initializer_json(const Initializer& init) {
                {"config", std::move(config)},
                {"registered_name", nullptr}};
 }
+
+double decimal(float f) { return std::stod(fmt::format("{}", f)); }
 
 }  // namespace crossover::keras_config

@@ -98,6 +98,10 @@ class Reader {
 // parameter than the name's default) the LeakyReLU or ELU layer given as the activation.
 ojson activation_json(const Layer& l);
 
+// A float parameter as a config writes it: the double with the float's shortest decimal (0.3f is
+// written 0.3, as Keras writes the Python float it was given, not 0.30000001192092896).
+double decimal(float f);
+
 // Keras 3's serialized initializer {"module": "keras.initializers", "class_name": ..., "config":
 // its get_config(), "registered_name": null}.
 ojson initializer_json(const Initializer& init);

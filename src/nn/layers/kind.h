@@ -68,8 +68,9 @@ struct LayerState {
   bool aliases_input = false;           // the output is the input's buffer (Flatten, Reshape)
   ConvShape conv;                       // conv2d
   PoolShape pool;                       // pooling layers
-  BatchNormShape norm;                  // batch_normalization: kernel is gamma, bias beta
+  BatchNormShape norm;  // batch_normalization, layer_normalization: kernel is gamma, bias beta
   int moving_mean = -1, moving_variance = -1;
+  std::vector<Shape> in_shapes;  // per sample, one per input (several for Add, Concatenate)
 };
 
 // Passed to build(): the layer, its input shape (which build() turns into its output shape), and
@@ -81,7 +82,9 @@ class LayerBuilder {
       : layer(layer), index(index), shape(shape), state(state), params_(params), offset_(offset) {}
   const Layer& layer;
   const int index;  // in the model
-  Shape& shape;     // per sample: the input's on entry, the output's on return
+  // Per sample: the (first) input's on entry, the output's on return. A merging layer's inputs
+  // are all in state.in_shapes.
+  Shape& shape;
   LayerState& state;
   // Adds "<layer>/<variable>" of `shape`; returns its index. Throws Error for a count past any
   // machine.
@@ -102,9 +105,11 @@ struct LayerStep {
   const std::vector<ParamSlot>& slots;  // every parameter of the model, in build order
   uint32_t index;                       // the layer's place in the model
   int64_t m;                            // rows of the batch
-  const float* x;                       // input (m, in_width)
+  const float* x;                       // input (m, in_width); a merging layer's first
   float* y;                             // output (m, out_width)
   void* workspace;                      // the plan's block for the layer (workspace_bytes)
+  // Every input, in order (x is the first): several for a merging layer (Add, Concatenate).
+  std::span<const float* const> xs = {};
   float* value(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].value; }
   float* grad(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].grad; }
 };
@@ -128,6 +133,9 @@ struct BackwardStep : LayerStep {
   bool after_relu;             // the layer below applied a relu (dropout fuses its gradient)
   const StepCounters* update;  // non-null: update the weights in the same call (fused update)
   const OptimizerConfig* opt;  // with update
+  // A merging layer's input gradients, one per input, to be written (not added to); null where an
+  // input needs none. Single-input layers leave theirs in g as above.
+  std::span<float* const> input_grads = {};
   void swap() { std::swap(g, spare); }
 };
 
@@ -189,6 +197,9 @@ class LayerKind {
   }
 
   // ---- properties the model asks ----
+  // Add, Concatenate: the layer takes two or more inputs (LayerStep::xs,
+  // BackwardStep::input_grads); every other kind takes one.
+  virtual bool merges() const { return false; }
   // InputLayer and Flatten: the layer may declare the model's input shape.
   virtual bool declares_input() const { return false; }
   // InputLayer: not a computation but the model's input (only ever its first layer).

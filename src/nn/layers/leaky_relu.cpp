@@ -29,7 +29,7 @@ class LeakyReLUKind final : public LayerKind {
   std::string_view base_name() const override { return "leaky_re_lu"; }
   bool keeps_shape() const override { return true; }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["negative_slope"] = l.activation_alpha;
+    j["negative_slope"] = keras_config::decimal(l.activation_alpha);
   }
 
   // Keras 3 writes negative_slope; tf.keras 2 wrote alpha.
@@ -45,7 +45,7 @@ class LeakyReLUKind final : public LayerKind {
     }
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["negative_slope"] = static_cast<double>(l.activation_alpha);
+    c["negative_slope"] = decimal(l.activation_alpha);
   }
 
   bool defers_activation() const override { return true; }

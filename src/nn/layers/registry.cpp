@@ -19,6 +19,9 @@ const LayerKind& average_pooling2d_layer_kind();
 const LayerKind& global_average_pooling2d_layer_kind();
 const LayerKind& reshape_layer_kind();
 const LayerKind& batch_normalization_layer_kind();
+const LayerKind& layer_normalization_layer_kind();
+const LayerKind& add_layer_kind();
+const LayerKind& concatenate_layer_kind();
 const LayerKind& leaky_relu_layer_kind();
 const LayerKind& elu_layer_kind();
 
@@ -38,6 +41,9 @@ std::span<const LayerKind* const> kinds() {
       &global_average_pooling2d_layer_kind(),
       &reshape_layer_kind(),
       &batch_normalization_layer_kind(),
+      &layer_normalization_layer_kind(),
+      &add_layer_kind(),
+      &concatenate_layer_kind(),
       &leaky_relu_layer_kind(),
       &elu_layer_kind(),
   };

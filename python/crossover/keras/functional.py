@@ -1,0 +1,303 @@
+"""Keras's functional API on crossover's engine: keras.Input gives a symbolic tensor, calling a
+layer on symbolic tensors records the call, and keras.Model(inputs, outputs) turns the calls
+between them into the library's graph model (nn/sequential.h, LayerGraph).
+
+    inputs = keras.Input(shape=(784,))
+    h = layers.Dense(64, activation="relu")(inputs)
+    h = layers.Add()([layers.Dense(64, activation="relu")(h), h])
+    model = keras.Model(inputs=inputs, outputs=layers.Dense(10, activation="softmax")(h))
+
+One input and one output; each layer called once (a layer called twice, sharing its weights, is
+not supported yet). The model trains, saves and loads as a Sequential does."""
+
+from typing import Any, Optional
+
+from . import _names
+from ._args import SEE_SUPPORTED, reject_unsupported
+from .layers import InputLayer, Layer
+from .models import Sequential
+
+
+class KerasTensor:
+    """A symbolic tensor: the shape (None for the batch) and dtype of a layer's output before
+    there is data, and the call that makes it (the layer and the tensors it was called on)."""
+
+    def __init__(self, shape: tuple[Any, ...], layer: Any, inputs: list["KerasTensor"]) -> None:
+        self.shape = tuple(shape)
+        self.dtype = "float32"
+        self.sparse = False
+        self.ragged = False
+        self._layer = layer
+        self._inputs = inputs
+        self.name = _names.auto_name("KerasTensor")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def _keras_history(self) -> tuple[Any, int, int]:
+        return (self._layer, 0, 0)
+
+    def __repr__(self) -> str:
+        return (
+            f"<KerasTensor shape={self.shape}, dtype={self.dtype}, sparse={self.sparse}, "
+            f"ragged={self.ragged}, name={self.name}>"
+        )
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise NotImplementedError(
+            "arithmetic on symbolic tensors other than x + y of one shape (tf ops on "
+            "keras.Input(...), x * y, x - y, ...) is not supported (yet): crossover's models are "
+            "graphs of layers; use layers.Add(), layers.Concatenate(), layers.Activation(...); "
+            f"{SEE_SUPPORTED}"
+        )
+
+    def __add__(self, other: Any) -> "KerasTensor":
+        """x + y of two symbolic tensors of one shape: an Add layer, as Keras's graph adds them
+        (a residual connection, `x += residual`)."""
+        if not isinstance(other, KerasTensor) or other.shape != self.shape:
+            return self._refuse()
+        from .layers import Add
+
+        return call(Add(), [self, other], {})
+
+    __radd__ = __add__
+    __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __matmul__ = __neg__ = __getitem__ = _refuse
+
+    def __array__(self, *_: Any, **__: Any) -> Any:
+        raise TypeError(
+            "a symbolic tensor (keras.Input or a layer's output in a functional model) has no "
+            "values: build a keras.Model from it and call predict()"
+        )
+
+
+def input_tensor(layer: InputLayer) -> KerasTensor:
+    """keras.Input's result: the InputLayer's output."""
+    tensor = KerasTensor((None, *layer._input_shape), layer, [])
+    if layer._given_name:
+        tensor.name = layer._given_name  # Keras: keras.Input(name=...) names the tensor
+    layer._output_tensor = tensor
+    return tensor
+
+
+def is_symbolic(value: Any) -> bool:
+    if isinstance(value, KerasTensor):
+        return True
+    return isinstance(value, (list, tuple)) and any(isinstance(v, KerasTensor) for v in value)
+
+
+def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
+    """layer(inputs) on symbolic tensors: the output tensor of the call, recorded."""
+    owner = type(layer).__name__
+    reject_unsupported(f"{owner}.__call__", mask=(kwargs.pop("mask", None), None))
+    training = kwargs.pop("training", None)
+    if training is not None:
+        raise NotImplementedError(
+            f"{owner}.__call__: training={training!r} is not supported (yet): in a crossover "
+            "model, layers run in training mode in fit and in inference mode in evaluate and "
+            f"predict; {SEE_SUPPORTED}"
+        )
+    if kwargs:
+        raise TypeError(f"{owner}.__call__ got unexpected keyword arguments {sorted(kwargs)}")
+    tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    for t in tensors:
+        if not isinstance(t, KerasTensor):
+            raise TypeError(
+                f"{owner}: a functional model's layer is called on symbolic tensors only "
+                f"(keras.Input(...) or another layer's output), got {type(t).__name__} among them"
+            )
+    if isinstance(layer, InputLayer):
+        raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
+    if isinstance(layer, Sequential):
+        raise NotImplementedError(
+            f"a model ('{layer.name}') called on a symbolic tensor, as a layer of a functional "
+            f"model, is not supported (yet); {SEE_SUPPORTED}"
+        )
+    if getattr(layer, "_output_tensor", None) is not None:
+        raise NotImplementedError(
+            f"layer '{layer.name}' is called a second time: a layer used twice (shared weights) "
+            f"is not supported (yet) by crossover; make a second layer; {SEE_SUPPORTED}"
+        )
+    merges = getattr(layer, "_merges", False)
+    if merges and len(tensors) < 2:
+        raise ValueError(
+            f"A merge layer should be called on a list of at least 2 inputs. Got {len(tensors)} "
+            "inputs."
+        )
+    if not merges and len(tensors) != 1:
+        raise ValueError(
+            f"Layer '{layer.name}' expects 1 input, but it received {len(tensors)} input tensors."
+        )
+    if merges:
+        shape = layer._merged_shape([tuple(t.shape[1:]) for t in tensors])
+    else:
+        from . import _summary
+
+        shape = _summary.output_shape(layer, tuple(tensors[0].shape[1:]))
+    out = KerasTensor((None, *shape), layer, tensors)
+    layer._output_tensor = out
+    return out
+
+
+def _single(value: Any, what: str) -> KerasTensor:
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise NotImplementedError(
+                f"Model: {len(value)} {what} are not supported (yet): crossover's functional "
+                f"models have one input and one output; {SEE_SUPPORTED}"
+            )
+        value = value[0]
+    if not isinstance(value, KerasTensor):
+        raise ValueError(
+            f"Model: {what} must be symbolic tensors (keras.Input(...) and the layers' outputs), "
+            f"got {type(value).__name__}"
+        )
+    return value
+
+
+def _ordered(output: KerasTensor) -> list[KerasTensor]:
+    """The tensors the output depends on, in Keras's order of its layers (Functional's
+    _operations: by decreasing depth from the output, ties in depth-first order)."""
+    post: list[KerasTensor] = []
+    seen: set[int] = set()
+
+    def visit(t: KerasTensor) -> None:
+        if id(t) in seen:
+            return
+        seen.add(id(t))
+        for parent in t._inputs:
+            visit(parent)
+        post.append(t)
+
+    visit(output)
+    index = {id(t): i for i, t in enumerate(post)}
+    depth: dict[int, int] = {}
+    for t in reversed(post):
+        d = depth.setdefault(id(t), 0)
+        for parent in t._inputs:
+            depth[id(parent)] = max(depth.get(id(parent), 0), d + 1)
+    return sorted(post, key=lambda t: (-depth[id(t)], index[id(t)]))
+
+
+class Functional(Sequential):
+    """keras.Model(inputs, outputs): the layers between them, as a graph. model.layers lists the
+    InputLayer too, as Keras's does."""
+
+    def __init__(
+        self,
+        inputs: Any,
+        outputs: Any,
+        name: Optional[str] = None,
+        trainable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        reject_unsupported("Model", trainable=(trainable, True))
+        if kwargs:
+            raise TypeError(f"Model got unexpected keyword arguments {sorted(kwargs)}")
+        given = name
+        super().__init__(name=name or _names.auto_name("Functional"))
+        self._given_name = given or self.name
+        self._input_tensor = _single(inputs, "inputs")
+        self._output_tensor = _single(outputs, "outputs")
+        if not isinstance(self._input_tensor._layer, InputLayer):
+            raise ValueError(
+                "Model: inputs must be keras.Input(...) tensors, not the output of layer "
+                f"'{self._input_tensor._layer.name}'"
+            )
+        tensors = _ordered(self._output_tensor)
+        for t in tensors:
+            if isinstance(t._layer, InputLayer) and t is not self._input_tensor:
+                raise ValueError(
+                    f"Model: the outputs depend on input '{t._layer.name}', which is not among "
+                    f"the model's inputs ('{self._input_tensor._layer.name}')"
+                )
+        if tensors[0] is not self._input_tensor:
+            raise ValueError(
+                f"Model: the outputs do not depend on the input '{self._input_tensor._layer.name}'"
+            )
+        position = {id(t): i for i, t in enumerate(tensors)}
+        self._layers = [t._layer for t in tensors]
+        self._graph = [[position[id(p)] for p in t._inputs] for t in tensors]
+        for layer in self._layers:
+            layer._home = self
+
+    # --- structure ----------------------------------------------------------------------------
+    def add(self, layer: Any) -> None:
+        raise AttributeError("'Functional' object has no attribute 'add'")
+
+    def pop(self, rebuild: bool = True) -> Any:
+        raise AttributeError("'Functional' object has no attribute 'pop'")
+
+    def build(self, input_shape: Any = None) -> None:
+        """Built when made: its input's shape is known."""
+
+    @property
+    def layers(self) -> list[Any]:
+        return list(self._layers)
+
+    def _leaves(self) -> list[Layer]:
+        return list(self._layers)
+
+    def _is_chain(self) -> bool:
+        return all(g == [i - 1] for i, g in enumerate(self._graph) if i > 0)
+
+    @property
+    def inputs(self) -> list[KerasTensor]:
+        return [self._input_tensor]
+
+    @property
+    def outputs(self) -> list[KerasTensor]:
+        return [self._output_tensor]
+
+    @property
+    def input(self) -> KerasTensor:
+        return self._input_tensor
+
+    @property
+    def output(self) -> KerasTensor:
+        return self._output_tensor
+
+    @property
+    def output_shape(self) -> tuple[Any, ...]:
+        return self._output_tensor.shape
+
+    def _model(self) -> Any:
+        from .. import _core
+
+        if self._core is None:
+            core_layers = [l._core_layer() for l in self._layers]
+            self._core = _core.Sequential(core_layers, self._graph, self._given_name)
+        return self._core
+
+
+class _ModelType(type):
+    """isinstance(m, keras.Model) holds for every crossover model, as for Keras's."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, Sequential)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return isinstance(sub, type) and issubclass(sub, Sequential)
+
+
+class Model(metaclass=_ModelType):
+    """keras.Model: keras.Model(inputs, outputs) makes a functional model. Subclassing it (a
+    model with its own call()) is not supported: crossover runs graphs of its layers in C++."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is not Model:
+            raise NotImplementedError(
+                f"subclassing keras.Model ({cls.__name__} with its own call()) is not "
+                "supported (yet): crossover runs models made of its layers, keras.Sequential "
+                f"or keras.Model(inputs, outputs); {SEE_SUPPORTED}"
+            )
+        if not args and "inputs" not in kwargs:
+            raise NotImplementedError(
+                "keras.Model() without inputs and outputs (a subclassed model) is not supported "
+                f"(yet): use keras.Model(inputs=..., outputs=...); {SEE_SUPPORTED}"
+            )
+        return Functional(*args, **kwargs)

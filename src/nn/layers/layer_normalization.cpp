@@ -1,0 +1,143 @@
+// LayerNormalization over the last axis: each sample's last-axis vector of n features becomes
+// y = (x - mean) / sqrt(variance + epsilon) * gamma + beta, with that vector's own mean and biased
+// variance, the same in fit, evaluate and predict (no moving statistics).
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "nn/layers/kind.h"
+
+namespace crossover {
+
+Layer LayerNormalization(double epsilon, bool center, bool scale) {
+  if (!(epsilon > 0.0 && epsilon < 1e30))
+    throw Error("LayerNormalization", "epsilon must be positive, got " + std::to_string(epsilon));
+  Layer l;
+  l.type = LayerType::layer_normalization;
+  l.epsilon = epsilon;
+  l.center = center;
+  l.scale = scale;
+  return l;
+}
+
+namespace {
+
+using namespace keras_config;
+
+class LayerNormalizationKind final : public LayerKind {
+ public:
+  LayerType type() const override { return LayerType::layer_normalization; }
+  std::string_view class_name() const override { return "LayerNormalization"; }
+  std::string_view base_name() const override { return "layer_normalization"; }
+  bool keeps_shape() const override { return true; }
+  std::vector<std::string> weight_names(const Layer& l) const override {
+    std::vector<std::string> names;
+    if (l.scale) names.push_back(l.name + "/gamma");
+    if (l.center) names.push_back(l.name + "/beta");
+    return names;
+  }
+
+  // ---- command line: layernorm[:EPSILON] ----
+  std::string_view cli_name() const override { return "layernorm"; }
+  std::string_view cli_syntax() const override { return "layernorm[:EPSILON]"; }
+  std::optional<Layer> from_cli(const CliFields& f) const override {
+    if (f.size() > 2) return std::nullopt;
+    return LayerNormalization(f.number(1, 1e-3));
+  }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["epsilon"] = l.epsilon;
+    j["center"] = l.center;
+    j["scale"] = l.scale;
+  }
+
+  // ---- Keras config (Keras 3: axis -1, or [-1] once built; tf.keras 2: [last axis]) ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    if (const json* a = cfg.find("axis")) {
+      const json& one = a->is_array() && a->size() == 1 ? (*a)[0] : *a;
+      if (!one.is_number_integer() || one.get<int64_t>() < -1 || one.get<int64_t>() == 0 ||
+          one.get<int64_t>() > 8)
+        cfg.fail("axis", "axis " + brief(*a) + " is not supported: only the last axis (-1)");
+      l.axis = one.get<int64_t>();
+    }
+    l.epsilon = cfg.number("epsilon", l.epsilon);
+    if (!(l.epsilon > 0.0 && l.epsilon < 1e30))
+      cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", l.epsilon));
+    l.center = cfg.flag("center", l.center);
+    l.scale = cfg.flag("scale", l.scale);
+    cfg.refuse_true("rms_scaling", "rms_scaling true is not supported: only false");
+    l.beta_initializer = cfg.initializer("beta_initializer", Zeros());
+    l.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
+    for (const char* r : {"beta_regularizer", "gamma_regularizer"})
+      cfg.refuse_set(r, "regularizers are not supported");
+    for (const char* c : {"beta_constraint", "gamma_constraint"})
+      cfg.refuse_set(c, "constraints are not supported");
+  }
+  // As Keras 3.15 writes a built layer (its build() turns axis -1 into [-1]).
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["axis"] = ojson::array({-1});
+    c["epsilon"] = l.epsilon;
+    c["center"] = l.center;
+    c["scale"] = l.scale;
+    c["rms_scaling"] = false;
+    c["beta_initializer"] = initializer_json(l.beta_initializer);
+    c["gamma_initializer"] = initializer_json(l.gamma_initializer);
+    c["beta_regularizer"] = nullptr;
+    c["gamma_regularizer"] = nullptr;
+    c["beta_constraint"] = nullptr;
+    c["gamma_constraint"] = nullptr;
+  }
+  bool keras_build_config() const override { return true; }
+
+  // ---- engine ----
+  // gamma (when scale), beta (when center): (n,) each, n the last axis.
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    if (l.axis != -1 && l.axis != static_cast<int64_t>(b.shape.size()))
+      throw Error(l.name, fmt::format("LayerNormalization axis {} is not supported on samples "
+                                      "of shape {}: only the last axis (-1)",
+                                      l.axis, shape_to_string(b.shape)));
+    const int64_t n = b.shape.back();
+    LayerState& li = b.state;
+    // norm.spatial: the rows of n features per sample.
+    li.norm = {.spatial = li.in_width / n,
+               .channels = n,
+               .epsilon = static_cast<float>(l.epsilon),
+               .scale = l.scale,
+               .center = l.center};
+    if (l.scale) li.kernel = b.add_param("gamma", {n}, l.gamma_initializer);
+    if (l.center) li.bias = b.add_param("beta", {n}, l.beta_initializer);
+  }
+  // Each row's mean and 1 / sqrt(variance + epsilon), which the backward pass reads.
+  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,
+                              int64_t batch) const override {
+    return 2 * static_cast<std::size_t>(batch * li.norm.spatial) * sizeof(float);
+  }
+
+  // x, y: (m * spatial, n). Training keeps the rows' statistics for the backward pass.
+  void forward(const ForwardStep& s) const override {
+    const LayerState& li = s.state;
+    const int64_t rows = s.m * li.norm.spatial;
+    auto* stats = s.training ? static_cast<float*>(s.workspace) : nullptr;
+    s.backend.layernorm_forward(s.x, s.value(li.kernel), s.value(li.bias), s.y, stats,
+                                stats ? stats + rows : nullptr, rows, li.norm.channels,
+                                li.norm.epsilon);
+  }
+  // dx (into the spare buffer), dgamma, dbeta from the saved row statistics.
+  void backward(BackwardStep& s) const override {
+    const LayerState& li = s.state;
+    const int64_t rows = s.m * li.norm.spatial;
+    const auto* stats = static_cast<const float*>(s.workspace);
+    s.backend.layernorm_backward(s.x, s.g, s.value(li.kernel), stats, stats + rows, s.spare,
+                                 s.grad(li.kernel), s.grad(li.bias), rows, li.norm.channels);
+    s.swap();
+    s.activation_done = false;
+  }
+};
+
+}  // namespace
+
+const LayerKind& layer_normalization_layer_kind() {
+  static const LayerNormalizationKind kind;
+  return kind;
+}
+
+}  // namespace crossover

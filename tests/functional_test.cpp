@@ -1,0 +1,153 @@
+// Functional models (LayerGraph, GraphBuilder): what a graph may be, that a chain made as a graph
+// trains exactly as the same Sequential, and that a graph with a skip connection trains.
+// Their gradients are checked against finite differences in gradient_test.cpp.
+#include <gtest/gtest.h>
+
+#include "nn/layers.h"
+#include "nn/optimizers.h"
+#include "nn/sequential.h"
+#include "test_util.h"
+
+namespace crossover {
+namespace {
+
+using testing_util::error_of;
+using testing_util::random_tensor;
+
+Tensor labels(int64_t n, int64_t classes) {
+  Tensor y({n});
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((i * 7) % classes);
+  return y;
+}
+
+std::vector<NamedTensor> trained(Sequential& model, int threads) {
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
+                {.threads = threads, .seed = 11});
+  const Tensor x = random_tensor({96, 12}, 3);
+  model.fit(x, labels(96, 4), {.epochs = 2, .batch_size = 16, .verbose = 0});
+  return model.get_weights();
+}
+
+TEST(Functional, AChainMadeAsAGraphTrainsBitIdenticallyToTheSequential) {
+  for (int threads : {1, 2}) {
+    Sequential seq(
+        {Input({12}), Dense(16, "relu"), Dropout(0.25), Dense(8, "tanh"), Dense(4, "softmax")});
+    GraphBuilder g;
+    int h = g.input({12});
+    h = g.add(Dense(16, "relu"), h);
+    h = g.add(Dropout(0.25), h);
+    h = g.add(Dense(8, "tanh"), h);
+    Sequential fun(g.graph(g.add(Dense(4, "softmax"), h)));
+    EXPECT_TRUE(fun.functional());
+    EXPECT_FALSE(seq.functional());
+    const auto a = trained(seq, threads), b = trained(fun, threads);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].name, b[i].name);
+      ASSERT_EQ(a[i].value.size(), b[i].value.size());
+      for (int64_t e = 0; e < a[i].value.size(); ++e)
+        ASSERT_EQ(a[i].value[e], b[i].value[e]) << a[i].name << "[" << e << "] threads " << threads;
+    }
+  }
+}
+
+TEST(Functional, ASkipConnectionModelLearns) {
+  GraphBuilder g;
+  const int x = g.input({12});
+  const int d1 = g.add(Dense(32, "relu"), x);
+  const int d2 = g.add(Dense(32, "relu"), d1);
+  const int s = g.add(Add(), {d2, d1});
+  Sequential model(g.graph(g.add(Dense(4, "softmax"), s)));
+  EXPECT_EQ(model.layers().size(), 5u);
+  EXPECT_EQ(model.layers()[3].name, "add");
+  EXPECT_EQ(model.count_params(), 12 * 32 + 32 + 32 * 32 + 32 + 32 * 4 + 4);
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1, .seed = 3});
+  const Tensor xs = random_tensor({128, 12}, 5);
+  Tensor y({128});
+  for (int64_t i = 0; i < 128; ++i)
+    y[i] = xs[i * 12] > 0 ? (xs[i * 12 + 1] > 0 ? 3.0f : 2.0f) : 1.0f;
+  const EvaluateResult before = model.evaluate(xs, y, {.verbose = 0});
+  model.fit(xs, y, {.epochs = 30, .batch_size = 16, .verbose = 0});
+  const EvaluateResult after = model.evaluate(xs, y, {.verbose = 0});
+  EXPECT_LT(after.loss, 0.5 * before.loss);
+  EXPECT_GT(after.accuracy, 0.9);
+  // predict agrees with evaluate's view of the model: probabilities per row.
+  const Tensor p = model.predict(xs);
+  ASSERT_EQ(p.shape(), (Shape{128, 4}));
+  for (int64_t r = 0; r < 4; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < 4; ++c) sum += p[r * 4 + c];
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+TEST(Functional, ConcatenateGivesTheSumOfTheWidths) {
+  GraphBuilder g;
+  const int x = g.input({6});
+  const int j = g.add(Concatenate(), {g.add(Dense(5), x), g.add(Dense(3), x), x});
+  Sequential model(g.graph(j));
+  EXPECT_EQ(model.layer_output_shapes().back(), (Shape{14}));
+  model.compile(SGD(), "mean_squared_error", {}, {.threads = 1});
+  const Tensor in = random_tensor({2, 6}, 1);
+  const Tensor out = model.predict(in);
+  // Its last six columns are the input itself.
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < 6; ++c) EXPECT_EQ(out[r * 14 + 8 + c], in[r * 6 + c]);
+}
+
+TEST(Functional, GraphBuilderLeavesOutWhatTheOutputDoesNotReadAndKeepsOrder) {
+  GraphBuilder g;
+  const int x = g.input({4});
+  const int unused = g.add(Dense(2), x);
+  const int a = g.add(Dense(3), x);
+  (void)unused;
+  const LayerGraph graph = g.graph(g.add(Dense(2), a));
+  ASSERT_EQ(graph.layers.size(), 3u);
+  EXPECT_EQ(graph.inputs[1], std::vector<int>{0});
+  EXPECT_EQ(graph.inputs[2], std::vector<int>{1});
+}
+
+TEST(Functional, GraphsThatAreNotModelsAreRefusedNamingTheLayer) {
+  auto layers = [] { return std::vector<Layer>{Input({4}), Dense(3), Dense(3), Add()}; };
+  // A merging layer with one input.
+  EXPECT_NE(error_of([&] {
+              Sequential(LayerGraph{layers(), {{}, {0}, {1}, {2}}});
+            }).find("Add needs two or more inputs"),
+            std::string::npos);
+  // A layer read by none that is not the output.
+  EXPECT_NE(error_of([&] {
+              Sequential(LayerGraph{layers(), {{}, {0}, {0}, {2, 2}}});
+            }).find("no layer reads its output"),
+            std::string::npos);
+  // A layer reading one after it.
+  EXPECT_NE(error_of([&] {
+              Sequential(LayerGraph{layers(), {{}, {2}, {0}, {1, 2}}});
+            }).find("not one of the layers before it"),
+            std::string::npos);
+  // Two inputs to a Dense.
+  EXPECT_NE(error_of([&] {
+              Sequential(LayerGraph{layers(), {{}, {0, 0}, {1}, {1, 2}}});
+            }).find("Dense takes one input, got 2"),
+            std::string::npos);
+  // No InputLayer first.
+  EXPECT_NE(error_of([&] {
+              Sequential(LayerGraph{{Dense(3), Dense(3)}, {{}, {0}}});
+            }).find("first layer is its InputLayer"),
+            std::string::npos);
+  // Two layers of one name.
+  std::vector<Layer> named = layers();
+  named[1].name = named[2].name = "twin";
+  EXPECT_NE(error_of([&] {
+              Sequential(LayerGraph{named, {{}, {0}, {1}, {1, 2}}});
+            }).find("two layers of the model have this name"),
+            std::string::npos);
+  // Shapes that do not add up.
+  GraphBuilder g;
+  const int x = g.input({4});
+  const int bad = g.add(Add(), {g.add(Dense(3), x), g.add(Dense(2), x)});
+  EXPECT_NE(error_of([&] { Sequential(g.graph(bad)); }).find("Add needs inputs of one shape"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace crossover

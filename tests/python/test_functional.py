@@ -1,0 +1,160 @@
+"""The functional API: keras.Input, layers called on symbolic tensors, keras.Model(inputs,
+outputs), Add and Concatenate; summary() with Keras 3's "Connected to" column; to_json,
+model_from_json and .keras files of functional models; and the errors for what is not supported
+yet (shared layers, several inputs, subclassed models, calling a layer on data). The comparison
+with Keras itself is test_functional_peers.py."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crossover import keras
+from crossover.keras import layers
+
+# What Keras 3.15 prints for this model's summary() when stdout is not a terminal (80 columns):
+# the reference the test below compares with, taken from Keras itself.
+KERAS_SUMMARY = """\
+Model: "functional"
+┏━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━┓
+┃ Layer (type)        ┃ Output Shape      ┃    Param # ┃ Connected to      ┃
+┡━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━┩
+│ input_layer         │ (None, 6)         │          0 │ -                 │
+│ (InputLayer)        │                   │            │                   │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ dense (Dense)       │ (None, 4)         │         28 │ input_layer[0][0] │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ dense_1 (Dense)     │ (None, 4)         │         20 │ dense[0][0]       │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ add (Add)           │ (None, 4)         │          0 │ dense_1[0][0],    │
+│                     │                   │            │ dense[0][0]       │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ concatenate         │ (None, 8)         │          0 │ add[0][0],        │
+│ (Concatenate)       │                   │            │ dense[0][0]       │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ dense_2 (Dense)     │ (None, 3)         │         27 │ concatenate[0][0] │
+└─────────────────────┴───────────────────┴────────────┴───────────────────┘
+ Total params: 75 (300.00 B)
+ Trainable params: 75 (300.00 B)
+ Non-trainable params: 0 (0.00 B)"""
+
+
+def skip_and_concat(name=None):
+    inp = keras.Input(shape=(6,), name="input_layer")
+    d1 = layers.Dense(4, activation="tanh", name="dense")(inp)
+    d2 = layers.Dense(4, activation="relu", name="dense_1")(d1)
+    s = layers.Add(name="add")([d2, d1])
+    c = layers.Concatenate(name="concatenate")([s, d1])
+    out = layers.Dense(3, activation="softmax", name="dense_2")(c)
+    return keras.Model(inp, out, name=name or "functional")
+
+
+def test_symbolic_tensors_and_the_model_made_from_them() -> None:
+    inp = keras.Input(shape=(6,))
+    assert inp.shape == (None, 6) and inp.dtype == "float32"
+    h = layers.Dense(4)(inp)
+    assert h.shape == (None, 4)
+    model = keras.Model(inputs=inp, outputs=h)
+    assert isinstance(model, keras.Model) and type(model).__name__ == "Functional"
+    assert isinstance(keras.Sequential([layers.Dense(2)]), keras.Model)
+    assert [type(l).__name__ for l in model.layers] == ["InputLayer", "Dense"]
+    assert model.input is inp and model.outputs == [h] and model.output_shape == (None, 4)
+    assert model.count_params() == 28
+
+
+def test_summary_is_keras_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    lines: list[str] = []
+    skip_and_concat().summary(print_fn=lines.append)
+    assert "\n".join(lines) == KERAS_SUMMARY
+
+
+def test_a_chain_has_keras_s_three_columns_and_its_input_row() -> None:
+    inp = keras.Input(shape=(3,))
+    model = keras.Model(inp, layers.Dense(2)(layers.Dense(4)(inp)))
+    lines: list[str] = []
+    model.summary(print_fn=lines.append, line_length=60)
+    text = "\n".join(lines)
+    assert "Connected to" not in text and "(InputLayer)" in text
+
+
+def test_fit_evaluate_predict_and_a_skip_connection_learns() -> None:
+    rs = np.random.RandomState(0)
+    x = rs.randn(256, 6).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32) + (x[:, 1] > 0)
+    model = skip_and_concat()
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    first = model.evaluate(x, y, verbose=0)[0]
+    h = model.fit(x, y, epochs=40, batch_size=32, verbose=0)
+    assert h.history["loss"][-1] < 0.6 * first
+    p = model.predict(x[:3], verbose=0)
+    assert p.shape == (3, 3)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(model(x[:3]).numpy(), p, atol=1e-6)
+
+
+def test_to_json_model_from_json_and_keras_files_keep_the_graph(tmp_path: Path) -> None:
+    model = skip_and_concat("joined")
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    rs = np.random.RandomState(1)
+    x = rs.rand(20, 6).astype(np.float32)
+    expected = model.predict(x, verbose=0)
+    again = keras.models.model_from_json(model.to_json())
+    assert type(again).__name__ == "Functional" and again.name == "joined"
+    assert [l.name for l in again.layers] == [l.name for l in model.layers]
+    assert again.get_layer("add").output._inputs[1]._layer.name == "dense"
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, atol=1e-6)
+    loaded.fit(x, np.zeros(20, np.float32), epochs=1, verbose=0)  # compiled from the file
+
+
+def test_what_is_not_supported_yet_says_so() -> None:
+    inp = keras.Input(shape=(4,))
+    shared = layers.Dense(3)
+    a = shared(inp)
+    with pytest.raises(NotImplementedError, match="shared weights"):
+        shared(a)
+    with pytest.raises(ValueError, match="at least 2 inputs"):
+        layers.Add()([a])
+    with pytest.raises(ValueError, match="incompatible shapes"):
+        layers.Add()([a, layers.Dense(2)(inp)])
+    with pytest.raises(NotImplementedError, match="2 inputs"):
+        keras.Model([inp, keras.Input(shape=(2,))], a)
+    with pytest.raises(NotImplementedError, match="calling layer"):
+        layers.Dense(2)(np.zeros((1, 4), np.float32))
+    with pytest.raises(NotImplementedError, match="arithmetic on symbolic tensors"):
+        _ = a * a
+    with pytest.raises(NotImplementedError, match="arithmetic on symbolic tensors"):
+        _ = a + layers.Dense(2)(inp)  # shapes differ
+    other = keras.Input(shape=(3,))
+    with pytest.raises(ValueError, match="not among the model's inputs"):
+        keras.Model(inp, layers.Add()([a, other]))
+
+    class Mine(keras.Model):
+        def call(self, x):
+            return x
+
+    with pytest.raises(NotImplementedError, match="subclassing keras.Model"):
+        Mine()
+
+
+def test_x_plus_residual_is_an_add_layer() -> None:
+    inp = keras.Input(shape=(5,))
+    x = layers.Dense(5, activation="relu")(inp)
+    residual = x
+    x = layers.Dense(5, activation="relu")(x)
+    x += residual
+    model = keras.Model(inp, layers.Dense(2)(x))
+    assert [type(l).__name__ for l in model.layers] == [
+        "InputLayer",
+        "Dense",
+        "Dense",
+        "Add",
+        "Dense",
+    ]
+
+
+def test_keras_input_still_starts_a_sequential_list() -> None:
+    model = keras.Sequential([keras.Input(shape=(5,)), layers.Dense(2)])
+    assert model.input_shape == (None, 5) and model.count_params() == 12
