@@ -105,6 +105,8 @@ void bind_layers(nb::module_& m) {
       .def_prop_ro("use_bias", [](const Layer& l) { return l.use_bias; })
       .def_prop_ro("activation",
                    [](const Layer& l) { return std::string(activation_name(l.activation)); })
+      // leaky_relu's negative_slope, elu's alpha (Dense(activation=keras.layers.LeakyReLU(0.1)))
+      .def_rw("activation_alpha", &Layer::activation_alpha)
       .def_prop_ro("input_shape", [](const Layer& l) { return l.input_shape; })
       .def_prop_ro("window",  // Conv2D's kernel_size, a pooling layer's pool_size
                    [](const Layer& l) {
@@ -156,6 +158,8 @@ void bind_layers(nb::module_& m) {
         nb::arg("use_bias") = true);
   m.def("Dropout", &Dropout, nb::arg("rate"));
   m.def("Activation", &Activation, nb::arg("activation"));
+  m.def("LeakyReLU", &LeakyReLU, nb::arg("negative_slope") = 0.3);
+  m.def("ELU", &ELU, nb::arg("alpha") = 1.0);
   // (height, width) pairs arrive as two-element lists; the Keras layer normalises them.
   using Pair = std::array<int64_t, 2>;
   m.def(

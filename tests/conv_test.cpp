@@ -99,7 +99,7 @@ TEST(Conv2D, BadArgumentsAreRefusedNamingTheLayerAndArgument) {
   EXPECT_NE(error_of([] { Conv2D(8, 3, "relu", 0); }).find("Conv2D: strides"), std::string::npos);
   EXPECT_EQ(error_of([] { Conv2D(8, 3, "relu", 1, "full"); }),
             "Conv2D: padding must be 'valid' or 'same', got 'full'");
-  EXPECT_NE(error_of([] { Conv2D(8, 3, "gelu"); }).find("activation"), std::string::npos);
+  EXPECT_NE(error_of([] { Conv2D(8, 3, "mish"); }).find("activation"), std::string::npos);
   EXPECT_NE(error_of([] { MaxPooling2D(0); }).find("MaxPooling2D: pool_size"), std::string::npos);
   EXPECT_NE(error_of([] { AveragePooling2D(2, Size2(-1)); }).find("AveragePooling2D: strides"),
             std::string::npos);

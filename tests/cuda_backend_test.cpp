@@ -307,9 +307,11 @@ TEST_F(CudaBackendTest, ReducedPrecisionProductsStayNearFloat32) {
 // ---- activations, dropout, batching -------------------------------------------------------------
 
 TEST_F(CudaBackendTest, ActivationsMatchCpu) {
-  const ActivationKind acts[] = {ActivationKind::linear, ActivationKind::relu,
-                                 ActivationKind::sigmoid, ActivationKind::tanh,
-                                 ActivationKind::softmax};
+  const ActivationKind acts[] = {
+      ActivationKind::linear,     ActivationKind::relu,     ActivationKind::sigmoid,
+      ActivationKind::tanh,       ActivationKind::softmax,  ActivationKind::elu,
+      ActivationKind::selu,       ActivationKind::leaky_relu, ActivationKind::gelu,
+      ActivationKind::softplus,   ActivationKind::swish,    ActivationKind::exponential};
   const std::pair<int64_t, int64_t> shapes[] = {{33, 13}, {7, 1000}, {1, 1}};
   uint32_t seed = 400;
   for (auto [m, n] : shapes)
@@ -321,21 +323,24 @@ TEST_F(CudaBackendTest, ActivationsMatchCpu) {
       Memory c(*cpu_), g(*gpu_);
       float* yc = c.poisoned(total);
       float* yg = g.poisoned(total);
-      cpu_->activation_forward(act, c.values(x), yc, m, n);
-      gpu_->activation_forward(act, g.values(x), yg, m, n);
+      const float alpha = 0.3f;
+      const float* xc = c.values(x);
+      const float* xg = g.values(x);
+      cpu_->activation_forward(act, alpha, xc, yc, m, n);
+      gpu_->activation_forward(act, alpha, xg, yg, m, n);
       expect_close(g.get(yg, total), c.get(yc, total), 1e-5, 1e-6, "y");
 
       float* dxc = c.poisoned(total);
       float* dxg = g.poisoned(total);
-      cpu_->activation_backward(act, yc, c.values(dy), dxc, m, n);
-      gpu_->activation_backward(act, yg, g.values(dy), dxg, m, n);
+      cpu_->activation_backward(act, alpha, xc, yc, c.values(dy), dxc, m, n);
+      gpu_->activation_backward(act, alpha, xg, yg, g.values(dy), dxg, m, n);
       expect_close(g.get(dxg, total), c.get(dxc, total), 1e-4, 1e-6, "dx");
 
       // dx may alias dy.
       float* dyc = c.values(dy);
       float* dyg = g.values(dy);
-      cpu_->activation_backward(act, yc, dyc, dyc, m, n);
-      gpu_->activation_backward(act, yg, dyg, dyg, m, n);
+      cpu_->activation_backward(act, alpha, xc, yc, dyc, dyc, m, n);
+      gpu_->activation_backward(act, alpha, xg, yg, dyg, dyg, m, n);
       expect_close(g.get(dyg, total), c.get(dyc, total), 1e-4, 1e-6, "dx aliasing dy");
     }
 }
@@ -366,8 +371,8 @@ TEST_F(CudaBackendTest, DropoutDrawsTheCpuMaskExactly) {
     EXPECT_EQ(g.get(dxg, total), c.get(dxc, total));
 
     // The fused ReLU + dropout backward, from the output of ReLU then dropout.
-    cpu_->activation_forward(ActivationKind::relu, yc, yc, m, n);
-    gpu_->activation_forward(ActivationKind::relu, yg, yg, m, n);
+    cpu_->activation_forward(ActivationKind::relu, 0.0f, yc, yc, m, n);
+    gpu_->activation_forward(ActivationKind::relu, 0.0f, yg, yg, m, n);
     float* dzc = c.poisoned(total);
     float* dzg = g.poisoned(total);
     cpu_->relu_dropout_backward(yc, mc, c.values(dy), dzc, m, n, rate);
@@ -1019,7 +1024,7 @@ TEST_F(CudaConvTest, ConvolutionsAndPoolingInACapturedGraphMatchEagerCalls) {
     be.conv2d_forward(cs, s.x, s.w, s.b, s.y, m, ActivationKind::relu);
     be.pool2d_forward(ps, s.y, s.p, s.ws, m);
     be.pool2d_backward(ps, s.dp, s.ws, s.dy, m);
-    be.activation_backward(ActivationKind::relu, s.y, s.dy, s.dy, m,
+    be.activation_backward(ActivationKind::relu, 0.0f, nullptr, s.y, s.dy, s.dy, m,
                            cs.out_h * cs.out_w * cs.out_c);
     be.conv2d_backward_input(cs, s.dy, s.w, s.dx, m);
     be.conv2d_backward_weights(cs, s.x, s.dy, s.dw, s.db, m);

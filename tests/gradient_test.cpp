@@ -17,7 +17,8 @@ namespace {
 using testing_util::random_tensor;
 using Vec = std::vector<double>;
 
-double act(ActivationKind a, double x) {
+// Keras's definitions, written out again in double (not taken from the library).
+double act(ActivationKind a, double x, double alpha = 0) {
   switch (a) {
     case ActivationKind::relu:
       return x > 0 ? x : 0;
@@ -25,14 +26,28 @@ double act(ActivationKind a, double x) {
       return 1 / (1 + std::exp(-x));
     case ActivationKind::tanh:
       return std::tanh(x);
+    case ActivationKind::elu:
+      return x > 0 ? x : alpha * (std::exp(x) - 1);
+    case ActivationKind::selu:
+      return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * (std::exp(x) - 1));
+    case ActivationKind::leaky_relu:
+      return x > 0 ? x : alpha * x;
+    case ActivationKind::gelu:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case ActivationKind::softplus:
+      return std::log(1 + std::exp(x));
+    case ActivationKind::swish:
+      return x / (1 + std::exp(-x));
+    case ActivationKind::exponential:
+      return std::exp(x);
     default:
       return x;
   }
 }
 
-void apply(ActivationKind a, Vec& row) {
+void apply(ActivationKind a, Vec& row, double alpha = 0) {
   if (a != ActivationKind::softmax) {
-    for (double& v : row) v = act(a, v);
+    for (double& v : row) v = act(a, v, alpha);
     return;
   }
   double mx = row[0], s = 0;
@@ -73,7 +88,8 @@ void conv_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel, con
               v += h[static_cast<std::size_t>((iy * iw + ix) * ic + c)] *
                    kernel[static_cast<std::size_t>(((ky * l.window.w + kx) * ic + c) * oc + o)];
           }
-        out[static_cast<std::size_t>((oy * sw.out + ox) * oc + o)] = act(l.activation, v);
+        out[static_cast<std::size_t>((oy * sw.out + ox) * oc + o)] =
+            act(l.activation, v, l.activation_alpha);
       }
   h = out;
   shape = {sh.out, sw.out, oc};
@@ -220,11 +236,12 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
           for (std::size_t i = 0; i < h.size(); ++i) out[j] += h[i] * k[i * out.size() + j];
           if (l.use_bias) out[j] += w.at(l.name + "/bias")[j];
         }
-        apply(l.activation, out);
+        apply(l.activation, out, l.activation_alpha);
         h = out;
         shape = {l.units};
-      } else if (l.type == LayerType::activation) {
-        apply(l.activation, h);
+      } else if (l.type == LayerType::activation || l.type == LayerType::leaky_relu ||
+                 l.type == LayerType::elu) {
+        apply(l.activation, h, l.activation_alpha);
       } else if (l.type == LayerType::layer_normalization) {
         // The last axis: gamma's length, else the sample's when it is a vector (these tests).
         const std::size_t n = l.scale    ? w.at(l.name + "/gamma").size()
@@ -359,17 +376,46 @@ TEST(CpuBackend, DenseForwardAppliesEveryActivationAsTheFloat64Reference) {
 }
 
 TEST(Gradients, DenseWithEachActivationMatchFiniteDifferences) {
-  for (const char* a : {"linear", "relu", "sigmoid", "tanh", "softmax"})
+  for (const char* a : {"linear", "relu", "sigmoid", "tanh", "softmax", "elu", "selu",
+                        "leaky_relu", "gelu", "softplus", "swish", "exponential"})
     check_gradients({std::string("hidden ") + a,
                      {Input({5}), Dense(7, a), Dense(3, "softmax")},
                      "sparse_categorical_crossentropy"});
 }
 
 TEST(Gradients, ActivationLayersMatchFiniteDifferences) {
-  for (const char* a : {"relu", "sigmoid", "tanh", "softmax"})
+  for (const char* a : {"relu", "sigmoid", "tanh", "softmax", "elu", "selu", "leaky_relu", "gelu",
+                        "softplus", "swish", "exponential"})
     check_gradients({std::string("activation ") + a,
                      {Input({5}), Dense(7), Activation(a), Dense(4), Activation("softmax")},
                      "categorical_crossentropy"});
+  check_gradients({"LeakyReLU(0.1) and ELU(0.5)",
+                   {Input({5}), Dense(7), LeakyReLU(0.1), Dense(6), ELU(0.5), Dense(3)},
+                   "mean_squared_error"});
+}
+
+// The activations the loss op does not apply, as the final layer's: applied by the layer itself
+// in training too (Dense's and Activation's), through the mean squared error.
+TEST(Gradients, FinalLayerActivationsTheLossOpDoesNotApplyMatchFiniteDifferences) {
+  for (const char* a : {"elu", "gelu", "swish", "softplus"}) {
+    check_gradients({std::string("final Dense ") + a, {Input({5}), Dense(7, "tanh"), Dense(3, a)},
+                     "mean_squared_error"});
+    check_gradients({std::string("final Activation ") + a,
+                     {Input({5}), Dense(3), Activation(a)},
+                     "mean_squared_error"});
+  }
+  Layer leaky = Dense(3, "leaky_relu");
+  leaky.activation_alpha = 0.3f;
+  check_gradients({"final Dense leaky_relu 0.3", {Input({5}), Dense(7), leaky},
+                   "mean_squared_error"});
+}
+
+TEST(Gradients, Conv2DWithGeluAndEluMatchFiniteDifferences) {
+  for (const char* a : {"gelu", "elu"})
+    check_gradients({std::string("conv ") + a,
+                     {Input({5, 5, 2}), Conv2D(3, 3, a), Flatten(), Dense(4, "softmax")},
+                     "sparse_categorical_crossentropy",
+                     {5, 5, 2}});
 }
 
 TEST(Gradients, DenseWithoutBiasAndZeroRateDropoutMatchFiniteDifferences) {

@@ -206,7 +206,8 @@ TEST(Dropout, ReluBackwardPassesTheGradientExactlyWhereTheOutputIsPositive) {
   std::vector<float> dz(y.size(), 9.0f), dx(y.size(), 9.0f);
   std::vector<uint8_t> mask(y.size(), 1);
   be->relu_dropout_backward(y.data(), mask.data(), dy.data(), dz.data(), 1, n, 0.2f);
-  be->activation_backward(ActivationKind::relu, y.data(), dy.data(), dx.data(), 1, n);
+  be->activation_backward(ActivationKind::relu, 0.0f, nullptr, y.data(), dy.data(), dx.data(), 1,
+                          n);
   for (std::size_t i = 0; i < y.size(); ++i) {
     const bool pass = y[i] > 0.0f;
     EXPECT_EQ(dz[i], pass ? dy[static_cast<int64_t>(i)] * (1.0f / 0.8f) : 0.0f) << i;

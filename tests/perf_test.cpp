@@ -696,15 +696,15 @@ class CallLog final : public perf::ForwardingBackend {
     log("dense_backward_input", m, k, n);
     inner().dense_backward_input(dy, w, dx, m, k, n);
   }
-  void activation_forward(ActivationKind a, const float* x, float* y, int64_t m,
+  void activation_forward(ActivationKind a, float alpha, const float* x, float* y, int64_t m,
                           int64_t n) override {
     log("activation_forward", m, 0, n);
-    inner().activation_forward(a, x, y, m, n);
+    inner().activation_forward(a, alpha, x, y, m, n);
   }
-  void activation_backward(ActivationKind a, const float* y, const float* dy, float* dx, int64_t m,
-                           int64_t n) override {
+  void activation_backward(ActivationKind a, float alpha, const float* x, const float* y,
+                           const float* dy, float* dx, int64_t m, int64_t n) override {
     log("activation_backward", m, 0, n);
-    inner().activation_backward(a, y, dy, dx, m, n);
+    inner().activation_backward(a, alpha, x, y, dy, dx, m, n);
   }
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
                        uint64_t seed, uint32_t layer, const StepCounters* c,

@@ -29,7 +29,38 @@
 
 namespace crossover {
 
-enum class ActivationKind { linear, relu, sigmoid, tanh, softmax };
+// Keras's activations. The first five the loss op may apply to the final layer's logits (softmax
+// and sigmoid fused with a cross-entropy); the others (loss_applies_activation false,
+// kernel_math.h) are always applied by their layer. leaky_relu and elu take a parameter
+// (negative_slope, alpha: `alpha` of the activation calls); gelu (exact, Keras's default) and
+// swish need their input for the gradient (activation_needs_input).
+enum class ActivationKind {
+  linear,
+  relu,
+  sigmoid,
+  tanh,
+  softmax,
+  elu,
+  selu,
+  leaky_relu,
+  gelu,
+  softplus,
+  swish,
+  exponential,
+};
+
+// Whether the loss op may apply the activation to the final layer's logits (linear, relu,
+// sigmoid, tanh, softmax); it sees the others as linear, and their layer applies them.
+constexpr bool loss_applies_activation(ActivationKind a) {
+  return a == ActivationKind::linear || a == ActivationKind::relu ||
+         a == ActivationKind::sigmoid || a == ActivationKind::tanh || a == ActivationKind::softmax;
+}
+
+// Whether the gradient needs the activation's input x, not only its output y: GELU and swish
+// are not monotonic, so y does not determine x.
+constexpr bool activation_needs_input(ActivationKind a) {
+  return a == ActivationKind::gelu || a == ActivationKind::swish;
+}
 
 // A metric's per-sample value, computed on the device from a batch's predictions and targets
 // (metric_row in backends/kernel_math.h, Keras 3's definitions); nn/metrics.h names them.

@@ -127,9 +127,11 @@ CROSSOVER_BACKEND_OP(layernorm_forward, (const float* x, const float* gamma, con
 CROSSOVER_BACKEND_OP(layernorm_backward, (const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t n), (x, dy, gamma, mean, rstd, dx, dgamma, dbeta, rows, n), pure, elementwise)
 
 // ---- activations (elementwise on (m, n); softmax is per row) ----
-CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, const float* x, float* y, int64_t m, int64_t n), (act, x, y, m, n), pure, elementwise)
-// dx from the forward output y and the incoming gradient dy. dx may alias dy.
-CROSSOVER_BACKEND_OP(activation_backward, (ActivationKind act, const float* y, const float* dy, float* dx, int64_t m, int64_t n), (act, y, dy, dx, m, n), pure, elementwise)
+// `alpha`: leaky_relu's negative_slope, elu's alpha (ignored by the others). y may alias x.
+CROSSOVER_BACKEND_OP(activation_forward, (ActivationKind act, float alpha, const float* x, float* y, int64_t m, int64_t n), (act, alpha, x, y, m, n), pure, elementwise)
+// dx from the forward output y (and its input x, read only where activation_needs_input: gelu,
+// swish; may be null otherwise) and the incoming gradient dy. dx may alias dy.
+CROSSOVER_BACKEND_OP(activation_backward, (ActivationKind act, float alpha, const float* x, const float* y, const float* dy, float* dx, int64_t m, int64_t n), (act, alpha, x, y, dy, dx, m, n), pure, elementwise)
 
 // ---- merging layers (Add, Concatenate) and the gradients of a graph ----
 // y = a + b, n values; y may be a or b (a gradient added into another in place).

@@ -326,6 +326,80 @@ struct LossRow {
   double correct = 0;  // 1 if right (binary: fraction of elements right)
 };
 
+// ---- Keras's activations, one element at a time ----
+// Templates so that the tests can take them in double (finite differences); the engine uses
+// float.
+
+// SELU's constants (Klambauer et al.), as Keras writes them.
+inline constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+inline constexpr double kSeluScale = 1.0507009873554804934193349852946;
+
+// y = act(x) for an elementwise activation (softmax is per row: softmax_row). alpha: leaky_relu's
+// negative_slope, elu's alpha.
+template <typename T>
+CROSSOVER_HD T activation_value(ActivationKind a, T x, T alpha) {
+  const T zero = 0, one = 1;
+  switch (a) {
+    case ActivationKind::relu:
+      return std::fmax(x, zero);
+    case ActivationKind::sigmoid:
+      return one / (one + std::exp(-x));
+    case ActivationKind::tanh:
+      return std::tanh(x);
+    case ActivationKind::elu:  // exp(x) - 1 as TensorFlow computes it (not expm1)
+      return x > zero ? x : alpha * (std::exp(x) - one);
+    case ActivationKind::selu:
+      return T(kSeluScale) * (x > zero ? x : T(kSeluAlpha) * (std::exp(x) - one));
+    case ActivationKind::leaky_relu:
+      return x >= zero ? x : alpha * x;
+    case ActivationKind::gelu:  // exact: x * Phi(x), with erfc for the far negative tail
+      return T(0.5) * x * std::erfc(-x * T(0.70710678118654752));
+    case ActivationKind::softplus:  // log(1 + exp(x)) without overflow
+      return std::fmax(x, zero) + std::log1p(std::exp(-std::fabs(x)));
+    case ActivationKind::swish:
+      return x / (one + std::exp(-x));
+    case ActivationKind::exponential:
+      return std::exp(x);
+    default:
+      return x;  // linear
+  }
+}
+
+// d act / dx at the element whose input is x and output y (x is read only where
+// activation_needs_input; elsewhere any value may be passed). At a kink (relu, leaky_relu and
+// elu at 0) the derivative is the left one, as TensorFlow's.
+template <typename T>
+CROSSOVER_HD T activation_derivative(ActivationKind a, T x, T y, T alpha) {
+  const T zero = 0, one = 1;
+  switch (a) {
+    case ActivationKind::relu:
+      return y > zero ? one : zero;
+    case ActivationKind::sigmoid:
+      return y * (one - y);
+    case ActivationKind::tanh:
+      return one - y * y;
+    case ActivationKind::elu:  // alpha * exp(x) = y + alpha below 0
+      return y > zero ? one : y + alpha;
+    case ActivationKind::selu:  // scale * alpha * exp(x) = y + scale * alpha below 0
+      return y > zero ? T(kSeluScale) : y + T(kSeluScale * kSeluAlpha);
+    case ActivationKind::leaky_relu:
+      return y > zero ? one : alpha;
+    case ActivationKind::gelu:  // Phi(x) + x phi(x)
+      return T(0.5) * std::erfc(-x * T(0.70710678118654752)) +
+             x * T(0.39894228040143268) * std::exp(T(-0.5) * x * x);
+    case ActivationKind::softplus:  // sigmoid(x) = 1 - exp(-y)
+      return -std::expm1(-y);
+    case ActivationKind::swish: {  // s + x s (1 - s), s = sigmoid(x)
+      const T sig = one / (one + std::exp(-x));
+      return sig * (one + x * (one - sig));
+    }
+    case ActivationKind::exponential:
+      return y;
+    default:
+      return one;  // linear
+  }
+}
+
 // Keras's clipping of probabilities in binary cross-entropy.
 inline constexpr float kProbabilityEpsilon = 1e-7f;
 
@@ -337,17 +411,15 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
                               const float* targets, int64_t r, int64_t c, float* p, float* d,
                               float inv_m) {
   LossRow out;
+  // The activations the loss op does not apply were applied by the layer: z is the output.
+  if (!loss_applies_activation(act)) act = ActivationKind::linear;
   // Activated output.
   double lse = 0.0;  // softmax: log(sum_j exp(z_j))
   if (act == ActivationKind::softmax) {
     lse = softmax_row(z, p, c);
   } else {
     for (int64_t j = 0; j < c; ++j) {
-      float x = z[j];
-      p[j] = act == ActivationKind::relu      ? fmaxf(x, 0.0f)
-             : act == ActivationKind::sigmoid ? 1.0f / (1.0f + std::exp(-x))
-             : act == ActivationKind::tanh    ? std::tanh(x)
-                                              : x;
+      p[j] = activation_value(act, z[j], 0.0f);  // linear, relu, sigmoid or tanh
     }
   }
   switch (loss) {
@@ -426,12 +498,7 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
       for (int64_t j = 0; j < c; ++j) dot += d[j] * p[j];
       for (int64_t j = 0; j < c; ++j) d[j] = p[j] * (d[j] - dot);
     } else {
-      for (int64_t j = 0; j < c; ++j) {
-        const float y = p[j];
-        d[j] *= act == ActivationKind::relu      ? (y > 0.0f ? 1.0f : 0.0f)
-                : act == ActivationKind::sigmoid ? y * (1.0f - y)
-                                                 : 1.0f - y * y;
-      }
+      for (int64_t j = 0; j < c; ++j) d[j] *= activation_derivative(act, z[j], p[j], 0.0f);
     }
   }
   return out;

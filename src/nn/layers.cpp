@@ -14,8 +14,20 @@ ActivationKind parse_activation(std::string_view name) {
   if (name == "sigmoid") return ActivationKind::sigmoid;
   if (name == "tanh") return ActivationKind::tanh;
   if (name == "softmax") return ActivationKind::softmax;
+  if (name == "elu") return ActivationKind::elu;
+  if (name == "selu") return ActivationKind::selu;
+  if (name == "leaky_relu") return ActivationKind::leaky_relu;
+  if (name == "gelu") return ActivationKind::gelu;
+  if (name == "softplus") return ActivationKind::softplus;
+  if (name == "swish" || name == "silu") return ActivationKind::swish;
+  if (name == "exponential") return ActivationKind::exponential;
   throw Error("activation", "unknown activation '" + std::string(name) +
-                                "': expected linear, relu, sigmoid, tanh or softmax");
+                                "': expected linear, relu, sigmoid, tanh, softmax, elu, selu, "
+                                "leaky_relu, gelu, softplus, swish (silu) or exponential");
+}
+
+float default_activation_alpha(ActivationKind a) {
+  return a == ActivationKind::leaky_relu ? 0.2f : a == ActivationKind::elu ? 1.0f : 0.0f;
 }
 
 std::string_view activation_name(ActivationKind a) {
@@ -30,6 +42,20 @@ std::string_view activation_name(ActivationKind a) {
       return "tanh";
     case ActivationKind::softmax:
       return "softmax";
+    case ActivationKind::elu:
+      return "elu";
+    case ActivationKind::selu:
+      return "selu";
+    case ActivationKind::leaky_relu:
+      return "leaky_relu";
+    case ActivationKind::gelu:
+      return "gelu";
+    case ActivationKind::softplus:
+      return "softplus";
+    case ActivationKind::swish:
+      return "silu";
+    case ActivationKind::exponential:
+      return "exponential";
   }
   return "linear";
 }

@@ -37,6 +37,8 @@ enum class LayerType {
   layer_normalization,
   add,
   concatenate,
+  leaky_relu,
+  elu,
 };
 
 // Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total
@@ -65,6 +67,8 @@ struct Layer {
   Shape input_shape;  // input / flatten: the per-sample shape, when given
   int64_t units = 0;  // dense: units; conv2d: filters
   ActivationKind activation = ActivationKind::linear;  // dense, conv2d, activation
+  // leaky_relu's negative_slope, elu's alpha (default_activation_alpha for a name)
+  float activation_alpha = 0.0f;
   bool use_bias = true;                                // dense, conv2d
   float rate = 0.0f;                                   // dropout
   Size2 window = 0;                                    // conv2d: kernel_size; pooling: pool_size
@@ -90,10 +94,14 @@ struct Layer {
   DTypePolicy dtype_policy = DTypePolicy::float32;  // Keras's "dtype" (see DTypePolicy)
 };
 
-// Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax".
-// Throws Error("activation", ...) otherwise.
+// Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax",
+// "elu", "selu", "leaky_relu", "gelu", "softplus", "swish" (or "silu"), "exponential". Throws
+// Error("activation", ...) otherwise.
 ActivationKind parse_activation(std::string_view name);
-std::string_view activation_name(ActivationKind a);
+std::string_view activation_name(ActivationKind a);  // as Keras 3 writes it ("silu" for swish)
+// The parameter Keras's function of that name takes by default: leaky_relu's negative_slope 0.2,
+// elu's alpha 1; 0 for the others.
+float default_activation_alpha(ActivationKind a);
 std::string_view layer_type_name(LayerType t);  // "Dense", "Dropout", ... (Keras class names)
 // "valid" or "same"; throws Error(where, ...) otherwise.
 Padding parse_padding(std::string_view name, const std::string& where);
@@ -139,6 +147,10 @@ Layer Dense(int64_t units, std::string_view activation = "linear", bool use_bias
 Layer Dropout(double rate);
 // Applies an activation on its own.
 Layer Activation(std::string_view activation);
+// Keras's LeakyReLU layer: x where x >= 0, else negative_slope * x. Requires negative_slope >= 0.
+Layer LeakyReLU(double negative_slope = 0.3);
+// Keras's ELU layer: x where x > 0, else alpha * (exp(x) - 1). Requires alpha >= 0.
+Layer ELU(double alpha = 1.0);
 // 2-D convolution over (height, width, channels) samples: y = activation(conv(x, kernel) + bias);
 // kernel (kernel_h, kernel_w, in_channels, filters) glorot-uniform with Keras's receptive-field
 // fans (fan_in = kernel_h * kernel_w * in_channels, fan_out = kernel_h * kernel_w * filters),

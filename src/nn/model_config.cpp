@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "nn/layers.h"
+#include "nn/layers/keras_config.h"
 #include "nn/layers/kind.h"
 #include "nn/metrics.h"
 #include "nn/optimizers.h"
@@ -48,9 +49,6 @@ json parse_json(std::string_view text, const std::string& where) {
     throw Error(where, "malformed JSON: " + printable(msg));
   }
 }
-
-// Float values written as their shortest decimal form (0.2, not 0.20000000298023224).
-double short_double(float v) { return std::stod(fmt::format("{}", v)); }
 
 // ---- reading ---------------------------------------------------------------------------------
 
@@ -711,16 +709,18 @@ ojson optimizer_json(const OptimizerConfig& o) {
     lr = ojson{{"module", "keras.optimizers.schedules"},
                {"class_name", "ExponentialDecay"},
                {"config",
-                {{"initial_learning_rate", short_double(o.schedule.base)},
+                {{"initial_learning_rate", keras_config::decimal(o.schedule.base)},
                  {"decay_steps", o.schedule.decay_steps},
-                 {"decay_rate", short_double(o.schedule.decay_rate)},
+                 {"decay_rate", keras_config::decimal(o.schedule.decay_rate)},
                  {"staircase", o.schedule.staircase},
                  {"name", "ExponentialDecay"}}},
                {"registered_name", nullptr}};
   } else {
-    lr = short_double(o.schedule.base);
+    lr = keras_config::decimal(o.schedule.base);
   }
-  auto opt_num = [](float v) -> ojson { return v > 0 ? ojson(short_double(v)) : ojson(nullptr); };
+  auto opt_num = [](float v) -> ojson {
+    return v > 0 ? ojson(keras_config::decimal(v)) : ojson(nullptr);
+  };
   ojson c{{"name", name},
           {"learning_rate", lr},
           {"weight_decay", opt_num(o.weight_decay)},
@@ -736,32 +736,32 @@ ojson optimizer_json(const OptimizerConfig& o) {
     case OptimizerKind::adam:
       c["beta_1"] = o.beta1;
       c["beta_2"] = o.beta2;
-      c["epsilon"] = short_double(o.epsilon);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       c["amsgrad"] = false;
       break;
     case OptimizerKind::sgd:
-      c["momentum"] = short_double(o.momentum);
+      c["momentum"] = keras_config::decimal(o.momentum);
       c["nesterov"] = o.nesterov;
       break;
     case OptimizerKind::rmsprop:
       c["rho"] = o.rho;
-      c["momentum"] = short_double(o.momentum);
-      c["epsilon"] = short_double(o.epsilon);
+      c["momentum"] = keras_config::decimal(o.momentum);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       c["centered"] = false;
       break;
     case OptimizerKind::adagrad:
-      c["initial_accumulator_value"] = short_double(o.initial_accumulator_value);
-      c["epsilon"] = short_double(o.epsilon);
+      c["initial_accumulator_value"] = keras_config::decimal(o.initial_accumulator_value);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       break;
     case OptimizerKind::adadelta:
       c["rho"] = o.rho;
-      c["epsilon"] = short_double(o.epsilon);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       break;
     case OptimizerKind::nadam:
     case OptimizerKind::adamax:
       c["beta_1"] = o.beta1;
       c["beta_2"] = o.beta2;
-      c["epsilon"] = short_double(o.epsilon);
+      c["epsilon"] = keras_config::decimal(o.epsilon);
       break;
   }
   return ojson{{"module", "keras.optimizers"},

@@ -320,9 +320,9 @@ class KernelBench {
     if (name == "sigmoid_backward") act_b = ActivationKind::sigmoid;
     if (name == "tanh_backward") act_b = ActivationKind::tanh;
     if (act_f) {
-      op = [&, a = *act_f] { be_.activation_forward(a, A(), c_.f(), 1, e); };
+      op = [&, a = *act_f] { be_.activation_forward(a, 0.0f, A(), c_.f(), 1, e); };
     } else if (act_b) {
-      op = [&, a = *act_b] { be_.activation_backward(a, A(), B(), c_.f(), 1, e); };
+      op = [&, a = *act_b] { be_.activation_backward(a, 0.0f, nullptr, A(), B(), c_.f(), 1, e); };
     } else if (name == "dropout_forward") {
       op = [&] { be_.dropout_forward(A(), c_.f(), M(), 1, e, 0.2f, 1, 1, ctr_, 0); };
     } else if (name == "dropout_backward") {
@@ -336,7 +336,7 @@ class KernelBench {
                                   ctr_, rows);
       };
     } else if (name == "softmax_forward") {
-      op = [&] { be_.activation_forward(ActivationKind::softmax, A(), c_.f(), rows, cols); };
+      op = [&] { be_.activation_forward(ActivationKind::softmax, 0.0f, A(), c_.f(), rows, cols); };
     } else if (name == "gather_rows" || name == "gather_labels") {
       Gather& g = gather(name == "gather_labels" ? 1 : cols, rows);
       op = [&] {
@@ -658,7 +658,7 @@ void measure_memory(Backend& be, Bench& bench, bool quick, Profile& p) {
   Block x(be, static_cast<std::size_t>(n) * 4), y(be, static_cast<std::size_t>(n) * 4);
   be.fill(x.f(), 0.5f, n);
   const double t =
-      bench.per_call([&] { be.activation_forward(ActivationKind::relu, x.f(), y.f(), 1, n); });
+      bench.per_call([&] { be.activation_forward(ActivationKind::relu, 0.0f, x.f(), y.f(), 1, n); });
   p.memory_bytes_per_second = 8.0 * double(n) / t;
 }
 

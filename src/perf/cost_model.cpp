@@ -409,7 +409,8 @@ void price_activation(OpBuilder& b) {
     o.bytes_read = o.bytes_written = kFloat * mn;
   } else {
     o.kernel = std::string(activation_name(c.act)) + (forward ? "_forward" : "_backward");
-    o.bytes_read = (forward ? 1 : 2) * kFloat * mn;  // backward: y and dy
+    // backward: y and dy, and x for the activations whose gradient needs their input
+    o.bytes_read = (forward ? 1 : activation_needs_input(c.act) ? 3 : 2) * kFloat * mn;
     o.bytes_written = kFloat * mn;
   }
 }

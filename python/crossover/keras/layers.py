@@ -36,9 +36,17 @@ def _shape(shape: ShapeArg, owner: str) -> Optional[list[int]]:
 def _activation_name(activation: ActivationArg) -> str:
     if activation is None:
         return "linear"
+    if isinstance(activation, (LeakyReLU, ELU)):  # a layer given as the activation
+        return "leaky_relu" if isinstance(activation, LeakyReLU) else "elu"
     if callable(activation):  # keras.activations.relu, tf.nn.relu, ...
         return str(getattr(activation, "__name__", activation))
     return str(activation)
+
+
+def _set_activation_parameter(layer: "Layer", activation: ActivationArg) -> None:
+    """A LeakyReLU or ELU layer given as the activation brings its slope or alpha."""
+    if isinstance(activation, (LeakyReLU, ELU)):
+        layer._layer.activation_alpha = activation._layer.activation_alpha
 
 
 def _set_initializers(layer: "Layer", **given: Any) -> None:
@@ -300,6 +308,7 @@ class Dense(Layer):
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
         self._layer = _core.Dense(self.units, self.activation, self.use_bias)
+        _set_activation_parameter(self, activation)
         _set_initializers(
             self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
         )
@@ -332,6 +341,7 @@ class Activation(Layer):
         super().__init__(**kwargs)
         self.activation = _activation_name(activation)
         self._layer = _core.Activation(self.activation)
+        _set_activation_parameter(self, activation)
 
 
 def _pair(value: Any, owner: str, argument: str) -> list[int]:
@@ -401,6 +411,7 @@ class Conv2D(Layer):
             self.padding,
             self.use_bias,
         )
+        _set_activation_parameter(self, activation)
         _set_initializers(
             self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
         )
@@ -629,6 +640,28 @@ class ReLU(Layer):
         self._layer = _core.Activation("relu")
 
 
+class LeakyReLU(Layer):
+    """Keras's LeakyReLU: x where x >= 0, else negative_slope * x (Keras 3's default 0.3; the
+    activation 'leaky_relu' has 0.2). tf.keras 2's `alpha` is read as negative_slope, as Keras 3
+    does."""
+
+    def __init__(self, negative_slope: float = 0.3, **kwargs: Any) -> None:
+        if "alpha" in kwargs:
+            negative_slope = kwargs.pop("alpha")
+        super().__init__(**kwargs)
+        self.negative_slope = float(negative_slope)
+        self._layer = _core.LeakyReLU(self.negative_slope)
+
+
+class ELU(Layer):
+    """Keras's ELU: x where x > 0, else alpha * (exp(x) - 1)."""
+
+    def __init__(self, alpha: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.alpha = float(alpha)
+        self._layer = _core.ELU(self.alpha)
+
+
 class _Merge(Layer):
     """What Add and Concatenate share: two or more inputs, in a functional model."""
 
@@ -701,8 +734,6 @@ _NOT_YET = {
     "MaxPooling1D": "1-D pooling",
     "Embedding": "embeddings",
     "LSTM": "recurrent layers",
-    "LeakyReLU": "leaky ReLU activations",
-    "ELU": "elu activations",
     "PReLU": "parametric ReLU activations",
     "GRU": "recurrent layers",
     "SimpleRNN": "recurrent layers",
@@ -716,8 +747,8 @@ def __getattr__(name: str) -> Any:
     supported = (
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
         "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization, "
-        "LayerNormalization, Softmax, ReLU, Add and Concatenate (and the aliases MaxPool2D, "
-        "AvgPool2D, GlobalAvgPool2D)"
+        "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add and Concatenate (and the aliases "
+        "MaxPool2D, AvgPool2D, GlobalAvgPool2D)"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -741,6 +772,8 @@ __all__ = [
     "LayerNormalization",
     "Softmax",
     "ReLU",
+    "LeakyReLU",
+    "ELU",
     "Add",
     "Concatenate",
     "add",

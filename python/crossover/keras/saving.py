@@ -78,6 +78,13 @@ def _initializers_of(layer: "_core.Layer", *which: str) -> dict[str, Any]:
 
 def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
     """The Keras layer for one of the library's layers (as model_from_json rebuilt it)."""
+    made = _keras_layer_of(layer)
+    if layer.type in ("Dense", "Conv2D", "Activation"):  # leaky_relu's slope, elu's alpha
+        made._layer.activation_alpha = layer.activation_alpha
+    return made
+
+
+def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
     shape = list(layer.input_shape) or None
     if layer.type == "InputLayer":
         return layers_module.InputLayer(shape=shape, name=layer.name)
@@ -119,6 +126,10 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
             name=layer.name,
             dtype=dtype,
         )
+    if layer.type == "LeakyReLU":
+        return layers_module.LeakyReLU(layer.activation_alpha, name=layer.name, dtype=dtype)
+    if layer.type == "ELU":
+        return layers_module.ELU(layer.activation_alpha, name=layer.name, dtype=dtype)
     if layer.type == "GlobalAveragePooling2D":
         return layers_module.GlobalAveragePooling2D(name=layer.name, dtype=dtype)
     if layer.type == "Reshape":

@@ -359,7 +359,7 @@ class CpuBackend final : public Backend {
         }
       });
     // Sigmoid, tanh and softmax (softmax needs whole rows): a second pass, as on the GPU.
-    if (act != ActivationKind::linear && !relu) activation_forward(act, y, y, m, n);
+    if (act != ActivationKind::linear && !relu) activation_forward(act, 0.0f, y, y, m, n);
   }
 
   void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
@@ -569,7 +569,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
+  void activation_forward(ActivationKind act, float alpha, const float* x, float* y, int64_t m,
                           int64_t n) override {
     const int64_t total = m * n;
     switch (act) {
@@ -588,11 +588,14 @@ class CpuBackend final : public Backend {
       case ActivationKind::softmax:
         parallel_rows(m, n, [&](int64_t r) { softmax_row(x + r * n, y + r * n, n); });
         return;
+      default:  // elu, selu, leaky_relu, gelu, softplus, swish, exponential
+        parallel_for(total, [&](int64_t i) { y[i] = activation_value(act, x[i], alpha); });
+        return;
     }
   }
 
-  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
-                           int64_t m, int64_t n) override {
+  void activation_backward(ActivationKind act, float alpha, const float* x, const float* y,
+                           const float* dy, float* dx, int64_t m, int64_t n) override {
     const int64_t total = m * n;
     switch (act) {
       case ActivationKind::linear:
@@ -616,6 +619,17 @@ class CpuBackend final : public Backend {
           float dot = 0.0f;
           for (int64_t j = 0; j < n; ++j) dot += dyr[j] * yr[j];
           for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - dot);
+        });
+        return;
+      case ActivationKind::gelu:
+      case ActivationKind::swish:  // from the input x
+        parallel_for(total, [&](int64_t i) {
+          dx[i] = dy[i] * activation_derivative(act, x[i], y[i], alpha);
+        });
+        return;
+      default:  // elu, selu, leaky_relu, softplus, exponential: from the output y
+        parallel_for(total, [&](int64_t i) {
+          dx[i] = dy[i] * activation_derivative(act, 0.0f, y[i], alpha);
         });
         return;
     }

@@ -382,17 +382,18 @@ class CudaBackend final : public Backend {
   }
 
   // ---- activations ----
-  void activation_forward(ActivationKind act, const float* x, float* y, int64_t m,
+  void activation_forward(ActivationKind act, float alpha, const float* x, float* y, int64_t m,
                           int64_t n) override {
     if (planning_) return;
     activate();
-    check(cuda::launch_activation_forward(stream_, act, x, y, m, n), "activation kernel launch");
+    check(cuda::launch_activation_forward(stream_, act, alpha, x, y, m, n),
+          "activation kernel launch");
   }
-  void activation_backward(ActivationKind act, const float* y, const float* dy, float* dx,
-                           int64_t m, int64_t n) override {
+  void activation_backward(ActivationKind act, float alpha, const float* x, const float* y,
+                           const float* dy, float* dx, int64_t m, int64_t n) override {
     if (planning_) return;
     activate();
-    check(cuda::launch_activation_backward(stream_, act, y, dy, dx, m, n),
+    check(cuda::launch_activation_backward(stream_, act, alpha, x, y, dy, dx, m, n),
           "activation_backward kernel launch");
   }
 

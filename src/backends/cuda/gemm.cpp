@@ -317,7 +317,7 @@ void LtGemm::dense_forward(const float* x, const float* w, const float* b, float
                  "bias_activation kernel launch");
   }
   if (act != ActivationKind::linear && !relu)  // sigmoid, tanh, softmax: after the bias
-    check_cuda(ordinal_, launch_activation_forward(stream_, act, y, y, m, n),
+    check_cuda(ordinal_, launch_activation_forward(stream_, act, 0.0f, y, y, m, n),
                "activation kernel launch");
 }
 

@@ -66,7 +66,7 @@ __device__ bool last_block_done(unsigned int* ticket) {
   return t == gridDim.x - 1;
 }
 
-__device__ __forceinline__ float activate(ActivationKind act, float x) {
+__device__ __forceinline__ float activate(ActivationKind act, float x, float alpha = 0.0f) {
   switch (act) {
     case ActivationKind::relu:
       return fmaxf(x, 0.0f);
@@ -74,8 +74,11 @@ __device__ __forceinline__ float activate(ActivationKind act, float x) {
       return 1.0f / (1.0f + expf(-x));
     case ActivationKind::tanh:
       return tanhf(x);
-    default:
-      return x;  // linear (softmax is per row, never here)
+    case ActivationKind::linear:
+    case ActivationKind::softmax:  // per row, never here
+      return x;
+    default:  // elu, selu, leaky_relu, gelu, softplus, swish, exponential: kernel_math.h's
+      return activation_value(act, x, alpha);
   }
 }
 
@@ -135,9 +138,10 @@ __global__ void to_bf16_kernel(const float* __restrict__ a, __nv_bfloat16* __res
   }
 }
 
-__global__ void activation_forward_kernel(ActivationKind act, const float* x, float* y,
-                                          int64_t total) {
-  for (int64_t e = global_thread(); e < total; e += grid_stride()) y[e] = activate(act, x[e]);
+__global__ void activation_forward_kernel(ActivationKind act, float alpha, const float* x,
+                                          float* y, int64_t total) {
+  for (int64_t e = global_thread(); e < total; e += grid_stride())
+    y[e] = activate(act, x[e], alpha);
 }
 
 // One warp per row: max, sum of exp(x - max), then the normalised row. x may alias y.
@@ -156,8 +160,9 @@ __global__ void softmax_rows_kernel(const float* x, float* y, int64_t m, int64_t
   for (int64_t j = lane; j < n; j += 32) yr[j] = expf(xr[j] - mx) * inv;
 }
 
-__global__ void activation_backward_kernel(ActivationKind act, const float* y, const float* dy,
-                                           float* dx, int64_t total) {
+__global__ void activation_backward_kernel(ActivationKind act, float alpha, const float* x,
+                                           const float* y, const float* dy, float* dx,
+                                           int64_t total) {
   for (int64_t e = global_thread(); e < total; e += grid_stride()) {
     const float yv = y[e], g = dy[e];
     float d;
@@ -171,8 +176,12 @@ __global__ void activation_backward_kernel(ActivationKind act, const float* y, c
       case ActivationKind::tanh:
         d = g * (1.0f - yv * yv);
         break;
-      default:
+      case ActivationKind::linear:
+      case ActivationKind::softmax:  // per row, never here
         d = g;
+        break;
+      default:  // the input is read only by gelu and swish (activation_needs_input)
+        d = g * activation_derivative(act, activation_needs_input(act) ? x[e] : 0.0f, yv, alpha);
         break;
     }
     dx[e] = d;
@@ -775,8 +784,8 @@ cudaError_t launch_to_bf16(cudaStream_t s, const float* a, void* a16, int64_t na
   return cudaGetLastError();
 }
 
-cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, const float* x, float* y,
-                                      int64_t m, int64_t n) {
+cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, float alpha,
+                                      const float* x, float* y, int64_t m, int64_t n) {
   if (m <= 0 || n <= 0) return cudaSuccess;
   if (act == ActivationKind::softmax) {
     const int rows_per_block = kThreads / 32;
@@ -787,13 +796,14 @@ cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, const 
     return cudaMemcpyAsync(y, x, static_cast<size_t>(m * n) * sizeof(float),
                            cudaMemcpyDeviceToDevice, s);
   } else {
-    activation_forward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(act, x, y, m * n);
+    activation_forward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(act, alpha, x, y, m * n);
   }
   return cudaGetLastError();
 }
 
-cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const float* y,
-                                       const float* dy, float* dx, int64_t m, int64_t n) {
+cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, float alpha,
+                                       const float* x, const float* y, const float* dy, float* dx,
+                                       int64_t m, int64_t n) {
   if (m <= 0 || n <= 0) return cudaSuccess;
   if (act == ActivationKind::softmax) {
     const int rows_per_block = kThreads / 32;
@@ -805,7 +815,8 @@ cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const
     return cudaMemcpyAsync(dx, dy, static_cast<size_t>(m * n) * sizeof(float),
                            cudaMemcpyDeviceToDevice, s);
   } else {
-    activation_backward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(act, y, dy, dx, m * n);
+    activation_backward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(act, alpha, x, y, dy, dx,
+                                                                       m * n);
   }
   return cudaGetLastError();
 }

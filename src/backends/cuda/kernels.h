@@ -56,10 +56,11 @@ cudaError_t launch_column_sums(cudaStream_t s, const float* dy, float* db, int64
 cudaError_t launch_to_bf16(cudaStream_t s, const float* a, void* a16, int64_t na, const float* b,
                            void* b16, int64_t nb);
 
-cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, const float* x, float* y,
-                                      int64_t m, int64_t n);
-cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, const float* y,
-                                       const float* dy, float* dx, int64_t m, int64_t n);
+cudaError_t launch_activation_forward(cudaStream_t s, ActivationKind act, float alpha,
+                                      const float* x, float* y, int64_t m, int64_t n);
+cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, float alpha,
+                                       const float* x, const float* y, const float* dy, float* dx,
+                                       int64_t m, int64_t n);
 
 // y = a + b (y may alias a or b); a block of columns between two row-major matrices
 // (Backend::copy_columns).

@@ -8,7 +8,22 @@ Layer Activation(std::string_view activation) {
   Layer l;
   l.type = LayerType::activation;
   l.activation = parse_activation(activation);
+  l.activation_alpha = default_activation_alpha(l.activation);
   return l;
+}
+
+void activation_layer_forward(const ForwardStep& s) {
+  s.backend.activation_forward(forward_activation(s), s.layer.activation_alpha, s.x, s.y, s.m,
+                               s.state.out_width);
+}
+
+// In place on g, unless the loss op (or a fused dropout) applied it; from the layer's input x
+// where the gradient needs it (gelu, swish).
+void activation_layer_backward(BackwardStep& s) {
+  if (backward_applies_activation(s))
+    s.backend.activation_backward(s.layer.activation, s.layer.activation_alpha, s.x, s.y, s.g, s.g,
+                                  s.m, s.state.out_width);
+  s.activation_done = false;
 }
 
 namespace {
@@ -36,26 +51,16 @@ class ActivationLayerKind final : public LayerKind {
   // ---- Keras config ----
   void from_keras(Reader& cfg, Layer& l) const override {
     if (!cfg.find("activation")) cfg.fail("activation", "Activation needs an activation");
-    l.activation = cfg.activation();
+    cfg.activation(l);
   }
-  void to_keras(const Layer& l, ojson& c) const override {
-    c["activation"] = std::string(activation_name(l.activation));
-  }
+  void to_keras(const Layer& l, ojson& c) const override { c["activation"] = activation_json(l); }
 
   // ---- engine ----
   bool defers_activation() const override { return true; }
   bool applies_activation() const override { return true; }
 
-  void forward(const ForwardStep& s) const override {
-    s.backend.activation_forward(s.defer_activation ? ActivationKind::linear : s.layer.activation,
-                                 s.x, s.y, s.m, s.state.out_width);
-  }
-  // In place on g, unless the loss op (or a fused dropout) applied it.
-  void backward(BackwardStep& s) const override {
-    if (!s.activation_done)
-      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, s.state.out_width);
-    s.activation_done = false;
-  }
+  void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
+  void backward(BackwardStep& s) const override { activation_layer_backward(s); }
 };
 
 }  // namespace

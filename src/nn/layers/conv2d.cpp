@@ -22,6 +22,7 @@ Layer Conv2D(int64_t filters, Size2 kernel_size, std::string_view activation, Si
   l.strides = strides;
   l.padding = parse_padding(padding, "Conv2D");
   l.activation = parse_activation(activation);
+  l.activation_alpha = default_activation_alpha(l.activation);
   l.use_bias = use_bias;
   return l;
 }
@@ -76,7 +77,7 @@ class Conv2DKind final : public LayerKind {
     if (const json* g = cfg.find("groups"))
       if (!g->is_number_integer() || g->get<int64_t>() != 1)
         cfg.fail("groups", "groups " + brief(*g) + " is not supported: only 1");
-    l.activation = cfg.activation();
+    cfg.activation(l);
     l.use_bias = cfg.flag("use_bias", true);
     l.kernel_initializer = cfg.initializer("kernel_initializer", GlorotUniform());
     l.bias_initializer = cfg.initializer("bias_initializer", Zeros());
@@ -93,7 +94,7 @@ class Conv2DKind final : public LayerKind {
     c["data_format"] = "channels_last";
     c["dilation_rate"] = ojson::array({1, 1});
     c["groups"] = 1;
-    c["activation"] = std::string(activation_name(l.activation));
+    c["activation"] = activation_json(l);
     c["use_bias"] = l.use_bias;
     c["kernel_initializer"] = initializer_json(l.kernel_initializer);
     c["bias_initializer"] = initializer_json(l.bias_initializer);
@@ -133,21 +134,31 @@ class Conv2DKind final : public LayerKind {
     b.shape = {c.out_h, c.out_w, c.out_c};
   }
 
+  // gelu's and swish's pre-activation output, which their gradient needs.
+  std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend&,
+                              int64_t batch) const override {
+    return pre_activation_bytes(l, li, batch);
+  }
+
   // y(m, out_h, out_w, filters) = act(conv(x, kernel) + bias), bias and relu fused.
   void forward(const ForwardStep& s) const override {
     // Never the final layer (its output is not flat), so its activation is never deferred.
     const ActivationKind act = s.layer.activation;
     const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
-    s.backend.conv2d_forward(s.state.conv, s.x, s.value(s.state.kernel), s.value(s.state.bias), s.y,
+    float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
+    s.backend.conv2d_forward(s.state.conv, s.x, s.value(s.state.kernel), s.value(s.state.bias), z,
                              s.m, fused ? act : ActivationKind::linear);
-    if (!fused) s.backend.activation_forward(act, s.y, s.y, s.m, s.state.out_width);
+    if (!fused)
+      s.backend.activation_forward(act, s.layer.activation_alpha, z, s.y, s.m, s.state.out_width);
   }
 
   // dx (not for the first layer with parameters), dkernel and dbias from g.
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
-    if (!s.activation_done)
-      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, li.out_width);
+    if (backward_applies_activation(s))
+      s.backend.activation_backward(s.layer.activation, s.layer.activation_alpha,
+                                    static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
+                                    li.out_width);
     if (!s.first) s.backend.conv2d_backward_input(li.conv, s.g, s.value(li.kernel), s.spare, s.m);
     s.backend.conv2d_backward_weights(li.conv, s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m);
     if (!s.first) s.swap();

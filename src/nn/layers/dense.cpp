@@ -12,6 +12,7 @@ Layer Dense(int64_t units, std::string_view activation, bool use_bias) {
   l.type = LayerType::dense;
   l.units = units;
   l.activation = parse_activation(activation);
+  l.activation_alpha = default_activation_alpha(l.activation);
   l.use_bias = use_bias;
   return l;
 }
@@ -47,7 +48,7 @@ class DenseKind final : public LayerKind {
   // ---- Keras config ----
   void from_keras(Reader& cfg, Layer& l) const override {
     l.units = cfg.count("units", "Dense needs units");
-    l.activation = cfg.activation();
+    cfg.activation(l);
     l.use_bias = cfg.flag("use_bias", true);
     l.kernel_initializer = cfg.initializer("kernel_initializer", GlorotUniform());
     l.bias_initializer = cfg.initializer("bias_initializer", Zeros());
@@ -58,7 +59,7 @@ class DenseKind final : public LayerKind {
   }
   void to_keras(const Layer& l, ojson& c) const override {
     c["units"] = l.units;
-    c["activation"] = std::string(activation_name(l.activation));
+    c["activation"] = activation_json(l);
     c["use_bias"] = l.use_bias;
     c["kernel_initializer"] = initializer_json(l.kernel_initializer);
     c["bias_initializer"] = initializer_json(l.bias_initializer);
@@ -92,23 +93,33 @@ class DenseKind final : public LayerKind {
     b.shape = {l.units};
   }
 
+  // gelu's and swish's pre-activation output (m, units), which their gradient needs.
+  std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend&,
+                              int64_t batch) const override {
+    return pre_activation_bytes(l, li, batch);
+  }
+
   // y(m, units) = act(x(m, in) . kernel(in, units) + bias): bias and relu fused into the GEMM,
-  // other activations as a call of their own.
+  // other activations as a call of their own (in place, or from the workspace's z).
   void forward(const ForwardStep& s) const override {
     const LayerState& li = s.state;
-    const ActivationKind act = s.defer_activation ? ActivationKind::linear : s.layer.activation;
+    const ActivationKind act = forward_activation(s);
     const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
-    s.backend.dense_forward(s.x, s.value(li.kernel), s.value(li.bias), s.y, s.m, li.in_width,
+    float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
+    s.backend.dense_forward(s.x, s.value(li.kernel), s.value(li.bias), z, s.m, li.in_width,
                             li.out_width, fused ? act : ActivationKind::linear);
-    if (!fused) s.backend.activation_forward(act, s.y, s.y, s.m, li.out_width);
+    if (!fused)
+      s.backend.activation_forward(act, s.layer.activation_alpha, z, s.y, s.m, li.out_width);
   }
 
   // dx(m, in) = g(m, units) . kernel^T (not for the first layer with parameters); dkernel(in,
   // units) = x^T . g, dbias = the column sums of g (or, fused, the update with them).
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
-    if (!s.activation_done)
-      s.backend.activation_backward(s.layer.activation, s.y, s.g, s.g, s.m, li.out_width);
+    if (backward_applies_activation(s))
+      s.backend.activation_backward(s.layer.activation, s.layer.activation_alpha,
+                                    static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
+                                    li.out_width);
     // The input gradient first: it needs the kernel before this step's update.
     if (!s.first)
       s.backend.dense_backward_input(s.g, s.value(li.kernel), s.spare, s.m, li.in_width,

@@ -50,8 +50,7 @@ class DropoutKind final : public LayerKind {
     cfg.accept({"seed"});
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    // The rate's shortest decimal form (0.2, not 0.20000000298023224).
-    c["rate"] = std::stod(fmt::format("{}", l.rate));
+    c["rate"] = decimal(l.rate);
     c["seed"] = nullptr;
     c["noise_shape"] = nullptr;
   }

@@ -134,11 +134,30 @@ void Reader::channels_last() {
   }
 }
 
-ActivationKind Reader::activation(const char* key) {
+void Reader::activation(Layer& l, const char* key) {
+  l.activation = ActivationKind::linear;
+  l.activation_alpha = 0.0f;
   const json* p = find(key);
-  if (!p) return ActivationKind::linear;
+  if (!p) return;
   const json& v = *p;
   std::string name;
+  if (v.is_object() && v.contains("class_name") &&
+      (v["class_name"] == "LeakyReLU" || v["class_name"] == "ELU")) {
+    // A layer given as the activation (Dense(activation=keras.layers.LeakyReLU(0.2))).
+    const bool leaky = v["class_name"] == "LeakyReLU";
+    const json* c = v.contains("config") && v["config"].is_object() ? &v["config"] : nullptr;
+    // Keras 3 writes LeakyReLU's negative_slope, tf.keras 2 its alpha.
+    const char* field = leaky && c && c->contains("negative_slope") ? "negative_slope" : "alpha";
+    double a = leaky ? 0.3 : 1.0;
+    if (c && c->contains(field)) {
+      if (!(*c)[field].is_number()) fail(key, std::string(field) + " must be a number");
+      a = (*c)[field].get<double>();
+    }
+    if (!(a >= 0.0)) fail(key, fmt::format("{} must be at least 0, got {}", field, a));
+    l.activation = leaky ? ActivationKind::leaky_relu : ActivationKind::elu;
+    l.activation_alpha = static_cast<float>(a);
+    return;
+  }
   if (v.is_string()) {
     name = v.get<std::string>();
   } else if (v.is_object() && v.contains("config") && v["config"].is_string()) {
@@ -147,13 +166,29 @@ ActivationKind Reader::activation(const char* key) {
   } else {
     fail(key, "unreadable activation " + brief(v));
   }
-  if (name == "None") return ActivationKind::linear;
+  if (name == "None") return;
   try {
-    return parse_activation(name);
+    l.activation = parse_activation(name);
   } catch (const Error&) {
     fail(key, "activation '" + printable(name) +
-                  "' is not supported: crossover runs linear, relu, sigmoid, tanh and softmax");
+                  "' is not supported: crossover runs linear, relu, sigmoid, tanh, softmax, elu, "
+                  "selu, leaky_relu, gelu, softplus, swish (silu) and exponential");
   }
+  l.activation_alpha = default_activation_alpha(l.activation);
+}
+
+ojson activation_json(const Layer& l) {
+  const ActivationKind a = l.activation;
+  if ((a != ActivationKind::leaky_relu && a != ActivationKind::elu) ||
+      l.activation_alpha == default_activation_alpha(a))
+    return std::string(activation_name(a));
+  const bool leaky = a == ActivationKind::leaky_relu;
+  ojson config{{"name", leaky ? "leaky_re_lu" : "elu"}};
+  config[leaky ? "negative_slope" : "alpha"] = decimal(l.activation_alpha);
+  return ojson{{"module", "keras.layers"},
+               {"class_name", leaky ? "LeakyReLU" : "ELU"},
+               {"config", std::move(config)},
+               {"registered_name", nullptr}};
 }
 
 bool Reader::flag(const char* key, bool fallback) {
@@ -369,5 +404,7 @@ ojson initializer_json(const Initializer& init) {
                {"config", std::move(config)},
                {"registered_name", nullptr}};
 }
+
+double decimal(float f) { return std::stod(fmt::format("{}", f)); }
 
 }  // namespace crossover::keras_config

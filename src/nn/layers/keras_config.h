@@ -69,8 +69,9 @@ class Reader {
   Padding padding();
   // data_format: channels_last (or null, Keras's default) only.
   void channels_last();
-  // An activation crossover runs; linear when absent or null.
-  ActivationKind activation(const char* key = "activation");
+  // An activation crossover runs (a name, or a LeakyReLU or ELU layer given as the activation)
+  // into l.activation and l.activation_alpha; linear when absent or null.
+  void activation(Layer& l, const char* key = "activation");
   bool flag(const char* key, bool fallback);
   double number(const char* key, double fallback);
   // An initializer (a Keras identifier "he_normal" or a serialized {"class_name", "config"});
@@ -92,6 +93,14 @@ class Reader {
   const LayerRef& ref_;
   std::set<std::string> read_;
 };
+
+// The layer's activation as Keras 3 writes it: its name, or (leaky_relu and elu with another
+// parameter than the name's default) the LeakyReLU or ELU layer given as the activation.
+ojson activation_json(const Layer& l);
+
+// A float parameter as a config writes it: the double with the float's shortest decimal (0.3f is
+// written 0.3, as Keras writes the Python float it was given, not 0.30000001192092896).
+double decimal(float f);
 
 // Keras 3's serialized initializer {"module": "keras.initializers", "class_name": ..., "config":
 // its get_config(), "registered_name": null}.

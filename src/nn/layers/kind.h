@@ -139,6 +139,25 @@ struct BackwardStep : LayerStep {
   void swap() { std::swap(g, spare); }
 };
 
+// The activation a layer's forward pass applies: its own, unless the loss op applies it (the
+// final layer in training, for the kinds the loss op has: loss_applies_activation).
+inline ActivationKind forward_activation(const ForwardStep& s) {
+  const ActivationKind a = s.layer.activation;
+  return s.defer_activation && loss_applies_activation(a) ? ActivationKind::linear : a;
+}
+// Whether the backward pass applies the activation's gradient: unless the loss op (or a fused
+// dropout, for relu) did.
+inline bool backward_applies_activation(const BackwardStep& s) {
+  return !s.activation_done || !loss_applies_activation(s.layer.activation);
+}
+// Where a Dense or Conv2D layer keeps its pre-activation output for an activation whose
+// gradient needs it (activation_needs_input: gelu, swish): its workspace, of
+// pre_activation_bytes; else null (the activation is applied in place on y).
+std::size_t pre_activation_bytes(const Layer& l, const LayerState& state, int64_t batch);
+// The Activation, LeakyReLU and ELU layers' step: y = act(x), and its gradient in place on g.
+void activation_layer_forward(const ForwardStep& s);
+void activation_layer_backward(BackwardStep& s);
+
 class LayerKind {
  public:
   virtual ~LayerKind() = default;

@@ -22,6 +22,8 @@ const LayerKind& batch_normalization_layer_kind();
 const LayerKind& layer_normalization_layer_kind();
 const LayerKind& add_layer_kind();
 const LayerKind& concatenate_layer_kind();
+const LayerKind& leaky_relu_layer_kind();
+const LayerKind& elu_layer_kind();
 
 namespace {
 
@@ -42,6 +44,8 @@ std::span<const LayerKind* const> kinds() {
       &layer_normalization_layer_kind(),
       &add_layer_kind(),
       &concatenate_layer_kind(),
+      &leaky_relu_layer_kind(),
+      &elu_layer_kind(),
   };
   return all;
 }
@@ -90,6 +94,11 @@ int LayerBuilder::add_param(const std::string& variable, const Shape& param_shap
       {layer.name + "/" + variable, param_shape, n, offset_, index, trainable, initializer, draw});
   offset_ += (n + 15) / 16 * 16;
   return static_cast<int>(params_.size()) - 1;
+}
+
+std::size_t pre_activation_bytes(const Layer& l, const LayerState& state, int64_t batch) {
+  if (!activation_needs_input(l.activation)) return 0;
+  return static_cast<std::size_t>(batch * state.out_width) * sizeof(float);
 }
 
 void check_declared_input(LayerBuilder& b) {

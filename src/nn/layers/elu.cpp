@@ -1,0 +1,61 @@
+// ELU: y = x where x > 0, else alpha * (exp(x) - 1) (Keras's layer; the activation "elu" in
+// Dense and Activation is the same function with alpha 1).
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "nn/layers/kind.h"
+
+namespace crossover {
+
+Layer ELU(double alpha) {
+  // The gradient is taken from the output (alpha * exp(x) = y + alpha), which needs alpha >= 0.
+  if (!(alpha >= 0.0)) throw Error("ELU", fmt::format("alpha must be at least 0, got {}", alpha));
+  Layer l;
+  l.type = LayerType::elu;
+  l.activation = ActivationKind::elu;
+  l.activation_alpha = static_cast<float>(alpha);
+  return l;
+}
+
+namespace {
+
+using namespace keras_config;
+
+class ELUKind final : public LayerKind {
+ public:
+  LayerType type() const override { return LayerType::elu; }
+  std::string_view class_name() const override { return "ELU"; }
+  std::string_view base_name() const override { return "elu"; }
+  bool keeps_shape() const override { return true; }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["alpha"] = keras_config::decimal(l.activation_alpha);
+  }
+
+  void from_keras(Reader& cfg, Layer& l) const override {
+    const double a = cfg.number("alpha", 1.0);
+    try {
+      const Layer made = ELU(a);
+      l.activation = made.activation;
+      l.activation_alpha = made.activation_alpha;
+    } catch (const Error&) {
+      cfg.fail("alpha", fmt::format("must be at least 0, got {}", a));
+    }
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["alpha"] = decimal(l.activation_alpha);
+  }
+
+  bool defers_activation() const override { return true; }
+  bool applies_activation() const override { return true; }
+  void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
+  void backward(BackwardStep& s) const override { activation_layer_backward(s); }
+};
+
+}  // namespace
+
+const LayerKind& elu_layer_kind() {
+  static const ELUKind kind;
+  return kind;
+}
+
+}  // namespace crossover

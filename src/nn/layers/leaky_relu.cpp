@@ -1,0 +1,64 @@
+// LeakyReLU: y = x where x >= 0, else negative_slope * x (Keras's layer; the activation
+// "leaky_relu" in Dense and Activation is the same function with slope 0.2).
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "nn/layers/kind.h"
+
+namespace crossover {
+
+Layer LeakyReLU(double negative_slope) {
+  if (!(negative_slope >= 0.0))
+    throw Error("LeakyReLU",
+                fmt::format("negative_slope must be at least 0, got {}", negative_slope));
+  Layer l;
+  l.type = LayerType::leaky_relu;
+  l.activation = ActivationKind::leaky_relu;
+  l.activation_alpha = static_cast<float>(negative_slope);
+  return l;
+}
+
+namespace {
+
+using namespace keras_config;
+
+class LeakyReLUKind final : public LayerKind {
+ public:
+  LayerType type() const override { return LayerType::leaky_relu; }
+  std::string_view class_name() const override { return "LeakyReLU"; }
+  std::string_view base_name() const override { return "leaky_re_lu"; }
+  bool keeps_shape() const override { return true; }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["negative_slope"] = keras_config::decimal(l.activation_alpha);
+  }
+
+  // Keras 3 writes negative_slope; tf.keras 2 wrote alpha.
+  void from_keras(Reader& cfg, Layer& l) const override {
+    const json* slope = cfg.find("negative_slope");
+    const double s = slope ? cfg.number("negative_slope", 0.3) : cfg.number("alpha", 0.3);
+    try {
+      const Layer made = LeakyReLU(s);
+      l.activation = made.activation;
+      l.activation_alpha = made.activation_alpha;
+    } catch (const Error&) {
+      cfg.fail(slope ? "negative_slope" : "alpha", fmt::format("must be at least 0, got {}", s));
+    }
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["negative_slope"] = decimal(l.activation_alpha);
+  }
+
+  bool defers_activation() const override { return true; }
+  bool applies_activation() const override { return true; }
+  void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
+  void backward(BackwardStep& s) const override { activation_layer_backward(s); }
+};
+
+}  // namespace
+
+const LayerKind& leaky_relu_layer_kind() {
+  static const LeakyReLUKind kind;
+  return kind;
+}
+
+}  // namespace crossover
