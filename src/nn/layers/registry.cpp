@@ -22,6 +22,7 @@ const LayerKind& batch_normalization_layer_kind();
 const LayerKind& layer_normalization_layer_kind();
 const LayerKind& add_layer_kind();
 const LayerKind& concatenate_layer_kind();
+const LayerKind& up_sampling2d_layer_kind();
 
 namespace {
 
@@ -42,6 +43,7 @@ std::span<const LayerKind* const> kinds() {
       &layer_normalization_layer_kind(),
       &add_layer_kind(),
       &concatenate_layer_kind(),
+      &up_sampling2d_layer_kind(),
   };
   return all;
 }
