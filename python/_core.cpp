@@ -181,6 +181,12 @@ void bind_layers(nb::module_& m) {
       nb::arg("kind"), nb::arg("pool_size"), nb::arg("strides"), nb::arg("padding"));
   m.def("GlobalAveragePooling2D", &GlobalAveragePooling2D);
   m.def("Reshape", &Reshape, nb::arg("target_shape"));
+  m.def(
+      "UpSampling2D",
+      [](Pair size, std::string_view interpolation) {
+        return UpSampling2D({size[0], size[1]}, interpolation);
+      },
+      nb::arg("size"), nb::arg("interpolation") = "nearest");
   m.def("BatchNormalization", &BatchNormalization, nb::arg("momentum") = 0.99,
         nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
   m.def("Add", &Add);

@@ -188,6 +188,26 @@ TEST(Cli, LayerNormSpecBuildsKerasLayerAndTrains) {
   EXPECT_EQ(j["model"]["layers"][2]["epsilon"], 0.01);
 }
 
+TEST(Cli, UpsampleSpecBuildsKerasLayerWithItsShape) {
+  expect_usage_error("train --model conv:4:3,upsample:big,flatten,dense:10 --data mnist-10k",
+                     "upsample[:SIZE]");
+  expect_usage_error("train --model conv:4:3,upsample:0,flatten,dense:10 --data mnist-10k", "size");
+  const std::string dir = temp_folder("up-json");
+  const auto r = run_crossover(
+      "train --model conv:2:3:relu,maxpool:2,upsample:2x3,flatten,dense:10:softmax --data "
+      "mnist-10k --epochs 0 --threads 1 --json " +
+      dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 28 -> conv 3 valid 26 -> pool 13 -> upsample (26, 39).
+  EXPECT_NE(r.out.find("up_sampling2d (UpSampling2D)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 26, 39, 2)"), std::string::npos) << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["model"]["parameters"], 20 + 26 * 39 * 2 * 10 + 10);
+  EXPECT_EQ(j["model"]["layers"][3]["type"], "UpSampling2D");
+  EXPECT_EQ(j["model"]["layers"][3]["size"], nlohmann::json::parse("[2, 3]"));
+}
+
 TEST(Cli, TrainWritesTheDocumentedJson) {
   const std::string dir = temp_folder("json");
   const auto r = run_crossover(

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -1127,6 +1128,31 @@ TEST_F(CudaBackendTest, LayerNormForwardAndBackwardMatchCpu) {
       EXPECT_LE(relative_error(g.get(dgg, w), c.get(dgc, w)), 1e-4) << "dgamma";
       EXPECT_LE(relative_error(g.get(dbg, w), c.get(dbc, w)), 1e-4) << "dbeta";
     }
+  }
+}
+
+// ---- nearest-neighbour upsampling (kernels.cu) against the CPU's copies and sums ----
+
+TEST_F(CudaBackendTest, UpsampleForwardAndBackwardMatchCpu) {
+  uint32_t seed = 7100;
+  for (const std::array<int64_t, 6> k :
+       {std::array<int64_t, 6>{2, 3, 5, 3, 2, 3}, {64, 14, 14, 16, 2, 2}, {1, 1, 1, 1, 4, 1}}) {
+    PoolShape s;
+    s.in_h = k[1], s.in_w = k[2], s.channels = k[3];
+    s.window_h = s.stride_h = k[4], s.window_w = s.stride_w = k[5];
+    s.out_h = s.in_h * k[4], s.out_w = s.in_w * k[5];
+    const int64_t m = k[0];
+    const auto nx = static_cast<std::size_t>(m * s.in_h * s.in_w * s.channels),
+               ny = static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels);
+    const auto x = random_values(nx, seed += 10), dy = random_values(ny, seed + 1);
+    Memory c(*cpu_), g(*gpu_);
+    float *yc = c.poisoned(ny), *yg = g.poisoned(ny), *dxc = c.poisoned(nx), *dxg = g.poisoned(nx);
+    cpu_->upsample2d_forward(s, c.values(x), yc, m);
+    gpu_->upsample2d_forward(s, g.values(x), yg, m);
+    EXPECT_EQ(g.get(yg, ny), c.get(yc, ny));
+    cpu_->upsample2d_backward(s, c.values(dy), dxc, m);
+    gpu_->upsample2d_backward(s, g.values(dy), dxg, m);
+    expect_close(g.get(dxg, nx), c.get(dxc, nx), 1e-6, 1e-6, "dx");
   }
 }
 

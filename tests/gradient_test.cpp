@@ -95,6 +95,19 @@ void conv_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel, con
   shape = {sh.out, sw.out, oc};
 }
 
+// Each value repeated over a size.h x size.w block (UpSampling2D, 'nearest').
+void upsample_reference(Vec& h, Shape& shape, Size2 size) {
+  const int64_t ih = shape[0], iw = shape[1], c = shape[2], oh = ih * size.h, ow = iw * size.w;
+  Vec out(static_cast<std::size_t>(oh * ow * c));
+  for (int64_t y = 0; y < oh; ++y)
+    for (int64_t x = 0; x < ow; ++x)
+      for (int64_t k = 0; k < c; ++k)
+        out[static_cast<std::size_t>((y * ow + x) * c + k)] =
+            h[static_cast<std::size_t>(((y / size.h) * iw + x / size.w) * c + k)];
+  h = out;
+  shape = {oh, ow, c};
+}
+
 // Max or average over each window; padded positions never count.
 void pool_reference(Vec& h, Shape& shape, Size2 window, Size2 strides, Padding padding, bool max) {
   const int64_t ih = shape[0], iw = shape[1], c = shape[2];
@@ -224,6 +237,8 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       } else if (l.type == LayerType::max_pooling2d || l.type == LayerType::average_pooling2d) {
         pool_reference(h, shape, l.window, l.strides, l.padding,
                        l.type == LayerType::max_pooling2d);
+      } else if (l.type == LayerType::up_sampling2d) {
+        upsample_reference(h, shape, l.window);
       } else if (l.type == LayerType::global_average_pooling2d) {
         pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid, false);
         shape = {shape[2]};
@@ -588,6 +603,21 @@ TEST(Gradients, AveragePoolingMatchesFiniteDifferences) {
                     Dense(3, "softmax")},
                    "sparse_categorical_crossentropy",
                    {5, 5, 2}});
+}
+
+TEST(Gradients, UpSampling2DBetweenConvolutionsMatchesFiniteDifferences) {
+  // Its backward sums each block into the conv below it, whose kernel's gradient reads it.
+  check_gradients({"conv -> upsample 2 -> conv",
+                   {Input({4, 4, 2}), Conv2D(3, 2, "tanh"), UpSampling2D(), Conv2D(2, 3, "tanh"),
+                    Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {4, 4, 2}});
+  // An autoencoder's decoder end: pooled, upsampled by (2, 3), a 'same' sigmoid conv, mse.
+  check_gradients({"pool -> upsample 2x3 -> same conv, mse",
+                   {Input({6, 6, 1}), Conv2D(2, 3, "tanh", 1, "same"), MaxPooling2D(2),
+                    UpSampling2D({2, 3}), Conv2D(1, 3, "sigmoid", 1, "same"), Flatten()},
+                   "mean_squared_error",
+                   {6, 6, 1}});
 }
 
 TEST(Gradients, ASmallConvnetMatchesFiniteDifferences) {

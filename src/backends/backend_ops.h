@@ -96,6 +96,13 @@ CROSSOVER_BACKEND_OP(pool2d_forward, (const PoolShape& s, const float* x, float*
 // dx (m, in_h, in_w, channels) from dy and the training forward's workspace.
 CROSSOVER_BACKEND_OP(pool2d_backward, (const PoolShape& s, const float* dy, const void* workspace, float* dx, int64_t m), (s, dy, workspace, dx, m), no_conv2d, elementwise)
 
+// Nearest-neighbour upsampling (UpSampling2D): s.window_h x s.window_w is the block each x value
+// is repeated over, out = in * window, no padding. Every device has it (plain copies and sums).
+// y (m, out_h, out_w, channels) from x (m, in_h, in_w, channels).
+CROSSOVER_BACKEND_OP(upsample2d_forward, (const PoolShape& s, const float* x, float* y, int64_t m), (s, x, y, m), pure, elementwise)
+// dx (m, in_h, in_w, channels; not aliasing dy): the sum of dy over each value's block.
+CROSSOVER_BACKEND_OP(upsample2d_backward, (const PoolShape& s, const float* dy, float* dx, int64_t m), (s, dy, dx, m), pure, elementwise)
+
 // ---- batch normalization (BatchNormShape in backend.h; m samples) ----
 // Whether this backend has it; a model with BatchNormalization is refused at compile time on
 // one that does not, naming the layer.

@@ -39,6 +39,7 @@ enum class LayerType {
   concatenate,
   leaky_relu,
   elu,
+  up_sampling2d,
 };
 
 // Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total
@@ -183,6 +184,11 @@ Layer BatchNormalization(double momentum = 0.99, double epsilon = 1e-3, bool cen
 // predict. Weights, in Keras's order: gamma (ones; when scale), beta (zeros; when center), each
 // (n,). Requires epsilon > 0.
 Layer LayerNormalization(double epsilon = 1e-3, bool center = true, bool scale = true);
+// Keras's UpSampling2D (channels_last, interpolation 'nearest' only): each value of a (height,
+// width, channels) sample repeated over a size.h x size.w block, giving (height * size.h, width *
+// size.w, channels); no weights. Requires size (Layer::window) >= 1; any other interpolation is
+// refused.
+Layer UpSampling2D(Size2 size = 2, std::string_view interpolation = "nearest");
 
 // ---- merging layers: two or more inputs, in a functional model (LayerGraph) ----
 // The element-wise sum of inputs of one shape.

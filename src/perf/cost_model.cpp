@@ -215,6 +215,25 @@ void price_pool(OpBuilder& b) {
   o.bytes_written = kFloat * (forward ? y : x);
 }
 
+// ---- nearest-neighbour upsampling: copies and block sums, priced by their bytes at the memory
+// bandwidth (calibrate has no curve for it). ----
+void price_upsample(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  b.in_layer();
+  const PoolShape& s = c.pool;
+  const int64_t x = b.m * s.in_h * s.in_w * s.channels, y = b.m * s.out_h * s.out_w * s.channels;
+  const bool forward = c.call == Call::upsample2d_forward;
+  o.kernel = call_name(c.call);
+  o.name = fmt::format("{}upsample {} {}x{}x{}->{}x{}", b.at, forward ? "forward" : "backward",
+                       s.in_h, s.in_w, s.channels, s.out_h, s.out_w);
+  o.m = b.m, o.n = y / std::max<int64_t>(b.m, 1);
+  o.elements = y;
+  o.flops = forward ? 0 : y;
+  o.bytes_read = kFloat * (forward ? x : y);
+  o.bytes_written = kFloat * (forward ? y : x);
+}
+
 // ---- batch normalization: priced from its own measurements (norm_seconds). Per element:
 // the training forward reads x twice (statistics, then normalisation) and writes y, ~8
 // FLOPs; the backward reads x and dy twice (the two channel sums, then dx) and writes dx,
@@ -531,6 +550,10 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::pool2d_forward:
     case Call::pool2d_backward:
       price_pool(b);
+      break;
+    case Call::upsample2d_forward:
+    case Call::upsample2d_backward:
+      price_upsample(b);
       break;
     case Call::batchnorm_forward_training:
     case Call::batchnorm_forward_inference:

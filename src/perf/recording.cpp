@@ -99,6 +99,8 @@ BackendCall& RecordingBackend::record(Call c) {
 #define RECORD_conv2d_backward_weights r.conv = s, r.m = m, r.bias = db != nullptr
 #define RECORD_pool2d_forward r.pool = s, r.m = m, r.gradient = workspace != nullptr
 #define RECORD_pool2d_backward r.pool = s, r.m = m
+#define RECORD_upsample2d_forward r.pool = s, r.m = m
+#define RECORD_upsample2d_backward r.pool = s, r.m = m
 #define RECORD_batchnorm_forward_training r.norm = s, r.m = m
 #define RECORD_batchnorm_forward_inference r.norm = s, r.m = m
 #define RECORD_batchnorm_backward r.norm = s, r.m = m

@@ -76,6 +76,8 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
         )
     if isinstance(layer, L.GlobalAveragePooling2D):
         return (shape[-1],)
+    if isinstance(layer, L.UpSampling2D):
+        return (shape[0] * layer.size[0], shape[1] * layer.size[1], shape[2])
     if isinstance(layer, L.Reshape):
         target = list(layer.target_shape)
         if -1 in target:

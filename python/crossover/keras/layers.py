@@ -1,5 +1,5 @@
 """Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation,
-Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape (channels_last),
+Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D (channels_last),
 BatchNormalization and LayerNormalization (over the last axis), and Add and Concatenate for
 functional models.
 
@@ -477,6 +477,26 @@ class Reshape(Layer):
         self._layer = _core.Reshape(list(self.target_shape))
 
 
+class UpSampling2D(Layer):
+    """Keras's UpSampling2D with interpolation 'nearest': each value of a (height, width,
+    channels) sample repeated over a size[0] x size[1] block."""
+
+    def __init__(
+        self,
+        size: Any = (2, 2),
+        data_format: Optional[str] = None,
+        interpolation: str = "nearest",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        _channels_last("UpSampling2D", data_format)
+        self.size = tuple(_pair(size, "UpSampling2D", "size"))
+        self.interpolation = str(interpolation).lower()
+        reject_unsupported("UpSampling2D", interpolation=(self.interpolation, "nearest"))
+        self.data_format = "channels_last"
+        self._layer = _core.UpSampling2D(list(self.size), self.interpolation)
+
+
 class BatchNormalization(Layer):
     """Keras's BatchNormalization over the last axis: the batch's statistics in fit (updating
     the moving ones), the moving statistics in evaluate and predict."""
@@ -746,7 +766,7 @@ _NOT_YET = {
 def __getattr__(name: str) -> Any:
     supported = (
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
-        "AveragePooling2D, GlobalAveragePooling2D, Reshape, BatchNormalization, "
+        "AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D, BatchNormalization, "
         "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add and Concatenate (and the aliases "
         "MaxPool2D, AvgPool2D, GlobalAvgPool2D)"
     )
@@ -768,6 +788,7 @@ __all__ = [
     "AveragePooling2D",
     "GlobalAveragePooling2D",
     "Reshape",
+    "UpSampling2D",
     "BatchNormalization",
     "LayerNormalization",
     "Softmax",

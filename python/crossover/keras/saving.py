@@ -134,6 +134,8 @@ def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.GlobalAveragePooling2D(name=layer.name, dtype=dtype)
     if layer.type == "Reshape":
         return layers_module.Reshape(tuple(layer.target_shape), name=layer.name, dtype=dtype)
+    if layer.type == "UpSampling2D":
+        return layers_module.UpSampling2D(tuple(layer.window), name=layer.name, dtype=dtype)
     if layer.type == "BatchNormalization":
         return layers_module.BatchNormalization(
             momentum=layer.momentum,

@@ -659,6 +659,35 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // ---- nearest-neighbour upsampling: one input row (a sample's row of in_w pixels) per task;
+  // the forward writes the first output row of its block and copies it down the block, the
+  // backward sums the block's rows and columns in order (the same at any thread count) ----
+  void upsample2d_forward(const PoolShape& s, const float* x, float* y, int64_t m) override {
+    const int64_t c = s.channels, out_row = s.out_w * c;
+    parallel_rows(m * s.in_h, s.window_h * out_row, [&](int64_t r) {
+      const float* in = x + r * s.in_w * c;
+      float* out = y + r * s.window_h * out_row;
+      for (int64_t ix = 0; ix < s.in_w; ++ix)
+        for (int64_t j = 0; j < s.window_w; ++j)
+          std::copy_n(in + ix * c, c, out + (ix * s.window_w + j) * c);
+      for (int64_t i = 1; i < s.window_h; ++i) std::copy_n(out, out_row, out + i * out_row);
+    });
+  }
+  void upsample2d_backward(const PoolShape& s, const float* dy, float* dx, int64_t m) override {
+    const int64_t c = s.channels, out_row = s.out_w * c;
+    parallel_rows(m * s.in_h, s.window_h * out_row, [&](int64_t r) {
+      const float* block = dy + r * s.window_h * out_row;
+      float* out = dx + r * s.in_w * c;
+      std::fill_n(out, s.in_w * c, 0.0f);
+      for (int64_t i = 0; i < s.window_h; ++i)
+        for (int64_t ix = 0; ix < s.in_w; ++ix)
+          for (int64_t j = 0; j < s.window_w; ++j) {
+            const float* g = block + i * out_row + (ix * s.window_w + j) * c;
+            for (int64_t k = 0; k < c; ++k) out[ix * c + k] += g[k];
+          }
+    });
+  }
+
   // ---- merging layers and a graph's gradients ----
   void add(const float* a, const float* b, float* y, int64_t n) override {
     parallel_chunks(n, [&](int64_t begin, int64_t end) {

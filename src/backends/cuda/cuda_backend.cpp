@@ -412,6 +412,22 @@ class CudaBackend final : public Backend {
           "copy_columns kernel launch");
   }
 
+  // ---- nearest-neighbour upsampling (kernels.cu) ----
+  void upsample2d_forward(const PoolShape& s, const float* x, float* y, int64_t m) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_upsample2d_forward(stream_, x, y, m, s.in_h, s.in_w, s.channels, s.window_h,
+                                          s.window_w),
+          "upsample2d_forward kernel launch");
+  }
+  void upsample2d_backward(const PoolShape& s, const float* dy, float* dx, int64_t m) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_upsample2d_backward(stream_, dy, dx, m, s.in_h, s.in_w, s.channels,
+                                           s.window_h, s.window_w),
+          "upsample2d_backward kernel launch");
+  }
+
   // ---- dropout ----
   void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t m, int64_t n, float rate,
                        uint64_t seed, uint32_t layer, const StepCounters* counters,

@@ -239,6 +239,34 @@ __global__ void copy_columns_kernel(const float* __restrict__ src, int64_t src_c
   }
 }
 
+// Nearest-neighbour upsampling, channels last: output value (b, oy, ox, k) is input value
+// (b, oy / size_h, ox / size_w, k); the backward sums each input value's block, row by row.
+__global__ void upsample2d_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                          int64_t total, int64_t in_h, int64_t in_w, int64_t c,
+                                          int64_t size_h, int64_t size_w) {
+  const int64_t out_w = in_w * size_w, out_h = in_h * size_h;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const int64_t k = e % c, ox = e / c % out_w, oy = e / (c * out_w) % out_h;
+    const int64_t b = e / (c * out_w * out_h);
+    y[e] = x[((b * in_h + oy / size_h) * in_w + ox / size_w) * c + k];
+  }
+}
+
+__global__ void upsample2d_backward_kernel(const float* __restrict__ dy, float* __restrict__ dx,
+                                           int64_t total, int64_t in_h, int64_t in_w, int64_t c,
+                                           int64_t size_h, int64_t size_w) {
+  const int64_t out_w = in_w * size_w, out_h = in_h * size_h;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const int64_t k = e % c, ix = e / c % in_w, iy = e / (c * in_w) % in_h;
+    const int64_t b = e / (c * in_w * in_h);
+    const float* block = dy + ((b * out_h + iy * size_h) * out_w + ix * size_w) * c + k;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < size_h; ++i)
+      for (int64_t j = 0; j < size_w; ++j) sum += block[(i * out_w + j) * c];
+    dx[e] = sum;
+  }
+}
+
 // y_after_dropout > 0 exactly when the unit was kept and its ReLU output was positive.
 __global__ void relu_dropout_backward_kernel(const float* __restrict__ y,
                                              const float* __restrict__ dy, float* __restrict__ dz,
@@ -847,6 +875,26 @@ cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_co
   return cudaGetLastError();
 }
 
+cudaError_t launch_upsample2d_forward(cudaStream_t s, const float* x, float* y, int64_t samples,
+                                      int64_t in_h, int64_t in_w, int64_t channels, int64_t size_h,
+                                      int64_t size_w) {
+  const int64_t total = samples * in_h * size_h * in_w * size_w * channels;
+  if (total <= 0) return cudaSuccess;
+  upsample2d_forward_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, y, total, in_h, in_w,
+                                                                   channels, size_h, size_w);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_upsample2d_backward(cudaStream_t s, const float* dy, float* dx, int64_t samples,
+                                       int64_t in_h, int64_t in_w, int64_t channels, int64_t size_h,
+                                       int64_t size_w) {
+  const int64_t total = samples * in_h * in_w * channels;
+  if (total <= 0) return cudaSuccess;
+  upsample2d_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, dx, total, in_h, in_w,
+                                                                    channels, size_h, size_w);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx,
                                     int64_t total, float rate) {
   if (total <= 0) return cudaSuccess;
@@ -1083,6 +1131,8 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(relu_dropout_backward_kernel),
       reinterpret_cast<const void*>(add_kernel),
       reinterpret_cast<const void*>(copy_columns_kernel),
+      reinterpret_cast<const void*>(upsample2d_forward_kernel),
+      reinterpret_cast<const void*>(upsample2d_backward_kernel),
       reinterpret_cast<const void*>(loss_kernel),
       reinterpret_cast<const void*>(metric_kernel),
       reinterpret_cast<const void*>(gradient_norm_kernel),

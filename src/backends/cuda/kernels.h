@@ -68,6 +68,15 @@ cudaError_t launch_add(cudaStream_t s, const float* a, const float* b, float* y,
 cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_cols, int64_t src_col,
                                 float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows,
                                 int64_t cols);
+// Nearest-neighbour upsampling of (samples, in_h, in_w, channels) by size_h x size_w
+// (Backend::upsample2d_*): the forward a thread per output value, the backward a thread per input
+// value summing its block in order.
+cudaError_t launch_upsample2d_forward(cudaStream_t s, const float* x, float* y, int64_t samples,
+                                      int64_t in_h, int64_t in_w, int64_t channels, int64_t size_h,
+                                      int64_t size_w);
+cudaError_t launch_upsample2d_backward(cudaStream_t s, const float* dy, float* dx, int64_t samples,
+                                       int64_t in_h, int64_t in_w, int64_t channels, int64_t size_h,
+                                       int64_t size_w);
 
 cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
                                    int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,

@@ -24,6 +24,7 @@ const LayerKind& add_layer_kind();
 const LayerKind& concatenate_layer_kind();
 const LayerKind& leaky_relu_layer_kind();
 const LayerKind& elu_layer_kind();
+const LayerKind& up_sampling2d_layer_kind();
 
 namespace {
 
@@ -46,6 +47,7 @@ std::span<const LayerKind* const> kinds() {
       &concatenate_layer_kind(),
       &leaky_relu_layer_kind(),
       &elu_layer_kind(),
+      &up_sampling2d_layer_kind(),
   };
   return all;
 }
