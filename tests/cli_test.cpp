@@ -58,7 +58,7 @@ TEST(Cli, BadUsageExitsTwoWithOneLine) {
   expect_usage_error("train --epochs many", "--epochs");
   expect_usage_error("train --no-such-flag", "--no-such-flag");
   expect_usage_error("train --model dens:128 --data mnist-10k", "--model");
-  expect_usage_error("train --model dense:10:swish --data mnist-10k", "swish");
+  expect_usage_error("train --model dense:10:mish --data mnist-10k", "mish");
   expect_usage_error("train --batch-size 0 --data mnist-10k", "--batch-size");
   expect_usage_error("train --data /no/such/folder", "/no/such/folder");
   expect_usage_error("train --data mnist-10k --json /no/such/dir/out.json", "/no/such/dir");
