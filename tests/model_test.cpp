@@ -415,7 +415,7 @@ TEST(Training, BadLabelsAndShapesAreRefusedWithOneClearLine) {
   EXPECT_THROW(uncompiled.fit(x, Tensor({4}), {.verbose = 0}), Error);
   EXPECT_THROW(Dense(0), Error);
   EXPECT_THROW(Dropout(1.0), Error);
-  EXPECT_THROW(Dense(3, "swish"), Error);
+  EXPECT_THROW(Dense(3, "mish"), Error);
 }
 
 TEST(Compile, RefusesMoreThreadsThanTheLimitWithAnErrorNotACrash) {
