@@ -31,38 +31,55 @@ struct Reference {
 // activations.elu, selu, leaky_relu, gelu, softplus, silu, exponential, layers.LeakyReLU(),
 // layers.ELU(alpha=0.5).
 const std::vector<Reference> kKeras{
-    {"elu", ActivationKind::elu, 1.0f,
-     {-9.975212216e-01f, -9.502129555e-01f, -6.321205497e-01f, -3.934693336e-01f,
-      -9.995102882e-04f, 0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
-    {"selu", ActivationKind::selu, 0.0f,
-     {-1.753741384e+00f, -1.670568705e+00f, -1.111330748e+00f, -6.917581558e-01f,
-      -1.757238409e-03f, 0.0f, 1.050701016e-03f, 5.253505111e-01f, 1.050701022e+00f,
-      3.152102947e+00f, 6.304205894e+00f}},
-    {"leaky_relu", ActivationKind::leaky_relu, 0.2f,
-     {-1.200000048e+00f, -6.000000238e-01f, -2.000000030e-01f, -1.000000015e-01f,
-      -2.000000095e-04f, 0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
-    {"gelu", ActivationKind::gelu, 0.0f,
-     {-5.919535084e-09f, -4.049696494e-03f, -1.586552560e-01f, -1.542687714e-01f,
-      -4.996010684e-04f, 0.0f, 5.003989791e-04f, 3.457312286e-01f, 8.413447142e-01f,
-      2.995950222e+00f, 6.0f}},
-    {"softplus", ActivationKind::softplus, 0.0f,
+    {"elu",
+     ActivationKind::elu,
+     1.0f,
+     {-9.975212216e-01f, -9.502129555e-01f, -6.321205497e-01f, -3.934693336e-01f, -9.995102882e-04f,
+      0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
+    {"selu",
+     ActivationKind::selu,
+     0.0f,
+     {-1.753741384e+00f, -1.670568705e+00f, -1.111330748e+00f, -6.917581558e-01f, -1.757238409e-03f,
+      0.0f, 1.050701016e-03f, 5.253505111e-01f, 1.050701022e+00f, 3.152102947e+00f,
+      6.304205894e+00f}},
+    {"leaky_relu",
+     ActivationKind::leaky_relu,
+     0.2f,
+     {-1.200000048e+00f, -6.000000238e-01f, -2.000000030e-01f, -1.000000015e-01f, -2.000000095e-04f,
+      0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
+    {"gelu",
+     ActivationKind::gelu,
+     0.0f,
+     {-5.919535084e-09f, -4.049696494e-03f, -1.586552560e-01f, -1.542687714e-01f, -4.996010684e-04f,
+      0.0f, 5.003989791e-04f, 3.457312286e-01f, 8.413447142e-01f, 2.995950222e+00f, 6.0f}},
+    {"softplus",
+     ActivationKind::softplus,
+     0.0f,
      {2.475685440e-03f, 4.858735576e-02f, 3.132616878e-01f, 4.740769863e-01f, 6.926472783e-01f,
       6.931471825e-01f, 6.936473250e-01f, 9.740769267e-01f, 1.313261628e+00f, 3.048587322e+00f,
       6.002475739e+00f}},
-    {"silu", ActivationKind::swish, 0.0f,
-     {-1.483573765e-02f, -1.422775984e-01f, -2.689414024e-01f, -1.887703389e-01f,
-      -4.997500218e-04f, 0.0f, 5.002500257e-04f, 3.112296760e-01f, 7.310585976e-01f,
-      2.857722282e+00f, 5.985164165e+00f}},
-    {"exponential", ActivationKind::exponential, 0.0f,
+    {"silu",
+     ActivationKind::swish,
+     0.0f,
+     {-1.483573765e-02f, -1.422775984e-01f, -2.689414024e-01f, -1.887703389e-01f, -4.997500218e-04f,
+      0.0f, 5.002500257e-04f, 3.112296760e-01f, 7.310585976e-01f, 2.857722282e+00f,
+      5.985164165e+00f}},
+    {"exponential",
+     ActivationKind::exponential,
+     0.0f,
      {2.478752285e-03f, 4.978707060e-02f, 3.678794503e-01f, 6.065306664e-01f, 9.990004897e-01f,
       1.0f, 1.001000524e+00f, 1.648721218e+00f, 2.718281746e+00f, 2.008553696e+01f,
       4.034288025e+02f}},
-    {"LeakyReLU()", ActivationKind::leaky_relu, 0.3f,
-     {-1.800000072e+00f, -9.000000358e-01f, -3.000000119e-01f, -1.500000060e-01f,
-      -3.000000142e-04f, 0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
-    {"ELU(alpha=0.5)", ActivationKind::elu, 0.5f,
-     {-4.987606108e-01f, -4.751064777e-01f, -3.160602748e-01f, -1.967346668e-01f,
-      -4.997551441e-04f, 0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
+    {"LeakyReLU()",
+     ActivationKind::leaky_relu,
+     0.3f,
+     {-1.800000072e+00f, -9.000000358e-01f, -3.000000119e-01f, -1.500000060e-01f, -3.000000142e-04f,
+      0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
+    {"ELU(alpha=0.5)",
+     ActivationKind::elu,
+     0.5f,
+     {-4.987606108e-01f, -4.751064777e-01f, -3.160602748e-01f, -1.967346668e-01f, -4.997551441e-04f,
+      0.0f, 1.000000047e-03f, 0.5f, 1.0f, 3.0f, 6.0f}},
 };
 
 TEST(Activations, ValuesMatchKeras) {
@@ -88,10 +105,10 @@ TEST(Activations, TheCpuBackendComputesThemAsKeras) {
 // The derivative in double against central differences of the value in double, away from the
 // kinks (0 for relu, leaky_relu, elu and selu).
 TEST(Activations, DerivativesMatchFloat64FiniteDifferences) {
-  const ActivationKind kinds[] = {ActivationKind::sigmoid,  ActivationKind::tanh,
-                                  ActivationKind::elu,      ActivationKind::selu,
-                                  ActivationKind::leaky_relu, ActivationKind::gelu,
-                                  ActivationKind::softplus, ActivationKind::swish,
+  const ActivationKind kinds[] = {ActivationKind::sigmoid,     ActivationKind::tanh,
+                                  ActivationKind::elu,         ActivationKind::selu,
+                                  ActivationKind::leaky_relu,  ActivationKind::gelu,
+                                  ActivationKind::softplus,    ActivationKind::swish,
                                   ActivationKind::exponential, ActivationKind::relu};
   for (ActivationKind k : kinds)
     for (double x : {-7.0, -3.0, -1.3, -0.4, -0.01, 0.02, 0.7, 1.9, 4.0, 8.0}) {
@@ -138,8 +155,8 @@ TEST(Activations, NamesLayersAndKerasJson) {
 
   Layer dense = Dense(4, "leaky_relu");
   dense.activation_alpha = 0.1f;  // Dense(activation=keras.layers.LeakyReLU(0.1))
-  Sequential model({Input({5}), dense, LeakyReLU(0.25), Dense(3, "gelu"), ELU(0.5),
-                    Dense(2, "selu")});
+  Sequential model(
+      {Input({5}), dense, LeakyReLU(0.25), Dense(3, "gelu"), ELU(0.5), Dense(2, "selu")});
   const std::string text = model_to_json(model);
   const json j = json::parse(text);
   const json& layers = j["config"]["layers"];

@@ -309,10 +309,10 @@ TEST_F(CudaBackendTest, ReducedPrecisionProductsStayNearFloat32) {
 
 TEST_F(CudaBackendTest, ActivationsMatchCpu) {
   const ActivationKind acts[] = {
-      ActivationKind::linear,     ActivationKind::relu,     ActivationKind::sigmoid,
-      ActivationKind::tanh,       ActivationKind::softmax,  ActivationKind::elu,
-      ActivationKind::selu,       ActivationKind::leaky_relu, ActivationKind::gelu,
-      ActivationKind::softplus,   ActivationKind::swish,    ActivationKind::exponential};
+      ActivationKind::linear,   ActivationKind::relu,       ActivationKind::sigmoid,
+      ActivationKind::tanh,     ActivationKind::softmax,    ActivationKind::elu,
+      ActivationKind::selu,     ActivationKind::leaky_relu, ActivationKind::gelu,
+      ActivationKind::softplus, ActivationKind::swish,      ActivationKind::exponential};
   const std::pair<int64_t, int64_t> shapes[] = {{33, 13}, {7, 1000}, {1, 1}};
   uint32_t seed = 400;
   for (auto [m, n] : shapes)

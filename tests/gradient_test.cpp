@@ -391,8 +391,8 @@ TEST(CpuBackend, DenseForwardAppliesEveryActivationAsTheFloat64Reference) {
 }
 
 TEST(Gradients, DenseWithEachActivationMatchFiniteDifferences) {
-  for (const char* a : {"linear", "relu", "sigmoid", "tanh", "softmax", "elu", "selu",
-                        "leaky_relu", "gelu", "softplus", "swish", "exponential"})
+  for (const char* a : {"linear", "relu", "sigmoid", "tanh", "softmax", "elu", "selu", "leaky_relu",
+                        "gelu", "softplus", "swish", "exponential"})
     check_gradients({std::string("hidden ") + a,
                      {Input({5}), Dense(7, a), Dense(3, "softmax")},
                      "sparse_categorical_crossentropy"});
@@ -413,7 +413,8 @@ TEST(Gradients, ActivationLayersMatchFiniteDifferences) {
 // in training too (Dense's and Activation's), through the mean squared error.
 TEST(Gradients, FinalLayerActivationsTheLossOpDoesNotApplyMatchFiniteDifferences) {
   for (const char* a : {"elu", "gelu", "swish", "softplus"}) {
-    check_gradients({std::string("final Dense ") + a, {Input({5}), Dense(7, "tanh"), Dense(3, a)},
+    check_gradients({std::string("final Dense ") + a,
+                     {Input({5}), Dense(7, "tanh"), Dense(3, a)},
                      "mean_squared_error"});
     check_gradients({std::string("final Activation ") + a,
                      {Input({5}), Dense(3), Activation(a)},
@@ -421,8 +422,8 @@ TEST(Gradients, FinalLayerActivationsTheLossOpDoesNotApplyMatchFiniteDifferences
   }
   Layer leaky = Dense(3, "leaky_relu");
   leaky.activation_alpha = 0.3f;
-  check_gradients({"final Dense leaky_relu 0.3", {Input({5}), Dense(7), leaky},
-                   "mean_squared_error"});
+  check_gradients(
+      {"final Dense leaky_relu 0.3", {Input({5}), Dense(7), leaky}, "mean_squared_error"});
 }
 
 TEST(Gradients, Conv2DWithGeluAndEluMatchFiniteDifferences) {

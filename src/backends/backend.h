@@ -52,8 +52,8 @@ enum class ActivationKind {
 // Whether the loss op may apply the activation to the final layer's logits (linear, relu,
 // sigmoid, tanh, softmax); it sees the others as linear, and their layer applies them.
 constexpr bool loss_applies_activation(ActivationKind a) {
-  return a == ActivationKind::linear || a == ActivationKind::relu ||
-         a == ActivationKind::sigmoid || a == ActivationKind::tanh || a == ActivationKind::softmax;
+  return a == ActivationKind::linear || a == ActivationKind::relu || a == ActivationKind::sigmoid ||
+         a == ActivationKind::tanh || a == ActivationKind::softmax;
 }
 
 // Whether the gradient needs the activation's input x, not only its output y: GELU and swish

@@ -70,12 +70,12 @@ struct Layer {
   ActivationKind activation = ActivationKind::linear;  // dense, conv2d, activation
   // leaky_relu's negative_slope, elu's alpha (default_activation_alpha for a name)
   float activation_alpha = 0.0f;
-  bool use_bias = true;                                // dense, conv2d
-  float rate = 0.0f;                                   // dropout
-  Size2 window = 0;                                    // conv2d: kernel_size; pooling: pool_size
-  Size2 strides = 1;                                   // conv2d, pooling
-  Padding padding = Padding::valid;                    // conv2d, pooling
-  Shape target_shape;  // reshape (one dimension may be -1: inferred)
+  bool use_bias = true;              // dense, conv2d
+  float rate = 0.0f;                 // dropout
+  Size2 window = 0;                  // conv2d: kernel_size; pooling: pool_size
+  Size2 strides = 1;                 // conv2d, pooling
+  Padding padding = Padding::valid;  // conv2d, pooling
+  Shape target_shape;                // reshape (one dimension may be -1: inferred)
   // batch_normalization, layer_normalization (over the last axis: -1, or tf.keras 2's positive
   // index of it, checked when the model builds; epsilon, center and scale are shared)
   // concatenate: the axis, counting the batch axis as Keras does (-1: the last; only the last is

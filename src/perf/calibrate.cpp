@@ -657,8 +657,8 @@ void measure_memory(Backend& be, Bench& bench, bool quick, Profile& p) {
   const int64_t n = quick ? (int64_t{1} << 23) : (int64_t{1} << 26);
   Block x(be, static_cast<std::size_t>(n) * 4), y(be, static_cast<std::size_t>(n) * 4);
   be.fill(x.f(), 0.5f, n);
-  const double t =
-      bench.per_call([&] { be.activation_forward(ActivationKind::relu, 0.0f, x.f(), y.f(), 1, n); });
+  const double t = bench.per_call(
+      [&] { be.activation_forward(ActivationKind::relu, 0.0f, x.f(), y.f(), 1, n); });
   p.memory_bytes_per_second = 8.0 * double(n) / t;
 }
 

@@ -138,8 +138,8 @@ __global__ void to_bf16_kernel(const float* __restrict__ a, __nv_bfloat16* __res
   }
 }
 
-__global__ void activation_forward_kernel(ActivationKind act, float alpha, const float* x,
-                                          float* y, int64_t total) {
+__global__ void activation_forward_kernel(ActivationKind act, float alpha, const float* x, float* y,
+                                          int64_t total) {
   for (int64_t e = global_thread(); e < total; e += grid_stride())
     y[e] = activate(act, x[e], alpha);
 }
@@ -844,7 +844,7 @@ cudaError_t launch_activation_backward(cudaStream_t s, ActivationKind act, float
                            cudaMemcpyDeviceToDevice, s);
   } else {
     activation_backward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(act, alpha, x, y, dy, dx,
-                                                                       m * n);
+                                                                      m * n);
   }
   return cudaGetLastError();
 }
