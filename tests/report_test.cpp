@@ -5,7 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <cctype>
+#include <string_view>
 
 namespace crossover::perf {
 namespace {
@@ -98,15 +99,38 @@ TEST(Report, ACrossoverAtTheNarrowestWidthSaysTheGpuWinsAtEveryWidthTried) {
       << s;
 }
 
+// The widths of the <rect x="N" y="N" width="N" ...> elements, in order (a scan rather than
+// std::regex, which GCC 12 under -fsanitize=address warns about inside libstdc++).
+std::vector<double> rect_widths(const std::string& svg) {
+  auto number = [&](std::size_t& at) {
+    const std::size_t from = at;
+    while (at < svg.size() && (std::isdigit(static_cast<unsigned char>(svg[at])) || svg[at] == '.'))
+      ++at;
+    return at > from ? svg.substr(from, at - from) : std::string();
+  };
+  auto literal = [&](std::size_t& at, std::string_view text) {
+    if (svg.compare(at, text.size(), text) != 0) return false;
+    at += text.size();
+    return true;
+  };
+  std::vector<double> widths;
+  for (std::size_t at = svg.find("<rect "); at != std::string::npos; at = svg.find("<rect ", at)) {
+    at += 6;
+    std::size_t p = at;
+    if (!literal(p, "x=\"") || number(p).empty() || !literal(p, "\" y=\"") || number(p).empty() ||
+        !literal(p, "\" width=\""))
+      continue;
+    const std::string w = number(p);
+    if (!w.empty() && literal(p, "\"")) widths.push_back(std::stod(w));
+  }
+  return widths;
+}
+
 TEST(Report, StepBarsAreDrawnToOneScale) {
   // Two steps, the second twice the first: its GEMM segment is twice as wide.
   const std::string svg = svg_step_bars(
       "t", {split("cpu", "resident", true, 1e-3, 0), split("x", "naive", false, 2e-3, 0)});
-  std::regex width("<rect x=\"[0-9.]+\" y=\"[0-9.]+\" width=\"([0-9.]+)\"");
-  std::vector<double> widths;
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), width); it != std::sregex_iterator();
-       ++it)
-    widths.push_back(std::stod((*it)[1]));
+  const std::vector<double> widths = rect_widths(svg);
   ASSERT_EQ(widths.size(), 3u) << svg;  // the legend's swatch, then the two bars
   EXPECT_NEAR(widths[2], 2 * widths[1], 0.05) << svg;
   EXPECT_NE(svg.find("measured"), std::string::npos);
