@@ -172,21 +172,8 @@ def _set_verbosity(level: int, alsologtostdout: bool = False) -> None:
 
 
 autograph = _Namespace("autograph", set_verbosity=_set_verbosity)
-compat = _Namespace(
-    "compat",
-    v1=_Namespace(
-        "compat.v1",
-        logging=_Namespace(
-            "compat.v1.logging",
-            set_verbosity=_set_verbosity,
-            DEBUG=_logging.DEBUG,
-            INFO=_logging.INFO,
-            WARN=_logging.WARN,
-            ERROR=_logging.ERROR,
-            FATAL=_logging.FATAL,
-        ),
-    ),
-)
+from . import compat  # noqa: E402  (tf.compat.v1: after the names it re-exports)
+
 __all__ += ["get_logger", "executing_eagerly", "autograph", "compat"]
 
 # TensorFlow names a Keras script reaches for next, and what crossover has instead (api block).

@@ -187,3 +187,24 @@ def test_a_small_keras_script_trains_unchanged(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "['accuracy', 'loss'] (3, 2)"
+
+
+def test_a_tensorflow_1_notebook_s_compat_v1_import_runs_its_keras(tmp_path):
+    r = run(
+        tmp_path,
+        """
+        import tensorflow.compat.v1 as tf
+        import crossover
+        tf.enable_eager_execution()
+        assert tf.keras is crossover.keras and tf.nn is crossover.nn
+        assert tf.__version__ == "2.21.0" and tf.executing_eagerly()
+        model = tf.keras.models.Sequential([tf.keras.layers.Dense(2, activation=tf.nn.softmax)])
+        try:
+            tf.Session()
+        except AttributeError as e:
+            print("refused:", e)
+        """,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "compat.v1.Session is not supported (yet)" in r.stdout
+    assert "not TensorFlow 1 graphs" in r.stdout

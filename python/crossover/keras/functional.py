@@ -8,12 +8,22 @@ between them into the library's graph model (nn/sequential.h, LayerGraph).
     model = keras.Model(inputs=inputs, outputs=layers.Dense(10, activation="softmax")(h))
 
 One input and one output; each layer called once (a layer called twice, sharing its weights, is
-not supported yet). The model trains, saves and loads as a Sequential does."""
+not supported yet). The model trains, saves and loads as a Sequential does.
 
+A subclassed keras.Model (its own __init__ making layers and call() applying them) becomes the
+same graph: the first time the model meets data or a shape (fit, evaluate, predict, calling it,
+build), its call() runs once on a symbolic input of that shape, and the layer calls it makes
+are the graph (Keras traces a subclassed model's call the same way for its functional form).
+A call() that computes on the tensors with anything but layers (tf ops, x * y) cannot be
+traced and says so."""
+
+import inspect
 from typing import Any, Optional
 
 from . import _names
 from ._args import SEE_SUPPORTED, reject_unsupported
+import numpy as np
+
 from .layers import InputLayer, Layer
 from .models import Sequential
 
@@ -88,12 +98,22 @@ def is_symbolic(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and any(isinstance(v, KerasTensor) for v in value)
 
 
+# Inside a subclassed model's traced call() (depth): layers may be given training= (the engine
+# runs them in training mode in fit, in inference mode elsewhere, as the call meant), and a
+# Sequential called on a symbolic tensor adds its layers in its place.
+_tracing = [0]
+
+
 def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
     """layer(inputs) on symbolic tensors: the output tensor of the call, recorded."""
     owner = type(layer).__name__
     reject_unsupported(f"{owner}.__call__", mask=(kwargs.pop("mask", None), None))
     training = kwargs.pop("training", None)
-    if training is not None:
+    if isinstance(layer, Subclassed):
+        if kwargs:
+            raise TypeError(f"{owner}.__call__ got unexpected keyword arguments {sorted(kwargs)}")
+        return layer._call_symbolic(inputs)
+    if training is not None and not _tracing[0]:
         raise NotImplementedError(
             f"{owner}.__call__: training={training!r} is not supported (yet): in a crossover "
             "model, layers run in training mode in fit and in inference mode in evaluate and "
@@ -110,6 +130,14 @@ def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
             )
     if isinstance(layer, InputLayer):
         raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
+    if isinstance(layer, Sequential) and _tracing[0]:
+        out = tensors[0] if len(tensors) == 1 else tensors
+        if not layer.built and len(tensors) == 1:
+            layer.build(tensors[0].shape)  # as Keras builds a model at its first call
+        for inner in layer._leaves():
+            if not isinstance(inner, InputLayer):
+                out = call(inner, out, {})
+        return out
     if isinstance(layer, Sequential):
         raise NotImplementedError(
             f"a model ('{layer.name}') called on a symbolic tensor, as a layer of a functional "
@@ -201,6 +229,10 @@ class Functional(Sequential):
         given = name
         super().__init__(name=name or _names.auto_name("Functional"))
         self._given_name = given or self.name
+        self._set_graph(inputs, outputs)
+
+    def _set_graph(self, inputs: Any, outputs: Any) -> None:
+        """The layers between the inputs and the outputs, in Keras's order, as the graph."""
         self._input_tensor = _single(inputs, "inputs")
         self._output_tensor = _single(outputs, "outputs")
         if not isinstance(self._input_tensor._layer, InputLayer):
@@ -274,6 +306,174 @@ class Functional(Sequential):
         return self._core
 
 
+def _sample_shape(x: Any, who: str) -> tuple[int, ...]:
+    """The per-sample shape of data given to a subclassed model before it is traced."""
+    from .models import _is_dataset
+
+    if _is_dataset(x):
+        x = x._for_fit(who)[0]
+    if isinstance(x, (list, tuple)) and x and not isinstance(x[0], (int, float)):
+        if len(x) != 1:
+            raise NotImplementedError(
+                f"{who}: a subclassed model given {len(x)} inputs is not supported (yet): "
+                f"crossover's models have one input; {SEE_SUPPORTED}"
+            )
+        x = x[0]
+    shape = tuple(int(d) for d in np.shape(x))
+    if len(shape) < 2:
+        raise ValueError(
+            f"{who}: the data's shape {shape} has no batch axis: give (samples, ...) to a model"
+        )
+    return shape[1:]
+
+
+class Subclassed(Functional):
+    """A subclassed keras.Model: layers made in __init__, applied in call(); traced into the
+    graph of its layer calls when it first meets data or a shape (see the module's text)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        name = kwargs.pop("name", None)
+        reject_unsupported(
+            "Model", trainable=(kwargs.pop("trainable", True), True), dtype=(kwargs.pop("dtype", None), None)
+        )
+        if args or kwargs:
+            raise TypeError(
+                f"Model.__init__ of a subclassed model ({type(self).__name__}) takes name= only, "
+                f"got {list(args) + sorted(kwargs)}"
+            )
+        Sequential.__init__(self, name=name or _names.auto_name(type(self).__name__))
+        self._given_name = self.name
+        self._input_tensor: Optional[KerasTensor] = None
+        self._output_tensor: Optional[KerasTensor] = None
+        self._graph = []
+        self._compile_args: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
+
+    def call(self, inputs: Any, training: Any = None) -> Any:
+        raise NotImplementedError(
+            f"Model {type(self).__name__} has no call(): a subclassed keras.Model defines "
+            "call(self, inputs) applying its layers"
+        )
+
+    # --- tracing ------------------------------------------------------------------------------
+    def _call_symbolic(self, inputs: Any) -> Any:
+        """call() on symbolic tensors, inside a trace (its layer calls are recorded)."""
+        try:
+            takes_training = "training" in inspect.signature(self.call).parameters
+        except (TypeError, ValueError):
+            takes_training = False
+        _tracing[0] += 1
+        try:
+            # Training mode: the graph holds every layer (Dropout included), and the engine runs
+            # each in fit's mode or in inference's.
+            return self.call(inputs, training=True) if takes_training else self.call(inputs)
+        finally:
+            _tracing[0] -= 1
+
+    @property
+    def _traced(self) -> bool:
+        return self._input_tensor is not None
+
+    def _trace(self, sample_shape: tuple[int, ...]) -> None:
+        if self._traced:
+            return
+        inputs = input_tensor(InputLayer(shape=sample_shape))
+        outputs = self._call_symbolic(inputs)
+        if not isinstance(outputs, KerasTensor) and not (
+            isinstance(outputs, (list, tuple, dict)) and outputs
+        ):
+            raise TypeError(
+                f"{type(self).__name__}.call returned {type(outputs).__name__}, not the output "
+                "of a layer: crossover traces call() into a graph of its layers"
+            )
+        if outputs is inputs:
+            raise TypeError(
+                f"{type(self).__name__}.call returned its input: it applies no layer, and "
+                "crossover's models are graphs of layers"
+            )
+        self._set_graph(inputs, outputs)
+        if self._compile_args is not None:
+            args, kwargs = self._compile_args
+            self._compile_args = None
+            Sequential.compile(self, *args, **kwargs)
+
+    def _trace_for(self, x: Any, who: str) -> None:
+        if not self._traced:
+            self._trace(_sample_shape(x, who))
+
+    def _require_traced(self, who: str) -> None:
+        if not self._traced:
+            raise ValueError(
+                f"{who}: this model has not yet been built. Build the model first by calling "
+                "`build()` or by calling the model on a batch of data."
+            )
+
+    # --- what needs the graph -----------------------------------------------------------------
+    def build(self, input_shape: Any = None) -> None:
+        if input_shape is None:
+            raise ValueError("build: give the input shape, e.g. model.build((None, 784))")
+        shape = tuple(int(d) for d in tuple(input_shape)[1:])
+        if self._traced:
+            if tuple(self._input_tensor.shape[1:]) != shape:
+                raise ValueError(
+                    f"build: the model's input shape is {self._input_tensor.shape[1:]} already, "
+                    f"not {shape}"
+                )
+            return
+        self._trace(shape)
+
+    @property
+    def built(self) -> bool:
+        return self._traced
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Keras compiles a subclassed model before it knows its input: the settings wait for
+        the trace (the first fit, evaluate, predict, call or build)."""
+        if self._traced:
+            Sequential.compile(self, *args, **kwargs)
+            return
+        from . import optimizers as optimizers_module
+
+        optimizer = kwargs.get("optimizer", args[0] if args else "rmsprop")
+        self.optimizer = optimizers_module.from_identifier(optimizer)
+        self._compile_args = (args[1:], {**kwargs, "optimizer": self.optimizer})
+        self.loss = kwargs.get("loss", args[1] if len(args) > 1 else None)
+
+    def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if x is not None:
+            self._trace_for(x, "fit")
+        if self._compile_args is None and not self._user_compiled:
+            raise ValueError("You must call `compile()` before using the model (fit).")
+        return Sequential.fit(self, x, y, *args, **kwargs)
+
+    def evaluate(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if x is not None:
+            self._trace_for(x, "evaluate")
+        return Sequential.evaluate(self, x, y, *args, **kwargs)
+
+    def predict(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        self._trace_for(x, "predict")
+        return Sequential.predict(self, x, *args, **kwargs)
+
+    def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:
+        if is_symbolic(inputs):
+            return call(self, inputs, {"training": training, "mask": mask})
+        self._trace_for(inputs, "Model.__call__")
+        return Sequential.__call__(self, inputs, training=training, mask=mask)
+
+    def summary(self, *args: Any, **kwargs: Any) -> None:
+        self._require_traced("summary")
+        Sequential.summary(self, *args, **kwargs)
+
+    def _model(self) -> Any:
+        self._require_traced(type(self).__name__)
+        return Functional._model(self)
+
+    @property
+    def layers(self) -> list[Any]:
+        """The layers, without the InputLayer the trace added (a subclassed model has none)."""
+        return [l for l in self._layers if not isinstance(l, InputLayer)]
+
+
 class _ModelType(type):
     """isinstance(m, keras.Model) holds for every crossover model, as for Keras's."""
 
@@ -284,17 +484,13 @@ class _ModelType(type):
         return isinstance(sub, type) and issubclass(sub, Sequential)
 
 
-class Model(metaclass=_ModelType):
-    """keras.Model: keras.Model(inputs, outputs) makes a functional model. Subclassing it (a
-    model with its own call()) is not supported: crossover runs graphs of its layers in C++."""
+class Model(Subclassed, metaclass=_ModelType):
+    """keras.Model: keras.Model(inputs, outputs) makes a functional model; a subclass of it (its
+    own __init__ and call()) is traced into one (Subclassed)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is not Model:
-            raise NotImplementedError(
-                f"subclassing keras.Model ({cls.__name__} with its own call()) is not "
-                "supported (yet): crossover runs models made of its layers, keras.Sequential "
-                f"or keras.Model(inputs, outputs); {SEE_SUPPORTED}"
-            )
+            return object.__new__(cls)
         if not args and "inputs" not in kwargs:
             raise NotImplementedError(
                 "keras.Model() without inputs and outputs (a subclassed model) is not supported "
