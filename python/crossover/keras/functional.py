@@ -334,7 +334,9 @@ class Subclassed(Functional):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         name = kwargs.pop("name", None)
         reject_unsupported(
-            "Model", trainable=(kwargs.pop("trainable", True), True), dtype=(kwargs.pop("dtype", None), None)
+            "Model",
+            trainable=(kwargs.pop("trainable", True), True),
+            dtype=(kwargs.pop("dtype", None), None),
         )
         if args or kwargs:
             raise TypeError(
