@@ -1,4 +1,4 @@
-// The .weights.h5 reader (nn/keras_h5.h) on arbitrary bytes: every input must end in Keras
+// The .weights.h5 reader (formats/keras_h5.h) on arbitrary bytes: every input must end in Keras
 // weights or in a crossover::Error; never a crash, a leak, a hang, or an allocation the input
 // cannot justify, whatever libhdf5 makes of the bytes. Inputs that parse are also loaded into the
 // model of the seed files (tests/data/keras/tiny.weights.h5: group, count and shape checks).
@@ -7,7 +7,7 @@
 #include <span>
 
 #include "core/error.h"
-#include "nn/keras_h5.h"
+#include "formats/keras_h5.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 

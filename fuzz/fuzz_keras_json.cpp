@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "nn/sequential.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

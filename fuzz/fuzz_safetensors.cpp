@@ -7,9 +7,9 @@
 #include <span>
 
 #include "core/error.h"
+#include "formats/safetensors.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
 #include "scratch_file.h"
 
 namespace {

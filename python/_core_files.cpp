@@ -1,5 +1,5 @@
 // crossover._core's files: weights (.safetensors and Keras 3's .weights.h5, picked by the path's
-// suffix: nn/weights_io.h, nn/keras_h5.h) and Keras model JSON (nn/model_config.h).
+// suffix: formats/weights_io.h, formats/keras_h5.h) and Keras model JSON (formats/model_config.h).
 // crossover/keras/saving.py gives them Keras's names.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>

@@ -9,7 +9,7 @@
 
 #include "backends/kernel_math.h"
 #include "nn/layers.h"
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "nn/sequential.h"
 
 namespace crossover {

@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/checkpoint.h"
-#include "nn/keras_h5.h"
+#include "formats/checkpoint.h"
+#include "formats/keras_h5.h"
 #include "nn/layers.h"
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
+#include "formats/weights_io.h"
 #include "perf/backend_wrappers.h"
 #include "perf/calibrate.h"
 #include "perf/cost_model.h"

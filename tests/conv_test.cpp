@@ -9,9 +9,9 @@
 
 #include "core/error.h"
 #include "nn/layers.h"
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
+#include "formats/weights_io.h"
 #include "perf/backend_wrappers.h"
 #include "perf/cost_model.h"
 #include "perf/recording.h"

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "nn/layers/keras_config.h"
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "test_util.h"

@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "formats/safetensors.h"
+#include "formats/weights_io.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
 #include "test_util.h"
 
 namespace crossover {

@@ -1,7 +1,7 @@
 // Keras 3's .weights.h5 files: the layout Keras writes (tests/data/keras/, made by real Keras with
 // make.py there), read and written, picked by suffix by save_weights / load_weights /
 // ModelCheckpoint, and hostile files refused.
-#include "nn/keras_h5.h"
+#include "formats/keras_h5.h"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +11,11 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "formats/model_checkpoint.h"
+#include "formats/weights_io.h"
 #include "nn/callbacks.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
 #include "test_util.h"
 
 namespace crossover {

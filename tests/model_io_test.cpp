@@ -20,12 +20,13 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/png.h"
-#include "nn/checkpoint.h"
+#include "formats/checkpoint.h"
+#include "formats/model_config.h"
+#include "formats/safetensors.h"
+#include "formats/weights_io.h"
 #include "nn/layers/kind.h"
-#include "nn/model_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
 #include "test_util.h"
 
 namespace crossover {

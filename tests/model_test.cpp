@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/dataset.h"
+#include "formats/model_checkpoint.h"
 #include "nn/interrupt.h"
 #include "nn/sequential.h"
 #include "test_util.h"

@@ -20,7 +20,7 @@
 
 #include "backends/cuda_info.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
+#include "formats/weights_io.h"
 #include "ranks/nccl.h"
 #include "test_util.h"
 

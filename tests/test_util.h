@@ -12,8 +12,9 @@
 #include "core/philox.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
+#include "formats/safetensors.h"
+#include "formats/weights_io.h"
 #include "nn/layers.h"
-#include "nn/weights_io.h"
 #include "perf/profile.h"
 
 namespace crossover::testing_util {

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/step_config.h"
 #include "core/error.h"
 
 namespace crossover {
@@ -96,17 +97,6 @@ struct StepCounters {
   double metric_sums[kMaxMetrics] = {};  // sums over samples of each compiled metric's value
 };
 
-// The learning rate as a function of the optimizer step, evaluated on the device each step.
-// lr(step) = base * decay_rate ^ (staircase ? floor(step / decay_steps) : step / decay_steps);
-// decay_steps == 0 means constant. Epoch-level schedules (ReduceLROnPlateau, step decay per
-// epoch) change `base` between epochs.
-struct LearningRateSchedule {
-  float base = 1e-3f;
-  float decay_rate = 1.0f;
-  int64_t decay_steps = 0;
-  bool staircase = false;
-};
-
 // One parameter tensor and its optimizer state, all of n floats.
 struct ParamSlot {
   float* value = nullptr;
@@ -119,33 +109,6 @@ struct ParamSlot {
   float* slot2 = nullptr;  // may be null
   int64_t n = 0;
   bool decay = true;  // weight decay applies (kernels); not to biases
-};
-
-enum class OptimizerKind { sgd, adam, rmsprop, adagrad, adadelta, nadam, adamax };
-
-struct OptimizerConfig {
-  OptimizerKind kind = OptimizerKind::adam;
-  LearningRateSchedule schedule;
-  // Adam's betas and RMSprop's rho as given, in double: Keras takes 1 - beta in double (Python)
-  // and rounds it to float32 once, which a float32 beta cannot reproduce (1 - 0.999f is 1.3e-5
-  // from 0.001f). See update_constants.
-  double beta1 = 0.9;                      // Adam, Nadam, Adamax
-  double beta2 = 0.999;                    // Adam, Nadam, Adamax
-  float epsilon = 1e-7f;                   // all but SGD (Keras's default)
-  float momentum = 0.0f;                   // SGD, RMSprop
-  bool nesterov = false;                   // SGD
-  double rho = 0.9;                        // RMSprop, Adadelta
-  float initial_accumulator_value = 0.1f;  // Adagrad: slot1's value before the first step
-  float weight_decay = 0.0f;               // decoupled (AdamW-style; Keras's weight_decay argument)
-  float clipnorm = 0.0f;                   // clip by global norm when > 0
-  float clipvalue = 0.0f;                  // clip each element to [-clipvalue, clipvalue] when > 0
-};
-
-enum class LossKind {
-  sparse_categorical_crossentropy,  // targets: class index per row
-  categorical_crossentropy,         // targets: a probability row per row
-  binary_crossentropy,              // targets: 0/1 per element
-  mean_squared_error,               // targets: a value per element
 };
 
 // Memory a device can still allocate, and where that number comes from (for messages).

@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "nn/sequential.h"
 #include "perf/calibrate.h"
 #include "perf/threads.h"

@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "nn/weights_io.h"
+#include "formats/weights_io.h"
 
 namespace crossover::cli {
 

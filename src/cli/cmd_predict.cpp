@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "data/png.h"
-#include "nn/weights_io.h"
+#include "formats/weights_io.h"
 
 namespace crossover::cli {
 

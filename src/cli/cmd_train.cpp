@@ -5,8 +5,8 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "nn/checkpoint.h"
-#include "nn/weights_io.h"
+#include "formats/checkpoint.h"
+#include "formats/weights_io.h"
 #include "perf/choose.h"
 #include "perf/machine.h"
 

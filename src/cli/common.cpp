@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/launcher.h"
 #include "nn/layers/kind.h"
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "perf/cost_model.h"
 #include "perf/explain.h"
 #include "perf/machine.h"

@@ -1,6 +1,5 @@
 #include "nn/callbacks.h"
 
-#include <fmt/args.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,7 +11,6 @@
 #include "core/error.h"
 #include "nn/metrics.h"
 #include "nn/sequential.h"
-#include "nn/weights_io.h"
 
 namespace crossover {
 
@@ -28,66 +26,6 @@ std::string metric_list(const Sequential& model) {
 void check_mode(const std::string& mode, const char* who) {
   if (mode != "auto" && mode != "min" && mode != "max")
     throw Error(who, "mode must be auto, min or max, got '" + mode + "'");
-}
-
-// Tracks the best value of a monitored quantity, as Keras 3's MonitorCallback.
-struct Monitor {
-  std::string key, mode;
-  const char* who = "";
-  double min_delta = 0;     // >= 0
-  std::optional<bool> max;  // decided at the first epoch's end (decide)
-  std::optional<double> best;
-
-  Monitor(const std::string& monitor, const std::string& direction, const char* owner, double delta)
-      : key(monitor), mode(direction), who(owner), min_delta(std::abs(delta)) {
-    check_mode(mode, who);
-  }
-
-  // Keras 3's _set_monitor_op, which its callbacks call at the first epoch's end: "min" and "max"
-  // as said; "auto" minimises the loss and follows a compiled metric's direction (up for the
-  // accuracies, down for the errors), with or without "val_", and refuses anything else.
-  void decide(const Sequential& model) {
-    if (max) return;
-    if (mode != "auto") {
-      max = mode == "max";
-      return;
-    }
-    const std::string name = key.starts_with("val_") ? key.substr(4) : key;
-    bool known = name == "loss";
-    if (known) max = false;
-    for (const MetricSpec& metric : model.metric_specs())
-      if (metric.name == name || (metric.loss_accuracy && name == "accuracy"))
-        known = true, max = metric.higher_is_better;
-    if (!known)
-      throw Error(who, fmt::format("monitor '{}': mode 'auto' cannot tell whether it should be "
-                                   "maximized or minimized (it knows the loss and the compiled "
-                                   "metrics: {}); pass mode 'max' or 'min'",
-                                   key, metric_list(model)));
-  }
-
-  // The value, or nothing with a warning when the logs lack it.
-  std::optional<double> read(const Logs& logs, const char* who) const {
-    auto it = logs.find(key);
-    if (it == logs.end()) {
-      std::fprintf(stderr, "warning: %s: '%s' is not among the epoch's logs (is validation on?)\n",
-                   who, key.c_str());
-      return std::nullopt;
-    }
-    return it->second;
-  }
-  // Keras's _is_improvement: monitor_op(value -+ min_delta, reference) on float32.
-  bool improves(double v, const std::optional<double>& reference) const {
-    if (!reference) return true;
-    const bool up = max.value();  // decide() ran at the epoch's end
-    const float a = static_cast<float>(up ? v - min_delta : v + min_delta);
-    const float b = static_cast<float>(*reference);
-    return up ? a > b : a < b;
-  }
-  bool improves(double v) const { return improves(v, best); }
-};
-
-void tell(const CallbackMessages& say, const std::string& line) {
-  if (say) say(line);
 }
 
 class EarlyStoppingCallback final : public Callback {
@@ -121,10 +59,10 @@ class EarlyStoppingCallback final : public Callback {
   }
   void on_train_end(Sequential& model) override {
     if (stopped_epoch_ > 0)
-      tell(o_.say, fmt::format("Epoch {}: early stopping", stopped_epoch_ + 1));
+      say_line(o_.say, fmt::format("Epoch {}: early stopping", stopped_epoch_ + 1));
     if (o_.restore_best_weights && have_best_weights_) {
-      tell(o_.say, fmt::format("Restoring model weights from the end of the best epoch: {}.",
-                               best_epoch_ + 1));
+      say_line(o_.say, fmt::format("Restoring model weights from the end of the best epoch: {}.",
+                                   best_epoch_ + 1));
       model.set_weights(best_weights_);
     }
   }
@@ -137,79 +75,10 @@ class EarlyStoppingCallback final : public Callback {
   }
 
   EarlyStoppingOptions o_;
-  Monitor mon_;
+  CallbackMonitor mon_;
   int wait_ = 0, stopped_epoch_ = 0, best_epoch_ = 0;
   std::vector<NamedTensor> best_weights_;
   bool have_best_weights_ = false;
-};
-
-class ModelCheckpointCallback final : public Callback {
- public:
-  ModelCheckpointCallback(std::string path, ModelCheckpointOptions o)
-      : path_(std::move(path)),
-        o_(std::move(o)),
-        mon_(o_.monitor, o_.mode, "ModelCheckpoint", 0.0) {
-    if (o_.save_freq < 0)
-      throw Error("ModelCheckpoint", "save_freq must be 'epoch' or a positive number of batches");
-  }
-  bool wants_batches(BatchPhase phase) const override {
-    return phase == BatchPhase::train && o_.save_freq > 0;
-  }
-  void on_train_begin(Sequential&) override {
-    batches_since_save_ = 0;
-    last_batch_.reset();
-  }
-  void on_epoch_begin(Sequential&, int epoch) override { epoch_ = epoch; }
-  // Keras's _should_save_on_batch: the batches seen since the last save, a batch index not above
-  // the last one starting a new epoch.
-  void on_train_batch_end(Sequential& model, int64_t batch, const Logs& logs) override {
-    if (o_.save_freq <= 0) return;
-    batches_since_save_ +=
-        (!last_batch_ || batch <= *last_batch_) ? batch + 1 : batch - *last_batch_;
-    last_batch_ = batch;
-    if (batches_since_save_ < o_.save_freq) return;
-    batches_since_save_ = 0;
-    mon_.decide(model);
-    save(model, epoch_, batch, logs);
-  }
-  void on_epoch_end(Sequential& model, int epoch, const Logs& logs) override {
-    mon_.decide(model);  // Keras decides here even without save_best_only
-    if (o_.save_freq == 0) save(model, epoch, std::nullopt, logs);
-  }
-
- private:
-  void save(Sequential& model, int epoch, std::optional<int64_t> batch, const Logs& logs) {
-    const std::string path = checkpoint_path(path_, epoch, logs, batch);
-    if (o_.save_best_only) {
-      // Keras 3: without the monitor in the logs it saves anyway.
-      if (const std::optional<double> v = mon_.read(logs, "ModelCheckpoint")) {
-        const std::string best =
-            mon_.best ? fmt::format("{:.5f}", *mon_.best) : std::string("None");
-        if (!mon_.improves(*v)) {
-          tell(o_.say,
-               fmt::format("\nEpoch {}: {} did not improve from {}", epoch + 1, o_.monitor, best));
-          return;
-        }
-        tell(o_.say, fmt::format("\nEpoch {}: {} improved from {} to {:.5f}, saving model to {}",
-                                 epoch + 1, o_.monitor, best, *v, path));
-        mon_.best = *v;
-      }
-    } else {
-      tell(o_.say, fmt::format("\nEpoch {}: saving model to {}", epoch + 1, path));
-    }
-    if (o_.save)
-      o_.save(model, path);
-    else
-      save_weights(model, path);
-    tell(o_.say, fmt::format("\nEpoch {}: finished saving model to {}", epoch + 1, path));
-  }
-
-  std::string path_;
-  ModelCheckpointOptions o_;
-  Monitor mon_;
-  int epoch_ = 0;
-  int64_t batches_since_save_ = 0;
-  std::optional<int64_t> last_batch_;
 };
 
 class SchedulerCallback final : public Callback {
@@ -253,8 +122,9 @@ class ReduceLROnPlateauCallback final : public Callback {
         if (static_cast<float>(lr) > static_cast<float>(o_.min_lr)) {
           const double next = std::max(lr * o_.factor, o_.min_lr);
           model.set_learning_rate(next);
-          tell(o_.say, fmt::format("\nEpoch {}: ReduceLROnPlateau reducing learning rate to {}.",
-                                   epoch + 1, python_float_repr(next)));
+          say_line(o_.say,
+                   fmt::format("\nEpoch {}: ReduceLROnPlateau reducing learning rate to {}.",
+                               epoch + 1, python_float_repr(next)));
           cooldown_ = o_.cooldown;
           wait_ = 0;
         }
@@ -264,11 +134,58 @@ class ReduceLROnPlateauCallback final : public Callback {
 
  private:
   ReduceLROnPlateauOptions o_;
-  Monitor mon_;
+  CallbackMonitor mon_;
   int wait_ = 0, cooldown_ = 0;
 };
 
 }  // namespace
+
+CallbackMonitor::CallbackMonitor(const std::string& monitor, const std::string& direction,
+                                 const char* owner, double delta)
+    : key(monitor), mode(direction), who(owner), min_delta(std::abs(delta)) {
+  check_mode(mode, who);
+}
+
+void CallbackMonitor::decide(const Sequential& model) {
+  if (max) return;
+  if (mode != "auto") {
+    max = mode == "max";
+    return;
+  }
+  const std::string name = key.starts_with("val_") ? key.substr(4) : key;
+  bool known = name == "loss";
+  if (known) max = false;
+  for (const MetricSpec& metric : model.metric_specs())
+    if (metric.name == name || (metric.loss_accuracy && name == "accuracy"))
+      known = true, max = metric.higher_is_better;
+  if (!known)
+    throw Error(who, fmt::format("monitor '{}': mode 'auto' cannot tell whether it should be "
+                                 "maximized or minimized (it knows the loss and the compiled "
+                                 "metrics: {}); pass mode 'max' or 'min'",
+                                 key, metric_list(model)));
+}
+
+std::optional<double> CallbackMonitor::read(const Logs& logs, const char* reader) const {
+  auto it = logs.find(key);
+  if (it == logs.end()) {
+    std::fprintf(stderr, "warning: %s: '%s' is not among the epoch's logs (is validation on?)\n",
+                 reader, key.c_str());
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+bool CallbackMonitor::improves(double v, const std::optional<double>& reference) const {
+  if (!reference) return true;
+  const bool up = max.value();  // decide() ran at the epoch's end
+  const float a = static_cast<float>(up ? v - min_delta : v + min_delta);
+  const float b = static_cast<float>(*reference);
+  return up ? a > b : a < b;
+}
+
+void say_line(const CallbackMessages& say, const std::string& line) {
+  if (say) say(line);
+}
 
 std::string python_float_repr(double value) {
   // fmt's shortest round-trip form switches to an exponent where Python's repr does (below 1e-4,
@@ -281,31 +198,6 @@ std::string python_float_repr(double value) {
 std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options) {
   return std::make_shared<EarlyStoppingCallback>(std::move(options));
 }
-std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options) {
-  return std::make_shared<ModelCheckpointCallback>(std::move(path), std::move(options));
-}
-std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs,
-                            std::optional<int64_t> batch) {
-  if (pattern.find_first_of("{}") == std::string::npos) return pattern;
-  fmt::dynamic_format_arg_store<fmt::format_context> args;
-  args.push_back(fmt::arg("epoch", epoch + 1));
-  std::string names = "epoch";
-  if (batch && !logs.contains("batch")) {
-    args.push_back(fmt::arg("batch", *batch + 1));
-    names += ", batch";
-  }
-  for (const auto& [key, value] : logs) {
-    args.push_back(fmt::arg(key.c_str(), value));
-    names += ", " + key;
-  }
-  try {
-    return fmt::vformat(pattern, args);
-  } catch (const fmt::format_error& e) {
-    throw Error("ModelCheckpoint", "cannot fill in the path '" + pattern + "' (" + e.what() +
-                                       "); it may name " + names);
-  }
-}
-
 BatchHooks::BatchHooks(Sequential& model, const Callbacks& callbacks, BatchPhase phase)
     : model_(model), callbacks_(callbacks), phase_(phase) {
   for (const auto& cb : callbacks)

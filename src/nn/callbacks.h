@@ -151,6 +151,31 @@ using CallbackMessages = std::function<void(const std::string& line)>;
 // minimised one, both sides rounded to float32 (Keras's ops take Python floats as float32). A
 // monitor missing from the logs is warned about on stderr and the epoch skipped.
 
+// A monitored quantity's best value, as Keras 3's MonitorCallback (EarlyStopping, ReduceLROnPlateau
+// and ModelCheckpoint, formats/model_checkpoint.h, share it).
+struct CallbackMonitor {
+  std::string key, mode;
+  const char* who = "";
+  double min_delta = 0;     // >= 0
+  std::optional<bool> max;  // decided at the first epoch's end (decide)
+  std::optional<double> best;
+
+  // mode "auto", "min" or "max" (else Error(owner, ...)).
+  CallbackMonitor(const std::string& monitor, const std::string& direction, const char* owner,
+                  double delta);
+  // Keras 3's _set_monitor_op, which its callbacks call at the first epoch's end: "min" and "max"
+  // as said; "auto" minimises the loss and follows a compiled metric's direction (up for the
+  // accuracies, down for the errors), with or without "val_", and refuses anything else.
+  void decide(const Sequential& model);
+  // The value, or nothing with a warning on stderr (naming `reader`) when the logs lack it.
+  std::optional<double> read(const Logs& logs, const char* reader) const;
+  // Keras's _is_improvement: monitor_op(value -+ min_delta, reference) on float32.
+  bool improves(double v, const std::optional<double>& reference) const;
+  bool improves(double v) const { return improves(v, best); }
+};
+// Passes one line to `say` when there is one.
+void say_line(const CallbackMessages& say, const std::string& line);
+
 // Keras's EarlyStopping: stops after `patience` epochs in a row in which `monitor` did not
 // improve by more than min_delta (so at most 1 + patience epochs after the best one); with
 // restore_best_weights, the weights of the best epoch are put back when training ends.
@@ -167,31 +192,6 @@ struct EarlyStoppingOptions {
   CallbackMessages say;
 };
 std::shared_ptr<Callback> EarlyStopping(EarlyStoppingOptions options = {});
-
-// Saves the model's weights (save_weights: .safetensors, or Keras 3's .weights.h5, by the suffix)
-// at the end of every epoch, or only when `monitor` improved. The path may name the epoch
-// (1-based) and the epoch's logs as Keras's filepath does, in Python's (and fmt's) format syntax:
-// "ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"; a name the logs lack is an Error.
-//
-// With save_freq N > 0 (Keras's save_freq=N) it saves every N training batches instead, counted
-// across epochs, and not at epochs' ends; the path may then also name the batch, "{batch}" (from
-// 1 in its epoch, as Keras fills it), and the logs are the batch's running means.
-struct ModelCheckpointOptions {
-  std::string monitor = "val_loss";
-  bool save_best_only = false;
-  std::string mode = "auto";
-  int64_t save_freq = 0;  // 0: at every epoch's end (Keras's "epoch")
-  // Writes the file; empty: save_weights (nn/weights_io.h, the format by the suffix).
-  std::function<void(const Sequential&, const std::string& path)> save;
-  // "\nEpoch N: saving model to PATH", "\nEpoch N: val_loss improved from 0.12345 to ...",
-  // "\nEpoch N: finished saving model to PATH" (Keras 3's text).
-  CallbackMessages say;
-};
-std::shared_ptr<Callback> ModelCheckpoint(std::string path, ModelCheckpointOptions options = {});
-// ModelCheckpoint's path for an epoch (0-based) and its logs, and a batch (0-based) for a save
-// inside the epoch (Keras: "{batch}" is batch + 1, unless the logs hold a "batch").
-std::string checkpoint_path(const std::string& pattern, int epoch, const Logs& logs,
-                            std::optional<int64_t> batch = std::nullopt);
 
 // Keras's LearningRateScheduler: lr for the next epoch = schedule(epoch (0-based), lr).
 std::shared_ptr<Callback> LearningRateScheduler(std::function<double(int, double)> schedule);

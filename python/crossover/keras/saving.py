@@ -1,5 +1,5 @@
 """Keras's weight files, model JSON and `.keras` archives on crossover's library
-(nn/weights_io.h, nn/keras_h5.h, nn/model_config.h): Sequential.save_weights / load_weights /
+(formats/weights_io.h, formats/keras_h5.h, formats/model_config.h): Sequential.save_weights / load_weights /
 to_json / save, keras.models.model_from_json and load_model. The weight and JSON formats are the
 library's; a `.keras` archive is Keras 3's zip of those two (saving_lib's layout), made here."""
 

@@ -8,7 +8,7 @@
 //   int epoch = load_checkpoint(fresh, "run.ckpt");        // 1
 //   fresh.fit(x, y, {.epochs = 2, .initial_epoch = epoch});  // the same trajectory
 //
-// A checkpoint is a safetensors file (nn/weights_io.h) holding the weights ("dense/kernel",
+// A checkpoint is a safetensors file (formats/weights_io.h) holding the weights ("dense/kernel",
 // ...), the optimizer's state ("optimizer/dense/kernel/slot1", ...: Adam's m and v, SGD's
 // velocity, RMSprop's mean square) and, in __metadata__, "contents": "checkpoint", the epoch, the
 // exact optimizer step count, the optimizer settings (Keras's compile_config), the architecture
@@ -23,7 +23,7 @@
 #include <map>
 #include <string>
 
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 #include "nn/sequential.h"
 
 namespace crossover {
@@ -44,7 +44,7 @@ int load_checkpoint(Sequential& model, const std::string& path);
 struct CheckpointInfo {
   int epoch = 0;
   int64_t step = 0;
-  std::string architecture;                     // Keras 3 model JSON (nn/model_config.h)
+  std::string architecture;                     // Keras 3 model JSON (formats/model_config.h)
   TrainingConfig training;                      // optimizer, loss, metrics
   std::map<std::string, std::string> metadata;  // everything in __metadata__, extras included
 };

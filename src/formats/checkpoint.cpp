@@ -1,13 +1,13 @@
 // Training checkpoints (see checkpoint.h).
-#include "nn/checkpoint.h"
+#include "formats/checkpoint.h"
 
 #include <fmt/format.h>
 
 #include <charconv>
 
 #include "core/error.h"
+#include "formats/safetensors.h"
 #include "nn/optimizers.h"
-#include "nn/weights_io.h"
 
 namespace crossover {
 namespace {

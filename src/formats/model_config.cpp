@@ -1,5 +1,5 @@
 // Keras model JSON in and out (Keras 2 and Keras 3 `to_json()` formats).
-#include "nn/model_config.h"
+#include "formats/model_config.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // Keras 3's .weights.h5 files through libhdf5 (see keras_h5.h for the layout).
-#include "nn/keras_h5.h"
+#include "formats/keras_h5.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,9 +19,9 @@
 #include <optional>
 
 #include "core/error.h"
+#include "formats/files.h"
 #include "nn/layers.h"
 #include "nn/layers/kind.h"
-#include "nn/weights_io.h"
 
 namespace crossover {
 namespace {
@@ -39,20 +39,6 @@ std::mutex& hdf5_mutex() {
   return m;
 }
 
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (out.size() >= 80) {
-      out += "...";
-      break;
-    }
-    // ASCII only: a name in a hostile file may be any bytes, and messages become Python strings.
-    const auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u >= 0x7f) ? '?' : c;
-  }
-  return out;
-}
-
 // The innermost description on libhdf5's error stack (the most specific), then the stack
 // cleared. libhdf5's automatic printing of the stack to stderr is off (quiet_hdf5()).
 std::string hdf5_message() {
@@ -65,7 +51,7 @@ std::string hdf5_message() {
       },
       &deepest);
   H5Eclear2(H5E_DEFAULT);
-  return deepest.empty() ? "libhdf5 failed" : "libhdf5: " + printable(deepest);
+  return deepest.empty() ? "libhdf5 failed" : "libhdf5: " + printable_name(deepest);
 }
 
 [[noreturn]] void fail_hdf5(const std::string& where, const std::string& what) {
@@ -131,7 +117,7 @@ std::vector<std::string> link_names(const Reader& r, hid_t group, const std::str
                                      "file, or a corrupt one",
                                      path, kMaxLinksPerGroup));
   if (!walk.bad.empty())
-    throw Error(r.where, "/" + path + "/" + printable(walk.bad) +
+    throw Error(r.where, "/" + path + "/" + printable_name(walk.bad) +
                              " is a soft or external link, or an overlong name: Keras weights "
                              "files hold groups and datasets only");
   if (status < 0) fail_hdf5(r.where, "cannot list group /" + path);
@@ -186,7 +172,7 @@ std::string name_attribute(hid_t group) {
     }
   }
   H5Eclear2(H5E_DEFAULT);
-  return printable(out);
+  return printable_name(out);
 }
 
 // Reads dataset `name` of a vars group as float32, after checking everything libhdf5 reports
@@ -296,7 +282,7 @@ KerasH5Layer read_layer(Reader& r, hid_t layer, const std::string& key, const st
   for (const std::string& n : names) {
     const std::optional<std::size_t> i = variable_index(n);
     if (!i || *i >= names.size() || !ordered[*i].empty())
-      throw Error(r.where, "/" + vars_path + " holds '" + printable(n) +
+      throw Error(r.where, "/" + vars_path + " holds '" + printable_name(n) +
                                "': Keras names a layer's variables 0, 1, 2, ... without gaps");
     ordered[*i] = n;
   }
@@ -324,12 +310,12 @@ void write_name_attribute(const std::string& where, hid_t group, const std::stri
   Id attr(H5Acreate2(group, "name", type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   const char* text = name.c_str();
   if (!attr.ok() || H5Awrite(attr.get(), type.get(), &text) < 0)
-    fail_hdf5(where, "cannot write the attribute 'name' = '" + printable(name) + "'");
+    fail_hdf5(where, "cannot write the attribute 'name' = '" + printable_name(name) + "'");
 }
 
 Id create_group(const std::string& where, hid_t parent, const std::string& name) {
   Id g(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-  if (!g.ok()) fail_hdf5(where, "cannot create group '" + printable(name) + "'");
+  if (!g.ok()) fail_hdf5(where, "cannot create group '" + printable_name(name) + "'");
   return g;
 }
 
@@ -710,7 +696,7 @@ void load_keras_weights(Sequential& model, const KerasH5Weights& weights, const 
     return Shape{};
   };
   const std::vector<LayerSlot> slots = layer_slots(model);
-  SafetensorsFile values;  // the weights under crossover's names, for load_weights' checks
+  std::vector<NamedTensor> values;  // the weights under crossover's names, for the load's checks
   std::vector<std::string> model_keys;
   for (const LayerSlot& s : slots) {
     model_keys.push_back(s.key);
@@ -735,7 +721,7 @@ void load_keras_weights(Sequential& model, const KerasH5Weights& weights, const 
                                       "the model: it was saved from a different architecture",
                                       who, i, role, shape_to_string(it->vars[i].shape()),
                                       shape_to_string(want)));
-      values.tensors.push_back({s.variables[i], it->vars[i]});
+      values.push_back({s.variables[i], it->vars[i]});
     }
   }
   for (const KerasH5Layer& l : weights.layers)
@@ -744,7 +730,7 @@ void load_keras_weights(Sequential& model, const KerasH5Weights& weights, const 
                                     "model does not have (the file holds {}): it was saved from "
                                     "a model with more layers",
                                     l.vars.size(), l.key, keys_of(weights)));
-  load_weights(model, values, path);
+  load_named_weights(model, values, path);
 }
 
 void save_keras_weights_h5(const Sequential& model, const std::string& path) {

@@ -19,7 +19,7 @@
 // crossover reads the layers' variables and ignores the optimizer's (it cannot map another
 // framework's optimizer slots onto its own); it writes the layers' variables only, so Keras
 // starts a fresh optimizer state after loading (Keras warns that it skips the optimizer when
-// its model was already trained). Use a checkpoint (nn/checkpoint.h) to keep optimizer state.
+// its model was already trained). Use a checkpoint (formats/checkpoint.h) to keep optimizer state.
 //
 // Hostile files: the reader takes the file's bytes, checks the HDF5 signature and superblock
 // version itself, then opens the bytes in memory (libhdf5's core driver: nothing else on disk is
@@ -75,7 +75,7 @@ KerasH5Weights keras_weights_of(const Sequential& model);
 // (5, 4) in the model".
 void load_keras_weights(Sequential& model, const KerasH5Weights& weights, const std::string& path);
 
-// save_weights / load_weights (nn/weights_io.h) call these for paths ending in ".weights.h5".
+// save_weights / load_weights (formats/weights_io.h) call these for paths ending in ".weights.h5".
 void save_keras_weights_h5(const Sequential& model, const std::string& path);
 void load_keras_weights_h5(Sequential& model, const std::string& path);
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/step_config.h"
 #include "nn/sequential.h"
 
 namespace crossover {
