@@ -283,23 +283,28 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
           [](Sequential& s, const OptimizerConfig& opt, const std::string& loss,
              std::vector<std::string> metrics, const std::string& device, int threads,
              uint64_t seed, const std::string& precision, bool from_logits,
-             std::vector<std::string> metric_names) {
+             std::vector<std::string> metric_names,
+             std::vector<std::optional<double>> metric_parameters) {
             CompileOptions o;
             o.device = device;
             o.threads = threads;
             o.seed = seed;
             o.precision = precision;
-            // Each metric by a Keras name, reported under metric_names' (when given).
+            // Each metric by a Keras name, reported under metric_names' (when given), with its
+            // class's k or threshold from metric_parameters (None: the class's default).
             std::vector<MetricSpec> specs;
             for (std::size_t i = 0; i < metrics.size(); ++i) {
               specs.push_back(metric_spec(metrics[i]));
               if (i < metric_names.size()) specs.back().name = metric_names[i];
+              if (i < metric_parameters.size() && metric_parameters[i])
+                set_metric_parameter(specs.back(), *metric_parameters[i], "compile");
             }
             s.compile_with(opt, LossSpec{loss, from_logits}, std::move(specs), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
           nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "",
-          nb::arg("from_logits") = false, nb::arg("metric_names") = std::vector<std::string>{})
+          nb::arg("from_logits") = false, nb::arg("metric_names") = std::vector<std::string>{},
+          nb::arg("metric_parameters") = std::vector<std::optional<double>>{})
       .def(
           "use_measured_cpu_threads",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, uint64_t seed,

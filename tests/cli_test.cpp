@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "backends/backend.h"
@@ -310,6 +311,98 @@ TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
   EXPECT_NEAR(j["compile_config"]["optimizer"]["config"]["momentum"].get<double>(), 0.9, 1e-6);
   EXPECT_NEAR(j["history"][0]["learning_rate"].get<double>(), 0.05, 1e-6);
   EXPECT_GT(j["test"]["accuracy"].get<double>(), 0.8) << "one-hot targets reach the loss";
+}
+
+// Keras 3's to_json() of SMALL compiled with categorical_crossentropy and `metrics`, at `path`.
+void write_small_compiled_with(const std::string& path, const nlohmann::json& metrics) {
+  std::ifstream in(crossover::testing_util::source_dir() + "/tests/data/keras/small_keras3.json");
+  nlohmann::json model = nlohmann::json::parse(in);
+  model["compile_config"]["loss"] = "categorical_crossentropy";
+  model["compile_config"]["metrics"] = metrics;
+  std::ofstream(path) << model.dump();
+}
+
+// What Keras 3.15 writes for compile(metrics=["mae", "mse", RootMeanSquaredError(name="err"),
+// TopKCategoricalAccuracy(k=1, name="top1"), TopKCategoricalAccuracy(k=3)]).
+const char* kFileMetrics = R"([
+  "mae", "mse",
+  {"module": "keras.metrics", "class_name": "RootMeanSquaredError",
+   "config": {"name": "err", "dtype": "float32"}, "registered_name": null},
+  {"module": "keras.metrics", "class_name": "TopKCategoricalAccuracy",
+   "config": {"name": "top1", "dtype": "float32", "k": 1}, "registered_name": null},
+  {"module": "keras.metrics", "class_name": "TopKCategoricalAccuracy",
+   "config": {"name": "top_k_categorical_accuracy", "dtype": "float32", "k": 3},
+   "registered_name": null}])";
+
+TEST(Cli, TrainReportsTheMetricsAKerasFileWasCompiledWith) {
+  const std::string dir = temp_folder("keras-metrics");
+  write_small_compiled_with(dir + "/m.json", nlohmann::json::parse(kFileMetrics));
+  const auto r = run_crossover(
+      "train --data mnist-10k --epochs 1 --threads 1 --validation-split "
+      "0.1 --model " +
+      dir + "/m.json --json " + dir + "/run.json --save " + dir + "/m.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("compile_config; metrics accuracy, mae, mse, err, top1 (k 1), "
+                       "top_k_categorical_accuracy (k 3)"),
+            std::string::npos)
+      << r.out;
+  // The epoch's line and the evaluation's name each metric, as Keras's progress bar does.
+  for (const char* shown : {" - mae: ", " - mse: ", " - err: ", " - top1: ",
+                            " - top_k_categorical_accuracy: ", " - val_mae: ", " - val_top1: "})
+    EXPECT_NE(r.out.find(shown), std::string::npos) << shown << "\n" << r.out;
+
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  const auto& e = j["history"][0];
+  for (const char* k : {"mae", "mse", "err", "top1", "top_k_categorical_accuracy", "val_mae",
+                        "val_mse", "val_err", "val_top1", "val_top_k_categorical_accuracy"})
+    ASSERT_TRUE(e.contains(k)) << k << " in " << e.dump();
+  for (const char* k : {"mae", "mse", "err", "top1", "top_k_categorical_accuracy"})
+    ASSERT_TRUE(j["test"].contains(k)) << k << " in " << j["test"].dump();
+  // Each is the metric it names: top-1 is the accuracy (argmax), top-3 at least that; the root
+  // mean squared error is the root of the mean squared error over the same rows.
+  for (const auto& [acc, top1, top3, mse, err] :
+       {std::tuple{e["accuracy"], e["top1"], e["top_k_categorical_accuracy"], e["mse"], e["err"]},
+        std::tuple{e["val_accuracy"], e["val_top1"], e["val_top_k_categorical_accuracy"],
+                   e["val_mse"], e["val_err"]},
+        std::tuple{j["test"]["accuracy"], j["test"]["top1"],
+                   j["test"]["top_k_categorical_accuracy"], j["test"]["mse"], j["test"]["err"]}}) {
+    EXPECT_NEAR(top1.get<double>(), acc.get<double>(), 1e-9) << j.dump();
+    EXPECT_GT(top3.get<double>(), top1.get<double>()) << j.dump();
+    EXPECT_NEAR(err.get<double>() * err.get<double>(), mse.get<double>(), 1e-6 * mse.get<double>());
+  }
+  EXPECT_GT(e["mae"].get<double>(), 0.0);
+  EXPECT_LT(e["mae"].get<double>(), 0.2) << "one-hot targets against softmax rows";
+  // The record's compile_config is what Keras would write for the same compile.
+  auto written = nlohmann::json::parse(kFileMetrics);
+  written.insert(written.begin(), "accuracy");
+  EXPECT_EQ(j["compile_config"]["metrics"], written) << j["compile_config"].dump();
+
+  // The saved model keeps them: evaluate reports the same test numbers (one-hot targets for its
+  // categorical loss, as train gave them).
+  const auto ev = run_crossover("evaluate --load " + dir + "/m.safetensors --data mnist-10k " +
+                                "--threads 1 --json " + dir + "/eval.json");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  EXPECT_NE(ev.out.find(" - top1: "), std::string::npos) << ev.out;
+  std::ifstream ef(dir + "/eval.json");
+  const auto et = nlohmann::json::parse(ef)["test"];
+  for (const char* k :
+       {"loss", "accuracy", "mae", "mse", "err", "top1", "top_k_categorical_accuracy"})
+    EXPECT_NEAR(et[k].get<double>(), j["test"][k].get<double>(), 1e-9) << k;
+}
+
+TEST(Cli, TrainRefusesAFileMetricItCannotComputeOrReport) {
+  const std::string dir = temp_folder("keras-metrics-bad");
+  const std::string file = dir + "/m.json";
+  const std::string train = "train --data mnist-10k --epochs 1 --threads 1 --model " + file;
+  write_small_compiled_with(file, nlohmann::json::parse(R"(["auc"])"));
+  expect_usage_error(train, "metric 'auc' is not supported");
+  write_small_compiled_with(file, nlohmann::json::parse(R"([{"module": "keras.metrics",
+      "class_name": "TopKCategoricalAccuracy", "config": {"name": "t", "k": 2.5}}])"));
+  expect_usage_error(train, "k must be a whole number of at least 1, got 2.5");
+  write_small_compiled_with(file, nlohmann::json::parse(R"([{"module": "keras.metrics",
+      "class_name": "MeanAbsoluteError", "config": {"name": "seconds"}}])"));
+  expect_usage_error(train, "metric 'seconds': the JSON record has a field 'seconds' already");
 }
 
 // A Keras model file's dtype policy decides the precision (what Keras 3.15's model.save wrote for

@@ -155,9 +155,11 @@ TEST(ModelIoKerasJson, Keras3SmallModelGivesTheSameModelAndItsCompileConfig) {
   EXPECT_EQ(tc->optimizer.beta2, 0.999);
   EXPECT_EQ(tc->optimizer.epsilon, 1e-7f);
   EXPECT_EQ(tc->loss, "sparse_categorical_crossentropy");
-  EXPECT_EQ(tc->metrics, std::vector<std::string>{"accuracy"});
+  ASSERT_EQ(tc->metrics.size(), 1u);
+  EXPECT_TRUE(tc->metrics[0].loss_accuracy);
+  EXPECT_EQ(tc->metrics[0].name, "accuracy");
   // The weights are named as Keras names them.
-  m.compile(tc->optimizer, tc->loss, tc->metrics, {.threads = 1});
+  m.compile_with(tc->optimizer, LossSpec{tc->loss, false}, tc->metrics, {.threads = 1});
   const auto w = m.get_weights();
   ASSERT_EQ(w.size(), 4u);
   EXPECT_EQ(w[0].name, "dense/kernel");
@@ -538,7 +540,33 @@ TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
            "config": {"name": "err", "dtype": "float32"}, "registered_name": null}])");
   const auto mae_tc = training_config_from_json(mae.dump(), "o");
   ASSERT_TRUE(mae_tc);
-  EXPECT_EQ(mae_tc->metrics, (std::vector<std::string>{"mae", "mse", "RootMeanSquaredError"}));
+  // Each under the name Keras reports it by: an object's own name ("err"), with its kind.
+  std::vector<std::string> names;
+  for (const MetricSpec& m : mae_tc->metrics) names.push_back(m.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"mae", "mse", "err"}));
+  ASSERT_EQ(mae_tc->metrics.size(), 3u);
+  EXPECT_EQ(mae_tc->metrics[2].kind, MetricKind::mean_squared_error);
+  EXPECT_TRUE(mae_tc->metrics[2].root);
+  // A top-k's k and a binary accuracy's threshold are the object's; a bad one is refused.
+  mae["compile_config"]["metrics"] = json::parse(
+      R"([{"module": "keras.metrics", "class_name": "SparseTopKCategoricalAccuracy",
+           "config": {"name": "top3", "dtype": "float32", "k": 3}, "registered_name": null},
+          {"module": "keras.metrics", "class_name": "BinaryAccuracy",
+           "config": {"name": "binary_accuracy", "dtype": "float32", "threshold": 0.7},
+           "registered_name": null}])");
+  const auto k_tc = training_config_from_json(mae.dump(), "o");
+  ASSERT_TRUE(k_tc);
+  ASSERT_EQ(k_tc->metrics.size(), 2u);
+  EXPECT_EQ(k_tc->metrics[0].name, "top3");
+  EXPECT_EQ(k_tc->metrics[0].parameter, 3.0f);
+  EXPECT_EQ(k_tc->metrics[1].parameter, 0.7f);
+  mae["compile_config"]["metrics"][0]["config"]["k"] = 0;
+  EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"), "k must be a whole number");
+  mae["compile_config"]["metrics"][0]["config"]["k"] = "3";
+  EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"), "k must be a number");
+  mae["compile_config"]["metrics"][0]["config"]["k"] = 3;
+  mae["compile_config"]["metrics"][0]["config"]["sample_weight"] = 2;
+  EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"), "sample_weight 2 is not supported");
   mae["compile_config"]["metrics"] = json::parse(R"(["precision"])");
   EXPECT_ERROR_HAS(training_config_from_json(mae.dump(), "o"),
                    "metric 'precision' is not supported");
@@ -564,6 +592,47 @@ TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
 // Adagrad, Adadelta, Nadam and Adamax: written as Keras 3's get_config writes them (class,
 // default name, every field) and read back to the same settings; a Keras 3.15 compile_config
 // with non-default settings reads too.
+TEST(ModelIoKerasJson, MetricsRoundTripThroughTheCompileConfigAsKerasWritesThem) {
+  // Plain names stay names; a renamed metric, or one with a k or threshold other than its class's
+  // default, is Keras's metric object (what Keras 3.15's to_json() writes for it).
+  MetricSpec top2 = metric_spec("sparse_top_k_categorical_accuracy");
+  top2.name = "top2";
+  top2.parameter = 2;
+  MetricSpec err = metric_spec("RootMeanSquaredError");
+  err.name = "err";
+  MetricSpec ba = metric_spec("binary_accuracy");
+  ba.parameter = 0.25f;
+  Sequential m({Input({4}), Dense(3, "softmax")});
+  m.compile_with(Adam(), LossSpec{"sparse_categorical_crossentropy", false},
+                 {metric_spec("accuracy"), metric_spec("sparse_top_k_categorical_accuracy"), top2},
+                 {.threads = 1});
+  const std::string text = model_to_json(m);
+  EXPECT_EQ(json::parse(text)["compile_config"]["metrics"],
+            json::parse(R"(["accuracy", "sparse_top_k_categorical_accuracy",
+      {"module": "keras.metrics", "class_name": "SparseTopKCategoricalAccuracy",
+       "config": {"name": "top2", "dtype": "float32", "k": 2},
+       "registered_name": null}])"));
+  const auto tc = training_config_from_json(text, "roundtrip");
+  ASSERT_TRUE(tc);
+  ASSERT_EQ(tc->metrics.size(), 3u);
+  EXPECT_TRUE(tc->metrics[0].loss_accuracy);
+  EXPECT_EQ(tc->metrics[1].name, "sparse_top_k_categorical_accuracy");
+  EXPECT_EQ(tc->metrics[1].parameter, 5.0f);
+  EXPECT_EQ(tc->metrics[2].name, "top2");
+  EXPECT_EQ(tc->metrics[2].kind, MetricKind::sparse_top_k_categorical_accuracy);
+  EXPECT_EQ(tc->metrics[2].parameter, 2.0f);
+
+  Sequential b({Input({4}), Dense(3, "sigmoid")});
+  b.compile_with(Adam(), LossSpec{"binary_crossentropy", false}, {err, ba}, {.threads = 1});
+  const auto btc = training_config_from_json(model_to_json(b), "roundtrip");
+  ASSERT_TRUE(btc);
+  ASSERT_EQ(btc->metrics.size(), 2u);
+  EXPECT_EQ(btc->metrics[0].name, "err");
+  EXPECT_TRUE(btc->metrics[0].root);
+  EXPECT_EQ(btc->metrics[1].name, "binary_accuracy");
+  EXPECT_EQ(btc->metrics[1].parameter, 0.25f);
+}
+
 TEST(ModelIoKerasJson, NewOptimizersRoundTripThroughTheCompileConfig) {
   struct Case {
     OptimizerConfig config;
@@ -657,7 +726,7 @@ TEST(ModelIoKerasJson, FromLogitsRoundTripsThroughTheModelJson) {
     EXPECT_EQ(tc->loss, loss);
     EXPECT_TRUE(tc->from_logits);
     Sequential back = model_from_json(text, "m.json");
-    back.compile(tc->optimizer, LossSpec{tc->loss, tc->from_logits}, tc->metrics);
+    back.compile_with(tc->optimizer, LossSpec{tc->loss, tc->from_logits}, tc->metrics);
     EXPECT_TRUE(back.from_logits());
     EXPECT_EQ(json::parse(model_to_json(back))["compile_config"], doc["compile_config"]);
   }

@@ -106,6 +106,14 @@ void write_json_file(const std::string& flag, const std::string& path, const nlo
 // input_shape.
 nlohmann::json model_json(const Sequential& model, const std::string& name);
 
+// The JSON "test" object of train and evaluate: loss, accuracy, each other compiled metric by its
+// name ("mae", ...), seconds, samples.
+nlohmann::json test_json(const EvaluateResult& test);
+
+// Refuses (Error at `where`) a compiled metric whose name the JSON record already uses for
+// something else ("loss", "seconds", ...; "mae" beside "val_mae"), which would overwrite it.
+void check_metric_keys(const Sequential& model, const std::string& where);
+
 // "cpu" plus the CPU's model name, or "cuda:N".
 std::string device_description(const std::string& device);
 

@@ -46,11 +46,15 @@ void run_evaluate(const EvaluateOptionsCli& o) {
   if (ranks.size > 1 && o.threads == 0) copts.threads = threads_per_rank(ranks);
   copts.collective = ranks.collective;
   Sequential model = load_model(o.load, copts);
+  check_metric_keys(model, "--load " + o.load);
   out.say(fmt::format("model: {} ({} parameters) on {}", o.load, model.count_params(),
                       device_description(model.device_name())));
   data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
   const Tensor x_test = fit_to_model(data::to_float_images(d.test), model, o.load, d.name);
-  const Tensor y_test = data::to_float_labels(d.test);
+  // Class indices for the sparse loss, one-hot rows for the others (as train gives them).
+  const Tensor y_test = model.loss_name() == "sparse_categorical_crossentropy"
+                            ? data::to_float_labels(d.test)
+                            : data::to_one_hot_labels(d.test, d.num_classes);
   check_same_data(ranks, "--data " + d.path, {&x_test, &y_test});
   if (!quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
   const EvaluateResult test =
@@ -63,11 +67,7 @@ void run_evaluate(const EvaluateOptionsCli& o) {
                      {"model", model_json(model, model.name())},
                      {"data", {{"name", d.name}, {"path", d.path}, {"test", d.test.count}}},
                      {"batch_size", o.batch_size},
-                     {"test",
-                      {{"loss", test.loss},
-                       {"accuracy", test.accuracy},
-                       {"seconds", test.seconds},
-                       {"samples", test.samples}}}};
+                     {"test", test_json(test)}};
   add_ranks_json(doc, ranks);
   write_json_file("--json", o.json, doc);
 }

@@ -2,11 +2,14 @@
 // and a JSON record of what happened.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/cli.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "formats/checkpoint.h"
 #include "formats/weights_io.h"
+#include "nn/metrics.h"
 #include "perf/choose.h"
 #include "perf/machine.h"
 
@@ -53,6 +56,18 @@ std::string compile_description(const Sequential& model) {
     s += fmt::format(", momentum {:g}", opt.momentum);
   if (opt.weight_decay > 0) s += fmt::format(", weight decay {:g}", opt.weight_decay);
   return s + "), loss " + model.loss_name();
+}
+
+// "accuracy, mae, top_k_categorical_accuracy (k 3)": the compiled metrics, as reported.
+std::string metrics_description(const Sequential& model) {
+  std::string s;
+  for (const MetricSpec& m : model.metric_specs()) {
+    s += (s.empty() ? "" : ", ") + (m.loss_accuracy ? std::string("accuracy") : m.name);
+    if (!m.loss_accuracy && !metric_is_plain(m))
+      if (const char* argument = metric_parameter_name(m.kind))
+        s += fmt::format(" ({} {:g})", argument, m.parameter);
+  }
+  return s;
 }
 
 uint64_t checkpoint_number(const CheckpointInfo& info, const char* key, uint64_t fallback,
@@ -168,13 +183,20 @@ class Train {
     return model_from_checkpoint(o_.resume, copts_, &initial_epoch_);
   }
 
-  // Accuracy is always measured: train reports it whatever the file's metrics.
+  // A file's metrics are computed and reported as Keras would (mae, top-k, ...); accuracy is
+  // always measured besides them, first when the file does not name it.
   void compile_model(Sequential& m, const CompileOptions& co) const {
-    if (file_config_)
-      m.compile(file_config_->optimizer, LossSpec{file_config_->loss, file_config_->from_logits},
-                {"accuracy"}, co);
-    else
+    if (file_config_) {
+      std::vector<MetricSpec> metrics = file_config_->metrics;
+      if (std::none_of(metrics.begin(), metrics.end(),
+                       [](const MetricSpec& s) { return s.loss_accuracy; }))
+        metrics.insert(metrics.begin(), metric_spec("accuracy"));
+      m.compile_with(file_config_->optimizer,
+                     LossSpec{file_config_->loss, file_config_->from_logits}, std::move(metrics),
+                     co);
+    } else {
       m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
+    }
   }
 
   Sequential model_from_layers() {
@@ -211,8 +233,8 @@ class Train {
     if (copts_.device == "cpu") copts_.threads = cpu_threads;
     compile_model(m, copts_);
     if (file_config_)
-      out_.say(
-          fmt::format("compile: {} from {}'s compile_config", compile_description(m), o_.model));
+      out_.say(fmt::format("compile: {} from {}'s compile_config; metrics {}",
+                           compile_description(m), o_.model, metrics_description(m)));
     if (o_.precision.empty() && precision_ != Precision::fp32)
       out_.say(fmt::format("precision: {}, as {}'s dtype policy says", precision_name(precision_),
                            o_.model));
@@ -227,6 +249,7 @@ class Train {
     const Tensor y_test =
         sparse ? data::to_float_labels(d_.test) : data::to_one_hot_labels(d_.test, d_.num_classes);
     check_same_data(ranks_, "--data " + d_.path, {&x_train_, &y_train, &x_test_, &y_test});
+    check_metric_keys(model, o_.resume.empty() ? o_.model : "--resume " + o_.resume);
     if (!o_.resume.empty())
       out_.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o_.resume,
                            initial_epoch_, model.optimizer_steps()));
@@ -274,10 +297,12 @@ class Train {
       nlohmann::json j{{"epoch", e.epoch},       {"loss", e.loss},
                        {"accuracy", e.accuracy}, {"seconds", e.seconds},
                        {"steps", e.steps},       {"learning_rate", e.learning_rate}};
+      for (const auto& [name, value] : e.metrics) j[name] = value;  // "mae", ... (compile's)
       if (e.val_loss) {
         j["val_loss"] = *e.val_loss;
         j["val_accuracy"] = *e.val_accuracy;
         j["val_seconds"] = *e.val_seconds;
+        for (const auto& [name, value] : e.val_metrics) j["val_" + name] = value;
       }
       hist.push_back(j);
     }
@@ -304,11 +329,7 @@ class Train {
         {"compile_config", nlohmann::json::parse(training_config_to_json(model))},
         {"history", hist},
         {"interrupted", h.interrupted},
-        {"test",
-         {{"loss", test.loss},
-          {"accuracy", test.accuracy},
-          {"seconds", test.seconds},
-          {"samples", test.samples}}}};
+        {"test", test_json(test)}};
     add_ranks_json(doc, ranks_);
     if (!o_.save.empty()) doc["save"] = o_.save;
     if (!o_.checkpoint.empty()) doc["checkpoint"] = o_.checkpoint;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "backends/cuda_info.h"
@@ -276,6 +277,33 @@ void check_writable(const std::string& flag, const std::string& path) {
 
 void write_json_file(const std::string& flag, const std::string& path, const nlohmann::json& doc) {
   perf::write_json_atomically(path, doc, 2, flag + " " + path);
+}
+
+nlohmann::json test_json(const EvaluateResult& test) {
+  nlohmann::json j{{"loss", test.loss}, {"accuracy", test.accuracy}};
+  for (const auto& [name, value] : test.metrics) j[name] = value;
+  j["seconds"] = test.seconds;
+  j["samples"] = test.samples;
+  return j;
+}
+
+void check_metric_keys(const Sequential& model, const std::string& where) {
+  // The keys of a history entry and of the test object besides the metrics.
+  static const std::set<std::string> kTaken = {
+      "epoch",         "loss",    "accuracy", "seconds",      "steps",
+      "learning_rate", "samples", "val_loss", "val_accuracy", "val_seconds"};
+  std::vector<std::string> names;
+  for (const MetricSpec& m : model.metric_specs())
+    if (!m.loss_accuracy) names.push_back(m.name);
+  for (const std::string& name : names) {
+    if (kTaken.count(name))
+      throw Error(where, "metric '" + name + "': the JSON record has a field '" + name +
+                             "' already: give the metric another name");
+    for (const std::string& other : names)
+      if ("val_" + name == other)
+        throw Error(where, "metric '" + other + "' is also the validation key of metric '" + name +
+                               "': give it another name");
+  }
 }
 
 // The model object of every command's JSON (docs/JSON.md).

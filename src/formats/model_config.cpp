@@ -619,7 +619,7 @@ std::string parse_loss_name(const json& v, const std::string& where, bool& from_
   return name;
 }
 
-void collect_metrics(const json& v, std::vector<std::string>& out, const std::string& where,
+void collect_metrics(const json& v, std::vector<MetricSpec>& out, const std::string& where,
                      int depth) {
   if (v.is_null()) return;
   if (v.is_array()) {
@@ -628,18 +628,26 @@ void collect_metrics(const json& v, std::vector<std::string>& out, const std::st
     return;
   }
   std::string name;
-  if (v.is_string())
+  const json* config = nullptr;  // a metric object's "config"
+  if (v.is_string()) {
     name = v.get<std::string>();
-  else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string())
+  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
     name = v["class_name"].get<std::string>();
-  else
+    if (auto c = v.find("config"); c != v.end() && c->is_object()) config = &*c;
+  } else {
     throw Error(where, "compile_config field metrics: unreadable metric " + brief(v));
+  }
+  const auto given = [&](const std::string& key) {
+    return std::any_of(out.begin(), out.end(), [&](const MetricSpec& s) {
+      return (s.loss_accuracy ? std::string("accuracy") : s.name) == key;
+    });
+  };
   // The accuracies Keras's "accuracy" picks by the loss read as it (the engine's, counted by the
   // loss); Keras's Accuracy (exact equality) is not computed, but was read as it before.
   if (name == "accuracy" || name == "acc" || name == "Accuracy" ||
       name == "sparse_categorical_accuracy" || name == "SparseCategoricalAccuracy" ||
       name == "categorical_accuracy" || name == "CategoricalAccuracy") {
-    if (std::find(out.begin(), out.end(), "accuracy") == out.end()) out.push_back("accuracy");
+    if (!given("accuracy")) out.push_back(metric_spec("accuracy"));
     return;
   }
   MetricSpec spec;
@@ -649,17 +657,35 @@ void collect_metrics(const json& v, std::vector<std::string>& out, const std::st
     throw Error(where, "compile_config field metrics: metric '" + printable(name) +
                            "' is not supported: crossover computes " + supported_metric_names());
   }
-  // An object's own name ("mse" for MeanSquaredError) when it names the same metric.
-  if (v.is_object() && v.contains("config") && v["config"].is_object() &&
-      v["config"].contains("name") && v["config"]["name"].is_string()) {
-    const std::string own = v["config"]["name"].get<std::string>();
-    try {
-      const MetricSpec named = metric_spec(own);
-      if (!named.loss_accuracy && named.kind == spec.kind && named.root == spec.root) name = own;
-    } catch (const Error&) {
+  if (config) {
+    // Keras reports an object under its own name (MeanSquaredError's is "mean_squared_error";
+    // RootMeanSquaredError(name="err")'s "err"), and its k or threshold is the class's argument.
+    if (auto n = config->find("name"); n != config->end() && !n->is_null()) {
+      if (!n->is_string() || n->get<std::string>().empty())
+        throw Error(where, "compile_config field metrics: metric '" + printable(name) +
+                               "': its name must be a non-empty string, got " + brief(*n));
+      spec.name = n->get<std::string>();
+    }
+    if (const char* argument = metric_parameter_name(spec.kind)) {
+      if (auto a = config->find(argument); a != config->end() && !a->is_null()) {
+        if (!a->is_number())
+          throw Error(where, "compile_config field metrics: metric '" + printable(spec.name) +
+                                 "': " + argument + " must be a number, got " + brief(*a));
+        set_metric_parameter(spec, a->get<double>(), where);
+      }
+    }
+    // The other fields Keras's classes take change nothing crossover computes ("dtype": the
+    // engine sums in double and reports a float) or are refused.
+    for (const auto& [key, value] : config->items()) {
+      if (key == "name" || key == "dtype" ||
+          (metric_parameter_name(spec.kind) && key == metric_parameter_name(spec.kind)))
+        continue;
+      if (key == "from_sorted_ids" && value.is_boolean() && !value.get<bool>()) continue;
+      throw Error(where, "compile_config field metrics: metric '" + printable(spec.name) +
+                             "': " + printable(key) + " " + brief(value) + " is not supported");
     }
   }
-  if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  if (!given(spec.name)) out.push_back(std::move(spec));
 }
 
 // ---- writing ---------------------------------------------------------------------------------
@@ -788,9 +814,26 @@ ojson loss_json(const Sequential& model) {
       {"module", "keras.losses"}, {"class_name", cls}, {"config", c}, {"registered_name", nullptr}};
 }
 
+// A metric as Keras 3 writes it in compile_config: its name ("mae", "accuracy"), or, renamed or
+// with a k or threshold other than the class's default, the metric object.
+ojson metric_json(const MetricSpec& spec) {
+  if (metric_is_plain(spec)) return metric_identifier(spec);
+  ojson config{{"name", spec.name}, {"dtype", "float32"}};
+  if (const char* argument = metric_parameter_name(spec.kind)) {
+    if (std::string_view(argument) == "k")
+      config[argument] = static_cast<int64_t>(spec.parameter);
+    else
+      config[argument] = static_cast<double>(spec.parameter);
+  }
+  return ojson{{"module", "keras.metrics"},
+               {"class_name", metric_class_name(spec)},
+               {"config", config},
+               {"registered_name", nullptr}};
+}
+
 ojson compile_config_json(const Sequential& model) {
   ojson metrics = ojson::array();
-  for (const std::string& m : model.metrics()) metrics.push_back(m);
+  for (const MetricSpec& m : model.metric_specs()) metrics.push_back(metric_json(m));
   return ojson{{"optimizer", optimizer_json(model.optimizer())},
                {"loss", loss_json(model)},
                {"loss_weights", nullptr},

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/step_config.h"
+#include "nn/metrics.h"
 #include "nn/sequential.h"
 
 namespace crossover {
@@ -47,7 +48,9 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   std::string loss;
   bool from_logits = false;  // the loss object's config {"from_logits": true}
-  std::vector<std::string> metrics;
+  // In the file's order, each under the name Keras reports it by (a metric object's own
+  // config "name"), with its k or threshold; Sequential::compile_with takes them.
+  std::vector<MetricSpec> metrics;
 };
 
 // The model's compile settings in Keras 3's compile_config form ({"optimizer": {"module":
@@ -58,7 +61,9 @@ std::string training_config_to_json(const Sequential& model);
 // The "compile_config" of a Keras 3 model JSON (or a bare compile_config object), if there is
 // one: Adam/AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam and Adamax with their settings (a
 // constant learning rate or ExponentialDecay), the loss (a name), and the metrics crossover
-// knows ("accuracy"; others are refused naming them). Returns nullopt when the JSON has no
+// computes (nn/metrics.h: by name, or as Keras's metric objects with their name, k and threshold;
+// the accuracies Keras's "accuracy" picks by the loss read as "accuracy"; others are refused
+// naming them). Returns nullopt when the JSON has no
 // compile_config, or an empty or null one (a model that was never compiled); a compile_config
 // without a loss is refused (Keras's fit refuses it too).
 std::optional<TrainingConfig> training_config_from_json(std::string_view json,

@@ -1,8 +1,11 @@
 #include "nn/metrics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -97,6 +100,50 @@ std::string supported_metric_names() {
     if (m.alias) out += std::string(" ('") + m.snake + "')";
   }
   return out;
+}
+
+const char* metric_parameter_name(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::binary_accuracy:
+      return "threshold";
+    case MetricKind::top_k_categorical_accuracy:
+    case MetricKind::sparse_top_k_categorical_accuracy:
+      return "k";
+    default:
+      return nullptr;
+  }
+}
+
+void set_metric_parameter(MetricSpec& spec, double value, const std::string& where) {
+  const char* argument = spec.loss_accuracy ? nullptr : metric_parameter_name(spec.kind);
+  const std::string what = "metric '" + spec.name + "'";
+  if (!argument) throw Error(where, what + " takes no argument k or threshold");
+  if (!std::isfinite(value))
+    throw Error(where, what + ": " + argument + " must be a finite number");
+  if (std::string_view(argument) == "k") {
+    // k counts classes: a whole number, and one that a float holds exactly.
+    if (value < 1 || value != std::floor(value) || value > 16777216.0)
+      throw Error(where,
+                  what + fmt::format(": k must be a whole number of at least 1, got {:g}", value));
+  } else if (std::fabs(value) > std::numeric_limits<float>::max()) {
+    throw Error(where, what + fmt::format(": threshold {:g} is out of float range", value));
+  }
+  spec.parameter = static_cast<float>(value);
+}
+
+std::string metric_class_name(const MetricSpec& spec) {
+  if (spec.loss_accuracy) return "";
+  for (const NamedMetric& m : kMetrics)
+    if (m.kind == spec.kind && m.root == spec.root) return m.class_name;
+  return "";
+}
+
+bool metric_is_plain(const MetricSpec& spec) {
+  if (spec.loss_accuracy) return true;
+  for (const NamedMetric& m : kMetrics)
+    if (m.kind == spec.kind && m.root == spec.root)
+      return metric_identifier(spec) == spec.name && spec.parameter == m.parameter;
+  return false;
 }
 
 double metric_result(const MetricSpec& spec, double sum, double count) {

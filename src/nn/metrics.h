@@ -39,6 +39,23 @@ std::string metric_identifier(const MetricSpec& spec);
 // Every name metric_spec accepts, for messages.
 std::string supported_metric_names();
 
+// The keyword argument of the kind's Keras class that MetricSpec::parameter holds: "threshold"
+// (BinaryAccuracy), "k" (TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy), or nullptr.
+const char* metric_parameter_name(MetricKind kind);
+
+// Sets spec.parameter to a Keras argument's value (`value` given as metric_parameter_name says):
+// a top-k's k a whole number of at least 1, a threshold a finite number. Throws Error at `where`
+// naming the metric and the argument for any other value, or for a kind without that argument.
+void set_metric_parameter(MetricSpec& spec, double value, const std::string& where);
+
+// The spec's Keras class ("TopKCategoricalAccuracy"); "" for the loss's accuracy.
+std::string metric_class_name(const MetricSpec& spec);
+
+// Whether the spec is what its identifier (metric_identifier) alone means: the name is one of
+// the kind's Keras names and the parameter is the class's default. Otherwise Keras writes the
+// metric as an object, with its name and argument.
+bool metric_is_plain(const MetricSpec& spec);
+
 // The metric's value over `count` samples whose per-sample values summed to `sum`.
 double metric_result(const MetricSpec& spec, double sum, double count);
 

@@ -140,9 +140,11 @@ def test_a_metric_the_engine_does_not_compute_is_refused_by_name(loss, metric, m
         model().compile(optimizer="sgd", loss=loss, metrics=[metric])
 
 
-def test_a_binary_accuracy_threshold_other_than_the_engines_is_refused():
-    with pytest.raises(ValueError, match="threshold"):
-        metrics.BinaryAccuracy(threshold=0.7)
+def test_a_binary_accuracy_keeps_its_threshold_and_refuses_one_that_is_not_a_number():
+    # Computed with it (test_metrics.py, test_metrics_peers.py); not a number: a ValueError.
+    assert metrics.BinaryAccuracy(threshold=0.7).get_config()["threshold"] == 0.7
+    with pytest.raises(ValueError, match="threshold must be a finite number, got 'high'"):
+        metrics.BinaryAccuracy(threshold="high")
 
 
 def test_metrics_must_be_a_list_and_other_metric_classes_are_not_there():

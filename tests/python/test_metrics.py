@@ -124,5 +124,83 @@ def test_keras_metric_functions_and_get() -> None:
     assert model._model().metrics() == ["mean_absolute_error"]
     assert isinstance(metrics.get("mse"), metrics.MeanSquaredError)
     assert metrics.get("root_mean_squared_error").name == "root_mean_squared_error"
-    with pytest.raises(ValueError, match="k=3"):
-        metrics.TopKCategoricalAccuracy(k=3)
+    assert metrics.TopKCategoricalAccuracy(k=3).get_config() == {
+        "name": "top_k_categorical_accuracy",
+        "dtype": "float32",
+        "k": 3,
+    }
+    with pytest.raises(ValueError, match="k must be a whole number of at least 1, got 0"):
+        metrics.TopKCategoricalAccuracy(k=0)
+    with pytest.raises(ValueError, match="k must be a whole number"):
+        metrics.SparseTopKCategoricalAccuracy(k=2.5)
+    with pytest.raises(ValueError, match="threshold must be a finite number"):
+        metrics.BinaryAccuracy(threshold=float("nan"))
+
+
+def classifier(units: int, activation: str) -> tuple[keras.Sequential, np.ndarray, np.ndarray]:
+    rs = np.random.RandomState(4)
+    x, labels = rs.rand(40, 5).astype(np.float32), rs.randint(0, 4, 40)
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((5,)), layers.Dense(units, activation=activation)])
+    return model, x, labels
+
+
+def test_top_k_takes_its_k_and_binary_accuracy_its_threshold() -> None:
+    # The engine's values against numpy on predict's output, each with the class's argument.
+    model, x, labels = classifier(4, "softmax")
+    y = np.eye(4, dtype=np.float32)[labels]
+    model.compile(
+        optimizer="sgd",
+        loss="categorical_crossentropy",
+        metrics=[
+            metrics.TopKCategoricalAccuracy(k=2),
+            metrics.TopKCategoricalAccuracy(k=1, name="top1"),
+        ],
+    )
+    got = model.evaluate(x, y, batch_size=16, verbose=0, return_dict=True)
+    pred = model.predict(x, verbose=0)
+    ranks = np.sum(pred > pred[np.arange(40), labels][:, None], axis=-1)  # scores above the truth
+    assert got["top_k_categorical_accuracy"] == pytest.approx(np.mean(ranks < 2))
+    assert got["top1"] == pytest.approx(np.mean(ranks < 1))
+    assert np.mean(ranks < 2) != np.mean(ranks < 5)  # k=2 is not the default's value
+
+    model, x, labels = classifier(4, "softmax")
+    model.compile(
+        optimizer="sgd",
+        loss="sparse_categorical_crossentropy",
+        metrics=[metrics.SparseTopKCategoricalAccuracy(k=3, name="top3")],
+    )
+    got = model.evaluate(x, labels, verbose=0, return_dict=True)
+    pred = model.predict(x, verbose=0)
+    ranks = np.sum(pred > pred[np.arange(40), labels][:, None], axis=-1)
+    assert got["top3"] == pytest.approx(np.mean(ranks < 3))
+
+    model, x, labels = classifier(1, "sigmoid")
+    y = (labels % 2).astype(np.float32)
+    model.compile(
+        optimizer="sgd",
+        loss="binary_crossentropy",
+        metrics=["accuracy", metrics.BinaryAccuracy(threshold=0.52, name="ba")],
+    )
+    got = model.evaluate(x, y, verbose=0, return_dict=True)
+    pred = model.predict(x, verbose=0)[:, 0]
+    assert got["accuracy"] == pytest.approx(np.mean((pred > 0.5) == y))
+    assert got["ba"] == pytest.approx(np.mean((pred > np.float32(0.52)) == y))
+    assert np.mean((pred > 0.5) == y) != np.mean((pred > np.float32(0.52)) == y)
+    # On arrays, as Keras: the same argument.
+    assert metrics.BinaryAccuracy(threshold=0.52)(y, pred).numpy() == pytest.approx(got["ba"])
+
+
+def test_k_survives_a_keras_archive(tmp_path: Path) -> None:
+    model, x, labels = classifier(4, "softmax")
+    model.compile(
+        optimizer="adam",
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy", metrics.SparseTopKCategoricalAccuracy(k=2, name="top2")],
+    )
+    model.save(tmp_path / "m.keras")
+    back = keras.models.load_model(tmp_path / "m.keras")
+    got = back.evaluate(x, labels, verbose=0, return_dict=True)
+    pred = back.predict(x, verbose=0)
+    ranks = np.sum(pred > pred[np.arange(40), labels][:, None], axis=-1)
+    assert got["top2"] == pytest.approx(np.mean(ranks < 2))

@@ -33,6 +33,27 @@ CASES = {
     ),
     "regression": ("mse", '["mae", "root_mean_squared_error"]', 1, None),
     "binary": ("binary_crossentropy", '["accuracy", "mse", "binary_accuracy"]', 1, "sigmoid"),
+    # The classes' own arguments: k other than 5, a threshold other than 0.5.
+    "top_k": (
+        "categorical_crossentropy",
+        "[keras.metrics.TopKCategoricalAccuracy(k=2),"
+        ' keras.metrics.TopKCategoricalAccuracy(k=1, name="top1")]',
+        4,
+        "softmax",
+    ),
+    "sparse_top_k": (
+        "sparse_categorical_crossentropy",
+        '["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(k=3, name="top3")]',
+        4,
+        "softmax",
+    ),
+    "threshold": (
+        "binary_crossentropy",
+        '["accuracy", keras.metrics.BinaryAccuracy(threshold=0.3),'
+        ' keras.metrics.BinaryAccuracy(threshold=0.7, name="ba7")]',
+        1,
+        "sigmoid",
+    ),
 }
 
 KERAS_FIT = """
@@ -60,11 +81,12 @@ KERAS_FIT = """
 def data(case: str, rs: np.random.RandomState, n: int) -> tuple[np.ndarray, np.ndarray]:
     x = rs.rand(n, 6).astype(np.float32)
     labels = rs.randint(0, 4, n)
-    if case == "classifier":
+    loss = CASES[case][0]
+    if loss == "categorical_crossentropy":
         return x, np.eye(4, dtype=np.float32)[labels]
-    if case == "sparse":
+    if loss == "sparse_categorical_crossentropy":
         return x, labels.astype(np.float32)
-    if case == "regression":
+    if loss == "mse":
         return x, (x[:, 0] * 2 - x[:, 1]).astype(np.float32)
     return x, (labels % 2).astype(np.float32)
 

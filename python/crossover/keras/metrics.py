@@ -7,8 +7,9 @@ categorical_accuracy with categorical_crossentropy, binary_accuracy (threshold 0
 binary_crossentropy; with mean_squared_error it counts categorical_accuracy (argmax against
 argmax), which Keras's 'accuracy' is not (exact equality), so there only CategoricalAccuracy is
 taken), and mean_absolute_error, mean_squared_error, root_mean_squared_error, the accuracies and
-the top-k accuracies (k=5) by their Keras names (src/nn/metrics.h). Any other metric is refused
-by name (Precision, Recall, AUC, ... are not computed)."""
+the top-k accuracies by their Keras names (src/nn/metrics.h), with TopKCategoricalAccuracy's and
+SparseTopKCategoricalAccuracy's k and BinaryAccuracy's threshold. Any other metric is refused by
+name (Precision, Recall, AUC, ... are not computed)."""
 
 from typing import Any, Optional
 
@@ -88,6 +89,24 @@ _ENGINE_ACCURACY = {
 }
 
 
+def _count(owner: str, k: Any) -> int:
+    """A top-k's k: a whole number of at least 1 (ValueError naming the class otherwise)."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"{owner}: k must be a whole number of at least 1, got {k!r}")
+    return int(k)
+
+
+def _number(owner: str, name: str, value: Any) -> float:
+    """A finite float argument (ValueError naming the class and the argument otherwise)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, (bool, np.bool_)) or not np.isfinite(number):
+        raise ValueError(f"{owner}: {name} must be a finite number, got {value!r}")
+    return number
+
+
 class Metric:
     """A Keras metric object: compile takes the accuracies (the engine counts them during fit);
     any metric also works on arrays as in Keras: update_state(y_true, y_pred), result(),
@@ -102,7 +121,17 @@ class Metric:
         self.reset_state()
 
     def _values(self, y_true: Any, y_pred: Any) -> np.ndarray:
-        return _plain(_FUNCTIONS[self._kind](y_true, y_pred)).astype(np.float32)
+        return _plain(_FUNCTIONS[self._kind](y_true, y_pred, **self._arguments())).astype(
+            np.float32
+        )
+
+    def _arguments(self) -> dict[str, Any]:
+        """The class's own argument (k, threshold) as the metric function takes it."""
+        return {}
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras's: the name, the dtype and the class's own argument (k, threshold)."""
+        return {"name": self.name, "dtype": self.dtype or "float32", **self._arguments()}
 
     def reset_state(self) -> None:
         self._total = np.float32(0)
@@ -139,11 +168,16 @@ class CategoricalAccuracy(Metric):
 
 
 class BinaryAccuracy(Metric):
+    """The fraction of outputs on the target's side of the threshold (1 above it, 0 at or below)."""
+
     _kind = "binary_accuracy"
 
     def __init__(self, name: Optional[str] = None, dtype: Any = None, threshold: float = 0.5):
-        reject_unsupported("BinaryAccuracy", threshold=(float(threshold), 0.5))
+        self.threshold = _number("BinaryAccuracy", "threshold", threshold)
         super().__init__(name=name, dtype=dtype)
+
+    def _arguments(self) -> dict[str, Any]:
+        return {"threshold": self.threshold}
 
 
 class MeanSquaredError(Metric):
@@ -171,8 +205,11 @@ class TopKCategoricalAccuracy(Metric):
     _kind = "top_k_categorical_accuracy"
 
     def __init__(self, k: int = 5, name: Optional[str] = None, dtype: Any = None):
-        reject_unsupported("TopKCategoricalAccuracy", k=(int(k), 5))
+        self.k = _count("TopKCategoricalAccuracy", k)
         super().__init__(name=name, dtype=dtype)
+
+    def _arguments(self) -> dict[str, Any]:
+        return {"k": self.k}
 
 
 class SparseTopKCategoricalAccuracy(Metric):
@@ -186,9 +223,13 @@ class SparseTopKCategoricalAccuracy(Metric):
         from_sorted_ids: bool = False,
     ):
         reject_unsupported(
-            "SparseTopKCategoricalAccuracy", k=(int(k), 5), from_sorted_ids=(from_sorted_ids, False)
+            "SparseTopKCategoricalAccuracy", from_sorted_ids=(from_sorted_ids, False)
         )
+        self.k = _count("SparseTopKCategoricalAccuracy", k)
         super().__init__(name=name, dtype=dtype)
+
+    def _arguments(self) -> dict[str, Any]:
+        return {"k": self.k}
 
 
 class Mean(Metric):
@@ -243,20 +284,34 @@ for _kind, _cls in _CLASSES.items():
     _BY_NAME[_kind] = _BY_NAME[_cls.__name__] = _kind
 
 
-def _kind_of(metric: Any) -> tuple[str, str]:
-    """(kind, name) of one metric as compile takes it: a Metric object, a Keras name, or one of
-    Keras's metric functions; ValueError naming it otherwise."""
+# The class argument each kind's MetricSpec::parameter holds, and its default (nn/metrics.h).
+_PARAMETERS: dict[str, tuple[str, float]] = {
+    "binary_accuracy": ("threshold", 0.5),
+    "top_k_categorical_accuracy": ("k", 5),
+    "sparse_top_k_categorical_accuracy": ("k", 5),
+}
+
+
+def _kind_of(metric: Any) -> tuple[str, str, Optional[float]]:
+    """(kind, name, parameter) of one metric as compile takes it: a Metric object (with its k or
+    threshold; None: the class's default), a Keras name, or one of Keras's metric functions;
+    ValueError naming it otherwise."""
     if isinstance(metric, Metric) and metric._kind in _CLASSES:
-        return metric._kind, metric.name
+        parameter = None
+        if metric._kind in _PARAMETERS:
+            argument, default = _PARAMETERS[metric._kind]
+            value = metric._arguments()[argument]
+            parameter = None if value == default else float(value)
+        return metric._kind, metric.name, parameter
     if isinstance(metric, str):
         if metric.lower() in ("accuracy", "acc"):
-            return "accuracy", metric
+            return "accuracy", metric, None
         if metric in _BY_NAME:
-            return _BY_NAME[metric], metric
+            return _BY_NAME[metric], metric, None
     elif callable(metric):
         for kind, fn in _FUNCTIONS.items():
             if metric is fn:
-                return kind, fn.__name__
+                return kind, fn.__name__, None
     raise ValueError(
         f"compile: metric {metric!r} is not supported (yet): crossover's engine computes "
         f"'accuracy', 'mae', 'mse', 'root_mean_squared_error', the accuracies and the top-k "
@@ -265,13 +320,14 @@ def _kind_of(metric: Any) -> tuple[str, str]:
     )
 
 
-def resolve(metrics: Any, loss: str) -> tuple[list[str], list[str]]:
-    """For a model with the library loss `loss`: the engine's metric names and the names the
-    user gave them (Keras's history keys), in order. The accuracy that goes with the loss is the
-    engine's 'accuracy' (counted by the loss itself). ValueError for a metric it does not
-    compute."""
+def resolve(metrics: Any, loss: str) -> tuple[list[str], list[str], list[Optional[float]]]:
+    """For a model with the library loss `loss`: the engine's metric names, the names the user
+    gave them (Keras's history keys) and each one's k or threshold (None: the default), in order.
+    The accuracy that goes with the loss is the engine's 'accuracy' (counted by the loss itself;
+    a BinaryAccuracy with a threshold of its own is computed as a metric). ValueError for a
+    metric it does not compute."""
     if metrics is None:
-        return [], []
+        return [], [], []
     if isinstance(metrics, (str, Metric)) or not isinstance(metrics, (list, tuple)):
         raise TypeError(
             f"compile: metrics must be a list, e.g. metrics=['accuracy'], got {metrics!r}"
@@ -279,22 +335,24 @@ def resolve(metrics: Any, loss: str) -> tuple[list[str], list[str]]:
     engine = _ENGINE_ACCURACY[loss]
     kinds: list[str] = []
     names: list[str] = []
+    parameters: list[Optional[float]] = []
     for metric in metrics:
-        kind, name = _kind_of(metric)
+        kind, name, parameter = _kind_of(metric)
         if kind == "accuracy" and loss == "mean_squared_error":
             raise ValueError(
                 f"compile: metric {metric!r} with loss mean_squared_error is exact "
                 f"equality in Keras, which crossover does not compute; it computes "
                 f"categorical accuracy (argmax): pass metrics=['categorical_accuracy']"
             )
-        if kind in ("accuracy", engine):
+        if kind in ("accuracy", engine) and parameter is None:
             # The first is the one the loss counts; another computed as a metric of its own.
             kind = engine if "accuracy" in kinds else "accuracy"
         if name in names:
             raise ValueError(f"compile: metric name {name!r} is given twice: give each once")
         kinds.append(kind)
         names.append(name)
-    return kinds, names
+        parameters.append(parameter)
+    return kinds, names, parameters
 
 
 def get(identifier: Any) -> Any:

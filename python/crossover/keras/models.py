@@ -347,7 +347,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if loss is None:
             raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
         loss_name = losses_module.library_name(loss)
-        metric_kinds, metric_names = metrics_module.resolve(metrics, loss_name)
+        metric_kinds, metric_names, metric_parameters = metrics_module.resolve(metrics, loss_name)
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
@@ -371,6 +371,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             precision=precision,
             from_logits=losses_module.from_logits(loss),
             metric_names=metric_names,
+            metric_parameters=metric_parameters,
         )
         # On the CPU, the thread count: the one asked for, else measured at the first fit or
         # evaluate, when the data's shape and the batch size are known (_use_measured_threads).
