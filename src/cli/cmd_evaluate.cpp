@@ -50,7 +50,7 @@ void run_evaluate(const EvaluateOptionsCli& o) {
                       device_description(model.device_name())));
   data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
   const Tensor x_test = fit_to_model(data::to_float_images(d.test), model, o.load, d.name);
-  const Tensor y_test = data::to_float_labels(d.test);
+  const Tensor y_test = targets_for(model, d.test, x_test, d.num_classes, "--load " + o.load);
   check_same_data(ranks, "--data " + d.path, {&x_test, &y_test});
   if (!quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
   const EvaluateResult test =

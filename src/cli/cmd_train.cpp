@@ -144,9 +144,7 @@ class Train {
   // of models that `make(threads)` compiles.
   void measure_threads(const std::function<Sequential(int)>& make, const std::string& what) {
     const Sequential one = make(1);
-    const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
-    const Tensor y_probe = sparse_loss ? data::to_float_labels(d_.train)
-                                       : data::to_one_hot_labels(d_.train, d_.num_classes);
+    const Tensor y_probe = targets_for(one, d_.train, x_train_, d_.num_classes, what);
     threads_run_ =
         cpu_threads_for_run(0, make, x_train_, y_probe, batch_size_, quiet_, what,
                             perf::threads_choice_key(perf::describe(one), batch_size_, precision_));
@@ -168,13 +166,21 @@ class Train {
     return model_from_checkpoint(o_.resume, copts_, &initial_epoch_);
   }
 
-  // Accuracy is always measured: train reports it whatever the file's metrics.
+  // Accuracy is always measured: train reports it whatever the file's metrics; but not for an
+  // image output (an autoencoder's) unless binary_crossentropy counts it element by element.
+  static bool measures_accuracy(const Sequential& m, const std::string& loss) {
+    const std::vector<Shape> shapes = m.layer_output_shapes();
+    return shapes.empty() || shapes.back().size() == 1 || loss == "binary_crossentropy";
+  }
   void compile_model(Sequential& m, const CompileOptions& co) const {
+    const std::string loss = file_config_ ? file_config_->loss : "sparse_categorical_crossentropy";
+    std::vector<std::string> metrics;
+    if (measures_accuracy(m, loss)) metrics.push_back("accuracy");
     if (file_config_)
       m.compile(file_config_->optimizer, LossSpec{file_config_->loss, file_config_->from_logits},
-                {"accuracy"}, co);
+                metrics, co);
     else
-      m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
+      m.compile(Adam(), "sparse_categorical_crossentropy", metrics, co);
   }
 
   Sequential model_from_layers() {
@@ -220,12 +226,10 @@ class Train {
   }
 
   void train(Sequential& model) {
-    // Class indices for the sparse loss, one-hot rows for the others.
-    const bool sparse = model.loss_name() == "sparse_categorical_crossentropy";
-    const Tensor y_train = sparse ? data::to_float_labels(d_.train)
-                                  : data::to_one_hot_labels(d_.train, d_.num_classes);
-    const Tensor y_test =
-        sparse ? data::to_float_labels(d_.test) : data::to_one_hot_labels(d_.test, d_.num_classes);
+    // Class indices for the sparse loss, one-hot rows for the others; an autoencoder's images.
+    const std::string where = o_.resume.empty() ? "--model " + o_.model : "--resume " + o_.resume;
+    const Tensor y_train = targets_for(model, d_.train, x_train_, d_.num_classes, where);
+    const Tensor y_test = targets_for(model, d_.test, x_test_, d_.num_classes, where);
     check_same_data(ranks_, "--data " + d_.path, {&x_train_, &y_train, &x_test_, &y_test});
     if (!o_.resume.empty())
       out_.say(fmt::format("resuming: {} after epoch {} (optimizer step {})", o_.resume,
@@ -269,14 +273,17 @@ class Train {
   }
 
   void write_json(Sequential& model, const History& h, const EvaluateResult& test) const {
+    // null where accuracy is not measured (measures_accuracy).
+    const bool accuracy = measures_accuracy(model, model.loss_name());
+    const auto or_null = [accuracy](double v) { return accuracy ? nlohmann::json(v) : nullptr; };
     nlohmann::json hist = nlohmann::json::array();
     for (const EpochRecord& e : h.epochs) {
-      nlohmann::json j{{"epoch", e.epoch},       {"loss", e.loss},
-                       {"accuracy", e.accuracy}, {"seconds", e.seconds},
-                       {"steps", e.steps},       {"learning_rate", e.learning_rate}};
+      nlohmann::json j{
+          {"epoch", e.epoch},     {"loss", e.loss},   {"accuracy", or_null(e.accuracy)},
+          {"seconds", e.seconds}, {"steps", e.steps}, {"learning_rate", e.learning_rate}};
       if (e.val_loss) {
         j["val_loss"] = *e.val_loss;
-        j["val_accuracy"] = *e.val_accuracy;
+        j["val_accuracy"] = or_null(*e.val_accuracy);
         j["val_seconds"] = *e.val_seconds;
       }
       hist.push_back(j);
@@ -306,7 +313,7 @@ class Train {
         {"interrupted", h.interrupted},
         {"test",
          {{"loss", test.loss},
-          {"accuracy", test.accuracy},
+          {"accuracy", or_null(test.accuracy)},
           {"seconds", test.seconds},
           {"samples", test.samples}}}};
     add_ranks_json(doc, ranks_);
