@@ -27,7 +27,7 @@ def test_predict_fit_and_evaluate_take_images() -> None:
     h = model.fit(x, x, epochs=1, batch_size=4, validation_data=(x, x), verbose=0).history
     assert set(h) == {"loss", "val_loss"}
     assert model.evaluate(x, x[..., 0], verbose=0) == pytest.approx(model.evaluate(x, x, verbose=0))
-    with pytest.raises(ValueError, match=r"y must have shape \(8, 4, 4, 1\) for binary_crossentropy"):
+    with pytest.raises(ValueError, match=r"y must have shape \(8, 4, 4, 1\) for binary_cross"):
         model.fit(x, x.reshape(8, 16), verbose=0)
 
 
