@@ -172,6 +172,15 @@ void bind_layers(nb::module_& m) {
       nb::arg("filters"), nb::arg("kernel_size"), nb::arg("activation"), nb::arg("strides"),
       nb::arg("padding"), nb::arg("use_bias"));
   m.def(
+      "Conv2DTranspose",
+      [](int64_t filters, Pair kernel_size, std::string_view activation, Pair strides,
+         std::string_view padding, bool use_bias) {
+        return Conv2DTranspose(filters, {kernel_size[0], kernel_size[1]}, activation,
+                               {strides[0], strides[1]}, padding, use_bias);
+      },
+      nb::arg("filters"), nb::arg("kernel_size"), nb::arg("activation"), nb::arg("strides"),
+      nb::arg("padding"), nb::arg("use_bias"));
+  m.def(
       "Pooling2D",
       [](std::string_view kind, Pair pool_size, Pair strides, std::string_view padding) {
         const Size2 pool{pool_size[0], pool_size[1]}, step{strides[0], strides[1]};

@@ -209,6 +209,29 @@ TEST(Cli, UpsampleSpecBuildsKerasLayerWithItsShape) {
   EXPECT_EQ(j["model"]["layers"][3]["size"], nlohmann::json::parse("[2, 3]"));
 }
 
+TEST(Cli, ConvTransposeSpecBuildsKerasLayerWithItsShape) {
+  expect_usage_error("train --model conv_transpose:4,flatten,dense:10 --data mnist-10k",
+                     "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
+  expect_usage_error("train --model conv_transpose:0:3,flatten,dense:10 --data mnist-10k",
+                     "filters");
+  const std::string dir = temp_folder("convt-json");
+  const auto r = run_crossover(
+      "train --model conv:2:3:relu:same:2,conv_transpose:3:3:relu:same:2,flatten,dense:10:softmax "
+      "--data mnist-10k --epochs 0 --threads 1 --json " +
+      dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 28 -> conv same stride 2: 14 -> transposed same stride 2: 28.
+  EXPECT_NE(r.out.find("conv2d_transpose (Conv2DTranspose)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 28, 28, 3)"), std::string::npos) << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["model"]["parameters"], 20 + (3 * 3 * 2 * 3 + 3) + 28 * 28 * 3 * 10 + 10);
+  const auto& layer = j["model"]["layers"][2];  // after the InputLayer and the Conv2D
+  EXPECT_EQ(layer["type"], "Conv2DTranspose");
+  EXPECT_EQ(layer["strides"], nlohmann::json::parse("[2, 2]"));
+  EXPECT_EQ(layer["padding"], "same");
+}
+
 TEST(Cli, TrainWritesTheDocumentedJson) {
   const std::string dir = temp_folder("json");
   const auto r = run_crossover(

@@ -887,6 +887,40 @@ TEST_F(CudaConvTest, Conv2dBackwardWeightsMatchesCpuWithAndWithoutBias) {
     }
 }
 
+// Conv2DTranspose's calls (backend_ops.h: s is the convolution it transposes, its forward that
+// convolution's input gradient plus a bias), on the same shapes.
+TEST_F(CudaConvTest, Conv2dTransposeCallsMatchCpu) {
+  uint32_t seed = 3500;
+  for (const auto& [m, s] : conv_cases()) {
+    SCOPED_TRACE(conv_name(s, m));
+    const auto nx = static_cast<std::size_t>(m * s.out_h * s.out_w * s.out_c),
+               nw = static_cast<std::size_t>(s.kernel_h * s.kernel_w * s.in_c * s.out_c),
+               ny = static_cast<std::size_t>(m * s.in_h * s.in_w * s.in_c),
+               nb = static_cast<std::size_t>(s.in_c);
+    const auto x = random_values(nx, ++seed), w = random_values(nw, ++seed),
+               b = random_values(nb, ++seed), dy = random_values(ny, ++seed);
+    Memory c(*cpu_), g(*gpu_);
+    float* yc = c.poisoned(ny);
+    float* yg = g.poisoned(ny);
+    float* dxc = c.poisoned(nx);
+    float* dxg = g.poisoned(nx);
+    float* dwc = c.poisoned(nw);
+    float* dwg = g.poisoned(nw);
+    float* dbc = c.poisoned(nb);
+    float* dbg = g.poisoned(nb);
+    cpu_->conv2d_transpose_forward(s, c.values(x), c.values(w), c.values(b), yc, m);
+    gpu_->conv2d_transpose_forward(s, g.values(x), g.values(w), g.values(b), yg, m);
+    cpu_->conv2d_transpose_backward_input(s, c.values(dy), c.values(w), dxc, m);
+    gpu_->conv2d_transpose_backward_input(s, g.values(dy), g.values(w), dxg, m);
+    cpu_->conv2d_transpose_backward_weights(s, c.values(x), c.values(dy), dwc, dbc, m);
+    gpu_->conv2d_transpose_backward_weights(s, g.values(x), g.values(dy), dwg, dbg, m);
+    EXPECT_LE(relative_error(g.get(yg, ny), c.get(yc, ny)), 1e-4) << "y";
+    EXPECT_LE(relative_error(g.get(dxg, nx), c.get(dxc, nx)), 1e-4) << "dx";
+    EXPECT_LE(relative_error(g.get(dwg, nw), c.get(dwc, nw)), 1e-4) << "dw";
+    EXPECT_LE(relative_error(g.get(dbg, nb), c.get(dbc, nb)), 1e-4) << "db";
+  }
+}
+
 TEST_F(CudaConvTest, Conv2dRefusesAnActivationItCannotFuse) {
   Memory g(*gpu_);
   const ConvShape s = conv_shape(5, 5, 1, 2, 3, 3, 1, 1, false);

@@ -95,6 +95,42 @@ void conv_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel, con
   shape = {sh.out, sw.out, oc};
 }
 
+// Keras's Conv2DTranspose with output_padding None, from its definition: each input position
+// (iy, ix) spreads x * kernel over the output from (iy * stride - before, ix * stride - before),
+// the output 'valid' (in - 1) * stride + max(kernel, stride) long, 'same' in * stride with
+// before = max(kernel - stride, 0) / 2 (TensorFlow's conv2d_transpose); kernel (kh, kw, filters,
+// in_channels).
+void conv_transpose_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel,
+                              const Vec* bias) {
+  const int64_t ih = shape[0], iw = shape[1], ic = shape[2], f = l.units;
+  const auto length = [&](int64_t in, int64_t k, int64_t s) {
+    return l.padding == Padding::same ? in * s : (in - 1) * s + std::max(k, s);
+  };
+  const auto before = [&](int64_t k, int64_t s) {
+    return l.padding == Padding::same ? std::max<int64_t>(k - s, 0) / 2 : 0;
+  };
+  const int64_t oh = length(ih, l.window.h, l.strides.h), ow = length(iw, l.window.w, l.strides.w);
+  const int64_t bh = before(l.window.h, l.strides.h), bw = before(l.window.w, l.strides.w);
+  Vec out(static_cast<std::size_t>(oh * ow * f), 0.0);
+  for (int64_t iy = 0; iy < ih; ++iy)
+    for (int64_t ix = 0; ix < iw; ++ix)
+      for (int64_t ky = 0; ky < l.window.h; ++ky)
+        for (int64_t kx = 0; kx < l.window.w; ++kx) {
+          const int64_t oy = iy * l.strides.h - bh + ky, ox = ix * l.strides.w - bw + kx;
+          if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+          for (int64_t o = 0; o < f; ++o)
+            for (int64_t c = 0; c < ic; ++c)
+              out[static_cast<std::size_t>((oy * ow + ox) * f + o)] +=
+                  h[static_cast<std::size_t>((iy * iw + ix) * ic + c)] *
+                  kernel[static_cast<std::size_t>(((ky * l.window.w + kx) * f + o) * ic + c)];
+        }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = act(l.activation, out[i] + (bias ? (*bias)[i % static_cast<std::size_t>(f)] : 0.0),
+                 l.activation_alpha);
+  h = out;
+  shape = {oh, ow, f};
+}
+
 // Each value repeated over a size.h x size.w block (UpSampling2D, 'nearest').
 void upsample_reference(Vec& h, Shape& shape, Size2 size) {
   const int64_t ih = shape[0], iw = shape[1], c = shape[2], oh = ih * size.h, ow = iw * size.w;
@@ -234,6 +270,9 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       if (l.type == LayerType::conv2d) {
         conv_reference(h, shape, l, w.at(l.name + "/kernel"),
                        l.use_bias ? &w.at(l.name + "/bias") : nullptr);
+      } else if (l.type == LayerType::conv2d_transpose) {
+        conv_transpose_reference(h, shape, l, w.at(l.name + "/kernel"),
+                                 l.use_bias ? &w.at(l.name + "/bias") : nullptr);
       } else if (l.type == LayerType::max_pooling2d || l.type == LayerType::average_pooling2d) {
         pool_reference(h, shape, l.window, l.strides, l.padding,
                        l.type == LayerType::max_pooling2d);
@@ -619,6 +658,30 @@ TEST(Gradients, UpSampling2DBetweenConvolutionsMatchesFiniteDifferences) {
                     UpSampling2D({2, 3}), Conv2D(1, 3, "sigmoid", 1, "same"), Flatten()},
                    "mean_squared_error",
                    {6, 6, 1}});
+}
+
+TEST(Gradients, Conv2DTransposeMatchesFiniteDifferences) {
+  // Valid, stride 1, with bias: (4, 4) -> (6, 6).
+  check_gradients(
+      {"conv transpose valid s1 tanh",
+       {Input({4, 4, 2}), Conv2DTranspose(3, 3, "tanh"), Flatten(), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {4, 4, 2}});
+  // Its input gradient (after a Conv2D), 'same' with stride 2 and an even kernel: one row of
+  // padding before; no bias.
+  check_gradients(
+      {"conv -> conv transpose same s2 4x4",
+       {Input({5, 5, 2}), Conv2D(3, 2, "tanh"), Conv2DTranspose(2, 4, "linear", 2, "same", false),
+        Flatten(), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {5, 5, 2}});
+  // A stride larger than the kernel ('valid': (in - 1) * 3 + 3, the last row only the bias), then
+  // a 'same' stride 2 kernel 3 (the extra padding after), an autoencoder's sigmoid end, mse.
+  check_gradients({"conv transpose valid s3 k2 -> same s2 k3, mse",
+                   {Input({3, 3, 1}), Conv2D(2, 2, "relu"), Conv2DTranspose(2, 2, "elu", 3),
+                    Conv2DTranspose(1, 3, "sigmoid", 2, "same"), Flatten()},
+                   "mean_squared_error",
+                   {3, 3, 1}});
 }
 
 TEST(Gradients, ASmallConvnetMatchesFiniteDifferences) {

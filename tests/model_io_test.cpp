@@ -283,7 +283,7 @@ TEST(LayerKinds, EveryTypeHasOneKindFoundByItsNames) {
       EXPECT_FALSE(k->cli_syntax().empty());
     }
   }
-  EXPECT_EQ(layer_kinds().size(), static_cast<std::size_t>(LayerType::up_sampling2d) + 1);
+  EXPECT_EQ(layer_kinds().size(), static_cast<std::size_t>(LayerType::conv2d_transpose) + 1);
   EXPECT_EQ(find_keras_layer_kind("Conv3D"), nullptr);
   EXPECT_EQ(find_cli_layer_kind("dens"), nullptr);
 }
@@ -1447,4 +1447,38 @@ TEST(ModelIoKerasJson, RefusesFunctionalModelsItCannotRunNamingWhy) {
 }
 
 }  // namespace
+// A model file whose output is an image (an autoencoder, compiled with mean_squared_error): train
+// takes the images as the targets (no accuracy: null in the JSON), evaluate the same, and predict
+// prints the output's shape and writes its values.
+TEST(ModelIoCli, AnAutoencoderTrainsEvaluatesAndPredictsOnTheImagesThemselves) {
+  using testing_util::run_crossover;
+  const std::string dir = temp_folder("cli-autoencoder");
+  Sequential model({Input({28, 28, 1}), Conv2D(2, 3, "relu", 1, "same"), MaxPooling2D(2),
+                    UpSampling2D(2), Conv2D(1, 3, "sigmoid", 1, "same")});
+  model.compile(Adam(), "mean_squared_error", {}, {.threads = 1});
+  std::ofstream(dir + "/ae.json") << model_to_json(model);
+  auto r = run_crossover("train --epochs 1 --data mnist-10k --threads 1 --quiet --model " + dir +
+                         "/ae.json --save " + dir + "/ae.safetensors --json " + dir + "/t.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json t = json::parse(slurp(dir + "/t.json"));
+  EXPECT_EQ(t["loss"], "mean_squared_error");
+  EXPECT_TRUE(t["history"][0]["accuracy"].is_null());
+  const double loss = t["test"]["loss"].get<double>();
+  EXPECT_GT(loss, 0.0);
+  EXPECT_LT(loss, 0.1) << "a reconstruction of [0, 1] pixels";
+  r = run_crossover("evaluate --load " + dir + "/ae.safetensors --data mnist-10k --quiet --json " +
+                    dir + "/e.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(slurp(dir + "/e.json"))["test"]["loss"].get<double>(), loss);
+  write_bytes(dir + "/digit.png", encode_png({}));
+  r = run_crossover("predict --load " + dir + "/ae.safetensors --image " + dir +
+                    "/digit.png --json " + dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("digit.png: an output of shape (28, 28, 1), values in ["), std::string::npos)
+      << r.out;
+  const json p = json::parse(slurp(dir + "/p.json"));
+  EXPECT_EQ(p["output_shape"], json::array({28, 28, 1}));
+  EXPECT_EQ(p["output"].size(), 784u);
+}
+
 }  // namespace crossover

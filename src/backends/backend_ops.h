@@ -86,6 +86,16 @@ CROSSOVER_BACKEND_OP(conv2d_forward, (const ConvShape& s, const float* x, const 
 CROSSOVER_BACKEND_OP(conv2d_backward_input, (const ConvShape& s, const float* dy, const float* w, float* dx, int64_t m), (s, dy, w, dx, m), no_conv2d, gemm)
 // dw (kernel_h, kernel_w, in_c, out_c) and db (out_c; if not null) from x and dy.
 CROSSOVER_BACKEND_OP(conv2d_backward_weights, (const ConvShape& s, const float* x, const float* dy, float* dw, float* db, int64_t m), (s, x, dy, dw, db, m), no_conv2d, gemm)
+// The transposed convolution (Conv2DTranspose): s is the convolution it transposes, from the
+// transposed output (m, in_h, in_w, in_c = filters) to the transposed input (m, out_h, out_w,
+// out_c = input channels), so that w (kernel_h, kernel_w, in_c, out_c) is Keras's
+// Conv2DTranspose kernel. y (m, in_h, in_w, in_c) = that convolution's input gradient of x, + b.
+CROSSOVER_BACKEND_OP(conv2d_transpose_forward, (const ConvShape& s, const float* x, const float* w, const float* b, float* y, int64_t m), (s, x, w, b, y, m), no_conv2d, gemm)
+// dx (m, out_h, out_w, out_c) = the convolution of dy (m, in_h, in_w, in_c) with w.
+CROSSOVER_BACKEND_OP(conv2d_transpose_backward_input, (const ConvShape& s, const float* dy, const float* w, float* dx, int64_t m), (s, dy, w, dx, m), no_conv2d, gemm)
+// dw (kernel_h, kernel_w, in_c, out_c) from x (m, out_h, out_w, out_c) and dy (m, in_h, in_w,
+// in_c); db (in_c; if not null) = the column sums of dy.
+CROSSOVER_BACKEND_OP(conv2d_transpose_backward_weights, (const ConvShape& s, const float* x, const float* dy, float* dw, float* db, int64_t m), (s, x, dy, dw, db, m), no_conv2d, gemm)
 // The bytes of the workspace pool2d_forward writes in training for pool2d_backward (max
 // pooling's argmax), for a batch of m: the model sizes it when it plans a batch size. Also
 // prepares what the backend needs for that shape, so that no step has to.

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "data/dataset.h"
 #include "formats/model_config.h"
 #include "nn/sequential.h"
 #include "perf/calibrate.h"
@@ -231,6 +232,13 @@ std::vector<int64_t> parse_ranks(const std::string& text);
 
 // "SMALL" and "BIG" for the built-in models, the spec itself otherwise.
 std::string model_label(const std::string& spec);
+
+// What `model` trains and is evaluated on from a split's labels and its `images` (in the model's
+// input shape): class indices for the sparse loss, one-hot rows for the other losses, or, for a
+// model whose output is an image of as many values as its input (an autoencoder), the images
+// themselves; another image output is refused, naming `where`.
+Tensor targets_for(const Sequential& model, const data::ImageSet& set, const Tensor& images,
+                   int num_classes, const std::string& where);
 
 // The subcommands.
 void add_train(CLI::App& app);

@@ -51,10 +51,7 @@ void run_evaluate(const EvaluateOptionsCli& o) {
                       device_description(model.device_name())));
   data::DataSplits d = data::load_data(o.data, [&](const std::string& line) { out.say(line); });
   const Tensor x_test = fit_to_model(data::to_float_images(d.test), model, o.load, d.name);
-  // Class indices for the sparse loss, one-hot rows for the others (as train gives them).
-  const Tensor y_test = model.loss_name() == "sparse_categorical_crossentropy"
-                            ? data::to_float_labels(d.test)
-                            : data::to_one_hot_labels(d.test, d.num_classes);
+  const Tensor y_test = targets_for(model, d.test, x_test, d.num_classes, "--load " + o.load);
   check_same_data(ranks, "--data " + d.path, {&x_test, &y_test});
   if (!quiet) std::printf("Evaluate on %lld test samples\n", static_cast<long long>(x_test.dim(0)));
   const EvaluateResult test =

@@ -1,8 +1,10 @@
 // crossover predict: the class a saved model gives one digit image (an 8-bit grey 28x28 PNG, as
-// MNIST's: a white digit on black), with the probabilities of every class.
+// MNIST's: a white digit on black), with the probabilities of every class; or, for a model whose
+// output is an image, that output.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "cli/cli.h"
 #include "core/error.h"
@@ -19,6 +21,24 @@ struct PredictOptions : CommonOptions {
   std::string device = "cpu";
 };
 
+// A model whose output is an image (an autoencoder's): its shape and value range, and in the JSON
+// record its values in row-major order.
+void print_image_output(const PredictOptions& o, const Sequential& model, const Tensor& p) {
+  const Shape shape(p.shape().begin() + 1, p.shape().end());
+  const auto [low, high] = std::minmax_element(p.data(), p.data() + p.size());
+  std::printf("%s: an output of shape %s, values in [%.4f, %.4f]\n", o.image.c_str(),
+              shape_to_string(shape).c_str(), static_cast<double>(*low),
+              static_cast<double>(*high));
+  if (o.json.empty()) return;
+  write_json_file("--json", o.json,
+                  {{"command", "predict"},
+                   {"load", o.load},
+                   {"image", o.image},
+                   {"device", model.device_name()},
+                   {"output_shape", shape},
+                   {"output", std::vector<float>(p.data(), p.data() + p.size())}});
+}
+
 void run_predict(const PredictOptions& o) {
   if (!o.json.empty()) check_writable("--json", o.json);
   Sequential model = load_model(o.load, {.device = o.device, .threads = 1});
@@ -31,6 +51,10 @@ void run_predict(const PredictOptions& o) {
   s.insert(s.end(), want.begin(), want.end());
   x = x.reshaped(s);
   const Tensor p = model.predict(x);
+  if (p.rank() > 2) {
+    print_image_output(o, model, p);
+    return;
+  }
   const int64_t classes = p.dim(1);
   const int64_t best = std::max_element(p.data(), p.data() + classes) - p.data();
   std::printf("%s: class %lld (probability %.4f)\n", o.image.c_str(), static_cast<long long>(best),

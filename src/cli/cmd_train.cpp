@@ -159,9 +159,7 @@ class Train {
   // of models that `make(threads)` compiles.
   void measure_threads(const std::function<Sequential(int)>& make, const std::string& what) {
     const Sequential one = make(1);
-    const bool sparse_loss = one.loss_name() == "sparse_categorical_crossentropy";
-    const Tensor y_probe = sparse_loss ? data::to_float_labels(d_.train)
-                                       : data::to_one_hot_labels(d_.train, d_.num_classes);
+    const Tensor y_probe = targets_for(one, d_.train, x_train_, d_.num_classes, what);
     threads_run_ =
         cpu_threads_for_run(0, make, x_train_, y_probe, batch_size_, quiet_, what,
                             perf::threads_choice_key(perf::describe(one), batch_size_, precision_));
@@ -183,20 +181,28 @@ class Train {
     return model_from_checkpoint(o_.resume, copts_, &initial_epoch_);
   }
 
-  // A file's metrics are computed and reported as Keras would (mae, top-k, ...); accuracy is
-  // always measured besides them, first when the file does not name it.
+  // A file's metrics are computed and reported as Keras would (mae, top-k, ...). Accuracy is
+  // measured besides them, first when the file does not name it; but not for an image output
+  // (an autoencoder's) unless binary_crossentropy counts it element by element.
+  static bool measures_accuracy(const Sequential& m, const std::string& loss) {
+    const std::vector<Shape> shapes = m.layer_output_shapes();
+    return shapes.empty() || shapes.back().size() == 1 || loss == "binary_crossentropy";
+  }
   void compile_model(Sequential& m, const CompileOptions& co) const {
-    if (file_config_) {
-      std::vector<MetricSpec> metrics = file_config_->metrics;
-      if (std::none_of(metrics.begin(), metrics.end(),
-                       [](const MetricSpec& s) { return s.loss_accuracy; }))
-        metrics.insert(metrics.begin(), metric_spec("accuracy"));
+    const std::string loss = file_config_ ? file_config_->loss : "sparse_categorical_crossentropy";
+    std::vector<MetricSpec> metrics;
+    if (file_config_) metrics = file_config_->metrics;
+    if (measures_accuracy(m, loss) &&
+        std::none_of(metrics.begin(), metrics.end(),
+                     [](const MetricSpec& s) { return s.loss_accuracy; }))
+      metrics.insert(metrics.begin(), metric_spec("accuracy"));
+    if (file_config_)
       m.compile_with(file_config_->optimizer,
                      LossSpec{file_config_->loss, file_config_->from_logits}, std::move(metrics),
                      co);
-    } else {
-      m.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, co);
-    }
+    else
+      m.compile_with(Adam(), LossSpec{"sparse_categorical_crossentropy", false}, std::move(metrics),
+                     co);
   }
 
   Sequential model_from_layers() {
@@ -242,12 +248,10 @@ class Train {
   }
 
   void train(Sequential& model) {
-    // Class indices for the sparse loss, one-hot rows for the others.
-    const bool sparse = model.loss_name() == "sparse_categorical_crossentropy";
-    const Tensor y_train = sparse ? data::to_float_labels(d_.train)
-                                  : data::to_one_hot_labels(d_.train, d_.num_classes);
-    const Tensor y_test =
-        sparse ? data::to_float_labels(d_.test) : data::to_one_hot_labels(d_.test, d_.num_classes);
+    // Class indices for the sparse loss, one-hot rows for the others; an autoencoder's images.
+    const std::string where = o_.resume.empty() ? "--model " + o_.model : "--resume " + o_.resume;
+    const Tensor y_train = targets_for(model, d_.train, x_train_, d_.num_classes, where);
+    const Tensor y_test = targets_for(model, d_.test, x_test_, d_.num_classes, where);
     check_same_data(ranks_, "--data " + d_.path, {&x_train_, &y_train, &x_test_, &y_test});
     check_metric_keys(model, o_.resume.empty() ? o_.model : "--resume " + o_.resume);
     if (!o_.resume.empty())
@@ -292,15 +296,18 @@ class Train {
   }
 
   void write_json(Sequential& model, const History& h, const EvaluateResult& test) const {
+    // null where accuracy is not measured (measures_accuracy).
+    const bool accuracy = measures_accuracy(model, model.loss_name());
+    const auto or_null = [accuracy](double v) { return accuracy ? nlohmann::json(v) : nullptr; };
     nlohmann::json hist = nlohmann::json::array();
     for (const EpochRecord& e : h.epochs) {
-      nlohmann::json j{{"epoch", e.epoch},       {"loss", e.loss},
-                       {"accuracy", e.accuracy}, {"seconds", e.seconds},
-                       {"steps", e.steps},       {"learning_rate", e.learning_rate}};
+      nlohmann::json j{
+          {"epoch", e.epoch},     {"loss", e.loss},   {"accuracy", or_null(e.accuracy)},
+          {"seconds", e.seconds}, {"steps", e.steps}, {"learning_rate", e.learning_rate}};
       for (const auto& [name, value] : e.metrics) j[name] = value;  // "mae", ... (compile's)
       if (e.val_loss) {
         j["val_loss"] = *e.val_loss;
-        j["val_accuracy"] = *e.val_accuracy;
+        j["val_accuracy"] = or_null(*e.val_accuracy);
         j["val_seconds"] = *e.val_seconds;
         for (const auto& [name, value] : e.val_metrics) j["val_" + name] = value;
       }
@@ -330,6 +337,7 @@ class Train {
         {"history", hist},
         {"interrupted", h.interrupted},
         {"test", test_json(test)}};
+    if (!accuracy) doc["test"]["accuracy"] = nullptr;
     add_ranks_json(doc, ranks_);
     if (!o_.save.empty()) doc["save"] = o_.save;
     if (!o_.checkpoint.empty()) doc["checkpoint"] = o_.checkpoint;

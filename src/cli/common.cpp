@@ -576,4 +576,24 @@ std::string model_label(const std::string& spec) {
   return spec;
 }
 
+Tensor targets_for(const Sequential& model, const data::ImageSet& set, const Tensor& images,
+                   int num_classes, const std::string& where) {
+  const std::vector<Shape> shapes = model.layer_output_shapes();
+  const Shape out = shapes.empty() ? Shape{} : shapes.back();
+  if (out.size() > 1) {
+    const Shape image(images.shape().begin() + 1, images.shape().end());
+    if (shape_size(out) != shape_size(image))
+      throw Error(where, "the model's output has shape " + shape_to_string(out) +
+                             ": the command line trains on the data's labels, or, for an image "
+                             "output, on the images themselves, which have shape " +
+                             shape_to_string(image));
+    Shape s{images.dim(0)};
+    s.insert(s.end(), out.begin(), out.end());
+    return images.reshaped(s);
+  }
+  return model.loss_name() == "sparse_categorical_crossentropy"
+             ? data::to_float_labels(set)
+             : data::to_one_hot_labels(set, num_classes);
+}
+
 }  // namespace crossover::cli

@@ -336,13 +336,18 @@ void write_dataset(const std::string& where, hid_t group, const std::string& nam
 }
 
 // Keras's naming.to_snake_case for the class names crossover has ("Dense" -> "dense",
-// "MaxPooling2D" -> "max_pooling2d").
+// "MaxPooling2D" -> "max_pooling2d", "Conv2DTranspose" -> "conv2d_transpose"): a '_' before a
+// capital after a lower-case letter, or before a capital that starts a word (one followed by a
+// lower-case letter) anywhere but first.
 std::string snake_case(std::string_view class_name) {
+  const auto lower = [&](std::size_t i) {
+    return i < class_name.size() && class_name[i] >= 'a' && class_name[i] <= 'z';
+  };
   std::string out;
   for (std::size_t i = 0; i < class_name.size(); ++i) {
     const char c = class_name[i];
     if (c >= 'A' && c <= 'Z') {
-      if (i > 0 && class_name[i - 1] >= 'a' && class_name[i - 1] <= 'z') out += '_';
+      if (i > 0 && (lower(i - 1) || lower(i + 1))) out += '_';
       out += static_cast<char>(c - 'A' + 'a');
     } else {
       out += c;

@@ -40,6 +40,7 @@ enum class LayerType {
   leaky_relu,
   elu,
   up_sampling2d,
+  conv2d_transpose,
 };
 
 // Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total
@@ -159,6 +160,15 @@ Layer ELU(double alpha = 1.0);
 // "same". (Keras's dilation_rate and groups are 1; nothing else is supported.)
 Layer Conv2D(int64_t filters, Size2 kernel_size, std::string_view activation = "linear",
              Size2 strides = 1, std::string_view padding = "valid", bool use_bias = true);
+// Keras's Conv2DTranspose (channels_last): the transposed 2-D convolution, y = activation(
+// conv_transpose(x, kernel) + bias), the input gradient of the Conv2D that would map y's shape to
+// x's; kernel (kernel_h, kernel_w, filters, in_channels) as Keras keeps it, glorot-uniform with
+// Keras's fans (fan_in = kernel_h * kernel_w * filters, fan_out = kernel_h * kernel_w *
+// in_channels), bias (filters) zeros. Output size, Keras's with output_padding None: 'valid'
+// (in - 1) * stride + max(kernel, stride), 'same' in * stride. Requires filters, kernel_size and
+// strides >= 1. (Keras's output_padding is None and dilation_rate 1; nothing else is supported.)
+Layer Conv2DTranspose(int64_t filters, Size2 kernel_size, std::string_view activation = "linear",
+                      Size2 strides = 1, std::string_view padding = "valid", bool use_bias = true);
 // The maximum over each pool_size window of each channel; strides default to pool_size.
 Layer MaxPooling2D(Size2 pool_size = 2, std::optional<Size2> strides = std::nullopt,
                    std::string_view padding = "valid");

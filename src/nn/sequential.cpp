@@ -247,11 +247,39 @@ struct Sequential::Impl {
       for (int j : inputs[i]) needs = needs || needs_grad[static_cast<std::size_t>(j)];
       needs_grad[i] = needs;
     }
-    if (layers_output_shape().size() != 1)
-      throw Error(name, "the model's output must be flat (samples of shape (C,)), got " +
-                            shape_to_string(layers_output_shape()));
+    if (is_compiled) check_output_for_loss(loss, loss_name, metrics);
     arena_floats = offset;
     built = true;
+  }
+
+  // A non-flat output (samples of shape (H, W, C)) for this loss and these metrics: Keras
+  // computes mean_squared_error, binary_crossentropy and the element-wise metrics element by
+  // element and averages them all, which is the flat computation on (N, H*W*C); the losses and
+  // metrics that read the last axis as classes would need it per position, which crossover
+  // does not do (yet).
+  void check_output_for_loss(LossKind kind, const std::string& what,
+                             const std::vector<MetricSpec>& specs) const {
+    const Shape& out = layers_output_shape();
+    if (out.size() == 1) return;
+    const auto refuse = [&](const std::string& thing) {
+      throw Error(name, fmt::format("{} on an output of shape {} reads the last axis as classes "
+                                    "at each position, which crossover does not compute (yet): "
+                                    "Flatten the output to (C,), or use mean_squared_error or "
+                                    "binary_crossentropy",
+                                    thing, shape_to_string(out)));
+    };
+    if (kind == LossKind::sparse_categorical_crossentropy ||
+        kind == LossKind::categorical_crossentropy)
+      refuse("the loss " + what);
+    // "accuracy" is the loss kernel's count: element by element (Keras's binary accuracy) only
+    // for binary_crossentropy; mean_squared_error's compares each sample's argmax.
+    for (const MetricSpec& spec : specs)
+      if (spec.loss_accuracy && kind != LossKind::binary_crossentropy)
+        refuse("the metric " + spec.name + " with the loss " + what);
+    for (const MetricSpec& spec : specs)
+      if (!spec.loss_accuracy && spec.kind != MetricKind::mean_absolute_error &&
+          spec.kind != MetricKind::mean_squared_error && spec.kind != MetricKind::binary_accuracy)
+        refuse("the metric " + spec.name);
   }
 
   const Shape& layers_output_shape() const { return info.back().out_shape; }
@@ -476,7 +504,9 @@ struct Sequential::Impl {
     pending.assign(n, nullptr);
     done.assign(n, 0);
     pending[n - 1] = pool.take();
-    done[n - 1] = 1;  // the final layer's activation was handled by the loss op
+    // The loss op handled the final layer's activation when that layer defers it (Dense,
+    // Activation); another final layer (a Conv2D making an image) applied its own.
+    done[n - 1] = final_activation_layer() >= 0 ? 1 : 0;
     std::vector<float*>& input_grads = pass.input_grads;
     for (std::size_t i = n; i-- > 0;) {
       if (!needs_grad[i] || !pending[i]) continue;
@@ -694,11 +724,26 @@ struct Sequential::Impl {
           throw Error(
               who, fmt::format("label {} at index {} is not a class index in 0..{}", v, i, c - 1));
       }
-    } else {
-      if (y.rank() != 2 || y.dim(0) != n || y.dim(1) != c)
-        throw Error(who, "y must have shape (" + std::to_string(n) + ", " + std::to_string(c) +
-                             ") for " + loss_name + ", got " + shape_to_string(y.shape()));
+    } else if (!targets_fit_output(y, n)) {
+      Shape want = {n};
+      want.insert(want.end(), layers_output_shape().begin(), layers_output_shape().end());
+      throw Error(who, "y must have shape " + shape_to_string(want) + " for " + loss_name +
+                           " (the model's output), got " + shape_to_string(y.shape()));
     }
+  }
+
+  // Targets of n samples for a loss computed value by value: the output's shape, or (as Keras
+  // squeezes or expands a last axis of 1 before the loss) that shape with a last axis of 1
+  // dropped or added; the same values in the same order as the output's.
+  bool targets_fit_output(const Tensor& y, int64_t n) const {
+    if (y.rank() < 1 || y.dim(0) != n) return false;
+    const Shape sample(y.shape().begin() + 1, y.shape().end());
+    Shape out = layers_output_shape();
+    if (sample == out) return true;
+    if (sample.size() + 1 == out.size() && out.back() == 1)
+      return std::equal(sample.begin(), sample.end(), out.begin());
+    out.push_back(1);
+    return sample == out;
   }
 
   DeviceData upload_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end) {
@@ -998,10 +1043,13 @@ void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
                               "the loss to its outputs as logits) or set from_logits=False",
                               spec.name, m.layers.back().name, activation_name(a)));
   }
+  const std::string loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
+  std::vector<MetricSpec> compiled_metrics = compile_metrics(std::move(metrics), kind);
+  if (m.built) m.check_output_for_loss(kind, loss_name, compiled_metrics);
   m.loss = kind;
   m.from_logits = spec.from_logits;
-  m.loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
-  m.metrics = compile_metrics(std::move(metrics), kind);
+  m.loss_name = loss_name;
+  m.metrics = std::move(compiled_metrics);
   m.accuracy = std::any_of(m.metrics.begin(), m.metrics.end(),
                            [](const MetricSpec& s) { return s.loss_accuracy; });
   m.extra_metrics = static_cast<int>(std::count_if(
@@ -1291,7 +1339,9 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size, const Callbacks&
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
   const int64_t n = x.dim(0), c = m.output_width(), cols = m.info.front().in_width;
-  Tensor out({n, c});
+  Shape out_shape = {n};  // (n, the output's sample shape): (n, H, W, C) for images
+  out_shape.insert(out_shape.end(), m.layers_output_shape().begin(), m.layers_output_shape().end());
+  Tensor out(out_shape);
   if (n == 0) return out;
   const int64_t batch = std::min(batch_size, n);
   Impl::Plan& plan = m.plan_for(batch);
@@ -1305,8 +1355,11 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size, const Callbacks&
     m.forward(plan, rows, false, true, 0, m.eval_counters());
     m.backend->download(out.data() + b * c, m.final_output(plan, false),
                         static_cast<std::size_t>(rows * c) * sizeof(float));
-    if (hooks.active())
-      hooks.end(b / batch, Tensor::view({rows, c}, {out.data() + b * c, std::size_t(rows * c)}));
+    if (hooks.active()) {
+      Shape batch_shape = out_shape;
+      batch_shape[0] = rows;
+      hooks.end(b / batch, Tensor::view(batch_shape, {out.data() + b * c, std::size_t(rows * c)}));
+    }
   }
   hooks.end_loop({});
   return out;

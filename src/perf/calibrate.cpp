@@ -882,7 +882,8 @@ ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
       for (const Op& o : step_ops(w.model, rows, DeviceKind::cpu, Mode::resident)) {
         const std::string call_op = o.call.substr(o.call.find('_') + 1);
         if (o.call.rfind("conv2d_", 0) == 0) {
-          n.convs.insert({call_op, o.conv, o.batch, o.bias, o.act == ActivationKind::relu});
+          n.convs.insert(
+              {conv_pool_op(o.call), o.conv, o.batch, o.bias, o.act == ActivationKind::relu});
           continue;
         }
         if (o.call.rfind("pool2d_", 0) == 0) {

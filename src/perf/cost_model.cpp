@@ -177,7 +177,26 @@ void price_conv(OpBuilder& b) {
   o.batch = m, o.conv = s, o.bias = c.bias, o.act = c.act;
   const std::string shapes =
       fmt::format("{}x{}x{}->{}x{}x{}", s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c);
-  if (c.call == Call::conv2d_forward) {
+  // A transposed convolution's calls are those of the convolution s it transposes (forward and
+  // backward input exchanged), named by its own shapes, out -> in.
+  const std::string transposed =
+      fmt::format("{}x{}x{}->{}x{}x{}", s.out_h, s.out_w, s.out_c, s.in_h, s.in_w, s.in_c);
+  if (c.call == Call::conv2d_transpose_forward) {
+    o.name = b.at + "conv transpose forward " + transposed;
+    o.bytes_read = kFloat * (y + w + (c.bias ? s.in_c : 0));
+    o.bytes_written = kFloat * x;
+    o.elements = x;
+  } else if (c.call == Call::conv2d_transpose_backward_input) {
+    o.name = b.at + "conv transpose backward input " + transposed;
+    o.bytes_read = kFloat * (x + w);
+    o.bytes_written = kFloat * y;
+    o.elements = y;
+  } else if (c.call == Call::conv2d_transpose_backward_weights) {
+    o.name = b.at + "conv transpose backward weights " + transposed;
+    o.bytes_read = kFloat * (x + y);
+    o.bytes_written = kFloat * (w + (c.bias ? s.in_c : 0));
+    o.elements = w;
+  } else if (c.call == Call::conv2d_forward) {
     o.name = b.at + "conv forward " + shapes;
     o.bytes_read = kFloat * (x + w + (c.bias ? s.out_c : 0));
     o.bytes_written = kFloat * y;
@@ -545,6 +564,9 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::conv2d_forward:
     case Call::conv2d_backward_input:
     case Call::conv2d_backward_weights:
+    case Call::conv2d_transpose_forward:
+    case Call::conv2d_transpose_backward_input:
+    case Call::conv2d_transpose_backward_weights:
       price_conv(b);
       break;
     case Call::pool2d_forward:
@@ -818,10 +840,14 @@ const char* gemm_op(const std::string& kernel) {
 
 }  // namespace
 
-namespace {
-// "forward", "backward_input", "backward_weights" (conv2d_*) or "forward", "backward" (pool2d_*).
-std::string conv_pool_op(const std::string& call) { return call.substr(call.find('_') + 1); }
-}  // namespace
+std::string conv_pool_op(const std::string& call) {
+  // A transposed convolution runs the convolution it transposes, with forward and backward_input
+  // exchanged (backends/backend_ops.h).
+  if (call == "conv2d_transpose_forward") return "backward_input";
+  if (call == "conv2d_transpose_backward_input") return "forward";
+  if (call == "conv2d_transpose_backward_weights") return "backward_weights";
+  return call.substr(call.find('_') + 1);
+}
 
 double conv_pool_seconds(const Profile& p, const Op& o, std::string* estimate) {
   const std::string op = conv_pool_op(o.call);

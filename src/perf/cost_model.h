@@ -165,6 +165,10 @@ Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode
 // im2col product and pooling by its bytes at the memory bandwidth. `estimate` (when not null)
 // gets "" for a measurement, else how the time was made.
 double conv_pool_seconds(const Profile& profile, const Op& op, std::string* estimate = nullptr);
+// The profile's name of what a conv2d_* or pool2d_* call runs: "forward", "backward_input",
+// "backward_weights" (a transposed convolution's calls: those of the convolution it transposes)
+// or "forward", "backward" (pooling).
+std::string conv_pool_op(const std::string& call);
 
 // The seconds of a batch-normalization op (batchnorm_*) from the profile: its own measurement at
 // the exact shape and batch; without one, the nearest measurement of the same call scaled by

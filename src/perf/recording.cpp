@@ -97,6 +97,9 @@ BackendCall& RecordingBackend::record(Call c) {
 #define RECORD_conv2d_forward r.conv = s, r.m = m, r.act = act, r.bias = b != nullptr
 #define RECORD_conv2d_backward_input r.conv = s, r.m = m
 #define RECORD_conv2d_backward_weights r.conv = s, r.m = m, r.bias = db != nullptr
+#define RECORD_conv2d_transpose_forward r.conv = s, r.m = m, r.bias = b != nullptr
+#define RECORD_conv2d_transpose_backward_input r.conv = s, r.m = m
+#define RECORD_conv2d_transpose_backward_weights r.conv = s, r.m = m, r.bias = db != nullptr
 #define RECORD_pool2d_forward r.pool = s, r.m = m, r.gradient = workspace != nullptr
 #define RECORD_pool2d_backward r.pool = s, r.m = m
 #define RECORD_upsample2d_forward r.pool = s, r.m = m

@@ -22,6 +22,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "Dropout": {"rate": 0.5},
     "Activation": {"activation": "relu"},
     "Conv2D": {"filters": 2, "kernel_size": [3, 3]},
+    "Conv2DTranspose": {"filters": 2, "kernel_size": [3, 3]},
     "Reshape": {"target_shape": [4, 4, 1]},
 }
 

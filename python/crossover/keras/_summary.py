@@ -67,6 +67,15 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
             _conv_size(w, kw, sw, layer.padding),
             layer.filters,
         )
+    if isinstance(layer, L.Conv2DTranspose):  # Keras's sizes with output_padding None
+        grow = 0 if layer.padding == "same" else 1
+        return (
+            *(
+                n * s + grow * max(k - s, 0)
+                for n, k, s in zip(shape[:2], layer.kernel_size, layer.strides)
+            ),
+            layer.filters,
+        )
     if isinstance(layer, L._Pooling2D):
         (ph, pw), (sh, sw) = layer.pool_size, layer.strides
         return (
@@ -103,6 +112,9 @@ def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
     if isinstance(layer, L.Dense):
         return shape[-1] * layer.units + (layer.units if layer.use_bias else 0), 0
     if isinstance(layer, L.Conv2D):
+        kh, kw = layer.kernel_size
+        return kh * kw * shape[-1] * layer.filters + (layer.filters if layer.use_bias else 0), 0
+    if isinstance(layer, L.Conv2DTranspose):
         kh, kw = layer.kernel_size
         return kh * kw * shape[-1] * layer.filters + (layer.filters if layer.use_bias else 0), 0
     if isinstance(layer, L.BatchNormalization):

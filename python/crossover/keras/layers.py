@@ -1,5 +1,6 @@
 """Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation,
-Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D (channels_last),
+Conv2D, Conv2DTranspose, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape,
+UpSampling2D (channels_last),
 BatchNormalization and LayerNormalization (over the last axis), and Add and Concatenate for
 functional models.
 
@@ -428,6 +429,83 @@ class Conv2D(Layer):
         return self._weight("bias")
 
 
+class Conv2DTranspose(Layer):
+    """Keras's Conv2DTranspose (channels_last): the transposed convolution, kernel (kernel_h,
+    kernel_w, filters, in_channels); output_padding None (Keras's output size: 'valid' (in - 1) *
+    stride + max(kernel, stride), 'same' in * stride) and dilation_rate 1 only."""
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: Any,
+        strides: Any = (1, 1),
+        padding: str = "valid",
+        output_padding: Any = None,
+        data_format: Optional[str] = None,
+        dilation_rate: Any = (1, 1),
+        activation: ActivationArg = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        kernel_regularizer: Any = None,
+        bias_regularizer: Any = None,
+        activity_regularizer: Any = None,
+        kernel_constraint: Any = None,
+        bias_constraint: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        name = "Conv2DTranspose"
+        _channels_last(name, data_format)
+        if _pair(dilation_rate, name, "dilation_rate") != [1, 1]:
+            reject_unsupported(name, dilation_rate=(dilation_rate, (1, 1)))
+        reject_unsupported(
+            name,
+            output_padding=(output_padding, None),
+            kernel_regularizer=(kernel_regularizer, None),
+            bias_regularizer=(bias_regularizer, None),
+            activity_regularizer=(activity_regularizer, None),
+            kernel_constraint=(kernel_constraint, None),
+            bias_constraint=(bias_constraint, None),
+        )
+        try:
+            self.filters = operator.index(filters)
+        except TypeError:
+            raise TypeError(f"{name}: filters must be an integer, got {filters!r}") from None
+        self.kernel_size = tuple(_pair(kernel_size, name, "kernel_size"))
+        self.strides = tuple(_pair(strides, name, "strides"))
+        self.padding = str(padding).lower()
+        self.output_padding = None
+        self.activation = _activation_name(activation)
+        self.use_bias = bool(use_bias)
+        self._layer = _core.Conv2DTranspose(
+            self.filters,
+            list(self.kernel_size),
+            self.activation,
+            list(self.strides),
+            self.padding,
+            self.use_bias,
+        )
+        _set_activation_parameter(self, activation)
+        _set_initializers(
+            self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
+        )
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
+
+    @property
+    def kernel(self) -> Optional[_tensor.Tensor]:
+        return self._weight("kernel")
+
+    @property
+    def bias(self) -> Optional[_tensor.Tensor]:
+        return self._weight("bias")
+
+
+Convolution2DTranspose = Conv2DTranspose
+
+
 class _Pooling2D(Layer):
     _kind = "max"
 
@@ -765,10 +843,11 @@ _NOT_YET = {
 
 def __getattr__(name: str) -> Any:
     supported = (
-        "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, MaxPooling2D, "
+        "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, Conv2DTranspose, "
+        "MaxPooling2D, "
         "AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D, BatchNormalization, "
         "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add and Concatenate (and the aliases "
-        "MaxPool2D, AvgPool2D, GlobalAvgPool2D)"
+        "MaxPool2D, AvgPool2D, GlobalAvgPool2D, Convolution2DTranspose)"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -784,6 +863,8 @@ __all__ = [
     "Dropout",
     "Activation",
     "Conv2D",
+    "Conv2DTranspose",
+    "Convolution2DTranspose",
     "MaxPooling2D",
     "AveragePooling2D",
     "GlobalAveragePooling2D",

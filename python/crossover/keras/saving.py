@@ -79,7 +79,8 @@ def _initializers_of(layer: "_core.Layer", *which: str) -> dict[str, Any]:
 def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
     """The Keras layer for one of the library's layers (as model_from_json rebuilt it)."""
     made = _keras_layer_of(layer)
-    if layer.type in ("Dense", "Conv2D", "Activation"):  # leaky_relu's slope, elu's alpha
+    # leaky_relu's slope, elu's alpha
+    if layer.type in ("Dense", "Conv2D", "Conv2DTranspose", "Activation"):
         made._layer.activation_alpha = layer.activation_alpha
     return made
 
@@ -107,6 +108,18 @@ def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.Activation(layer.activation, name=layer.name, dtype=dtype)
     if layer.type == "Conv2D":
         return layers_module.Conv2D(
+            layer.units,
+            tuple(layer.window),
+            strides=tuple(layer.strides),
+            padding=layer.padding,
+            activation=layer.activation,
+            use_bias=layer.use_bias,
+            name=layer.name,
+            dtype=dtype,
+            **_initializers_of(layer, "kernel", "bias"),
+        )
+    if layer.type == "Conv2DTranspose":
+        return layers_module.Conv2DTranspose(
             layer.units,
             tuple(layer.window),
             strides=tuple(layer.strides),

@@ -413,6 +413,30 @@ class CpuBackend final : public Backend {
                                float* db, int64_t m) override {
     conv_.conv_backward_weights(s, x, dy, dw, db, m);
   }
+  // The transposed convolution as the convolution it transposes: its forward is that
+  // convolution's backward-data primitive (oneDNN's deconvolution is the same arithmetic), its
+  // input gradient the convolution's forward, its kernel gradient the convolution's
+  // backward-weights with the roles of x and dy exchanged; the bias is a pass of our own.
+  void conv2d_transpose_forward(const ConvShape& s, const float* x, const float* w, const float* b,
+                                float* y, int64_t m) override {
+    conv_.conv_backward_input(s, x, w, y, m);
+    if (!b) return;
+    const int64_t c = s.in_c;
+    parallel_rows(m * s.in_h, s.in_w * c, [&](int64_t r) {
+      float* row = y + r * s.in_w * c;
+      for (int64_t i = 0; i < s.in_w; ++i)
+        for (int64_t j = 0; j < c; ++j) row[i * c + j] += b[j];
+    });
+  }
+  void conv2d_transpose_backward_input(const ConvShape& s, const float* dy, const float* w,
+                                       float* dx, int64_t m) override {
+    conv_.conv_forward(s, dy, w, nullptr, dx, m, ActivationKind::linear);
+  }
+  void conv2d_transpose_backward_weights(const ConvShape& s, const float* x, const float* dy,
+                                         float* dw, float* db, int64_t m) override {
+    conv_.conv_backward_weights(s, dy, x, dw, nullptr, m);
+    if (db) column_sums(dy, m * s.in_h * s.in_w, s.in_c, 0, s.in_c, db);
+  }
   // Pooling: loops of our own over channels-last data, vectorised across the channels. oneDNN
   // 2.6's jit:avx2 max pooling on NHWC ran at about 1 GB/s (40% of the MNIST convnet's step on
   // Zen 3, bench/RESULTS.md). Max: the window's first maximum in row-major order wins a tie (as

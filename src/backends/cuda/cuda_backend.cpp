@@ -294,6 +294,31 @@ class CudaBackend final : public Backend {
     activate();
     conv_->backward_weights(s, x, dy, dw, db, m, !planning_, !capturing_);
   }
+  // The transposed convolution as the convolution it transposes (cuDNN's backward data is its
+  // forward, the forward its input gradient, backward filter with x and dy exchanged its kernel
+  // gradient); the bias and its gradient are kernels.cu's.
+  void conv2d_transpose_forward(const ConvShape& s, const float* x, const float* w, const float* b,
+                                float* y, int64_t m) override {
+    activate();
+    conv_->backward_input(s, x, w, y, m, !planning_, !capturing_);
+    if (planning_ || !b || m <= 0) return;
+    check(cuda::launch_bias_activation(stream_, y, b, m * s.in_h * s.in_w, s.in_c,
+                                       ActivationKind::linear),
+          "bias_activation kernel launch");
+  }
+  void conv2d_transpose_backward_input(const ConvShape& s, const float* dy, const float* w,
+                                       float* dx, int64_t m) override {
+    activate();
+    conv_->forward(s, dy, w, nullptr, dx, m, ActivationKind::linear, !planning_, !capturing_);
+  }
+  void conv2d_transpose_backward_weights(const ConvShape& s, const float* x, const float* dy,
+                                         float* dw, float* db, int64_t m) override {
+    activate();
+    conv_->backward_weights(s, dy, x, dw, nullptr, m, !planning_, !capturing_);
+    if (planning_ || !db || m <= 0) return;
+    check(cuda::launch_column_sums(stream_, dy, db, m * s.in_h * s.in_w, s.in_c),
+          "column_sums kernel launch");
+  }
   // Max pooling records each output's source position (int32) for its backward pass; average
   // pooling needs nothing.
   std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override {

@@ -142,7 +142,7 @@ class Conv2DKind final : public LayerKind {
 
   // y(m, out_h, out_w, filters) = act(conv(x, kernel) + bias), bias and relu fused.
   void forward(const ForwardStep& s) const override {
-    // Never the final layer (its output is not flat), so its activation is never deferred.
+    // Its activation is never deferred (the loss op applies only a Dense's or Activation's).
     const ActivationKind act = s.layer.activation;
     const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;

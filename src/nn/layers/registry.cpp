@@ -25,6 +25,7 @@ const LayerKind& concatenate_layer_kind();
 const LayerKind& leaky_relu_layer_kind();
 const LayerKind& elu_layer_kind();
 const LayerKind& up_sampling2d_layer_kind();
+const LayerKind& conv2d_transpose_layer_kind();
 
 namespace {
 
@@ -48,6 +49,7 @@ std::span<const LayerKind* const> kinds() {
       &leaky_relu_layer_kind(),
       &elu_layer_kind(),
       &up_sampling2d_layer_kind(),
+      &conv2d_transpose_layer_kind(),
   };
   return all;
 }
