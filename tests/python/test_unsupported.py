@@ -2,6 +2,7 @@
 naming the thing, saying it is not supported and where a pip user looks (help(crossover),
 `python -m crossover --supported`)."""
 
+import numpy as np
 import pytest
 
 import crossover as tf
@@ -77,3 +78,24 @@ def test_a_name_missing_from_a_tensorflow_namespace_says_it_is_not_supported():
         tf.compat.v1.Session
     with pytest.raises(AttributeError, match="config.experimental.set_visible_devices is not"):
         tf.config.experimental.set_visible_devices
+
+
+def test_a_layer_subclass_computing_in_python_is_refused_not_replaced_by_its_base():
+    class Zeroed(keras.layers.Dense):
+        def call(self, inputs):
+            return 0.0 * super().call(inputs)
+
+    class Antirectifier(keras.layers.Layer):
+        def call(self, inputs):
+            return inputs
+
+    with pytest.raises(NotImplementedError, match=r"\(Zeroed, a subclass of Dense\) has its own"):
+        keras.Sequential([keras.Input(shape=(3,)), Zeroed(2)]).predict(np.zeros((1, 3)))
+    with pytest.raises(NotImplementedError, match="custom layers computing in Python"):
+        Antirectifier()(keras.Input(shape=(3,)))
+
+    class Renamed(keras.layers.Dense):  # no computation of its own: runs as a Dense
+        pass
+
+    model = keras.Sequential([keras.Input(shape=(3,)), Renamed(2)])
+    assert model.predict(np.zeros((1, 3)), verbose=0).shape == (1, 2)

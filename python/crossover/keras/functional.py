@@ -128,6 +128,8 @@ def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
                 f"{owner}: a functional model's layer is called on symbolic tensors only "
                 f"(keras.Input(...) or another layer's output), got {type(t).__name__} among them"
             )
+    if isinstance(layer, Layer):
+        layer._refuse_python_code()
     if isinstance(layer, InputLayer):
         raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
     if isinstance(layer, Sequential) and _tracing[0]:

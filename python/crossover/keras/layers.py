@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _core, _tensor
 from . import _names, initializers, mixed_precision
-from ._args import reject_unknown, reject_unsupported, unsupported_attribute
+from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
 if TYPE_CHECKING:
     from .models import Sequential
@@ -103,7 +103,26 @@ class Layer(mixed_precision.HasDTypePolicy):
     # The library's layer, made (and so checked) when the Keras layer is: each subclass sets it.
     _layer: "_core.Layer"
 
+    def _refuse_python_code(self) -> None:
+        """A user's subclass that computes in Python (its own call(), build() or
+        convolution_op()) cannot run: crossover runs its layers in C++. Said in one line, rather
+        than training the built-in layer silently in its place."""
+        for cls in type(self).__mro__:
+            if cls.__module__.startswith("crossover."):
+                break
+            own = [m for m in ("call", "build", "convolution_op") if m in vars(cls)]
+            if own:
+                mine = type(self).__mro__
+                base = next(c.__name__ for c in mine if c.__module__.startswith("crossover."))
+                methods = ", ".join(m + "()" for m in own)
+                raise NotImplementedError(
+                    f"layer '{self.name}' ({type(self).__name__}, a subclass of {base}) has its "
+                    f"own {methods}: custom layers computing in Python are not supported (yet): "
+                    f"crossover runs its built-in layers in C++; {SEE_SUPPORTED}"
+                )
+
     def _core_layer(self) -> "_core.Layer":
+        self._refuse_python_code()
         if self._given_name:
             self._layer.name = self._given_name
         if not isinstance(self, InputLayer):  # an InputLayer's dtype is its input's: float32
