@@ -140,7 +140,9 @@ void bind_layers(nb::module_& m) {
           [](const Layer& l) { return std::string(dtype_policy_name(l.dtype_policy)); },
           [](Layer& l, const std::string& name) {
             l.dtype_policy = parse_dtype_policy(name, "dtype");
-          });
+          })
+      // Keras's trainable (Layer::trainable): written to and read from model files.
+      .def_rw("trainable", &Layer::trainable);
   // keras.initializers' __call__: the values of an initializer (Keras 3 JSON text) for a shape,
   // drawn from crossover's Philox stream under `seed`.
   m.def(
@@ -440,6 +442,8 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
   sequential.def("summary", &Sequential::summary)
       .def("count_params", &Sequential::count_params)
       .def("trainable_params", &Sequential::trainable_params)
+      // Keras's layer.trainable for the layer at an index of layers: in fit from the next compile.
+      .def("set_trainable", &Sequential::set_trainable, nb::arg("layer"), nb::arg("trainable"))
       .def_prop_ro("compiled", &Sequential::compiled)
       .def_prop_ro("name", &Sequential::name)
       .def_prop_ro("input_shape", &Sequential::input_shape)

@@ -341,8 +341,8 @@ TEST(ModelIoKerasJson, RefusesWhatItCannotRunWithOneLineNamingLayerAndField) {
                    "crossover: quantized policies");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "dtype", json(3)), "d"),
                    "layer 'dense' field dtype: expected a dtype policy, got 3");
-  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "trainable", json(false)), "t"),
-                   "layer 'dense' field trainable: frozen layers");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "trainable", json("no")), "t"),
+                   "layer 'dense' field trainable: expected true or false, got \"no\"");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "activation", json("mish")), "a"),
                    "layer 'dense' field activation: activation 'mish' is not supported");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "units", json(0)), "u"),

@@ -93,6 +93,20 @@ struct ParsedLayer {
   bool is_input = false;
 };
 
+// A model config's "trainable" (true when absent). Keras's model.trainable = False freezes every
+// layer of the model (its setter sets each layer's, and its trainable_weights are none).
+bool model_trainable_field(const json& cfg, const std::string& where) {
+  auto t = cfg.find("trainable");
+  if (t == cfg.end() || t->is_null()) return true;
+  if (!t->is_boolean())
+    throw Error(where, "model field trainable: expected true or false, got " + brief(*t));
+  return t->get<bool>();
+}
+void freeze_unless(bool model_trainable, std::vector<Layer>& layers) {
+  if (model_trainable) return;
+  for (Layer& l : layers) l.trainable = false;
+}
+
 ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string& where,
                         std::set<std::string>& names) {
   if (!entry.is_object())
@@ -153,7 +167,7 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
   Reader reader(cfg, ref);
   if (const json* t = reader.find("trainable")) {
     if (!t->is_boolean()) ref.fail("trainable", "expected true or false, got " + brief(*t));
-    if (!t->get<bool>()) ref.fail("trainable", "frozen layers (trainable false) are not supported");
+    l.trainable = t->get<bool>();
   }
   reader.accept({"name", "dtype", "batch_size"});
   if (auto d = cfg.find("dtype"); d != cfg.end()) l.dtype_policy = parse_dtype_field(*d, ref);
@@ -200,6 +214,7 @@ Sequential sequential_from_doc(const json& doc, const std::string& where) {
   const json* layers_json = nullptr;
   std::string model_name = "sequential";
   Shape build_shape;
+  bool model_trainable = true;
   const LayerRef model_ref{where, 0, "", "Sequential"};
   if (cfg_it->is_array()) {  // Keras 1 / early Keras 2: config is the layer list
     layers_json = &*cfg_it;
@@ -212,9 +227,7 @@ Sequential sequential_from_doc(const json& doc, const std::string& where) {
     if (auto n = cfg.find("name");
         n != cfg.end() && n->is_string() && !n->get<std::string>().empty())
       model_name = n->get<std::string>();
-    if (auto t = cfg.find("trainable"); t != cfg.end() && t->is_boolean() && !t->get<bool>())
-      throw Error(where,
-                  "model field trainable: a frozen model (trainable false) is not supported");
+    model_trainable = model_trainable_field(cfg, where);
     // The model's own "dtype" (the global policy when Keras made it) is not read: Keras's
     // Sequential.from_config ignores it too; the layers' policies decide.
     if (auto b = cfg.find("build_input_shape"); b != cfg.end() && !b->is_null())
@@ -284,6 +297,7 @@ Sequential sequential_from_doc(const json& doc, const std::string& where) {
   }
   if (!input.empty() && layer_kind(layers[0]).declares_input()) layers[0].input_shape = input;
   if (!input.empty()) check_sizes(layers, input, where);
+  freeze_unless(model_trainable, layers);
   try {
     return Sequential(std::move(layers), model_name);
   } catch (const Error& e) {
@@ -370,8 +384,7 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
   if (l == cfg.end() || !l->is_array() || l->empty())
     throw Error(where, "the functional model's config has no layers");
   if (l->size() > 10000) throw Error(where, "the model has too many layers");
-  if (auto t = cfg.find("trainable"); t != cfg.end() && t->is_boolean() && !t->get<bool>())
-    throw Error(where, "model field trainable: a frozen model (trainable false) is not supported");
+  const bool model_trainable = model_trainable_field(cfg, where);
   std::string model_name = "functional";
   if (auto n = cfg.find("name"); n != cfg.end() && n->is_string() && !n->get<std::string>().empty())
     model_name = n->get<std::string>();
@@ -422,6 +435,7 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
                            "', which is not the last layer listed (crossover's functional "
                            "models have one output, their last layer)");
   try {
+    freeze_unless(model_trainable, layers);
     return Sequential(LayerGraph{std::move(layers), std::move(inputs)}, model_name);
   } catch (const Error& e) {
     throw Error(where, e.what());
@@ -867,8 +881,9 @@ std::string functional_to_json(const Sequential& model) {
     const LayerKind& kind = layer_kind(l);
     ojson c;
     if (!kind.is_model_input())
-      c = ojson{
-          {"name", l.name}, {"trainable", true}, {"dtype", dtype_policy_json(l.dtype_policy)}};
+      c = ojson{{"name", l.name},
+                {"trainable", l.trainable},
+                {"dtype", dtype_policy_json(l.dtype_policy)}};
     kind.to_keras(l, c);
     ojson e{{"module", "keras.layers"},
             {"class_name", std::string(kind.class_name())},
@@ -944,7 +959,8 @@ std::string model_to_json(const Sequential& model) {
       out_layers.push_back(entry(l, c));
       continue;
     }
-    c = ojson{{"name", l.name}, {"trainable", true}, {"dtype", dtype_policy_json(l.dtype_policy)}};
+    c = ojson{
+        {"name", l.name}, {"trainable", l.trainable}, {"dtype", dtype_policy_json(l.dtype_policy)}};
     kind.to_keras(l, c);
     ojson e = entry(l, c);
     if (!shape.empty() && kind.keras_build_config())

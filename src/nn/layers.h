@@ -94,6 +94,10 @@ struct Layer {
   Initializer moving_mean_initializer = Zeros();
   Initializer moving_variance_initializer = Ones();
   DTypePolicy dtype_policy = DTypePolicy::float32;  // Keras's "dtype" (see DTypePolicy)
+  // Keras's trainable: false freezes the layer (transfer learning). Its weights get no gradient
+  // and no update in fit, and count as non-trainable; a BatchNormalization runs in inference mode
+  // in fit (its moving statistics used, not updated). The order of the weights is unchanged.
+  bool trainable = true;
 };
 
 // Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax",

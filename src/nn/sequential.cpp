@@ -153,8 +153,12 @@ struct Sequential::Impl {
   bool functional = false;
   // How many layers read each layer's output (the loss reads the last one's, not counted here).
   std::vector<int> readers;
-  // Whether a layer's output needs a gradient: it or a layer it reads has parameters.
+  // Whether a layer's output needs a gradient: it or a layer it reads has parameters that fit
+  // updates (a frozen layer's, and those of the layers below the first trainable one, need none).
   std::vector<bool> needs_grad;
+  // Each layer's Layer::trainable as the step uses it: taken when the model is made and at each
+  // compile (Keras: a change of layer.trainable takes effect at the next compile()).
+  std::vector<char> trains;
   std::string name;
   Shape input_shape;
   bool built = false;
@@ -177,7 +181,8 @@ struct Sequential::Impl {
   DeviceBlock arena;             // values | grads | slot1 | slot2, each arena_floats
   DeviceBlock counters;          // StepCounters for training, then one for evaluation
   std::vector<ParamSlot> slots;  // every parameter, in params' order
-  // What optimizer_step updates: the trainable parameters (not the moving statistics).
+  // What optimizer_step updates: the trainable parameters (not the moving statistics, nor a
+  // frozen layer's: their weight decay and clipnorm see only these).
   std::vector<ParamSlot> trainable_slots;
   // The parameters a fused training step leaves to optimizer_step: those of layers other than
   // Dense (whose update is fused into its weight gradient, Backend::fuses_weight_update).
@@ -241,12 +246,7 @@ struct Sequential::Impl {
       li.out_shape = shape;
       li.out_width = shape_size(shape, l.name);
     }
-    needs_grad.assign(layers.size(), false);
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      bool needs = info[i].kernel >= 0 || info[i].bias >= 0;
-      for (int j : inputs[i]) needs = needs || needs_grad[static_cast<std::size_t>(j)];
-      needs_grad[i] = needs;
-    }
+    mark_gradients();
     if (is_compiled) check_output_for_loss(loss, loss_name, metrics);
     arena_floats = offset;
     built = true;
@@ -282,6 +282,27 @@ struct Sequential::Impl {
         refuse("the metric " + spec.name);
   }
 
+  // needs_grad from the parameters and trains.
+  void mark_gradients() {
+    needs_grad.assign(layers.size(), false);
+    for (const Param& p : params)
+      if (updates(p)) needs_grad[static_cast<std::size_t>(p.layer)] = true;
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      for (int j : inputs[i])
+        needs_grad[i] = needs_grad[i] || needs_grad[static_cast<std::size_t>(j)];
+  }
+  // Takes each layer's Layer::trainable for the step (the constructor's and compile's).
+  void take_trainable() {
+    trains.clear();
+    for (const Layer& l : layers) trains.push_back(l.trainable ? 1 : 0);
+    if (built) mark_gradients();
+  }
+  // Whether a training step updates the parameter: a trainable variable of a layer the model was
+  // compiled with trainable.
+  bool updates(const Param& p) const {
+    return p.trainable && trains[static_cast<std::size_t>(p.layer)] != 0;
+  }
+
   const Shape& layers_output_shape() const { return info.back().out_shape; }
   int64_t output_width() const { return info.back().out_width; }
 
@@ -309,10 +330,12 @@ struct Sequential::Impl {
     return arena.as<float>() + arena_floats * (1 + k) + p.offset;
   }
 
+  // trainable_only: Keras's "Trainable params", which follow layer.trainable at once.
   int64_t param_count(bool trainable_only = false) const {
     int64_t n = 0;
     for (const Param& p : params)
-      if (p.trainable || !trainable_only) n += p.n;
+      if ((p.trainable && layers[static_cast<std::size_t>(p.layer)].trainable) || !trainable_only)
+        n += p.n;
     return n;
   }
 
@@ -351,7 +374,7 @@ struct Sequential::Impl {
     unfused_slots.clear();
     for (const Param& p : params) {
       slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
-      if (!p.trainable) continue;
+      if (!updates(p)) continue;  // moving statistics, frozen layers
       trainable_slots.push_back(slots.back());
       if (!layer_kind(layers[static_cast<std::size_t>(p.layer)]).fuses_weight_update())
         unfused_slots.push_back(slots.back());
@@ -457,13 +480,14 @@ struct Sequential::Impl {
       xs.clear();
       for (std::size_t k = 0; k < std::max<std::size_t>(inputs[i].size(), 1); ++k)
         xs.push_back(layer_input(plan, i, training, k));
-      const ForwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m, x, y,
-                              plan.masks[i].as<void>(), xs},
-                             training,
-                             static_cast<int>(i) == deferred,
-                             seed,
-                             ctr,
-                             first_row};
+      ForwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m, x, y,
+                        plan.masks[i].as<void>(), xs},
+                       training,
+                       static_cast<int>(i) == deferred,
+                       seed,
+                       ctr,
+                       first_row};
+      step.trainable = trains[i] != 0;
       layer_kind(l).forward(step);
     }
   }
@@ -474,6 +498,7 @@ struct Sequential::Impl {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerKind& kind = layer_kind(layers[i]);
       if (!kind.has_moving_statistics()) continue;
+      if (!trains[i]) continue;  // frozen: in inference mode, its statistics kept
       backend->set_scope(layers[i].name);
       kind.update_moving_statistics({*backend, layers[i], info[i], slots, static_cast<uint32_t>(i),
                                      plan.batch, nullptr, nullptr, plan.masks[i].as<void>()});
@@ -536,6 +561,7 @@ struct Sequential::Impl {
                         update,
                         &opt,
                         input_grads};
+      step.trainable = trains[i] != 0;
       if (!count_only) {
         backend->set_scope(l.name);
         kind.backward(step);
@@ -928,6 +954,7 @@ void Sequential::Impl::init(std::vector<Layer> model_layers,
   name = std::move(model_name);
   functional = is_functional;
   name_layers();
+  take_trainable();
   const std::size_t n = layers.size();
   readers.assign(n, 0);
   std::set<std::string> names;
@@ -1086,6 +1113,7 @@ void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
   m.opt = optimizer;
   m.copts = options;
   m.is_compiled = true;
+  m.take_trainable();
   if (m.built) m.allocate_parameters();
 }
 
@@ -1409,6 +1437,8 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
       throw Error("gradients", "dropout layers must have rate 0 for a deterministic gradient");
   // A training pass (dropout at rate 0 keeps every unit), then its backward pass.
   m.forward(plan, n, true, false, 0, m.eval_counters());
+  // A frozen layer's gradients are not computed: they read zero.
+  m.backend->fill(m.arena.as<float>() + m.arena_floats, 0.0f, m.arena_floats);
   m.backend->loss_forward_backward(m.loss, m.loss_activation(), m.final_output(plan, true),
                                    plan.targets.as<float>(), nullptr, plan.grads[0].as<float>(), n,
                                    m.output_width(), nullptr, n);
@@ -1482,6 +1512,14 @@ std::string Sequential::summary() const {
 int64_t Sequential::count_params() const { return impl_->param_count(); }
 int64_t Sequential::trainable_params() const { return impl_->param_count(true); }
 const std::vector<Layer>& Sequential::layers() const { return impl_->layers; }
+
+void Sequential::set_trainable(std::size_t layer, bool trainable) {
+  Impl& m = *impl_;
+  if (layer >= m.layers.size())
+    throw Error("set_trainable", fmt::format("layer index {} is out of range: the model has {}",
+                                             layer, m.layers.size()));
+  m.layers[layer].trainable = trainable;
+}
 bool Sequential::functional() const { return impl_->functional; }
 const std::vector<std::vector<int>>& Sequential::layer_inputs() const { return impl_->inputs; }
 const std::string& Sequential::name() const { return impl_->name; }

@@ -204,9 +204,15 @@ class Sequential {
   std::string summary() const;
   // Every parameter, as Keras's count_params(): batch normalization's moving statistics included.
   int64_t count_params() const;
-  // Those the optimizer updates (Keras's "Trainable params").
+  // Keras's "Trainable params": those of the layers that are trainable (Layer::trainable), not
+  // batch normalization's moving statistics.
   int64_t trainable_params() const;
   const std::vector<Layer>& layers() const;
+  // Keras's layer.trainable = value for the layer at this index of layers(): it counts at once
+  // (summary(), trainable_params(), the model's JSON) and takes effect in fit at the next
+  // compile(), as in Keras (also when called from a callback during fit). Throws Error for an
+  // index out of range.
+  void set_trainable(std::size_t layer, bool trainable);
   // Whether it was made from a LayerGraph (Keras's "Functional"), even one that is a chain.
   bool functional() const;
   // The layers each layer reads (LayerGraph::inputs); for a Sequential, each the one before.

@@ -97,7 +97,13 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
-    """(trainable, non-trainable) parameter counts of a layer for its per-sample input shape."""
+    """(trainable, non-trainable) parameter counts of a layer for its per-sample input shape: a
+    frozen layer's (trainable False) are all non-trainable, as Keras counts them."""
+    trainable, fixed = _own_weight_counts(layer, shape)
+    return (trainable, fixed) if layer.trainable else (0, trainable + fixed)
+
+
+def _own_weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
     from .models import Sequential
 
     if isinstance(layer, Sequential):

@@ -225,11 +225,10 @@ class Functional(Sequential):
         trainable: bool = True,
         **kwargs: Any,
     ) -> None:
-        reject_unsupported("Model", trainable=(trainable, True))
         if kwargs:
             raise TypeError(f"Model got unexpected keyword arguments {sorted(kwargs)}")
         given = name
-        super().__init__(name=name or _names.auto_name("Functional"))
+        super().__init__(name=name or _names.auto_name("Functional"), trainable=trainable)
         self._given_name = given or self.name
         self._set_graph(inputs, outputs)
 
@@ -305,6 +304,7 @@ class Functional(Sequential):
         if self._core is None:
             core_layers = [l._core_layer() for l in self._layers]
             self._core = _core.Sequential(core_layers, self._graph, self._given_name)
+        self._sync_trainable()
         return self._core
 
 

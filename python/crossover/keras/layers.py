@@ -80,7 +80,14 @@ class Layer(mixed_precision.HasDTypePolicy):
         kwargs.pop("batch_size", None)  # the batch size comes from fit
         batch_input_shape = kwargs.pop("batch_input_shape", None)
         reject_unknown(owner, kwargs)
-        reject_unsupported(owner, trainable=(trainable, True))
+        if not isinstance(trainable, bool):
+            raise ValueError(
+                "Expected `trainable` to be a boolean. "
+                f"Received: trainable={trainable} (of type {type(trainable)})"
+            )
+        # Keras's frozen layer (trainable=False): its weights are not trained; fit sees a change
+        # at the next compile (the model reads the flags then), as in Keras.
+        self._trainable = trainable
         # Keras's: the policy is fixed when the layer is made (the global one unless given).
         self._dtype_policy = mixed_precision.get(dtype)
         mixed_precision.engine_precision(self._dtype_policy)  # refuses what crossover lacks
@@ -136,11 +143,11 @@ class Layer(mixed_precision.HasDTypePolicy):
 
     @property
     def trainable(self) -> bool:
-        return True
+        return getattr(self, "_trainable", True)
 
     @trainable.setter
     def trainable(self, value: bool) -> None:
-        reject_unsupported(f"{type(self).__name__}.trainable", trainable=(bool(value), True))
+        self._trainable = bool(value)
 
     # --- weights, as Keras's layer has them ------------------------------------------------
     def get_weights(self) -> list[np.ndarray]:
@@ -165,6 +172,8 @@ class Layer(mixed_precision.HasDTypePolicy):
 
     @property
     def trainable_weights(self) -> list[_tensor.Tensor]:
+        if not self.trainable:
+            return []
         kinds = self._weight_kinds()
         return [w for w, (_, t) in zip(self.weights, kinds) if t]
 
@@ -178,6 +187,8 @@ class Layer(mixed_precision.HasDTypePolicy):
 
     @property
     def non_trainable_weights(self) -> list[_tensor.Tensor]:
+        if not self.trainable:
+            return self.weights
         kinds = self._weight_kinds()
         return [w for w, (_, t) in zip(self.weights, kinds) if not t]
 

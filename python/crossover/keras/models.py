@@ -94,7 +94,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
         name: Optional[str] = None,
         trainable: bool = True,
     ) -> None:
-        reject_unsupported("Sequential", trainable=(trainable, True))
+        # Keras's model.trainable (False: none of its layers trains; the setter sets each's).
+        self._trainable = bool(trainable)
         self.name = name or _names.auto_name("Sequential")
         self._given_name = name  # the engine's model: the name given, else "sequential"
         self._layers: list[Any] = []  # Layers, and Sequential models used as layers
@@ -209,7 +210,34 @@ class Sequential(mixed_precision.HasDTypePolicy):
             if first._input_shape and not isinstance(first, (InputLayer, Flatten)):
                 core_layers.insert(0, _core.Input(first._input_shape))  # Dense(input_shape=...)
             self._core = _core.Sequential(core_layers, self._given_name or "sequential")
+        self._sync_trainable()
         return self._core
+
+    def _frozen_leaves(self, frozen: bool = False, found: Optional[set[int]] = None) -> set[int]:
+        """The ids of the leaf layers that do not train: their own trainable is False, or that
+        of a model they are in."""
+        found = set() if found is None else found
+        frozen = frozen or not self.trainable
+        for item in self._layers:
+            if isinstance(item, Sequential):
+                item._frozen_leaves(frozen, found)
+            elif frozen or not item.trainable:
+                found.add(id(item))
+        return found
+
+    def _sync_trainable(self) -> None:
+        """The layers' trainable flags into the engine's model (Sequential::set_trainable): its
+        JSON and counts follow them at once, fit from the next compile, as Keras's does."""
+        model = self._core
+        if model is None:
+            return
+        leaves = self._leaves()
+        frozen = self._frozen_leaves()
+        core_layers = model.layers
+        first = len(core_layers) - len(leaves)  # an Input put first for Dense(input_shape=)
+        for i, layer in enumerate(leaves):
+            if core_layers[first + i].trainable != (id(layer) not in frozen):
+                model.set_trainable(first + i, id(layer) not in frozen)
 
     # --- weights shared with the layer objects (a model used as a layer, layer.get_weights) ---
     # Each layer object's weights live in one place at a time: the engine of the model that
@@ -655,10 +683,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     @property
     def trainable_weights(self) -> list[_tensor.Tensor]:
+        if not self.trainable:
+            return []
         return [w for layer in self.layers for w in layer.trainable_weights]
 
     @property
     def non_trainable_weights(self) -> list[_tensor.Tensor]:
+        if not self.trainable:
+            return self.weights
         return [w for layer in self.layers for w in layer.non_trainable_weights]
 
     @property
@@ -705,7 +737,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     @property
     def trainable(self) -> bool:
-        return True
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        """Keras's: the model's flag and each of its layers' (models inside included)."""
+        self._trainable = bool(value)
+        for layer in self._layers:
+            layer.trainable = value
 
     @property
     def input_shape(self) -> Optional[tuple[Optional[int], ...]]:

@@ -182,6 +182,8 @@ def _sequential_from_json(text: str, where: str) -> "Sequential":
 
     core = _core.model_from_json(text, where)
     layers = [_layer_from_core(l) for l in core.layers]
+    for layer, c in zip(layers, core.layers):
+        layer.trainable = c.trainable  # the file's "trainable" (a frozen model's: each layer's)
     if not core.functional:
         return Sequential(layers, name=core.name)
     from . import functional

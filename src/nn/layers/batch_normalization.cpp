@@ -26,6 +26,13 @@ namespace {
 
 using namespace keras_config;
 
+// A frozen layer's backward pass: the inference pass without beta (dx = g * gamma / sqrt(variance
+// + epsilon) when given a zero mean).
+BatchNormShape frozen_gradient_shape(BatchNormShape s) {
+  s.center = false;
+  return s;
+}
+
 class BatchNormalizationKind final : public LayerKind {
  public:
   LayerType type() const override { return LayerType::batch_normalization; }
@@ -143,17 +150,21 @@ class BatchNormalizationKind final : public LayerKind {
     li.moving_variance =
         b.add_param("moving_variance", {channels}, l.moving_variance_initializer, false);
   }
-  // The batch's mean and variance (channels each), which the backward pass reads.
-  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
+  // The batch's mean and variance (channels each), which the backward pass reads; frozen, a
+  // channel of zeros (the backward pass's mean).
+  std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend& backend,
                               int64_t batch) const override {
     backend.batchnorm_prepare(li.norm, batch);
+    if (!l.trainable) backend.batchnorm_prepare(frozen_gradient_shape(li.norm), batch);
     return 2 * static_cast<std::size_t>(li.norm.channels) * sizeof(float);
   }
 
-  // Training: normalized by the batch's statistics (saved); otherwise by the moving ones.
+  // Training: normalized by the batch's statistics (saved); otherwise, and in training when the
+  // layer is frozen (Keras's inference mode of a BatchNormalization with trainable=False), by
+  // the moving ones.
   void forward(const ForwardStep& s) const override {
     const LayerState& li = s.state;
-    if (s.training) {
+    if (s.training && s.trainable) {
       auto* stats = static_cast<float*>(s.workspace);
       s.backend.batchnorm_forward_training(li.norm, s.x, s.value(li.kernel), s.value(li.bias), s.y,
                                            stats, stats + li.norm.channels, s.m);
@@ -167,6 +178,7 @@ class BatchNormalizationKind final : public LayerKind {
   // updates them in the layer's call).
   bool has_moving_statistics() const override { return true; }
   void update_moving_statistics(const LayerStep& s) const override {
+    if (!s.trainable) return;  // frozen: inference mode, the statistics kept
     const LayerState& li = s.state;
     const auto* stats = static_cast<const float*>(s.workspace);
     s.backend.batchnorm_update_moving(li.norm, stats, stats + li.norm.channels,
@@ -175,8 +187,21 @@ class BatchNormalizationKind final : public LayerKind {
   }
   // dx, dgamma, dbeta from the saved batch statistics; dx even for the first layer with
   // parameters (the same primitive makes all three), into the spare buffer.
+  // Frozen, the layer is y = x * gamma / sqrt(moving_variance + epsilon) + (constants): dx = g *
+  // gamma / sqrt(moving_variance + epsilon), which is the inference pass applied to g with a
+  // zero mean and no beta; no dgamma or dbeta.
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
+    if (!s.trainable) {
+      auto* zeros = static_cast<float*>(s.workspace);
+      s.backend.fill(zeros, 0.0f, li.norm.channels);
+      s.backend.batchnorm_forward_inference(frozen_gradient_shape(li.norm), s.g, s.value(li.kernel),
+                                            nullptr, zeros, s.value(li.moving_variance), s.spare,
+                                            s.m);
+      s.swap();
+      s.activation_done = false;
+      return;
+    }
     const auto* stats = static_cast<const float*>(s.workspace);
     s.backend.batchnorm_backward(li.norm, s.x, s.g, s.value(li.kernel), stats,
                                  stats + li.norm.channels, s.spare, s.grad(li.kernel),

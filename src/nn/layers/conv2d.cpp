@@ -152,7 +152,7 @@ class Conv2DKind final : public LayerKind {
       s.backend.activation_forward(act, s.layer.activation_alpha, z, s.y, s.m, s.state.out_width);
   }
 
-  // dx (not for the first layer with parameters), dkernel and dbias from g.
+  // dx (not for the first layer with parameters), dkernel and dbias from g (frozen: dx only).
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
     if (backward_applies_activation(s))
@@ -160,7 +160,8 @@ class Conv2DKind final : public LayerKind {
                                     static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
                                     li.out_width);
     if (!s.first) s.backend.conv2d_backward_input(li.conv, s.g, s.value(li.kernel), s.spare, s.m);
-    s.backend.conv2d_backward_weights(li.conv, s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m);
+    if (s.trainable)
+      s.backend.conv2d_backward_weights(li.conv, s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m);
     if (!s.first) s.swap();
     s.activation_done = false;
   }

@@ -113,7 +113,8 @@ class DenseKind final : public LayerKind {
   }
 
   // dx(m, in) = g(m, units) . kernel^T (not for the first layer with parameters); dkernel(in,
-  // units) = x^T . g, dbias = the column sums of g (or, fused, the update with them).
+  // units) = x^T . g, dbias = the column sums of g (or, fused, the update with them); frozen
+  // (not trainable), dx only.
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
     if (backward_applies_activation(s))
@@ -124,7 +125,9 @@ class DenseKind final : public LayerKind {
     if (!s.first)
       s.backend.dense_backward_input(s.g, s.value(li.kernel), s.spare, s.m, li.in_width,
                                      li.out_width);
-    if (s.update) {
+    if (!s.trainable) {
+      // no weight gradient, no update
+    } else if (s.update) {
       const ParamSlot* bias = li.bias >= 0 ? &s.slots[static_cast<std::size_t>(li.bias)] : nullptr;
       s.backend.dense_backward_weights_update(s.x, s.g,
                                               s.slots[static_cast<std::size_t>(li.kernel)], bias,

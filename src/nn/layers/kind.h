@@ -55,7 +55,9 @@ struct LayerParam {
   int64_t n = 0;
   int64_t offset = 0;  // in floats, within each of the four sections of the model's block
   int layer = 0;
-  bool trainable = true;    // false: batch normalization's moving statistics
+  // The variable's own (Keras's variable.trainable): false for batch normalization's moving
+  // statistics. Whether fit updates it also takes its layer's Layer::trainable.
+  bool trainable = true;
   Initializer initializer;  // how its initial values are drawn
   uint32_t draw = 0;        // its place among its layer's parameters (its initializer's draws)
 };
@@ -110,6 +112,10 @@ struct LayerStep {
   void* workspace;                      // the plan's block for the layer (workspace_bytes)
   // Every input, in order (x is the first): several for a merging layer (Add, Concatenate).
   std::span<const float* const> xs = {};
+  // Layer::trainable as the model was compiled with it (a change takes effect at the next
+  // compile, as in Keras): false, the layer's weights get no gradient and no update, and a
+  // BatchNormalization normalizes by its moving statistics in training too.
+  bool trainable = true;
   float* value(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].value; }
   float* grad(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].grad; }
 };

@@ -121,13 +121,14 @@ class LayerNormalizationKind final : public LayerKind {
                                 stats ? stats + rows : nullptr, rows, li.norm.channels,
                                 li.norm.epsilon);
   }
-  // dx (into the spare buffer), dgamma, dbeta from the saved row statistics.
+  // dx (into the spare buffer), dgamma, dbeta (not when frozen) from the saved row statistics.
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
     const int64_t rows = s.m * li.norm.spatial;
     const auto* stats = static_cast<const float*>(s.workspace);
     s.backend.layernorm_backward(s.x, s.g, s.value(li.kernel), stats, stats + rows, s.spare,
-                                 s.grad(li.kernel), s.grad(li.bias), rows, li.norm.channels);
+                                 s.trainable ? s.grad(li.kernel) : nullptr,
+                                 s.trainable ? s.grad(li.bias) : nullptr, rows, li.norm.channels);
     s.swap();
     s.activation_done = false;
   }
