@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "formats/model_config.h"
 #include "nn/layers.h"
-#include "nn/model_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "perf/cost_model.h"
