@@ -37,7 +37,7 @@ __all__ = ["keras", "version", "__version__", "__crossover_version__"]
 __all__ += ["config", "random", "device", "DeviceNotFoundError"]
 
 # Tensors: what calling a model returns, and the ops scripts apply to it (numpy underneath).
-from . import data, math, nn  # noqa: E402
+from . import data, distribute, math, nn  # noqa: E402
 from ._tensor import (  # noqa: E402
     Tensor,
     TensorShape,
@@ -97,7 +97,7 @@ from ._tensor import range_ as range  # noqa: E402  (tf.range)
 
 newaxis = None
 
-__all__ += ["data", "math", "nn", "Tensor", "TensorShape", "newaxis", "bool", "range"]
+__all__ += ["data", "distribute", "math", "nn", "Tensor", "TensorShape", "newaxis", "bool", "range"]
 __all__ += [
     "abs",
     "add",

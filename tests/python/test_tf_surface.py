@@ -659,3 +659,20 @@ def test_pop_removes_the_last_layer_and_output_shape_follows():
     assert last.name == "dense_1" and model.output_shape == (None, 3)
     np.testing.assert_array_equal(model.get_weights()[0], kernel)
     assert len(model.get_weights()) == 2
+
+
+def test_a_mirrored_strategy_is_one_replica_whose_scope_models_are_made_in():
+    strategy = tf.distribute.MirroredStrategy()
+    assert strategy.num_replicas_in_sync == 1
+    with strategy.scope():
+        model = keras.Sequential([keras.Input(shape=(3,)), layers.Dense(2)])
+        model.compile(optimizer="adam", loss="mse")
+    model.fit(np.zeros((4, 3), np.float32), np.zeros((4, 2), np.float32), verbose=0)
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        assert crossover._device.current() == "cpu"
+    with pytest.raises(NotImplementedError, match="several devices in one process"):
+        tf.distribute.MirroredStrategy(["/gpu:0", "/gpu:1"])
+    with pytest.raises(AttributeError, match="strategy.run"):
+        strategy.run(lambda: None)
+    with pytest.raises(AttributeError, match="distribute.TPUStrategy is not supported"):
+        tf.distribute.TPUStrategy
