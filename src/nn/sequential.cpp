@@ -856,6 +856,177 @@ struct Sequential::Impl {
     copts.collective->broadcast(&c.step, sizeof c.step, 0);
     write_counters(train_counters(), c);
   }
+
+  // ---- fit, in steps ----
+  static void check_fit_options(const FitOptions& o) {
+    if (o.epochs < 0) throw Error("fit", "epochs must not be negative");
+    if (o.batch_size < 1) throw Error("fit", "batch_size must be at least 1");
+    if (!(o.validation_split >= 0.0 && o.validation_split < 1.0))
+      throw Error("fit", "validation_split must be in [0, 1)");
+    if ((o.validation_x == nullptr) != (o.validation_y == nullptr))
+      throw Error("fit", "validation_data needs both x and y");
+    if (o.validation_freq < 1) throw Error("fit", "validation_freq must be at least 1");
+  }
+
+  // One fit's rows on the device: the training rows, and the validation rows (with ranks, each
+  // rank evaluates its share of them: run_evaluation adds them up).
+  struct FitData {
+    DeviceData train;
+    std::optional<DeviceData> val;
+    bool validate = false;
+    int64_t n_train = 0;
+    int64_t batch = 0;  // the global batch
+  };
+
+  FitData fit_data(const Tensor& x, const Tensor& y, const FitOptions& o) {
+    FitData f;
+    const int64_t n_all = x.dim(0);
+    f.n_train = n_all;
+    if (o.validation_split > 0.0)
+      f.n_train =
+          static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
+    if (f.n_train < 1)
+      throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
+    f.train = upload_data(x, y, 0, f.n_train);
+    f.batch = std::min<int64_t>(o.batch_size, f.n_train);
+    // The validation rows: validation_data, or the last rows of (x, y) (validation_split); with
+    // validation_steps, the rows its first batches hold.
+    const Tensor& vx = o.validation_x ? *o.validation_x : x;
+    const Tensor& vy = o.validation_x ? *o.validation_y : y;
+    const int64_t begin = o.validation_x ? 0 : f.n_train;
+    if (o.validation_x) {
+      build(sample_shape_of(vx));
+      check_xy(vx, vy, "fit (validation_data)");
+    }
+    f.validate = o.validation_x || f.n_train < n_all;
+    if (!f.validate) return f;
+    if (o.validation_steps && *o.validation_steps < 1)
+      throw Error("fit", "validation_steps must be at least 1");
+    int64_t end = vx.dim(0);
+    if (o.validation_steps) end = std::min(end, begin + *o.validation_steps * f.batch);
+    f.val = split_data(vx, vy, begin, end);
+    return f;
+  }
+
+  // How an epoch's steps split the training rows: `full` batches of `batch` rows and a last one
+  // of `rest`; with ranks, this rank's rows of each (its plan sized for the largest share,
+  // ceil(batch / ranks)).
+  struct BatchLayout {
+    int64_t batch = 0, full = 0, rest = 0, steps = 0, local_batch = 0;
+    RowRange full_rows, rest_rows;
+    Shard full_shard, rest_shard;
+  };
+
+  BatchLayout batch_layout(int64_t batch, int64_t n_train) const {
+    BatchLayout b;
+    b.batch = batch;
+    b.full = n_train / batch;
+    b.rest = n_train % batch;
+    b.steps = b.full + (b.rest ? 1 : 0);
+    b.full_rows = rank_rows(batch, rank(), ranks());
+    b.rest_rows = rank_rows(b.rest, rank(), ranks());
+    b.full_shard = {b.full_rows.count(), b.full_rows.begin, batch};
+    b.rest_shard = {b.rest_rows.count(), b.rest_rows.begin, b.rest};
+    b.local_batch = (batch + ranks() - 1) / ranks();
+    return b;
+  }
+
+  // The training steps of the full batches and of the last, partial one, captured once (again
+  // after a callback changed what a step does: graphs_dirty).
+  struct TrainGraphs {
+    std::unique_ptr<Backend::StepGraph> full, rest;
+  };
+
+  void capture_training(TrainGraphs& g, Plan& plan, const DeviceData& train, const BatchLayout& b,
+                        uint64_t seed) {
+    const Shard full_shard = b.full_shard, rest_shard = b.rest_shard;
+    g.full = b.full > 0 ? backend->capture([this, &plan, &train, full_shard,
+                                            seed] { train_step(plan, train, full_shard, seed); },
+                                           copts.graphs)
+                        : nullptr;
+    g.rest = b.rest > 0 ? backend->capture([this, &plan, &train, rest_shard,
+                                            seed] { train_step(plan, train, rest_shard, seed); },
+                                           copts.graphs)
+                        : nullptr;
+    graphs_dirty = false;
+  }
+
+  // The epoch's order of the training rows onto the device, and the training counters reset for
+  // an epoch that starts at batch `first`. With ranks, the order as this rank gathers it: batch
+  // s's rows at s * local_batch (`local_order`, sized for it).
+  void start_epoch(const BatchLayout& b, int64_t first, const std::vector<int32_t>& order,
+                   std::vector<int32_t>& local_order, DeviceData& train) {
+    StepCounters c = read_counters(train_counters());
+    c.batch_index = first;
+    c.loss_sum = c.correct_sum = c.sample_count = 0;
+    std::fill_n(c.metric_sums, kMaxMetrics, 0.0);
+    write_counters(train_counters(), c);
+    if (ranks() > 1) {
+      for (int64_t s = 0; s < b.steps; ++s) {
+        const RowRange rows = s < b.full ? b.full_rows : b.rest_rows;
+        for (int64_t i = 0; i < rows.count(); ++i)
+          local_order[static_cast<std::size_t>(s * b.local_batch + i)] =
+              order[static_cast<std::size_t>(s * b.batch + rows.begin + i)];
+      }
+      backend->upload(train.indices.as<void>(), local_order.data(),
+                      local_order.size() * sizeof(int32_t));
+    } else {
+      backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
+    }
+    backend->synchronize();
+  }
+
+  // The epoch's steps, with the batch hooks and the progress bar; how many ran (fewer when a
+  // hook stopped training or Ctrl-C was pressed: the epoch then ends after that step).
+  int64_t run_epoch_steps(const EpochSteps::Epoch& part, const BatchLayout& b, const TrainGraphs& g,
+                          BatchHooks& hooks, ProgressBar& bar, bool interactive,
+                          bool stop_on_interrupt) {
+    int64_t done = 0;
+    for (; done < part.steps; ++done) {
+      hooks.run(
+          done, [&] { (part.first + done < b.full ? g.full : g.rest)->replay(); },
+          [&] { return logs_of(train_counters()); });
+      if ((stop_on_interrupt && InterruptGuard::requested()) || stop_requested) return done + 1;
+      if (interactive) {
+        const auto now = Clock::now();
+        if (bar.due(now)) {
+          StepCounters snap;
+          backend->download_async(&snap, train_counters(), sizeof snap);
+          bar.update(done + 1, metric_values(snap, ""), now);
+        }
+      }
+    }
+    return done;
+  }
+
+  // The epoch's record and its logs' values (loss and metrics over every rank's rows), with the
+  // validation's when it is due after this epoch.
+  EpochRecord finish_epoch(int epoch, int64_t done, double seconds, const FitOptions& o,
+                           const FitData& f, BatchHooks& test_hooks,
+                           std::vector<std::pair<std::string, double>>& values) {
+    StepCounters end = read_counters(train_counters());
+    sum_over_ranks(end);
+    EpochRecord rec;
+    rec.epoch = epoch + 1;
+    rec.steps = done;
+    rec.seconds = seconds;
+    rec.loss = end.loss_sum / std::max(end.sample_count, 1.0);
+    rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
+    rec.metrics = extra_results(end);
+    rec.learning_rate = end.learning_rate;
+    values = metric_values(end, "");
+    if (f.validate && (epoch + 1) % o.validation_freq == 0) {
+      EvaluateResult v =
+          run_evaluation(f.val ? &*f.val : nullptr, f.batch, copts.graphs, test_hooks);
+      rec.val_loss = v.loss;
+      rec.val_accuracy = v.accuracy;
+      rec.val_seconds = v.seconds;
+      rec.val_metrics = v.metrics;
+      for (auto& value : named_values(v.loss, v.accuracy, v.metrics, "val_"))
+        values.push_back(std::move(value));
+    }
+    return rec;
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1051,12 +1222,7 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   Impl& m = *impl_;
   m.require_compiled("fit");
   if (m.fitting) throw Error("fit", "called during fit (from a callback)");
-  if (o.epochs < 0) throw Error("fit", "epochs must not be negative");
-  if (o.batch_size < 1) throw Error("fit", "batch_size must be at least 1");
-  if (!(o.validation_split >= 0.0 && o.validation_split < 1.0))
-    throw Error("fit", "validation_split must be in [0, 1)");
-  if ((o.validation_x == nullptr) != (o.validation_y == nullptr))
-    throw Error("fit", "validation_data needs both x and y");
+  Impl::check_fit_options(o);
   if (x.rank() < 2)
     throw Error("fit",
                 "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
@@ -1064,58 +1230,20 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
   m.check_xy(x, y, "fit");
-
-  const int64_t n_all = x.dim(0);
-  int64_t n_train = n_all;
-  if (o.validation_split > 0.0)
-    n_train =
-        static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
-  if (n_train < 1) throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
-
-  Impl::DeviceData train = m.upload_data(x, y, 0, n_train);
-  // Validation: with ranks, each evaluates its share of the rows (run_evaluation adds them up).
-  std::optional<Impl::DeviceData> val;
-  bool validate = false;
-  if (o.validation_x) {
-    m.build(m.sample_shape_of(*o.validation_x));
-    m.check_xy(*o.validation_x, *o.validation_y, "fit (validation_data)");
-    val = m.split_data(*o.validation_x, *o.validation_y, 0, o.validation_x->dim(0));
-    validate = true;
-  } else if (n_train < n_all) {
-    val = m.split_data(x, y, n_train, n_all);
-    validate = true;
-  }
-  if (o.validation_freq < 1) throw Error("fit", "validation_freq must be at least 1");
+  Impl::FitData data = m.fit_data(x, y, o);
 
   const uint64_t seed = o.seed.value_or(m.copts.seed);
-  const int64_t batch = std::min<int64_t>(o.batch_size, n_train);  // the global batch
-  const int64_t full = n_train / batch, rest = n_train % batch;
-  const int64_t steps = full + (rest ? 1 : 0);
-  EpochSteps epoch_steps(steps, o.steps_per_epoch);
-  if (o.validation_steps && validate) {  // its first batches: the rows they hold
-    if (*o.validation_steps < 1) throw Error("fit", "validation_steps must be at least 1");
-    const Tensor& vx = o.validation_x ? *o.validation_x : x;
-    const Tensor& vy = o.validation_x ? *o.validation_y : y;
-    const int64_t begin = o.validation_x ? 0 : n_train;
-    val = m.split_data(vx, vy, begin, std::min(vx.dim(0), begin + *o.validation_steps * batch));
-  }
-  // With ranks, this rank's rows of each full batch and of the last, partial one; its plan is
-  // sized for the largest share, ceil(batch / ranks).
+  const Impl::BatchLayout layout = m.batch_layout(data.batch, data.n_train);
+  EpochSteps epoch_steps(layout.steps, o.steps_per_epoch);
   const int ranks = m.ranks();
-  const RowRange full_rows = rank_rows(batch, m.rank(), ranks);
-  const RowRange rest_rows = rank_rows(rest, m.rank(), ranks);
-  const Impl::Shard full_shard{full_rows.count(), full_rows.begin, batch};
-  const Impl::Shard rest_shard{rest_rows.count(), rest_rows.begin, rest};
-  const int64_t local_batch = (batch + ranks - 1) / ranks;
-  Impl::Plan& plan = m.plan_for(local_batch);
-  std::vector<int32_t> order(static_cast<std::size_t>(n_train));
-  // With ranks, the epoch's order as this rank gathers it: batch s's rows at s * local_batch.
+  Impl::Plan& plan = m.plan_for(layout.local_batch);
+  std::vector<int32_t> order(static_cast<std::size_t>(data.n_train));
   std::vector<int32_t> local_order;
   if (ranks > 1) {
-    local_order.assign(static_cast<std::size_t>(steps * local_batch), 0);
-    train.indices = DeviceBlock(
+    local_order.assign(static_cast<std::size_t>(layout.steps * layout.local_batch), 0);
+    data.train.indices = DeviceBlock(
         *m.backend,
-        static_cast<std::size_t>(std::max<int64_t>(steps * local_batch, 16)) * sizeof(int32_t));
+        static_cast<std::size_t>(std::max<int64_t>(local_order.size(), 16)) * sizeof(int32_t));
   }
   m.share_parameters();
 
@@ -1138,93 +1266,26 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   for (auto& cb : o.callbacks) cb->on_train_begin(*this);
   BatchHooks train_hooks(*this, o.callbacks, BatchPhase::train);
   BatchHooks test_hooks(*this, o.callbacks, BatchPhase::test);
-
-  std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
-  auto capture = [&] {
-    full_graph = full > 0
-                     ? m.backend->capture([&m, &plan, &train, full_shard,
-                                           seed] { m.train_step(plan, train, full_shard, seed); },
-                                          m.copts.graphs)
-                     : nullptr;
-    rest_graph = rest > 0
-                     ? m.backend->capture([&m, &plan, &train, rest_shard,
-                                           seed] { m.train_step(plan, train, rest_shard, seed); },
-                                          m.copts.graphs)
-                     : nullptr;
-    m.graphs_dirty = false;
-  };
-  capture();
+  Impl::TrainGraphs graphs;
+  m.capture_training(graphs, plan, data.train, layout, seed);
 
   for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
     for (auto& cb : o.callbacks) cb->on_epoch_begin(*this, epoch);
-    if (m.graphs_dirty) capture();
+    if (m.graphs_dirty) m.capture_training(graphs, plan, data.train, layout, seed);
     const EpochSteps::Epoch part = epoch_steps.next();
     if (part.new_pass && o.shuffle) shuffled_indices(seed, static_cast<uint64_t>(epoch), order);
     if (part.new_pass && !o.shuffle) std::iota(order.begin(), order.end(), 0);
-    StepCounters c = m.read_counters(m.train_counters());
-    c.batch_index = part.first;
-    c.loss_sum = c.correct_sum = c.sample_count = 0;
-    std::fill_n(c.metric_sums, kMaxMetrics, 0.0);
-    m.write_counters(m.train_counters(), c);
-    if (ranks > 1) {
-      for (int64_t s = 0; s < steps; ++s) {
-        const RowRange rows = s < full ? full_rows : rest_rows;
-        for (int64_t i = 0; i < rows.count(); ++i)
-          local_order[static_cast<std::size_t>(s * local_batch + i)] =
-              order[static_cast<std::size_t>(s * batch + rows.begin + i)];
-      }
-      m.backend->upload(train.indices.as<void>(), local_order.data(),
-                        local_order.size() * sizeof(int32_t));
-    } else {
-      m.backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
-    }
-    m.backend->synchronize();
+    m.start_epoch(layout, part.first, order, local_order, data.train);
 
     if (show) out(fmt::format("Epoch {}/{}\n", epoch + 1, o.epochs));
     ProgressBar bar(out, epoch_steps.target(), interactive, o.metric_name);
     const auto t0 = Clock::now();
-    int64_t done = 0;
-    for (; done < part.steps; ++done) {
-      train_hooks.run(
-          done, [&] { (part.first + done < full ? full_graph : rest_graph)->replay(); },
-          [&] { return m.logs_of(m.train_counters()); });
-      // A batch hook may stop training (Keras: after this batch; the epoch then ends as usual).
-      if ((stop_on_interrupt && InterruptGuard::requested()) || m.stop_requested) {
-        ++done;
-        break;
-      }
-      if (interactive) {
-        const auto now = Clock::now();
-        if (bar.due(now)) {
-          StepCounters snap;
-          m.backend->download_async(&snap, m.train_counters(), sizeof snap);
-          bar.update(done + 1, m.metric_values(snap, ""), now);
-        }
-      }
-    }
+    const int64_t done =
+        m.run_epoch_steps(part, layout, graphs, train_hooks, bar, interactive, stop_on_interrupt);
     m.backend->synchronize();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    StepCounters end = m.read_counters(m.train_counters());
-    m.sum_over_ranks(end);  // the epoch's loss and accuracy over every rank's rows
-
-    EpochRecord rec;
-    rec.epoch = epoch + 1;
-    rec.steps = done;
-    rec.seconds = seconds;
-    rec.loss = end.loss_sum / std::max(end.sample_count, 1.0);
-    rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
-    rec.metrics = m.extra_results(end);
-    rec.learning_rate = end.learning_rate;
-    auto values = m.metric_values(end, "");
-    if (validate && (epoch + 1) % o.validation_freq == 0) {
-      EvaluateResult v = m.run_evaluation(val ? &*val : nullptr, batch, m.copts.graphs, test_hooks);
-      rec.val_loss = v.loss;
-      rec.val_accuracy = v.accuracy;
-      rec.val_seconds = v.seconds;
-      rec.val_metrics = v.metrics;
-      for (auto& value : m.named_values(v.loss, v.accuracy, v.metrics, "val_"))
-        values.push_back(std::move(value));
-    }
+    std::vector<std::pair<std::string, double>> values;
+    const EpochRecord rec = m.finish_epoch(epoch, done, seconds, o, data, test_hooks, values);
     if (show) bar.finish(done, seconds, values);
 
     Logs logs;
