@@ -125,6 +125,9 @@ struct Sequential::Impl {
   struct Plan {
     int64_t batch = 0;
     DeviceBlock input, targets;
+    // The batch's sample weights (batch floats): allocated by the first fit or evaluate with
+    // sample weights (with_weights), empty otherwise.
+    DeviceBlock weights;
     // The gradients of the backward pass, each (batch, the widest layer): as many as it ever has
     // in use at once (gradient_buffers), two for a stack of layers. The loss writes into the first.
     std::vector<DeviceBlock> grads;
@@ -140,10 +143,12 @@ struct Sequential::Impl {
   // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
   // own memory when the backend reads host memory (the CPU; the caller keeps it alive and
   // unchanged during the call), else the copies in x and y on the device.
+  // w_rows: one sample weight per row (Keras's sample_weight), or null.
   struct DeviceData {
-    DeviceBlock x, y, indices;
+    DeviceBlock x, y, w, indices;
     const float* x_rows = nullptr;
     const float* y_rows = nullptr;
+    const float* w_rows = nullptr;
     int64_t n = 0, x_cols = 0, y_cols = 0;
   };
 
@@ -454,7 +459,9 @@ struct Sequential::Impl {
 
   // Whether a training step updates each Dense layer with its weight gradient, in one backend call
   // (the backend gains from it, and nothing needs the global gradient norm first).
-  bool fused_update() const { return backend->fuses_weight_update() && opt.clipnorm == 0.0f; }
+  bool fused_update() const {
+    return backend->fuses_weight_update() && opt.clipnorm == 0.0f && opt.tensor_clipnorm == 0.0f;
+  }
 
   // Backward from d_out (the gradient with respect to the deferred final pre-activation output,
   // already in plan.grads[0]) down to the first layers with parameters, in reverse layer order.
@@ -589,6 +596,23 @@ struct Sequential::Impl {
     backend->set_scope("batch y");
     backend->gather_rows(d.y_rows, d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
                          plan.targets.as<float>());
+    if (d.w_rows) {
+      backend->set_scope("batch weights");
+      backend->gather_rows(d.w_rows, 1, d.indices.as<int32_t>(), plan.batch, ctr, m,
+                           plan.weights.as<float>());
+    }
+  }
+
+  // The batch's sample weights for the loss: null without them (the unweighted loss).
+  static const float* batch_weights(const Plan& plan, const DeviceData& d) {
+    return d.w_rows ? plan.weights.as<float>() : nullptr;
+  }
+
+  // plan's weights block, before a step that gathers sample weights is captured.
+  void with_weights(Plan& plan, const DeviceData& d) {
+    if (d.w_rows && plan.weights.bytes() == 0)
+      plan.weights = DeviceBlock(
+          *backend, static_cast<std::size_t>(std::max<int64_t>(plan.batch, 16)) * sizeof(float));
   }
 
   int ranks() const { return copts.collective ? copts.collective->size() : 1; }
@@ -617,9 +641,9 @@ struct Sequential::Impl {
       // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
       // gradients add up to the global batch's mean gradient.
       backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
-                                     plan.targets.as<float>(), plan.predictions.as<float>(),
-                                     plan.grads[0].as<float>(), s.rows, output_width(), ctr,
-                                     s.global_rows);
+                                     plan.targets.as<float>(), batch_weights(plan, d),
+                                     plan.predictions.as<float>(), plan.grads[0].as<float>(),
+                                     s.rows, output_width(), ctr, s.global_rows);
       metric_sums(plan, s.rows, true, ctr);
       backward(&plan, s.rows, fused ? ctr : nullptr);
     } else {
@@ -649,9 +673,9 @@ struct Sequential::Impl {
     gather_batch(plan, d, m, ctr);
     forward(plan, m, false, false, 0, ctr);
     backend->set_scope("loss");
-    backend->loss_forward_backward(loss, loss_activation(), final_output(plan, false),
-                                   plan.targets.as<float>(), plan.predictions.as<float>(), nullptr,
-                                   m, output_width(), ctr, m);
+    backend->loss_forward_backward(
+        loss, loss_activation(), final_output(plan, false), plan.targets.as<float>(),
+        batch_weights(plan, d), plan.predictions.as<float>(), nullptr, m, output_width(), ctr, m);
     metric_sums(plan, m, false, ctr);
     backend->set_scope("");
     backend->advance_batch(ctr);
@@ -701,7 +725,9 @@ struct Sequential::Impl {
     }
   }
 
-  DeviceData upload_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end) {
+  // Rows [begin, end) of (x, y) and of the sample weights w (null: none).
+  DeviceData upload_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end,
+                         const Tensor* w = nullptr) {
     DeviceData d;
     d.n = end - begin;
     d.x_cols = info.front().in_width;
@@ -728,11 +754,52 @@ struct Sequential::Impl {
       d.x_rows = d.x.as<float>();
       d.y_rows = d.y.as<float>();
     }
+    if (w) upload_weights(d, *w, begin, in_place);
     d.indices = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n, 16)) * 4);
     std::vector<int32_t> iota(static_cast<std::size_t>(d.n));
     std::iota(iota.begin(), iota.end(), 0);
     backend->upload(d.indices.as<void>(), iota.data(), iota.size() * sizeof(int32_t));
     return d;
+  }
+
+  void upload_weights(DeviceData& d, const Tensor& w, int64_t begin, bool in_place) {
+    if (in_place) {
+      d.w_rows = w.data() + begin;
+      return;
+    }
+    d.w = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n, 16)) * 4);
+    backend->upload(d.w.as<void>(), w.data() + begin, static_cast<std::size_t>(d.n) * 4);
+    d.w_rows = d.w.as<float>();
+  }
+
+  // Keras's sample weights: one per sample of x, shape (n,) or (n, 1), finite (Keras takes any
+  // number; infinity or NaN would only turn the loss into NaN).
+  static void check_weights(const Tensor& w, int64_t n, const char* who, const char* what) {
+    if (!((w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)) && w.dim(0) == n))
+      throw Error(who, fmt::format("{} must hold one weight per sample, shape ({},), got {}", what,
+                                   n, shape_to_string(w.shape())));
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(w[i]))
+        throw Error(who, fmt::format("{} {} at index {} is not a finite number", what, w[i], i));
+  }
+
+  // Keras's class_weight_to_sample_weights: each sample weighted by its class's weight (1 for a
+  // class the map does not name); the class is the label rounded to an integer, or the argmax of
+  // a target row of several columns.
+  Tensor class_weight_samples(const Tensor& y, const std::map<int64_t, double>& class_weight,
+                              int64_t n) const {
+    Tensor w({n});
+    const int64_t cols = y.rank() == 2 ? y.dim(1) : 1;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = y.data() + i * cols;
+      // np.argmax's first largest; np.round's ties to even (nearbyint's default mode).
+      const int64_t cls = cols > 1
+                              ? std::max_element(row, row + cols) - row
+                              : static_cast<int64_t>(std::nearbyint(static_cast<double>(row[0])));
+      const auto it = class_weight.find(cls);
+      w[i] = it == class_weight.end() ? 1.0f : static_cast<float>(it->second);
+    }
+    return w;
   }
 
   void require_compiled(const char* who) const {
@@ -794,6 +861,7 @@ struct Sequential::Impl {
     if (d && d->n > 0) {
       batch = std::min(batch, d->n);
       Plan& plan = plan_for(batch);
+      with_weights(plan, *d);
       StepCounters start;
       write_counters(eval_counters(), start);
       const int64_t full = d->n / batch, rest = d->n % batch;
@@ -833,11 +901,11 @@ struct Sequential::Impl {
 
   // Rows [begin, end) of (x, y) for evaluation: all of them in one process; with ranks, this
   // rank's share (rank_rows), or nothing when it has none.
-  std::optional<DeviceData> split_data(const Tensor& x, const Tensor& y, int64_t begin,
-                                       int64_t end) {
+  std::optional<DeviceData> split_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end,
+                                       const Tensor* w = nullptr) {
     const RowRange share = rank_rows(end - begin, rank(), ranks());
     if (share.count() == 0) return std::nullopt;
-    return upload_data(x, y, begin + share.begin, begin + share.end);
+    return upload_data(x, y, begin + share.begin, begin + share.end, w);
   }
 
   // With ranks, every rank starts from rank 0's parameters, optimizer state and step: identical
@@ -868,6 +936,21 @@ struct Sequential::Impl {
     if (o.validation_freq < 1) throw Error("fit", "validation_freq must be at least 1");
   }
 
+  // fit's sample weights checked; class_weight's, one per sample of y (empty without it).
+  Tensor fit_weights(const Tensor& x, const Tensor& y, const FitOptions& o) const {
+    if (o.sample_weight && !o.class_weight.empty())
+      throw Error("fit", "you cannot give class_weight and sample_weight at the same time");
+    if (o.sample_weight) check_weights(*o.sample_weight, x.dim(0), "fit", "sample_weight");
+    if (o.validation_sample_weight && !o.validation_x)
+      throw Error("fit", "validation_data's sample_weight needs validation_data's x and y");
+    for (const auto& [cls, weight] : o.class_weight)
+      if (!std::isfinite(weight))
+        throw Error("fit",
+                    fmt::format("class_weight {} of class {} is not a finite number", weight, cls));
+    if (o.class_weight.empty()) return Tensor();
+    return class_weight_samples(y, o.class_weight, x.dim(0));
+  }
+
   // One fit's rows on the device: the training rows, and the validation rows (with ranks, each
   // rank evaluates its share of them: run_evaluation adds them up).
   struct FitData {
@@ -878,7 +961,11 @@ struct Sequential::Impl {
     int64_t batch = 0;  // the global batch
   };
 
-  FitData fit_data(const Tensor& x, const Tensor& y, const FitOptions& o) {
+  // train_weights: the training rows' sample weights (o.sample_weight, or class_weight's), or
+  // null; the validation rows are weighted by o.validation_sample_weight (validation_data) or by
+  // their rows of o.sample_weight (validation_split), as Keras splits (x, y, sample_weight).
+  FitData fit_data(const Tensor& x, const Tensor& y, const FitOptions& o,
+                   const Tensor* train_weights) {
     FitData f;
     const int64_t n_all = x.dim(0);
     f.n_train = n_all;
@@ -887,16 +974,18 @@ struct Sequential::Impl {
           static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
     if (f.n_train < 1)
       throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
-    f.train = upload_data(x, y, 0, f.n_train);
+    f.train = upload_data(x, y, 0, f.n_train, train_weights);
     f.batch = std::min<int64_t>(o.batch_size, f.n_train);
     // The validation rows: validation_data, or the last rows of (x, y) (validation_split); with
     // validation_steps, the rows its first batches hold.
     const Tensor& vx = o.validation_x ? *o.validation_x : x;
     const Tensor& vy = o.validation_x ? *o.validation_y : y;
     const int64_t begin = o.validation_x ? 0 : f.n_train;
+    const Tensor* vw = o.validation_x ? o.validation_sample_weight : o.sample_weight;
     if (o.validation_x) {
       build(sample_shape_of(vx));
       check_xy(vx, vy, "fit (validation_data)");
+      if (vw) check_weights(*vw, vx.dim(0), "fit", "validation_data's sample_weight");
     }
     f.validate = o.validation_x || f.n_train < n_all;
     if (!f.validate) return f;
@@ -904,7 +993,7 @@ struct Sequential::Impl {
       throw Error("fit", "validation_steps must be at least 1");
     int64_t end = vx.dim(0);
     if (o.validation_steps) end = std::min(end, begin + *o.validation_steps * f.batch);
-    f.val = split_data(vx, vy, begin, end);
+    f.val = split_data(vx, vy, begin, end, vw);
     return f;
   }
 
@@ -1230,13 +1319,16 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
   m.check_xy(x, y, "fit");
-  Impl::FitData data = m.fit_data(x, y, o);
+  const Tensor class_weights = m.fit_weights(x, y, o);
+  Impl::FitData data =
+      m.fit_data(x, y, o, class_weights.size() > 0 ? &class_weights : o.sample_weight);
 
   const uint64_t seed = o.seed.value_or(m.copts.seed);
   const Impl::BatchLayout layout = m.batch_layout(data.batch, data.n_train);
   EpochSteps epoch_steps(layout.steps, o.steps_per_epoch);
   const int ranks = m.ranks();
   Impl::Plan& plan = m.plan_for(layout.local_batch);
+  m.with_weights(plan, data.train);
   std::vector<int32_t> order(static_cast<std::size_t>(data.n_train));
   std::vector<int32_t> local_order;
   if (ranks > 1) {
@@ -1325,7 +1417,8 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   m.check_xy(x, y, "evaluate");
   if (x.dim(0) == 0) throw Error("evaluate", "x holds no samples");
   // With ranks, each evaluates its share of the rows and the sums are added.
-  const std::optional<Impl::DeviceData> d = m.split_data(x, y, 0, x.dim(0));
+  if (o.sample_weight) Impl::check_weights(*o.sample_weight, x.dim(0), "evaluate", "sample_weight");
+  const std::optional<Impl::DeviceData> d = m.split_data(x, y, 0, x.dim(0), o.sample_weight);
   const int64_t batch = std::min<int64_t>(o.batch_size, x.dim(0));
   BatchHooks hooks(*this, o.callbacks, BatchPhase::test);
   EvaluateResult r = m.run_evaluation(d ? &*d : nullptr, batch, m.copts.graphs, hooks);
@@ -1418,8 +1511,8 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   // A training pass (dropout at rate 0 keeps every unit), then its backward pass.
   m.forward(plan, n, true, false, 0, m.eval_counters());
   m.backend->loss_forward_backward(m.loss, m.loss_activation(), m.final_output(plan, true),
-                                   plan.targets.as<float>(), nullptr, plan.grads[0].as<float>(), n,
-                                   m.output_width(), nullptr, n);
+                                   plan.targets.as<float>(), nullptr, nullptr,
+                                   plan.grads[0].as<float>(), n, m.output_width(), nullptr, n);
   m.backward(&plan, n);
   m.backend->synchronize();
   std::vector<NamedTensor> out;
