@@ -7,6 +7,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <tuple>
@@ -230,6 +232,7 @@ void bind_optimizer_constructors(nb::module_& m) {
     return std::string(optimizer_name(o.kind));
   });
   m.def("optimizer_from_name", &optimizer_from_name, nb::arg("name"));
+  m.def("with_tensor_clipnorm", &with_tensor_clipnorm, nb::arg("optimizer"), nb::arg("clipnorm"));
   m.def(
       "Adam",
       [](double lr, double b1, double b2, double eps, double wd, double clipnorm, double clipvalue,
@@ -286,7 +289,70 @@ void bind_optimizer_constructors(nb::module_& m) {
       nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
 }
 
-// Sequential's compile, fit, evaluate and predict.
+// Sequential's fit (Keras's arguments as crossover.keras passes them).
+void bind_sequential_fit(nb::class_<Sequential>& sequential) {
+  sequential.def(
+      "fit",
+      [](Sequential& s, FloatArray x, FloatArray y, int epochs, int64_t batch_size, bool shuffle,
+         double validation_split, std::optional<FloatArray> val_x, std::optional<FloatArray> val_y,
+         int verbose, int initial_epoch, nb::object callbacks, bool redraw,
+         std::optional<int64_t> steps_per_epoch, std::optional<int64_t> validation_steps,
+         int validation_freq, std::string metric_name, std::optional<FloatArray> sample_weight,
+         std::map<int64_t, double> class_weight, std::optional<FloatArray> val_weight) {
+        FitOptions o;
+        o.epochs = epochs;
+        o.batch_size = batch_size;
+        o.shuffle = shuffle;
+        o.validation_split = validation_split;
+        o.verbose = verbose;
+        o.initial_epoch = initial_epoch;
+        o.steps_per_epoch = steps_per_epoch;
+        o.validation_steps = validation_steps;
+        o.validation_freq = validation_freq;
+        o.metric_name = std::move(metric_name);
+        // Text goes to Python's sys.stdout; callbacks (a keras CallbackList) are called
+        // between epochs, both taking the GIL.
+        o.output = python_stdout();
+        o.redraw = redraw;
+        // A second Ctrl-C goes to Python's handler: KeyboardInterrupt, not the end of Python.
+        o.second_interrupt_ends_process = false;
+        if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
+        Tensor vx, vy;
+        if (val_x && val_y) {
+          vx = view_of(*val_x);
+          vy = view_of(*val_y);
+          o.validation_x = &vx;
+          o.validation_y = &vy;
+        }
+        Tensor w, vw;
+        if (sample_weight) {
+          w = view_of(*sample_weight);
+          o.sample_weight = &w;
+        }
+        if (val_weight) {
+          vw = view_of(*val_weight);
+          o.validation_sample_weight = &vw;
+        }
+        o.class_weight = std::move(class_weight);
+        History h;
+        {
+          // The loop is C++ only: other Python threads run meanwhile.
+          nb::gil_scoped_release release;
+          h = s.fit(values_of(x), shape_of(x), values_of(y), shape_of(y), std::move(o));
+        }
+        return history_to_python(h);
+      },
+      nb::arg("x"), nb::arg("y"), nb::arg("epochs"), nb::arg("batch_size"), nb::arg("shuffle"),
+      nb::arg("validation_split"), nb::arg("validation_x").none(), nb::arg("validation_y").none(),
+      nb::arg("verbose"), nb::arg("initial_epoch"), nb::arg("callbacks").none(), nb::arg("redraw"),
+      nb::arg("steps_per_epoch").none() = nb::none(),
+      nb::arg("validation_steps").none() = nb::none(), nb::arg("validation_freq") = 1,
+      nb::arg("metric_name") = "accuracy", nb::arg("sample_weight").none() = nb::none(),
+      nb::arg("class_weight") = std::map<int64_t, double>{},
+      nb::arg("validation_sample_weight").none() = nb::none());
+}
+
+// Sequential's compile, evaluate and predict (fit: bind_sequential_fit).
 void bind_sequential_training(nb::class_<Sequential>& sequential) {
   sequential
       .def(
@@ -361,66 +427,26 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
           },
           nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("seed"), nb::arg("say"))
       .def(
-          "fit",
-          [](Sequential& s, FloatArray x, FloatArray y, int epochs, int64_t batch_size,
-             bool shuffle, double validation_split, std::optional<FloatArray> val_x,
-             std::optional<FloatArray> val_y, int verbose, int initial_epoch, nb::object callbacks,
-             bool redraw, std::optional<int64_t> steps_per_epoch,
-             std::optional<int64_t> validation_steps, int validation_freq,
-             std::string metric_name) {
-            FitOptions o;
-            o.epochs = epochs;
-            o.batch_size = batch_size;
-            o.shuffle = shuffle;
-            o.validation_split = validation_split;
-            o.verbose = verbose;
-            o.initial_epoch = initial_epoch;
-            o.steps_per_epoch = steps_per_epoch;
-            o.validation_steps = validation_steps;
-            o.validation_freq = validation_freq;
-            o.metric_name = std::move(metric_name);
-            // Text goes to Python's sys.stdout; callbacks (a keras CallbackList) are called
-            // between epochs, both taking the GIL.
-            o.output = python_stdout();
-            o.redraw = redraw;
-            // A second Ctrl-C goes to Python's handler: KeyboardInterrupt, not the end of Python.
-            o.second_interrupt_ends_process = false;
-            if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
-            Tensor vx, vy;
-            if (val_x && val_y) {
-              vx = view_of(*val_x);
-              vy = view_of(*val_y);
-              o.validation_x = &vx;
-              o.validation_y = &vy;
-            }
-            History h;
-            {
-              // The loop is C++ only: other Python threads run meanwhile.
-              nb::gil_scoped_release release;
-              h = s.fit(values_of(x), shape_of(x), values_of(y), shape_of(y), std::move(o));
-            }
-            return history_to_python(h);
-          },
-          nb::arg("x"), nb::arg("y"), nb::arg("epochs"), nb::arg("batch_size"), nb::arg("shuffle"),
-          nb::arg("validation_split"), nb::arg("validation_x").none(),
-          nb::arg("validation_y").none(), nb::arg("verbose"), nb::arg("initial_epoch"),
-          nb::arg("callbacks").none(), nb::arg("redraw"),
-          nb::arg("steps_per_epoch").none() = nb::none(),
-          nb::arg("validation_steps").none() = nb::none(), nb::arg("validation_freq") = 1,
-          nb::arg("metric_name") = "accuracy")
-      .def(
           "evaluate",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, int verbose,
-             nb::object callbacks, std::string metric_name) {
+             nb::object callbacks, std::string metric_name,
+             std::optional<FloatArray> sample_weight) {
             const Tensor tx = view_of(x), ty = view_of(y);
-            EvaluateOptions o{batch_size, verbose, python_stdout(), {}, std::move(metric_name)};
+            EvaluateOptions o{batch_size, verbose, python_stdout(), {}, std::move(metric_name),
+                              nullptr};
+            Tensor w;
+            if (sample_weight) {
+              w = view_of(*sample_weight);
+              o.sample_weight = &w;
+            }
             if (!callbacks.is_none()) o.callbacks.push_back(python_callbacks(callbacks));
             nb::gil_scoped_release release;
             const EvaluateResult r = s.evaluate(tx, ty, std::move(o));
             return std::make_tuple(r.loss, r.accuracy, r.metrics);
           },
           nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("verbose"),
-          nb::arg("callbacks").none() = nb::none(), nb::arg("metric_name") = "accuracy")
+          nb::arg("callbacks").none() = nb::none(), nb::arg("metric_name") = "accuracy",
+          nb::arg("sample_weight").none() = nb::none())
       .def(
           "predict",
           [](Sequential& s, FloatArray x, int64_t batch_size, nb::object callbacks) {
@@ -531,6 +557,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("functional", &Sequential::functional)
       .def_prop_ro("layer_inputs", &Sequential::layer_inputs);
   bind_sequential_training(sequential);
+  bind_sequential_fit(sequential);
   bind_sequential_state(sequential);
   bind_dtype_policies(m);
   bind_api(m);

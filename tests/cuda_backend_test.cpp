@@ -466,10 +466,10 @@ TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
         float* pg = outputs ? gm.poisoned(total) : nullptr;
         float* dc = outputs ? cm.poisoned(total) : nullptr;
         float* dg = outputs ? gm.poisoned(total) : nullptr;
-        cpu_->loss_forward_backward(k.loss, k.act, cm.values(out), cm.values(targets), pc, dc, m, c,
-                                    cc, m);
-        gpu_->loss_forward_backward(k.loss, k.act, gm.values(out), gm.values(targets), pg, dg, m, c,
-                                    gc, m);
+        cpu_->loss_forward_backward(k.loss, k.act, cm.values(out), cm.values(targets), nullptr, pc,
+                                    dc, m, c, cc, m);
+        gpu_->loss_forward_backward(k.loss, k.act, gm.values(out), gm.values(targets), nullptr, pg,
+                                    dg, m, c, gc, m);
         if (outputs) {
           expect_close(gm.get(pg, total), cm.get(pc, total), 1e-5, 1e-7, "probs");
           expect_close(gm.get(dg, total), cm.get(dc, total), 1e-4, 1e-7, "d_out");
@@ -529,6 +529,9 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     c.clipnorm = 1e3f;  // larger than the norm: factor 1
     cases.push_back({"rmsprop + momentum", c});
   }
+  cases.push_back({"adam + per-tensor clipnorm", with_tensor_clipnorm(Adam({}), 0.05)});
+  cases.push_back({"sgd momentum + per-tensor clipnorm",
+                   with_tensor_clipnorm(SGD({.learning_rate = 0.1, .momentum = 0.9}), 0.05)});
   cases.push_back({"adagrad", Adagrad({.learning_rate = 0.01})});
   cases.push_back({"adadelta + clipvalue", Adadelta({.learning_rate = 1.0, .clipvalue = 0.5})});
   // start.step = 4 and nadam_step 0: the kernel recomputes u_product once, then carries it.
@@ -633,7 +636,7 @@ struct TinyModel {
     b_.dropout_forward(h, hd, mask, m_, kHidden, kRate, 77, 1, counters, 0);
     b_.dense_forward(hd, w2, b2, z, m_, kHidden, kOut, ActivationKind::linear);
     b_.loss_forward_backward(LossKind::sparse_categorical_crossentropy, ActivationKind::softmax, z,
-                             y, probs, dz, m_, kOut, counters, m_);
+                             y, nullptr, probs, dz, m_, kOut, counters, m_);
     b_.dense_backward_weights(hd, dz, dw2, db2, m_, kHidden, kOut);
     b_.dense_backward_input(dz, w2, dhd, m_, kHidden, kOut);
     b_.relu_dropout_backward(hd, mask, dhd, dh, m_, kHidden, kRate);

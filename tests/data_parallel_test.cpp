@@ -138,7 +138,9 @@ Sequential small_model() {
 
 // On "cpu" the ranks are joined by the ThreadCollective; on "cuda", rank r trains on cuda:r and
 // the gradients go between the GPUs over NCCL (bootstrapped over the ThreadCollective).
-RankRun train_on(int ranks, int64_t batch, int epochs = 2, const std::string& device = "cpu") {
+// weighted: with Keras's sample_weight in fit (its validation rows too) and evaluate.
+RankRun train_on(int ranks, int64_t batch, int epochs = 2, const std::string& device = "cpu",
+                 bool weighted = false) {
   const int64_t rows = 150;
   const Tensor x = random_tensor({rows, 12}, 5);
   Tensor y({rows});
@@ -146,6 +148,9 @@ RankRun train_on(int ranks, int64_t batch, int epochs = 2, const std::string& de
   const Tensor xt = random_tensor({37, 12}, 6);
   Tensor yt({37});
   for (int64_t i = 0; i < 37; ++i) yt[i] = static_cast<float>(i % 4);
+  Tensor w({rows}), wt({37});
+  for (int64_t i = 0; i < rows; ++i) w[i] = 0.25f + static_cast<float>(i % 5) * 0.5f;
+  for (int64_t i = 0; i < 37; ++i) wt[i] = 2.0f - static_cast<float>(i % 3) * 0.75f;
   auto shared = std::make_shared<ThreadCollective::Shared>(ranks);
   std::vector<RankRun> runs(static_cast<std::size_t>(ranks));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
@@ -168,8 +173,10 @@ RankRun train_on(int ranks, int64_t batch, int epochs = 2, const std::string& de
                                .batch_size = batch,
                                .validation_split = 0.2,
                                .verbose = 0,
-                               .stop_on_interrupt = false});
-      run.test = model.evaluate(xt, yt, {.batch_size = 8, .verbose = 0});
+                               .stop_on_interrupt = false,
+                               .sample_weight = weighted ? &w : nullptr});
+      run.test = model.evaluate(
+          xt, yt, {.batch_size = 8, .verbose = 0, .sample_weight = weighted ? &wt : nullptr});
       run.weights = model.get_weights();
     } catch (...) {
       errors[static_cast<std::size_t>(r)] = std::current_exception();
@@ -245,6 +252,15 @@ TEST(DataParallel, ThreeRanksOfARaggedBatchTrainTheSameModel) {
 }
 
 // Batch 2 over 3 ranks: one rank has no row in any batch and adds a zero gradient.
+// Sample weights travel with each rank's rows: the weighted loss sums over the ranks as the
+// unweighted one does.
+TEST(DataParallel, ThreeRanksWithSampleWeightsTrainTheSameModel) {
+  NoLauncher clean;
+  const RankRun one = train_on(1, 32, 2, "cpu", true);
+  expect_same_training(one, train_on(3, 32, 2, "cpu", true), "3 ranks, batch 32, weighted");
+  EXPECT_GT(std::fabs(one.test.loss - train_on(1, 32).test.loss), 1e-4);  // the weights count
+}
+
 TEST(DataParallel, ARankWithoutRowsInABatchAddsNothing) {
   NoLauncher clean;
   const RankRun one = train_on(1, 2, 1);

@@ -69,6 +69,87 @@ TEST(Optimizers, ClipnormScalesTheGradientToTheGlobalNorm) {
                 {0.8000215292088603, -1.8000114304248334, 0.30000806392999857});
 }
 
+// Two steps on two tensors a = (1, -2, 0.5), b = (0.3, -0.4) with gradients ga = (0.1, -0.2, 0.3)
+// (norm 0.374) and gb = (0.01, 0.02) (norm 0.022), against a float64 reference of Keras's
+// clipnorm (each tensor's gradient g * c / max(|g|, c)).
+struct TwoTensors {
+  std::vector<float> a, b;
+};
+
+TwoTensors two_tensor_steps(OptimizerConfig config) {
+  auto be = make_cpu_backend(1);
+  TwoTensors w{{1.0f, -2.0f, 0.5f}, {0.3f, -0.4f}};
+  std::vector<float> ga{0.1f, -0.2f, 0.3f}, gb{0.01f, 0.02f};
+  std::vector<float> a1(3, 0.0f), a2(3, 0.0f), b1(2, 0.0f), b2(2, 0.0f);
+  const ParamSlot slots[2] = {{w.a.data(), ga.data(), a1.data(), a2.data(), 3, true},
+                              {w.b.data(), gb.data(), b1.data(), b2.data(), 2, false}};
+  StepCounters c;
+  be->optimizer_step(config, slots, &c);
+  be->optimizer_step(config, slots, &c);
+  return w;
+}
+
+// Keras's SGD with momentum and weight decay in float64 after clipping each gradient to norm c.
+std::vector<double> sgd_reference(std::vector<double> w, std::vector<double> g, double c,
+                                  bool decay) {
+  double sq = 0;
+  for (double v : g) sq += v * v;
+  const double norm = std::sqrt(sq);
+  for (double& v : g) v = v * c / std::max(norm, c);
+  std::vector<double> vel(w.size(), 0.0);
+  for (int step = 0; step < 2; ++step)
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      if (decay) w[i] -= w[i] * 0.1 * 0.1;
+      vel[i] = 0.9 * vel[i] - 0.1 * g[i];
+      w[i] += vel[i];
+    }
+  return w;
+}
+
+TEST(Optimizers, TensorClipnormClipsEachTensorToItsOwnNorm) {
+  const OptimizerConfig sgd =
+      with_tensor_clipnorm(SGD({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.1}), 0.1);
+  const TwoTensors got = two_tensor_steps(sgd);
+  // a's gradient is clipped to norm 0.1; b's (norm 0.022) is not; b is a bias: no decay.
+  expect_values(got.a, sgd_reference({1.0, -2.0, 0.5}, {0.1, -0.2, 0.3}, 0.1, true));
+  expect_values(got.b, sgd_reference({0.3, -0.4}, {0.01, 0.02}, 0.1, false));
+  // The global norm (0.375) would scale b's gradient too.
+  const TwoTensors global = two_tensor_steps(
+      SGD({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.1, .clipnorm = 0.1}));
+  EXPECT_GT(std::fabs(global.b[0] - got.b[0]), 1e-4);
+}
+
+TEST(Optimizers, TensorClipnormWithAdamMatchesAFloat64Reference) {
+  // A large epsilon, so that Adam's step depends on the gradient's scale (m / (sqrt(v) + eps)).
+  const TwoTensors got =
+      two_tensor_steps(with_tensor_clipnorm(Adam({.learning_rate = 0.1, .epsilon = 0.1}), 0.1));
+  auto adam = [](std::vector<double> w, std::vector<double> g, double c) {
+    double sq = 0;
+    for (double v : g) sq += v * v;
+    for (double& v : g) v = v * c / std::max(std::sqrt(sq), c);
+    std::vector<double> m(w.size(), 0.0), v(w.size(), 0.0);
+    for (int t = 1; t <= 2; ++t) {
+      const double alpha =
+          0.1 * std::sqrt(1 - std::pow(double(0.999f), t)) / (1 - std::pow(double(0.9f), t));
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        m[i] += (g[i] - m[i]) * 0.1;
+        v[i] += (g[i] * g[i] - v[i]) * 0.001;
+        w[i] -= m[i] * alpha / (std::sqrt(v[i]) + double(0.1f));
+      }
+    }
+    return w;
+  };
+  expect_values(got.a, adam({1.0, -2.0, 0.5}, {0.1, -0.2, 0.3}, 0.1));
+  expect_values(got.b, adam({0.3, -0.4}, {0.01, 0.02}, 0.1));
+}
+
+TEST(Optimizers, TensorClipnormIsOneOfTheThreeClippings) {
+  EXPECT_THROW(with_tensor_clipnorm(SGD({.clipnorm = 1.0}), 0.5), Error);
+  EXPECT_THROW(with_tensor_clipnorm(SGD({.clipvalue = 1.0}), 0.5), Error);
+  EXPECT_THROW(with_tensor_clipnorm(SGD(), -1.0), Error);
+  EXPECT_EQ(with_tensor_clipnorm(SGD(), 0.5).tensor_clipnorm, 0.5f);
+}
+
 TEST(Optimizers, ClipvalueClampsEachElement) {
   // g = (0.1, -0.15, 0.15) after clipping; SGD: w -= 2 * 0.1 * g.
   expect_values(two_steps(SGD({.learning_rate = 0.1, .clipvalue = 0.15})), {0.98, -1.97, 0.47});

@@ -723,10 +723,12 @@ class CallLog final : public perf::ForwardingBackend {
     inner().relu_dropout_backward(y, mask, dy, dz, m, n, rate);
   }
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
-                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters, int64_t mean_rows) override {
+                             const float* targets, const float* weights, float* probs, float* d_out,
+                             int64_t m, int64_t c, StepCounters* counters,
+                             int64_t mean_rows) override {
     log("loss_forward_backward", m, 0, c);
-    inner().loss_forward_backward(loss, act, out, targets, probs, d_out, m, c, counters, mean_rows);
+    inner().loss_forward_backward(loss, act, out, targets, weights, probs, d_out, m, c, counters,
+                                  mean_rows);
   }
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {

@@ -220,17 +220,27 @@ class Dataset:
                 f"{who}: the dataset is not batched: call .batch(batch_size) on it first (a "
                 "Keras model takes batches)"
             )
-        if len(self._arrays) > 2:
+        if len(self._arrays) > 3:
             raise ValueError(
-                f"{who}: dataset elements (x, y, sample_weight) are not supported (yet): give "
-                "(x, y)"
+                f"{who}: dataset elements of {len(self._arrays)} arrays: a Keras model takes "
+                "x, (x, y) or (x, y, sample_weight)"
             )
-        n = self._size()
-        if self._drop_remainder and n % self._batch_size:
-            n -= n % self._batch_size
+        n = self._rows_for_fit()
         x = self._arrays[0][:n]
         y = self._arrays[1][:n] if len(self._arrays) > 1 else None
         return x, y, self._batch_size, self._shuffled
+
+    def _rows_for_fit(self) -> int:
+        n = self._size()
+        if self._batch_size and self._drop_remainder and n % self._batch_size:
+            n -= n % self._batch_size
+        return n
+
+    def _sample_weight_for_fit(self) -> Optional[np.ndarray]:
+        """The third array of (x, y, sample_weight) elements (Keras's sample weights), or None."""
+        if len(self._arrays) < 3:
+            return None
+        return self._arrays[2][: self._rows_for_fit()]
 
 
 def __getattr__(name: str) -> Any:

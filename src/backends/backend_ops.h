@@ -178,8 +178,11 @@ CROSSOVER_BACKEND_OP(relu_dropout_backward, (const float* y_after_dropout, const
 // count of correct predictions to counters (if `counters` is not null). targets: class indices
 // as floats (sparse) or (m, c) values. mean_rows is m in one process (the batch mean); in one
 // rank of several, the global batch's rows, so that the ranks' gradients sum to the global
-// batch mean.
-CROSSOVER_BACKEND_OP(loss_forward_backward, (LossKind loss, ActivationKind act, const float* out, const float* targets, float* probs, float* d_out, int64_t m, int64_t c, StepCounters* counters, int64_t mean_rows), (loss, act, out, targets, probs, d_out, m, c, counters, mean_rows), pure, elementwise)
+// batch mean. weights: null, or one weight per row (Keras's sample_weight, gathered with the
+// batch): each row's loss and gradient are multiplied by it and the sum is still divided by
+// mean_rows (Keras's "sum_over_batch_size"); the counters get the weighted loss sum, the
+// unweighted count of correct predictions (Keras's plain metrics ignore sample weights) and m.
+CROSSOVER_BACKEND_OP(loss_forward_backward, (LossKind loss, ActivationKind act, const float* out, const float* targets, const float* weights, float* probs, float* d_out, int64_t m, int64_t c, StepCounters* counters, int64_t mean_rows), (loss, act, out, targets, weights, probs, d_out, m, c, counters, mean_rows), pure, elementwise)
 
 // ---- metrics (MetricKind in backend.h) ----
 // Adds to *sum the sum over m rows of the metric's per-sample value (metric_row in kernel_math.h)

@@ -165,11 +165,20 @@ CROSSOVER_HD UpdateConstants update_constants(const OptimizerConfig& c, float lr
   return u;
 }
 
+// Keras's clipnorm (base_optimizer._clip_by_norm), one parameter tensor at a time: g * clipnorm /
+// max(norm, clipnorm), norm the tensor's L2 norm. The divisor max(norm, clipnorm), from the
+// tensor's sum of squares.
+CROSSOVER_HD float tensor_clip_divisor(float clipnorm, double sum_squares) {
+  const auto norm = static_cast<float>(std::sqrt(sum_squares));
+  return norm > clipnorm ? norm : clipnorm;
+}
+
 // One element of one parameter, one function per optimizer, branch-free so that a loop over
-// elements vectorises. g is the raw gradient; grad_scale is 1 or clipnorm's factor; decay is
-// lr * weight_decay for kernels and 0 for biases (decoupled, applied before the step as Keras 3
-// does).
+// elements vectorises. g is the raw gradient; grad_scale is 1 or clipnorm's factor, or with
+// tensor_clipnorm the tensor's tensor_clip_divisor; decay is lr * weight_decay for kernels and 0
+// for biases (decoupled, applied after clipping and before the step as Keras 3 does).
 CROSSOVER_HD float clipped_gradient(const OptimizerConfig& c, float g, float grad_scale) {
+  if (c.tensor_clipnorm > 0.0f) return g * c.tensor_clipnorm / grad_scale;
   g *= grad_scale;
   if (c.clipvalue <= 0.0f) return g;
   return g < -c.clipvalue ? -c.clipvalue : (g > c.clipvalue ? c.clipvalue : g);
@@ -501,6 +510,18 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
       for (int64_t j = 0; j < c; ++j) d[j] *= activation_derivative(act, z[j], p[j], 0.0f);
     }
   }
+  return out;
+}
+
+// loss_row with Keras's sample weight of row r (weights[r]): the row's loss times it, and its
+// gradient scaled by inv_m * weight, the factor Keras's gradient of sum(w * loss) / m reaches the
+// row's loss with. Whether it is right stays unweighted (Keras's plain metrics).
+CROSSOVER_HD LossRow weighted_loss_row(LossKind loss, ActivationKind act, const float* z,
+                                       const float* targets, const float* weights, int64_t r,
+                                       int64_t c, float* p, float* d, float inv_m) {
+  const float w = weights[r];
+  LossRow out = loss_row(loss, act, z, targets, r, c, p, d, inv_m * w);
+  out.loss *= static_cast<double>(w);
   return out;
 }
 

@@ -36,8 +36,11 @@ struct OptimizerConfig {
   double rho = 0.9;                        // RMSprop, Adadelta
   float initial_accumulator_value = 0.1f;  // Adagrad: slot1's value before the first step
   float weight_decay = 0.0f;               // decoupled (AdamW-style; Keras's weight_decay argument)
-  float clipnorm = 0.0f;                   // clip by global norm when > 0
-  float clipvalue = 0.0f;                  // clip each element to [-clipvalue, clipvalue] when > 0
+  float clipnorm = 0.0f;                   // clip by global norm when > 0 (Keras's global_clipnorm)
+  // Keras's clipnorm: each parameter tensor's gradient clipped to this L2 norm on its own when
+  // > 0 (tensor_clip_divisor in kernel_math.h). At most one of the clippings is set, as in Keras.
+  float tensor_clipnorm = 0.0f;
+  float clipvalue = 0.0f;  // clip each element to [-clipvalue, clipvalue] when > 0
 };
 
 enum class LossKind {

@@ -480,9 +480,6 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
     auto it = cfg.find(key);
     return it != cfg.end() && !flag_is_false(*it) && !(it->is_number() && it->get<double>() == 0);
   };
-  refuse_if(
-      "clipnorm", truthy("clipnorm"),
-      "per-variable clipnorm is not supported (crossover clips the global norm: global_clipnorm)");
   refuse_if("amsgrad", truthy("amsgrad"), "AMSGrad is not supported");
   refuse_if("use_ema", truthy("use_ema"), "EMA of the weights is not supported");
   refuse_if("centered", truthy("centered"), "centered RMSprop is not supported");
@@ -587,6 +584,7 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
                              "Adagrad, Adadelta, Nadam and Adamax");
     }
     if (decay_steps > 0) out = with_exponential_decay(out, decay_steps, decay_rate, staircase);
+    out = with_tensor_clipnorm(out, number_field(cfg, "clipnorm", 0, where, who));
   } catch (const Error& e) {
     const std::string m = e.what();
     if (m.rfind(where, 0) == 0) throw;
@@ -764,7 +762,7 @@ ojson optimizer_json(const OptimizerConfig& o) {
   ojson c{{"name", name},
           {"learning_rate", lr},
           {"weight_decay", opt_num(o.weight_decay)},
-          {"clipnorm", nullptr},
+          {"clipnorm", opt_num(o.tensor_clipnorm)},
           {"global_clipnorm", opt_num(o.clipnorm)},
           {"clipvalue", opt_num(o.clipvalue)},
           {"use_ema", false},

@@ -1,5 +1,6 @@
 #include "nn/optimizers.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -33,6 +34,16 @@ OptimizerConfig adam_like(const char* who, OptimizerKind kind, const AdamOptions
 }
 
 }  // namespace
+
+OptimizerConfig with_tensor_clipnorm(OptimizerConfig optimizer, double clipnorm) {
+  if (!(clipnorm >= 0.0) || !std::isfinite(clipnorm))
+    throw Error("clipnorm",
+                "must be a finite number of 0 or more, got " + std::to_string(clipnorm));
+  if (clipnorm > 0.0 && (optimizer.clipnorm > 0.0f || optimizer.clipvalue > 0.0f))
+    throw Error("clipnorm", "only one of clipnorm, clipvalue and global_clipnorm can be set");
+  optimizer.tensor_clipnorm = static_cast<float>(clipnorm);
+  return optimizer;
+}
 
 OptimizerConfig Adam(const AdamOptions& o) { return adam_like("Adam", OptimizerKind::adam, o); }
 

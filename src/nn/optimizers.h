@@ -69,6 +69,11 @@ OptimizerConfig Adamax(const AdamOptions& options = {});
 OptimizerConfig with_exponential_decay(OptimizerConfig optimizer, int64_t decay_steps,
                                        double decay_rate, bool staircase = false);
 
+// Keras's clipnorm (each parameter tensor's gradient clipped to this L2 norm on its own; the
+// options' clipnorm is Keras's global_clipnorm). Returns `optimizer` with it; throws Error for a
+// negative value, or with clipnorm or clipvalue already set (Keras takes one of the three).
+OptimizerConfig with_tensor_clipnorm(OptimizerConfig optimizer, double clipnorm);
+
 // "adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "nadam", "adamax" with default
 // options (Keras's string names); throws Error otherwise.
 OptimizerConfig optimizer_from_name(std::string_view name);

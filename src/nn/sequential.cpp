@@ -125,6 +125,9 @@ struct Sequential::Impl {
   struct Plan {
     int64_t batch = 0;
     DeviceBlock input, targets;
+    // The batch's sample weights (batch floats): allocated by the first fit or evaluate with
+    // sample weights (with_weights), empty otherwise.
+    DeviceBlock weights;
     // The gradients of the backward pass, each (batch, the widest layer): as many as it ever has
     // in use at once (gradient_buffers), two for a stack of layers. The loss writes into the first.
     std::vector<DeviceBlock> grads;
@@ -140,10 +143,12 @@ struct Sequential::Impl {
   // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
   // own memory when the backend reads host memory (the CPU; the caller keeps it alive and
   // unchanged during the call), else the copies in x and y on the device.
+  // w_rows: one sample weight per row (Keras's sample_weight), or null.
   struct DeviceData {
-    DeviceBlock x, y, indices;
+    DeviceBlock x, y, w, indices;
     const float* x_rows = nullptr;
     const float* y_rows = nullptr;
+    const float* w_rows = nullptr;
     int64_t n = 0, x_cols = 0, y_cols = 0;
   };
 
@@ -507,7 +512,9 @@ struct Sequential::Impl {
 
   // Whether a training step updates each Dense layer with its weight gradient, in one backend call
   // (the backend gains from it, and nothing needs the global gradient norm first).
-  bool fused_update() const { return backend->fuses_weight_update() && opt.clipnorm == 0.0f; }
+  bool fused_update() const {
+    return backend->fuses_weight_update() && opt.clipnorm == 0.0f && opt.tensor_clipnorm == 0.0f;
+  }
 
   // Backward from d_out (the gradient with respect to the deferred final pre-activation output,
   // already in plan.grads[0]) down to the first layers with parameters, in reverse layer order.
@@ -645,6 +652,23 @@ struct Sequential::Impl {
     backend->set_scope("batch y");
     backend->gather_rows(d.y_rows, d.y_cols, d.indices.as<int32_t>(), plan.batch, ctr, m,
                          plan.targets.as<float>());
+    if (d.w_rows) {
+      backend->set_scope("batch weights");
+      backend->gather_rows(d.w_rows, 1, d.indices.as<int32_t>(), plan.batch, ctr, m,
+                           plan.weights.as<float>());
+    }
+  }
+
+  // The batch's sample weights for the loss: null without them (the unweighted loss).
+  static const float* batch_weights(const Plan& plan, const DeviceData& d) {
+    return d.w_rows ? plan.weights.as<float>() : nullptr;
+  }
+
+  // plan's weights block, before a step that gathers sample weights is captured.
+  void with_weights(Plan& plan, const DeviceData& d) {
+    if (d.w_rows && plan.weights.bytes() == 0)
+      plan.weights = DeviceBlock(
+          *backend, static_cast<std::size_t>(std::max<int64_t>(plan.batch, 16)) * sizeof(float));
   }
 
   int ranks() const { return copts.collective ? copts.collective->size() : 1; }
@@ -673,9 +697,9 @@ struct Sequential::Impl {
       // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
       // gradients add up to the global batch's mean gradient.
       backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
-                                     plan.targets.as<float>(), plan.predictions.as<float>(),
-                                     plan.grads[0].as<float>(), s.rows, output_width(), ctr,
-                                     s.global_rows);
+                                     plan.targets.as<float>(), batch_weights(plan, d),
+                                     plan.predictions.as<float>(), plan.grads[0].as<float>(),
+                                     s.rows, output_width(), ctr, s.global_rows);
       metric_sums(plan, s.rows, true, ctr);
       backward(&plan, s.rows, fused ? ctr : nullptr);
     } else {
@@ -705,9 +729,9 @@ struct Sequential::Impl {
     gather_batch(plan, d, m, ctr);
     forward(plan, m, false, false, 0, ctr);
     backend->set_scope("loss");
-    backend->loss_forward_backward(loss, loss_activation(), final_output(plan, false),
-                                   plan.targets.as<float>(), plan.predictions.as<float>(), nullptr,
-                                   m, output_width(), ctr, m);
+    backend->loss_forward_backward(
+        loss, loss_activation(), final_output(plan, false), plan.targets.as<float>(),
+        batch_weights(plan, d), plan.predictions.as<float>(), nullptr, m, output_width(), ctr, m);
     metric_sums(plan, m, false, ctr);
     backend->set_scope("");
     backend->advance_batch(ctr);
@@ -772,7 +796,9 @@ struct Sequential::Impl {
     return sample == out;
   }
 
-  DeviceData upload_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end) {
+  // Rows [begin, end) of (x, y) and of the sample weights w (null: none).
+  DeviceData upload_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end,
+                         const Tensor* w = nullptr) {
     DeviceData d;
     d.n = end - begin;
     d.x_cols = info.front().in_width;
@@ -799,11 +825,52 @@ struct Sequential::Impl {
       d.x_rows = d.x.as<float>();
       d.y_rows = d.y.as<float>();
     }
+    if (w) upload_weights(d, *w, begin, in_place);
     d.indices = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n, 16)) * 4);
     std::vector<int32_t> iota(static_cast<std::size_t>(d.n));
     std::iota(iota.begin(), iota.end(), 0);
     backend->upload(d.indices.as<void>(), iota.data(), iota.size() * sizeof(int32_t));
     return d;
+  }
+
+  void upload_weights(DeviceData& d, const Tensor& w, int64_t begin, bool in_place) {
+    if (in_place) {
+      d.w_rows = w.data() + begin;
+      return;
+    }
+    d.w = DeviceBlock(*backend, static_cast<std::size_t>(std::max<int64_t>(d.n, 16)) * 4);
+    backend->upload(d.w.as<void>(), w.data() + begin, static_cast<std::size_t>(d.n) * 4);
+    d.w_rows = d.w.as<float>();
+  }
+
+  // Keras's sample weights: one per sample of x, shape (n,) or (n, 1), finite (Keras takes any
+  // number; infinity or NaN would only turn the loss into NaN).
+  static void check_weights(const Tensor& w, int64_t n, const char* who, const char* what) {
+    if (!((w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)) && w.dim(0) == n))
+      throw Error(who, fmt::format("{} must hold one weight per sample, shape ({},), got {}", what,
+                                   n, shape_to_string(w.shape())));
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(w[i]))
+        throw Error(who, fmt::format("{} {} at index {} is not a finite number", what, w[i], i));
+  }
+
+  // Keras's class_weight_to_sample_weights: each sample weighted by its class's weight (1 for a
+  // class the map does not name); the class is the label rounded to an integer, or the argmax of
+  // a target row of several columns.
+  Tensor class_weight_samples(const Tensor& y, const std::map<int64_t, double>& class_weight,
+                              int64_t n) const {
+    Tensor w({n});
+    const int64_t cols = y.rank() == 2 ? y.dim(1) : 1;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = y.data() + i * cols;
+      // np.argmax's first largest; np.round's ties to even (nearbyint's default mode).
+      const int64_t cls = cols > 1
+                              ? std::max_element(row, row + cols) - row
+                              : static_cast<int64_t>(std::nearbyint(static_cast<double>(row[0])));
+      const auto it = class_weight.find(cls);
+      w[i] = it == class_weight.end() ? 1.0f : static_cast<float>(it->second);
+    }
+    return w;
   }
 
   void require_compiled(const char* who) const {
@@ -865,6 +932,7 @@ struct Sequential::Impl {
     if (d && d->n > 0) {
       batch = std::min(batch, d->n);
       Plan& plan = plan_for(batch);
+      with_weights(plan, *d);
       StepCounters start;
       write_counters(eval_counters(), start);
       const int64_t full = d->n / batch, rest = d->n % batch;
@@ -904,11 +972,11 @@ struct Sequential::Impl {
 
   // Rows [begin, end) of (x, y) for evaluation: all of them in one process; with ranks, this
   // rank's share (rank_rows), or nothing when it has none.
-  std::optional<DeviceData> split_data(const Tensor& x, const Tensor& y, int64_t begin,
-                                       int64_t end) {
+  std::optional<DeviceData> split_data(const Tensor& x, const Tensor& y, int64_t begin, int64_t end,
+                                       const Tensor* w = nullptr) {
     const RowRange share = rank_rows(end - begin, rank(), ranks());
     if (share.count() == 0) return std::nullopt;
-    return upload_data(x, y, begin + share.begin, begin + share.end);
+    return upload_data(x, y, begin + share.begin, begin + share.end, w);
   }
 
   // With ranks, every rank starts from rank 0's parameters, optimizer state and step: identical
@@ -926,6 +994,198 @@ struct Sequential::Impl {
     StepCounters c = read_counters(train_counters());
     copts.collective->broadcast(&c.step, sizeof c.step, 0);
     write_counters(train_counters(), c);
+  }
+
+  // ---- fit, in steps ----
+  static void check_fit_options(const FitOptions& o) {
+    if (o.epochs < 0) throw Error("fit", "epochs must not be negative");
+    if (o.batch_size < 1) throw Error("fit", "batch_size must be at least 1");
+    if (!(o.validation_split >= 0.0 && o.validation_split < 1.0))
+      throw Error("fit", "validation_split must be in [0, 1)");
+    if ((o.validation_x == nullptr) != (o.validation_y == nullptr))
+      throw Error("fit", "validation_data needs both x and y");
+    if (o.validation_freq < 1) throw Error("fit", "validation_freq must be at least 1");
+  }
+
+  // fit's sample weights checked; class_weight's, one per sample of y (empty without it).
+  Tensor fit_weights(const Tensor& x, const Tensor& y, const FitOptions& o) const {
+    if (o.sample_weight && !o.class_weight.empty())
+      throw Error("fit", "you cannot give class_weight and sample_weight at the same time");
+    if (o.sample_weight) check_weights(*o.sample_weight, x.dim(0), "fit", "sample_weight");
+    if (o.validation_sample_weight && !o.validation_x)
+      throw Error("fit", "validation_data's sample_weight needs validation_data's x and y");
+    for (const auto& [cls, weight] : o.class_weight)
+      if (!std::isfinite(weight))
+        throw Error("fit",
+                    fmt::format("class_weight {} of class {} is not a finite number", weight, cls));
+    if (o.class_weight.empty()) return Tensor();
+    return class_weight_samples(y, o.class_weight, x.dim(0));
+  }
+
+  // One fit's rows on the device: the training rows, and the validation rows (with ranks, each
+  // rank evaluates its share of them: run_evaluation adds them up).
+  struct FitData {
+    DeviceData train;
+    std::optional<DeviceData> val;
+    bool validate = false;
+    int64_t n_train = 0;
+    int64_t batch = 0;  // the global batch
+  };
+
+  // train_weights: the training rows' sample weights (o.sample_weight, or class_weight's), or
+  // null; the validation rows are weighted by o.validation_sample_weight (validation_data) or by
+  // their rows of o.sample_weight (validation_split), as Keras splits (x, y, sample_weight).
+  FitData fit_data(const Tensor& x, const Tensor& y, const FitOptions& o,
+                   const Tensor* train_weights) {
+    FitData f;
+    const int64_t n_all = x.dim(0);
+    f.n_train = n_all;
+    if (o.validation_split > 0.0)
+      f.n_train =
+          static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
+    if (f.n_train < 1)
+      throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
+    f.train = upload_data(x, y, 0, f.n_train, train_weights);
+    f.batch = std::min<int64_t>(o.batch_size, f.n_train);
+    // The validation rows: validation_data, or the last rows of (x, y) (validation_split); with
+    // validation_steps, the rows its first batches hold.
+    const Tensor& vx = o.validation_x ? *o.validation_x : x;
+    const Tensor& vy = o.validation_x ? *o.validation_y : y;
+    const int64_t begin = o.validation_x ? 0 : f.n_train;
+    const Tensor* vw = o.validation_x ? o.validation_sample_weight : o.sample_weight;
+    if (o.validation_x) {
+      build(sample_shape_of(vx));
+      check_xy(vx, vy, "fit (validation_data)");
+      if (vw) check_weights(*vw, vx.dim(0), "fit", "validation_data's sample_weight");
+    }
+    f.validate = o.validation_x || f.n_train < n_all;
+    if (!f.validate) return f;
+    if (o.validation_steps && *o.validation_steps < 1)
+      throw Error("fit", "validation_steps must be at least 1");
+    int64_t end = vx.dim(0);
+    if (o.validation_steps) end = std::min(end, begin + *o.validation_steps * f.batch);
+    f.val = split_data(vx, vy, begin, end, vw);
+    return f;
+  }
+
+  // How an epoch's steps split the training rows: `full` batches of `batch` rows and a last one
+  // of `rest`; with ranks, this rank's rows of each (its plan sized for the largest share,
+  // ceil(batch / ranks)).
+  struct BatchLayout {
+    int64_t batch = 0, full = 0, rest = 0, steps = 0, local_batch = 0;
+    RowRange full_rows, rest_rows;
+    Shard full_shard, rest_shard;
+  };
+
+  BatchLayout batch_layout(int64_t batch, int64_t n_train) const {
+    BatchLayout b;
+    b.batch = batch;
+    b.full = n_train / batch;
+    b.rest = n_train % batch;
+    b.steps = b.full + (b.rest ? 1 : 0);
+    b.full_rows = rank_rows(batch, rank(), ranks());
+    b.rest_rows = rank_rows(b.rest, rank(), ranks());
+    b.full_shard = {b.full_rows.count(), b.full_rows.begin, batch};
+    b.rest_shard = {b.rest_rows.count(), b.rest_rows.begin, b.rest};
+    b.local_batch = (batch + ranks() - 1) / ranks();
+    return b;
+  }
+
+  // The training steps of the full batches and of the last, partial one, captured once (again
+  // after a callback changed what a step does: graphs_dirty).
+  struct TrainGraphs {
+    std::unique_ptr<Backend::StepGraph> full, rest;
+  };
+
+  void capture_training(TrainGraphs& g, Plan& plan, const DeviceData& train, const BatchLayout& b,
+                        uint64_t seed) {
+    const Shard full_shard = b.full_shard, rest_shard = b.rest_shard;
+    g.full = b.full > 0 ? backend->capture([this, &plan, &train, full_shard,
+                                            seed] { train_step(plan, train, full_shard, seed); },
+                                           copts.graphs)
+                        : nullptr;
+    g.rest = b.rest > 0 ? backend->capture([this, &plan, &train, rest_shard,
+                                            seed] { train_step(plan, train, rest_shard, seed); },
+                                           copts.graphs)
+                        : nullptr;
+    graphs_dirty = false;
+  }
+
+  // The epoch's order of the training rows onto the device, and the training counters reset for
+  // an epoch that starts at batch `first`. With ranks, the order as this rank gathers it: batch
+  // s's rows at s * local_batch (`local_order`, sized for it).
+  void start_epoch(const BatchLayout& b, int64_t first, const std::vector<int32_t>& order,
+                   std::vector<int32_t>& local_order, DeviceData& train) {
+    StepCounters c = read_counters(train_counters());
+    c.batch_index = first;
+    c.loss_sum = c.correct_sum = c.sample_count = 0;
+    std::fill_n(c.metric_sums, kMaxMetrics, 0.0);
+    write_counters(train_counters(), c);
+    if (ranks() > 1) {
+      for (int64_t s = 0; s < b.steps; ++s) {
+        const RowRange rows = s < b.full ? b.full_rows : b.rest_rows;
+        for (int64_t i = 0; i < rows.count(); ++i)
+          local_order[static_cast<std::size_t>(s * b.local_batch + i)] =
+              order[static_cast<std::size_t>(s * b.batch + rows.begin + i)];
+      }
+      backend->upload(train.indices.as<void>(), local_order.data(),
+                      local_order.size() * sizeof(int32_t));
+    } else {
+      backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
+    }
+    backend->synchronize();
+  }
+
+  // The epoch's steps, with the batch hooks and the progress bar; how many ran (fewer when a
+  // hook stopped training or Ctrl-C was pressed: the epoch then ends after that step).
+  int64_t run_epoch_steps(const EpochSteps::Epoch& part, const BatchLayout& b, const TrainGraphs& g,
+                          BatchHooks& hooks, ProgressBar& bar, bool interactive,
+                          bool stop_on_interrupt) {
+    int64_t done = 0;
+    for (; done < part.steps; ++done) {
+      hooks.run(
+          done, [&] { (part.first + done < b.full ? g.full : g.rest)->replay(); },
+          [&] { return logs_of(train_counters()); });
+      if ((stop_on_interrupt && InterruptGuard::requested()) || stop_requested) return done + 1;
+      if (interactive) {
+        const auto now = Clock::now();
+        if (bar.due(now)) {
+          StepCounters snap;
+          backend->download_async(&snap, train_counters(), sizeof snap);
+          bar.update(done + 1, metric_values(snap, ""), now);
+        }
+      }
+    }
+    return done;
+  }
+
+  // The epoch's record and its logs' values (loss and metrics over every rank's rows), with the
+  // validation's when it is due after this epoch.
+  EpochRecord finish_epoch(int epoch, int64_t done, double seconds, const FitOptions& o,
+                           const FitData& f, BatchHooks& test_hooks,
+                           std::vector<std::pair<std::string, double>>& values) {
+    StepCounters end = read_counters(train_counters());
+    sum_over_ranks(end);
+    EpochRecord rec;
+    rec.epoch = epoch + 1;
+    rec.steps = done;
+    rec.seconds = seconds;
+    rec.loss = end.loss_sum / std::max(end.sample_count, 1.0);
+    rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
+    rec.metrics = extra_results(end);
+    rec.learning_rate = end.learning_rate;
+    values = metric_values(end, "");
+    if (f.validate && (epoch + 1) % o.validation_freq == 0) {
+      EvaluateResult v =
+          run_evaluation(f.val ? &*f.val : nullptr, f.batch, copts.graphs, test_hooks);
+      rec.val_loss = v.loss;
+      rec.val_accuracy = v.accuracy;
+      rec.val_seconds = v.seconds;
+      rec.val_metrics = v.metrics;
+      for (auto& value : named_values(v.loss, v.accuracy, v.metrics, "val_"))
+        values.push_back(std::move(value));
+    }
+    return rec;
   }
 };
 
@@ -1127,12 +1387,7 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   Impl& m = *impl_;
   m.require_compiled("fit");
   if (m.fitting) throw Error("fit", "called during fit (from a callback)");
-  if (o.epochs < 0) throw Error("fit", "epochs must not be negative");
-  if (o.batch_size < 1) throw Error("fit", "batch_size must be at least 1");
-  if (!(o.validation_split >= 0.0 && o.validation_split < 1.0))
-    throw Error("fit", "validation_split must be in [0, 1)");
-  if ((o.validation_x == nullptr) != (o.validation_y == nullptr))
-    throw Error("fit", "validation_data needs both x and y");
+  Impl::check_fit_options(o);
   if (x.rank() < 2)
     throw Error("fit",
                 "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
@@ -1140,58 +1395,23 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
   m.check_xy(x, y, "fit");
-
-  const int64_t n_all = x.dim(0);
-  int64_t n_train = n_all;
-  if (o.validation_split > 0.0)
-    n_train =
-        static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
-  if (n_train < 1) throw Error("fit", "no training samples (x has " + std::to_string(n_all) + ")");
-
-  Impl::DeviceData train = m.upload_data(x, y, 0, n_train);
-  // Validation: with ranks, each evaluates its share of the rows (run_evaluation adds them up).
-  std::optional<Impl::DeviceData> val;
-  bool validate = false;
-  if (o.validation_x) {
-    m.build(m.sample_shape_of(*o.validation_x));
-    m.check_xy(*o.validation_x, *o.validation_y, "fit (validation_data)");
-    val = m.split_data(*o.validation_x, *o.validation_y, 0, o.validation_x->dim(0));
-    validate = true;
-  } else if (n_train < n_all) {
-    val = m.split_data(x, y, n_train, n_all);
-    validate = true;
-  }
-  if (o.validation_freq < 1) throw Error("fit", "validation_freq must be at least 1");
+  const Tensor class_weights = m.fit_weights(x, y, o);
+  Impl::FitData data =
+      m.fit_data(x, y, o, class_weights.size() > 0 ? &class_weights : o.sample_weight);
 
   const uint64_t seed = o.seed.value_or(m.copts.seed);
-  const int64_t batch = std::min<int64_t>(o.batch_size, n_train);  // the global batch
-  const int64_t full = n_train / batch, rest = n_train % batch;
-  const int64_t steps = full + (rest ? 1 : 0);
-  EpochSteps epoch_steps(steps, o.steps_per_epoch);
-  if (o.validation_steps && validate) {  // its first batches: the rows they hold
-    if (*o.validation_steps < 1) throw Error("fit", "validation_steps must be at least 1");
-    const Tensor& vx = o.validation_x ? *o.validation_x : x;
-    const Tensor& vy = o.validation_x ? *o.validation_y : y;
-    const int64_t begin = o.validation_x ? 0 : n_train;
-    val = m.split_data(vx, vy, begin, std::min(vx.dim(0), begin + *o.validation_steps * batch));
-  }
-  // With ranks, this rank's rows of each full batch and of the last, partial one; its plan is
-  // sized for the largest share, ceil(batch / ranks).
+  const Impl::BatchLayout layout = m.batch_layout(data.batch, data.n_train);
+  EpochSteps epoch_steps(layout.steps, o.steps_per_epoch);
   const int ranks = m.ranks();
-  const RowRange full_rows = rank_rows(batch, m.rank(), ranks);
-  const RowRange rest_rows = rank_rows(rest, m.rank(), ranks);
-  const Impl::Shard full_shard{full_rows.count(), full_rows.begin, batch};
-  const Impl::Shard rest_shard{rest_rows.count(), rest_rows.begin, rest};
-  const int64_t local_batch = (batch + ranks - 1) / ranks;
-  Impl::Plan& plan = m.plan_for(local_batch);
-  std::vector<int32_t> order(static_cast<std::size_t>(n_train));
-  // With ranks, the epoch's order as this rank gathers it: batch s's rows at s * local_batch.
+  Impl::Plan& plan = m.plan_for(layout.local_batch);
+  m.with_weights(plan, data.train);
+  std::vector<int32_t> order(static_cast<std::size_t>(data.n_train));
   std::vector<int32_t> local_order;
   if (ranks > 1) {
-    local_order.assign(static_cast<std::size_t>(steps * local_batch), 0);
-    train.indices = DeviceBlock(
+    local_order.assign(static_cast<std::size_t>(layout.steps * layout.local_batch), 0);
+    data.train.indices = DeviceBlock(
         *m.backend,
-        static_cast<std::size_t>(std::max<int64_t>(steps * local_batch, 16)) * sizeof(int32_t));
+        static_cast<std::size_t>(std::max<int64_t>(local_order.size(), 16)) * sizeof(int32_t));
   }
   m.share_parameters();
 
@@ -1214,93 +1434,26 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   for (auto& cb : o.callbacks) cb->on_train_begin(*this);
   BatchHooks train_hooks(*this, o.callbacks, BatchPhase::train);
   BatchHooks test_hooks(*this, o.callbacks, BatchPhase::test);
-
-  std::unique_ptr<Backend::StepGraph> full_graph, rest_graph;
-  auto capture = [&] {
-    full_graph = full > 0
-                     ? m.backend->capture([&m, &plan, &train, full_shard,
-                                           seed] { m.train_step(plan, train, full_shard, seed); },
-                                          m.copts.graphs)
-                     : nullptr;
-    rest_graph = rest > 0
-                     ? m.backend->capture([&m, &plan, &train, rest_shard,
-                                           seed] { m.train_step(plan, train, rest_shard, seed); },
-                                          m.copts.graphs)
-                     : nullptr;
-    m.graphs_dirty = false;
-  };
-  capture();
+  Impl::TrainGraphs graphs;
+  m.capture_training(graphs, plan, data.train, layout, seed);
 
   for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
     for (auto& cb : o.callbacks) cb->on_epoch_begin(*this, epoch);
-    if (m.graphs_dirty) capture();
+    if (m.graphs_dirty) m.capture_training(graphs, plan, data.train, layout, seed);
     const EpochSteps::Epoch part = epoch_steps.next();
     if (part.new_pass && o.shuffle) shuffled_indices(seed, static_cast<uint64_t>(epoch), order);
     if (part.new_pass && !o.shuffle) std::iota(order.begin(), order.end(), 0);
-    StepCounters c = m.read_counters(m.train_counters());
-    c.batch_index = part.first;
-    c.loss_sum = c.correct_sum = c.sample_count = 0;
-    std::fill_n(c.metric_sums, kMaxMetrics, 0.0);
-    m.write_counters(m.train_counters(), c);
-    if (ranks > 1) {
-      for (int64_t s = 0; s < steps; ++s) {
-        const RowRange rows = s < full ? full_rows : rest_rows;
-        for (int64_t i = 0; i < rows.count(); ++i)
-          local_order[static_cast<std::size_t>(s * local_batch + i)] =
-              order[static_cast<std::size_t>(s * batch + rows.begin + i)];
-      }
-      m.backend->upload(train.indices.as<void>(), local_order.data(),
-                        local_order.size() * sizeof(int32_t));
-    } else {
-      m.backend->upload(train.indices.as<void>(), order.data(), order.size() * sizeof(int32_t));
-    }
-    m.backend->synchronize();
+    m.start_epoch(layout, part.first, order, local_order, data.train);
 
     if (show) out(fmt::format("Epoch {}/{}\n", epoch + 1, o.epochs));
     ProgressBar bar(out, epoch_steps.target(), interactive, o.metric_name);
     const auto t0 = Clock::now();
-    int64_t done = 0;
-    for (; done < part.steps; ++done) {
-      train_hooks.run(
-          done, [&] { (part.first + done < full ? full_graph : rest_graph)->replay(); },
-          [&] { return m.logs_of(m.train_counters()); });
-      // A batch hook may stop training (Keras: after this batch; the epoch then ends as usual).
-      if ((stop_on_interrupt && InterruptGuard::requested()) || m.stop_requested) {
-        ++done;
-        break;
-      }
-      if (interactive) {
-        const auto now = Clock::now();
-        if (bar.due(now)) {
-          StepCounters snap;
-          m.backend->download_async(&snap, m.train_counters(), sizeof snap);
-          bar.update(done + 1, m.metric_values(snap, ""), now);
-        }
-      }
-    }
+    const int64_t done =
+        m.run_epoch_steps(part, layout, graphs, train_hooks, bar, interactive, stop_on_interrupt);
     m.backend->synchronize();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    StepCounters end = m.read_counters(m.train_counters());
-    m.sum_over_ranks(end);  // the epoch's loss and accuracy over every rank's rows
-
-    EpochRecord rec;
-    rec.epoch = epoch + 1;
-    rec.steps = done;
-    rec.seconds = seconds;
-    rec.loss = end.loss_sum / std::max(end.sample_count, 1.0);
-    rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
-    rec.metrics = m.extra_results(end);
-    rec.learning_rate = end.learning_rate;
-    auto values = m.metric_values(end, "");
-    if (validate && (epoch + 1) % o.validation_freq == 0) {
-      EvaluateResult v = m.run_evaluation(val ? &*val : nullptr, batch, m.copts.graphs, test_hooks);
-      rec.val_loss = v.loss;
-      rec.val_accuracy = v.accuracy;
-      rec.val_seconds = v.seconds;
-      rec.val_metrics = v.metrics;
-      for (auto& value : m.named_values(v.loss, v.accuracy, v.metrics, "val_"))
-        values.push_back(std::move(value));
-    }
+    std::vector<std::pair<std::string, double>> values;
+    const EpochRecord rec = m.finish_epoch(epoch, done, seconds, o, data, test_hooks, values);
     if (show) bar.finish(done, seconds, values);
 
     Logs logs;
@@ -1340,7 +1493,8 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   m.check_xy(x, y, "evaluate");
   if (x.dim(0) == 0) throw Error("evaluate", "x holds no samples");
   // With ranks, each evaluates its share of the rows and the sums are added.
-  const std::optional<Impl::DeviceData> d = m.split_data(x, y, 0, x.dim(0));
+  if (o.sample_weight) Impl::check_weights(*o.sample_weight, x.dim(0), "evaluate", "sample_weight");
+  const std::optional<Impl::DeviceData> d = m.split_data(x, y, 0, x.dim(0), o.sample_weight);
   const int64_t batch = std::min<int64_t>(o.batch_size, x.dim(0));
   BatchHooks hooks(*this, o.callbacks, BatchPhase::test);
   EvaluateResult r = m.run_evaluation(d ? &*d : nullptr, batch, m.copts.graphs, hooks);
@@ -1440,8 +1594,8 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   // A frozen layer's gradients are not computed: they read zero.
   m.backend->fill(m.arena.as<float>() + m.arena_floats, 0.0f, m.arena_floats);
   m.backend->loss_forward_backward(m.loss, m.loss_activation(), m.final_output(plan, true),
-                                   plan.targets.as<float>(), nullptr, plan.grads[0].as<float>(), n,
-                                   m.output_width(), nullptr, n);
+                                   plan.targets.as<float>(), nullptr, nullptr,
+                                   plan.grads[0].as<float>(), n, m.output_width(), nullptr, n);
   m.backward(&plan, n);
   m.backend->synchronize();
   std::vector<NamedTensor> out;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -94,6 +95,18 @@ struct FitOptions {
   // A second Ctrl-C in the same fit: true ends the process (the command line); false hands it to
   // the SIGINT handler that was in place before fit (Python's).
   bool second_interrupt_ends_process = true;
+  // Keras's sample_weight: one weight per sample of x, shape (N,) or (N, 1). Each sample's loss
+  // and gradient are multiplied by it; the loss is still the sum over the batch divided by the
+  // batch's size (Keras's "sum_over_batch_size"), and the reported loss the mean over samples of
+  // the weighted losses. The metrics are not weighted (Keras's `metrics`, not `weighted_metrics`).
+  // With validation_split, the validation rows keep their weights, as Keras splits them.
+  const Tensor* sample_weight = nullptr;
+  // Keras's class_weight: a sample's weight is its class's (1 for a class not named here), the
+  // class being the label rounded to an integer, or the argmax of a target row. The training rows
+  // only: validation is not weighted by it. Not with sample_weight.
+  std::map<int64_t, double> class_weight;
+  // validation_data's sample weights (Keras's (x_val, y_val, sample_weight_val)).
+  const Tensor* validation_sample_weight = nullptr;
 };
 
 // A loss with Keras's from_logits: the model's last layer gives logits (a linear output) and the
@@ -111,6 +124,8 @@ struct EvaluateOptions {
   TextSink output;      // where the result line goes; empty: C's stdout
   Callbacks callbacks;  // on_test_begin/end, and the test batch hooks of those that want them
   std::string metric_name = "accuracy";  // what the result line calls the accuracy
+  // Keras's sample_weight (FitOptions::sample_weight): the loss weighted, the metrics not.
+  const Tensor* sample_weight = nullptr;
 };
 
 struct EvaluateResult {

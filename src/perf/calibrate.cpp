@@ -332,8 +332,8 @@ class KernelBench {
     } else if (name == "loss_sparse_softmax") {
       op = [&] {
         be_.loss_forward_backward(LossKind::sparse_categorical_crossentropy,
-                                  ActivationKind::softmax, A(), d_.f(), nullptr, c_.f(), rows, cols,
-                                  ctr_, rows);
+                                  ActivationKind::softmax, A(), d_.f(), nullptr, nullptr, c_.f(),
+                                  rows, cols, ctr_, rows);
       };
     } else if (name == "softmax_forward") {
       op = [&] { be_.activation_forward(ActivationKind::softmax, 0.0f, A(), c_.f(), rows, cols); };

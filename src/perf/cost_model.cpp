@@ -539,7 +539,8 @@ void price_optimizer(OpBuilder& b) {
   // Per element it reads the value, the gradient and its state (state_slots), and writes the
   // value and the state; clipping by the global norm reads every gradient once more first.
   const int64_t slots = state_slots(cfg);
-  o.bytes_read = kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 ? 1 : 0));
+  o.bytes_read =
+      kFloat * o.elements * (2 + slots + (cfg.clipnorm > 0 || cfg.tensor_clipnorm > 0 ? 1 : 0));
   o.bytes_written = kFloat * o.elements * (1 + slots);
 }
 }  // namespace

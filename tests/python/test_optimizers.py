@@ -76,9 +76,11 @@ def test_string_names_compile_and_training_moves_the_weights(cls: str) -> None:
     assert optimizer["config"]["learning_rate"] == pytest.approx(lr)
 
 
-def test_per_variable_clipnorm_is_still_refused_naming_global_clipnorm() -> None:
-    # Keras's clipnorm clips each weight's gradient by its own norm; the engine clips the global
-    # norm (Keras's global_clipnorm): taking one for the other would train differently.
-    with pytest.raises(ValueError, match="clipnorm"):
-        keras.optimizers.Adagrad(clipnorm=1.0)
-    keras.optimizers.Adagrad(global_clipnorm=1.0)
+def test_clipnorm_is_taken_and_only_one_clipping_may_be_set() -> None:
+    # Keras's clipnorm clips each weight's gradient by its own norm; global_clipnorm the global
+    # norm; Keras refuses two of them (or clipvalue) together.
+    assert keras.optimizers.Adagrad(clipnorm=1.0).get_config()["clipnorm"] == 1.0
+    with pytest.raises(ValueError, match="Only one of"):
+        keras.optimizers.Adagrad(clipnorm=1.0, global_clipnorm=1.0)
+    with pytest.raises(ValueError, match="Only one of"):
+        keras.optimizers.SGD(clipnorm=1.0, clipvalue=0.5)

@@ -531,17 +531,17 @@ def test_steps_per_epoch_counts_the_optimizer_steps_as_keras():
         model.fit(x, y, batch_size=16, steps_per_epoch=0, verbose=0)
 
 
-def test_sample_and_class_weights_are_refused_clearly_not_by_numpy():
+def test_sample_and_class_weights_are_taken_not_tripped_over_by_numpy():
+    # An array sample_weight once failed inside with numpy's "truth value of an array is
+    # ambiguous"; both now train (their values against Keras: test_sample_weight_peers.py).
     x = np.zeros((8, 4), np.float32)
     y = np.zeros(8, np.int64)
     model = small()
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    with pytest.raises(
-        ValueError, match=r"sample_weight=<ndarray of shape \(8,\)> is not supported \(yet\)"
-    ):
-        model.fit(x, y, sample_weight=np.ones(8), verbose=0)
-    with pytest.raises(ValueError, match=r"class_weight=\{0: 1.0\} is not supported \(yet\)"):
-        model.fit(x, y, class_weight={0: 1.0}, verbose=0)
+    h = model.fit(x, y, sample_weight=np.full(8, 0.5), verbose=0)
+    assert np.isfinite(h.history["loss"][0])
+    h = model.fit(x, y, class_weight={0: 2.0}, verbose=0)
+    assert np.isfinite(h.history["loss"][0])
 
 
 def test_keras_ops_have_numpy_semantics_as_keras_s():

@@ -65,6 +65,66 @@ def _from_dataset(x: Any, y: Any, batch_size: Any, shuffle: Any, who: str) -> tu
     return dx, dy, batch, shuffled
 
 
+def _dataset_weights(x: Any, sample_weight: Any, who: str) -> Any:
+    """The sample weights of fit/evaluate: the argument, or a dataset's (x, y, sample_weight)."""
+    if not _is_dataset(x):
+        return sample_weight
+    if sample_weight is not None:
+        raise ValueError(
+            f"{who}: `sample_weight` argument is not supported when using dataset as input."
+        )
+    return x._sample_weight_for_fit()
+
+
+def _sample_weights(weights: Any, n: int, what: str) -> Optional[np.ndarray]:
+    """Keras's sample_weight: None, or one float32 weight per sample (N,) (also (N, 1))."""
+    if weights is None:
+        return None
+    w = _floats(weights, what)
+    if w.ndim == 2 and w.shape[1] == 1:
+        w = w.reshape(-1)
+    if w.ndim != 1 or len(w) != n:
+        raise ValueError(
+            f"{what} must hold one weight per sample, shape ({n},), got shape {w.shape} "
+            "(Keras: data cardinality is ambiguous)"
+        )
+    return w
+
+
+def _class_weights(class_weight: Any, sample_weight: Any) -> dict[int, float]:
+    """Keras's class_weight: a dict {class index: weight} (empty: none)."""
+    if class_weight is None:
+        return {}
+    if sample_weight is not None:
+        raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
+    if not isinstance(class_weight, dict):
+        raise ValueError(
+            f"fit: class_weight must be a dict {{class index: weight}}, got {class_weight!r}"
+        )
+    try:
+        return {int(k): float(v) for k, v in class_weight.items()}
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"fit: class_weight must map class indices (ints) to weights, got {class_weight!r}"
+        ) from None
+
+
+def _validation_arrays(validation_data: Any) -> tuple[Any, Any, Any]:
+    """validation_data as (x_val, y_val, sample_weight_val or None): a tuple of two or three
+    arrays, or a batched dataset of (x, y) or (x, y, sample_weight) elements."""
+    if _is_dataset(validation_data):
+        vdx, vdy, _, _ = validation_data._for_fit("fit(validation_data=)")
+        return vdx, vdy, validation_data._sample_weight_for_fit()
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+        raise ValueError(
+            "fit: validation_data must be a tuple (x_val, y_val) or (x_val, y_val, "
+            "val_sample_weight)"
+        )
+    vx, vy = (_floats(a, "validation_data") for a in validation_data[:2])
+    vw = validation_data[2] if len(validation_data) == 3 else None
+    return vx, vy, vw
+
+
 def _say_threads() -> bool:
     """Whether the first fit says its thread choice on stderr: only with $CROSSOVER_VERBOSE set
     (Keras prints nothing of the kind)."""
@@ -477,12 +537,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         validation_batch_size: Optional[int] = None,
         validation_freq: int = 1,
     ) -> History:
-        reject_unsupported(
-            "fit",
-            class_weight=(class_weight, None),
-            sample_weight=(sample_weight, None),
-            validation_batch_size=(validation_batch_size, None),
-        )
+        reject_unsupported("fit", validation_batch_size=(validation_batch_size, None))
         if isinstance(validation_freq, bool) or not isinstance(validation_freq, int):
             raise ValueError(
                 f"fit: validation_freq={validation_freq!r} is not supported (yet): crossover "
@@ -490,17 +545,15 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 f"{SEE_SUPPORTED}"
             )
         model = self._require_compiled("fit")
+        sample_weight = _dataset_weights(x, sample_weight, "fit")
+        class_weights = _class_weights(class_weight, sample_weight)
         x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
-        if _is_dataset(validation_data):
-            vdx, vdy, _, _ = validation_data._for_fit("fit(validation_data=)")
-            validation_data = (vdx, vdy)
         if x is None or y is None:
             raise ValueError("fit: give both x and y (numpy arrays)")
-        vx = vy = None
+        vx = vy = vw = None
         if validation_data is not None:
-            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-                raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
-            vx, vy = (_floats(a, "validation_data") for a in validation_data)
+            vx, vy, vw = _validation_arrays(validation_data)
+            vw = _sample_weights(vw, len(vx), "validation_data's sample_weight")
         n_train = math.ceil(len(x) * (1.0 - validation_split))
         if steps_per_epoch is not None and (
             isinstance(steps_per_epoch, bool)
@@ -543,6 +596,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
             None if validation_steps is None else int(validation_steps),
             int(validation_freq),
             self._metric_name,
+            _sample_weights(sample_weight, len(xf), "sample_weight"),
+            class_weights,
+            vw,
         )
         h = callback_list.history
         self.history = h
@@ -564,10 +620,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
         callbacks: Any = None,
         return_dict: bool = False,
     ) -> Union[float, list[float], dict[str, float]]:
-        reject_unsupported("evaluate", sample_weight=(sample_weight, None), steps=(steps, None))
+        reject_unsupported("evaluate", steps=(steps, None))
         model = self._require_compiled("evaluate")
+        sample_weight = _dataset_weights(x, sample_weight, "evaluate")
         x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
         xf, yf = _floats(x, "x"), self._targets(y, "y")
+        weights = _sample_weights(sample_weight, len(xf), "sample_weight")
         batch, level = 32 if batch_size is None else batch_size, _verbosity(verbose)
         self._use_measured_threads(xf, yf, batch, _say_threads())
         callback_list = None
@@ -575,7 +633,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}
             callback_list = CallbackList(callbacks, self, params, add_history=False)
         loss, accuracy, extra = model.evaluate(
-            xf, yf, batch, level, callback_list, self._metric_name
+            xf, yf, batch, level, callback_list, self._metric_name, weights
         )
         # Keras 3: the list in compile's order after the loss; the dict sorted by name.
         values = {"loss": loss, self._metric_name: accuracy, **dict(extra)}

@@ -1,8 +1,8 @@
 """Keras's optimizers that crossover runs: Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam and
 Adamax (the library's formulas, Keras 3's float32 arithmetic).
 
-Keras's `clipnorm` clips each variable's gradient on its own; crossover clips the global norm,
-which is Keras's `global_clipnorm`: that one is taken, `clipnorm` is refused."""
+`clipnorm` clips each variable's gradient to that norm on its own, `global_clipnorm` the norm of
+them all together, `clipvalue` each element; as in Keras, one of the three at most."""
 
 import math
 import re
@@ -132,7 +132,6 @@ class Optimizer:
         reject_unknown(owner, kwargs)
         reject_unsupported(
             owner,
-            clipnorm=(clipnorm, None),
             use_ema=(use_ema, False),
             loss_scale_factor=(loss_scale_factor, None),
             gradient_accumulation_steps=(gradient_accumulation_steps, None),
@@ -156,7 +155,14 @@ class Optimizer:
             )
         else:
             self._learning_rate = float(learning_rate)
+        if sum(a is not None for a in (clipnorm, clipvalue, global_clipnorm)) > 1:
+            raise ValueError(
+                "Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set. "
+                f"Received: clipnorm={clipnorm}, clipvalue={clipvalue}, "
+                f"global_clipnorm={global_clipnorm}"
+            )
         self.weight_decay = float(weight_decay or 0.0)
+        self.clipnorm = float(clipnorm or 0.0)
         self.global_clipnorm = float(global_clipnorm or 0.0)
         self.clipvalue = float(clipvalue or 0.0)
         self.name = name or _snake_case(owner)  # Keras's auto_name, unnumbered
@@ -274,6 +280,8 @@ class Optimizer:
     def _scheduled(self) -> "_core.Optimizer":
         """The library's optimizer with this optimizer's learning-rate schedule, if any."""
         core = self._core_optimizer()
+        if self.clipnorm:
+            core = _core.with_tensor_clipnorm(core, self.clipnorm)
         s = self._schedule
         if s is None:
             return core

@@ -375,8 +375,8 @@ class CpuBackend final : public Backend {
                                      const ParamSlot* bias, int64_t m, int64_t k, int64_t n,
                                      const OptimizerConfig& config,
                                      const StepCounters* counters) override {
-    if (config.clipnorm > 0.0f)
-      throw Error("cpu", "dense_backward_weights_update: clipnorm needs the global norm first");
+    if (config.clipnorm > 0.0f || config.tensor_clipnorm > 0.0f)
+      throw Error("cpu", "dense_backward_weights_update: clipnorm needs the gradient's norm first");
     const float lr = scheduled_learning_rate(config.schedule, counters->step);
     const int64_t t = counters->step + 1;
     const BlockUpdate update{
@@ -741,15 +741,18 @@ class CpuBackend final : public Backend {
   }
 
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
-                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters, int64_t mean_rows) override {
+                             const float* targets, const float* weights, float* probs, float* d_out,
+                             int64_t m, int64_t c, StepCounters* counters,
+                             int64_t mean_rows) override {
     double loss_sum = 0.0, correct = 0.0;
     const float inv_m = 1.0f / static_cast<float>(mean_rows);
     for (int64_t r = 0; r < m; ++r) {
       const float* z = out + r * c;
       float* p = probs ? probs + r * c : scratch_row(c);
       float* d = d_out ? d_out + r * c : nullptr;
-      LossRow row = loss_row(loss, act, z, targets, r, c, p, d, inv_m);
+      const LossRow row = weights
+                              ? weighted_loss_row(loss, act, z, targets, weights, r, c, p, d, inv_m)
+                              : loss_row(loss, act, z, targets, r, c, p, d, inv_m);
       loss_sum += row.loss;
       correct += row.correct;
     }
@@ -784,7 +787,11 @@ class CpuBackend final : public Backend {
     const UpdateConstants uc =
         update_constants(config, lr, t, nadam_u_product_before(config, *counters, t));
     for (const ParamSlot& p : params) {
-      update_tensor(config, uc, grad_scale, p);
+      // Keras's clipnorm: the tensor's own norm, one more pass over its gradient.
+      const float scale = config.tensor_clipnorm > 0.0f
+                              ? tensor_clip_divisor(config.tensor_clipnorm, sum_of_squares(p))
+                              : grad_scale;
+      update_tensor(config, uc, scale, p);
       weights_changed(p.value, static_cast<std::size_t>(p.n) * sizeof(float));
     }
     record_nadam_step(config, uc, *counters, t);
@@ -814,6 +821,12 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < m; ++r) f(r);
   }
 
+  static double sum_of_squares(const ParamSlot& p) {
+    double s = 0.0;
+    for (int64_t i = 0; i < p.n; ++i) s += static_cast<double>(p.grad[i]) * p.grad[i];
+    return s;
+  }
+
   // One parameter tensor, a loop per optimizer; chunks of it per thread.
   void update_tensor(const OptimizerConfig& config, const UpdateConstants& constants,
                      float grad_scale, const ParamSlot& p) {
@@ -835,6 +848,11 @@ class CpuBackend final : public Backend {
     const float* __restrict g = p.grad;
     float* __restrict s1 = p.slot1;
     float* __restrict s2 = p.slot2;
+    if (c.tensor_clipnorm > 0.0f && c.kind == OptimizerKind::adam) {
+      for (int64_t i = begin; i < end; ++i)
+        adam_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
+      return;
+    }
     switch (c.kind) {
       case OptimizerKind::adam:
         adam_range(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, grad_scale,

@@ -481,14 +481,15 @@ class CudaBackend final : public Backend {
 
   // ---- loss ----
   void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
-                             const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                             StepCounters* counters, int64_t mean_rows) override {
+                             const float* targets, const float* weights, float* probs, float* d_out,
+                             int64_t m, int64_t c, StepCounters* counters,
+                             int64_t mean_rows) override {
     activate();
     if (m <= 0) return;
     float* p = probs ? probs : probs_scratch(static_cast<std::size_t>(m * c));
     if (planning_) return;
-    check(cuda::launch_loss(stream_, loss, act, out, targets, p, d_out, m, c, counters, reduction_,
-                            mean_rows),
+    check(cuda::launch_loss(stream_, loss, act, out, targets, weights, p, d_out, m, c, counters,
+                            reduction_, mean_rows),
           "loss kernel launch");
   }
 
@@ -511,6 +512,9 @@ class CudaBackend final : public Backend {
       check(cuda::launch_gradient_norm(stream_, table.device, table.count, table.total,
                                        config.clipnorm, counters, reduction_),
             "gradient_norm kernel launch");
+    if (config.tensor_clipnorm > 0.0f)
+      check(cuda::launch_tensor_norms(stream_, table.device, table.count, config.tensor_clipnorm),
+            "tensor_norm kernel launch");
     check(cuda::launch_optimizer_update(stream_, config, table.device, table.count, table.total,
                                         counters, reduction_, 8 * sm_count_),
           "optimizer kernel launch");
@@ -566,7 +570,7 @@ class CudaBackend final : public Backend {
     std::vector<cuda::SlotDescriptor> host(params.size());
     for (std::size_t i = 0; i < params.size(); ++i) {
       const ParamSlot& p = params[i];
-      host[i] = {p.value, p.grad, p.slot1, p.slot2, p.n, t.total, p.decay ? 1 : 0, 0};
+      host[i] = {p.value, p.grad, p.slot1, p.slot2, p.n, t.total, p.decay ? 1 : 0, 1.0f};
       t.total += p.n;
     }
     if (!host.empty()) {

@@ -279,13 +279,17 @@ __global__ void relu_dropout_backward_kernel(const float* __restrict__ y,
 // the counters in block order.
 constexpr int kLossThreads = 128;
 __global__ void loss_kernel(LossKind loss, ActivationKind act, const float* __restrict__ out,
-                            const float* __restrict__ targets, float* __restrict__ probs,
-                            float* __restrict__ d_out, int64_t m, int64_t c, float inv_m,
-                            StepCounters* counters, double* partials, unsigned int* ticket) {
+                            const float* __restrict__ targets, const float* __restrict__ weights,
+                            float* __restrict__ probs, float* __restrict__ d_out, int64_t m,
+                            int64_t c, float inv_m, StepCounters* counters, double* partials,
+                            unsigned int* ticket) {
   double l = 0.0, right = 0.0;
   for (int64_t r = global_thread(); r < m; r += grid_stride()) {
-    LossRow row = loss_row(loss, act, out + r * c, targets, r, c, probs + r * c,
-                           d_out ? d_out + r * c : nullptr, inv_m);
+    float* d = d_out ? d_out + r * c : nullptr;
+    const LossRow row =
+        weights ? weighted_loss_row(loss, act, out + r * c, targets, weights, r, c, probs + r * c,
+                                    d, inv_m)
+                : loss_row(loss, act, out + r * c, targets, r, c, probs + r * c, d, inv_m);
     l += row.loss;
     right += row.correct;
   }
@@ -390,6 +394,18 @@ __global__ void gradient_norm_kernel(const SlotDescriptor* __restrict__ slots, i
   }
 }
 
+__global__ void tensor_norm_kernel(SlotDescriptor* __restrict__ slots, float clipnorm) {
+  const SlotDescriptor d = slots[blockIdx.x];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < d.n; i += blockDim.x) {
+    const double g = d.grad[i];
+    acc += g * g;
+  }
+  __shared__ double sh[kOptThreads];
+  acc = block_sum(acc, sh);
+  if (threadIdx.x == 0) slots[blockIdx.x].clip_divisor = tensor_clip_divisor(clipnorm, acc);
+}
+
 __global__ void optimizer_update_kernel(OptimizerConfig config,
                                         const SlotDescriptor* __restrict__ slots, int nslots,
                                         int64_t total, StepCounters* counters,
@@ -418,7 +434,8 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
       const int64_t hi = (end < d.offset + d.n ? end : d.offset + d.n) - d.offset;
       for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         float w = d.value[i];
-        update_one(config, u, grad_scale, d.decay != 0, w, d.grad[i], d.slot1, d.slot2, i);
+        update_one(config, u, config.tensor_clipnorm > 0.0f ? d.clip_divisor : grad_scale,
+                   d.decay != 0, w, d.grad[i], d.slot1, d.slot2, i);
         d.value[i] = w;
       }
     }
@@ -913,14 +930,15 @@ cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dr
 }
 
 cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
-                        const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                        StepCounters* counters, const ReductionScratch& scratch,
-                        int64_t mean_rows) {
+                        const float* targets, const float* weights, float* probs, float* d_out,
+                        int64_t m, int64_t c, StepCounters* counters,
+                        const ReductionScratch& scratch, int64_t mean_rows) {
   if (m <= 0) return cudaSuccess;
   const float inv_m = 1.0f / static_cast<float>(mean_rows);
   const int blocks = blocks_for(m, kLossThreads, kLossMaxBlocks);
-  loss_kernel<<<blocks, kLossThreads, 0, s>>>(loss, act, out, targets, probs, d_out, m, c, inv_m,
-                                              counters, scratch.loss_partials, scratch.tickets + 0);
+  loss_kernel<<<blocks, kLossThreads, 0, s>>>(loss, act, out, targets, weights, probs, d_out, m, c,
+                                              inv_m, counters, scratch.loss_partials,
+                                              scratch.tickets + 0);
   return cudaGetLastError();
 }
 
@@ -951,6 +969,12 @@ cudaError_t launch_optimizer_update(cudaStream_t s, const OptimizerConfig& confi
   const int blocks = blocks_for((total + kChunk - 1) / kChunk, 1, max_blocks);
   optimizer_update_kernel<<<blocks, kOptThreads, 0, s>>>(config, slots, nslots, total, counters,
                                                          scratch.tickets + 2);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_tensor_norms(cudaStream_t s, SlotDescriptor* slots, int nslots, float clipnorm) {
+  if (nslots <= 0) return cudaSuccess;
+  tensor_norm_kernel<<<nslots, kOptThreads, 0, s>>>(slots, clipnorm);
   return cudaGetLastError();
 }
 

@@ -38,7 +38,9 @@ struct SlotDescriptor {
   int64_t n;
   int64_t offset;
   int32_t decay;
-  int32_t pad;
+  // Keras's clipnorm: this tensor's tensor_clip_divisor, written each step by the tensor-norm
+  // kernel before the update reads it (unused without tensor_clipnorm).
+  float clip_divisor;
 };
 
 cudaError_t launch_fill(cudaStream_t s, float* dst, float value, int64_t n);
@@ -89,14 +91,17 @@ cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dr
 // probs must not be null (the backend passes scratch when the caller's is). The gradient is of
 // the rows' summed loss divided by mean_rows (Backend::loss_forward_backward).
 cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
-                        const float* targets, float* probs, float* d_out, int64_t m, int64_t c,
-                        StepCounters* counters, const ReductionScratch& scratch, int64_t mean_rows);
+                        const float* targets, const float* weights, float* probs, float* d_out,
+                        int64_t m, int64_t c, StepCounters* counters,
+                        const ReductionScratch& scratch, int64_t mean_rows);
 
 // Adds the sum over m rows of metric_row to *sum (device memory; Backend::metric_sum).
 cudaError_t launch_metric(cudaStream_t s, MetricKind kind, const float* pred, const float* targets,
                           int64_t m, int64_t c, int64_t target_cols, float parameter, double* sum,
                           const ReductionScratch& scratch);
 
+// Keras's clipnorm: each slot's tensor_clip_divisor into its descriptor (one block per slot).
+cudaError_t launch_tensor_norms(cudaStream_t s, SlotDescriptor* slots, int nslots, float clipnorm);
 // Clip-by-global-norm factor into counters->grad_scale (one launch, deterministic).
 cudaError_t launch_gradient_norm(cudaStream_t s, const SlotDescriptor* slots, int nslots,
                                  int64_t total, float clipnorm, StepCounters* counters,
