@@ -66,7 +66,7 @@ void elementwise(Backend& be) {
   std::printf("loss forward+backward (32 x 10, softmax)  %8.2f us\n", best_us([&] {
                 be.loss_forward_backward(LossKind::sparse_categorical_crossentropy,
                                          ActivationKind::softmax, logits.data(), labels.data(),
-                                         nullptr, dout.data(), m, 10, &c, m);
+                                         nullptr, nullptr, dout.data(), m, 10, &c, m);
               }));
 }
 
