@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backends/kernel_math.h"
-#include "nn/layers.h"
 #include "formats/model_config.h"
+#include "nn/layers.h"
 #include "nn/sequential.h"
 
 namespace crossover {

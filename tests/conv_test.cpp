@@ -8,10 +8,10 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "nn/layers.h"
 #include "formats/model_config.h"
-#include "nn/sequential.h"
 #include "formats/weights_io.h"
+#include "nn/layers.h"
+#include "nn/sequential.h"
 #include "perf/backend_wrappers.h"
 #include "perf/cost_model.h"
 #include "perf/recording.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/layers/keras_config.h"
 #include "formats/model_config.h"
+#include "nn/layers/keras_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "test_util.h"

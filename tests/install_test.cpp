@@ -117,9 +117,10 @@ TEST(Install, SlowConsumerProjectBuildsAndTrainsAgainstTheInstalledPackage) {
        {"crossoverConfig.cmake", "crossoverConfigVersion.cmake", "crossoverTargets.cmake"})
     EXPECT_TRUE(fs::exists(config_dir / f)) << (config_dir / f);
   const fs::path include = prefix / "include" / "crossover";
-  for (const char* h : {"crossover.h", "core/tensor.h", "core/error.h", "nn/sequential.h",
-                        "nn/layers.h", "formats/weights_io.h", "formats/model_config.h", "formats/checkpoint.h",
-                        "data/dataset.h", "data/png.h", "backends/backend.h"})
+  for (const char* h :
+       {"crossover.h", "core/tensor.h", "core/error.h", "nn/sequential.h", "nn/layers.h",
+        "formats/weights_io.h", "formats/model_config.h", "formats/checkpoint.h", "data/dataset.h",
+        "data/png.h", "backends/backend.h"})
     EXPECT_TRUE(fs::exists(include / h)) << (include / h);
   EXPECT_FALSE(fs::exists(include / "cli")) << "the command's own headers are not public";
   EXPECT_TRUE(fs::exists(prefix / "share" / "crossover" / "mnist-10k"));

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "backends/cuda_info.h"
-#include "nn/sequential.h"
 #include "formats/weights_io.h"
+#include "nn/sequential.h"
 #include "ranks/nccl.h"
 #include "test_util.h"
 

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/layers.h"
 #include "formats/model_config.h"
+#include "formats/weights_io.h"
+#include "nn/layers.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
-#include "formats/weights_io.h"
 #include "perf/cost_model.h"
 #include "test_util.h"
 
