@@ -391,50 +391,40 @@ def _channels_last(owner: str, data_format: Optional[str]) -> None:
         reject_unsupported(owner, data_format=(data_format, "channels_last"))
 
 
-class Conv2D(Layer):
-    def __init__(
+class _Convolution2D(Layer):
+    """What Conv2D and Conv2DTranspose share: Keras's checks of their common arguments, the
+    engine's layer, and the kernel and bias weights."""
+
+    def _set_up(
         self,
-        filters: int,
+        name: str,
+        make: Callable[..., "_core.Layer"],
+        filters: Any,
         kernel_size: Any,
-        strides: Any = (1, 1),
-        padding: str = "valid",
-        data_format: Optional[str] = None,
-        dilation_rate: Any = (1, 1),
-        groups: int = 1,
-        activation: ActivationArg = None,
-        use_bias: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        kernel_regularizer: Any = None,
-        bias_regularizer: Any = None,
-        activity_regularizer: Any = None,
-        kernel_constraint: Any = None,
-        bias_constraint: Any = None,
-        **kwargs: Any,
+        strides: Any,
+        padding: str,
+        data_format: Optional[str],
+        dilation_rate: Any,
+        activation: ActivationArg,
+        use_bias: bool,
+        kernel_initializer: Any,
+        bias_initializer: Any,
+        unsupported: dict[str, tuple[Any, Any]],
     ) -> None:
-        super().__init__(**kwargs)
-        _channels_last("Conv2D", data_format)
-        if _pair(dilation_rate, "Conv2D", "dilation_rate") != [1, 1]:
-            reject_unsupported("Conv2D", dilation_rate=(dilation_rate, (1, 1)))
-        reject_unsupported(
-            "Conv2D",
-            groups=(groups, 1),
-            kernel_regularizer=(kernel_regularizer, None),
-            bias_regularizer=(bias_regularizer, None),
-            activity_regularizer=(activity_regularizer, None),
-            kernel_constraint=(kernel_constraint, None),
-            bias_constraint=(bias_constraint, None),
-        )
+        _channels_last(name, data_format)
+        if _pair(dilation_rate, name, "dilation_rate") != [1, 1]:
+            reject_unsupported(name, dilation_rate=(dilation_rate, (1, 1)))
+        reject_unsupported(name, **unsupported)
         try:
             self.filters = operator.index(filters)
         except TypeError:
-            raise TypeError(f"Conv2D: filters must be an integer, got {filters!r}") from None
-        self.kernel_size = tuple(_pair(kernel_size, "Conv2D", "kernel_size"))
-        self.strides = tuple(_pair(strides, "Conv2D", "strides"))
+            raise TypeError(f"{name}: filters must be an integer, got {filters!r}") from None
+        self.kernel_size = tuple(_pair(kernel_size, name, "kernel_size"))
+        self.strides = tuple(_pair(strides, name, "strides"))
         self.padding = str(padding).lower()
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
-        self._layer = _core.Conv2D(
+        self._layer = make(
             self.filters,
             list(self.kernel_size),
             self.activation,
@@ -459,7 +449,53 @@ class Conv2D(Layer):
         return self._weight("bias")
 
 
-class Conv2DTranspose(Layer):
+class Conv2D(_Convolution2D):
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: Any,
+        strides: Any = (1, 1),
+        padding: str = "valid",
+        data_format: Optional[str] = None,
+        dilation_rate: Any = (1, 1),
+        groups: int = 1,
+        activation: ActivationArg = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        kernel_regularizer: Any = None,
+        bias_regularizer: Any = None,
+        activity_regularizer: Any = None,
+        kernel_constraint: Any = None,
+        bias_constraint: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._set_up(
+            "Conv2D",
+            _core.Conv2D,
+            filters,
+            kernel_size,
+            strides,
+            padding,
+            data_format,
+            dilation_rate,
+            activation,
+            use_bias,
+            kernel_initializer,
+            bias_initializer,
+            dict(
+                groups=(groups, 1),
+                kernel_regularizer=(kernel_regularizer, None),
+                bias_regularizer=(bias_regularizer, None),
+                activity_regularizer=(activity_regularizer, None),
+                kernel_constraint=(kernel_constraint, None),
+                bias_constraint=(bias_constraint, None),
+            ),
+        )
+
+
+class Conv2DTranspose(_Convolution2D):
     """Keras's Conv2DTranspose (channels_last): the transposed convolution, kernel (kernel_h,
     kernel_w, filters, in_channels); output_padding None (Keras's output size: 'valid' (in - 1) *
     stride + max(kernel, stride), 'same' in * stride) and dilation_rate 1 only."""
@@ -485,52 +521,29 @@ class Conv2DTranspose(Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        name = "Conv2DTranspose"
-        _channels_last(name, data_format)
-        if _pair(dilation_rate, name, "dilation_rate") != [1, 1]:
-            reject_unsupported(name, dilation_rate=(dilation_rate, (1, 1)))
-        reject_unsupported(
-            name,
-            output_padding=(output_padding, None),
-            kernel_regularizer=(kernel_regularizer, None),
-            bias_regularizer=(bias_regularizer, None),
-            activity_regularizer=(activity_regularizer, None),
-            kernel_constraint=(kernel_constraint, None),
-            bias_constraint=(bias_constraint, None),
+        self._set_up(
+            "Conv2DTranspose",
+            _core.Conv2DTranspose,
+            filters,
+            kernel_size,
+            strides,
+            padding,
+            data_format,
+            dilation_rate,
+            activation,
+            use_bias,
+            kernel_initializer,
+            bias_initializer,
+            dict(
+                output_padding=(output_padding, None),
+                kernel_regularizer=(kernel_regularizer, None),
+                bias_regularizer=(bias_regularizer, None),
+                activity_regularizer=(activity_regularizer, None),
+                kernel_constraint=(kernel_constraint, None),
+                bias_constraint=(bias_constraint, None),
+            ),
         )
-        try:
-            self.filters = operator.index(filters)
-        except TypeError:
-            raise TypeError(f"{name}: filters must be an integer, got {filters!r}") from None
-        self.kernel_size = tuple(_pair(kernel_size, name, "kernel_size"))
-        self.strides = tuple(_pair(strides, name, "strides"))
-        self.padding = str(padding).lower()
         self.output_padding = None
-        self.activation = _activation_name(activation)
-        self.use_bias = bool(use_bias)
-        self._layer = _core.Conv2DTranspose(
-            self.filters,
-            list(self.kernel_size),
-            self.activation,
-            list(self.strides),
-            self.padding,
-            self.use_bias,
-        )
-        _set_activation_parameter(self, activation)
-        _set_initializers(
-            self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
-        )
-
-    def _weight_kinds(self) -> list[tuple[str, bool]]:
-        return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
-
-    @property
-    def kernel(self) -> Optional[_tensor.Tensor]:
-        return self._weight("kernel")
-
-    @property
-    def bias(self) -> Optional[_tensor.Tensor]:
-        return self._weight("bias")
 
 
 Convolution2DTranspose = Conv2DTranspose

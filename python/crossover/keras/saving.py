@@ -106,20 +106,8 @@ def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.Dropout(layer.rate, name=layer.name, dtype=dtype)
     if layer.type == "Activation":
         return layers_module.Activation(layer.activation, name=layer.name, dtype=dtype)
-    if layer.type == "Conv2D":
-        return layers_module.Conv2D(
-            layer.units,
-            tuple(layer.window),
-            strides=tuple(layer.strides),
-            padding=layer.padding,
-            activation=layer.activation,
-            use_bias=layer.use_bias,
-            name=layer.name,
-            dtype=dtype,
-            **_initializers_of(layer, "kernel", "bias"),
-        )
-    if layer.type == "Conv2DTranspose":
-        return layers_module.Conv2DTranspose(
+    if layer.type in ("Conv2D", "Conv2DTranspose"):
+        return getattr(layers_module, layer.type)(
             layer.units,
             tuple(layer.window),
             strides=tuple(layer.strides),
