@@ -526,7 +526,7 @@ TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
   logits["compile_config"]["loss"] = json::parse(
       R"({"module": "keras.losses", "class_name": "SparseCategoricalCrossentropy",
           "config": {"from_logits": true}, "registered_name": null})");
-  // from_logits is read (the last layer must then be linear: compile checks it).
+  // from_logits is read.
   const auto logits_tc = training_config_from_json(logits.dump(), "o");
   ASSERT_TRUE(logits_tc);
   EXPECT_TRUE(logits_tc->from_logits);

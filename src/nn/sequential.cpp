@@ -312,20 +312,33 @@ struct Sequential::Impl {
   int64_t output_width() const { return info.back().out_width; }
 
   // The activation applied by the loss op: that of the last layer if it is Dense or Activation.
+  // With from_logits the loss reads the model's output as logits, so the layer applies its own
+  // activation, except sigmoid and softmax: Keras takes their input back as the logits (and
+  // warns), which is the deferred output.
   int final_activation_layer() const {
     const Layer& l = layers.back();
-    return layer_kind(l).defers_activation() ? static_cast<int>(layers.size()) - 1 : -1;
+    if (!layer_kind(l).defers_activation()) return -1;
+    if (from_logits && l.activation != ActivationKind::linear &&
+        l.activation != ActivationKind::sigmoid && l.activation != ActivationKind::softmax)
+      return -1;
+    return static_cast<int>(layers.size()) - 1;
   }
   ActivationKind final_activation() const {
     const int f = final_activation_layer();
     return f >= 0 ? layers[static_cast<std::size_t>(f)].activation : ActivationKind::linear;
   }
-  // The activation the loss op applies to the final output: with from_logits (whose last layer
-  // is linear, checked at compile) the loss's own softmax or sigmoid of the logits.
+  // The activation the loss op applies to the final output: with from_logits the loss's own
+  // softmax or sigmoid of the logits (final_activation_layer).
   ActivationKind loss_activation() const {
     if (!from_logits) return final_activation();
     return loss == LossKind::binary_crossentropy ? ActivationKind::sigmoid
                                                  : ActivationKind::softmax;
+  }
+
+  // Whether the metrics read the final sigmoid or softmax of the deferred output: with
+  // from_logits, the loss read that output as logits and the model's output is its activation.
+  bool metrics_activate() const {
+    return from_logits && final_activation() != ActivationKind::linear;
   }
 
   // ---- parameters ----
@@ -420,7 +433,7 @@ struct Sequential::Impl {
     const int gradients = gradient_buffers();
     // What the blocks below add up to, checked before the first of them is allocated.
     const auto rows = static_cast<double>(batch);
-    const bool predictions = extra_metrics > 0 && !from_logits;
+    const bool predictions = extra_metrics > 0 && (!from_logits || metrics_activate());
     double plan_bytes = float_bytes(batch * info.front().in_width) +
                         (predictions ? 2 : 1) * float_bytes(batch * output_width()) +
                         gradients * rows * max_width * sizeof(float);
@@ -744,6 +757,12 @@ struct Sequential::Impl {
     backend->set_scope("metrics");
     const float* predictions =
         from_logits ? final_output(plan, training) : plan.predictions.as<float>();
+    if (metrics_activate()) {  // the model's output, from the logits the loss read
+      const Layer& l = layers.back();
+      backend->activation_forward(l.activation, l.activation_alpha, predictions,
+                                  plan.predictions.as<float>(), m, output_width());
+      predictions = plan.predictions.as<float>();
+    }
     auto* sums = reinterpret_cast<double*>(reinterpret_cast<char*>(ctr) +
                                            offsetof(StepCounters, metric_sums));
     int slot = 0;
@@ -1320,16 +1339,9 @@ void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
     throw Error("compile", "called during fit (from a callback): the model is being trained");
   const std::string_view loss = spec.name;
   const LossKind kind = parse_loss(loss);
-  if (spec.from_logits) {
-    if (kind == LossKind::mean_squared_error)
-      throw Error("compile", "from_logits applies to the cross-entropies, not " + spec.name);
-    if (const ActivationKind a = m.final_activation(); a != ActivationKind::linear)
-      throw Error("compile",
-                  fmt::format("{} with from_logits=True needs logits, but the last layer ({}) "
-                              "has activation '{}': remove that activation (Keras would apply "
-                              "the loss to its outputs as logits) or set from_logits=False",
-                              spec.name, m.layers.back().name, activation_name(a)));
-  }
+  // from_logits with a final activation is Keras's too (final_activation_layer).
+  if (spec.from_logits && kind == LossKind::mean_squared_error)
+    throw Error("compile", "from_logits applies to the cross-entropies, not " + spec.name);
   const std::string loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
   std::vector<MetricSpec> compiled_metrics = compile_metrics(std::move(metrics), kind);
   if (m.built) m.check_output_for_loss(kind, loss_name, compiled_metrics);

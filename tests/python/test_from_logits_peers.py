@@ -70,3 +70,91 @@ def test_from_logits_trains_as_keras_does(cls: str, tmp_path: Path) -> None:
     assert loss == pytest.approx(theirs["eval"], abs=1e-4)
     # predict gives the logits, as Keras's does.
     np.testing.assert_allclose(model.predict(x[:4], verbose=0), theirs["logits"], atol=1e-4)
+
+
+# from_logits=True after a final activation, as Keras 3.15 trains it (it warns): after a sigmoid
+# or softmax (a Dense's, an Activation's or a Softmax layer's) the loss takes the activation's
+# input back as the logits; after another activation (tanh), the activated output is the logits.
+# Metrics and predict see the model's activated output. Each case: (name, the final layers as
+# Keras text, the loss class, the extra metric).
+FINAL_CASES = [
+    ("dense_sigmoid_scce", "layers.Dense(10, activation='sigmoid')",
+     "SparseCategoricalCrossentropy", None),
+    ("dense_softmax_cce", "layers.Dense(10, activation='softmax')", "CategoricalCrossentropy",
+     "mse"),
+    ("dense_sigmoid_cce", "layers.Dense(10, activation='sigmoid')", "CategoricalCrossentropy",
+     "mae"),
+    ("softmax_layer_scce", "layers.Dense(10), layers.Softmax()",
+     "SparseCategoricalCrossentropy", None),
+    ("dense_tanh_cce", "layers.Dense(10, activation='tanh')", "CategoricalCrossentropy", "mse"),
+]
+
+KERAS_FINAL = """
+    import json, warnings
+    import numpy as np
+    import keras
+    from keras import layers
+    x, labels = np.load("x.npy"), np.load("labels.npy")
+    out = {{}}
+    for name, final, cls, metric in {cases!r}:
+        y = labels if cls.startswith("Sparse") else np.eye(10, dtype="float32")[labels]
+        model = keras.Sequential([keras.Input((4, 4)), layers.Flatten(), *eval("[" + final + "]")])
+        model.set_weights([np.load(f"{{name}}_w{{i}}.npy") for i in range(2)])
+        loss = getattr(keras.losses, cls)(from_logits=True)
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss,
+                      metrics=["accuracy"] + ([metric] if metric else []))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            h = model.fit(x, y, epochs=1, batch_size=32, shuffle=False, verbose=0).history
+        ev = model.evaluate(x, y, verbose=0, return_dict=True)
+        out[name] = {{"history": {{k: v[0] for k, v in h.items()}}, "eval": ev,
+                     "weights": [w.tolist() for w in model.get_weights()],
+                     "predict": model.predict(x[:5], verbose=0).tolist(),
+                     "warned": any("from_logits=True" in str(w.message) for w in caught)}}
+    print(json.dumps(out))
+"""
+
+
+def final_model(final: str):
+    return keras.Sequential(
+        [keras.Input((4, 4)), layers.Flatten(), *eval("[" + final + "]", {"layers": layers})]
+    )
+
+
+def test_from_logits_after_a_final_activation_trains_as_keras_does(tmp_path: Path) -> None:
+    rs = np.random.RandomState(11)
+    x = rs.rand(300, 4, 4).astype(np.float32)
+    labels = rs.randint(0, 10, 300)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "labels.npy", labels)
+    mine = {}
+    for name, final, cls, metric in FINAL_CASES:
+        y = labels.astype(np.float32) if cls.startswith("Sparse") else np.eye(10)[labels]
+        model = final_model(final)
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.5),
+            loss=getattr(losses, cls)(from_logits=True),
+            metrics=["accuracy"] + ([metric] if metric else []),
+        )
+        for i, w in enumerate(model.get_weights()):
+            np.save(tmp_path / f"{name}_w{i}.npy", w)
+        h = model.fit(x, y.astype(np.float32), epochs=1, batch_size=32, shuffle=False, verbose=0)
+        mine[name] = {
+            "history": {k: v[0] for k, v in h.history.items()},
+            "eval": model.evaluate(x, y.astype(np.float32), verbose=0, return_dict=True),
+            "weights": model.get_weights(),
+            "predict": model.predict(x[:5], verbose=0),
+        }
+    theirs = run_keras(KERAS_FINAL.format(cases=FINAL_CASES), tmp_path)
+    for name, final, _, _ in FINAL_CASES:
+        ours, ref = mine[name], theirs[name]
+        assert sorted(ours["history"]) == sorted(ref["history"]), name
+        for key, value in ref["history"].items():
+            assert ours["history"][key] == pytest.approx(value, abs=1e-4), (name, key)
+        for key, value in ref["eval"].items():
+            assert ours["eval"][key] == pytest.approx(value, abs=1e-4), (name, key)
+        for w, keras_w in zip(ours["weights"], ref["weights"]):
+            np.testing.assert_allclose(w, np.array(keras_w), atol=1e-4, err_msg=name)
+        np.testing.assert_allclose(ours["predict"], ref["predict"], atol=1e-5, err_msg=name)
+        # Keras warns where it takes the logits back from a sigmoid or softmax.
+        assert ref["warned"] == ("tanh" not in final), name

@@ -4,8 +4,9 @@ probabilities clipped to [1e-7, 1 - 1e-7], the categorical ones renormalised fir
 
 Each class maps to the library's loss name. Called as a function, a loss takes Keras's arguments
 (from_logits=True, label_smoothing, reduction 'sum' or None); compile refuses those the engine
-does not run, by name. The cross-entropies' from_logits=True goes to the engine (the model's last
-layer must then be linear: the loss applies the softmax or sigmoid itself, as Keras's does)."""
+does not run, by name. The cross-entropies' from_logits=True goes to the engine (the loss applies
+the softmax or sigmoid itself, as Keras's does, to the model's output, or to the input of a final
+sigmoid or softmax, which Keras takes back as the logits)."""
 
 from typing import Any, Optional
 
