@@ -546,6 +546,7 @@ class Conv2DTranspose(_Convolution2D):
         self.output_padding = None
 
 
+Convolution2D = Conv2D
 Convolution2DTranspose = Conv2DTranspose
 
 
@@ -890,7 +891,7 @@ def __getattr__(name: str) -> Any:
         "MaxPooling2D, "
         "AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D, BatchNormalization, "
         "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add and Concatenate (and the aliases "
-        "MaxPool2D, AvgPool2D, GlobalAvgPool2D, Convolution2DTranspose)"
+        "MaxPool2D, AvgPool2D, GlobalAvgPool2D, Convolution2D, Convolution2DTranspose)"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -907,6 +908,7 @@ __all__ = [
     "Activation",
     "Conv2D",
     "Conv2DTranspose",
+    "Convolution2D",
     "Convolution2DTranspose",
     "MaxPooling2D",
     "AveragePooling2D",
