@@ -38,6 +38,7 @@ __all__ += ["config", "random", "device", "DeviceNotFoundError"]
 
 # Tensors: what calling a model returns, and the ops scripts apply to it (numpy underneath).
 from . import data, distribute, math, nn  # noqa: E402
+from . import saved_model  # noqa: E402  (a folder with a .keras archive: saved_model.py)
 from ._tensor import (  # noqa: E402
     Tensor,
     TensorShape,
@@ -98,6 +99,7 @@ from ._tensor import range_ as range  # noqa: E402  (tf.range)
 newaxis = None
 
 __all__ += ["data", "distribute", "math", "nn", "Tensor", "TensorShape", "newaxis", "bool", "range"]
+__all__ += ["saved_model"]
 __all__ += [
     "abs",
     "add",
@@ -181,7 +183,6 @@ _NOT_TENSORFLOW = {
     "function": "tf.function: the training step is compiled C++ already",
     "GradientTape": "custom training loops: use fit",
     "Variable": "variables: a model's weights are get_weights()/set_weights()",
-    "saved_model": "SavedModel: use model.save_weights",
 }
 
 

@@ -60,7 +60,8 @@ def test_every_keras_alias_of_a_name_crossover_has(tmp_path: Path) -> None:
     [("Convolution2D", "Conv2D"), ("MaxPool2D", "MaxPooling2D"), ("AvgPool2D", "AveragePooling2D")],
 )
 def test_a_model_of_aliased_layers_is_written_with_the_class_names(alias, canonical) -> None:
-    layer = getattr(keras.layers, alias)(2, 2) if "Conv" in alias else getattr(keras.layers, alias)()
+    cls = getattr(keras.layers, alias)
+    layer = cls(2, 2) if "Conv" in alias else cls()
     model = keras.Sequential([keras.Input((6, 6, 1)), layer])
     layers = json.loads(model.to_json())["config"]["layers"]
     names = [entry["class_name"] for entry in layers]
