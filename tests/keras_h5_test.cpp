@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "core/error.h"
@@ -151,6 +152,81 @@ TEST(KerasH5, TruncatedAndGarbledFilesAreErrorsNamingTheFile) {
     parse_keras_weights_h5(garbled, "garbled.weights.h5");
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("garbled.weights.h5", 0), 0u) << e.what();
+  }
+}
+
+// ---- the legacy whole-model .h5 (model.save("m.h5")) ----
+
+// The Error `stmt` throws contains `text`.
+void expect_error_has(const std::function<void()>& stmt, const std::string& text) {
+  const std::string message = testing_util::error_of(stmt);
+  EXPECT_NE(message.find(text), std::string::npos) << "expected \"" << text << "\" in " << message;
+}
+
+LegacyH5Model small_legacy_model() {
+  LegacyH5Model m;
+  m.model_config = R"({"class_name": "Sequential", "config": {"name": "s", "layers": []}})";
+  m.training_config = R"({"loss": "mse", "metrics": []})";
+  m.keras_version = "3.15.1";
+  m.backend = "tensorflow";
+  Tensor kernel({3, 2}), bias({2});
+  for (int64_t i = 0; i < kernel.size(); ++i) kernel[i] = 0.25f * static_cast<float>(i) - 1.0f;
+  bias[1] = 3.5f;
+  // Keras's order is the model's, not the groups' (which it makes sorted by name).
+  m.layers.push_back({"z_dense", {"s/z_dense/kernel", "s/z_dense/bias"}, {kernel, bias}});
+  m.layers.push_back({"a_dropout", {}, {}});
+  return m;
+}
+
+TEST(LegacyH5, WritesAndReadsBackTheTextsTheLayersInOrderAndTheWeights) {
+  const LegacyH5Model m = small_legacy_model();
+  const LegacyH5Model back = parse_legacy_h5_model(legacy_h5_model_bytes(m, "m.h5"), "m.h5");
+  EXPECT_EQ(back.model_config, m.model_config);
+  EXPECT_EQ(back.training_config, m.training_config);
+  EXPECT_EQ(back.keras_version, "3.15.1");
+  EXPECT_EQ(back.backend, "tensorflow");
+  ASSERT_EQ(back.layers.size(), 2u);
+  EXPECT_EQ(back.layers[0].name, "z_dense");
+  EXPECT_EQ(back.layers[0].weight_names, m.layers[0].weight_names);
+  ASSERT_EQ(back.layers[0].weights.size(), 2u);
+  EXPECT_TRUE(same_bits(back.layers[0].weights[0], m.layers[0].weights[0]));
+  EXPECT_TRUE(same_bits(back.layers[0].weights[1], m.layers[0].weights[1]));
+  EXPECT_EQ(back.layers[1].name, "a_dropout");
+  EXPECT_TRUE(back.layers[1].weights.empty());
+  // A model never compiled has no training_config.
+  LegacyH5Model uncompiled = m;
+  uncompiled.training_config.clear();
+  EXPECT_EQ(
+      parse_legacy_h5_model(legacy_h5_model_bytes(uncompiled, "u.h5"), "u.h5").training_config, "");
+}
+
+TEST(LegacyH5, NamesThatAreNotHdf5NamesAreRefusedBeforeWriting) {
+  LegacyH5Model m = small_legacy_model();
+  m.layers[0].name = "a/b";
+  expect_error_has([&] { legacy_h5_model_bytes(m, "m.h5"); },
+                   "layer 'a/b' cannot name an HDF5 group");
+  m = small_legacy_model();
+  m.layers[0].weight_names[1] = "s//bias";
+  expect_error_has([&] { legacy_h5_model_bytes(m, "m.h5"); }, "cannot name an HDF5 dataset");
+  m = small_legacy_model();
+  m.layers[0].weight_names.pop_back();
+  expect_error_has([&] { legacy_h5_model_bytes(m, "m.h5"); }, "1 weight names for 2 weights");
+}
+
+TEST(LegacyH5, AWeightsFileTruncatedOrGarbledFilesAreErrorsNamingTheFile) {
+  expect_error_has([&] { parse_legacy_h5_model(bytes_of(kKerasData + "tiny.weights.h5"), "w.h5"); },
+                   "a weights file (no model_config attribute)");
+  const std::vector<uint8_t> file = legacy_h5_model_bytes(small_legacy_model(), "m.h5");
+  for (std::size_t n : {std::size_t{0}, std::size_t{8}, std::size_t{100}, file.size() / 2}) {
+    const std::vector<uint8_t> part(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_THROW(parse_legacy_h5_model(part, "cut.h5"), Error) << n;
+  }
+  std::vector<uint8_t> garbled = file;
+  for (std::size_t at = 64; at < garbled.size(); at += 97) garbled[at] ^= 0x5a;
+  try {
+    parse_legacy_h5_model(garbled, "garbled.h5");
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("garbled.h5", 0), 0u) << e.what();
   }
 }
 

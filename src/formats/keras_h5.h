@@ -79,4 +79,37 @@ void load_keras_weights(Sequential& model, const KerasH5Weights& weights, const 
 void save_keras_weights_h5(const Sequential& model, const std::string& path);
 void load_keras_weights_h5(Sequential& model, const std::string& path);
 
+// ---- the legacy whole-model HDF5 file: Keras's model.save("m.h5") / load_model("m.h5")
+// (keras/src/legacy/saving/legacy_h5_format.py), as Keras 3.15 writes and reads it:
+//
+//   /                      attributes model_config (the model's JSON), training_config (the
+//                          compile settings' JSON; absent for a model never compiled),
+//                          keras_version, backend: UTF-8 strings
+//   /model_weights         attributes layer_names (the model's layers, in order), backend,
+//                          keras_version
+//   /model_weights/<layer> attribute weight_names ("sequential/dense/kernel", ...; an empty list
+//                          for a layer without weights), each a float dataset at that path inside
+//                          the layer's group (intermediate groups made by the path)
+//   /optimizer_weights     Keras's optimizer state: ignored when read, not written (Keras then
+//                          starts a fresh optimizer, as after crossover's .keras archive)
+//
+// A list attribute too large for an HDF5 object header is split by Keras into name0, name1, ...;
+// both forms are read. The JSON is Python's to make and read (python/crossover/keras/saving.py);
+// these read and write the file, with the .weights.h5 reader's guards (a child process, hard
+// links only, unfiltered float datasets, sizes checked against the file's).
+struct LegacyH5Layer {
+  std::string name;
+  std::vector<std::string> weight_names;
+  std::vector<Tensor> weights;  // one per weight name, in its order
+};
+struct LegacyH5Model {
+  std::string model_config, training_config, keras_version, backend;  // "" when absent
+  std::vector<LegacyH5Layer> layers;                                  // in layer_names' order
+};
+LegacyH5Model parse_legacy_h5_model(std::span<const uint8_t> file, const std::string& where);
+LegacyH5Model read_legacy_h5_model(const std::string& path);
+std::vector<uint8_t> legacy_h5_model_bytes(const LegacyH5Model& model, const std::string& where);
+// Writes the file atomically (a temporary file in the same folder, then renamed over `path`).
+void write_legacy_h5_model(const std::string& path, const LegacyH5Model& model);
+
 }  // namespace crossover

@@ -48,10 +48,8 @@ def test_a_1d_conv_layer_says_1d_convolutions_are_not_in_the_engine():
         keras.layers.Conv1D
 
 
-def test_a_legacy_h5_whole_model_save_and_an_export_are_refused_clearly(tmp_path):
+def test_an_export_is_refused_clearly(tmp_path):
     model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
-    with pytest.raises(ValueError, match="legacy HDF5.*\\.keras"):
-        model.save(tmp_path / "model.h5")
     with pytest.raises(AttributeError, match="export is not supported"):
         model.export(tmp_path / "saved")
 

@@ -11,6 +11,8 @@ import tempfile
 import zipfile
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+import numpy as np
+
 from .. import _core
 from .._versions import KERAS_VERSION
 from ._args import SEE_SUPPORTED, reject_unsupported, unsupported_attribute
@@ -211,22 +213,167 @@ _BOMB_FLOOR_BYTES = 1 << 32
 _BOMB_EXPANSION = 100
 
 
-def _refuse_legacy_h5(path: str, who: str) -> None:
-    """Keras 2's whole-model HDF5 (`model.save('m.h5')`, `load_model('m.h5')`): not written or
-    read here; the line names the `.keras` archive as the way."""
-    if path.endswith(".weights.h5"):
-        if who == "load_model":
-            raise ValueError(
-                f"load_model: {path}: a .weights.h5 file holds weights only: build the model "
-                "(or load_model a .keras archive) and call model.load_weights on it"
-            )
-        return
-    if path.endswith((".h5", ".hdf5")):
+def _refuse_weights_file(path: str, who: str) -> None:
+    """load_model of a `.weights.h5` file: it holds weights only."""
+    if path.endswith(".weights.h5") and who == "load_model":
         raise ValueError(
-            f"{who}: {path}: the legacy HDF5 whole-model format (.h5) is not supported (yet): "
-            "use Keras 3's .keras archive (model.save('model.keras'), "
-            "keras.models.load_model('model.keras')), or save_weights('model.weights.h5')"
+            f"load_model: {path}: a .weights.h5 file holds weights only: build the model "
+            "(or load_model a .keras archive) and call model.load_weights on it"
         )
+
+
+def _refuse_legacy_h5(path: str, who: str) -> None:
+    """ModelCheckpoint to a legacy whole-model `.h5`: not written by the callback (yet); the line
+    names the `.keras` archive (model.save('m.h5') itself writes one)."""
+    if _is_legacy_h5(path):
+        raise ValueError(
+            f"{who}: {path}: the legacy HDF5 whole-model format (.h5) is not supported (yet) "
+            "here: use Keras 3's .keras archive (ModelCheckpoint('model.keras')), or "
+            "save_weights_only=True with 'model.weights.h5'"
+        )
+
+
+def _is_legacy_h5(path: str) -> bool:
+    """Keras's legacy whole-model HDF5 (`model.save('m.h5')`): `.h5`/`.hdf5`, not `.weights.h5`."""
+    return path.endswith((".h5", ".hdf5")) and not path.endswith(".weights.h5")
+
+
+# --- the legacy whole-model .h5 (keras/src/legacy/saving/legacy_h5_format.py) ----------------
+# The file itself is the library's (formats/keras_h5.h: attributes model_config, training_config,
+# keras_version, backend; model_weights/<layer>/<weight path> datasets); here its JSON: the
+# model's config as Keras's legacy model_metadata writes it ({"class_name", "config"}), and the
+# compile settings as its training_config (the compile_config with objects serialized the
+# legacy way, without "module", and the optimizer apart as "optimizer_config").
+
+
+def _legacy_serialized(value: Any) -> Any:
+    """A compile_config value as Keras's legacy serialization writes it: {"class_name", "config"}
+    objects (no "module" or "registered_name")."""
+    if isinstance(value, list):
+        return [_legacy_serialized(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: _legacy_serialized(v)
+            for k, v in value.items()
+            if not ("class_name" in value and k in ("module", "registered_name"))
+        }
+    return value
+
+
+def _training_config(model: "Sequential") -> str:
+    """training_config: "" for a model never compiled (Keras writes none)."""
+    compile_config = json.loads(to_json(model)).get("compile_config")
+    if not compile_config:
+        return ""
+    config = {k: _legacy_serialized(v) for k, v in compile_config.items() if k != "optimizer"}
+    optimizer = compile_config.get("optimizer")
+    if isinstance(optimizer, dict):
+        config["optimizer_config"] = _legacy_serialized(optimizer)
+    return json.dumps(config)
+
+
+def _with_module(value: Any, module: str) -> Any:
+    """A legacy serialized object with the Keras 3 module its class is in (for _deserialize)."""
+    if isinstance(value, list):
+        return [_with_module(v, module) for v in value]
+    if isinstance(value, dict) and "class_name" in value and "module" not in value:
+        return {**value, "module": module}
+    return value
+
+
+def _compile_config_of(training_config: Any, path: str) -> dict[str, Any]:
+    """Keras's compile_args_from_training_config, as a compile_config _compile_from_config takes."""
+    if not isinstance(training_config, dict):
+        raise ValueError(f"load_model: {path}: training_config is not a JSON object")
+    config = {k: v for k, v in training_config.items() if k != "optimizer_config"}
+    optimizer = training_config.get("optimizer_config")
+    if isinstance(optimizer, dict):
+        optimizer = _with_module(optimizer, "keras.optimizers")
+        inner = optimizer.get("config")
+        if isinstance(inner, dict) and isinstance(inner.get("learning_rate"), dict):
+            schedule = _with_module(inner["learning_rate"], "keras.optimizers.schedules")
+            optimizer = {**optimizer, "config": {**inner, "learning_rate": schedule}}
+        config["optimizer"] = optimizer
+    if "loss" in config:
+        config["loss"] = _with_module(config["loss"], "keras.losses")
+    for key in ("metrics", "weighted_metrics"):
+        if key in config:
+            config[key] = _with_module(config[key], "keras.metrics")
+    return config
+
+
+def _layer_weights_for_h5(model: "Sequential") -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Each of model.layers' weights, named by path as Keras 3 names its variables
+    ("sequential/dense/kernel"); a layer without weights has none."""
+    out = []
+    for layer in model.layers:
+        values = layer.get_weights()
+        kinds = [name for name, _ in layer._weight_kinds()]
+        if len(kinds) != len(values):
+            kinds = [f"variable_{i}" for i in range(len(values))]
+        elif len(set(kinds)) != len(kinds):  # a model used as a layer: its layers' kernels, ...
+            kinds = [f"{k}_{i}" for i, k in enumerate(kinds)]
+        names = [f"{model.name}/{layer.name}/{k}" for k in kinds]
+        arrays = [np.ascontiguousarray(v, dtype=np.float32) for v in values]
+        out.append((layer.name, list(zip(names, arrays))))
+    return out
+
+
+def _save_legacy_h5(model: "Sequential", path: str) -> None:
+    config = json.loads(to_json(model))
+    model_config = json.dumps({"class_name": config["class_name"], "config": config["config"]})
+    _core.write_legacy_h5(
+        path,
+        model_config,
+        _training_config(model),
+        KERAS_VERSION,
+        "tensorflow",
+        _layer_weights_for_h5(model),
+    )
+
+
+def _load_legacy_h5(path: str, compile: bool) -> "Sequential":
+    if not os.path.isfile(path):
+        raise ValueError(f"load_model: {path}: no such file")
+    try:
+        texts, layers = _core.read_legacy_h5(path)
+    except RuntimeError as e:
+        raise ValueError(f"load_model: {e}") from None
+    try:
+        model_config = json.loads(texts["model_config"])
+    except json.JSONDecodeError as e:
+        raise ValueError(f"load_model: {path}: model_config is not JSON: {e}") from None
+    class_name = model_config.get("class_name") if isinstance(model_config, dict) else None
+    if class_name not in ("Sequential", "Functional", "Model"):
+        raise ValueError(
+            f"load_model: {path}: a model of class {class_name} is not supported (yet): "
+            f"crossover loads Sequential and functional models; {SEE_SUPPORTED}"
+        )
+    model = _sequential_from_json(json.dumps(model_config), f"{path}: model_config")
+    if compile and texts["training_config"]:
+        try:
+            training_config = json.loads(texts["training_config"])
+        except json.JSONDecodeError as e:
+            raise ValueError(f"load_model: {path}: training_config is not JSON: {e}") from None
+        _compile_from_config(model, _compile_config_of(training_config, path), path)
+    # Keras's load_weights_from_hdf5_group: the file's layers with weights, in order, into the
+    # model's layers with weights.
+    saved = [(name, weights) for name, weights in layers if weights]
+    targets = [layer for layer in model.layers if layer._weight_kinds()]
+    if len(saved) != len(targets):
+        raise ValueError(
+            f"load_model: {path}: Layer count mismatch when loading weights from file. Model "
+            f"expected {len(targets)} layers, found {len(saved)} saved layers."
+        )
+    for k, ((name, weights), layer) in enumerate(zip(saved, targets)):
+        try:
+            layer.set_weights([value for _, value in weights])
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(
+                f"load_model: {path}: layer #{k} (named {layer.name} in the model, {name} in the "
+                f"file): {e}"
+            ) from None
+    return model
 
 
 def archive_config(model: "Sequential") -> str:
@@ -286,7 +433,12 @@ def save_model(
         raise ValueError(f"The following argument(s) are not supported: {list(kwargs.keys())}")
     reject_unsupported("save", zipped=(zipped, None if zipped is None else True))
     path = _path(filepath, "save")
-    _refuse_legacy_h5(path, "save")
+    if _is_legacy_h5(path) or save_format in ("h5", "hdf5"):
+        _require_built(model, "saving")
+        if not overwrite and os.path.exists(path):
+            raise ValueError(f"save: {path} exists and overwrite=False")
+        _save_legacy_h5(model, path)
+        return
     if save_format and not path.endswith(".keras"):
         raise ValueError(
             "The `save_format` argument is deprecated in Keras 3. Please remove this argument "
@@ -295,7 +447,8 @@ def save_model(
     if not path.endswith(".keras"):
         raise ValueError(
             "Invalid filepath extension for saving. Please add a `.keras` extension for the "
-            "native Keras format (crossover writes no .h5 or SavedModel). "
+            "native Keras format, or `.h5` for the legacy HDF5 format (crossover writes no "
+            "SavedModel). "
             f"Received: filepath={path}."
         )
     _require_built(model, "saving")
@@ -371,11 +524,13 @@ def load_model(
     optimizer's state in it is not restored: training continues with a fresh one)."""
     reject_unsupported("load_model", custom_objects=(custom_objects or None, None))
     path = _path(filepath, "load_model")
-    _refuse_legacy_h5(path, "load_model")
+    _refuse_weights_file(path, "load_model")
+    if _is_legacy_h5(path):
+        return _load_legacy_h5(path, compile)
     if not path.endswith(".keras"):
         raise ValueError(
             f"load_model: {path}: File format not supported: crossover loads Keras 3 .keras "
-            "archives (model.save('model.keras'))"
+            "archives (model.save('model.keras')) and legacy .h5 model files"
         )
     if not os.path.isfile(path):
         raise ValueError(
