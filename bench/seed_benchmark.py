@@ -5,7 +5,9 @@ One epoch of SMALL and of BIG at batch 32 (and, with --models convnet, Keras's "
 convnet" at batch 128, issue 12) on the 60,000-image set: crossover's seconds per epoch (the better
 of two epochs, on --threads threads), its GEMM rate, its ratio to the GEMM floor (the epoch's GEMM
 and convolution FLOPs, from crossover's own op list of the step, at the rate oneDNN's sgemm reaches
-on a 4096^3 product measured in this run),
+on a 4096^3 product measured in this run), its ratio to the roofline floor (`crossover explain`'s:
+each op of the step at the larger of its FLOPs at the peak rate and its bytes at the bandwidth of
+the memory level holding them, issue 26),
 and the peers from bench/peers/.venv (scripts/install-peers): PyTorch from PyPI at its best of 1
 and --threads threads, TensorFlow 2.21 at --threads. Where the CPU trains in bf16 (AVX512_BF16 or
 AMX-BF16: crossover itself decides, and its refusal is printed where it has neither), each model
@@ -52,6 +54,24 @@ def step_gemm_flops(model, batch, data):
         with open(out) as f:
             doc = json.load(f)
     return sum(op["flops"] for op in doc["ops"] if op["phase"] == "gemm")
+
+
+# The roofline floor of one training step at batch `batch` on `threads` threads, and the peak GEMM
+# rate it was priced at (`crossover explain --json`'s "floor", issue 26: each op at the larger of
+# its FLOPs at the profile's peak GEMM rate and its bytes at the bandwidth of the memory level
+# that holds them; this machine's profile, calibrated on demand where it lacks the shapes).
+def step_roofline(model, batch, data, threads):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "e.json")
+        run([os.path.join(BUILD, "crossover"), "explain", "--model", model, "--data", data,
+             "--batch-size", str(batch), "--threads", str(threads), "--steps", "3",
+             "--max-seconds", "5", "--quiet", "--json", out])
+        with open(out) as f:
+            doc = json.load(f)
+    floor = doc.get("floor")
+    if not floor:
+        return None
+    return floor["step_seconds"], floor["peak_flops_per_second"]
 
 
 def run(cmd, env=None):
@@ -181,17 +201,21 @@ def markdown(doc):
                     if r["precision"] == "fp32")
         + ". Floor: the epoch's GEMM and convolution FLOPs (crossover's op list) at oneDNN's "
         f"sgemm rate on 4096^3 in this run, "
-        f"{doc['sgemm_peak']['flops_per_second'] / 1e9:.0f} GFLOP/s on {threads} threads.",
+        f"{doc['sgemm_peak']['flops_per_second'] / 1e9:.0f} GFLOP/s on {threads} threads. "
+        "Roofline: `crossover explain`'s floor of the step (each op at the larger of its FLOPs at "
+        "the profile's peak GEMM rate and its bytes at the bandwidth of the L2, L3 or DRAM that "
+        "holds them), times the epoch's steps.",
         "",
-        "| model | crossover s/epoch | GEMM GFLOP/s | floor s | x floor | PyTorch s/epoch "
-        "| crossover faster | TF s/epoch | crossover faster |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| model | crossover s/epoch | GEMM GFLOP/s | floor s | x floor | x roofline "
+        "| PyTorch s/epoch | crossover faster | TF s/epoch | crossover faster |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     extrapolated, how = [], ""
     for r in rows:
         name = r["model"].upper() + (" bf16" if r["precision"] == "bf16" else "")
         cells = [name, f"{r['seconds']:.3f}", f"{r['gflops_per_second']:.0f}",
-                 f"{r['floor_seconds']:.3f}", f"{r['ratio_to_floor']:.2f}x"]
+                 f"{r['floor_seconds']:.3f}", f"{r['ratio_to_floor']:.2f}x",
+                 f"{r['ratio_to_roofline']:.2f}x" if "ratio_to_roofline" in r else "-"]
         if r["precision"] != "fp32":
             lines.append("| " + " | ".join(cells + ["-", "", "-", ""]) + " |")
             continue
@@ -305,7 +329,14 @@ def main():
                "seconds": secs,
                "gflops_per_second": flops / secs / 1e9, "floor_seconds": floor,
                "ratio_to_floor": secs / floor, "test_accuracy": acc}
-        print(f"crossover {model}: {secs:.3f} s/epoch, {secs / floor:.2f}x the floor", flush=True)
+        roof = step_roofline(model, batch, a.data, a.threads)
+        if roof:
+            # Full steps, and the ragged last one at its share of a full step's floor.
+            row["roofline_seconds"] = roof[0] * n / batch
+            row["ratio_to_roofline"] = secs / row["roofline_seconds"]
+            row["roofline_peak_flops_per_second"] = roof[1]
+        print(f"crossover {model}: {secs:.3f} s/epoch, {secs / floor:.2f}x the GEMM floor"
+              + (f", {row['ratio_to_roofline']:.2f}x the roofline" if roof else ""), flush=True)
         if not a.no_peers:
             steps = peer_steps[model]
             torch = [peer("pytorch_mlp.py", model, t, a.data, steps) for t in torch_threads]

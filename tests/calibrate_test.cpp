@@ -48,6 +48,7 @@ perf::Profile made_up_profile(bool this_cpu) {
     p.cpuid_stepping = 0;
   }
   p.memory_bytes_per_second = 1e12;
+  p.memory_levels = {{"L2", 1 << 20, 4e12}, {"DRAM", 0, 1e12}};
   p.call_seconds = 1e-9;
   p.gemm.push_back({"", 64, 64, 64, 1e13});
   return p;
@@ -161,13 +162,18 @@ TEST(ShapeNeeds, MissingAreThoseAShapesProfileHasNoMeasurementOf) {
   const perf::ShapeNeeds n = perf::cpu_shape_needs({{kTiny, {8}}});
   perf::Profile p = made_up_profile(true);
   p.coverage = "shapes";
+  EXPECT_TRUE(n.memory_levels);  // the roofline's bandwidths, which p has
+  EXPECT_EQ(perf::missing_shapes(p, n).size(), n.size() - 1);
+  p.memory_levels.clear();
   EXPECT_EQ(perf::missing_shapes(p, n).size(), n.size());
   p.gemm.push_back({"forward", 8, 16, 36, 1e9});  // forward 36 -> 16 at 8 rows
   p.kernels["relu_dropout_backward"] = {{8 * 16, 1e-6}};
   const perf::ShapeNeeds m = perf::missing_shapes(p, n);
   EXPECT_EQ(m.size(), n.size() - 2);
   EXPECT_FALSE(m.gemms.count({"forward", 8, 36, 16}));
-  p.coverage = "grid";  // a full grid interpolates every shape
+  p.coverage = "grid";  // a full grid interpolates every shape, but not the levels
+  EXPECT_TRUE(perf::missing_shapes(p, n).memory_levels);
+  p.memory_levels = {{"DRAM", 0, 1e12}};
   EXPECT_TRUE(perf::missing_shapes(p, n).empty());
 }
 

@@ -481,6 +481,47 @@ TEST(CostModel, AnUpdateFusedIntoTheGradientCostsItsGemmAndEachOfItsTensorsAlone
 }
 
 // ---- profiles --------------------------------------------------------------------------------
+// The roofline floor (issue 26): each op at the larger of its FLOPs at the peak rate and its bytes
+// at the bandwidth of the smallest level that holds them; none for the host's share.
+TEST(CostModel, RooflineFloorPricesEachOpAtItsComputeOrItsMemoryLevel) {
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  p.gemm.push_back({"forward", 1024, 1024, 1024, 4e11});  // the peak: the best rate measured
+  p.memory_levels = {{"L2", 1 << 20, 1e12}, {"L3", 32 << 20, 1e11}, {"DRAM", 0, 1e10}};
+  std::vector<Op> ops(5);
+  ops[0].phase = Phase::host_overhead;
+  ops[0].bytes_read = 1 << 30;  // no floor, whatever it records
+  ops[1].phase = Phase::gemm;   // compute-bound: 8e9 FLOPs over 1 MB
+  ops[1].flops = 8'000'000'000;
+  ops[1].bytes_read = 1'000'000;
+  ops[2].phase = Phase::elementwise;  // 0.5 MB in, 0.5 MB out: L2
+  ops[2].bytes_read = ops[2].bytes_written = 500'000;
+  ops[3].phase = Phase::optimizer;  // 16 MB read, 12 MB written: L3
+  ops[3].bytes_read = 16'000'000;
+  ops[3].bytes_written = 12'000'000;
+  ops[4].phase = Phase::elementwise;  // 100 MB: DRAM
+  ops[4].bytes_read = 100'000'000;
+  const perf::Floor f = perf::roofline_floor(ops, p);
+  EXPECT_DOUBLE_EQ(f.peak_flops_per_second, 4e11);
+  EXPECT_EQ(f.op_seconds[0], 0.0);
+  EXPECT_DOUBLE_EQ(f.op_seconds[1], 8e9 / 4e11);
+  EXPECT_DOUBLE_EQ(f.op_seconds[2], 1e6 / 1e12);
+  EXPECT_DOUBLE_EQ(f.op_seconds[3], 28e6 / 1e11);
+  EXPECT_DOUBLE_EQ(f.op_seconds[4], 100e6 / 1e10);
+  EXPECT_DOUBLE_EQ(f.gemm_seconds, 8e9 / 4e11);  // the GEMM phase's FLOPs alone
+  EXPECT_DOUBLE_EQ(f.phase_seconds[size_t(Phase::elementwise)], 1e6 / 1e12 + 100e6 / 1e10);
+  EXPECT_DOUBLE_EQ(f.step_seconds, 8e9 / 4e11 + 1e6 / 1e12 + 28e6 / 1e11 + 100e6 / 1e10);
+  EXPECT_EQ(f.level_bytes, (std::vector<int64_t>{2'000'000, 28'000'000, 100'000'000}));
+  // A profile from before the levels: every byte at memory_bytes_per_second.
+  p.memory_levels.clear();
+  const perf::Floor g = perf::roofline_floor(ops, p);
+  ASSERT_EQ(g.levels.size(), 1u);
+  EXPECT_DOUBLE_EQ(g.op_seconds[2], 1e6 / 1e10);
+  // Below the prediction of a real step, which runs at rates no better than the peak.
+  const auto step = perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::resident);
+  EXPECT_LE(perf::roofline_floor(step, p).step_seconds,
+            perf::predict(step, p, Mode::resident).step_seconds);
+}
+
 TEST(Profile, JsonRoundTrip) {
   perf::Profile p = flat_profile("gpu", 5e13, 3e12);
   p.name = "NVIDIA H200";
@@ -491,6 +532,7 @@ TEST(Profile, JsonRoundTrip) {
   p.kernels["adam"] = {{1023, 2e-6}, {1024, 2.1e-6}};
   p.quick = true;
   p.created = "2025-01-01T00:00:00Z";
+  p.memory_levels = {{"L2", 2 << 20, 4e11}, {"DRAM", 0, 2e10}};
   const json j = perf::profile_to_json(p);
   EXPECT_TRUE(j["d2h_bytes_per_second"]["pinned"].is_null());
   EXPECT_EQ(j["device"]["name"], "NVIDIA H200");
@@ -501,6 +543,13 @@ TEST(Profile, JsonRoundTrip) {
   EXPECT_EQ(q.kernels.at("adam")[1].elements, 1024);
   EXPECT_FALSE(q.d2h_bytes_per_second.pinned.has_value());
   EXPECT_DOUBLE_EQ(*q.h2d_bytes_per_second.pinned, 2e10);
+  ASSERT_EQ(q.memory_levels.size(), 2u);
+  EXPECT_EQ(q.memory_levels[0].name, "L2");
+  EXPECT_EQ(q.memory_levels[0].bytes, 2 << 20);
+  EXPECT_DOUBLE_EQ(q.memory_levels[1].bytes_per_second, 2e10);
+  json old = j;
+  old.erase("memory_levels");  // a profile from before them
+  EXPECT_TRUE(perf::profile_from_json(old).memory_levels.empty());
 }
 
 std::string error_of(const json& j) {
@@ -541,6 +590,16 @@ TEST(Profile, ValidationNamesTheBadField) {
   j["kernels"] = {
       {"adam", {{{"elements", 10}, {"seconds", 1e-6}}, {{"elements", 5}, {"seconds", 1e-6}}}}};
   EXPECT_NE(error_of(j).find("kernels.adam[1].elements"), std::string::npos);
+  j = good;
+  j["memory_levels"] = {{{"name", "L3"}, {"bytes", 1 << 25}, {"bytes_per_second", 1e11}},
+                        {{"name", "L2"}, {"bytes", 1 << 20}, {"bytes_per_second", 4e11}}};
+  EXPECT_NE(error_of(j).find("'memory_levels[1].bytes' must ascend"), std::string::npos)
+      << error_of(j);
+  j["memory_levels"] = {{{"name", "DRAM"}, {"bytes", 0}, {"bytes_per_second", 1e10}},
+                        {{"name", "L9"}, {"bytes", 1 << 20}, {"bytes_per_second", 4e11}}};
+  EXPECT_NE(error_of(j).find("memory_levels[1].bytes"), std::string::npos);
+  j["memory_levels"] = {{{"name", "L2"}, {"bytes", 1 << 20}, {"bytes_per_second", 0}}};
+  EXPECT_NE(error_of(j).find("memory_levels[0].bytes_per_second"), std::string::npos);
   // A GPU profile must have its latencies and copies.
   j = perf::profile_to_json(flat_profile("gpu", 1e13, 1e12));
   j["launch_seconds"] = 0;
@@ -963,8 +1022,12 @@ TEST_F(PerfCommands, CalibrateQuickWritesAValidProfile) {
   const json j = read_json(path("cpu.json"));
   for (const char* k :
        {"launch_seconds", "graph_node_seconds", "sync_seconds", "h2d_bytes_per_second",
-        "d2h_bytes_per_second", "memory_bytes_per_second", "gemm"})
+        "d2h_bytes_per_second", "memory_bytes_per_second", "memory_levels", "gemm"})
     EXPECT_TRUE(j.contains(k)) << k;
+  // DRAM at least, the unbounded level, last.
+  ASSERT_FALSE(j["memory_levels"].empty());
+  EXPECT_EQ(j["memory_levels"].back()["name"], "DRAM");
+  EXPECT_EQ(j["memory_levels"].back()["bytes"], 0);
   EXPECT_EQ(j["device"]["kind"], "cpu");
   EXPECT_FALSE(j["device"]["name"].get<std::string>().empty());
   EXPECT_EQ(j["launch_seconds"], 0);
@@ -1003,6 +1066,13 @@ TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
   EXPECT_NEAR(sum, step, 1e-9 * std::max(1.0, step));  // the phases add up to the step
   EXPECT_TRUE(j["step_seconds"].contains("predicted"));
   EXPECT_FALSE(j["ops"].empty());
+  // The physical floor: below the measured step (a floor), the GEMM floor below it.
+  ASSERT_TRUE(j["floor"].is_object()) << j.dump();
+  EXPECT_GT(j["floor"]["step_seconds"].get<double>(), 0);
+  EXPECT_LE(j["floor"]["gemm_seconds"].get<double>(), j["floor"]["step_seconds"].get<double>());
+  EXPECT_GT(j["floor"]["x_roofline"].get<double>(), 0);
+  EXPECT_FALSE(j["floor"]["levels"].empty());
+  EXPECT_NE(r.out.find("roofline floor"), std::string::npos) << r.out;
   EXPECT_EQ(run("explain --model small --data mnist-10k --device cpu --mode naive").code, 2);
   EXPECT_EQ(run("explain --model small --data mnist-10k --mode sideways").code, 2);
 }

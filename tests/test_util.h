@@ -71,6 +71,7 @@ inline perf::Profile made_up_cpu_profile() {
   perf::Profile p;
   p.name = "test cpu";
   p.memory_bytes_per_second = 1e10;
+  p.memory_levels = {{"L2", 1 << 20, 4e10}, {"DRAM", 0, 1e10}};
   p.call_seconds = 1e-7;
   p.gemm.push_back({"", 64, 64, 64, 1e11});
   return p;

@@ -96,8 +96,8 @@ void print_explain(const ExplainCliOptions& o, const perf::ExplainResult& r,
                    const std::string& note, const Output& out) {
   out.say(fmt::format("measured {} steps: {}", r.steps_measured, r.method));
   out.say("");
-  out.say(fmt::format("{:<15}{:>14}{:>15}{:>8}{:>8}", "phase", "measured", "predicted", "share",
-                      "ratio"));
+  out.say(fmt::format("{:<15}{:>14}{:>15}{:>8}{:>8}{:>12}", "phase", "measured", "predicted",
+                      "share", "ratio", "floor"));
   for (int i = 0; i < perf::kPhaseCount; ++i) {
     const auto k = static_cast<std::size_t>(i);
     if (static_cast<perf::Phase>(i) == perf::Phase::allreduce && r.ranks == 1) continue;
@@ -105,30 +105,35 @@ void print_explain(const ExplainCliOptions& o, const perf::ExplainResult& r,
     const std::string ratio = r.has_prediction && r.measured[k] > 0 && r.predicted[k] > 0
                                   ? fmt::format("{:.2f}", r.predicted[k] / r.measured[k])
                                   : "-";
+    const std::string floor = r.has_prediction && r.floor.phase_seconds[k] > 0
+                                  ? perf::human_seconds(r.floor.phase_seconds[k])
+                                  : "-";
     out.say(fmt::format(
-        "{:<15}{:>14}{:>15}{:>7}%{:>8}", perf::phase_name(static_cast<perf::Phase>(i)),
+        "{:<15}{:>14}{:>15}{:>7}%{:>8}{:>12}", perf::phase_name(static_cast<perf::Phase>(i)),
         perf::human_seconds(r.measured[k]), pred,
         static_cast<int>(std::lround(100 * r.measured[k] / std::max(r.step_measured, 1e-15))),
-        ratio));
+        ratio, floor));
   }
   out.say(fmt::format(
-      "{:<15}{:>14}{:>15}{:>8}{:>8}", "step", perf::human_seconds(r.step_measured),
+      "{:<15}{:>14}{:>15}{:>8}{:>8}{:>12}", "step", perf::human_seconds(r.step_measured),
       r.has_prediction ? perf::human_seconds(r.step_predicted) : "-", "100%",
-      r.has_prediction ? fmt::format("{:.2f}", r.step_predicted / r.step_measured) : "-"));
+      r.has_prediction ? fmt::format("{:.2f}", r.step_predicted / r.step_measured) : "-",
+      r.has_prediction ? perf::human_seconds(r.floor.step_seconds) : "-"));
   out.say("");
   for (const std::string& s : r.sentences) out.say(s);
   if (!r.has_prediction) out.say("No prediction: " + note + ".");
   if (!o.ops || !r.has_prediction) return;
   out.say("");
-  out.say(fmt::format("{:<52}{:<14}{:>10}{:>10}{:>12}{:>12}", "op", "phase", "MFLOP", "MB",
-                      "measured", "predicted"));
+  out.say(fmt::format("{:<52}{:<14}{:>10}{:>10}{:>12}{:>12}{:>12}", "op", "phase", "MFLOP", "MB",
+                      "measured", "predicted", "floor"));
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const perf::Op& op = r.ops[i];
-    out.say(fmt::format("{:<52}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}", op.name,
+    out.say(fmt::format("{:<52}{:<14}{:>10.3f}{:>10.3f}{:>12}{:>12}{:>12}", op.name,
                         perf::phase_name(op.phase), double(op.flops) / 1e6,
                         double(op.bytes_read + op.bytes_written) / 1e6,
                         r.op_measured.empty() ? "-" : perf::human_seconds(r.op_measured[i]),
-                        perf::human_seconds(r.prediction.op_seconds[i])));
+                        perf::human_seconds(r.prediction.op_seconds[i]),
+                        perf::human_seconds(r.floor.op_seconds[i])));
   }
 }
 
@@ -138,10 +143,31 @@ nlohmann::json explain_phases_json(const perf::ExplainResult& r) {
     const auto k = static_cast<std::size_t>(i);
     phases.push_back({{"name", perf::phase_name(static_cast<perf::Phase>(i))},
                       {"measured_seconds", r.measured[k]},
-                      {"predicted_seconds", r.has_prediction ? nlohmann::json(r.predicted[k])
-                                                             : nlohmann::json(nullptr)}});
+                      {"predicted_seconds",
+                       r.has_prediction ? nlohmann::json(r.predicted[k]) : nlohmann::json(nullptr)},
+                      {"floor_seconds", r.has_prediction ? nlohmann::json(r.floor.phase_seconds[k])
+                                                         : nlohmann::json(nullptr)}});
   }
   return phases;
+}
+
+// The roofline floor (perf::Floor): null without a profile.
+nlohmann::json floor_json(const perf::ExplainResult& r) {
+  const perf::Floor& f = r.floor;
+  if (!r.has_prediction || !(f.step_seconds > 0)) return nullptr;
+  nlohmann::json levels = nlohmann::json::array();
+  for (std::size_t l = 0; l < f.levels.size(); ++l)
+    levels.push_back({{"name", f.levels[l].name},
+                      {"bytes", f.levels[l].bytes},
+                      {"bytes_per_second", f.levels[l].bytes_per_second},
+                      {"step_bytes", f.level_bytes[l]}});
+  return {{"step_seconds", f.step_seconds},
+          {"gemm_seconds", f.gemm_seconds},
+          {"peak_flops_per_second", f.peak_flops_per_second},
+          {"x_roofline", r.step_measured / f.step_seconds},
+          {"x_gemm_floor", f.gemm_seconds > 0 ? nlohmann::json(r.step_measured / f.gemm_seconds)
+                                              : nlohmann::json(nullptr)},
+          {"levels", levels}};
 }
 
 nlohmann::json explain_ops_json(const perf::ExplainResult& r) {
@@ -160,8 +186,10 @@ nlohmann::json explain_ops_json(const perf::ExplainResult& r) {
          {"transfer_bytes", op.transfer_bytes},
          {"measured_seconds",
           r.op_measured.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.op_measured[i])},
-         {"predicted_seconds", r.has_prediction ? nlohmann::json(r.prediction.op_seconds[i])
-                                                : nlohmann::json(nullptr)}});
+         {"predicted_seconds",
+          r.has_prediction ? nlohmann::json(r.prediction.op_seconds[i]) : nlohmann::json(nullptr)},
+         {"floor_seconds",
+          r.has_prediction ? nlohmann::json(r.floor.op_seconds[i]) : nlohmann::json(nullptr)}});
   }
   return ops;
 }
@@ -253,6 +281,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
         {"timed", r.timed_step_wall},
         {"ratio", r.has_prediction ? nlohmann::json(r.step_predicted / r.step_measured)
                                    : nlohmann::json(nullptr)}}},
+      {"floor", floor_json(r)},
       {"summary", r.sentences},
       {"ops", explain_ops_json(r)}};
   add_ranks_json(doc, ranks);

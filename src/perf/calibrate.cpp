@@ -662,6 +662,35 @@ void measure_memory(Backend& be, Bench& bench, bool quick, Profile& p) {
   p.memory_bytes_per_second = 8.0 * double(n) / t;
 }
 
+// The read+write bandwidth of each level of the CPU's memory hierarchy (Profile::memory_levels):
+// the same streaming kernel as measure_memory over a working set (input and output together) of
+// half the level's capacity: the L2 of every thread together (OpenMP gives each thread a
+// contiguous share, which stays in its core's L2), the L3, and DRAM at four times the L3 (at
+// least 256 MiB). A level the CPU does not report (size 0) or that is no larger than the one
+// below it is left out.
+void measure_memory_levels(Backend& be, Bench& bench, Profile& p) {
+  struct Level {
+    const char* name;
+    int64_t capacity, working_set;
+  };
+  const int64_t l2 = p.l2_bytes * std::max(1, p.threads);
+  const int64_t dram = std::max<int64_t>(int64_t{256} << 20, 4 * p.l3_bytes);
+  const Level levels[] = {
+      {"L2", l2, l2 / 2}, {"L3", p.l3_bytes, p.l3_bytes / 2}, {"DRAM", 0, dram}};
+  p.memory_levels.clear();
+  int64_t below = 0;
+  for (const Level& l : levels) {
+    if (l.working_set <= 0 || (l.capacity != 0 && l.capacity <= below)) continue;
+    below = l.capacity;
+    const int64_t n = l.working_set / 8;  // floats in each of the two arrays
+    Block x(be, static_cast<std::size_t>(n) * 4), y(be, static_cast<std::size_t>(n) * 4);
+    be.fill(x.f(), 0.5f, n);
+    const double t = bench.per_call(
+        [&] { be.activation_forward(ActivationKind::relu, 0.0f, x.f(), y.f(), 1, n); });
+    p.memory_levels.push_back({l.name, l.capacity, 8.0 * double(n) / t});
+  }
+}
+
 // The backend calibrate measures (o.device), and the profile's device fields; `gpu` says which.
 std::unique_ptr<Backend> calibrated_backend(const CalibrateOptions& o, Profile& p, bool& gpu) {
   gpu = false;
@@ -856,6 +885,14 @@ Profile calibrate(const CalibrateOptions& o) {
   say(fmt::format("  memory (streaming, {} MB in + out) {:.1f} GB/s",
                   (o.quick ? (int64_t{1} << 23) : (int64_t{1} << 26)) * 4 >> 20,
                   p.memory_bytes_per_second / 1e9));
+  if (!gpu) {
+    measure_memory_levels(be, bench, p);
+    std::string levels;
+    for (const MemoryLevel& l : p.memory_levels)
+      levels += fmt::format("{}{} {:.1f} GB/s", levels.empty() ? "" : ", ", l.name,
+                            l.bytes_per_second / 1e9);
+    say("  memory by level (read + write, working set half the level) " + levels);
+  }
   measure_kernel_curves(be, bench, gpu, o.quick, ctr, p, say);
   measure_gemm_grid(be, bench, gpu, o, p, say);
 
@@ -877,6 +914,7 @@ std::vector<int64_t> epoch_step_rows(int64_t samples, int64_t batch) {
 
 ShapeNeeds cpu_shape_needs(const std::vector<Workload>& workloads) {
   ShapeNeeds n;
+  n.memory_levels = !workloads.empty();
   for (const Workload& w : workloads)
     for (int64_t rows : w.rows)
       for (const Op& o : step_ops(w.model, rows, DeviceKind::cpu, Mode::resident)) {
@@ -933,6 +971,7 @@ ShapeNeeds missing_shapes(const Profile& p, const ShapeNeeds& needs) {
   for (const NormNeed& c : needs.norms)
     if (!norms.count(c)) m.norms.insert(c);
   if (p.gemm_bf16.empty()) m.gemms_bf16 = needs.gemms_bf16;
+  m.memory_levels = needs.memory_levels && p.memory_levels.empty();
   if (p.coverage == "grid") return m;
   auto lacking = [](const std::vector<GemmSample>& samples, const std::set<GemmNeed>& want,
                     std::set<GemmNeed>& out) {
@@ -1014,12 +1053,16 @@ Profile calibrate_cpu_shapes(const ShapeNeeds& needs, int threads, bool with_hos
     measure_host(be, false, ctr, p);
     measure_memory(be, bench, true, p);
   }
+  if (with_host || needs.memory_levels) measure_memory_levels(be, bench, p);
   std::size_t skipped = 0;
   const auto over = [&] { return since(start) > budget_seconds; };
   // The GEMMs first: they weigh most in a step. A new profile must have one GEMM rate at least.
-  if (!needs.gemms.empty() || with_host) {
+  if (!needs.gemms.empty() || with_host || needs.memory_levels) {
     std::set<GemmNeed> gemms = needs.gemms;
     if (gemms.empty()) gemms.insert({"forward", 32, 128, 128});
+    // With the memory levels, the roofline's other constant: a GEMM large enough to run at the
+    // CPU's peak rate (the model's own shapes may all be small).
+    if (with_host || needs.memory_levels) gemms.insert({"forward", 1024, 1024, 1024});
     measure_gemm_rounds(be, bench, gemms, over, p.gemm, skipped);
   }
   // The bf16 GEMMs, the same way on a backend in bf16, where this CPU has it.

@@ -80,9 +80,10 @@ struct ShapeNeeds {
   std::set<ConvNeed> convs;
   std::set<PoolNeed> pools;
   std::set<NormNeed> norms;
+  bool memory_levels = false;  // the bandwidth of each cache level and DRAM (the roofline's)
   std::size_t size() const {
     return gemms.size() + gemms_bf16.size() + kernels.size() + convs.size() + pools.size() +
-           norms.size();
+           norms.size() + (memory_levels ? 1 : 0);
   }
   bool empty() const { return size() == 0; }
 };

@@ -1033,6 +1033,45 @@ std::string estimates_sentence(const Prediction& p, const std::string& what,
       one ? "" : fmt::format(" (and {} more)", est.size() - 1));
 }
 
+Floor roofline_floor(const std::vector<Op>& ops, const Profile& p, Precision precision) {
+  Floor f;
+  const std::vector<GemmSample>& rates =
+      precision == Precision::bf16 && !p.gemm_bf16.empty() ? p.gemm_bf16 : p.gemm;
+  for (const GemmSample& g : rates)
+    f.peak_flops_per_second = std::max(f.peak_flops_per_second, g.flops_per_second);
+  if (!(f.peak_flops_per_second > 0)) throw Error("roofline", "the profile has no GEMM rate");
+  f.levels = p.memory_levels;
+  if (f.levels.empty()) f.levels.push_back({"memory", 0, p.memory_bytes_per_second});
+  f.level_bytes.assign(f.levels.size(), 0);
+  f.op_seconds.assign(ops.size(), 0.0);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& o = ops[i];
+    if (o.phase == Phase::host_overhead || o.phase == Phase::sync_wait) continue;
+    const double compute = static_cast<double>(o.flops) / f.peak_flops_per_second;
+    const int64_t bytes = o.bytes_read + o.bytes_written;
+    const int64_t held = std::max(o.bytes_read, o.bytes_written);
+    std::size_t level = f.levels.size() - 1;
+    for (std::size_t l = 0; l < f.levels.size(); ++l)
+      if (f.levels[l].bytes == 0 || held <= f.levels[l].bytes) {
+        level = l;
+        break;
+      }
+    f.level_bytes[level] += bytes;
+    double t = std::max(compute, double(bytes) / f.levels[level].bytes_per_second);
+    if (o.transfer_bytes > 0) {
+      const TransferRates& r =
+          o.phase == Phase::d2h_copy ? p.d2h_bytes_per_second : p.h2d_bytes_per_second;
+      const double rate = r.pinned.value_or(r.pageable.value_or(p.memory_bytes_per_second));
+      t += double(o.transfer_bytes) / rate;
+    }
+    f.op_seconds[i] = t;
+    f.phase_seconds[static_cast<std::size_t>(o.phase)] += t;
+    f.step_seconds += t;
+    if (o.phase == Phase::gemm) f.gemm_seconds += compute;
+  }
+  return f;
+}
+
 Prediction predict(const std::vector<Op>& ops, const Profile& p, Mode mode, Precision precision) {
   Prediction r;
   r.op_seconds.assign(ops.size(), 0.0);

@@ -158,6 +158,25 @@ std::string estimates_sentence(const Prediction& p, const std::string& what,
 Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode,
                    Precision precision = Precision::fp32);
 
+// The roofline floor of a step (docs/PERF.md, "The physical floor"): each op at the larger of
+// its FLOPs at the profile's peak GEMM rate (the best it measured) and its bytes (read and
+// written) at the bandwidth of the smallest memory level whose capacity holds them (the larger of
+// the bytes it reads and writes; Profile::memory_levels, or memory_bytes_per_second for every
+// byte where the profile has no levels), host-device copies at the copy rate; host overhead and
+// waits have none. A lower bound: it assumes each op finds its data in the level that could hold
+// it and overlaps its arithmetic with its memory traffic perfectly.
+struct Floor {
+  std::vector<double> op_seconds;  // per op of the list
+  std::array<double, kPhaseCount> phase_seconds{};
+  double step_seconds = 0;
+  double gemm_seconds = 0;  // the GEMM floor alone: the ops' FLOPs at the peak rate
+  double peak_flops_per_second = 0;
+  std::vector<MemoryLevel> levels;   // the levels priced at (the profile's, or one "memory")
+  std::vector<int64_t> level_bytes;  // per level: the bytes of the ops priced there
+};
+Floor roofline_floor(const std::vector<Op>& ops, const Profile& profile,
+                     Precision precision = Precision::fp32);
+
 // The seconds of a convolution or pooling op (conv2d_*, pool2d_*) from the profile: its own
 // measurement at the exact shape (calibrate measures every shape a model's step makes, on
 // demand); without one, the profile's nearest measurement of the same call scaled by FLOPs

@@ -265,6 +265,31 @@ std::string ranks_sentence(const ExplainResult& r) {
       pct(r.measured[static_cast<std::size_t>(Phase::sync_wait)], r.step_measured));
 }
 
+// How far the measured step is from its physical floor (llm.c's MFU, with the memory traffic):
+// the roofline floor and the GEMM floor alone, and the levels the bytes were priced at.
+std::string floor_sentence(const ExplainResult& r) {
+  const Floor& f = r.floor;
+  std::string levels;
+  for (std::size_t l = 0; l < f.levels.size(); ++l) {
+    if (f.level_bytes[l] == 0) continue;
+    levels += fmt::format("{}{:.2f} MB at {}'s {:.1f} GB/s", levels.empty() ? "" : ", ",
+                          double(f.level_bytes[l]) / 1e6, f.levels[l].name,
+                          f.levels[l].bytes_per_second / 1e9);
+  }
+  const auto g = static_cast<std::size_t>(Phase::gemm);
+  return fmt::format(
+      "Physical floor: the step is {:.2f}x its roofline floor of {} (each op at the larger of its "
+      "FLOPs at the profile's peak GEMM rate, {:.1f} GFLOP/s, and its bytes at the bandwidth of "
+      "the memory level that holds them: {}{}) and {:.2f}x the GEMM floor alone ({}); the GEMM "
+      "phase is {:.2f}x its floor.",
+      r.step_measured / f.step_seconds, human_seconds(f.step_seconds),
+      f.peak_flops_per_second / 1e9, levels.empty() ? "none" : levels,
+      f.levels.size() == 1 ? "; the profile has no per-level bandwidths: calibrate measures them"
+                           : "",
+      f.gemm_seconds > 0 ? r.step_measured / f.gemm_seconds : 0.0, human_seconds(f.gemm_seconds),
+      f.phase_seconds[g] > 0 ? r.measured[g] / f.phase_seconds[g] : 0.0);
+}
+
 // The sentences: what dominates, what would change it, over ranks the allreduce, and which of
 // the profile's numbers were estimates.
 void add_sentences(const ExplainConfig& c, ExplainResult& r, const ModelDesc& desc,
@@ -287,6 +312,7 @@ void add_sentences(const ExplainConfig& c, ExplainResult& r, const ModelDesc& de
   const std::string w = what_if(c, r, desc, tp);
   if (!w.empty()) r.sentences.push_back(w);
   if (over_ranks) r.sentences.push_back(ranks_sentence(r));
+  if (r.floor.step_seconds > 0) r.sentences.push_back(floor_sentence(r));
   const std::string est =
       estimates_sentence(r.prediction, "the step", "calibrating this machine measures them");
   if (!est.empty()) r.sentences.push_back(est);
@@ -348,6 +374,7 @@ ExplainResult run_explain(const ExplainConfig& c) {
     r.has_prediction = true;
     r.predicted = r.prediction.phase_seconds;
     r.step_predicted = r.prediction.step_seconds;
+    r.floor = roofline_floor(r.ops, *c.profile, c.precision);
   }
   attribute_ops(r, gpu);
 

@@ -60,6 +60,7 @@ struct ExplainResult {
   std::string method;     // how the split was measured, one sentence
   std::vector<Op> ops;    // the cost model's op list
   Prediction prediction;  // per op
+  Floor floor;            // the roofline floor (cost_model.h), with the prediction
   std::vector<double> op_measured;     // per op, seconds per step (scaled as the phases); empty
                                        // when the calls did not line up with the op list
   std::vector<std::string> sentences;  // what dominates and what would change it

@@ -341,6 +341,10 @@ json profile_to_json(const Profile& p) {
   for (const ConvSample& c : p.conv2d) conv2d.push_back(conv_to_json(c));
   for (const PoolSample& c : p.pool2d) pool2d.push_back(pool_to_json(c));
   json batchnorm = json::array();
+  json levels = json::array();
+  for (const MemoryLevel& l : p.memory_levels)
+    levels.push_back(
+        {{"name", l.name}, {"bytes", l.bytes}, {"bytes_per_second", l.bytes_per_second}});
   for (const NormSample& c : p.batchnorm) batchnorm.push_back(norm_to_json(c));
   json allreduce = json::array();
   for (const AllreduceFit& f : p.allreduce) allreduce.push_back(allreduce_to_json(f));
@@ -377,6 +381,7 @@ json profile_to_json(const Profile& p) {
                {{"pageable", optional_number(p.d2h_bytes_per_second.pageable)},
                 {"pinned", optional_number(p.d2h_bytes_per_second.pinned)}}},
               {"memory_bytes_per_second", p.memory_bytes_per_second},
+              {"memory_levels", levels},
               {"call_seconds", p.call_seconds},
               {"fork_join_seconds", p.fork_join_seconds},
               {"gemm", gemm},
@@ -488,6 +493,24 @@ Profile profile_from_json(const json& j, const std::string& where) {
   p.d2h_bytes_per_second = r.rates(j, "d2h_bytes_per_second");
   p.memory_bytes_per_second =
       r.number_at(j, "memory_bytes_per_second", "memory_bytes_per_second", true);
+  // Per level: absent in profiles from before them.
+  if (auto it = j.find("memory_levels"); it != j.end() && !it->is_null()) {
+    if (!it->is_array())
+      r.fail("memory_levels", "must be an array of {name, bytes, bytes_per_second}");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const std::string f = "memory_levels[" + std::to_string(i) + "]";
+      const json& e = (*it)[i];
+      MemoryLevel l;
+      l.name = r.string(r.member(e, "name", f + ".name"), f + ".name", true);
+      l.bytes = r.integer(r.member(e, "bytes", f + ".bytes"), f + ".bytes", false);
+      l.bytes_per_second = r.number_at(e, "bytes_per_second", f + ".bytes_per_second", true);
+      if (!p.memory_levels.empty() && p.memory_levels.back().bytes == 0)
+        r.fail(f + ".bytes", "follows the unbounded level (bytes 0), which must be the last");
+      if (!p.memory_levels.empty() && l.bytes != 0 && l.bytes <= p.memory_levels.back().bytes)
+        r.fail(f + ".bytes", "must ascend");
+      p.memory_levels.push_back(std::move(l));
+    }
+  }
   p.call_seconds = r.optional_at(j, "call_seconds", "call_seconds", 0);
   p.fork_join_seconds = r.optional_at(j, "fork_join_seconds", "fork_join_seconds", 0);
   if (p.kind == "gpu") {
@@ -726,6 +749,7 @@ std::string cpu_mismatch(const Profile& p, int threads) {
 }
 
 void merge_profile(Profile& into, const Profile& from) {
+  if (into.memory_levels.empty()) into.memory_levels = from.memory_levels;
   for (auto list : {&Profile::gemm, &Profile::gemm_bf16}) {
     std::set<std::tuple<std::string, int64_t, int64_t, int64_t>> have;
     for (const GemmSample& g : into.*list) have.insert({g.op, g.m, g.n, g.k});

@@ -102,6 +102,16 @@ struct TransferRates {
   std::optional<double> pageable, pinned;
 };
 
+// The read+write bandwidth of one level of the memory hierarchy (calibrate: a streaming kernel
+// over a working set that fits the level, at the profile's threads): "L2" (bytes: the L2 of every
+// thread together), "L3", "DRAM" (bytes: 0, unbounded). The roofline floor (cost_model.h) prices an
+// op's bytes at the smallest level that holds them.
+struct MemoryLevel {
+  std::string name;
+  int64_t bytes = 0;
+  double bytes_per_second = 0;
+};
+
 struct Profile {
   // ---- the device ----
   std::string kind = "cpu";      // "cpu" or "gpu"
@@ -127,6 +137,9 @@ struct Profile {
   // ---- bandwidth ----
   TransferRates h2d_bytes_per_second, d2h_bytes_per_second;  // null on the CPU
   double memory_bytes_per_second = 0;  // streaming read+write through an elementwise kernel
+  // Per level (ascending capacity; the CPU's L2, L3 and DRAM); empty in profiles from before
+  // them and on GPUs, where the roofline takes memory_bytes_per_second for every byte.
+  std::vector<MemoryLevel> memory_levels;
 
   // ---- host side ----
   double call_seconds = 0;       // one backend call that does (almost) nothing
