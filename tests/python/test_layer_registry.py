@@ -29,9 +29,6 @@ REQUIRED: dict[str, dict[str, Any]] = {
 # Public classes that are not kinds of their own: what each makes.
 PYTHON_ONLY = {"Layer": None, "Input": "InputLayer", "Softmax": "Activation", "ReLU": "Activation"}
 PYTHON_ONLY.update(add="Add", concatenate="Concatenate")  # keras.layers.add([a, b]): Add()(...)
-# Keras's alias of Conv2D (it writes "Conv2D" in model files; the engine's registry lists no
-# "Convolution2D" alias of its Conv2D kind yet).
-PYTHON_ONLY.update(Convolution2D="Conv2D")
 
 # Arguments whose Python default (None) the engine resolves to a value: strides default to the
 # pool size, data_format to channels_last, activation None is linear, dtype None is the global

@@ -660,6 +660,148 @@ class ReduceLROnPlateau(_LibraryCallback):
             raise
 
 
+class TensorBoard(Callback):
+    """keras.callbacks.TensorBoard: the epoch's logs as scalars in TensorBoard event files, as Keras
+    3 writes them: `log_dir/train` gets `epoch_<name>` for the training logs and
+    `epoch_learning_rate`, `log_dir/validation` `epoch_<name>` for the `val_` logs (prefix
+    dropped) and `evaluation_<name>_vs_iterations` after each evaluation, at the optimizer's step;
+    `update_freq=N` (or 'batch') adds `batch_<name>` every N training batches, `histogram_freq=N`
+    each weight's histogram (`<layer>/<weight>/histogram`) every N epochs,
+    `write_steps_per_second` the steps per second. Written with tensorboardX (PyPI), flushed at
+    each epoch's end. What TensorFlow alone has is refused: the profiler (`profile_batch`),
+    embeddings and weight images; `write_graph` writes nothing (there is no TensorFlow graph)."""
+
+    def __init__(
+        self,
+        log_dir: Any = "logs",
+        histogram_freq: int = 0,
+        write_graph: bool = True,
+        write_images: bool = False,
+        write_steps_per_second: bool = False,
+        update_freq: Any = "epoch",
+        profile_batch: Any = 0,
+        embeddings_freq: int = 0,
+        embeddings_metadata: Any = None,
+    ) -> None:
+        super().__init__()
+        # TensorFlow's profiler, embeddings and weight images are not in crossover.
+        reject_unsupported(
+            "TensorBoard",
+            profile_batch=(profile_batch, 0),
+            embeddings_freq=(embeddings_freq, 0),
+            embeddings_metadata=(embeddings_metadata, None),
+            write_images=(write_images, False),
+        )
+        if update_freq != "epoch" and update_freq != "batch":
+            if not isinstance(update_freq, int) or isinstance(update_freq, bool) or update_freq < 1:
+                raise ValueError(
+                    f"TensorBoard: update_freq must be 'epoch', 'batch' or a positive integer, "
+                    f"got {update_freq!r}"
+                )
+        if not isinstance(histogram_freq, int) or histogram_freq < 0:
+            raise ValueError(
+                f"TensorBoard: histogram_freq must be a non-negative integer, got {histogram_freq!r}"
+            )
+        self.log_dir = os.fspath(log_dir)
+        self.histogram_freq = histogram_freq
+        self.write_graph = write_graph
+        self.write_images = write_images
+        self.write_steps_per_second = write_steps_per_second
+        self.update_freq = 1 if update_freq == "batch" else update_freq
+        self._writers: dict[str, Any] = {}
+        self._global_train_batch = 0
+        self._epoch_start = 0.0
+        self._epoch_start_step = 0
+        self._batch_start = 0.0
+
+    def _writer(self, which: str) -> Any:
+        if which not in self._writers:
+            try:
+                from tensorboardX import SummaryWriter
+            except ImportError:
+                raise ImportError(
+                    "TensorBoard needs the tensorboardX package, which crossover installs with "
+                    "itself: pip install tensorboardX"
+                ) from None
+            folder = os.path.join(self.log_dir, "train" if which == "train" else "validation")
+            self._writers[which] = SummaryWriter(logdir=folder)
+        return self._writers[which]
+
+    def _step(self) -> int:
+        optimizer = getattr(self.model, "optimizer", None)
+        return int(getattr(optimizer, "iterations", 0)) if optimizer is not None else 0
+
+    def on_train_begin(self, logs: Optional[dict[str, float]] = None) -> None:
+        self._global_train_batch = 0
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        if self.write_steps_per_second:
+            import time
+
+            self._epoch_start = time.time()
+            self._epoch_start_step = self._step()
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        self._global_train_batch += 1
+        if self.write_steps_per_second:
+            import time
+
+            self._batch_start = time.time()
+
+    def on_train_batch_end(self, batch: int, logs: Optional[dict[str, float]] = None) -> None:
+        if self.update_freq == "epoch" or self._global_train_batch % self.update_freq:
+            return
+        w = self._writer("train")
+        if self.write_steps_per_second:
+            import time
+
+            took = max(time.time() - self._batch_start, 1e-9)
+            w.add_scalar("batch_steps_per_second", 1.0 / took, self._global_train_batch)
+        for name, value in (logs or {}).items():
+            w.add_scalar(f"batch_{name}", float(value), self._global_train_batch)
+
+    def on_test_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        if getattr(self.model, "optimizer", None) is None or not logs:
+            return
+        w = self._writer("val")
+        for name, value in logs.items():
+            w.add_scalar(f"evaluation_{name}_vs_iterations", float(value), self._step())
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, float]] = None) -> None:
+        logs = logs or {}
+        train = {k: v for k, v in logs.items() if not k.startswith("val_")}
+        val = {k[4:]: v for k, v in logs.items() if k.startswith("val_")}
+        optimizer = getattr(self.model, "optimizer", None)
+        if logs and optimizer is not None and hasattr(optimizer, "learning_rate"):
+            train["learning_rate"] = float(np.asarray(optimizer.learning_rate))
+        if logs and self.write_steps_per_second:
+            import time
+
+            took = max(time.time() - self._epoch_start, 1e-9)
+            train["steps_per_second"] = (self._step() - self._epoch_start_step) / took
+        if train:
+            w = self._writer("train")
+            for name, value in train.items():
+                w.add_scalar(f"epoch_{name}", float(value), epoch)
+        if val:
+            w = self._writer("val")
+            for name, value in val.items():
+                w.add_scalar(f"epoch_{name}", float(value), epoch)
+        if self.histogram_freq and epoch % self.histogram_freq == 0:
+            w = self._writer("train")
+            for layer in self.model.layers:
+                kinds = layer._weight_kinds() if hasattr(layer, "_weight_kinds") else []
+                for (name, _), value in zip(kinds, layer.get_weights()):
+                    w.add_histogram(f"{layer.name}/{name}/histogram", np.asarray(value), epoch)
+        for w in self._writers.values():
+            w.flush()
+
+    def on_train_end(self, logs: Optional[dict[str, float]] = None) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers = {}
+
+
 __all__ = [
     "Callback",
     "CallbackList",
@@ -667,6 +809,7 @@ __all__ = [
     "EarlyStopping",
     "ModelCheckpoint",
     "CSVLogger",
+    "TensorBoard",
     "LearningRateScheduler",
     "ReduceLROnPlateau",
 ]

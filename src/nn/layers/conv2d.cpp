@@ -23,6 +23,7 @@ class Conv2DKind final : public ConvolutionKind {
  public:
   LayerType type() const override { return LayerType::conv2d; }
   std::string_view class_name() const override { return "Conv2D"; }
+  std::vector<std::string_view> aliases() const override { return {"Convolution2D"}; }
   std::string_view base_name() const override { return "conv2d"; }
   std::string_view cli_name() const override { return "conv"; }
   std::string_view cli_syntax() const override {
