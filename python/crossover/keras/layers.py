@@ -852,6 +852,75 @@ class Concatenate(_Merge):
         return (*shapes[0][:-1], sum(s[-1] for s in shapes))
 
 
+class _Elementwise(_Merge):
+    """Subtract, Multiply, Maximum, Minimum, Average: two inputs of one shape, or one whose last
+    axis is 1 (broadcast)."""
+
+    _make: Callable[[], "_core.Layer"]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._layer = type(self)._make()
+
+    def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+        if len(shapes) != 2:
+            raise NotImplementedError(
+                f"{type(self).__name__} with {len(shapes)} inputs is not supported (yet): "
+                f"crossover's takes two; {SEE_SUPPORTED}"
+            )
+        a, b = shapes
+        rest = len(a) == len(b) and len(a) > 0 and a[:-1] == b[:-1]
+        if a == b or (rest and b[-1] == 1):
+            return a
+        if rest and a[-1] == 1:
+            return b
+        raise ValueError(
+            f"Inputs have incompatible shapes. Received shapes {(None, *a)} and {(None, *b)}"
+        )
+
+
+class Subtract(_Elementwise):
+    """keras.layers.Subtract: the first input minus the second."""
+
+    _make = staticmethod(lambda: _core.Subtract())
+
+
+class Multiply(_Elementwise):
+    _make = staticmethod(lambda: _core.Multiply())
+
+
+class Maximum(_Elementwise):
+    _make = staticmethod(lambda: _core.Maximum())
+
+
+class Minimum(_Elementwise):
+    _make = staticmethod(lambda: _core.Minimum())
+
+
+class Average(_Elementwise):
+    _make = staticmethod(lambda: _core.Average())
+
+
+def subtract(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Subtract(**kwargs)(inputs)
+
+
+def multiply(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Multiply(**kwargs)(inputs)
+
+
+def maximum(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Maximum(**kwargs)(inputs)
+
+
+def minimum(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Minimum(**kwargs)(inputs)
+
+
+def average(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Average(**kwargs)(inputs)
+
+
 def add(inputs: Sequence[Any], **kwargs: Any) -> Any:
     """keras.layers.add([a, b]): Add()([a, b])."""
     return Add(**kwargs)(inputs)
@@ -889,7 +958,8 @@ def __getattr__(name: str) -> Any:
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, Conv2DTranspose, "
         "MaxPooling2D, "
         "AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D, BatchNormalization, "
-        "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add and Concatenate (and the aliases "
+        "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add, Subtract, Multiply, Maximum, "
+        "Minimum, Average and Concatenate (and the aliases "
         "MaxPool2D, AvgPool2D, GlobalAvgPool2D, Convolution2DTranspose)"
     )
     if name in _NOT_YET:
@@ -920,8 +990,18 @@ __all__ = [
     "LeakyReLU",
     "ELU",
     "Add",
+    "Subtract",
+    "Multiply",
+    "Maximum",
+    "Minimum",
+    "Average",
     "Concatenate",
     "add",
+    "subtract",
+    "multiply",
+    "maximum",
+    "minimum",
+    "average",
     "concatenate",
     "MaxPool2D",
     "AvgPool2D",
