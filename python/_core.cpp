@@ -204,6 +204,42 @@ void bind_layers(nb::module_& m) {
         nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
   m.def("Add", &Add);
   m.def("Concatenate", &Concatenate, nb::arg("axis") = -1);
+  m.def("Subtract", &Subtract);
+  m.def("Multiply", &Multiply);
+  m.def("Maximum", &Maximum);
+  m.def("Minimum", &Minimum);
+  m.def("Average", &Average);
+  // The ops of a custom layer's call(), traced (keras/ops.py): op names as binary_op_name.
+  m.def(
+      "BinaryOp", [](std::string_view op) { return BinaryOpLayer(parse_binary_op(op)); },
+      nb::arg("op"));
+  m.def(
+      "ConstantOp",
+      [](std::string_view op, double constant, bool constant_first) {
+        return ConstantOp(parse_binary_op(op), constant, constant_first);
+      },
+      nb::arg("op"), nb::arg("constant"), nb::arg("constant_first") = false);
+  // Its initializer is set as the kernel's (set_initializer("kernel", ...)).
+  m.def(
+      "WeightOp",
+      [](std::string_view op, Shape shape, std::string name, bool trainable, bool weight_first) {
+        return WeightOp(parse_binary_op(op), std::move(shape), GlorotUniform(), std::move(name),
+                        trainable, weight_first);
+      },
+      nb::arg("op"), nb::arg("shape"), nb::arg("name"), nb::arg("trainable") = true,
+      nb::arg("weight_first") = false);
+  m.def("Reduce", &ReduceLastAxis, nb::arg("mean"));
+  // x . w for a custom layer's weight w (inputs, units): a Dense without bias whose kernel is
+  // named as add_weight named it.
+  m.def(
+      "MatMul",
+      [](int64_t units, std::string name, bool trainable) {
+        Layer l = Dense(units, "linear", false);
+        l.weight_name = std::move(name);
+        l.weight_trainable = trainable;
+        return l;
+      },
+      nb::arg("units"), nb::arg("name"), nb::arg("trainable") = true);
   m.def("LayerNormalization", &LayerNormalization, nb::arg("epsilon") = 1e-3,
         nb::arg("center") = true, nb::arg("scale") = true);
   // The registry of layer kinds (nn/layers/registry.cpp), in LayerType order: what

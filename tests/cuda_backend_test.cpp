@@ -1193,6 +1193,45 @@ TEST_F(CudaBackendTest, UpsampleForwardAndBackwardMatchCpu) {
   }
 }
 
+// Every op with every broadcast of each operand (a null operand: the shape's constant), and the
+// row sums: the CPU's arithmetic, summed in the CPU's order.
+TEST_F(CudaBackendTest, ElementWiseOpsWithBroadcastingAndRowSumsMatchCpu) {
+  uint32_t seed = 7300;
+  const int64_t rows = 37, cols = 13;
+  const auto n = static_cast<std::size_t>(rows * cols);
+  for (BinaryOp op : {BinaryOp::add, BinaryOp::subtract, BinaryOp::multiply, BinaryOp::divide,
+                      BinaryOp::maximum, BinaryOp::minimum, BinaryOp::average})
+    for (Broadcast how : {Broadcast::full, Broadcast::column, Broadcast::row, Broadcast::scalar})
+      for (bool constant : {false, true}) {
+        SCOPED_TRACE(std::string(binary_op_name(op)) + " " + std::to_string(static_cast<int>(how)));
+        BinaryShape s{rows, cols, Broadcast::full, how, 0.0f, 1.5f};
+        const auto nb = static_cast<std::size_t>(broadcast_size(how, rows, cols));
+        const auto a = random_values(n, seed += 10), b = random_values(nb, seed + 1);
+        const auto dy = random_values(n, seed + 2);
+        Memory c(*cpu_), g(*gpu_);
+        const float *bc = constant ? nullptr : c.values(b), *bg = constant ? nullptr : g.values(b);
+        const float *ac = c.values(a), *ag = g.values(a);
+        float *yc = c.poisoned(n), *yg = g.poisoned(n);
+        cpu_->binary_forward(op, s, ac, bc, yc);
+        gpu_->binary_forward(op, s, ag, bg, yg);
+        EXPECT_EQ(g.get(yg, n), c.get(yc, n));
+        float *dac = c.poisoned(n), *dag = g.poisoned(n);
+        float *dbc = constant ? nullptr : c.poisoned(nb),
+              *dbg = constant ? nullptr : g.poisoned(nb);
+        cpu_->binary_backward(op, s, ac, bc, c.values(dy), dac, dbc);
+        gpu_->binary_backward(op, s, ag, bg, g.values(dy), dag, dbg);
+        // the sums may contract a product into an FMA on one device and not the other
+        expect_close(g.get(dag, n), c.get(dac, n), 1e-5, 1e-5, "da");
+        if (!constant) expect_close(g.get(dbg, nb), c.get(dbc, nb), 1e-5, 1e-5, "db");
+      }
+  const auto x = random_values(n, seed + 3);
+  Memory c(*cpu_), g(*gpu_);
+  float *yc = c.poisoned(rows), *yg = g.poisoned(rows);
+  cpu_->row_sum(c.values(x), yc, rows, cols, 1.0f / 13.0f);
+  gpu_->row_sum(g.values(x), yg, rows, cols, 1.0f / 13.0f);
+  expect_close(g.get(yg, rows), c.get(yc, rows), 1e-6, 1e-6, "row sums");
+}
+
 class CudaBatchNormTest : public CudaBackendTest {};
 
 struct NormCase {

@@ -212,6 +212,71 @@ void layer_norm_reference(Vec& h, std::size_t n, const Layer& l,
   }
 }
 
+double binary_reference(BinaryOp op, double a, double b) {
+  switch (op) {
+    case BinaryOp::add:
+      return a + b;
+    case BinaryOp::subtract:
+      return a - b;
+    case BinaryOp::multiply:
+      return a * b;
+    case BinaryOp::divide:
+      return a / b;
+    case BinaryOp::maximum:
+      return std::max(a, b);
+    case BinaryOp::minimum:
+      return std::min(a, b);
+    case BinaryOp::average:
+      return (a + b) / 2;
+  }
+  return 0;
+}
+
+// Subtract, Multiply, Maximum, Minimum, Average, binary_op, unary_op, by numpy's broadcasting
+// written out again: an operand with as many values as the output is read element by element,
+// one value is a scalar, one whose last axis is 1 gives each row's value, another (a weight of
+// the last axis's size) each column's. False for the other layers.
+template <typename From>
+bool elementwise_reference(const Layer& l, std::size_t inputs,
+                           const std::map<std::string, std::vector<double>>& w, const From& from,
+                           const std::vector<Shape>& shapes, const std::vector<int>& reads,
+                           std::vector<Vec>& batch, Shape& batch_shape) {
+  const LayerType t = l.type;
+  if (t != LayerType::subtract && t != LayerType::multiply && t != LayerType::maximum &&
+      t != LayerType::minimum && t != LayerType::average && t != LayerType::binary_op &&
+      t != LayerType::unary_op)
+    return false;
+  const Vec constant = {l.constant};
+  Shape other_shape = {1};
+  if (inputs == 2) other_shape = shapes[static_cast<std::size_t>(reads[1])];
+  if (inputs == 1 && l.has_weight) other_shape = l.weight_shape;
+  const bool other_bigger = shape_size(other_shape) > shape_size(batch_shape);
+  const Shape out_shape = other_bigger ? other_shape : batch_shape;
+  const auto cols = static_cast<std::size_t>(out_shape.back());
+  const auto n = static_cast<std::size_t>(shape_size(out_shape));
+  const auto at = [&](const Vec& v, const Shape& shape, std::size_t i) {
+    if (v.size() == n) return v[i];
+    if (v.size() == 1) return v[0];
+    return shape.back() == 1 && v.size() == n / cols ? v[i / cols] : v[i % cols];
+  };
+  for (std::size_t r = 0; r < batch.size(); ++r) {
+    const Vec a = batch[r];
+    const Vec& b = inputs == 2 ? from(1)[r]
+                   : l.has_weight
+                       ? w.at(l.name + "/" + (l.weight_name.empty() ? "kernel" : l.weight_name))
+                       : constant;
+    Vec out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = at(a, batch_shape, i), y = at(b, other_shape, i);
+      out[i] = l.operand_first ? binary_reference(l.binary_op, y, x)
+                               : binary_reference(l.binary_op, x, y);
+    }
+    batch[r] = out;
+  }
+  batch_shape = out_shape;
+  return true;
+}
+
 // The float64 reference: the mean loss of the model over the batch, weights by name. Layers run
 // over the whole batch in turn (batch normalization needs every sample's values).
 double reference_loss(const Sequential& model, const std::map<std::string, std::vector<double>>& w,
@@ -263,6 +328,17 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         batch[r] = joined;
       }
       batch_shape.back() = channels;
+    } else if (elementwise_reference(l, reads.size(), w, from, shapes, reads, batch, batch_shape)) {
+    } else if (l.type == LayerType::reduce) {
+      const auto cols = static_cast<std::size_t>(batch_shape.back());
+      for (Vec& h : batch) {
+        Vec out(h.size() / cols, 0.0);
+        for (std::size_t i = 0; i < h.size(); ++i) out[i / cols] += h[i];
+        if (l.reduce_mean)
+          for (double& v : out) v /= static_cast<double>(cols);
+        h = out;
+      }
+      batch_shape.back() = 1;
     }
     if (l.type == LayerType::batch_normalization) {
       batch_norm_reference(batch, l, w);
@@ -290,7 +366,7 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       } else if (l.type == LayerType::reshape) {
         shape = l.target_shape;  // no -1 in these tests
       } else if (l.type == LayerType::dense) {
-        const auto& k = w.at(l.name + "/kernel");
+        const auto& k = w.at(l.name + "/" + (l.weight_name.empty() ? "kernel" : l.weight_name));
         Vec out(static_cast<std::size_t>(l.units), 0.0);
         for (std::size_t j = 0; j < out.size(); ++j) {
           for (std::size_t i = 0; i < h.size(); ++i) out[j] += h[i] * k[i * out.size() + j];
@@ -944,6 +1020,57 @@ TEST(Gradients, AnInputReadByTwoBranchesNeedsNoInputGradient) {
                    {5},
                    false,
                    g.graph(g.add(Activation("sigmoid"), sum))});
+}
+
+// ---- the ops of a custom layer's call() and the element-wise merging layers ----
+
+TEST(Gradients, AnAntirectifierOfTracedOpsMatchesFiniteDifferences) {
+  // Keras's antirectifier example as crossover traces it: x - mean(x, keepdims), relu of it and
+  // of its negation (x * -1), joined, then x . w + b with a custom layer's own weights.
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int d = g.add(Dense(4, "tanh"), x);
+  const int mean = g.add(ReduceLastAxis(true), d);
+  const int centered = g.add(BinaryOpLayer(BinaryOp::subtract), {d, mean});
+  const int pos = g.add(Activation("relu"), centered);
+  const int negated = g.add(ConstantOp(BinaryOp::multiply, -1.0), centered);
+  const int neg = g.add(Activation("relu"), negated);
+  const int joined = g.add(Concatenate(), {pos, neg});
+  Layer matmul = Dense(3, "linear", false);
+  matmul.weight_name = "w";
+  const int product = g.add(matmul, joined);
+  const int biased = g.add(WeightOp(BinaryOp::add, {3}, RandomNormal(0.0, 0.5), "b"), product);
+  check_gradients({"antirectifier",
+                   {},
+                   "sparse_categorical_crossentropy",
+                   {5},
+                   false,
+                   g.graph(g.add(Activation("softmax"), biased))});
+}
+
+TEST(Gradients, EachElementWiseOpWithBroadcastingMatchesFiniteDifferences) {
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int a = g.add(Dense(4, "tanh"), x);
+  const int b = g.add(Dense(4, "sigmoid"), x);
+  const int m1 = g.add(Multiply(), {a, b});
+  const int m2 = g.add(Maximum(), {m1, a});
+  const int m3 = g.add(Minimum(), {m2, b});
+  const int m4 = g.add(Average(), {m3, a});
+  const int m5 = g.add(Subtract(), {m4, b});
+  const int q = g.add(BinaryOpLayer(BinaryOp::divide), {m5, b});
+  const int sum = g.add(ReduceLastAxis(false), q);
+  const int scaled = g.add(BinaryOpLayer(BinaryOp::multiply), {sum, q});  // (n, 1) * (n, 4)
+  const int weighted =
+      g.add(WeightOp(BinaryOp::divide, {1}, RandomNormal(2.0, 0.1), "s", true, true), scaled);
+  const int shifted = g.add(ConstantOp(BinaryOp::subtract, 2.0, true), weighted);  // 2 - x
+  const int added = g.add(BinaryOpLayer(BinaryOp::add), {shifted, a});
+  check_gradients({"element-wise",
+                   {},
+                   "mean_squared_error",
+                   {5},
+                   false,
+                   g.graph(g.add(Dense(3, "sigmoid"), added))});
 }
 
 }  // namespace

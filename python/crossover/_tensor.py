@@ -128,11 +128,25 @@ def tensor(value: Any) -> Tensor:
     return np.asarray(value).view(Tensor)
 
 
+def _traced(*values: Any) -> Any:
+    """keras/_trace.py when an op's operands hold a symbolic tensor (a custom layer's call()
+    traced, a functional model): the op becomes a node of the model's graph. Else None: numpy."""
+    from .keras import _trace
+
+    return _trace if _trace.symbolic(*values) else None
+
+
 def convert_to_tensor(
     value: Any, dtype: Any = None, dtype_hint: Any = None, name: Any = None
 ) -> Tensor:
     """tf.convert_to_tensor: Python floats become float32 and Python ints int32 (TensorFlow's
     rule), numpy arrays keep their dtype; `dtype` converts."""
+    trace = _traced(value)
+    if trace is not None:  # an op that has no node on symbolic tensors
+        import sys
+
+        op = sys._getframe(1).f_code.co_name
+        raise trace.not_supported(f"the op '{op}'" if op != "op" else "this op")
     if dtype is not None:
         return tensor(np.asarray(_plain(value), dtype=as_dtype(dtype)))
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
@@ -169,6 +183,8 @@ def _axis(axis: Any) -> Any:
 def reduce_sum(
     input_tensor: Any, axis: Any = None, keepdims: bool = False, name: Any = None
 ) -> Tensor:
+    if (trace := _traced(input_tensor)) is not None:
+        return trace.reduce("sum", input_tensor, axis, keepdims)
     x = convert_to_tensor(input_tensor).view(np.ndarray)
     return tensor(np.sum(x, axis=_axis(axis), keepdims=keepdims, dtype=x.dtype))
 
@@ -177,6 +193,8 @@ def reduce_mean(
     input_tensor: Any, axis: Any = None, keepdims: bool = False, name: Any = None
 ) -> Tensor:
     """TensorFlow's mean: in the input's dtype (an integer mean is truncated)."""
+    if (trace := _traced(input_tensor)) is not None:
+        return trace.reduce("mean", input_tensor, axis, keepdims)
     x = convert_to_tensor(input_tensor).view(np.ndarray)
     if np.issubdtype(x.dtype, np.integer) or x.dtype == np.bool_:
         total = np.sum(x, axis=_axis(axis), keepdims=keepdims, dtype=np.int64)
@@ -244,6 +262,8 @@ def one_hot(
 
 def softmax(logits: Any, axis: int = -1, name: Any = None) -> Tensor:
     """tf.nn.softmax, in the input's float dtype: exp(x - max) / sum."""
+    if (trace := _traced(logits)) is not None:
+        return trace.activation("softmax", logits, axis)
     x = convert_to_tensor(logits).view(np.ndarray)
     if not np.issubdtype(x.dtype, np.floating):
         raise TypeError(f"softmax: logits must be floating point, got dtype {x.dtype}")
@@ -258,16 +278,22 @@ def log_softmax(logits: Any, axis: int = -1, name: Any = None) -> Tensor:
 
 
 def sigmoid(x: Any, name: Any = None) -> Tensor:
+    if (trace := _traced(x)) is not None:
+        return trace.activation("sigmoid", x)
     v = convert_to_tensor(x).view(np.ndarray)
     return tensor(1 / (1 + np.exp(-v)))
 
 
 def relu(features: Any, name: Any = None) -> Tensor:
+    if (trace := _traced(features)) is not None:
+        return trace.activation("relu", features)
     v = convert_to_tensor(features).view(np.ndarray)
     return tensor(np.maximum(v, np.zeros((), v.dtype)))
 
 
 def tanh(x: Any, name: Any = None) -> Tensor:
+    if (trace := _traced(x)) is not None:
+        return trace.activation("tanh", x)
     return tensor(np.tanh(convert_to_tensor(x).view(np.ndarray)))
 
 
@@ -279,8 +305,18 @@ def _unary(f: Any) -> Any:
     return op
 
 
+_TRACED_BINARY = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "maximum": "maximum",
+    "minimum": "minimum",
+}  # fmt: skip
+
+
 def _binary(f: Any) -> Any:
+    traced = _TRACED_BINARY.get(f.__name__)
+
     def op(x: Any, y: Any, name: Any = None) -> Tensor:
+        if traced is not None and (trace := _traced(x, y)) is not None:
+            return trace.binary(traced, x, y)
         return tensor(
             f(convert_to_tensor(x).view(np.ndarray), convert_to_tensor(y).view(np.ndarray))
         )
@@ -307,6 +343,8 @@ add, subtract, multiply, maximum, minimum, equal, not_equal, greater, less = (
 
 
 def divide(x: Any, y: Any, name: Any = None) -> Tensor:
+    if (trace := _traced(x, y)) is not None:
+        return trace.binary("divide", x, y)
     return tensor(
         np.true_divide(convert_to_tensor(x).view(np.ndarray), convert_to_tensor(y).view(np.ndarray))
     )
@@ -315,6 +353,10 @@ def divide(x: Any, y: Any, name: Any = None) -> Tensor:
 def matmul(
     a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, name: Any = None
 ) -> Tensor:
+    if (trace := _traced(a, b)) is not None:
+        if transpose_a or transpose_b:
+            raise trace.not_supported("matmul with transpose_a or transpose_b")
+        return trace.matmul(a, b)
     x, y = convert_to_tensor(a).view(np.ndarray), convert_to_tensor(b).view(np.ndarray)
     return tensor(
         np.matmul(
@@ -343,6 +385,8 @@ def transpose(a: Any, perm: Any = None, name: Any = None) -> Tensor:
 
 
 def concat(values: Sequence[Any], axis: int, name: Any = None) -> Tensor:
+    if (trace := _traced(values)) is not None:
+        return trace.concat(values, axis)
     return tensor(
         np.concatenate([convert_to_tensor(v).view(np.ndarray) for v in values], axis=int(axis))
     )

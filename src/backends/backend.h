@@ -145,6 +145,34 @@ struct PoolShape {
   auto operator<=>(const PoolShape&) const = default;
 };
 
+// An element-wise operation of two operands with numpy's broadcasting, for the ops a custom
+// layer's call() applies (x - mean, x * w + b) and Keras's merging layers (Subtract, Multiply,
+// Maximum, Minimum, Average). y is (rows, cols); each operand is, in y's terms, full (rows, cols),
+// a column (rows, 1: one value per row, e.g. a reduce_mean with keepdims), a row (1, cols: a bias)
+// or a scalar; a null operand pointer is the constant a_value / b_value (x * 2, -x as x * -1).
+enum class BinaryOp { add, subtract, multiply, divide, maximum, minimum, average };
+enum class Broadcast { full, column, row, scalar };
+struct BinaryShape {
+  int64_t rows = 0, cols = 0;
+  Broadcast a = Broadcast::full, b = Broadcast::full;
+  float a_value = 0.0f, b_value = 0.0f;  // the constants of null operands
+  auto operator<=>(const BinaryShape&) const = default;
+};
+// The values an operand of `how` has in a (rows, cols) result.
+inline int64_t broadcast_size(Broadcast how, int64_t rows, int64_t cols) {
+  switch (how) {
+    case Broadcast::full:
+      return rows * cols;
+    case Broadcast::column:
+      return rows;
+    case Broadcast::row:
+      return cols;
+    case Broadcast::scalar:
+      break;
+  }
+  return 1;
+}
+
 // Batch normalization over the last axis (Keras's axis -1): x and y are (m, spatial, channels),
 // channels last, where spatial is the product of the dimensions between the batch and the channels
 // (1 after a Dense layer, height * width for images). Statistics are per channel over the m *

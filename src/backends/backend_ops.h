@@ -159,6 +159,18 @@ CROSSOVER_BACKEND_OP(add, (const float* a, const float* b, float* y, int64_t n),
 // plain copy when the block is whole rows.
 CROSSOVER_BACKEND_OP(copy_columns, (const float* src, int64_t src_cols, int64_t src_col, float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols), (src, src_cols, src_col, dst, dst_cols, dst_col, rows, cols), pure, elementwise)
 
+// ---- element-wise arithmetic with broadcasting (BinaryShape in backend.h), row sums ----
+// y (rows, cols) = op(a, b), each operand broadcast as s says (null: s's constant). y may be a
+// full operand.
+CROSSOVER_BACKEND_OP(binary_forward, (BinaryOp op, const BinaryShape& s, const float* a, const float* b, float* y), (op, s, a, b, y), pure, elementwise)
+// The gradients of binary_forward from the incoming dy (rows, cols): da and db (each if not
+// null; not aliasing dy), each of its operand's shape, summed over the axes it was broadcast
+// along. a and b as given to the forward (read where the gradient needs them).
+CROSSOVER_BACKEND_OP(binary_backward, (BinaryOp op, const BinaryShape& s, const float* a, const float* b, const float* dy, float* da, float* db), (op, s, a, b, dy, da, db), pure, elementwise)
+// y (rows) = scale * the sum of each row of x (rows, cols): reduce_sum (scale 1) and reduce_mean
+// (1 / cols) over the last axis.
+CROSSOVER_BACKEND_OP(row_sum, (const float* x, float* y, int64_t rows, int64_t cols, float scale), (x, y, rows, cols, scale), pure, elementwise)
+
 // ---- dropout (inverted): y = x * keep / (1 - rate), keep drawn by dropout_keep(seed, layer,
 // counters->step, (first_row + row) * n + col, rate). mask (m * n bytes) records keep for the
 // backward pass. first_row is the global batch row of x's row 0: 0 in one process; in one rank

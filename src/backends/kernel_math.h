@@ -37,6 +37,70 @@ CROSSOVER_HD PoolSpan pool_cols(const PoolShape& p, int64_t ow) {
   return pool_window(ow, p.stride_w, p.pad_left, p.window_w, p.in_w);
 }
 
+// ---- element-wise arithmetic with broadcasting (binary_forward, binary_backward) ----
+// Where y's element (r, c) reads an operand broadcast as `how`.
+CROSSOVER_HD int64_t broadcast_index(Broadcast how, int64_t r, int64_t c, int64_t cols) {
+  switch (how) {
+    case Broadcast::full:
+      return r * cols + c;
+    case Broadcast::column:
+      return r;
+    case Broadcast::row:
+      return c;
+    case Broadcast::scalar:
+      break;
+  }
+  return 0;
+}
+CROSSOVER_HD float binary_value(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::add:
+      return a + b;
+    case BinaryOp::subtract:
+      return a - b;
+    case BinaryOp::multiply:
+      return a * b;
+    case BinaryOp::divide:
+      return a / b;
+    case BinaryOp::maximum:
+      return a >= b ? a : b;
+    case BinaryOp::minimum:
+      return a <= b ? a : b;
+    case BinaryOp::average:
+      return (a + b) / 2.0f;
+  }
+  return 0.0f;
+}
+// The two operands' shares of dy at (a, b), as TensorFlow's gradients give them (maximum:
+// a's where a >= b; minimum: a's where a <= b; divide: -dy * (-a / b) / b for b).
+struct BinaryGrad {
+  float a, b;
+};
+CROSSOVER_HD BinaryGrad binary_gradient(BinaryOp op, float a, float b, float dy) {
+  switch (op) {
+    case BinaryOp::add:
+      return {dy, dy};
+    case BinaryOp::subtract:
+      return {dy, -dy};
+    case BinaryOp::multiply:
+      return {dy * b, a * dy};
+    case BinaryOp::divide:
+      return {dy / b, dy * (-a / b / b)};
+    case BinaryOp::maximum:
+      return a >= b ? BinaryGrad{dy, 0.0f} : BinaryGrad{0.0f, dy};
+    case BinaryOp::minimum:
+      return a <= b ? BinaryGrad{dy, 0.0f} : BinaryGrad{0.0f, dy};
+    case BinaryOp::average:
+      return {dy / 2.0f, dy / 2.0f};
+  }
+  return {0.0f, 0.0f};
+}
+// Operand values at y's (r, c): the operand's, or the shape's constant for a null one.
+CROSSOVER_HD float operand_at(const float* p, Broadcast how, float value, int64_t r, int64_t c,
+                              int64_t cols) {
+  return p ? p[broadcast_index(how, r, c, cols)] : value;
+}
+
 // Clip by global norm (Keras's global_clipnorm / torch's clip_grad_norm_): scale = min(1, c/norm).
 CROSSOVER_HD float clipnorm_scale(float clipnorm, double sum_squares) {
   double norm = std::sqrt(sum_squares);

@@ -41,6 +41,14 @@ enum class LayerType {
   elu,
   up_sampling2d,
   conv2d_transpose,
+  subtract,
+  multiply,
+  maximum,
+  minimum,
+  average,
+  binary_op,
+  unary_op,
+  reduce,
 };
 
 // Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total
@@ -98,6 +106,20 @@ struct Layer {
   // and no update in fit, and count as non-trainable; a BatchNormalization runs in inference mode
   // in fit (its moving statistics used, not updated). The order of the weights is unchanged.
   bool trainable = true;
+  // subtract, multiply, maximum, minimum, average, binary_op, unary_op: the operation
+  // (binary_op, unary_op: the ops a custom layer's call() applies, which Keras has no layer for).
+  BinaryOp binary_op = BinaryOp::add;
+  // unary_op: its other operand, a weight of weight_shape (its initializer kernel_initializer) or
+  // else the constant `constant`; the operation's first operand when operand_first (2 - x).
+  bool has_weight = false;
+  Shape weight_shape;
+  double constant = 0.0;
+  bool operand_first = false;
+  // unary_op's weight and dense's kernel: the variable's name, as a custom layer's add_weight
+  // names it ("kernel" where empty), and whether it trains (add_weight's trainable).
+  std::string weight_name;
+  bool weight_trainable = true;
+  bool reduce_mean = true;  // reduce: the mean over the last axis, else the sum (keepdims)
 };
 
 // Requires a name Keras knows: "linear" (or "" / "None"), "relu", "sigmoid", "tanh", "softmax",
@@ -207,6 +229,30 @@ Layer UpSampling2D(Size2 size = 2, std::string_view interpolation = "nearest");
 // ---- merging layers: two or more inputs, in a functional model (LayerGraph) ----
 // The element-wise sum of inputs of one shape.
 Layer Add();
+// Keras's Subtract (two inputs), Multiply, Maximum, Minimum and Average (two inputs; more are
+// not supported yet): element-wise, broadcasting where one input's last axis is 1.
+Layer Subtract();
+Layer Multiply();
+Layer Maximum();
+Layer Minimum();
+Layer Average();
+
+// Python's name of the op ("subtract"); parse_binary_op reads it (Error for another).
+std::string_view binary_op_name(BinaryOp op);
+BinaryOp parse_binary_op(std::string_view name);
+
+// ---- the ops of a custom layer's call(), traced (Python's keras.ops on symbolic tensors) ----
+// op(a, b) of two inputs, broadcasting where one's last axis is 1 (x - mean(x, keepdims)).
+Layer BinaryOpLayer(BinaryOp op);
+// op(x, constant), or op(constant, x) when constant_first: -x is x * -1.
+Layer ConstantOp(BinaryOp op, double constant, bool constant_first = false);
+// op(x, w) (op(w, x) when weight_first) with a weight w of `shape`: () a scalar, (last axis) a
+// row such as a bias. Its variable is `<layer>/<name>`.
+Layer WeightOp(BinaryOp op, Shape shape, Initializer initializer, std::string name,
+               bool trainable = true, bool weight_first = false);
+// The mean (or sum) over the last axis, keeping it as 1 (keepdims=True).
+Layer ReduceLastAxis(bool mean);
+
 // The inputs joined along the last axis (axis=-1 or the rank counting the batch axis); the other
 // axes must agree.
 Layer Concatenate(int64_t axis = -1);

@@ -567,12 +567,16 @@ struct Sequential::Impl {
                               layers[below].activation == ActivationKind::relu;
       float* spare = pool.take();
       input_grads.clear();
-      if (kind.merges())
+      xs.clear();
+      if (kind.merges()) {
         for (int j : inputs[i]) input_grads.push_back(needs_grad[j] ? pool.take() : nullptr);
+        for (std::size_t k = 0; plan && k < inputs[i].size(); ++k)
+          xs.push_back(layer_input(*plan, i, true, k));  // what Multiply's gradient reads
+      }
       BackwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m,
                          plan ? layer_input(*plan, i, true) : nullptr,
                          plan ? layer_output(*plan, i, true) : nullptr,
-                         plan ? plan->masks[i].as<void>() : nullptr},
+                         plan ? plan->masks[i].as<void>() : nullptr, xs},
                         pending[i],
                         spare,
                         static_cast<bool>(done[i]),

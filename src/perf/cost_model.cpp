@@ -464,6 +464,20 @@ void price_merge(OpBuilder& b) {
     o.elements = b.n;
     o.bytes_read = 2 * kFloat * b.n;
     o.bytes_written = kFloat * b.n;
+  } else if (c.call == Call::binary_forward || c.call == Call::binary_backward) {
+    // at most two operands read (and dy), the result (or two gradients) written
+    const bool forward = c.call == Call::binary_forward;
+    o.name = b.at + (forward ? "element-wise forward" : "element-wise backward");
+    o.kernel = forward ? "binary_forward" : "binary_backward";
+    o.elements = b.mn;
+    o.bytes_read = (forward ? 2 : 3) * kFloat * b.mn;
+    o.bytes_written = (forward ? 1 : 2) * kFloat * b.mn;
+  } else if (c.call == Call::row_sum) {
+    o.name = b.at + "row sums";
+    o.kernel = "row_sum";
+    o.elements = b.mn;
+    o.bytes_read = kFloat * b.mn;
+    o.bytes_written = kFloat * c.m;
   } else {  // copy_columns
     o.name = b.at + fmt::format("copy {} columns", b.n);
     o.kernel = "copy";
@@ -615,6 +629,9 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
       break;
     case Call::add:
     case Call::copy_columns:
+    case Call::binary_forward:
+    case Call::binary_backward:
+    case Call::row_sum:
       price_merge(b);
       break;
     case Call::loss_forward_backward:

@@ -115,6 +115,10 @@ BackendCall& RecordingBackend::record(Call c) {
 #define RECORD_activation_backward r.m = m, r.n = n, r.act = act, r.in_place = dx == dy
 #define RECORD_add r.n = n
 #define RECORD_copy_columns r.m = rows, r.n = cols
+#define RECORD_binary_forward r.m = s.rows, r.n = s.cols
+#define RECORD_binary_backward \
+  r.m = s.rows, r.n = s.cols, r.gradient = da != nullptr || db != nullptr
+#define RECORD_row_sum r.m = rows, r.n = cols
 #define RECORD_dropout_forward r.m = m, r.n = n
 #define RECORD_dropout_backward r.m = m, r.n = n
 #define RECORD_relu_dropout_backward r.m = m, r.n = n

@@ -14,7 +14,10 @@ import pytest
 from crossover import _core
 from crossover.keras import layers
 
-KINDS = _core.layer_kinds()
+# The ops a custom layer's call() is traced into (keras/_trace.py): engine kinds without a Keras
+# layer class, which model files refuse.
+ENGINE_ONLY = {"BinaryOp", "UnaryOp", "Reduce"}
+KINDS = [k for k in _core.layer_kinds() if k["class_name"] not in ENGINE_ONLY]
 
 # What a kind cannot be made without (Keras gives these no default either).
 REQUIRED: dict[str, dict[str, Any]] = {
@@ -29,6 +32,10 @@ REQUIRED: dict[str, dict[str, Any]] = {
 # Public classes that are not kinds of their own: what each makes.
 PYTHON_ONLY = {"Layer": None, "Input": "InputLayer", "Softmax": "Activation", "ReLU": "Activation"}
 PYTHON_ONLY.update(add="Add", concatenate="Concatenate")  # keras.layers.add([a, b]): Add()(...)
+PYTHON_ONLY.update(
+    subtract="Subtract", multiply="Multiply", maximum="Maximum", minimum="Minimum",
+    average="Average",
+)  # fmt: skip
 
 # Arguments whose Python default (None) the engine resolves to a value: strides default to the
 # pool size, data_format to channels_last, activation None is linear, dtype None is the global
@@ -121,3 +128,16 @@ def test_every_python_default_is_the_engines(kind):
         compared.append(name)
     if kind["class_name"] == "LayerNormalization":
         assert {"axis", "epsilon", "center", "scale", "rms_scaling"} <= set(compared)
+
+
+def test_the_traced_op_kinds_are_in_the_registry_and_refused_in_model_files():
+    names = {k["class_name"] for k in _core.layer_kinds()}
+    assert ENGINE_ONLY <= names
+    for name in sorted(ENGINE_ONLY):
+        assert name not in layers.__all__
+        doc = {"class_name": "Sequential", "config": {"name": "m", "layers": [
+            {"class_name": "InputLayer", "config": {"batch_shape": [None, 4], "name": "in"}},
+            {"class_name": name, "config": {"name": "op"}},
+        ]}}  # fmt: skip
+        with pytest.raises(ValueError, match="no Keras layer class"):
+            _core.model_from_json(json.dumps(doc), "registry")

@@ -8,6 +8,7 @@ from typing import Any
 
 from . import activations, backend, callbacks, initializers, layers, models, optimizers
 from . import datasets, losses, metrics, ops, utils  # api block
+from . import random  # SeedGenerator, dropout (custom layers: keras/_trace.py)
 from . import config, mixed_precision  # dtype policies
 from . import saving  # .keras archives: saving.load_model, saving.save_model
 from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
@@ -39,7 +40,7 @@ __all__ += [
 __all__ += ["History"]
 __all__ += ["datasets", "losses", "metrics", "ops", "utils"]
 __all__ += ["config", "mixed_precision", "dtype_policies", "DTypePolicy"]
-__all__ += ["saving"]
+__all__ += ["saving", "random"]
 
 
 def __getattr__(name: str) -> Any:

@@ -48,6 +48,7 @@ def _conv_size(size: int, window: int, stride: int, padding: str) -> int:
 
 def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
     """A layer's per-sample output shape for a per-sample input shape."""
+    from . import _trace
     from .models import Sequential
 
     if isinstance(layer, Sequential):
@@ -55,6 +56,8 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
             if not isinstance(inner, L.InputLayer):
                 shape = output_shape(inner, shape)
         return shape
+    if _trace.is_custom(layer):
+        return _trace.output_shape(layer, shape)
     if isinstance(layer, L.Flatten):
         return (math.prod(shape),)
     if isinstance(layer, L.Dense):
@@ -105,6 +108,10 @@ def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
 
 def _own_weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
     from .models import Sequential
+
+    if "_custom_weights" in vars(layer):  # a custom layer's add_weight (built by its trace)
+        sizes = [(math.prod(w.shape), w.trainable) for w in layer._custom_weights]
+        return sum(n for n, t in sizes if t), sum(n for n, t in sizes if not t)
 
     if isinstance(layer, Sequential):
         trainable = fixed = 0

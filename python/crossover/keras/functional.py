@@ -20,7 +20,7 @@ traced and says so."""
 import inspect
 from typing import Any, Optional
 
-from . import _names
+from . import _names, _trace
 from ._args import SEE_SUPPORTED, reject_unsupported
 import numpy as np
 
@@ -56,25 +56,51 @@ class KerasTensor:
         )
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
-        raise NotImplementedError(
-            "arithmetic on symbolic tensors other than x + y of one shape (tf ops on "
-            "keras.Input(...), x * y, x - y, ...) is not supported (yet): crossover's models are "
-            "graphs of layers; use layers.Add(), layers.Concatenate(), layers.Activation(...); "
-            f"{SEE_SUPPORTED}"
-        )
+        raise _trace.not_supported("indexing a symbolic tensor (x[...])")
 
+    # Ops on symbolic tensors become nodes of the graph (keras/_trace.py): x + y of one shape
+    # outside a custom layer is an Add layer, as Keras's graph adds them (`x += residual`).
     def __add__(self, other: Any) -> "KerasTensor":
-        """x + y of two symbolic tensors of one shape: an Add layer, as Keras's graph adds them
-        (a residual connection, `x += residual`)."""
-        if not isinstance(other, KerasTensor) or other.shape != self.shape:
-            return self._refuse()
-        from .layers import Add
+        return _trace.binary("add", self, other)
 
-        return call(Add(), [self, other], {})
+    def __radd__(self, other: Any) -> "KerasTensor":
+        return _trace.binary("add", other, self)
 
-    __radd__ = __add__
-    __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
-    __truediv__ = __rtruediv__ = __matmul__ = __neg__ = __getitem__ = _refuse
+    def __sub__(self, other: Any) -> "KerasTensor":
+        return _trace.binary("subtract", self, other)
+
+    def __rsub__(self, other: Any) -> "KerasTensor":
+        return _trace.binary("subtract", other, self)
+
+    def __mul__(self, other: Any) -> "KerasTensor":
+        return _trace.binary("multiply", self, other)
+
+    def __rmul__(self, other: Any) -> "KerasTensor":
+        return _trace.binary("multiply", other, self)
+
+    def __truediv__(self, other: Any) -> "KerasTensor":
+        return _trace.binary("divide", self, other)
+
+    def __rtruediv__(self, other: Any) -> "KerasTensor":
+        return _trace.binary("divide", other, self)
+
+    def __neg__(self) -> "KerasTensor":
+        return _trace.negative(self)
+
+    def __pos__(self) -> "KerasTensor":
+        return self
+
+    def __matmul__(self, other: Any) -> "KerasTensor":
+        return _trace.matmul(self, other)
+
+    def __bool__(self) -> bool:
+        raise _trace.not_supported("Python control flow on a symbolic tensor's value (if, and, or)")
+
+    def _compare(self, *_: Any) -> Any:
+        raise _trace.not_supported("comparing a symbolic tensor (<, >; Python control flow)")
+
+    __getitem__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = _compare
 
     def __array__(self, *_: Any, **__: Any) -> Any:
         raise TypeError(
@@ -128,6 +154,8 @@ def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
                 f"{owner}: a functional model's layer is called on symbolic tensors only "
                 f"(keras.Input(...) or another layer's output), got {type(t).__name__} among them"
             )
+    if isinstance(layer, Layer) and _trace.is_custom(layer):
+        return _trace.custom_call(layer, inputs, {"training": training, **kwargs})
     if isinstance(layer, Layer):
         layer._refuse_python_code()
     if isinstance(layer, InputLayer):
@@ -204,6 +232,10 @@ def _ordered(output: KerasTensor) -> list[KerasTensor]:
         post.append(t)
 
     visit(output)
+    if any(getattr(t._layer, "_owner", None) is not None for t in post):
+        # A custom layer's ops (keras/_trace.py) in call order, each layer's together: its
+        # weights then come in Keras's order (layer by layer) among the model's.
+        return post
     index = {id(t): i for i, t in enumerate(post)}
     depth: dict[int, int] = {}
     for t in reversed(post):
@@ -211,6 +243,20 @@ def _ordered(output: KerasTensor) -> list[KerasTensor]:
         for parent in t._inputs:
             depth[id(parent)] = max(depth.get(id(parent), 0), d + 1)
     return sorted(post, key=lambda t: (-depth[id(t)], index[id(t)]))
+
+
+def _keras_layers(engine_layers: list[Any]) -> list[Any]:
+    """The Keras layers of the engine's: a custom layer once in place of its ops' layers; an op
+    applied in the model itself (x * 2.0) is none (Keras 3's ops are operations, not layers)."""
+    out: list[Any] = []
+    for layer in engine_layers:
+        owner = getattr(layer, "_owner", None)
+        if owner is None and hasattr(layer, "_owner"):
+            continue
+        shown = owner if owner is not None else layer
+        if not any(shown is l for l in out):
+            out.append(shown)
+    return out
 
 
 class Functional(Sequential):
@@ -270,7 +316,7 @@ class Functional(Sequential):
 
     @property
     def layers(self) -> list[Any]:
-        return list(self._layers)
+        return _keras_layers(self._layers)
 
     def _leaves(self) -> list[Layer]:
         return list(self._layers)
@@ -475,7 +521,7 @@ class Subclassed(Functional):
     @property
     def layers(self) -> list[Any]:
         """The layers, without the InputLayer the trace added (a subclassed model has none)."""
-        return [l for l in self._layers if not isinstance(l, InputLayer)]
+        return [l for l in _keras_layers(self._layers) if not isinstance(l, InputLayer)]
 
 
 class _ModelType(type):

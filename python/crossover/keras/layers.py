@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from .. import _core, _tensor
-from . import _names, initializers, mixed_precision
+from . import _names, _trace, initializers, mixed_precision
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
 if TYPE_CHECKING:
@@ -110,10 +110,57 @@ class Layer(mixed_precision.HasDTypePolicy):
     # The library's layer, made (and so checked) when the Keras layer is: each subclass sets it.
     _layer: "_core.Layer"
 
+    # --- custom layers (keras/_trace.py): build() makes weights, call() is traced ----------
+    def build(self, input_shape: Any) -> None:
+        """Keras's default: nothing to make."""
+
+    def add_weight(
+        self,
+        shape: Any = None,
+        initializer: Any = None,
+        dtype: Any = None,
+        trainable: bool = True,
+        autocast: bool = True,
+        regularizer: Any = None,
+        constraint: Any = None,
+        aggregation: str = "none",
+        overwrite_with_gradient: bool = False,
+        name: Optional[str] = None,
+    ) -> "Weight":
+        """A custom layer's weight (Keras's add_weight): recorded here, made by the engine
+        (its initializer drawn there) when the model is built; the op of call() that uses it
+        (matmul, x + w, x * w) holds it."""
+        reject_unsupported(
+            f"{type(self).__name__}.add_weight",
+            regularizer=(regularizer, None),
+            constraint=(constraint, None),
+            overwrite_with_gradient=(overwrite_with_gradient, False),
+        )
+        if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
+            raise NotImplementedError(
+                f"{type(self).__name__}.add_weight: dtype={dtype!r} is not supported (yet): "
+                f"crossover's weights are float32; {SEE_SUPPORTED}"
+            )
+        dims = tuple(int(d) for d in (shape or ()))
+        if initializer is None:
+            initializer = "glorot_uniform"
+        init = initializers.get(initializer)
+        weights = self.__dict__.setdefault("_custom_weights", [])
+        weight = Weight(self, name or f"variable_{len(weights)}", dims, init, bool(trainable))
+        weights.append(weight)
+        return weight
+
     def _refuse_python_code(self) -> None:
         """A user's subclass that computes in Python (its own call(), build() or
         convolution_op()) cannot run: crossover runs its layers in C++. Said in one line, rather
         than training the built-in layer silently in its place."""
+        if _trace.is_custom(self):  # traced where the input shape is known (keras/_trace.py)
+            raise NotImplementedError(
+                f"custom layer '{self.name}' ({type(self).__name__}) in a model whose input "
+                "shape is not known yet is not supported (yet): crossover traces its call() on "
+                "the input's shape; start the model with keras.Input(shape=...) or call "
+                f"model.build((None, ...)) first; {SEE_SUPPORTED}"
+            )
         for cls in type(self).__mro__:
             if cls.__module__.startswith("crossover."):
                 break
@@ -139,7 +186,7 @@ class Layer(mixed_precision.HasDTypePolicy):
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         """(name, trainable) of each weight array the engine keeps for this layer, in Keras's
         order (get_weights)."""
-        return []
+        return [(w.name, w.trainable) for w in self.__dict__.get("_custom_weights", [])]
 
     @property
     def trainable(self) -> bool:
@@ -154,12 +201,26 @@ class Layer(mixed_precision.HasDTypePolicy):
         """This layer's weights as numpy, in Keras's order ([] until the model is built)."""
         from .models import layer_weights
 
+        if "_custom_weights" in self.__dict__:  # each held by the op that uses it
+            values = [w._value() for w in self._custom_weights]
+            return [] if any(v is None for v in values) else values
         return layer_weights(self)
 
     def set_weights(self, weights: Sequence[Any]) -> None:
         """Replaces this layer's weights (same count and shapes as get_weights())."""
         from .models import set_layer_weights
 
+        if "_custom_weights" in self.__dict__:
+            mine = self._custom_weights
+            if len(weights) != len(mine):
+                raise ValueError(
+                    f"You called `set_weights(weights)` on layer '{self.name}' with a weight "
+                    f"list of length {len(weights)}, but the layer was expecting {len(mine)} "
+                    "weights."
+                )
+            for w, value in zip(mine, weights):
+                w.assign(value)
+            return
         set_layer_weights(self, list(weights))
 
     @property
@@ -230,6 +291,12 @@ class Layer(mixed_precision.HasDTypePolicy):
             raise TypeError(f"{type(self).__name__}.__call__ takes the inputs only, got {args!r}")
         if functional.is_symbolic(inputs):
             return functional.call(self, inputs, kwargs)
+        if _trace.is_custom(self):
+            raise NotImplementedError(
+                f"calling custom layer '{self.name}' on data is not supported (yet): crossover "
+                "traces a custom layer's call() inside a model (keras.Sequential, a functional "
+                "or subclassed keras.Model) and runs it in C++; call the model's predict(x)"
+            )
         raise NotImplementedError(
             f"calling layer '{self.name}' on data is not supported (yet): crossover runs layers "
             "inside a model; put it in keras.Sequential([...]) or a keras.Model and call "
@@ -243,6 +310,138 @@ class Layer(mixed_precision.HasDTypePolicy):
         if out is None:
             raise AttributeError(f"Layer {self.name} has no inbound nodes.")
         return out
+
+
+class Weight:
+    """A custom layer's weight (add_weight's result): its shape, initializer, name and
+    trainable; its values are the engine's, in the op of call() that uses it, once the model
+    is built. Arithmetic with a symbolic tensor makes a node (x * w, x + w); elsewhere it is
+    its current values (numpy)."""
+
+    def __init__(
+        self, layer: Layer, name: str, shape: tuple[int, ...], initializer: Any, trainable: bool
+    ) -> None:
+        self._layer = layer
+        self.name = name
+        self.shape = shape
+        self.initializer = initializer
+        self.trainable = trainable
+        self.dtype = "float32"
+        self._op: Any = None  # the op layer holding it (keras/_trace.py)
+
+    @property
+    def path(self) -> str:
+        return f"{self._layer.name}/{self.name}"
+
+    def _value(self) -> Optional[np.ndarray]:
+        if self._op is None:
+            return None
+        values = self._op.get_weights()
+        return values[0] if values else None
+
+    def numpy(self) -> np.ndarray:
+        value = self._value()
+        if value is None:
+            raise ValueError(
+                f"weight '{self.path}' has no values yet: they are made when its model is built "
+                "(keras.Input(shape=...), build() or fit)"
+            )
+        return value
+
+    @property
+    def value(self) -> _tensor.Tensor:
+        return _tensor.tensor(self.numpy())
+
+    def assign(self, value: Any) -> None:
+        array = np.asarray(value, dtype=np.float32)
+        if array.shape != self.shape:
+            raise ValueError(
+                f"weight '{self.path}' has shape {self.shape}, the value given {array.shape}"
+            )
+        if self._op is None or not self._op.get_weights():
+            raise ValueError(
+                f"weight '{self.path}' cannot be assigned before its model is built: it is made "
+                "when the model knows its input shape"
+            )
+        self._op.set_weights([array])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = self.numpy()
+        return value if dtype is None else value.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<Variable path={self.path}, shape={self.shape}, dtype=float32>"
+
+    def _op2(self, op: str, other: Any, first: bool) -> Any:
+        if _trace.symbolic(other):
+            return _trace.binary(op, self, other) if first else _trace.binary(op, other, self)
+        mine = self.numpy()
+        f = getattr(np, _NUMPY_OPS[op])
+        return _tensor.tensor(f(mine, other) if first else f(other, mine))
+
+    def __add__(self, o: Any) -> Any:
+        return self._op2("add", o, True)
+
+    def __radd__(self, o: Any) -> Any:
+        return self._op2("add", o, False)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._op2("subtract", o, True)
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._op2("subtract", o, False)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._op2("multiply", o, True)
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._op2("multiply", o, False)
+
+    def __truediv__(self, o: Any) -> Any:
+        return self._op2("divide", o, True)
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return self._op2("divide", o, False)
+
+    def __rmatmul__(self, o: Any) -> Any:
+        if _trace.symbolic(o):
+            return _trace.matmul(o, self)
+        return _tensor.tensor(np.matmul(o, self.numpy()))
+
+
+_NUMPY_OPS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "true_divide"}
+
+
+class _OpLayer(Layer):
+    """One op of a custom layer's traced call() (keras/_trace.py): an engine layer of the model's
+    graph, not a Keras layer (model.layers shows the custom layer)."""
+
+    def __init__(
+        self,
+        core: "_core.Layer",
+        name: str,
+        owner: Optional[Layer],
+        weight: Optional[Weight],
+        signature: tuple[Any, ...],
+    ) -> None:
+        super().__init__(name=name)
+        self._layer = core
+        self._owner = owner
+        self._weight_of = weight
+        self._signature = signature
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        w = self._weight_of
+        return [] if w is None else [(w.name, w.trainable)]
+
+    @property
+    def trainable(self) -> bool:
+        owner = self._owner
+        return owner.trainable if owner is not None else getattr(self, "_trainable", True)
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        self._trainable = bool(value)
 
 
 class InputLayer(Layer):
@@ -853,6 +1052,75 @@ class Concatenate(_Merge):
         return (*shapes[0][:-1], sum(s[-1] for s in shapes))
 
 
+class _Elementwise(_Merge):
+    """Subtract, Multiply, Maximum, Minimum, Average: two inputs of one shape, or one whose last
+    axis is 1 (broadcast)."""
+
+    _make: Callable[[], "_core.Layer"]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._layer = type(self)._make()
+
+    def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+        if len(shapes) != 2:
+            raise NotImplementedError(
+                f"{type(self).__name__} with {len(shapes)} inputs is not supported (yet): "
+                f"crossover's takes two; {SEE_SUPPORTED}"
+            )
+        a, b = shapes
+        rest = len(a) == len(b) and len(a) > 0 and a[:-1] == b[:-1]
+        if a == b or (rest and b[-1] == 1):
+            return a
+        if rest and a[-1] == 1:
+            return b
+        raise ValueError(
+            f"Inputs have incompatible shapes. Received shapes {(None, *a)} and {(None, *b)}"
+        )
+
+
+class Subtract(_Elementwise):
+    """keras.layers.Subtract: the first input minus the second."""
+
+    _make = staticmethod(lambda: _core.Subtract())
+
+
+class Multiply(_Elementwise):
+    _make = staticmethod(lambda: _core.Multiply())
+
+
+class Maximum(_Elementwise):
+    _make = staticmethod(lambda: _core.Maximum())
+
+
+class Minimum(_Elementwise):
+    _make = staticmethod(lambda: _core.Minimum())
+
+
+class Average(_Elementwise):
+    _make = staticmethod(lambda: _core.Average())
+
+
+def subtract(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Subtract(**kwargs)(inputs)
+
+
+def multiply(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Multiply(**kwargs)(inputs)
+
+
+def maximum(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Maximum(**kwargs)(inputs)
+
+
+def minimum(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Minimum(**kwargs)(inputs)
+
+
+def average(inputs: Sequence[Any], **kwargs: Any) -> Any:
+    return Average(**kwargs)(inputs)
+
+
 def add(inputs: Sequence[Any], **kwargs: Any) -> Any:
     """keras.layers.add([a, b]): Add()([a, b])."""
     return Add(**kwargs)(inputs)
@@ -890,7 +1158,9 @@ def __getattr__(name: str) -> Any:
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, Conv2DTranspose, "
         "MaxPooling2D, "
         "AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D, BatchNormalization, "
-        "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add and Concatenate (and the aliases "
+        "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add, Subtract, Multiply, Maximum, "
+        "Minimum, Average and Concatenate, custom Layer subclasses whose call() applies ops "
+        "(and the aliases "
         "MaxPool2D, AvgPool2D, GlobalAvgPool2D, Convolution2D, Convolution2DTranspose)"
     )
     if name in _NOT_YET:
@@ -922,8 +1192,18 @@ __all__ = [
     "LeakyReLU",
     "ELU",
     "Add",
+    "Subtract",
+    "Multiply",
+    "Maximum",
+    "Minimum",
+    "Average",
     "Concatenate",
     "add",
+    "subtract",
+    "multiply",
+    "maximum",
+    "minimum",
+    "average",
     "concatenate",
     "MaxPool2D",
     "AvgPool2D",

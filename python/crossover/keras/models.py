@@ -11,7 +11,7 @@ from typing import Any, Iterable, Optional, Union
 import numpy as np
 
 from .. import _core, _device, _precision, _seed, _tensor, _threads
-from . import _names
+from . import _names, _trace
 from . import losses as losses_module
 from . import metrics as metrics_module
 from . import mixed_precision
@@ -245,7 +245,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             if leaves:
                 inner = [l for l in inner if not isinstance(l, InputLayer)]
             leaves.extend(inner)
-        return leaves
+        return _trace.expand(self, leaves)  # custom layers: their traced ops, a graph
 
     def _models_inside(self) -> list["Sequential"]:
         found: list[Sequential] = []
@@ -269,7 +269,11 @@ class Sequential(mixed_precision.HasDTypePolicy):
             first = leaves[0]
             if first._input_shape and not isinstance(first, (InputLayer, Flatten)):
                 core_layers.insert(0, _core.Input(first._input_shape))  # Dense(input_shape=...)
-            self._core = _core.Sequential(core_layers, self._given_name or "sequential")
+            graph = _trace.graph_of(self)
+            if graph is not None:
+                self._core = _core.Sequential(core_layers, graph, self._given_name or "sequential")
+            else:
+                self._core = _core.Sequential(core_layers, self._given_name or "sequential")
         self._sync_trainable()
         return self._core
 

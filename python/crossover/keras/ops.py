@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _tensor
 from .._tensor import one_hot as _tf_one_hot
+from . import _trace
 from ._args import unsupported_attribute
 
 
@@ -37,7 +38,11 @@ def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> _tensor.Tensor:
 
 
 def _reduction(f: Any) -> Any:
+    traced = {"sum": "sum", "mean": "mean"}.get(f.__name__)
+
     def op(x: Any, axis: Any = None, keepdims: bool = False) -> _tensor.Tensor:
+        if traced is not None and _trace.symbolic(x):
+            return _trace.reduce(traced, x, axis, keepdims)
         return _tensor.tensor(f(_a(x), axis=_tensor._axis(axis), keepdims=keepdims))
 
     op.__name__ = f.__name__.replace("amax", "max").replace("amin", "min")
@@ -59,12 +64,24 @@ def relu(x: Any) -> _tensor.Tensor:
     return _tensor.relu(x)
 
 
+def tanh(x: Any) -> _tensor.Tensor:
+    return _tensor.tanh(x)
+
+
+def negative(x: Any) -> _tensor.Tensor:
+    if _trace.symbolic(x):
+        return _trace.negative(x)
+    return _tensor.tensor(np.negative(_a(x)))
+
+
 def one_hot(x: Any, num_classes: int, axis: int = -1, dtype: Any = None) -> _tensor.Tensor:
     return _tf_one_hot(x, num_classes, axis=axis, dtype=dtype)
 
 
 def _unary(f: Any) -> Any:
     def op(x: Any) -> _tensor.Tensor:
+        if _trace.symbolic(x):
+            raise _trace.not_supported(f"keras.ops.{f.__name__}")
         return _tensor.tensor(f(_a(x)))
 
     op.__name__ = f.__name__
@@ -76,8 +93,22 @@ exp, log, sqrt, square, abs, round, floor, ceil = (
 )
 
 
+_TRACED = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "true_divide": "divide",
+    "maximum": "maximum", "minimum": "minimum",
+}  # fmt: skip
+
+
 def _binary(f: Any) -> Any:
+    traced = _TRACED.get(f.__name__)
+
     def op(x1: Any, x2: Any) -> _tensor.Tensor:
+        if _trace.symbolic(x1, x2):  # a node of the model's graph (keras/_trace.py)
+            if f.__name__ == "matmul":
+                return _trace.matmul(x1, x2)
+            if traced is None:
+                raise _trace.not_supported(f"keras.ops.{f.__name__}")
+            return _trace.binary(traced, x1, x2)
         return _tensor.tensor(f(_a(x1), _a(x2)))
 
     op.__name__ = f.__name__
@@ -117,6 +148,8 @@ def stack(x: Any, axis: int = 0) -> _tensor.Tensor:
 
 
 def concatenate(xs: Any, axis: int = 0) -> _tensor.Tensor:
+    if _trace.symbolic(xs):
+        return _trace.concat(xs, axis)
     return _tensor.tensor(np.concatenate([_a(v) for v in xs], axis=axis))
 
 
@@ -150,6 +183,8 @@ __all__ = [
     "softmax",
     "sigmoid",
     "relu",
+    "tanh",
+    "negative",
     "one_hot",
     "exp",
     "log",

@@ -153,6 +153,8 @@ def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.Add(name=layer.name, dtype=dtype)
     if layer.type == "Concatenate":
         return layers_module.Concatenate(axis=layer.axis, name=layer.name, dtype=dtype)
+    if layer.type in ("Subtract", "Multiply", "Maximum", "Minimum", "Average"):
+        return getattr(layers_module, layer.type)(name=layer.name, dtype=dtype)
     if layer.type == "LayerNormalization":
         return layers_module.LayerNormalization(
             epsilon=layer.epsilon,

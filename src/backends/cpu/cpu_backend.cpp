@@ -726,6 +726,67 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // ---- element-wise arithmetic with broadcasting, row sums ----
+  void binary_forward(BinaryOp op, const BinaryShape& s, const float* a, const float* b,
+                      float* y) override {
+    const int64_t cols = s.cols;
+    parallel_rows(s.rows, cols, [&](int64_t r) {
+      for (int64_t c = 0; c < cols; ++c)
+        y[r * cols + c] = binary_value(op, operand_at(a, s.a, s.a_value, r, c, cols),
+                                       operand_at(b, s.b, s.b_value, r, c, cols));
+    });
+  }
+  void binary_backward(BinaryOp op, const BinaryShape& s, const float* a, const float* b,
+                       const float* dy, float* da, float* db) override {
+    const int64_t rows = s.rows, cols = s.cols;
+    auto share = [&](int64_t r, int64_t c, bool of_a) {
+      const BinaryGrad g =
+          binary_gradient(op, operand_at(a, s.a, s.a_value, r, c, cols),
+                          operand_at(b, s.b, s.b_value, r, c, cols), dy[r * cols + c]);
+      return of_a ? g.a : g.b;
+    };
+    // Each operand's gradient, summed in float32 in row order over the axes it was broadcast
+    // along (per row for a column, per column for a row, everything for a scalar).
+    auto gradient = [&](float* o, Broadcast how, bool first) {
+      if (!o) return;
+      switch (how) {
+        case Broadcast::full:
+          parallel_rows(rows, cols, [&](int64_t r) {
+            for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = share(r, c, first);
+          });
+          break;
+        case Broadcast::column:
+          parallel_rows(rows, cols, [&](int64_t r) {
+            float sum = 0.0f;
+            for (int64_t c = 0; c < cols; ++c) sum += share(r, c, first);
+            o[r] = sum;
+          });
+          break;
+        case Broadcast::row:
+          std::fill_n(o, cols, 0.0f);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) o[c] += share(r, c, first);
+          break;
+        case Broadcast::scalar: {
+          float sum = 0.0f;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) sum += share(r, c, first);
+          o[0] = sum;
+          break;
+        }
+      }
+    };
+    gradient(da, s.a, true);
+    gradient(db, s.b, false);
+  }
+  void row_sum(const float* x, float* y, int64_t rows, int64_t cols, float scale) override {
+    parallel_rows(rows, cols, [&](int64_t r) {
+      float sum = 0.0f;
+      for (int64_t c = 0; c < cols; ++c) sum += x[r * cols + c];
+      y[r] = sum * scale;
+    });
+  }
+
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
                         float rate) override {
     const float scale = 1.0f / (1.0f - rate);

@@ -437,6 +437,26 @@ class CudaBackend final : public Backend {
           "copy_columns kernel launch");
   }
 
+  // ---- element-wise arithmetic with broadcasting, row sums (kernels.cu) ----
+  void binary_forward(BinaryOp op, const BinaryShape& s, const float* a, const float* b,
+                      float* y) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_binary_forward(stream_, op, s, a, b, y), "binary_forward kernel launch");
+  }
+  void binary_backward(BinaryOp op, const BinaryShape& s, const float* a, const float* b,
+                       const float* dy, float* da, float* db) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_binary_backward(stream_, op, s, a, b, dy, da, db),
+          "binary_backward kernel launch");
+  }
+  void row_sum(const float* x, float* y, int64_t rows, int64_t cols, float scale) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_row_sum(stream_, x, y, rows, cols, scale), "row_sum kernel launch");
+  }
+
   // ---- nearest-neighbour upsampling (kernels.cu) ----
   void upsample2d_forward(const PoolShape& s, const float* x, float* y, int64_t m) override {
     if (planning_) return;

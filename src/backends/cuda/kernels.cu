@@ -239,6 +239,54 @@ __global__ void copy_columns_kernel(const float* __restrict__ src, int64_t src_c
   }
 }
 
+// Element-wise arithmetic with broadcasting (kernel_math.h's binary_value, binary_gradient).
+__global__ void binary_forward_kernel(BinaryOp op, BinaryShape s, const float* a, const float* b,
+                                      float* y) {
+  const int64_t total = s.rows * s.cols;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    const int64_t r = e / s.cols, c = e % s.cols;
+    y[e] = binary_value(op, operand_at(a, s.a, s.a_value, r, c, s.cols),
+                        operand_at(b, s.b, s.b_value, r, c, s.cols));
+  }
+}
+// One operand's gradient (`how` its broadcast, of_a which one): each value sums its share of dy
+// over what it was broadcast along, in row-major order (the CPU's).
+__global__ void binary_backward_kernel(BinaryOp op, BinaryShape s, const float* a, const float* b,
+                                       const float* dy, float* out, Broadcast how, bool of_a) {
+  const int64_t rows = s.rows, cols = s.cols;
+  auto share = [&](int64_t r, int64_t c) {
+    const BinaryGrad g =
+        binary_gradient(op, operand_at(a, s.a, s.a_value, r, c, cols),
+                        operand_at(b, s.b, s.b_value, r, c, cols), dy[r * cols + c]);
+    return of_a ? g.a : g.b;
+  };
+  const int64_t total = how == Broadcast::full     ? rows * cols
+                        : how == Broadcast::column ? rows
+                        : how == Broadcast::row    ? cols
+                                                   : 1;
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    float sum = 0.0f;
+    if (how == Broadcast::full) {
+      sum = share(e / cols, e % cols);
+    } else if (how == Broadcast::column) {
+      for (int64_t c = 0; c < cols; ++c) sum += share(e, c);
+    } else if (how == Broadcast::row) {
+      for (int64_t r = 0; r < rows; ++r) sum += share(r, e);
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) sum += share(r, c);
+    }
+    out[e] = sum;
+  }
+}
+__global__ void row_sum_kernel(const float* x, float* y, int64_t rows, int64_t cols, float scale) {
+  for (int64_t r = global_thread(); r < rows; r += grid_stride()) {
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) sum += x[r * cols + c];
+    y[r] = sum * scale;
+  }
+}
+
 // Nearest-neighbour upsampling, channels last: output value (b, oy, ox, k) is input value
 // (b, oy / size_h, ox / size_w, k); the backward sums each input value's block, row by row.
 __global__ void upsample2d_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
@@ -892,6 +940,37 @@ cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_co
   return cudaGetLastError();
 }
 
+cudaError_t launch_binary_forward(cudaStream_t s, BinaryOp op, const BinaryShape& shape,
+                                  const float* a, const float* b, float* y) {
+  const int64_t total = shape.rows * shape.cols;
+  if (total <= 0) return cudaSuccess;
+  binary_forward_kernel<<<blocks_for(total), kThreads, 0, s>>>(op, shape, a, b, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_binary_backward(cudaStream_t s, BinaryOp op, const BinaryShape& shape,
+                                   const float* a, const float* b, const float* dy, float* da,
+                                   float* db) {
+  if (shape.rows * shape.cols <= 0) return cudaSuccess;
+  for (int k = 0; k < 2; ++k) {
+    float* out = k == 0 ? da : db;
+    const Broadcast how = k == 0 ? shape.a : shape.b;
+    if (!out) continue;
+    const int64_t n = broadcast_size(how, shape.rows, shape.cols);
+    binary_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, shape, a, b, dy, out, how,
+                                                              k == 0);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t launch_row_sum(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t cols,
+                           float scale) {
+  if (rows <= 0) return cudaSuccess;
+  row_sum_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, y, rows, cols, scale);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_upsample2d_forward(cudaStream_t s, const float* x, float* y, int64_t samples,
                                       int64_t in_h, int64_t in_w, int64_t channels, int64_t size_h,
                                       int64_t size_w) {
@@ -1155,6 +1234,9 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(relu_dropout_backward_kernel),
       reinterpret_cast<const void*>(add_kernel),
       reinterpret_cast<const void*>(copy_columns_kernel),
+      reinterpret_cast<const void*>(binary_forward_kernel),
+      reinterpret_cast<const void*>(binary_backward_kernel),
+      reinterpret_cast<const void*>(row_sum_kernel),
       reinterpret_cast<const void*>(upsample2d_forward_kernel),
       reinterpret_cast<const void*>(upsample2d_backward_kernel),
       reinterpret_cast<const void*>(loss_kernel),

@@ -70,6 +70,16 @@ cudaError_t launch_add(cudaStream_t s, const float* a, const float* b, float* y,
 cudaError_t launch_copy_columns(cudaStream_t s, const float* src, int64_t src_cols, int64_t src_col,
                                 float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows,
                                 int64_t cols);
+// Element-wise arithmetic with broadcasting (Backend::binary_forward, binary_backward): the
+// forward a thread per output value; the backward a thread per value of each operand's gradient,
+// summing what it was broadcast over in the CPU's order; row sums a thread per row.
+cudaError_t launch_binary_forward(cudaStream_t s, BinaryOp op, const BinaryShape& shape,
+                                  const float* a, const float* b, float* y);
+cudaError_t launch_binary_backward(cudaStream_t s, BinaryOp op, const BinaryShape& shape,
+                                   const float* a, const float* b, const float* dy, float* da,
+                                   float* db);
+cudaError_t launch_row_sum(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t cols,
+                           float scale);
 // Nearest-neighbour upsampling of (samples, in_h, in_w, channels) by size_h x size_w
 // (Backend::upsample2d_*): the forward a thread per output value, the backward a thread per input
 // value summing its block in order.

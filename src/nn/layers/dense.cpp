@@ -28,8 +28,10 @@ class DenseKind final : public LayerKind {
   std::string_view base_name() const override { return "dense"; }
   bool has_matrix_products() const override { return true; }
   std::vector<std::string> weight_names(const Layer& l) const override {
-    if (!l.use_bias) return {l.name + "/kernel"};
-    return {l.name + "/kernel", l.name + "/bias"};
+    // A custom layer's matmul (Python's tracing) names its kernel as add_weight did.
+    const std::string kernel = l.name + "/" + (l.weight_name.empty() ? "kernel" : l.weight_name);
+    if (!l.use_bias) return {kernel};
+    return {kernel, l.name + "/bias"};
   }
 
   // ---- command line: dense:UNITS[:ACTIVATION] ----
@@ -88,7 +90,9 @@ class DenseKind final : public LayerKind {
     if (b.shape.size() != 1)
       throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
                               shape_to_string(b.shape) + ": add Flatten() before it");
-    b.state.kernel = b.add_param("kernel", {b.state.in_width, l.units}, l.kernel_initializer);
+    b.state.kernel =
+        b.add_param(l.weight_name.empty() ? "kernel" : l.weight_name, {b.state.in_width, l.units},
+                    l.kernel_initializer, l.weight_trainable);
     if (l.use_bias) b.state.bias = b.add_param("bias", {l.units}, l.bias_initializer);
     b.shape = {l.units};
   }

@@ -73,6 +73,7 @@ struct LayerState {
   BatchNormShape norm;  // batch_normalization, layer_normalization: kernel is gamma, bias beta
   int moving_mean = -1, moving_variance = -1;
   std::vector<Shape> in_shapes;  // per sample, one per input (several for Add, Concatenate)
+  BinaryShape binary;            // element-wise ops (layers/elementwise.cpp): rows per sample
 };
 
 // Passed to build(): the layer, its input shape (which build() turns into its output shape), and

@@ -26,6 +26,14 @@ const LayerKind& leaky_relu_layer_kind();
 const LayerKind& elu_layer_kind();
 const LayerKind& up_sampling2d_layer_kind();
 const LayerKind& conv2d_transpose_layer_kind();
+const LayerKind& subtract_layer_kind();
+const LayerKind& multiply_layer_kind();
+const LayerKind& maximum_layer_kind();
+const LayerKind& minimum_layer_kind();
+const LayerKind& average_layer_kind();
+const LayerKind& binary_op_layer_kind();
+const LayerKind& unary_op_layer_kind();
+const LayerKind& reduce_layer_kind();
 
 namespace {
 
@@ -50,6 +58,14 @@ std::span<const LayerKind* const> kinds() {
       &elu_layer_kind(),
       &up_sampling2d_layer_kind(),
       &conv2d_transpose_layer_kind(),
+      &subtract_layer_kind(),
+      &multiply_layer_kind(),
+      &maximum_layer_kind(),
+      &minimum_layer_kind(),
+      &average_layer_kind(),
+      &binary_op_layer_kind(),
+      &unary_op_layer_kind(),
+      &reduce_layer_kind(),
   };
   return all;
 }

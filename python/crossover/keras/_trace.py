@@ -1,0 +1,412 @@
+"""Custom layers (a subclass of keras.layers.Layer with its own call()), traced as Keras 3 traces
+them: the layer's build() runs once with its input shape (add_weight records each weight: shape,
+initializer, name, trainable), then its call() runs on a symbolic KerasTensor, and every op it
+applies to symbolic tensors (keras.ops, tf ops, x - y, -x, ...) becomes a node of the model's
+graph, one engine layer each (nn/layers/elementwise.cpp, reduce.cpp; x . w a Dense without bias
+whose kernel is the weight). The engine computes forward and backward; nothing runs in Python
+during fit.
+
+The ops a call() may apply: +, -, *, / (and add, subtract, multiply, divide, maximum, minimum)
+between two tensors of one shape, or one whose last axis is 1 (keepdims), between a tensor and a
+weight of the last axis's size (a bias) or a scalar weight, or a Python number; unary minus;
+matmul of a (batch, K) tensor by a (K, M) weight; relu, sigmoid, tanh, softmax and the other
+activations; mean and sum over the last axis with keepdims=True; concatenate on the last axis;
+keras.random.dropout. Anything else (Python control flow on a tensor's values, another op) raises
+NotImplementedError naming the op and the layer, never a model that computes something else."""
+
+import inspect
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import _core
+from . import _names, initializers
+from ._args import SEE_SUPPORTED
+
+
+class _Trace:
+    """One run of a custom layer's call(): the op layers it makes, in order. A later trace of
+    the same layer (its model rebuilt) takes the earlier one's op layers back in the same order,
+    so that they keep their weights."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.made: list[Any] = []
+        self.earlier: list[Any] = list(getattr(layer, "_op_layers", []))
+
+
+_traces: list[_Trace] = []
+
+
+def is_custom(layer: Any) -> bool:
+    """A user's direct subclass of keras.layers.Layer with its own call()."""
+    from .layers import Layer
+
+    for cls in type(layer).__mro__:
+        if cls.__module__.startswith("crossover."):
+            return cls is Layer and any("call" in vars(c) for c in _user_classes(layer))
+    return False
+
+
+def _user_classes(layer: Any) -> list[type]:
+    out = []
+    for cls in type(layer).__mro__:
+        if cls.__module__.startswith("crossover."):
+            break
+        out.append(cls)
+    return out
+
+
+def _where() -> str:
+    """"in layer 'name' (Class)" of the custom layer being traced, for messages."""
+    if not _traces:
+        return "on a symbolic tensor"
+    layer = _traces[-1].layer
+    return f"in the call() of layer '{layer.name}' ({type(layer).__name__})"
+
+
+def not_supported(what: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"{what} {_where()} is not supported (yet): crossover traces a custom layer's call() "
+        "into engine ops (element-wise arithmetic with broadcasting of the last axis, matmul "
+        "by a weight, activations, mean and sum over the last axis, concatenate, dropout); "
+        f"{SEE_SUPPORTED}"
+    )
+
+
+# --- a custom layer called on a symbolic tensor ----------------------------------------------
+def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
+    """layer(inputs) for a custom layer on a KerasTensor: build() once, then call() traced."""
+    from .functional import KerasTensor
+
+    if not isinstance(inputs, KerasTensor):
+        raise NotImplementedError(
+            f"custom layer '{layer.name}' ({type(layer).__name__}) called on "
+            f"{type(inputs).__name__}: crossover traces custom layers called on one tensor; "
+            f"{SEE_SUPPORTED}"
+        )
+    if _traces and _traces[-1].layer is layer:
+        raise NotImplementedError(f"layer '{layer.name}' calling itself is not supported (yet)")
+    if not getattr(layer, "_custom_built", False):
+        layer.build(tuple(inputs.shape))
+        layer._custom_built = True
+    trace = _Trace(layer)
+    _traces.append(trace)
+    try:
+        try:
+            params = inspect.signature(layer.call).parameters
+        except (TypeError, ValueError):
+            params = {}
+        given = {k: v for k, v in kwargs.items() if k in params and v is not None}
+        if "training" in params and "training" not in given:
+            given["training"] = True  # the graph holds every op; the engine picks the mode
+        unknown = sorted(k for k in kwargs if k not in params and kwargs[k] is not None)
+        if unknown:
+            raise TypeError(f"{type(layer).__name__}.call got unexpected arguments {unknown}")
+        out = layer.call(inputs, **given)
+    finally:
+        _traces.pop()
+    if not isinstance(out, KerasTensor):
+        raise NotImplementedError(
+            f"the call() of layer '{layer.name}' ({type(layer).__name__}) returned "
+            f"{type(out).__name__}: crossover traces call() into ops on one symbolic tensor "
+            f"and takes one tensor out; {SEE_SUPPORTED}"
+        )
+    if out is inputs:
+        raise NotImplementedError(
+            f"the call() of layer '{layer.name}' ({type(layer).__name__}) returned its input "
+            f"unchanged: an identity layer is not supported (yet); {SEE_SUPPORTED}"
+        )
+    unused = [w.name for w in layer.__dict__.get("_custom_weights", []) if w._op is None]
+    if unused:
+        raise NotImplementedError(
+            f"layer '{layer.name}' ({type(layer).__name__}) made weights its call() does not "
+            f"use ({', '.join(unused)}): not supported (yet); {SEE_SUPPORTED}"
+        )
+    layer._op_layers = trace.made
+    layer._traced_shapes = (tuple(inputs.shape[1:]), tuple(out.shape[1:]))
+    # The call as one node (summary's row, Layer.output); the graph holds its ops.
+    layer._output_tensor = KerasTensor(out.shape, layer, [_shown(inputs)])
+    return out
+
+
+def _shown(tensor: Any) -> Any:
+    """The tensor as summary names it: the output of the custom layer whose op made it."""
+    owner = getattr(tensor._layer, "_owner", None)
+    call = getattr(owner, "_output_tensor", None) if owner is not None else None
+    return call if call is not None else tensor
+
+
+def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A custom layer's per-sample output shape for a per-sample input shape (traced if need
+    be)."""
+    from .functional import KerasTensor
+
+    traced = getattr(layer, "_traced_shapes", None)
+    if traced is not None and traced[0] == tuple(shape):
+        return traced[1]
+    saved = getattr(layer, "_output_tensor", None)
+    out = custom_call(layer, KerasTensor((None, *shape), None, []), {})
+    layer._output_tensor = saved if saved is not None else layer._output_tensor
+    return tuple(out.shape[1:])
+
+
+# --- a Sequential model holding custom layers ------------------------------------------------
+def expand(model: Any, leaves: list[Any]) -> list[Any]:
+    """The engine's layers of a Sequential's leaves: a custom layer's traced ops in its place,
+    in the graph's order (graph_of gives the graph). Unchanged without custom layers, or while
+    the input shape is unknown."""
+    from .layers import InputLayer
+
+    if not any(is_custom(l) for l in leaves):
+        return leaves
+    first = leaves[0]
+    shape = getattr(first, "_input_shape", None)
+    if not shape:
+        return leaves
+    key = (tuple(id(l) for l in leaves), tuple(shape))
+    cached = getattr(model, "_custom_trace", None)
+    if cached is not None and cached[0] == key:
+        return list(cached[1])
+    from . import _summary
+    from .functional import KerasTensor, _ordered
+
+    if isinstance(first, InputLayer):
+        entry, rest = first, leaves[1:]
+    else:  # Dense(input_shape=...) first: the graph's own input
+        old = getattr(model, "_custom_input", None)
+        entry = old if old is not None and list(old._input_shape) == list(shape) else None
+        entry = entry or InputLayer(shape=tuple(shape))
+        model._custom_input = entry
+        rest = leaves
+    x = KerasTensor((None, *shape), entry, [])
+    inputs_tensor = x
+    for leaf in rest:
+        if isinstance(leaf, InputLayer):
+            continue
+        if is_custom(leaf):
+            x = custom_call(leaf, x, {})
+        else:
+            x = KerasTensor((None, *_summary.output_shape(leaf, tuple(x.shape[1:]))), leaf, [x])
+    tensors = _ordered(x)
+    if tensors[0] is not inputs_tensor:
+        raise ValueError("the model's output does not depend on its input")
+    position = {id(t): i for i, t in enumerate(tensors)}
+    layers = [t._layer for t in tensors]
+    graph = [[position[id(p)] for p in t._inputs] for t in tensors]
+    model._custom_trace = (key, layers, graph)
+    return list(layers)
+
+
+def graph_of(model: Any) -> Optional[list[list[int]]]:
+    """The graph expand() traced for the model's current leaves, else None (a chain)."""
+    leaves = model._leaves()
+    cached = getattr(model, "_custom_trace", None)
+    if cached is None or [id(l) for l in cached[1]] != [id(l) for l in leaves]:
+        return None
+    return cached[2]
+
+
+# --- the op nodes ------------------------------------------------------------------------------
+def _op_layer(core_make: Any, signature: tuple[Any, ...], op: str, weight: Any = None) -> Any:
+    """The op's layer: the earlier trace's at this place when it is the same op, else new."""
+    from .layers import _OpLayer
+
+    trace = _traces[-1] if _traces else None
+    if trace is not None:
+        at = len(trace.made)
+        if at < len(trace.earlier) and trace.earlier[at]._signature == signature:
+            layer = trace.earlier[at]
+            trace.made.append(layer)
+            if weight is not None:
+                weight._op = layer
+            return layer
+    owner = trace.layer if trace is not None else None
+    name = _names.uniquify(f"{owner.name}_{op}" if owner is not None else op)
+    layer = _OpLayer(core_make(), name, owner, weight, signature)
+    if weight is not None:
+        weight._op = layer
+    if trace is not None:
+        trace.made.append(layer)
+    return layer
+
+
+def _node(
+    core_make: Any,
+    signature: tuple[Any, ...],
+    op: str,
+    inputs: list[Any],
+    shape: tuple[int, ...],
+    weight: Any = None,
+) -> Any:
+    from .functional import KerasTensor
+
+    layer = _op_layer(core_make, signature, op, weight)
+    out = KerasTensor((None, *shape), layer, inputs)
+    layer._output_tensor = out
+    return out
+
+
+def _is_tensor(v: Any) -> bool:
+    from .functional import KerasTensor
+
+    return isinstance(v, KerasTensor)
+
+
+def _is_weight(v: Any) -> bool:
+    from .layers import Weight
+
+    return isinstance(v, Weight)
+
+
+def _number(v: Any) -> Optional[float]:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v)
+    if isinstance(v, np.ndarray) and v.shape in ((), (1,)):
+        return float(v.reshape(()))
+    return None
+
+
+def symbolic(*values: Any) -> bool:
+    """Whether an op's operands hold a symbolic tensor (then it becomes a node)."""
+    for v in values:
+        if _is_tensor(v):
+            return True
+        if isinstance(v, (list, tuple)) and any(_is_tensor(e) for e in v):
+            return True
+    return False
+
+
+def _claim(weight: Any, op: str) -> None:
+    """A weight is one op's operand in a trace (its engine layer holds it)."""
+    if _traces and weight._op is not None and any(weight._op is m for m in _traces[-1].made):
+        raise not_supported(f"{op} with weight '{weight.name}', which an earlier op used too")
+
+
+def binary(op: str, a: Any, b: Any) -> Any:
+    """a <op> b where one of them is a symbolic tensor."""
+    ta, tb = _is_tensor(a), _is_tensor(b)
+    if ta and tb:
+        sa, sb = tuple(a.shape[1:]), tuple(b.shape[1:])
+        if sa == sb and op == "add" and not _traces:
+            from .functional import call
+            from .layers import Add
+
+            return call(Add(), [a, b], {})  # x + y in a functional model: an Add layer
+        same_rest = len(sa) == len(sb) and len(sa) > 0 and sa[:-1] == sb[:-1]
+        if sa == sb:
+            out = sa
+        elif same_rest and sb[-1] == 1:
+            out = sa
+        elif same_rest and sa[-1] == 1:
+            out = sb
+        else:
+            raise not_supported(f"{op} of tensors of shapes {a.shape} and {b.shape}")
+        return _node(lambda: _core.BinaryOp(op), ("binary", op), op, [a, b], out)
+    tensor, other, weight_first = (a, b, False) if ta else (b, a, True)
+    shape = tuple(tensor.shape[1:])
+    if _is_weight(other):
+        w = other
+        size = int(np.prod(w.shape)) if w.shape else 1
+        if not (size == 1 or (len(w.shape) == 1 and shape and w.shape[0] == shape[-1])):
+            raise not_supported(
+                f"{op} of a tensor of shape {tensor.shape} and weight '{w.name}' of shape "
+                f"{w.shape}"
+            )
+        _claim(w, op)
+
+        def make() -> Any:
+            core = _core.WeightOp(op, list(w.shape), w.name, w.trainable, weight_first)
+            core.set_initializer("kernel", initializers._to_json(w.initializer))
+            return core
+
+        sig = ("weight", op, w.shape, w.name, weight_first)
+        return _node(make, sig, op, [tensor], shape, weight=w)
+    c = _number(other)
+    if c is None:
+        raise not_supported(f"{op} of a symbolic tensor and {type(other).__name__}")
+    sig = ("constant", op, c, weight_first)
+    return _node(lambda: _core.ConstantOp(op, c, weight_first), sig, op, [tensor], shape)
+
+
+def negative(x: Any) -> Any:
+    return binary("multiply", x, -1.0)
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """a . w of a (batch, K) tensor and a (K, M) weight."""
+    if not (_is_tensor(a) and _is_weight(b)):
+        raise not_supported(
+            f"matmul of {type(a).__name__} and {type(b).__name__} (crossover has a tensor times "
+            "a weight made by add_weight)"
+        )
+    shape, w = tuple(a.shape[1:]), b
+    if len(shape) != 1 or len(w.shape) != 2 or w.shape[0] != shape[0]:
+        raise not_supported(
+            f"matmul of a tensor of shape {a.shape} and a weight of shape {w.shape}"
+        )
+    _claim(w, "matmul")
+
+    def make() -> Any:
+        core = _core.MatMul(int(w.shape[1]), w.name, w.trainable)
+        core.set_initializer("kernel", initializers._to_json(w.initializer))
+        return core
+
+    sig = ("matmul", w.shape, w.name)
+    return _node(make, sig, "matmul", [a], (int(w.shape[1]),), weight=w)
+
+
+def activation(name: str, x: Any, axis: int = -1) -> Any:
+    if not _is_tensor(x):
+        raise not_supported(f"{name} of {type(x).__name__}")
+    if name == "softmax" and axis not in (-1, len(x.shape) - 1):
+        raise not_supported(f"softmax over axis {axis}")
+    shape = tuple(x.shape[1:])
+    return _node(lambda: _core.Activation(name), ("activation", name), name, [x], shape)
+
+
+def _last_axis(x: Any, axis: Any, op: str) -> None:
+    if isinstance(axis, (list, tuple)) and len(axis) == 1:
+        axis = axis[0]
+    if axis not in (-1, len(x.shape) - 1):
+        raise not_supported(f"{op} over axis {axis!r} (crossover has the last axis, -1)")
+
+
+def reduce(op: str, x: Any, axis: Any, keepdims: bool) -> Any:
+    """mean or sum over the last axis, keepdims=True."""
+    _last_axis(x, axis, op)
+    if not keepdims:
+        raise not_supported(f"{op} with keepdims=False (crossover keeps the axis: keepdims=True)")
+    shape = (*x.shape[1:-1], 1)
+    mean = op == "mean"
+    return _node(lambda: _core.Reduce(mean), ("reduce", op), op, [x], shape)
+
+
+def concat(values: Any, axis: Any) -> Any:
+    values = list(values)
+    if not values or not all(_is_tensor(v) for v in values):
+        raise not_supported("concatenate of symbolic tensors with other values")
+    _last_axis(values[0], axis, "concatenate")
+    first = tuple(values[0].shape[1:])
+    for v in values[1:]:
+        s = tuple(v.shape[1:])
+        if len(s) != len(first) or s[:-1] != first[:-1]:
+            raise ValueError(
+                "concatenate needs tensors that differ only in the last axis, got shapes "
+                f"{[v.shape for v in values]}"
+            )
+    shape = (*first[:-1], sum(int(v.shape[-1]) for v in values))
+    sig = ("concatenate", len(values))
+    return _node(lambda: _core.Concatenate(-1), sig, "concatenate", values, shape)
+
+
+def dropout(x: Any, rate: Any) -> Any:
+    if not _is_tensor(x):
+        raise not_supported(f"dropout of {type(x).__name__}")
+    rate = float(rate)
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
+    shape = tuple(x.shape[1:])
+    return _node(lambda: _core.Dropout(rate), ("dropout", rate), "dropout", [x], shape)

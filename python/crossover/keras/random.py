@@ -1,0 +1,45 @@
+"""keras.random: SeedGenerator and dropout. On a symbolic tensor (a custom layer's call(),
+traced: keras/_trace.py) dropout is the engine's Dropout layer, drawn from the model's seed in
+fit and the identity in evaluate and predict, as Keras's layers are; on data, numpy's."""
+
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import _tensor
+from . import _trace
+from ._args import unsupported_attribute
+
+
+class SeedGenerator:
+    """keras.random.SeedGenerator(seed): the seed of the draws made with it. In a traced model
+    the engine draws from the model's seed (compile) instead."""
+
+    def __init__(
+        self, seed: Optional[int] = None, name: Optional[str] = None, **kwargs: Any
+    ) -> None:
+        self.seed = seed
+        self.name = name
+        self._rng = np.random.default_rng(seed)
+
+    def next(self, ordered: bool = True) -> Any:
+        return self._rng.integers(0, 2**31 - 1, size=2)
+
+
+def dropout(inputs: Any, rate: float, noise_shape: Any = None, seed: Any = None) -> Any:
+    """Keras's: each value zeroed with probability rate, the rest scaled by 1 / (1 - rate)."""
+    if noise_shape is not None:
+        raise _trace.not_supported("keras.random.dropout with noise_shape")
+    if _trace.symbolic(inputs):
+        return _trace.dropout(inputs, rate)
+    x = np.asarray(_tensor._plain(inputs), dtype=np.float32)
+    rng = seed._rng if isinstance(seed, SeedGenerator) else np.random.default_rng(seed)
+    keep = rng.random(x.shape) >= rate
+    return _tensor.tensor(np.where(keep, x / (1.0 - rate), 0.0).astype(np.float32))
+
+
+def __getattr__(name: str) -> Any:
+    raise unsupported_attribute("keras.random", name, "SeedGenerator and dropout")
+
+
+__all__ = ["SeedGenerator", "dropout"]
