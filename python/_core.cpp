@@ -16,6 +16,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -29,6 +30,7 @@
 #include "_core_callbacks.h"
 #include "crossover.h"
 #include "nn/layers/kind.h"
+#include "nn/progress.h"
 #include "perf/threads.h"
 
 namespace nb = nanobind;
@@ -502,7 +504,67 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
             for (const auto& [name, a] : weights) named.push_back({name, tensor_of(a)});
             s.set_weights(named);
           },
-          nb::arg("weights"));
+          nb::arg("weights"))
+      // A custom training loop's step in three calls (Sequential::training_forward, ...): the
+      // tape's model(x, training=True), its loss and gradients, the optimizer's update.
+      .def(
+          "training_forward",
+          [](Sequential& s, FloatArray x) {
+            const Tensor tx = view_of(x);
+            Tensor out;
+            {
+              nb::gil_scoped_release release;
+              out = s.training_forward(tx);
+            }
+            return to_numpy(out);
+          },
+          nb::arg("x"))
+      .def(
+          "training_backward",
+          [](Sequential& s, FloatArray y, std::string loss, bool from_logits) {
+            const Tensor ty = view_of(y);
+            Sequential::TrainingGradients g;
+            {
+              nb::gil_scoped_release release;
+              g = s.training_backward(ty, LossSpec{std::move(loss), from_logits});
+            }
+            std::vector<std::pair<std::string, NumpyArray>> grads;
+            for (const NamedTensor& t : g.gradients) grads.emplace_back(t.name, to_numpy(t.value));
+            return std::make_pair(g.loss, grads);
+          },
+          nb::arg("y"), nb::arg("loss"), nb::arg("from_logits"))
+      .def("trainable_gradient_names", &Sequential::trainable_gradient_names)
+      .def(
+          "apply_gradients",
+          [](Sequential& s, const std::vector<std::pair<std::string, FloatArray>>& gradients) {
+            std::vector<NamedTensor> named;
+            for (const auto& [name, a] : gradients) named.push_back({name, view_of(a)});
+            nb::gil_scoped_release release;
+            s.apply_gradients(named);
+          },
+          nb::arg("gradients"))
+      .def("use_optimizer", &Sequential::use_optimizer, nb::arg("optimizer"));
+}
+
+// fit's progress line (nn/progress.h) for the epochs a Python loop runs: a model's own
+// train_step (keras/models.py), one line per epoch, or redrawn in place when `interactive`.
+void bind_progress(nb::module_& m) {
+  nb::class_<ProgressBar>(m, "ProgressBar")
+      .def(
+          "__init__",
+          [](ProgressBar* bar, int64_t total_steps, bool interactive) {
+            new (bar) ProgressBar(python_stdout(), total_steps, interactive);
+          },
+          nb::arg("total_steps"), nb::arg("interactive"))
+      .def("due", [](const ProgressBar& bar) { return bar.due(std::chrono::steady_clock::now()); })
+      .def(
+          "update",
+          [](ProgressBar& bar, int64_t step,
+             const std::vector<std::pair<std::string, double>>& values) {
+            bar.update(step, values, std::chrono::steady_clock::now());
+          },
+          nb::arg("step"), nb::arg("values"))
+      .def("finish", &ProgressBar::finish, nb::arg("steps"), nb::arg("seconds"), nb::arg("values"));
 }
 
 void bind_dtype_policies(nb::module_& m) {
@@ -560,6 +622,7 @@ NB_MODULE(_core, m) {
   bind_sequential_fit(sequential);
   bind_sequential_state(sequential);
   bind_dtype_policies(m);
+  bind_progress(m);
   bind_api(m);
   bind_optim(m);
   bind_files(m);

@@ -445,7 +445,8 @@ class Subclassed(Functional):
     def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
         if x is not None:
             self._trace_for(x, "fit")
-        if self._compile_args is None and not self._user_compiled:
+        compiled = self._user_compiled or getattr(self, "_step_compiled", False)
+        if self._compile_args is None and not compiled:
             raise ValueError("You must call `compile()` before using the model (fit).")
         return Sequential.fit(self, x, y, *args, **kwargs)
 
