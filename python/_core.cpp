@@ -111,7 +111,9 @@ void bind_layers(nb::module_& m) {
                    [](const Layer& l) { return std::string(activation_name(l.activation)); })
       // leaky_relu's negative_slope, elu's alpha (Dense(activation=keras.layers.LeakyReLU(0.1)))
       .def_rw("activation_alpha", &Layer::activation_alpha)
-      .def_prop_ro("input_shape", [](const Layer& l) { return l.input_shape; })
+      // Settable: a functional model's layer other than its input ignores a declared
+      // input_shape, as Keras does (keras/functional.py clears it).
+      .def_rw("input_shape", &Layer::input_shape)
       .def_prop_ro("window",  // Conv2D's kernel_size, a pooling layer's pool_size
                    [](const Layer& l) {
                      return std::array<int64_t, 2>{l.window.h, l.window.w};

@@ -163,3 +163,17 @@ def test_a_models_own_train_step_is_fits_step(capsys: pytest.CaptureFixture) -> 
     assert accuracy == pytest.approx(h.history["val_sparse_categorical_accuracy"][-1])
     # The inner model trained: its own predictions are the trainer's.
     np.testing.assert_array_equal(inner.predict(x, verbose=0), trainer.predict(x, verbose=0))
+
+
+def test_a_functional_model_called_by_a_train_step_model() -> None:
+    inputs = keras.Input((2, 3))
+    flat = keras.layers.Flatten(input_shape=(9,))(inputs)  # ignored here, as in Keras
+    hidden = keras.layers.Dense(8, activation="relu")(flat)
+    inner = keras.Model(inputs, keras.layers.Dense(3)(hidden))
+    x, y = batch(48, seed=4)
+    x = x.reshape(48, 2, 3)
+    trainer = Trainer(inner)
+    trainer.compile(optimizer=keras.optimizers.Adam(learning_rate=0.05))
+    h = trainer.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    assert len(h.history["loss"]) == 2
+    np.testing.assert_array_equal(inner.predict(x, verbose=0), trainer.predict(x, verbose=0))
