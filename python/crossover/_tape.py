@@ -46,6 +46,7 @@ class _Call:
         self.core = core
         self.rows = rows
         self.loss: Optional[str] = None  # the loss object's name, once applied
+        self.tapes: list["GradientTape"] = []  # those that recorded the call
         self.gradients: dict[str, np.ndarray] = {}
 
 
@@ -92,6 +93,7 @@ def training_call(model: Any, inputs: Any) -> _tensor.Tensor:
         out._crossover_call = call
         for tape in tapes:
             tape._calls.append(call)
+        call.tapes = tapes
     return out
 
 
@@ -99,8 +101,8 @@ def loss_of(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any) -> Optional
     """A keras loss object applied to recorded outputs: the engine's loss and backward pass
     (None when y_pred is not a recorded model output: the loss is computed as usual)."""
     call = getattr(y_pred, "_crossover_call", None)
-    if call is None:
-        return None
+    if call is None or not any(t._recording for t in call.tapes):
+        return None  # not recorded (a tape records only inside its `with`): numpy's value
     from .keras import losses as losses_module
 
     owner = type(loss).__name__

@@ -69,6 +69,7 @@ def test_what_the_tape_cannot_differentiate_is_refused() -> None:
         scaled = LOSS(y, out * 2.0)  # arithmetic on the outputs: numpy's value, not recorded
         loss = LOSS(y, out)
         doubled = loss * 2.0
+        assert "second loss" in refusal(lambda: LOSS(y, out))
     assert "not the value of a loss" in refusal(lambda: tape.gradient(scaled, model.weights))
     assert "not the value of a loss" in refusal(lambda: tape.gradient(doubled, model.weights))
     assert "source 0" in refusal(lambda: tape.gradient(loss, other.trainable_variables))
@@ -76,7 +77,6 @@ def test_what_the_tape_cannot_differentiate_is_refused() -> None:
         lambda: tape.gradient(loss, model.trainable_variables, output_gradients=[1.0])
     )
     assert "watch" in refusal(lambda: tape.watch(np.zeros(3)))
-    assert "second loss" in refusal(lambda: LOSS(y, out))
     # Any subset of the variables, in the order asked.
     kernel = tape.gradient(loss, model.trainable_variables[2])
     assert kernel.shape == (8, 3)
@@ -177,3 +177,15 @@ def test_a_functional_model_called_by_a_train_step_model() -> None:
     h = trainer.fit(x, y, epochs=2, batch_size=16, verbose=0)
     assert len(h.history["loss"]) == 2
     np.testing.assert_array_equal(inner.predict(x, verbose=0), trainer.predict(x, verbose=0))
+
+
+def test_a_loss_outside_the_tapes_with_is_not_recorded() -> None:
+    model, (x, y) = mlp(), batch()
+    with tf.GradientTape() as tape:
+        out = model(x, training=True)
+    loss = LOSS(y, out)  # after the tape stopped recording: TensorFlow's value, no gradient
+    assert float(loss) == pytest.approx(float(keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True)(y, np.asarray(out))))  # fmt: skip
+    assert "not the value of a loss" in refusal(
+        lambda: tape.gradient(loss, model.trainable_variables)
+    )
