@@ -189,3 +189,19 @@ def test_a_loss_outside_the_tapes_with_is_not_recorded() -> None:
     assert "not the value of a loss" in refusal(
         lambda: tape.gradient(loss, model.trainable_variables)
     )
+
+
+def test_keras3_apply_is_apply_gradients() -> None:
+    (x, y), models = batch(), [mlp(), mlp()]
+    models[1].set_weights(models[0].get_weights())
+    optimizers = [keras.optimizers.Adam(), keras.optimizers.Adam()]
+    for model, optimizer, keras3 in zip(models, optimizers, [False, True]):
+        with tf.GradientTape() as tape:
+            loss = LOSS(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        if keras3:
+            optimizer.apply(grads, model.trainable_weights)
+        else:
+            optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    for a, b in zip(*(m.get_weights() for m in models)):
+        np.testing.assert_array_equal(a, b)

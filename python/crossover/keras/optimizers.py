@@ -292,6 +292,15 @@ class Optimizer:
         _tape.apply_gradients(self, grads_and_vars)
         return self.iterations
 
+    def apply(self, grads: Any, trainable_variables: Any = None) -> np.int64:
+        """Keras 3's apply(grads, trainable_variables): apply_gradients of the pairs."""
+        if trainable_variables is None:
+            raise NotImplementedError(
+                f"{type(self).__name__}.apply without trainable_variables is not supported "
+                "(yet): give the model's trainable_variables, as apply_gradients takes them"
+            )
+        return self.apply_gradients(zip(list(grads), list(trainable_variables)))
+
     def _bind_to(self, model: Any, core: Any) -> None:
         """Before an update of `model` with this optimizer: the engine's model trains with it
         (the one it was compiled with; else, from its first update on, this one with fresh
