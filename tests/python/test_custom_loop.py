@@ -205,3 +205,12 @@ def test_keras3_apply_is_apply_gradients() -> None:
             optimizer.apply_gradients(zip(grads, model.trainable_weights))
     for a, b in zip(*(m.get_weights() for m in models)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_fit_arguments_a_train_step_loop_does_not_run_are_refused() -> None:
+    x, y = batch(16)
+    trainer = Trainer(mlp())
+    trainer.compile(optimizer="adam")
+    for kwargs in ({"steps_per_epoch": 2}, {"class_weight": {0: 2.0}}, {"sample_weight": y}):
+        with pytest.raises(ValueError, match="not supported"):
+            trainer.fit(x, y, verbose=0, **kwargs)

@@ -546,6 +546,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
     ) -> History:
         reject_unsupported("fit", validation_batch_size=(validation_batch_size, None))
         if _overrides(self, "train_step"):
+            reject_unsupported(
+                "fit with the model's own train_step",
+                class_weight=(class_weight, None),
+                sample_weight=(sample_weight, None),
+                steps_per_epoch=(steps_per_epoch, None),
+                validation_steps=(validation_steps, None),
+                validation_freq=(validation_freq, 1),
+            )
             return self._fit_by_steps(
                 x, y, batch_size, epochs, verbose, callbacks, validation_split,
                 validation_data, shuffle, initial_epoch,
