@@ -68,6 +68,16 @@ NumpyArray to_numpy(const Tensor& t) {
   return NumpyArray(data, shape.size(), shape.data(), owner);
 }
 
+// A numpy array over t's own values, not a copy: the array keeps t alive. For a tensor that owns
+// its values (not Tensor::view's), such as the engine's results: weights, outputs, gradients.
+NumpyArray to_numpy_owning(Tensor&& t) {
+  if (t.size() == 0) return to_numpy(t);
+  auto* held = new Tensor(std::move(t));
+  nb::capsule owner(held, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::vector<std::size_t> shape(held->shape().begin(), held->shape().end());
+  return NumpyArray(held->data(), shape.size(), shape.data(), owner);
+}
+
 nb::dict history_to_python(const History& h) {
   nb::dict d;
   nb::dict values;
@@ -495,8 +505,8 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
       .def("get_weights",
            [](const Sequential& s) {
              std::vector<std::pair<std::string, NumpyArray>> out;
-             for (const NamedTensor& w : s.get_weights())
-               out.emplace_back(w.name, to_numpy(w.value));
+             for (NamedTensor& w : s.get_weights())
+               out.emplace_back(w.name, to_numpy_owning(std::move(w.value)));
              return out;
            })
       .def(
@@ -518,7 +528,7 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
               nb::gil_scoped_release release;
               out = s.training_forward(tx);
             }
-            return to_numpy(out);
+            return to_numpy_owning(std::move(out));
           },
           nb::arg("x"))
       .def(
@@ -531,7 +541,8 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
               g = s.training_backward(ty, LossSpec{std::move(loss), from_logits});
             }
             std::vector<std::pair<std::string, NumpyArray>> grads;
-            for (const NamedTensor& t : g.gradients) grads.emplace_back(t.name, to_numpy(t.value));
+            for (NamedTensor& t : g.gradients)
+              grads.emplace_back(t.name, to_numpy_owning(std::move(t.value)));
             return std::make_pair(g.loss, grads);
           },
           nb::arg("y"), nb::arg("loss"), nb::arg("from_logits"))
