@@ -16,6 +16,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -29,6 +30,7 @@
 #include "_core_callbacks.h"
 #include "crossover.h"
 #include "nn/layers/kind.h"
+#include "nn/progress.h"
 #include "perf/threads.h"
 
 namespace nb = nanobind;
@@ -64,6 +66,16 @@ NumpyArray to_numpy(const Tensor& t) {
   nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
   return NumpyArray(data, shape.size(), shape.data(), owner);
+}
+
+// A numpy array over t's own values, not a copy: the array keeps t alive. For a tensor that owns
+// its values (not Tensor::view's), such as the engine's results: weights, outputs, gradients.
+NumpyArray to_numpy_owning(Tensor&& t) {
+  if (t.size() == 0) return to_numpy(t);
+  auto* held = new Tensor(std::move(t));
+  nb::capsule owner(held, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::vector<std::size_t> shape(held->shape().begin(), held->shape().end());
+  return NumpyArray(held->data(), shape.size(), shape.data(), owner);
 }
 
 nb::dict history_to_python(const History& h) {
@@ -109,7 +121,9 @@ void bind_layers(nb::module_& m) {
                    [](const Layer& l) { return std::string(activation_name(l.activation)); })
       // leaky_relu's negative_slope, elu's alpha (Dense(activation=keras.layers.LeakyReLU(0.1)))
       .def_rw("activation_alpha", &Layer::activation_alpha)
-      .def_prop_ro("input_shape", [](const Layer& l) { return l.input_shape; })
+      // Settable: a functional model's layer other than its input ignores a declared
+      // input_shape, as Keras does (keras/functional.py clears it).
+      .def_rw("input_shape", &Layer::input_shape)
       .def_prop_ro("window",  // Conv2D's kernel_size, a pooling layer's pool_size
                    [](const Layer& l) {
                      return std::array<int64_t, 2>{l.window.h, l.window.w};
@@ -527,8 +541,8 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
       .def("get_weights",
            [](const Sequential& s) {
              std::vector<std::pair<std::string, NumpyArray>> out;
-             for (const NamedTensor& w : s.get_weights())
-               out.emplace_back(w.name, to_numpy(w.value));
+             for (NamedTensor& w : s.get_weights())
+               out.emplace_back(w.name, to_numpy_owning(std::move(w.value)));
              return out;
            })
       .def(
@@ -538,7 +552,68 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
             for (const auto& [name, a] : weights) named.push_back({name, tensor_of(a)});
             s.set_weights(named);
           },
-          nb::arg("weights"));
+          nb::arg("weights"))
+      // A custom training loop's step in three calls (Sequential::training_forward, ...): the
+      // tape's model(x, training=True), its loss and gradients, the optimizer's update.
+      .def(
+          "training_forward",
+          [](Sequential& s, FloatArray x) {
+            const Tensor tx = view_of(x);
+            Tensor out;
+            {
+              nb::gil_scoped_release release;
+              out = s.training_forward(tx);
+            }
+            return to_numpy_owning(std::move(out));
+          },
+          nb::arg("x"))
+      .def(
+          "training_backward",
+          [](Sequential& s, FloatArray y, std::string loss, bool from_logits) {
+            const Tensor ty = view_of(y);
+            Sequential::TrainingGradients g;
+            {
+              nb::gil_scoped_release release;
+              g = s.training_backward(ty, LossSpec{std::move(loss), from_logits});
+            }
+            std::vector<std::pair<std::string, NumpyArray>> grads;
+            for (NamedTensor& t : g.gradients)
+              grads.emplace_back(t.name, to_numpy_owning(std::move(t.value)));
+            return std::make_pair(g.loss, grads);
+          },
+          nb::arg("y"), nb::arg("loss"), nb::arg("from_logits"))
+      .def("trainable_gradient_names", &Sequential::trainable_gradient_names)
+      .def(
+          "apply_gradients",
+          [](Sequential& s, const std::vector<std::pair<std::string, FloatArray>>& gradients) {
+            std::vector<NamedTensor> named;
+            for (const auto& [name, a] : gradients) named.push_back({name, view_of(a)});
+            nb::gil_scoped_release release;
+            s.apply_gradients(named);
+          },
+          nb::arg("gradients"))
+      .def("use_optimizer", &Sequential::use_optimizer, nb::arg("optimizer"));
+}
+
+// fit's progress line (nn/progress.h) for the epochs a Python loop runs: a model's own
+// train_step (keras/models.py), one line per epoch, or redrawn in place when `interactive`.
+void bind_progress(nb::module_& m) {
+  nb::class_<ProgressBar>(m, "ProgressBar")
+      .def(
+          "__init__",
+          [](ProgressBar* bar, int64_t total_steps, bool interactive) {
+            new (bar) ProgressBar(python_stdout(), total_steps, interactive);
+          },
+          nb::arg("total_steps"), nb::arg("interactive"))
+      .def("due", [](const ProgressBar& bar) { return bar.due(std::chrono::steady_clock::now()); })
+      .def(
+          "update",
+          [](ProgressBar& bar, int64_t step,
+             const std::vector<std::pair<std::string, double>>& values) {
+            bar.update(step, values, std::chrono::steady_clock::now());
+          },
+          nb::arg("step"), nb::arg("values"))
+      .def("finish", &ProgressBar::finish, nb::arg("steps"), nb::arg("seconds"), nb::arg("values"));
 }
 
 void bind_dtype_policies(nb::module_& m) {
@@ -596,6 +671,7 @@ NB_MODULE(_core, m) {
   bind_sequential_fit(sequential);
   bind_sequential_state(sequential);
   bind_dtype_policies(m);
+  bind_progress(m);
   bind_api(m);
   bind_optim(m);
   bind_files(m);

@@ -178,10 +178,35 @@ from . import compat  # noqa: E402  (tf.compat.v1: after the names it re-exports
 
 __all__ += ["get_logger", "executing_eagerly", "autograph", "compat"]
 
+# Custom training loops: tf.GradientTape over the engine's split step (_tape.py), and tf.function,
+# which has nothing to compile (the step is C++): the function itself.
+from ._tape import GradientTape  # noqa: E402
+
+
+def function(
+    func: Any = None,
+    input_signature: Any = None,
+    autograph: bool = True,
+    jit_compile: Any = None,
+    reduce_retracing: bool = False,
+    experimental_implements: Any = None,
+    experimental_autograph_options: Any = None,
+    experimental_attributes: Any = None,
+    experimental_relax_shapes: Any = None,
+    experimental_compile: Any = None,
+    experimental_follow_type_hints: Any = None,
+) -> Any:
+    """tf.function, as a decorator with or without arguments: returns the function unchanged
+    (it runs eagerly; what it calls on a model runs in the engine)."""
+    if func is None:
+        return lambda f: f
+    return func
+
+
+__all__ += ["GradientTape", "function"]
+
 # TensorFlow names a Keras script reaches for next, and what crossover has instead (api block).
 _NOT_TENSORFLOW = {
-    "function": "tf.function: the training step is compiled C++ already",
-    "GradientTape": "custom training loops: use fit",
     "Variable": "variables: a model's weights are get_weights()/set_weights()",
 }
 

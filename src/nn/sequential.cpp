@@ -138,6 +138,9 @@ struct Sequential::Impl {
     // The model's output (batch, outputs) that the compiled metrics read, written by the loss;
     // empty without metrics beyond "accuracy", or with from_logits (they read the logits).
     DeviceBlock predictions;
+    // training_forward's outputs with the final activation applied (batch, outputs), when that
+    // activation is not linear: allocated by its first call at this batch size.
+    DeviceBlock activated;
   };
   // Data copied to the device once per fit/evaluate.
   // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
@@ -197,6 +200,14 @@ struct Sequential::Impl {
   bool fitting = false;  // inside fit: callbacks may look at the model, not rebuild it
   bool graphs_dirty = false;
   std::vector<const float*> xs;  // forward's: the inputs of the layer it runs
+  // Counts the forward passes and the parameter changes from outside a step (set_weights,
+  // allocation, apply_gradients): training_backward differentiates the training_forward pass
+  // only while nothing has run or changed since (`tape`).
+  int64_t passes = 0;
+  struct TapePass {
+    bool ready = false;
+    int64_t pass = 0, rows = 0;
+  } tape;
   struct BackwardScratch {
     std::vector<float*> pending, input_grads, free;
     std::vector<char> done;
@@ -373,6 +384,7 @@ struct Sequential::Impl {
   }
 
   void allocate_parameters() {
+    ++passes;
     plans.clear();
     arena.reset();
     const double arena_bytes = 4 * float_bytes(arena_floats);
@@ -489,6 +501,7 @@ struct Sequential::Impl {
   // first_row: the global batch row of plan.input's row 0 (dropout draws by the global row).
   void forward(Plan& plan, int64_t m, bool training, bool final_activation, uint64_t seed,
                StepCounters* ctr, int64_t first_row = 0) {
+    ++passes;
     const int deferred = final_activation ? -1 : final_activation_layer();
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
@@ -785,9 +798,14 @@ struct Sequential::Impl {
     if (x.rank() < 2)
       throw Error(who,
                   "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
-    const int64_t n = x.dim(0);
+    check_targets(y, x.dim(0), who, loss, loss_name);
+  }
+
+  // Targets y of n samples for the loss `kind` (named `kind_name`) on the model's output.
+  void check_targets(const Tensor& y, int64_t n, const char* who, LossKind kind,
+                     const std::string& kind_name) const {
     const int64_t c = output_width();
-    if (loss == LossKind::sparse_categorical_crossentropy) {
+    if (kind == LossKind::sparse_categorical_crossentropy) {
       if (!(y.rank() == 1 || (y.rank() == 2 && y.dim(1) == 1)) || y.dim(0) != n)
         throw Error(who, "y must hold one class index per sample, shape (" + std::to_string(n) +
                              ",), got " + shape_to_string(y.shape()));
@@ -800,7 +818,7 @@ struct Sequential::Impl {
     } else if (!targets_fit_output(y, n)) {
       Shape want = {n};
       want.insert(want.end(), layers_output_shape().begin(), layers_output_shape().end());
-      throw Error(who, "y must have shape " + shape_to_string(want) + " for " + loss_name +
+      throw Error(who, "y must have shape " + shape_to_string(want) + " for " + kind_name +
                            " (the model's output), got " + shape_to_string(y.shape()));
     }
   }
@@ -1623,6 +1641,165 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   return out;
 }
 
+// ---- a custom training loop's step, in three calls -------------------------------------------
+namespace {
+
+// With ranks, a step's gradients are summed over them inside fit's step; the split step has no
+// such point.
+void require_one_process(int ranks, const char* who) {
+  if (ranks > 1)
+    throw Error(who, "a custom training loop's step runs in one process, not over " +
+                         std::to_string(ranks) + " ranks: use fit");
+}
+
+}  // namespace
+
+Tensor Sequential::training_forward(const Tensor& x) {
+  Impl& m = *impl_;
+  m.require_compiled("training_forward");
+  require_one_process(m.ranks(), "training_forward");
+  if (x.rank() < 2)
+    throw Error("training_forward",
+                "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+  if (x.dim(0) == 0) throw Error("training_forward", "x holds no samples");
+  const bool was_built = m.built;
+  m.build(m.sample_shape_of(x));
+  if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
+  const int64_t n = x.dim(0), c = m.output_width();
+  Impl::Plan& plan = m.plan_for(n);
+  m.backend->upload(plan.input.as<void>(), x.data(), static_cast<std::size_t>(x.size()) * 4);
+  // Dropout draws by the optimizer step, as fit's step does (train_counters' step).
+  m.forward(plan, n, true, false, m.copts.seed, m.train_counters());
+  m.update_moving_statistics(plan);
+  Shape out_shape = {n};
+  out_shape.insert(out_shape.end(), m.layers_output_shape().begin(), m.layers_output_shape().end());
+  Tensor out(out_shape);
+  const float* shown = m.final_output(plan, true);
+  if (const ActivationKind act = m.final_activation(); act != ActivationKind::linear) {
+    // The final layer left its activation to the loss: the loss op applies it, as it does in
+    // fit's step (its loss and gradient are not asked for here).
+    if (plan.activated.bytes() == 0)
+      plan.activated = DeviceBlock(
+          *m.backend, static_cast<std::size_t>(std::max<int64_t>(n * c, 16)) * sizeof(float));
+    m.backend->set_scope("outputs");
+    m.backend->loss_forward_backward(LossKind::mean_squared_error, act, shown,
+                                     plan.targets.as<float>(), nullptr, plan.activated.as<float>(),
+                                     nullptr, n, c, nullptr, n);
+    m.backend->set_scope("");
+    shown = plan.activated.as<float>();
+  }
+  m.backend->synchronize();
+  m.backend->download(out.data(), shown, static_cast<std::size_t>(n * c) * sizeof(float));
+  m.tape = {true, m.passes, n};
+  return out;
+}
+
+Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, const LossSpec& spec) {
+  Impl& m = *impl_;
+  const char* who = "training_backward";
+  m.require_compiled(who);
+  require_one_process(m.ranks(), who);
+  if (!m.tape.ready || m.tape.pass != m.passes || !m.plans.count(m.tape.rows))
+    throw Error(who,
+                "no training pass to differentiate: the model ran or its weights changed since "
+                "its last training_forward (or it had none), so its outputs then are not what "
+                "the gradients would be of; call training_forward again");
+  m.tape.ready = false;  // the backward pass reuses the pass's buffers
+  const LossKind kind = parse_loss(spec.name);
+  const std::string name = spec.name == "mse" ? "mean_squared_error" : spec.name;
+  ActivationKind act = m.final_activation();
+  if (spec.from_logits) {
+    if (kind == LossKind::mean_squared_error)
+      throw Error(who, "from_logits applies to the cross-entropies, not " + spec.name);
+    if (act != ActivationKind::linear)
+      throw Error(who, fmt::format("{} with from_logits=True needs logits, but the last layer "
+                                   "({}) has activation '{}'",
+                                   spec.name, m.layers.back().name, activation_name(act)));
+    act = kind == LossKind::binary_crossentropy ? ActivationKind::sigmoid : ActivationKind::softmax;
+  }
+  m.check_output_for_loss(kind, name, {});
+  const int64_t n = m.tape.rows;
+  m.check_targets(y, n, who, kind, name);
+  Impl::Plan& plan = m.plans.at(n);
+  m.backend->upload(plan.targets.as<void>(), y.data(), static_cast<std::size_t>(y.size()) * 4);
+  m.write_counters(m.eval_counters(), StepCounters{});
+  // A frozen layer's gradients are not computed: zero, as in gradients().
+  m.backend->fill(m.arena.as<float>() + m.arena_floats, 0.0f, m.arena_floats);
+  m.backend->set_scope("loss");
+  m.backend->loss_forward_backward(kind, act, m.final_output(plan, true), plan.targets.as<float>(),
+                                   nullptr, nullptr, plan.grads[0].as<float>(), n, m.output_width(),
+                                   m.eval_counters(), n);
+  m.backward(&plan, n);
+  m.backend->set_scope("");
+  const StepCounters c = m.read_counters(m.eval_counters());
+  TrainingGradients out;
+  out.loss = c.loss_sum / static_cast<double>(n);
+  for (const Impl::Param& p : m.params) {
+    if (!m.updates(p)) continue;
+    Tensor t(p.shape);
+    m.backend->download(t.data(), m.grad(p), static_cast<std::size_t>(p.n) * 4);
+    out.gradients.push_back({p.name, std::move(t)});
+  }
+  return out;
+}
+
+std::vector<std::string> Sequential::trainable_gradient_names() const {
+  const Impl& m = *impl_;
+  std::vector<std::string> names;
+  if (m.built && !m.trains.empty())
+    for (const Impl::Param& p : m.params)
+      if (m.updates(p)) names.push_back(p.name);
+  return names;
+}
+
+void Sequential::apply_gradients(const std::vector<NamedTensor>& gradients) {
+  Impl& m = *impl_;
+  const char* who = "apply_gradients";
+  m.require_compiled(who);
+  require_one_process(m.ranks(), who);
+  if (m.fitting) throw Error(who, "called during fit (from a callback)");
+  if (!m.built || m.arena.bytes() == 0)
+    throw Error(who, "the model has no weights yet: run it on data first");
+  std::vector<const Impl::Param*> updated;
+  for (const Impl::Param& p : m.params)
+    if (m.updates(p)) updated.push_back(&p);
+  if (gradients.size() != updated.size())
+    throw Error(who, fmt::format("the model has {} trainable weight tensors, {} gradients were "
+                                 "given: give one for each",
+                                 updated.size(), gradients.size()));
+  for (std::size_t i = 0; i < updated.size(); ++i) {
+    const Impl::Param& p = *updated[i];
+    if (gradients[i].name != p.name || gradients[i].value.shape() != p.shape)
+      throw Error(who, fmt::format("gradient {} is '{}' of shape {}, expected '{}' of shape {}", i,
+                                   gradients[i].name, shape_to_string(gradients[i].value.shape()),
+                                   p.name, shape_to_string(p.shape)));
+  }
+  m.backend->synchronize();
+  ++m.passes;
+  for (std::size_t i = 0; i < updated.size(); ++i)
+    m.backend->upload(m.grad(*updated[i]), gradients[i].value.data(),
+                      static_cast<std::size_t>(updated[i]->n) * 4);
+  m.backend->set_scope("optimizer");
+  m.backend->optimizer_step(m.opt, m.trainable_slots, m.train_counters());
+  m.backend->set_scope("");
+  m.backend->synchronize();
+}
+
+void Sequential::use_optimizer(OptimizerConfig optimizer) {
+  Impl& m = *impl_;
+  m.require_compiled("use_optimizer");
+  if (m.fitting) throw Error("use_optimizer", "called during fit (from a callback)");
+  m.opt = optimizer;
+  m.graphs_dirty = true;             // a captured step holds the optimizer's settings
+  if (m.arena.bytes() == 0) return;  // allocate_parameters starts the state for it
+  m.backend->synchronize();
+  // Keras's accumulators of Adagrad start at its initial value, every other slot at zero.
+  const float first = m.opt.kind == OptimizerKind::adagrad ? m.opt.initial_accumulator_value : 0;
+  m.backend->fill(m.arena.as<float>() + 2 * m.arena_floats, first, m.arena_floats);
+  m.backend->fill(m.arena.as<float>() + 3 * m.arena_floats, 0.0f, m.arena_floats);
+  m.write_counters(m.train_counters(), StepCounters{});
+}
+
 // ---- introspection and weights --------------------------------------------------------------
 std::string Sequential::summary() const {
   const Impl& m = *impl_;
@@ -1739,6 +1916,7 @@ void Sequential::set_weights(const std::vector<NamedTensor>& weights) {
                               shape_to_string(p.shape)));
   }
   m.backend->synchronize();
+  ++m.passes;  // a training pass before these weights is not differentiated with them
   for (std::size_t i = 0; i < weights.size(); ++i)
     m.backend->upload(m.value(m.params[i]), weights[i].value.data(),
                       static_cast<std::size_t>(m.params[i].n) * 4);

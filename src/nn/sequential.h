@@ -282,6 +282,44 @@ class Sequential {
   // (finite-difference checks) and tools; does not update the weights.
   std::vector<NamedTensor> gradients(const Tensor& x, const Tensor& y);
 
+  // A custom training loop's step (Keras's `model(x, training=True)` under a tf.GradientTape,
+  // `tape.gradient`, `optimizer.apply_gradients`), as fit's step split in three calls:
+  //
+  //   Tensor out = model.training_forward(x);            // what the caller sees
+  //   TrainingGradients g = model.training_backward(y, {"sparse_categorical_crossentropy", true});
+  //   model.apply_gradients(g.gradients);
+  //
+  // training_forward: the forward pass over the batch x in training mode, dropout drawn as fit's
+  // step at the current optimizer step draws it, batch normalization normalizing with the batch's
+  // statistics and taking them into its moving ones; returns the model's outputs as predict gives
+  // them (the final activation applied). The pass's activations and masks stay for
+  // training_backward. Requires a compiled model (for its device; its loss is not used).
+  Tensor training_forward(const Tensor& x);
+  // The loss `loss` (any of compile's, not necessarily the compiled one) of the last
+  // training_forward's outputs against the targets y, averaged over the batch, and its gradient
+  // with respect to every parameter a training step updates (trainable_gradient_names(), named
+  // and ordered as get_weights()). Once per training_forward. Throws Error when there is no such
+  // pass to differentiate: none yet, or the model ran or changed since (fit, evaluate, predict,
+  // another pass, new weights), so that the outputs the caller holds are not those the gradients
+  // would be of.
+  struct TrainingGradients {
+    double loss = 0;
+    std::vector<NamedTensor> gradients;
+  };
+  TrainingGradients training_backward(const Tensor& y, const LossSpec& loss);
+  // The compiled optimizer's update (or use_optimizer's) with these gradients, one per parameter
+  // a training step updates, in trainable_gradient_names()' order and shapes (a caller may have
+  // changed their values, e.g. clipped them): the same update as fit's step (the step counter,
+  // the learning-rate schedule, clipnorm and clipvalue; moving statistics and frozen layers
+  // untouched). Throws Error naming the first gradient that does not match.
+  void apply_gradients(const std::vector<NamedTensor>& gradients);
+  // The parameters training_backward returns gradients for and apply_gradients takes, in order.
+  std::vector<std::string> trainable_gradient_names() const;
+  // The optimizer of apply_gradients and fit from now on, its state (slots, step counter) started
+  // afresh, as a new Keras optimizer starts: a model never compiled by its user trains with the
+  // optimizer of its custom loop.
+  void use_optimizer(OptimizerConfig optimizer);
+
   struct Impl;
 
  private:

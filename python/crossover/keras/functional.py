@@ -164,9 +164,28 @@ def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
         out = tensors[0] if len(tensors) == 1 else tensors
         if not layer.built and len(tensors) == 1:
             layer.build(tensors[0].shape)  # as Keras builds a model at its first call
-        for inner in layer._leaves():
-            if not isinstance(inner, InputLayer):
+        leaves = [inner for inner in layer._leaves() if not isinstance(inner, InputLayer)]
+        if not isinstance(layer, Functional):
+            for inner in leaves:
                 out = call(inner, out, {})
+            return out
+        # A functional model's layers were called once already, making it: the model applied
+        # as a layer calls them again, on this input (a chain of them only, as Sequential.add
+        # takes it); their first outputs stay the model's own.
+        if not layer._is_chain():
+            raise NotImplementedError(
+                f"functional model '{layer.name}' called as a layer: only a functional model "
+                f"whose layers form a chain is supported (yet); {SEE_SUPPORTED}"
+            )
+        kept = [inner._output_tensor for inner in leaves]
+        for inner in leaves:
+            inner._output_tensor = None
+        try:
+            for inner in leaves:
+                out = call(inner, out, {})
+        finally:
+            for inner, first in zip(leaves, kept):
+                inner._output_tensor = first
         return out
     if isinstance(layer, Sequential):
         raise NotImplementedError(
@@ -349,6 +368,11 @@ class Functional(Sequential):
 
         if self._core is None:
             core_layers = [l._core_layer() for l in self._layers]
+            # Keras ignores input_shape= given to a layer called in a functional model (only
+            # its InputLayer's shape counts): Flatten(input_shape=(28, 28)) on Input((28, 28, 1)).
+            for layer in core_layers[1:]:
+                if layer.input_shape:
+                    layer.input_shape = []
             self._core = _core.Sequential(core_layers, self._graph, self._given_name)
         self._sync_trainable()
         return self._core
@@ -491,7 +515,8 @@ class Subclassed(Functional):
     def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
         if x is not None:
             self._trace_for(x, "fit")
-        if self._compile_args is None and not self._user_compiled:
+        compiled = self._user_compiled or getattr(self, "_step_compiled", False)
+        if self._compile_args is None and not compiled:
             raise ValueError("You must call `compile()` before using the model (fit).")
         return Sequential.fit(self, x, y, *args, **kwargs)
 

@@ -210,7 +210,13 @@ class Loss:
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> _tensor.Tensor:
         """Keras's Loss.__call__: y_true and y_pred as float32, the per-sample losses, reduced
-        (a scalar tensor for the default 'sum_over_batch_size')."""
+        (a scalar tensor for the default 'sum_over_batch_size'). On the outputs of
+        model(x, training=True) under a GradientTape: the engine's loss and gradients (_tape)."""
+        from .. import _tape
+
+        recorded = _tape.loss_of(self, y_true, y_pred, sample_weight)
+        if recorded is not None:
+            return recorded
         y_pred = np.asarray(_tensor._plain(y_pred), dtype=np.float32)
         y_true = np.asarray(_tensor._plain(y_true), dtype=np.float32)
         values = self.call(y_true, y_pred).view(np.ndarray).astype(np.float32)

@@ -6,6 +6,7 @@ only maps Keras's arguments onto it and its results back to Keras's return value
 import math
 import os
 import sys
+import time
 from typing import Any, Iterable, Optional, Union
 
 import numpy as np
@@ -436,6 +437,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
             weighted_metrics=(weighted_metrics, None),
             steps_per_execution=(steps_per_execution, 1),
         )
+        if loss is None and _overrides(self, "train_step"):
+            # Its own train_step computes the loss: compile keeps the optimizer (and metrics)
+            # for it, as Keras's does.
+            self.optimizer = optimizers_module.from_identifier(optimizer)
+            self._step_compiled = True
+            return
         if loss is None:
             raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
         loss_name = losses_module.library_name(loss)
@@ -542,6 +549,19 @@ class Sequential(mixed_precision.HasDTypePolicy):
         validation_freq: int = 1,
     ) -> History:
         reject_unsupported("fit", validation_batch_size=(validation_batch_size, None))
+        if _overrides(self, "train_step"):
+            reject_unsupported(
+                "fit with the model's own train_step",
+                class_weight=(class_weight, None),
+                sample_weight=(sample_weight, None),
+                steps_per_epoch=(steps_per_epoch, None),
+                validation_steps=(validation_steps, None),
+                validation_freq=(validation_freq, 1),
+            )
+            return self._fit_by_steps(
+                x, y, batch_size, epochs, verbose, callbacks, validation_split,
+                validation_data, shuffle, initial_epoch,
+            )  # fmt: skip
         if isinstance(validation_freq, bool) or not isinstance(validation_freq, int):
             raise ValueError(
                 f"fit: validation_freq={validation_freq!r} is not supported (yet): crossover "
@@ -625,6 +645,11 @@ class Sequential(mixed_precision.HasDTypePolicy):
         return_dict: bool = False,
     ) -> Union[float, list[float], dict[str, float]]:
         reject_unsupported("evaluate", steps=(steps, None))
+        if _overrides(self, "test_step"):
+            x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
+            logs = self._evaluate_by_steps(x, y, batch_size or 32, _verbosity(verbose))
+            values = list(logs.values())
+            return logs if return_dict else (values if len(values) != 1 else values[0])
         model = self._require_compiled("evaluate")
         sample_weight = _dataset_weights(x, sample_weight, "evaluate")
         x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
@@ -668,15 +693,106 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> _tensor.Tensor:
         """model(x): the outputs as a tensor (`.numpy()`, `.shape`, numpy arithmetic), in
-        inference mode (dropout off, BatchNormalization's moving statistics)."""
+        inference mode (dropout off, BatchNormalization's moving statistics); with
+        training=True, the engine's training pass (dropout on), which a GradientTape records."""
         from . import functional
+        from .. import _tape
 
         if functional.is_symbolic(inputs):
             return functional.call(self, inputs, {"training": training, "mask": mask})
-        reject_unsupported(
-            "Sequential.__call__", training=(bool(training), False), mask=(mask, None)
-        )
+        reject_unsupported("Sequential.__call__", mask=(mask, None))
+        if training is not None and bool(training):
+            self._check_scope("Sequential.__call__")
+            return _tape.training_call(self, inputs)
         return _tensor.tensor(self.predict(inputs, verbose=0))
+
+    # --- a model's own train_step / test_step (Keras's loop around them) -----------------
+    def _fit_by_steps(
+        self,
+        x: Any,
+        y: Any,
+        batch_size: Optional[int],
+        epochs: int,
+        verbose: Union[str, int],
+        callbacks: Any,
+        validation_split: float,
+        validation_data: Any,
+        shuffle: bool,
+        initial_epoch: int,
+    ) -> History:
+        """fit for a model whose class defines train_step: per batch, train_step((x, y)) and the
+        logs it returns; fit's progress line, callbacks and History; validation through
+        test_step after each epoch."""
+        if not getattr(self, "_step_compiled", False) and not self._user_compiled:
+            raise ValueError("You must call `compile()` before using the model (fit).")
+        x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
+        if x is None or y is None:
+            raise ValueError("fit: give both x and y (numpy arrays)")
+        xs, ys = np.asarray(_tensor._plain(x)), np.asarray(_tensor._plain(y))
+        vx = vy = None
+        if validation_data is not None:
+            vx, vy, _ = _validation_arrays(validation_data)
+        elif validation_split:
+            n_train = math.ceil(len(xs) * (1.0 - validation_split))
+            xs, vx, ys, vy = xs[:n_train], xs[n_train:], ys[:n_train], ys[n_train:]
+        batch = 32 if batch_size is None else int(batch_size)
+        n, level = len(xs), _verbosity(verbose)
+        steps = math.ceil(n / batch)
+        callback_list = CallbackList(callbacks, self, {"verbose": level, "epochs": epochs,
+                                                       "steps": steps})  # fmt: skip
+        interactive = level == 1 and _dynamic_display()
+        rng = np.random.default_rng(_seed.draw())
+        self.stop_training = False
+        callback_list.on_train_begin()
+        for epoch in range(initial_epoch, epochs):
+            callback_list.on_epoch_begin(epoch)
+            for metric in _step_metrics(self):
+                metric.reset_state()
+            order = rng.permutation(n) if shuffle else np.arange(n)
+            if level:
+                print(f"Epoch {epoch + 1}/{epochs}", flush=True)
+            bar = _core.ProgressBar(steps, interactive)
+            start, logs, done = time.monotonic(), {}, 0
+            batches = callback_list.wants_batches("train")
+            for step in range(steps):
+                rows = order[step * batch : (step + 1) * batch]
+                if batches:
+                    callback_list.on_train_batch_begin(step)
+                logs = _float_logs(self.train_step((xs[rows], ys[rows])), "train_step")
+                done = step + 1
+                if batches:
+                    callback_list.on_train_batch_end(step, logs)
+                if interactive and bar.due():
+                    bar.update(done, list(logs.items()))
+                if self.stop_training:
+                    break
+            seconds = time.monotonic() - start
+            if vx is not None:
+                val = self._evaluate_by_steps(vx, vy, batch, 0)
+                logs.update({"val_" + k: v for k, v in val.items()})
+            if level:
+                bar.finish(done, seconds, list(logs.items()))
+            callback_list.on_epoch_end(epoch, logs)
+            if self.stop_training:
+                break
+        callback_list.on_train_end()
+        self.history = callback_list.history
+        return callback_list.history
+
+    def _evaluate_by_steps(self, x: Any, y: Any, batch: int, level: int) -> dict[str, float]:
+        """evaluate through the model's test_step (Keras's own loop when it has none): the
+        metrics reset, then test_step((x, y)) per batch; the last logs it returned."""
+        xs, ys = np.asarray(_tensor._plain(x)), np.asarray(_tensor._plain(y))
+        for metric in _step_metrics(self):
+            metric.reset_state()
+        steps, logs, start = math.ceil(len(xs) / batch), {}, time.monotonic()
+        for step in range(steps):
+            rows = slice(step * batch, (step + 1) * batch)
+            logs = _float_logs(self.test_step((xs[rows], ys[rows])), "test_step")
+        if level:
+            _core.ProgressBar(steps, False).finish(steps, time.monotonic() - start,
+                                                   list(logs.items()))  # fmt: skip
+        return logs
 
     # --- inspection and weights -----------------------------------------------------------
     def summary(
@@ -745,9 +861,28 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     @property
     def trainable_weights(self) -> list[_tensor.Tensor]:
-        if not self.trainable:
+        """The trainable layers' trainable weights, read from the engine at once; each marked as
+        the engine's parameter, for GradientTape.gradient and optimizer.apply_gradients."""
+        from .. import _tape
+
+        if not self.trainable or not self.built:
             return []
-        return [w for layer in self.layers for w in layer.trainable_weights]
+        model = self._device_model()
+        named = model.get_weights()
+        frozen = self._frozen_leaves()
+        out = []
+        for layer, a, _ in self._weight_slices():
+            if id(layer) in frozen or not layer.trainable:
+                continue
+            for i, (_, trainable) in enumerate(layer._weight_kinds()):
+                if trainable:
+                    out.append(_tape.tag_variable(_tensor.tensor(named[a + i][1]), layer, i))
+        return out
+
+    @property
+    def losses(self) -> list[_tensor.Tensor]:
+        """Keras's regularization losses: none (crossover's layers take no regularizers)."""
+        return []
 
     @property
     def non_trainable_weights(self) -> list[_tensor.Tensor]:
@@ -864,6 +999,28 @@ _UNSUPPORTED_METHODS = {
     "predict_on_batch": "use predict()",
     "fit_generator": "fit takes numpy arrays",
 }
+
+
+def _overrides(model: Any, method: str) -> bool:
+    """Whether the model's class (the user's, not crossover's) defines `method` itself."""
+    return any(
+        method in vars(cls)
+        for cls in type(model).__mro__
+        if not cls.__module__.startswith("crossover.") and cls is not object
+    )
+
+
+def _step_metrics(model: Any) -> list[Any]:
+    """The metric objects a train_step updates: the model's `metrics` (a property the user's
+    class defines), reset at each epoch's start as Keras resets them."""
+    metrics = getattr(model, "metrics", None)
+    return [m for m in (metrics or []) if hasattr(m, "reset_state")]
+
+
+def _float_logs(logs: Any, who: str) -> dict[str, float]:
+    if not isinstance(logs, dict):
+        raise TypeError(f"{who} must return a dict of logs (name: value), got {logs!r}")
+    return {str(k): float(np.asarray(_tensor._plain(v))) for k, v in logs.items()}
 
 
 def __getattr__(name: str) -> Any:

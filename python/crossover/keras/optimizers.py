@@ -140,6 +140,9 @@ class Optimizer:
         self._variable = Variable(self)
         self._owner: Optional[Any] = None  # weakref to the keras Sequential compiled with it
         self._iterations = 0
+        # The keras model a custom loop's apply_gradients updates, when it is not the one
+        # compiled with this optimizer (_bind_to): a weakref.
+        self._loop_model: Optional[Any] = None
         if isinstance(learning_rate, schedules.ExponentialDecay):
             self._schedule = learning_rate
             self._learning_rate = float(learning_rate.initial_learning_rate)
@@ -241,7 +244,8 @@ class Optimizer:
     def iterations(self) -> np.int64:
         """The steps this optimizer has taken (Keras's `optimizer.iterations`; the engine's count
         while a compiled model holds it, what it had when it was last compiled otherwise)."""
-        core = self._core_model()
+        loop = self._loop_model() if self._loop_model is not None else None
+        core = loop._core if loop is not None else self._core_model()
         return np.int64(core.optimizer_steps if core is not None else self._iterations)
 
     def _attach(self, model: Any) -> None:
@@ -276,6 +280,43 @@ class Optimizer:
 
     def _core_optimizer(self) -> "_core.Optimizer":
         raise NotImplementedError
+
+    # --- custom training loops ------------------------------------------------------------
+    def apply_gradients(self, grads_and_vars: Any, **kwargs: Any) -> np.int64:
+        """Keras's apply_gradients(zip(grads, model.trainable_variables)): the engine's update of
+        that model with these gradients (GradientTape's, or arrays made from them); returns the
+        iteration count, as Keras does."""
+        from .. import _tape
+
+        reject_unknown(f"{type(self).__name__}.apply_gradients", kwargs)
+        _tape.apply_gradients(self, grads_and_vars)
+        return self.iterations
+
+    def apply(self, grads: Any, trainable_variables: Any = None) -> np.int64:
+        """Keras 3's apply(grads, trainable_variables): apply_gradients of the pairs."""
+        if trainable_variables is None:
+            raise NotImplementedError(
+                f"{type(self).__name__}.apply without trainable_variables is not supported "
+                "(yet): give the model's trainable_variables, as apply_gradients takes them"
+            )
+        return self.apply_gradients(zip(list(grads), list(trainable_variables)))
+
+    def _bind_to(self, model: Any, core: Any) -> None:
+        """Before an update of `model` with this optimizer: the engine's model trains with it
+        (the one it was compiled with; else, from its first update on, this one with fresh
+        state, as a Keras optimizer builds its variables at its first apply_gradients)."""
+        if self._core_model() is core:
+            self._loop_model = None
+            return
+        self._loop_model = weakref.ref(model)
+        bound = getattr(model, "_loop_optimizer", None)
+        if bound is None or bound[0] is not self or bound[1] is not core:
+            core.use_optimizer(get(self))
+            model._loop_optimizer = (self, core)
+            model._loop_rate = self._current_learning_rate()
+        elif self._schedule is None and self._learning_rate != model._loop_rate:
+            core.set_learning_rate(self._learning_rate)  # optimizer.learning_rate = x since
+            model._loop_rate = self._learning_rate
 
     def _scheduled(self) -> "_core.Optimizer":
         """The library's optimizer with this optimizer's learning-rate schedule, if any."""
