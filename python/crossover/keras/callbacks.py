@@ -700,7 +700,8 @@ class TensorBoard(Callback):
                 )
         if not isinstance(histogram_freq, int) or histogram_freq < 0:
             raise ValueError(
-                f"TensorBoard: histogram_freq must be a non-negative integer, got {histogram_freq!r}"
+                "TensorBoard: histogram_freq must be a non-negative integer, "
+                f"got {histogram_freq!r}"
             )
         self.log_dir = os.fspath(log_dir)
         self.histogram_freq = histogram_freq
