@@ -506,8 +506,8 @@ def test_early_stopping_reports_the_epoch_it_stopped_at():
 
 
 def test_a_missing_callback_says_it_is_not_supported():
-    with pytest.raises(AttributeError, match="TensorBoard is not supported"):
-        keras.callbacks.TensorBoard
+    with pytest.raises(AttributeError, match="BackupAndRestore is not supported"):
+        keras.callbacks.BackupAndRestore
 
 
 def test_build_gives_a_model_its_input_shape():
