@@ -665,6 +665,17 @@ KerasH5Weights read_keras_weights_h5(const std::string& path) {
   return parse_keras_weights_h5(read_file_bytes(path), path);
 }
 
+// The bytes of the HDF5 file built in memory (a core driver without a backing store), flushed.
+static std::vector<uint8_t> file_image(const std::string& where, hid_t f) {
+  if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) fail_hdf5(where, "cannot flush the file");
+  const ssize_t size = H5Fget_file_image(f, nullptr, 0);
+  if (size <= 0) fail_hdf5(where, "cannot get the file's bytes");
+  std::vector<uint8_t> bytes(static_cast<std::size_t>(size));
+  if (H5Fget_file_image(f, bytes.data(), bytes.size()) != size)
+    fail_hdf5(where, "cannot get the file's bytes");
+  return bytes;
+}
+
 std::vector<uint8_t> keras_weights_h5_bytes(const KerasH5Weights& weights,
                                             const std::string& where) {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
@@ -688,13 +699,7 @@ std::vector<uint8_t> keras_weights_h5_bytes(const KerasH5Weights& weights,
     Id vars = create_group(where, f.get(), "vars");
     write_name_attribute(where, vars.get(), weights.model_name);
   }
-  if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) fail_hdf5(where, "cannot flush the file");
-  const ssize_t size = H5Fget_file_image(f.get(), nullptr, 0);
-  if (size <= 0) fail_hdf5(where, "cannot get the file's bytes");
-  std::vector<uint8_t> bytes(static_cast<std::size_t>(size));
-  if (H5Fget_file_image(f.get(), bytes.data(), bytes.size()) != size)
-    fail_hdf5(where, "cannot get the file's bytes");
-  return bytes;
+  return file_image(where, f.get());
 }
 
 void write_keras_weights_h5(const std::string& path, const KerasH5Weights& weights) {
@@ -1112,13 +1117,7 @@ std::vector<uint8_t> legacy_h5_model_bytes(const LegacyH5Model& model, const std
         write_dataset(where, group.get(), l->weight_names[i], l->weights[i], lcpl.get());
     }
   }
-  if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) fail_hdf5(where, "cannot flush the file");
-  const ssize_t size = H5Fget_file_image(f.get(), nullptr, 0);
-  if (size <= 0) fail_hdf5(where, "cannot get the file's bytes");
-  std::vector<uint8_t> bytes(static_cast<std::size_t>(size));
-  if (H5Fget_file_image(f.get(), bytes.data(), bytes.size()) != size)
-    fail_hdf5(where, "cannot get the file's bytes");
-  return bytes;
+  return file_image(where, f.get());
 }
 
 void write_legacy_h5_model(const std::string& path, const LegacyH5Model& model) {
