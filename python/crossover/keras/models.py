@@ -374,6 +374,13 @@ class Sequential(mixed_precision.HasDTypePolicy):
     def _device_model(self) -> "_core.Sequential":
         """The model with its weights on a device: compiled, with placeholders when the user has
         not compiled yet (Keras lets predict/get_weights/set_weights run before compile)."""
+        model = self._compiled_model()
+        self._pull_weights()
+        return model
+
+    def _compiled_model(self) -> "_core.Sequential":
+        """The engine's model compiled (as _device_model does), leaving each layer's weights where
+        they are; layers not built anywhere yet take the weights it drew."""
         model = self._model()
         if not model.compiled:
             model.compile(
@@ -383,7 +390,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 device=self._device(),
                 seed=_seed.draw(),
             )
-        self._pull_weights()
+            for layer, _, _ in self._weight_slices():
+                if layer._weights_in is None:
+                    layer._weights_in = self
         return model
 
     def _device(self) -> str:
@@ -867,16 +876,21 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
         if not self.trainable or not self.built:
             return []
-        model = self._device_model()
-        named = model.get_weights()
+        self._compiled_model()
         frozen = self._frozen_leaves()
+        read: dict[int, list[np.ndarray]] = {}  # id(model) -> its engine's weights, read once
         out = []
         for layer, a, _ in self._weight_slices():
             if id(layer) in frozen or not layer.trainable:
                 continue
+            # Read where the layer's weights are now (the model that ran last, as with a
+            # trainer wrapping a model), not pulled into this model's engine: a custom
+            # train_step reads these every batch, and moving them would copy every weight twice
+            # a step between the two engines.
+            values = _latest_of(layer, self, a, read)
             for i, (_, trainable) in enumerate(layer._weight_kinds()):
                 if trainable:
-                    out.append(_tape.tag_variable(_tensor.tensor(named[a + i][1]), layer, i))
+                    out.append(_tape.tag_variable(_tensor.tensor(values[i]), layer, i))
         return out
 
     @property
@@ -1082,6 +1096,24 @@ def _place_of(layer: Layer) -> Any:
         home._device_model()  # draws the model's weights (Keras builds a model with a shape)
         return home
     return None
+
+
+def _latest_of(
+    layer: Layer, model: Sequential, first: int, read: dict[int, list[np.ndarray]]
+) -> list[np.ndarray]:
+    """The layer's latest weights for `model`, whose engine has them from `first` on when they
+    are there: from where they are (an engine's get_weights read once per model into `read`, or
+    the arrays the layer keeps)."""
+    place = layer._weights_in
+    if isinstance(place, list):
+        return place
+    if not isinstance(place, Sequential) or place._core is None or not place._core.compiled:
+        place = model
+    if id(place) not in read:
+        read[id(place)] = [value for _, value in place._core.get_weights()]
+    if place is not model:
+        first = next(a for l, a, _ in place._weight_slices() if l is layer)
+    return read[id(place)][first:]
 
 
 def layer_weights(layer: Layer) -> list[np.ndarray]:
