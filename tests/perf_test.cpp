@@ -522,6 +522,34 @@ TEST(CostModel, RooflineFloorPricesEachOpAtItsComputeOrItsMemoryLevel) {
             perf::predict(step, p, Mode::resident).step_seconds);
 }
 
+// A weight gradient with its optimizer update fused (the CPU's dense_backward_weights_update):
+// the update's pass over weights and state comes after the GEMM, not hidden under its FLOPs.
+TEST(CostModel, RooflineFloorAddsAFusedUpdateAfterItsGemm) {
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  p.gemm.push_back({"forward", 1024, 1024, 1024, 1e11});
+  p.memory_levels = {{"L2", 1 << 20, 1e12}, {"L3", 64 << 20, 1e11}, {"DRAM", 0, 1e10}};
+  std::vector<Op> ops(1);
+  Op& o = ops[0];
+  o.phase = Phase::gemm;
+  o.m = 32, o.k = 1000, o.n = 1000;
+  o.flops = 2 * o.m * o.k * o.n;  // 64 MFLOP: 0.64 ms at the peak
+  o.update = "adam";
+  const int64_t gemm_read = 4 * (o.m * o.k + o.m * o.n);  // 256 kB: L2
+  const int64_t params = o.k * o.n;                       // weights, m and v: 12 MB each way, L3
+  o.bytes_read = gemm_read + 4 * params * 3;
+  o.bytes_written = 4 * params * 3;
+  const perf::Floor f = perf::roofline_floor(ops, p);
+  const double update = 24e6 / 1e11;
+  EXPECT_DOUBLE_EQ(f.update_seconds, update);
+  EXPECT_DOUBLE_EQ(f.op_seconds[0], 64e6 / 1e11 + update);
+  EXPECT_DOUBLE_EQ(f.gemm_seconds, 64e6 / 1e11);
+  EXPECT_EQ(f.level_bytes, (std::vector<int64_t>{gemm_read, 24'000'000, 0}));
+  // Without the update the same op is its GEMM alone, at the larger of compute and bytes.
+  o.update.clear();
+  EXPECT_DOUBLE_EQ(perf::roofline_floor(ops, p).op_seconds[0],
+                   std::max(64e6 / 1e11, double(o.bytes_read + o.bytes_written) / 1e11));
+}
+
 TEST(Profile, JsonRoundTrip) {
   perf::Profile p = flat_profile("gpu", 5e13, 3e12);
   p.name = "NVIDIA H200";

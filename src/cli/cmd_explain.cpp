@@ -163,6 +163,7 @@ nlohmann::json floor_json(const perf::ExplainResult& r) {
                       {"step_bytes", f.level_bytes[l]}});
   return {{"step_seconds", f.step_seconds},
           {"gemm_seconds", f.gemm_seconds},
+          {"update_seconds", f.update_seconds},
           {"peak_flops_per_second", f.peak_flops_per_second},
           {"x_roofline", r.step_measured / f.step_seconds},
           {"x_gemm_floor", f.gemm_seconds > 0 ? nlohmann::json(r.step_measured / f.gemm_seconds)

@@ -1061,12 +1061,9 @@ Floor roofline_floor(const std::vector<Op>& ops, const Profile& p, Precision pre
   if (f.levels.empty()) f.levels.push_back({"memory", 0, p.memory_bytes_per_second});
   f.level_bytes.assign(f.levels.size(), 0);
   f.op_seconds.assign(ops.size(), 0.0);
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Op& o = ops[i];
-    if (o.phase == Phase::host_overhead || o.phase == Phase::sync_wait) continue;
-    const double compute = static_cast<double>(o.flops) / f.peak_flops_per_second;
-    const int64_t bytes = o.bytes_read + o.bytes_written;
-    const int64_t held = std::max(o.bytes_read, o.bytes_written);
+  // The seconds of `bytes` (read and written; `held` the larger side) at the bandwidth of the
+  // smallest level that holds `held`, counted there.
+  const auto memory = [&f](int64_t bytes, int64_t held) {
     std::size_t level = f.levels.size() - 1;
     for (std::size_t l = 0; l < f.levels.size(); ++l)
       if (f.levels[l].bytes == 0 || held <= f.levels[l].bytes) {
@@ -1074,7 +1071,27 @@ Floor roofline_floor(const std::vector<Op>& ops, const Profile& p, Precision pre
         break;
       }
     f.level_bytes[level] += bytes;
-    double t = std::max(compute, double(bytes) / f.levels[level].bytes_per_second);
+    return double(bytes) / f.levels[level].bytes_per_second;
+  };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& o = ops[i];
+    if (o.phase == Phase::host_overhead || o.phase == Phase::sync_wait) continue;
+    const double compute = static_cast<double>(o.flops) / f.peak_flops_per_second;
+    double t = 0;
+    if (o.update.empty()) {
+      t = std::max(compute,
+                   memory(o.bytes_read + o.bytes_written, std::max(o.bytes_read, o.bytes_written)));
+    } else {
+      // An optimizer update fused into a weight gradient runs after it on each thread's rows
+      // (the gradient stays in cache, not read back): the two parts one after the other, the
+      // GEMM at its roofline and the update's pass over weights and state at its bandwidth.
+      const int64_t gemm_read = kFloat * (o.m * o.k + o.m * o.n);
+      const int64_t update_read = std::max<int64_t>(o.bytes_read - gemm_read, 0);
+      const double update =
+          memory(update_read + o.bytes_written, std::max(update_read, o.bytes_written));
+      t = std::max(compute, memory(gemm_read, gemm_read)) + update;
+      f.update_seconds += update;
+    }
     if (o.transfer_bytes > 0) {
       const TransferRates& r =
           o.phase == Phase::d2h_copy ? p.d2h_bytes_per_second : p.h2d_bytes_per_second;

@@ -163,13 +163,18 @@ Prediction predict(const std::vector<Op>& ops, const Profile& profile, Mode mode
 // written) at the bandwidth of the smallest memory level whose capacity holds them (the larger of
 // the bytes it reads and writes; Profile::memory_levels, or memory_bytes_per_second for every
 // byte where the profile has no levels), host-device copies at the copy rate; host overhead and
-// waits have none. A lower bound: it assumes each op finds its data in the level that could hold
-// it and overlaps its arithmetic with its memory traffic perfectly.
+// waits have none. An op with a fused optimizer update (Op::update) is its two parts one after
+// the other: the GEMM's floor, then the update's bytes at their level's bandwidth. A lower bound:
+// it assumes each op finds its data in the level that could hold it and overlaps its arithmetic
+// with its memory traffic perfectly.
 struct Floor {
   std::vector<double> op_seconds;  // per op of the list
   std::array<double, kPhaseCount> phase_seconds{};
   double step_seconds = 0;
   double gemm_seconds = 0;  // the GEMM floor alone: the ops' FLOPs at the peak rate
+  // The part of step_seconds that is optimizer updates fused into weight gradients (in the GEMM
+  // phase's floor): their bytes at their level's bandwidth, after the GEMM's own floor.
+  double update_seconds = 0;
   double peak_flops_per_second = 0;
   std::vector<MemoryLevel> levels;   // the levels priced at (the profile's, or one "memory")
   std::vector<int64_t> level_bytes;  // per level: the bytes of the ops priced there

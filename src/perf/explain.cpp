@@ -280,10 +280,15 @@ std::string floor_sentence(const ExplainResult& r) {
   return fmt::format(
       "Physical floor: the step is {:.2f}x its roofline floor of {} (each op at the larger of its "
       "FLOPs at the profile's peak GEMM rate, {:.1f} GFLOP/s, and its bytes at the bandwidth of "
-      "the memory level that holds them: {}{}) and {:.2f}x the GEMM floor alone ({}); the GEMM "
+      "the memory level that holds them: {}{}{}) and {:.2f}x the GEMM floor alone ({}); the GEMM "
       "phase is {:.2f}x its floor.",
       r.step_measured / f.step_seconds, human_seconds(f.step_seconds),
       f.peak_flops_per_second / 1e9, levels.empty() ? "none" : levels,
+      f.update_seconds > 0
+          ? fmt::format("; the optimizer updates fused into the weight gradients, {} of it, "
+                        "after their GEMMs",
+                        human_seconds(f.update_seconds))
+          : "",
       f.levels.size() == 1 ? "; the profile has no per-level bandwidths: calibrate measures them"
                            : "",
       f.gemm_seconds > 0 ? r.step_measured / f.gemm_seconds : 0.0, human_seconds(f.gemm_seconds),
