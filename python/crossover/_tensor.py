@@ -107,7 +107,7 @@ class Tensor(np.ndarray):
 
     def __str__(self) -> str:
         plain = self.view(np.ndarray)
-        return f"tf.Tensor({plain}, shape={tuple(plain.shape)}, dtype={plain.dtype.name})"
+        return f"tf.Tensor({str(plain)}, shape={tuple(plain.shape)}, dtype={plain.dtype.name})"
 
     def __hash__(self) -> int:  # TensorFlow's tensors are not hashable either
         raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
