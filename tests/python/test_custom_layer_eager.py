@@ -227,3 +227,32 @@ def test_a_model_subclass_made_with_inputs_and_outputs_is_functional_with_its_tr
     assert list(history) == ["loss"] and history["loss"][2] < history["loss"][0]
     with pytest.raises(TypeError, match=r"takes \(inputs, outputs\) or name= only"):
         Trainer(inputs)
+
+
+def test_a_test_step_reads_the_compiled_loss_and_metrics_as_keras_3_has_them():
+    class Checked(keras.Model):
+        def test_step(self, data):
+            x, y = data
+            y_pred = self(x, training=False)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+            for metric in self.metrics:
+                if metric.name == "loss":
+                    metric.update_state(loss)
+                else:
+                    metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    inputs = keras.Input((3,))
+    model = Checked(inputs, layers.Dense(2)(inputs))
+    assert model.metrics == []  # before compile
+    x = np.random.RandomState(2).rand(40, 3).astype(np.float32)
+    y = np.random.RandomState(3).rand(40, 2).astype(np.float32)
+    with pytest.raises(ValueError, match="No loss to compute"):
+        model.compute_loss(y=y, y_pred=y)
+    model.compile(loss="mse", metrics=["mae"])
+    assert [m.name for m in model.metrics] == ["loss", "compile_metrics"]
+    logs = model.evaluate(x, y, batch_size=40, verbose=0, return_dict=True)
+    pred = model.predict(x, verbose=0)
+    assert sorted(logs) == ["loss", "mae"]
+    np.testing.assert_allclose(logs["loss"], np.mean((pred - y) ** 2), rtol=1e-5)
+    np.testing.assert_allclose(logs["mae"], np.mean(np.abs(pred - y)), rtol=1e-5)

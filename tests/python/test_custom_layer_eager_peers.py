@@ -108,3 +108,64 @@ def test_custom_layers_called_on_data_compute_as_keras_does(tmp_path: Path) -> N
     assert mine["trainable"] == theirs["trainable"]
     assert mine["non_trainable"] == theirs["non_trainable"]
     np.testing.assert_array_equal(mine["sums"][1], 2 * x.sum(axis=0))
+
+
+# keras.io's first custom train_step: compute_loss, the optimizer's apply, model.metrics.
+TRAINER = """
+class CustomModel(keras.Model):
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+        trainable_vars = self.trainable_variables
+        self.optimizer.apply(tape.gradient(loss, trainable_vars), trainable_vars)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+            else:
+                metric.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+"""
+
+KERAS_TRAINER = """
+import json
+import numpy as np
+import tensorflow as tf
+import keras
+{trainer}
+x, y = np.load("x.npy"), np.load("y.npy")
+inputs = keras.Input(shape=(6,))
+model = CustomModel(inputs, keras.layers.Dense(2)(inputs))
+model.set_weights([np.load("k.npy"), np.load("b.npy")])
+model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse", metrics=["mae"])
+h = model.fit(x, y, epochs=2, batch_size=16, shuffle=False, verbose=0).history
+print(json.dumps({{"history": h, "metrics": [m.name for m in model.metrics],
+                  "weights": [w.tolist() for w in model.get_weights()]}}))
+"""
+
+
+def test_a_model_subclass_made_with_inputs_and_outputs_trains_its_train_step_as_keras_does(
+    tmp_path: Path,
+) -> None:
+    import crossover as tf
+
+    scope = {"keras": keras, "tf": tf}
+    exec(TRAINER, scope)
+    rs = np.random.RandomState(4)
+    x, y = rs.rand(80, 6).astype(np.float32), rs.rand(80, 2).astype(np.float32)
+    inputs = keras.Input(shape=(6,))
+    model = scope["CustomModel"](inputs, layers.Dense(2)(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse", metrics=["mae"])
+    kernel, bias = model.get_weights()
+    for name, a in (("x", x), ("y", y), ("k", kernel), ("b", bias)):
+        np.save(tmp_path / f"{name}.npy", a)
+    theirs = run_keras(KERAS_TRAINER.format(trainer=TRAINER), tmp_path)
+    h = model.fit(x, y, epochs=2, batch_size=16, shuffle=False, verbose=0).history
+    assert [m.name for m in model.metrics] == theirs["metrics"] == ["loss", "compile_metrics"]
+    assert sorted(h) == sorted(theirs["history"]) == ["loss", "mae"]
+    for key in h:
+        np.testing.assert_allclose(h[key], theirs["history"][key], rtol=1e-5, atol=1e-6)
+    assert np.abs(model.get_weights()[0] - kernel).max() > 1e-3  # it trained
+    for mine, k in zip(model.get_weights(), theirs["weights"]):
+        np.testing.assert_allclose(mine, np.array(k, np.float32), rtol=1e-5, atol=1e-6)
