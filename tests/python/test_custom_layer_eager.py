@@ -256,3 +256,35 @@ def test_a_test_step_reads_the_compiled_loss_and_metrics_as_keras_3_has_them():
     assert sorted(logs) == ["loss", "mae"]
     np.testing.assert_allclose(logs["loss"], np.mean((pred - y) ** 2), rtol=1e-5)
     np.testing.assert_allclose(logs["mae"], np.mean(np.abs(pred - y)), rtol=1e-5)
+
+
+def test_a_built_in_layer_on_data_is_computed_by_the_engine_and_keeps_one_set_of_weights():
+    dense = layers.Dense(3)
+    assert dense.weights == []
+    x = np.random.RandomState(5).rand(4, 2).astype(np.float32)
+    y = dense(x)
+    kernel, bias = dense.get_weights()
+    np.testing.assert_allclose(y.numpy(), x @ kernel + bias, rtol=1e-6, atol=1e-6)
+    model = keras.Sequential([keras.Input((2,)), dense])
+    np.testing.assert_array_equal(model.get_weights()[0], kernel)  # the same weights
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(x, np.ones((4, 3), np.float32), epochs=2, verbose=0)
+    trained = model.get_weights()
+    assert np.abs(trained[0] - kernel).max() > 1e-4
+    np.testing.assert_allclose(dense(x).numpy(), x @ trained[0] + trained[1], rtol=1e-6)
+
+    class Wrapper(layers.Layer):  # a custom layer calling a built-in one on data
+        def __init__(self):
+            super().__init__()
+            self.inner = layers.Dense(2, activation="relu")
+
+        def call(self, inputs, training=None):
+            return self.inner(inputs, training=training) * 2.0
+
+    wrapper = Wrapper()
+    out = wrapper(x)
+    k, b = wrapper.inner.get_weights()
+    np.testing.assert_allclose(out.numpy(), np.maximum(x @ k + b, 0) * 2.0, rtol=1e-6)
+    assert [w.shape for w in wrapper.weights] == [(2, 2), (2,)]
+    with pytest.raises(NotImplementedError, match="training=True is not supported"):
+        layers.Dropout(0.5)(x, training=True)

@@ -103,6 +103,48 @@ def call(layer: Any, inputs: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
         _calls.pop()
 
 
+def builtin_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
+    """A built-in layer (Dense, Conv2D, ...) called on data, as a custom layer's call() on data
+    calls them: computed by the engine, in a one-layer model of the input's shape kept with the
+    layer (its weights live there until a model uses the layer: models.py's weight sharing
+    moves them, so the layer keeps one set of weights wherever it is used). Inference mode:
+    training=True is refused for the layers it changes (Dropout, BatchNormalization)."""
+    from .layers import BatchNormalization, Dropout, InputLayer
+    from .models import Sequential
+
+    kwargs = dict(kwargs)
+    training = kwargs.pop("training", None)
+    if training is None and _calls:
+        training = _calls[-1][1]
+    kwargs.pop("mask", None)
+    if kwargs:
+        owner = type(layer).__name__
+        raise TypeError(f"{owner}.__call__ got unexpected arguments {sorted(kwargs)}")
+    if getattr(layer, "_merges", False) or isinstance(inputs, (list, tuple, dict)):
+        raise NotImplementedError(
+            f"layer '{layer.name}' ({type(layer).__name__}) called on a list of arrays is not "
+            f"supported (yet): crossover runs merging layers inside a model; {SEE_SUPPORTED}"
+        )
+    if training and isinstance(layer, (Dropout, BatchNormalization)):
+        raise NotImplementedError(
+            f"layer '{layer.name}' ({type(layer).__name__}) called on data with training=True "
+            "is not supported (yet): on data crossover runs built-in layers in inference mode; "
+            f"train them in a model (fit or a GradientTape loop); {SEE_SUPPORTED}"
+        )
+    x = np.asarray(_converted(inputs), dtype=np.float32)
+    if x.ndim < 2:
+        raise ValueError(
+            f"layer '{layer.name}' ({type(layer).__name__}) called on an array of shape "
+            f"{x.shape}: give (batch, ...) values"
+        )
+    model = layer.__dict__.get("_eager_model")
+    if model is None or model._eager_shape != x.shape[1:]:
+        model = Sequential([InputLayer(shape=x.shape[1:]), layer])
+        model._eager_shape = x.shape[1:]
+        layer._eager_model = model
+    return _tensor.tensor(model.predict(x, batch_size=max(len(x), 1), verbose=0))
+
+
 def add_loss(layer: Any, loss: Any) -> None:
     """Keras's add_loss: a scalar tensor (or a list of them) kept in the layer's losses."""
     from . import _trace

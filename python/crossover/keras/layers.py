@@ -155,7 +155,7 @@ class Layer(mixed_precision.HasDTypePolicy):
         return weight
 
     # --- custom layers in Python: nested layers, weights, losses, config (keras/_eager.py) --
-    _NOT_SUBLAYERS = frozenset({"_home", "_owner", "_weights_in"})  # crossover's own links
+    _NOT_SUBLAYERS = frozenset({"_home", "_owner", "_weights_in", "_eager_model"})  # our links
 
     def _keeps_python_weights(self) -> bool:
         """A custom layer: its weights are add_weight's (and its sublayers'), as Keras's."""
@@ -413,11 +413,11 @@ class Layer(mixed_precision.HasDTypePolicy):
             raise TypeError(f"{type(self).__name__}.__call__ takes the inputs only, got {args!r}")
         if functional.is_symbolic(inputs):
             return functional.call(self, inputs, kwargs)
-        raise NotImplementedError(
-            f"calling layer '{self.name}' on data is not supported (yet): crossover runs layers "
-            "inside a model; put it in keras.Sequential([...]) or a keras.Model and call "
-            "predict(x)"
-        )
+        if isinstance(self, InputLayer):
+            raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
+        from . import _eager
+
+        return _eager.builtin_call(self, inputs, kwargs)  # on data: the engine computes it
 
     @property
     def output(self) -> Any:
