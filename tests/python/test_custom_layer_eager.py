@@ -288,3 +288,34 @@ def test_a_built_in_layer_on_data_is_computed_by_the_engine_and_keeps_one_set_of
     assert [w.shape for w in wrapper.weights] == [(2, 2), (2,)]
     with pytest.raises(NotImplementedError, match="training=True is not supported"):
         layers.Dropout(0.5)(x, training=True)
+
+
+def test_variables_set_as_attributes_are_the_layers_weights_as_keras_tracks_them():
+    import crossover as tf
+
+    class Linear2(layers.Layer):  # TensorFlow's 2020 guide: tf.Variable and tf initializers
+        def __init__(self, units=3, input_dim=2):
+            super().__init__()
+            w_init = tf.random_normal_initializer()
+            self.w = tf.Variable(initial_value=w_init(shape=(input_dim, units), dtype="float32"))
+            self.total = keras.Variable(tf.zeros((units,)), trainable=False)
+
+        def call(self, inputs):
+            out = tf.matmul(inputs, self.w)
+            self.total.assign_add(tf.reduce_sum(out, axis=0))
+            return out
+
+    layer = Linear2()
+    assert layer.weights == [layer.w, layer.total] and layer.trainable_weights == [layer.w]
+    assert isinstance(layer.w, tf.Variable) and layer.w.path == "linear2/" + layer.w.name
+    x = np.ones((4, 2), np.float32)
+    y = layer(x)
+    np.testing.assert_allclose(y.numpy(), x @ layer.w.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(layer.total.numpy(), y.numpy().sum(axis=0), rtol=1e-6)
+    a, b = (keras.initializers.RandomNormal()((50,)) for _ in range(2))
+    assert not np.array_equal(a, b)  # unseeded: new values at each call, as Keras's
+    seeded = keras.initializers.RandomNormal(seed=3)
+    np.testing.assert_array_equal(seeded((50,)), seeded((50,)))
+    assert tf.zeros(2, 1).dtype == np.float32  # TensorFlow's DataType number 1: float32
+    with pytest.raises(NotImplementedError, match="Variable of dtype int64"):
+        tf.Variable(np.arange(3))

@@ -157,6 +157,14 @@ class Layer(mixed_precision.HasDTypePolicy):
     # --- custom layers in Python: nested layers, weights, losses, config (keras/_eager.py) --
     _NOT_SUBLAYERS = frozenset({"_home", "_owner", "_weights_in", "_eager_model"})  # our links
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Keras tracks a variable set as an attribute (self.w = tf.Variable(...)): a weight of
+        # this layer, after those add_weight made before it.
+        if isinstance(value, Weight) and value._layer is None:
+            value._layer = self
+            self.__dict__.setdefault("_custom_weights", []).append(value)
+        super().__setattr__(name, value)
+
     def _keeps_python_weights(self) -> bool:
         """A custom layer: its weights are add_weight's (and its sublayers'), as Keras's."""
         return "_custom_weights" in self.__dict__ or _trace.is_custom(self)
@@ -455,11 +463,15 @@ class Weight:
     @property
     def path(self) -> str:
         scope = f"{self._scope}/" if self._scope else ""
-        return f"{scope}{self._layer.name}/{self.name}"
+        return f"{scope}{self._layer.name}/{self.name}" if self._layer else scope + self.name
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
 
     def _value(self) -> Optional[np.ndarray]:
         """The current values (a copy), or None before any were drawn or assigned."""
@@ -591,6 +603,46 @@ class Weight:
         if _trace.symbolic(o):
             return _trace.matmul(o, self)
         return _tensor.tensor(np.matmul(np.asarray(_tensor._plain(o)), self.numpy()))
+
+
+class Variable(Weight):
+    """keras.Variable, keras.backend.Variable and tf.Variable: a float32 variable made from its
+    initial values (or an initializer and a shape). Set as an attribute of a custom layer, it
+    is one of that layer's weights, as Keras tracks it (layers.py's Layer.__setattr__)."""
+
+    def __init__(
+        self,
+        initializer: Any = None,
+        shape: Any = None,
+        dtype: Any = None,
+        trainable: bool = True,
+        name: Optional[str] = None,
+        initial_value: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        for ignored in ("autocast", "aggregation", "synchronization", "validate_shape"):
+            kwargs.pop(ignored, None)
+        reject_unknown("Variable", kwargs)
+        value = initial_value if initializer is None else initializer
+        if value is None:
+            raise ValueError("Variable: give its initial value (or an initializer and a shape)")
+        init: Any = None
+        if isinstance(value, (str, initializers.Initializer)):
+            init = initializers.get(value)
+            value = init(tuple(int(d) for d in shape or ()))
+        array = np.asarray(_tensor._plain(value))
+        if dtype is not None:
+            array = array.astype(_tensor.as_dtype(dtype))
+        if array.dtype.kind != "f":
+            raise NotImplementedError(
+                f"Variable of dtype {array.dtype} is not supported (yet): crossover's variables "
+                f"are float32 (a layer's weights); {SEE_SUPPORTED}"
+            )
+        shape = tuple(array.shape)
+        init = init or initializers.Zeros()
+        trainable = True if trainable is None else bool(trainable)
+        super().__init__(None, name or _names.uniquify("variable"), shape, init, trainable)
+        self._array = np.array(array, dtype=np.float32)
 
 
 _NUMPY_OPS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "true_divide"}
