@@ -319,3 +319,25 @@ def test_variables_set_as_attributes_are_the_layers_weights_as_keras_tracks_them
     assert tf.zeros(2, 1).dtype == np.float32  # TensorFlow's DataType number 1: float32
     with pytest.raises(NotImplementedError, match="Variable of dtype int64"):
         tf.Variable(np.arange(3))
+
+
+def test_a_subclassed_model_not_compiled_runs_its_call_on_data_when_it_cannot_be_traced():
+    class Untraceable(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.enc = layers.Dense(4, activation="relu")
+            self.dec = layers.Dense(3)
+
+        def call(self, x):
+            return self.dec(ops.exp(self.enc(x) * 0.1))  # exp: no engine op
+
+    model = Untraceable()
+    x = np.random.RandomState(6).rand(5, 3).astype(np.float32)
+    y = model(x)
+    (k1, b1), (k2, b2) = model.enc.get_weights(), model.dec.get_weights()
+    expected = np.exp(np.maximum(x @ k1 + b1, 0) * 0.1) @ k2 + b2
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert not model.built
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(NotImplementedError, match="keras.ops.exp on a symbolic tensor"):
+        model.fit(x, x, verbose=0)  # the reason, not the layers' state from the first trace

@@ -181,3 +181,50 @@ def adds_loss(obj: Any) -> bool:
         if code is not None and "add_loss" in code.co_names:
             return True
     return False
+
+
+# --- a subclassed keras.Model called on data before it is compiled ---------------------------
+def _held_layers(model: Any) -> list[Any]:
+    """The layers a model holds in its attributes, and the layers inside them."""
+    from .layers import Layer
+
+    found: list[Any] = []
+    for name, value in vars(model).items():
+        if name.startswith("_"):
+            continue
+        values = list(value.values()) if isinstance(value, dict) else value
+        for v in values if isinstance(values, (list, tuple)) else [values]:
+            if isinstance(v, Layer) and not any(v is f for f in found):
+                found += [v] + [s for s in v._all_sublayers() if not any(s is f for f in found)]
+    return found
+
+
+_TRACE_STATE = ("_output_tensor", "_op_layers", "_traced_shapes")
+
+
+def model_call(model: Any, inputs: Any, training: Any, trace: Any) -> Any:
+    """model(x) on data for a subclassed model not compiled yet: traced into the engine's graph
+    when its call() can be (trace() succeeds: None is returned and the engine runs it), else
+    its call() run in Python on the values, as Keras runs it (the layers it applies compute as
+    above); what the failed trace left on its layers is undone, so that a later fit says why it
+    cannot trace."""
+    held = _held_layers(model)
+    kept = [(layer, {k: layer.__dict__[k] for k in _TRACE_STATE if k in layer.__dict__})
+            for layer in held]  # fmt: skip
+    try:
+        trace()
+        return None
+    except NotImplementedError:
+        for layer, state in kept:
+            for key in _TRACE_STATE:
+                layer.__dict__.pop(key, None)
+            layer.__dict__.update(state)
+    for layer in held:
+        layer._clear_losses()
+    params = _parameters(model)
+    x = _converted(inputs)
+    _calls.append((model, training))
+    try:
+        return model.call(x, training=training) if "training" in params else model.call(x)
+    finally:
+        _calls.pop()

@@ -549,6 +549,12 @@ class Subclassed(Functional):
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:
         if is_symbolic(inputs):
             return call(self, inputs, {"training": training, "mask": mask})
+        compiled = self._user_compiled or self._compile_args or getattr(self, "_step_compiled", 0)
+        if not self._traced and not compiled and not training:  # Keras's eager call (_eager.py)
+            trace = lambda: self._trace_for(inputs, "Model.__call__")  # noqa: E731
+            out = _eager.model_call(self, inputs, training, trace)
+            if out is not None:
+                return out
         self._trace_for(inputs, "Model.__call__")
         return Sequential.__call__(self, inputs, training=training, mask=mask)
 
