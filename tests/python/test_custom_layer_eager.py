@@ -23,6 +23,8 @@ class Linear(layers.Layer):
         self.built_with.append(input_shape)
         self.w = self.add_weight(shape=(input_shape[-1], self.units), initializer="random_normal")
         self.b = self.add_weight(shape=(self.units,), initializer="random_normal")
+        super().build(input_shape)
+        self.built = True  # Keras 2's habit
 
     def call(self, inputs):
         return ops.matmul(inputs, self.w) + self.b

@@ -383,6 +383,11 @@ class Layer(mixed_precision.HasDTypePolicy):
             return bool(getattr(self, "_custom_built", False))
         return bool(self.get_weights()) or not self._weight_kinds()
 
+    @built.setter
+    def built(self, value: bool) -> None:
+        """`self.built = True` in a custom layer's build() (Keras 2's habit): its build is done."""
+        self._custom_built = bool(value)
+
     def count_params(self) -> int:
         weights = self.get_weights()
         if self._weight_kinds() and not weights:
