@@ -571,7 +571,9 @@ class Subclassed(Functional):
         """The layers, without the InputLayer the trace added (a subclassed model has none;
         one made with (inputs, outputs) is functional: its InputLayer is listed)."""
         shown = _keras_layers(self._layers)
-        return shown if self._functional else [l for l in shown if not isinstance(l, InputLayer)]
+        if getattr(self, "_functional", False):
+            return shown
+        return [l for l in shown if not isinstance(l, InputLayer)]
 
 
 class _ModelType(type):
