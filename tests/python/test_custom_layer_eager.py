@@ -343,3 +343,17 @@ def test_a_subclassed_model_not_compiled_runs_its_call_on_data_when_it_cannot_be
     model.compile(optimizer="sgd", loss="mse")
     with pytest.raises(NotImplementedError, match="keras.ops.exp on a symbolic tensor"):
         model.fit(x, x, verbose=0)  # the reason, not the layers' state from the first trace
+
+
+def test_keras_random_normal_and_uniform_on_data():
+    import crossover as tf
+
+    seeds = keras.random.SeedGenerator(1)
+    a, b = keras.random.normal((2, 3), seed=seeds), keras.random.normal((2, 3), seed=seeds)
+    assert a.dtype == np.float32 and a.shape == (2, 3) and not np.array_equal(a, b)
+    again = [keras.random.normal((4,), seed=7) for _ in range(2)]
+    np.testing.assert_array_equal(*again)
+    u = keras.random.uniform(tf.shape(tf.zeros((64, 1))), minval=2.0, maxval=3.0, seed=seeds)
+    assert u.shape == (64, 1) and 2.0 <= float(u.min()) and float(u.max()) < 3.0
+    with pytest.raises(NotImplementedError, match="keras.random.normal of a symbolic shape"):
+        keras.random.normal(keras.Input((3,)))
