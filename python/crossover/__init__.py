@@ -205,10 +205,20 @@ def function(
 
 __all__ += ["GradientTape", "function"]
 
+# tf.Variable: a float32 variable (a custom layer's weight when set as its attribute), and
+# TensorFlow's initializer classes, Keras's (keras/layers.py, keras/initializers.py).
+from .keras.layers import Variable  # noqa: E402
+from .keras.initializers import Constant as constant_initializer  # noqa: E402
+from .keras.initializers import Ones as ones_initializer  # noqa: E402
+from .keras.initializers import RandomNormal as random_normal_initializer  # noqa: E402
+from .keras.initializers import RandomUniform as random_uniform_initializer  # noqa: E402
+from .keras.initializers import Zeros as zeros_initializer  # noqa: E402
+
+__all__ += ["Variable", "constant_initializer", "ones_initializer", "random_normal_initializer"]
+__all__ += ["random_uniform_initializer", "zeros_initializer"]
+
 # TensorFlow names a Keras script reaches for next, and what crossover has instead (api block).
-_NOT_TENSORFLOW = {
-    "Variable": "variables: a model's weights are get_weights()/set_weights()",
-}
+_NOT_TENSORFLOW: dict[str, str] = {}
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,7 @@ import operator
 
 _seed = 0
 _drawn = 0
+_weights_drawn = 0  # weights drawn in Python (a custom layer's add_weight used on data)
 _MASK = 2**64 - 1
 
 
@@ -28,9 +29,10 @@ def check(seed: object, who: str) -> int:
 
 
 def set_seed(seed: int) -> None:
-    global _seed, _drawn
+    global _seed, _drawn, _weights_drawn
     _seed = seed
     _drawn = 0
+    _weights_drawn = 0
 
 
 def get() -> int:
@@ -50,3 +52,12 @@ def draw() -> int:
     n = _drawn
     _drawn += 1
     return _seed if n == 0 else _splitmix64((_seed + n * 0x9E3779B97F4A7C15) & _MASK)
+
+
+def draw_for_weight() -> int:
+    """The seed of the next weight a custom layer draws in Python (add_weight's initializer, its
+    layer called on data): a sequence of its own from the global seed, so that eager calls leave
+    the models' seeds (draw) as they were."""
+    global _weights_drawn
+    _weights_drawn += 1
+    return _splitmix64(((_seed ^ 0x5EED5EED5EED5EED) + _weights_drawn * 0x9E3779B97F4A7C15) & _MASK)

@@ -43,11 +43,19 @@ DTYPES = {
 }
 
 
+# TensorFlow's DataType numbers (types.proto), which tf.as_dtype takes: tf.zeros(1, 1) is float32.
+_DATA_TYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8"}
+_DATA_TYPES.update({9: "int64", 10: "bool", 17: "uint16", 19: "float16", 22: "uint32"})
+_DATA_TYPES.update({23: "uint64"})
+
+
 def as_dtype(dtype: Any) -> np.dtype:
     """A TensorFlow / Keras / numpy dtype (object, name or type) as a numpy dtype."""
     name = getattr(dtype, "name", None)
     if isinstance(dtype, str):
         name = dtype
+    if isinstance(dtype, int) and not isinstance(dtype, bool):  # TensorFlow's DataType enum
+        name = _DATA_TYPES.get(dtype, name)
     if isinstance(name, str) and name in DTYPES:
         return DTYPES[name]
     try:
@@ -107,7 +115,7 @@ class Tensor(np.ndarray):
 
     def __str__(self) -> str:
         plain = self.view(np.ndarray)
-        return f"tf.Tensor({plain}, shape={tuple(plain.shape)}, dtype={plain.dtype.name})"
+        return f"tf.Tensor({str(plain)}, shape={tuple(plain.shape)}, dtype={plain.dtype.name})"
 
     def __hash__(self) -> int:  # TensorFlow's tensors are not hashable either
         raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")

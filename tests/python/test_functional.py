@@ -121,8 +121,8 @@ def test_what_is_not_supported_yet_says_so() -> None:
         layers.Add()([a, layers.Dense(2)(inp)])
     with pytest.raises(NotImplementedError, match="2 inputs"):
         keras.Model([inp, keras.Input(shape=(2,))], a)
-    with pytest.raises(NotImplementedError, match="calling layer"):
-        layers.Dense(2)(np.zeros((1, 4), np.float32))
+    with pytest.raises(NotImplementedError, match="called on a list of arrays"):
+        layers.Add()([np.zeros((1, 4), np.float32), np.zeros((1, 4), np.float32)])
     with pytest.raises(NotImplementedError, match=r"indexing a symbolic tensor .* not supported"):
         _ = a[:, 0]
     with pytest.raises(NotImplementedError, match=r"add of tensors of shapes \(None, 3\) and"):

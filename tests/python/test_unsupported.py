@@ -17,7 +17,7 @@ from crossover import keras
         (lambda: tf.keras.layers.Embedding, "keras.layers.Embedding"),
         (lambda: keras.layers.NoSuchLayer, "keras.layers.NoSuchLayer"),
         (lambda: tf.data.TFRecordDataset, "crossover.data.TFRecordDataset"),
-        (lambda: tf.Variable, "crossover.Variable"),
+        (lambda: tf.VariableAggregation, "crossover.VariableAggregation"),
         (lambda: keras.applications, "keras.applications"),
         (lambda: tf.config.set_visible_devices, "config.set_visible_devices"),
     ],

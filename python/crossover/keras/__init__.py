@@ -13,7 +13,7 @@ from . import config, mixed_precision  # dtype policies
 from . import saving  # .keras archives: saving.load_model, saving.save_model
 from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
 from ._args import unsupported_attribute
-from .layers import Input
+from .layers import Input, Variable
 from .mixed_precision import DTypePolicy
 from .models import History, Model, Sequential
 from .._versions import KERAS_VERSION as __version__
@@ -37,7 +37,7 @@ __all__ += [
     "Sequential",
     "Model",
 ]
-__all__ += ["History"]
+__all__ += ["History", "Variable"]
 __all__ += ["datasets", "losses", "metrics", "ops", "utils"]
 __all__ += ["config", "mixed_precision", "dtype_policies", "DTypePolicy"]
 __all__ += ["saving", "random"]

@@ -87,6 +87,10 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
         )
     if _traces and _traces[-1].layer is layer:
         raise NotImplementedError(f"layer '{layer.name}' calling itself is not supported (yet)")
+    from . import _eager
+
+    if _eager.adds_loss(layer):
+        raise _eager.not_in_a_model(layer)
     if not getattr(layer, "_custom_built", False):
         layer.build(tuple(inputs.shape))
         layer._custom_built = True
@@ -219,13 +223,13 @@ def _op_layer(core_make: Any, signature: tuple[Any, ...], op: str, weight: Any =
             layer = trace.earlier[at]
             trace.made.append(layer)
             if weight is not None:
-                weight._op = layer
+                weight._attach(layer)
             return layer
     owner = trace.layer if trace is not None else None
     name = _names.uniquify(f"{owner.name}_{op}" if owner is not None else op)
     layer = _OpLayer(core_make(), name, owner, weight, signature)
     if weight is not None:
-        weight._op = layer
+        weight._attach(layer)  # values it had (drawn or assigned on data) go with it
     if trace is not None:
         trace.made.append(layer)
     return layer

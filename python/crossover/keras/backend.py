@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _names
+from .layers import Variable  # keras.backend.Variable: keras.Variable
 from ._args import reject_unsupported, unsupported_attribute
 
 
@@ -71,4 +72,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["get_value", "set_value", "clear_session", "image_data_format"]
-__all__ += ["set_image_data_format", "floatx", "set_floatx", "epsilon", "backend"]
+__all__ += ["set_image_data_format", "floatx", "set_floatx", "epsilon", "backend", "Variable"]

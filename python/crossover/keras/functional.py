@@ -20,7 +20,7 @@ traced and says so."""
 import inspect
 from typing import Any, Optional
 
-from . import _names, _trace
+from . import _eager, _names, _trace
 from ._args import SEE_SUPPORTED, reject_unsupported
 import numpy as np
 
@@ -405,6 +405,18 @@ class Subclassed(Functional):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         name = kwargs.pop("name", None)
+        # Keras's: a subclass of Model given (inputs, outputs) is a functional model of that
+        # class (its own train_step, test_step, metrics run around the graph).
+        graph = None
+        if args or "inputs" in kwargs or "outputs" in kwargs:
+            inputs = kwargs.pop("inputs", args[0] if args else None)
+            outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
+            if inputs is None or outputs is None or len(args) > 2:
+                raise TypeError(
+                    f"Model.__init__ of {type(self).__name__} takes (inputs, outputs) or name= "
+                    f"only, got {list(args) + sorted(kwargs)}"
+                )
+            graph, args = (inputs, outputs), ()
         reject_unsupported(
             "Model",
             trainable=(kwargs.pop("trainable", True), True),
@@ -421,6 +433,9 @@ class Subclassed(Functional):
         self._output_tensor: Optional[KerasTensor] = None
         self._graph = []
         self._compile_args: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
+        self._functional = graph is not None
+        if graph is not None:
+            self._set_graph(*graph)
 
     def call(self, inputs: Any, training: Any = None) -> Any:
         raise NotImplementedError(
@@ -435,6 +450,8 @@ class Subclassed(Functional):
             takes_training = "training" in inspect.signature(self.call).parameters
         except (TypeError, ValueError):
             takes_training = False
+        if _eager.adds_loss(self):
+            raise _eager.not_in_a_model(self)
         _tracing[0] += 1
         try:
             # Training mode: the graph holds every layer (Dropout included), and the engine runs
@@ -532,6 +549,12 @@ class Subclassed(Functional):
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:
         if is_symbolic(inputs):
             return call(self, inputs, {"training": training, "mask": mask})
+        compiled = self._user_compiled or self._compile_args or getattr(self, "_step_compiled", 0)
+        if not self._traced and not compiled and not training:  # Keras's eager call (_eager.py)
+            trace = lambda: self._trace_for(inputs, "Model.__call__")  # noqa: E731
+            out = _eager.model_call(self, inputs, training, trace)
+            if out is not None:
+                return out
         self._trace_for(inputs, "Model.__call__")
         return Sequential.__call__(self, inputs, training=training, mask=mask)
 
@@ -545,8 +568,12 @@ class Subclassed(Functional):
 
     @property
     def layers(self) -> list[Any]:
-        """The layers, without the InputLayer the trace added (a subclassed model has none)."""
-        return [l for l in _keras_layers(self._layers) if not isinstance(l, InputLayer)]
+        """The layers, without the InputLayer the trace added (a subclassed model has none;
+        one made with (inputs, outputs) is functional: its InputLayer is listed)."""
+        shown = _keras_layers(self._layers)
+        if getattr(self, "_functional", False):
+            return shown
+        return [l for l in shown if not isinstance(l, InputLayer)]
 
 
 class _ModelType(type):

@@ -11,7 +11,7 @@ Checking the arguments is the library's (crossover._core), when a layer takes th
 import json
 from typing import Any, Optional
 
-from .. import _core, _tensor
+from .. import _core, _seed, _tensor
 from ._args import unsupported_attribute
 
 
@@ -30,7 +30,9 @@ class Initializer:
 
     def __call__(self, shape: Any, dtype: Any = None) -> _tensor.Tensor:
         seed = getattr(self, "seed", None)
-        values = _core.initial_values(_to_json(self), [int(d) for d in shape], int(seed or 0))
+        if seed is None:  # Keras's unseeded initializer: new values at each call
+            seed = _seed.draw_for_weight()
+        values = _core.initial_values(_to_json(self), [int(d) for d in shape], int(seed))
         return _tensor.convert_to_tensor(values)
 
     def __repr__(self) -> str:

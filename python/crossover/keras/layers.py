@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from .. import _core, _tensor
+from .. import _core, _seed, _tensor
 from . import _names, _trace, initializers, mixed_precision
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
@@ -146,9 +146,111 @@ class Layer(mixed_precision.HasDTypePolicy):
             initializer = "glorot_uniform"
         init = initializers.get(initializer)
         weights = self.__dict__.setdefault("_custom_weights", [])
-        weight = Weight(self, name or f"variable_{len(weights)}", dims, init, bool(trainable))
+        # Keras's automatic name: variable, variable_1, ... numbered in the process.
+        weight = Weight(self, name or _names.uniquify("variable"), dims, init, bool(trainable))
+        from . import _eager
+
+        weight._scope = _eager.scope()  # Keras's path: the outer layers called on data
         weights.append(weight)
         return weight
+
+    # --- custom layers in Python: nested layers, weights, losses, config (keras/_eager.py) --
+    _NOT_SUBLAYERS = frozenset({"_home", "_owner", "_weights_in", "_eager_model"})  # our links
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Keras tracks a variable set as an attribute (self.w = tf.Variable(...)): a weight of
+        # this layer, after those add_weight made before it.
+        if isinstance(value, Weight) and value._layer is None:
+            value._layer = self
+            self.__dict__.setdefault("_custom_weights", []).append(value)
+        super().__setattr__(name, value)
+
+    def _keeps_python_weights(self) -> bool:
+        """A custom layer: its weights are add_weight's (and its sublayers'), as Keras's."""
+        return "_custom_weights" in self.__dict__ or _trace.is_custom(self)
+
+    def _sublayers(self) -> list["Layer"]:
+        """The layers held in this layer's attributes (directly, or in a list, tuple or dict),
+        in the order they were set: Keras tracks them, and their weights and losses are this
+        layer's too."""
+        found: list[Layer] = []
+        for name, value in vars(self).items():
+            if name in self._NOT_SUBLAYERS:
+                continue
+            if isinstance(value, dict):
+                values: Any = list(value.values())
+            elif isinstance(value, (list, tuple)):
+                values = value
+            else:
+                values = [value]
+            for v in values:
+                if isinstance(v, Layer) and not isinstance(v, _OpLayer) and v is not self:
+                    if not any(v is f for f in found):
+                        found.append(v)
+        return found
+
+    def _all_sublayers(self) -> list["Layer"]:
+        """Keras's _flatten_layers(include_self=False): every layer inside, depth first."""
+        out: list[Layer] = []
+        seen: set[int] = set()
+        queue = list(self._sublayers())
+        while queue:
+            layer = queue.pop(0)
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            out.append(layer)
+            queue[:0] = list(reversed(layer._sublayers()))  # Keras's deque.extendleft
+        return out
+
+    def _own_weights(self) -> list["Weight"]:
+        """add_weight's weights in Keras's order: the trainable ones, then the others."""
+        own = self.__dict__.get("_custom_weights", [])
+        return [w for w in own if w.trainable] + [w for w in own if not w.trainable]
+
+    @property
+    def losses(self) -> list[_tensor.Tensor]:
+        """Keras's: the losses add_loss() added in the last call on data (of this layer and the
+        layers inside it; reset at each call of the outermost layer)."""
+        out = list(self.__dict__.get("_eager_losses", []))
+        for layer in self._all_sublayers():
+            out.extend(layer.__dict__.get("_eager_losses", []))
+        return out
+
+    def add_loss(self, loss: Any) -> None:
+        """Keras's add_loss in a call() on data: kept in `losses` until the next call."""
+        from . import _eager
+
+        _eager.add_loss(self, loss)
+
+    def _clear_losses(self) -> None:
+        self.__dict__["_eager_losses"] = []
+        for layer in self._sublayers():
+            layer._clear_losses()
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras's base config of a custom layer: name, trainable and the dtype policy (its
+        class adds its own arguments to it)."""
+        if not self._keeps_python_weights():
+            raise NotImplementedError(
+                f"{type(self).__name__}.get_config is not supported (yet): a built-in layer's "
+                f"config is written by model.to_json() and model.save(); {SEE_SUPPORTED}"
+            )
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": {
+                "module": "keras",
+                "class_name": "DTypePolicy",
+                "config": {"name": self._dtype_policy.name},
+                "registered_name": None,
+            },
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Layer":
+        """Keras's: the class called with the config's entries as keyword arguments."""
+        return cls(**config)
 
     def _refuse_python_code(self) -> None:
         """A user's subclass that computes in Python (its own call(), build() or
@@ -201,40 +303,59 @@ class Layer(mixed_precision.HasDTypePolicy):
         """This layer's weights as numpy, in Keras's order ([] until the model is built)."""
         from .models import layer_weights
 
-        if "_custom_weights" in self.__dict__:  # each held by the op that uses it
-            values = [w._value() for w in self._custom_weights]
-            return [] if any(v is None for v in values) else values
+        if self._keeps_python_weights():  # add_weight's (Weight), then the sublayers'
+            return [np.array(w, dtype=np.float32) for w in self.weights]
         return layer_weights(self)
 
     def set_weights(self, weights: Sequence[Any]) -> None:
         """Replaces this layer's weights (same count and shapes as get_weights())."""
         from .models import set_layer_weights
 
-        if "_custom_weights" in self.__dict__:
-            mine = self._custom_weights
-            if len(weights) != len(mine):
+        if self._keeps_python_weights():
+            expected = len(self.weights)
+            if len(weights) != expected:
                 raise ValueError(
                     f"You called `set_weights(weights)` on layer '{self.name}' with a weight "
-                    f"list of length {len(weights)}, but the layer was expecting {len(mine)} "
+                    f"list of length {len(weights)}, but the layer was expecting {expected} "
                     "weights."
                 )
-            for w, value in zip(mine, weights):
-                w.assign(value)
+            values = list(weights)
+            for w in self._own_weights():
+                w.assign(values.pop(0))
+            for layer in self._sublayers():
+                n = len(layer.weights)
+                layer.set_weights(values[:n])
+                del values[:n]
             return
         set_layer_weights(self, list(weights))
 
     @property
-    def weights(self) -> list[_tensor.Tensor]:
-        return [_tensor.tensor(w) for w in self.get_weights()]
+    def weights(self) -> list[Any]:
+        if not self._keeps_python_weights():
+            return [_tensor.tensor(w) for w in self.get_weights()]
+        return self._gathered("weights", self._own_weights())
 
     @property
     def variables(self) -> list[_tensor.Tensor]:
         return self.weights
 
+    def _gathered(self, which: str, own: list["Weight"]) -> list[Any]:
+        """Own weights, then each sublayer's `which` (Keras's order), each weight once."""
+        out, seen = list(own), {id(w) for w in own}
+        for layer in self._sublayers():
+            for w in getattr(layer, which):
+                if id(w) not in seen:
+                    out.append(w)
+                    seen.add(id(w))
+        return out
+
     @property
     def trainable_weights(self) -> list[_tensor.Tensor]:
         if not self.trainable:
             return []
+        if self._keeps_python_weights():
+            own = [w for w in self._own_weights() if w.trainable]
+            return self._gathered("trainable_weights", own)
         kinds = self._weight_kinds()
         return [w for w, (_, t) in zip(self.weights, kinds) if t]
 
@@ -250,12 +371,22 @@ class Layer(mixed_precision.HasDTypePolicy):
     def non_trainable_weights(self) -> list[_tensor.Tensor]:
         if not self.trainable:
             return self.weights
+        if self._keeps_python_weights():
+            own = [w for w in self._own_weights() if not w.trainable]
+            return self._gathered("non_trainable_weights", own)
         kinds = self._weight_kinds()
         return [w for w, (_, t) in zip(self.weights, kinds) if not t]
 
     @property
     def built(self) -> bool:
+        if self._keeps_python_weights():
+            return bool(getattr(self, "_custom_built", False))
         return bool(self.get_weights()) or not self._weight_kinds()
+
+    @built.setter
+    def built(self, value: bool) -> None:
+        """`self.built = True` in a custom layer's build() (Keras 2's habit): its build is done."""
+        self._custom_built = bool(value)
 
     def count_params(self) -> int:
         weights = self.get_weights()
@@ -287,21 +418,19 @@ class Layer(mixed_precision.HasDTypePolicy):
         tensor of a functional model's layer."""
         from . import functional
 
+        if _trace.is_custom(self) and not functional.is_symbolic(inputs):
+            from . import _eager
+
+            return _eager.call(self, inputs, args, kwargs)  # on data: call() run in Python
         if args:
             raise TypeError(f"{type(self).__name__}.__call__ takes the inputs only, got {args!r}")
         if functional.is_symbolic(inputs):
             return functional.call(self, inputs, kwargs)
-        if _trace.is_custom(self):
-            raise NotImplementedError(
-                f"calling custom layer '{self.name}' on data is not supported (yet): crossover "
-                "traces a custom layer's call() inside a model (keras.Sequential, a functional "
-                "or subclassed keras.Model) and runs it in C++; call the model's predict(x)"
-            )
-        raise NotImplementedError(
-            f"calling layer '{self.name}' on data is not supported (yet): crossover runs layers "
-            "inside a model; put it in keras.Sequential([...]) or a keras.Model and call "
-            "predict(x)"
-        )
+        if isinstance(self, InputLayer):
+            raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
+        from . import _eager
+
+        return _eager.builtin_call(self, inputs, kwargs)  # on data: the engine computes it
 
     @property
     def output(self) -> Any:
@@ -313,10 +442,13 @@ class Layer(mixed_precision.HasDTypePolicy):
 
 
 class Weight:
-    """A custom layer's weight (add_weight's result): its shape, initializer, name and
-    trainable; its values are the engine's, in the op of call() that uses it, once the model
-    is built. Arithmetic with a symbolic tensor makes a node (x * w, x + w); elsewhere it is
-    its current values (numpy)."""
+    """A custom layer's weight (add_weight's result, Keras's Variable): its shape, initializer,
+    name and trainable, and its values. Those are held in one place at a time: here (arrays
+    drawn from the initializer when the layer is first used on data, or assigned) until a
+    traced call() gives the weight to an op of a model's graph (keras/_trace.py); from then on
+    that op holds them (the engine's, once its model is built: a model starts from the values
+    the weight had, and what the engine trains is what the weight shows). Arithmetic with a
+    symbolic tensor makes a node (x * w, x + w); elsewhere it computes on the values (numpy)."""
 
     def __init__(
         self, layer: Layer, name: str, shape: tuple[int, ...], initializer: Any, trainable: bool
@@ -327,57 +459,110 @@ class Weight:
         self.initializer = initializer
         self.trainable = trainable
         self.dtype = "float32"
+        self.regularizer = None
+        self.constraint = None
         self._op: Any = None  # the op layer holding it (keras/_trace.py)
+        self._array: Optional[np.ndarray] = None  # its values while no op holds them
+        self._scope = ""
 
     @property
     def path(self) -> str:
-        return f"{self._layer.name}/{self.name}"
+        scope = f"{self._scope}/" if self._scope else ""
+        return f"{scope}{self._layer.name}/{self.name}" if self._layer else scope + self.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
 
     def _value(self) -> Optional[np.ndarray]:
-        if self._op is None:
-            return None
-        values = self._op.get_weights()
-        return values[0] if values else None
+        """The current values (a copy), or None before any were drawn or assigned."""
+        if self._op is not None:
+            values = self._op.get_weights()
+            if values:
+                return values[0]
+        return None if self._array is None else self._array.copy()
 
-    def numpy(self) -> np.ndarray:
+    def _drawn(self) -> np.ndarray:
+        """The current values, drawn from the initializer first when there are none yet (as
+        Keras's variable has values from add_weight on)."""
         value = self._value()
         if value is None:
-            raise ValueError(
-                f"weight '{self.path}' has no values yet: they are made when its model is built "
-                "(keras.Input(shape=...), build() or fit)"
-            )
+            seed = getattr(self.initializer, "seed", None)
+            seed = _seed.draw_for_weight() if seed is None else int(seed)
+            spec = initializers._to_json(self.initializer)
+            drawn = _core.initial_values(spec, list(self.shape), seed)
+            value = np.asarray(drawn, dtype=np.float32).reshape(self.shape)
+            self._set(value)
         return value
+
+    def _set(self, array: np.ndarray) -> None:
+        op = self._op
+        if op is None:
+            self._array = array.copy()
+        elif op._weights_in is None and not op.get_weights():
+            op._weights_in = [array.copy()]  # its model starts from these when built
+        else:
+            op.set_weights([array])
+
+    def _attach(self, op: Any) -> None:
+        """The op layer of a traced call() that uses this weight: it holds the values now."""
+        if op is self._op:
+            return
+        values = self._value()
+        self._op = op
+        self._array = None
+        if values is not None and op._weights_in is None:
+            op._weights_in = [values]
+
+    def numpy(self) -> np.ndarray:
+        return self._drawn()
 
     @property
     def value(self) -> _tensor.Tensor:
         return _tensor.tensor(self.numpy())
 
-    def assign(self, value: Any) -> None:
-        array = np.asarray(value, dtype=np.float32)
+    def _checked(self, value: Any) -> np.ndarray:
+        array = np.asarray(_tensor._plain(value), dtype=np.float32)
         if array.shape != self.shape:
-            raise ValueError(
-                f"weight '{self.path}' has shape {self.shape}, the value given {array.shape}"
-            )
-        if self._op is None or not self._op.get_weights():
-            raise ValueError(
-                f"weight '{self.path}' cannot be assigned before its model is built: it is made "
-                "when the model knows its input shape"
-            )
-        self._op.set_weights([array])
+            if array.size == int(np.prod(self.shape)) and array.ndim <= len(self.shape):
+                array = np.broadcast_to(array, self.shape)
+            else:
+                raise ValueError(
+                    f"The shape of the target variable and the shape of the target value in "
+                    f"`variable.assign(value)` must match. variable.shape={self.shape}, "
+                    f"Received: value.shape={array.shape}. Target variable: {self!r}"
+                )
+        return np.array(array, dtype=np.float32)
+
+    def assign(self, value: Any) -> "Weight":
+        """Keras's assign: new values of the same shape (float32)."""
+        self._set(self._checked(value))
+        return self
+
+    def assign_add(self, delta: Any) -> "Weight":
+        return self.assign(self._drawn() + self._checked(delta))
+
+    def assign_sub(self, delta: Any) -> "Weight":
+        return self.assign(self._drawn() - self._checked(delta))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)
 
     def __repr__(self) -> str:
-        return f"<Variable path={self.path}, shape={self.shape}, dtype=float32>"
+        value = self.numpy()
+        return f"<Variable path={self.path}, shape={self.shape}, dtype=float32, value={value}>"
 
     def _op2(self, op: str, other: Any, first: bool) -> Any:
         if _trace.symbolic(other):
             return _trace.binary(op, self, other) if first else _trace.binary(op, other, self)
-        mine = self.numpy()
+        mine, theirs = self.numpy(), np.asarray(_tensor._plain(other))
         f = getattr(np, _NUMPY_OPS[op])
-        return _tensor.tensor(f(mine, other) if first else f(other, mine))
+        return _tensor.tensor(f(mine, theirs) if first else f(theirs, mine))
 
     def __add__(self, o: Any) -> Any:
         return self._op2("add", o, True)
@@ -403,10 +588,66 @@ class Weight:
     def __rtruediv__(self, o: Any) -> Any:
         return self._op2("divide", o, False)
 
+    def __pow__(self, o: Any) -> Any:
+        if _trace.symbolic(o):
+            raise _trace.not_supported("a weight to the power of a symbolic tensor")
+        return _tensor.tensor(np.power(self.numpy(), np.asarray(_tensor._plain(o))))
+
+    def __neg__(self) -> Any:
+        return _tensor.tensor(np.negative(self.numpy()))
+
+    def __getitem__(self, index: Any) -> Any:
+        return _tensor.tensor(self.numpy()[index])
+
+    def __matmul__(self, o: Any) -> Any:
+        if _trace.symbolic(o):
+            raise _trace.not_supported("matmul of a weight by a symbolic tensor (w @ x)")
+        return _tensor.tensor(np.matmul(self.numpy(), np.asarray(_tensor._plain(o))))
+
     def __rmatmul__(self, o: Any) -> Any:
         if _trace.symbolic(o):
             return _trace.matmul(o, self)
-        return _tensor.tensor(np.matmul(o, self.numpy()))
+        return _tensor.tensor(np.matmul(np.asarray(_tensor._plain(o)), self.numpy()))
+
+
+class Variable(Weight):
+    """keras.Variable, keras.backend.Variable and tf.Variable: a float32 variable made from its
+    initial values (or an initializer and a shape). Set as an attribute of a custom layer, it
+    is one of that layer's weights, as Keras tracks it (layers.py's Layer.__setattr__)."""
+
+    def __init__(
+        self,
+        initializer: Any = None,
+        shape: Any = None,
+        dtype: Any = None,
+        trainable: bool = True,
+        name: Optional[str] = None,
+        initial_value: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        for ignored in ("autocast", "aggregation", "synchronization", "validate_shape"):
+            kwargs.pop(ignored, None)
+        reject_unknown("Variable", kwargs)
+        value = initial_value if initializer is None else initializer
+        if value is None:
+            raise ValueError("Variable: give its initial value (or an initializer and a shape)")
+        init: Any = None
+        if isinstance(value, (str, initializers.Initializer)):
+            init = initializers.get(value)
+            value = init(tuple(int(d) for d in shape or ()))
+        array = np.asarray(_tensor._plain(value))
+        if dtype is not None:
+            array = array.astype(_tensor.as_dtype(dtype))
+        if array.dtype.kind != "f":
+            raise NotImplementedError(
+                f"Variable of dtype {array.dtype} is not supported (yet): crossover's variables "
+                f"are float32 (a layer's weights); {SEE_SUPPORTED}"
+            )
+        shape = tuple(array.shape)
+        init = init or initializers.Zeros()
+        trainable = True if trainable is None else bool(trainable)
+        super().__init__(None, name or _names.uniquify("variable"), shape, init, trainable)
+        self._array = np.array(array, dtype=np.float32)
 
 
 _NUMPY_OPS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "true_divide"}

@@ -446,6 +446,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
             weighted_metrics=(weighted_metrics, None),
             steps_per_execution=(steps_per_execution, 1),
         )
+        self._step_trackers = None  # model.metrics: made again for these settings
+        self._compiled_metrics = metrics
         if loss is None and _overrides(self, "train_step"):
             # Its own train_step computes the loss: compile keeps the optimizer (and metrics)
             # for it, as Keras's does.
@@ -803,6 +805,42 @@ class Sequential(mixed_precision.HasDTypePolicy):
                                                    list(logs.items()))  # fmt: skip
         return logs
 
+    # --- what a model's own train_step calls (Keras 3's Trainer) ---------------------------
+    def compute_loss(
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> _tensor.Tensor:
+        """Keras 3's: the compiled loss of (y, y_pred), as a keras.losses object applied to them
+        (under a GradientTape, on model(x, training=True): the engine's loss and gradients)."""
+        loss = self.loss if self._user_compiled else None
+        if loss is None:
+            raise ValueError("No loss to compute. Provide a `loss` argument in `compile()`.")
+        if not isinstance(loss, losses_module.Loss):
+            loss = _LOSS_CLASSES[losses_module.library_name(loss)]()
+        return loss(y, y_pred, sample_weight)
+
+    @property
+    def metrics(self) -> list[Any]:
+        """Keras 3's model.metrics once compiled: a Mean named "loss", the compiled metrics as
+        one "compile_metrics" (its result() a dict by name; fit's logs show each), then the
+        metric objects held in the model's attributes. What a train_step updates and returns;
+        fit's own C++ loop keeps its metrics in the engine (History has them)."""
+        if not (self._user_compiled or getattr(self, "_step_compiled", False)):
+            return []
+        trackers = getattr(self, "_step_trackers", None)
+        if trackers is None:
+            trackers = [metrics_module.Mean(name="loss")]
+            given = getattr(self, "_compiled_metrics", None)
+            if given is not None:
+                trackers.append(_CompileMetrics(given, self._loss_name))
+            self._step_trackers = trackers
+        held = [v for v in vars(self).values() if isinstance(v, metrics_module.Metric)]
+        return trackers + [m for m in held if not any(m is t for t in trackers)]
+
     # --- inspection and weights -----------------------------------------------------------
     def summary(
         self, line_length: Any = None, positions: Any = None, print_fn: Any = None, **kwargs: Any
@@ -1032,9 +1070,67 @@ def _step_metrics(model: Any) -> list[Any]:
 
 
 def _float_logs(logs: Any, who: str) -> dict[str, float]:
+    """A train_step's logs as numbers; a dict among them (compile_metrics' result) gives its
+    entries, as Keras's logs flatten it."""
     if not isinstance(logs, dict):
         raise TypeError(f"{who} must return a dict of logs (name: value), got {logs!r}")
-    return {str(k): float(np.asarray(_tensor._plain(v))) for k, v in logs.items()}
+    out: dict[str, float] = {}
+    for k, v in logs.items():
+        if isinstance(v, dict):
+            out.update(_float_logs(v, who))
+        else:
+            out[str(k)] = float(np.asarray(_tensor._plain(v)))
+    return out
+
+
+_LOSS_CLASSES = {
+    "sparse_categorical_crossentropy": losses_module.SparseCategoricalCrossentropy,
+    "categorical_crossentropy": losses_module.CategoricalCrossentropy,
+    "binary_crossentropy": losses_module.BinaryCrossentropy,
+    "mean_squared_error": losses_module.MeanSquaredError,
+}
+
+
+class _CompileMetrics:
+    """Keras 3's CompileMetrics: compile's metrics as one, named "compile_metrics", updated
+    together (update_state(y, y_pred)), its result() a dict of each one's by name."""
+
+    name = "compile_metrics"
+
+    def __init__(self, given: Any, loss_name: str) -> None:
+        accuracy = {
+            "sparse_categorical_crossentropy": metrics_module.SparseCategoricalAccuracy,
+            "categorical_crossentropy": metrics_module.CategoricalAccuracy,
+            "binary_crossentropy": metrics_module.BinaryAccuracy,
+        }
+        self._metrics: list[Any] = []
+        for metric in given if isinstance(given, (list, tuple)) else [given]:
+            if isinstance(metric, str) and metric.lower() in ("accuracy", "acc"):
+                if loss_name not in accuracy:
+                    raise ValueError(f"compile: metric {metric!r} with loss {loss_name}")
+                self._metrics.append(accuracy[loss_name](name=metric))
+                continue
+            made = metrics_module.get(metric)
+            if not isinstance(made, metrics_module.Metric):
+                kind = metrics_module._kind_of(metric)[0]
+                made = metrics_module._CLASSES[kind](name=getattr(metric, "__name__", kind))
+            elif isinstance(metric, str):
+                made.name = metric  # Keras's key: the name given ("mae")
+            self._metrics.append(made)
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        for metric in self._metrics:
+            metric.update_state(y_true, y_pred, sample_weight)
+
+    def result(self) -> dict[str, Any]:
+        return {m.name: m.result() for m in self._metrics}
+
+    def reset_state(self) -> None:
+        for metric in self._metrics:
+            metric.reset_state()
+
+    def __repr__(self) -> str:
+        return "<CompileMetrics name=compile_metrics>"
 
 
 def __getattr__(name: str) -> Any:

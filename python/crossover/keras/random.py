@@ -1,6 +1,7 @@
-"""keras.random: SeedGenerator and dropout. On a symbolic tensor (a custom layer's call(),
-traced: keras/_trace.py) dropout is the engine's Dropout layer, drawn from the model's seed in
-fit and the identity in evaluate and predict, as Keras's layers are; on data, numpy's."""
+"""keras.random: SeedGenerator, dropout, normal and uniform (the last two on data only). On a
+symbolic tensor (a custom layer's call(), traced: keras/_trace.py) dropout is the engine's
+Dropout layer, drawn from the model's seed in fit and the identity in evaluate and predict, as
+Keras's layers are; on data, numpy's."""
 
 from typing import Any, Optional
 
@@ -38,8 +39,33 @@ def dropout(inputs: Any, rate: float, noise_shape: Any = None, seed: Any = None)
     return _tensor.tensor(np.where(keep, x / (1.0 - rate), 0.0).astype(np.float32))
 
 
+def _rng(seed: Any) -> np.random.Generator:
+    return seed._rng if isinstance(seed, SeedGenerator) else np.random.default_rng(seed)
+
+
+def _values(draw: Any, shape: Any, dtype: Any, what: str) -> Any:
+    if _trace.symbolic(shape) or (isinstance(shape, (list, tuple)) and _trace.symbolic(*shape)):
+        raise _trace.not_supported(f"keras.random.{what} of a symbolic shape")
+    dims = tuple(int(d) for d in np.reshape(np.asarray(_tensor._plain(shape)), -1))
+    dtype = _tensor.as_dtype(dtype or "float32")
+    return _tensor.tensor(np.asarray(draw(dims), dtype=np.float64).astype(dtype))
+
+
+def normal(shape: Any, mean: float = 0.0, stddev: float = 1.0, dtype: Any = None,
+           seed: Any = None) -> Any:  # fmt: skip
+    """Keras's: values from a normal distribution, on data (numpy's generator: Keras's own
+    random numbers cannot be reproduced; a SeedGenerator or an int seed makes them repeatable)."""
+    return _values(lambda d: _rng(seed).normal(mean, stddev, d), shape, dtype, "normal")
+
+
+def uniform(shape: Any, minval: float = 0.0, maxval: float = 1.0, dtype: Any = None,
+            seed: Any = None) -> Any:  # fmt: skip
+    """Keras's: values from a uniform distribution in [minval, maxval), on data (as normal)."""
+    return _values(lambda d: _rng(seed).uniform(minval, maxval, d), shape, dtype, "uniform")
+
+
 def __getattr__(name: str) -> Any:
-    raise unsupported_attribute("keras.random", name, "SeedGenerator and dropout")
+    raise unsupported_attribute("keras.random", name, "SeedGenerator, dropout, normal, uniform")
 
 
-__all__ = ["SeedGenerator", "dropout"]
+__all__ = ["SeedGenerator", "dropout", "normal", "uniform"]
