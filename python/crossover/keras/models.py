@@ -617,7 +617,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         # between batches for a phase in which one overrides a batch hook.
         callback_list = CallbackList(callbacks, self, params)
         self.stop_training = False
-        xf, yf = _floats(x, "x"), self._targets(y, "y")
+        xf, yf = x, self._targets(y, "y")  # x: converted above (_x_array)
         if vy is not None:
             vy = self._targets(vy, "validation_data")
         self._use_measured_threads(xf, yf, batch, _say_threads())
