@@ -657,15 +657,20 @@ NB_MODULE(_core, m) {
   sequential
       .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
            nb::arg("name") = "sequential")
-      // A functional model: layer i reads the outputs of the layers inputs[i] lists.
+      // A functional model: layer i reads the outputs of the layers inputs[i] lists; the
+      // model's inputs are the InputLayers input_layers lists (empty: all, in order).
       .def(
           "__init__",
           [](Sequential* s, std::vector<Layer> layers, std::vector<std::vector<int>> inputs,
-             std::string name) {
-            new (s) Sequential(LayerGraph{std::move(layers), std::move(inputs)}, std::move(name));
+             std::string name, std::vector<int> input_layers) {
+            new (s) Sequential(
+                LayerGraph{std::move(layers), std::move(inputs), std::move(input_layers)},
+                std::move(name));
           },
-          nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional")
+          nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional",
+          nb::arg("input_layers") = std::vector<int>{})
       .def_prop_ro("functional", &Sequential::functional)
+      .def_prop_ro("input_layers", &Sequential::input_layers)
       .def_prop_ro("layer_inputs", &Sequential::layer_inputs);
   bind_sequential_training(sequential);
   bind_sequential_fit(sequential);

@@ -149,5 +149,87 @@ TEST(Functional, GraphsThatAreNotModelsAreRefusedNamingTheLayer) {
             std::string::npos);
 }
 
+// keras.Model([a, b], Dense(Concatenate([a, b]))) on the packed rows (a's values, then b's) is the
+// one-input Dense on those rows: the same weights after training, to the bit.
+TEST(Functional, TwoInputsConcatenatedTrainAsOneInputOfTheirPackedRows) {
+  Sequential one({Input({12}), Dense(8, "relu"), Dense(4, "softmax")});
+  GraphBuilder g;
+  const int a = g.input({5}, "a");
+  const int b = g.input({7}, "b");
+  const int j = g.add(Concatenate(), {a, b});
+  Sequential two(g.graph(g.add(Dense(4, "softmax"), g.add(Dense(8, "relu"), j))));
+  EXPECT_EQ(two.input_layers(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(two.input_shape(), (Shape{12}));
+  const CompileOptions options{.threads = 2, .seed = 11};
+  one.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, options);
+  two.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, options);
+  two.set_weights(one.get_weights());
+  const Tensor xs = random_tensor({96, 12}, 3);
+  for (Sequential* m : {&one, &two})
+    m->fit(xs, labels(96, 4), {.epochs = 2, .batch_size = 16, .verbose = 0});
+  const auto w1 = one.get_weights(), w2 = two.get_weights();
+  ASSERT_EQ(w1.size(), w2.size());
+  for (std::size_t i = 0; i < w1.size(); ++i)
+    for (int64_t e = 0; e < w1[i].value.size(); ++e)
+      ASSERT_EQ(w1[i].value[e], w2[i].value[e]) << w1[i].name << "[" << e << "]";
+  const Tensor x = random_tensor({10, 12}, 9);
+  const Tensor p1 = one.predict(x), p2 = two.predict(x);
+  for (int64_t e = 0; e < p1.size(); ++e) ASSERT_EQ(p1[e], p2[e]);
+}
+
+// Each input reads its own columns of the packed row, in the model's input order (not the
+// layers'): Model([b, a]) with b's 2 values first.
+TEST(Functional, EachInputReadsItsColumnsInTheModelsOrder) {
+  GraphBuilder g;
+  const int a = g.input({3}, "a");
+  const int b = g.input({2}, "b");
+  const int j = g.add(Concatenate(), {a, b});
+  Sequential model(g.graph(j, {b, a}));
+  EXPECT_EQ(model.input_layers(), (std::vector<int>{1, 0}));
+  model.compile(SGD(), "mean_squared_error", {}, {.threads = 1});
+  const Tensor x = random_tensor({4, 5}, 2);
+  const Tensor out = model.predict(x);
+  ASSERT_EQ(out.shape(), (Shape{4, 5}));
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(out[r * 5 + c], x[r * 5 + 2 + c]);  // a
+    for (int64_t c = 0; c < 2; ++c) EXPECT_EQ(out[r * 5 + 3 + c], x[r * 5 + c]);  // b
+  }
+  // Rows that are not the packed width are refused naming the shape.
+  EXPECT_NE(error_of([&] {
+              model.predict(random_tensor({4, 6}, 1));
+            })
+                .find("the model's 2 inputs take packed rows of shape (5,) (their values side by "
+                      "side), got (6,)"),
+            std::string::npos)
+      << error_of([&] {
+           model.predict(random_tensor({4, 6}, 1));
+         });
+}
+
+TEST(Functional, TheModelsInputsMustBeItsInputLayersEachOnce) {
+  const auto graph = [] { return LayerGraph{{Input({2}), Input({2}), Add()}, {{}, {}, {0, 1}}}; };
+  EXPECT_EQ(Sequential(graph()).input_layers(), (std::vector<int>{0, 1}));
+  LayerGraph twice = graph();
+  twice.input_layers = {0, 0};
+  EXPECT_NE(error_of([&] { Sequential{twice}; }).find("must list each of its InputLayers"),
+            std::string::npos);
+  LayerGraph not_input = graph();
+  not_input.input_layers = {0, 2};
+  EXPECT_NE(error_of([&] { Sequential{not_input}; }).find("must list each of its InputLayers"),
+            std::string::npos);
+  // An input that no layer reads.
+  GraphBuilder g;
+  const int a = g.input({2});
+  const int out = g.add(Dense(1), a);
+  g.input({3});
+  EXPECT_NE(error_of([&] { Sequential{g.graph(out)}; }).find("does not depend on input 2"),
+            std::string::npos);
+  // An InputLayer reading a layer.
+  EXPECT_NE(error_of([&] {
+              Sequential(LayerGraph{{Input({2}), Input({2}), Add()}, {{}, {0}, {0, 1}}});
+            }).find("an InputLayer reads no layer"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace crossover

@@ -305,6 +305,18 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
     };
     batch = from(0);
     batch_shape = reads.empty() ? model.input_shape() : shapes[static_cast<std::size_t>(reads[0])];
+    if (reads.empty() && model.input_layers().size() > 1) {
+      // A model of several inputs: this input's columns of the packed rows, in the inputs' order.
+      int64_t column = 0;
+      for (int i : model.input_layers()) {
+        if (static_cast<std::size_t>(i) == li) break;
+        column += shape_size(model.layers()[static_cast<std::size_t>(i)].input_shape);
+      }
+      const int64_t width = shape_size(l.input_shape);
+      for (std::size_t r = 0; r < batch.size(); ++r)
+        batch[r] = Vec(input[r].begin() + column, input[r].begin() + column + width);
+      batch_shape = l.input_shape;
+    }
     if (l.type == LayerType::add) {
       for (std::size_t k = 1; k < reads.size(); ++k)
         for (std::size_t r = 0; r < batch.size(); ++r)
@@ -363,6 +375,8 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       } else if (l.type == LayerType::global_average_pooling2d) {
         pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid, false);
         shape = {shape[2]};
+      } else if (l.type == LayerType::flatten) {
+        shape = {shape_size(shape)};
       } else if (l.type == LayerType::reshape) {
         shape = l.target_shape;  // no -1 in these tests
       } else if (l.type == LayerType::dense) {
@@ -1008,6 +1022,34 @@ TEST(Gradients, ALayerOutputReadThreeTimesAndImagesConcatenatedMatchFiniteDiffer
                    {4, 4, 1},
                    false,
                    g.graph(g.add(Dense(3, "softmax"), flat))});
+}
+
+TEST(Gradients, TwoInputsInTheirOwnOrderMatchFiniteDifferences) {
+  // keras.Model([b, a], ...): the packed row holds b's 2 values, then a's 3; a through two Dense
+  // layers, b joined to it by a Concatenate, then Dense softmax.
+  GraphBuilder g;
+  const int a = g.input({3}, "a");
+  const int da = g.add(Dense(4, "tanh"), a);
+  const int b = g.input({2}, "b");
+  const int joined = g.add(Concatenate(), {g.add(Dense(3, "relu"), da), b});
+  const LayerGraph graph = g.graph(g.add(Dense(3, "softmax"), joined), {b, a});
+  ASSERT_EQ(graph.input_layers, (std::vector<int>{2, 0}));
+  check_gradients({"two inputs", {}, "sparse_categorical_crossentropy", {5}, false, graph});
+}
+
+TEST(Gradients, ThreeInputsAddedAndConcatenatedMatchFiniteDifferences) {
+  GraphBuilder g;
+  const int a = g.input({4});
+  const int b = g.input({4});
+  const int c = g.input({2, 2});
+  const int sum = g.add(Add(), {g.add(Dense(3, "tanh"), a), g.add(Dense(3, "sigmoid"), b)});
+  const int joined = g.add(Concatenate(), {sum, g.add(Flatten(), c), b});
+  check_gradients({"three inputs",
+                   {},
+                   "mean_squared_error",
+                   {12},
+                   false,
+                   g.graph(g.add(Dense(2, "sigmoid"), joined))});
 }
 
 TEST(Gradients, AnInputReadByTwoBranchesNeedsNoInputGradient) {

@@ -1429,6 +1429,37 @@ TEST(ModelIoKerasJson, AFunctionalGraphRoundTripsWithItsConnections) {
   EXPECT_EQ(doc["config"]["layers"][3]["inbound_nodes"][0]["args"][0].size(), 2u);
 }
 
+TEST(ModelIoKerasJson, AModelOfSeveralInputsRoundTripsItsInputsInTheirOrder) {
+  GraphBuilder g;
+  const int a = g.input({3}, "a");
+  const int h = g.add(Dense(4, "relu"), a);
+  const int b = g.input({2}, "b");
+  const int c = g.input({2, 2}, "c");
+  const int j = g.add(Concatenate(), {h, b, g.add(Flatten(), c)});
+  Sequential model(g.graph(g.add(Dense(1, "sigmoid"), j), {c, a, b}), "three");
+  EXPECT_EQ(model.input_shape(), (Shape{9}));
+  const std::string text = model_to_json(model);
+  const json doc = json::parse(text);
+  // Keras 3 writes several inputs as a list of [layer, node, index], in the model's order.
+  EXPECT_EQ(doc["config"]["input_layers"],
+            json::parse(R"([["c", 0, 0], ["a", 0, 0], ["b", 0, 0]])"));
+  EXPECT_EQ(doc["config"]["layers"][2]["class_name"], "InputLayer");
+  const Sequential again = model_from_json(text, "three.json");
+  EXPECT_EQ(again.input_layers(), model.input_layers());
+  EXPECT_EQ(again.layer_inputs(), model.layer_inputs());
+  EXPECT_EQ(again.input_shape(), (Shape{9}));
+  EXPECT_EQ(model_to_json(again), text);
+  // A dict of inputs (Keras's inputs={"x": ...}): its keys' order.
+  json dict = doc;
+  dict["config"]["input_layers"] =
+      json::parse(R"({"z": ["b", 0, 0], "y": ["a", 0, 0], "x": ["c", 0, 0]})");
+  EXPECT_EQ(model_from_json(dict.dump(), "d.json").input_layers(), model.input_layers());
+  json missing = doc;
+  missing["config"]["input_layers"] = json::parse(R"([["c", 0, 0], ["a", 0, 0]])");
+  EXPECT_ERROR_HAS(model_from_json(missing.dump(), "m.json"),
+                   "must list each of its InputLayers ('a', 'b', 'c') once");
+}
+
 TEST(ModelIoKerasJson, RefusesFunctionalModelsItCannotRunNamingWhy) {
   json doc = json::parse(slurp(keras_file("functional_keras3.json")));
   json twice = doc;
@@ -1441,7 +1472,12 @@ TEST(ModelIoKerasJson, RefusesFunctionalModelsItCannotRunNamingWhy) {
   outputs["config"]["output_layers"] = json::parse(R"([["dense", 0, 0], ["dense", 0, 0]])");
   EXPECT_ERROR_HAS(model_from_json(outputs.dump(), "o.json"),
                    "o.json: the model has 2 output_layers: crossover's functional models have "
-                   "one input and one output");
+                   "one output (yet)");
+  json not_input = doc;
+  not_input["config"]["input_layers"] = json::parse(R"([["dense", 0, 0]])");
+  EXPECT_ERROR_HAS(model_from_json(not_input.dump(), "i.json"),
+                   "i.json: input_layers names 'dense', which is not one of the model's "
+                   "InputLayers");
   json unknown = doc;
   unknown["config"]["layers"][1]["inbound_nodes"][0]["args"][0]["config"]["keras_history"][0] =
       "nowhere";

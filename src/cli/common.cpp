@@ -86,6 +86,12 @@ Sequential model_from_json_file(const std::string& path, const Shape& sample_sha
   one_channel.push_back(1);
   // Grey (h, w) images feed a model declared on (h, w, 1) as they are (Sequential takes them).
   if (in == sample_shape || in == one_channel) return keras;
+  if (keras.input_layers().size() > 1)
+    throw Error("--model " + path,
+                fmt::format("the model has {} inputs: it takes samples of shape {} (their values "
+                            "side by side), but the data's samples have shape {}",
+                            keras.input_layers().size(), shape_to_string(in),
+                            shape_to_string(sample_shape)));
   if (!in.empty() && shape_size(in) != shape_size(sample_shape))
     throw Error("--model " + path, "the model takes samples of shape " + shape_to_string(in) +
                                        " but the data's samples have shape " +

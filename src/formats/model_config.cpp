@@ -360,19 +360,27 @@ std::vector<std::string> inbound_names(const json& node, const std::string& who)
   return names;
 }
 
-// ["name", 0, 0] or [["name", 0, 0]]: the one layer a model's input_layers or output_layers names.
-std::string one_endpoint(const json& cfg, const char* key, const std::string& where) {
+// ["name", 0, 0] or [["name", 0, 0], ...]: the layers a model's input_layers or output_layers
+// names, in order (a dict of them, Keras's inputs={"a": ...}: its values, in order).
+std::vector<std::string> endpoints(const json& cfg, const char* key, const std::string& where) {
   auto it = cfg.find(key);
   if (it == cfg.end()) throw Error(where, std::string("the functional model has no ") + key);
-  json e = *it;
-  if (e.is_array() && e.size() == 1 && e[0].is_array()) e = e[0];
-  if (e.is_array() && !e.empty() && e[0].is_array())
-    throw Error(where, fmt::format("the model has {} {}: crossover's functional models have one "
-                                   "input and one output",
-                                   it->size(), key));
-  if (!e.is_array() || e.size() < 3 || !e[0].is_string())
-    throw Error(where, std::string(key) + " is not [layer, node, index]: " + brief(*it));
-  return e[0].get<std::string>();
+  std::vector<json> list;
+  if (it->is_array() && !it->empty() && it->front().is_array()) {
+    list.assign(it->begin(), it->end());
+  } else if (it->is_object() && !it->empty()) {
+    for (const auto& [k, v] : it->items()) list.push_back(v);
+  } else {
+    list.push_back(*it);
+  }
+  if (list.size() > 10000) throw Error(where, std::string("too many ") + key);
+  std::vector<std::string> names;
+  for (const json& e : list) {
+    if (!e.is_array() || e.size() < 3 || !e[0].is_string())
+      throw Error(where, std::string(key) + " is not [layer, node, index]: " + brief(*it));
+    names.push_back(e[0].get<std::string>());
+  }
+  return names;
 }
 
 Sequential functional_from_doc(const json& doc, const std::string& where) {
@@ -388,8 +396,13 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
   std::string model_name = "functional";
   if (auto n = cfg.find("name"); n != cfg.end() && n->is_string() && !n->get<std::string>().empty())
     model_name = n->get<std::string>();
-  const std::string input_name = one_endpoint(cfg, "input_layers", where);
-  const std::string output_name = one_endpoint(cfg, "output_layers", where);
+  const std::vector<std::string> input_names = endpoints(cfg, "input_layers", where);
+  const std::vector<std::string> output_names = endpoints(cfg, "output_layers", where);
+  if (output_names.size() != 1)
+    throw Error(where, fmt::format("the model has {} output_layers: crossover's functional "
+                                   "models have one output (yet)",
+                                   output_names.size()));
+  const std::string& output_name = output_names.front();
 
   std::vector<Layer> layers;
   std::vector<std::vector<int>> inputs;
@@ -426,17 +439,23 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
     layers.push_back(std::move(p.layer));
     inputs.push_back(std::move(reads));
   }
-  if (index.count(input_name) == 0 || !layer_kind(layers[0]).is_model_input() ||
-      layers[0].name != input_name)
-    throw Error(where, "input_layers names '" + printable(input_name) +
-                           "', which is not the model's first layer, its InputLayer");
+  std::vector<int> input_layers;
+  for (const std::string& input_name : input_names) {
+    auto at = index.find(input_name);
+    if (at == index.end() ||
+        !layer_kind(layers[static_cast<std::size_t>(at->second)]).is_model_input())
+      throw Error(where, "input_layers names '" + printable(input_name) +
+                             "', which is not one of the model's InputLayers");
+    input_layers.push_back(at->second);
+  }
   if (layers.back().name != output_name)
     throw Error(where, "output_layers names '" + printable(output_name) +
                            "', which is not the last layer listed (crossover's functional "
                            "models have one output, their last layer)");
   try {
     freeze_unless(model_trainable, layers);
-    return Sequential(LayerGraph{std::move(layers), std::move(inputs)}, model_name);
+    return Sequential(LayerGraph{std::move(layers), std::move(inputs), std::move(input_layers)},
+                      model_name);
   } catch (const Error& e) {
     throw Error(where, e.what());
   }
@@ -859,6 +878,18 @@ ojson compile_config_json(const Sequential& model) {
 }  // namespace
 
 namespace {
+// Keras 3's input_layers: ["name", 0, 0] for one input, [["a", 0, 0], ["b", 0, 0]] for several.
+ojson input_layers_json(const Sequential& model) {
+  const std::vector<int>& order = model.input_layers();
+  auto one = [&](int i) {
+    return ojson::array({model.layers()[static_cast<std::size_t>(i)].name, 0, 0});
+  };
+  if (order.size() == 1) return one(order.front());
+  ojson list = ojson::array();
+  for (int i : order) list.push_back(one(i));
+  return list;
+}
+
 // Keras 3's to_json() of a functional model: every layer with its "name" and "inbound_nodes" (the
 // outputs it reads, as {"args": [tensor or [tensors]], "kwargs": {}}), the one input and output.
 std::string functional_to_json(const Sequential& model) {
@@ -910,7 +941,7 @@ std::string functional_to_json(const Sequential& model) {
   ojson cfg{{"name", model.name()},
             {"trainable", true},
             {"layers", out_layers},
-            {"input_layers", ojson::array({layers.front().name, 0, 0})},
+            {"input_layers", input_layers_json(model)},
             {"output_layers", ojson::array({layers.back().name, 0, 0})}};
   ojson doc{{"module", "keras.src.models.functional"},
             {"class_name", "Functional"},

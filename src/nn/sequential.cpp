@@ -169,6 +169,13 @@ struct Sequential::Impl {
   std::vector<char> trains;
   std::string name;
   Shape input_shape;
+  // The model's InputLayers (their indices) in the model's input order (LayerGraph); a Sequential
+  // without an InputLayer: {0}. With several, each sample's row holds their values side by side
+  // (packed: input_column[i] is where layer i's start, packed_width the row's width), and each
+  // step copies every input's columns of the batch into its InputLayer's own buffer.
+  std::vector<int> model_inputs;
+  std::vector<int64_t> input_column;
+  int64_t packed_width = 0;
   bool built = false;
   std::vector<LayerInfo> info;
   std::vector<Param> params;
@@ -215,7 +222,8 @@ struct Sequential::Impl {
 
   // ---- structure ----
   void init(std::vector<Layer> model_layers, std::vector<std::vector<int>> layer_inputs,
-            std::string model_name, bool is_functional);
+            std::string model_name, bool is_functional, std::vector<int> input_order = {});
+  void set_model_inputs(std::vector<int> order);
   void name_layers() {
     std::map<std::string, int> counts;
     for (Layer& l : layers) {
@@ -235,10 +243,30 @@ struct Sequential::Impl {
     return one == declared ? declared : sample_shape;
   }
 
+  bool several_inputs() const { return model_inputs.size() > 1; }
+  // The floats of one sample's input row (the packed row with several inputs).
+  int64_t input_width() const { return several_inputs() ? packed_width : info.front().in_width; }
+
+  // Several inputs: the packed row's shape, (the inputs' values,), each InputLayer's shape
+  // declared (init checked).
+  Shape packed_shape() const {
+    int64_t total = 0;
+    for (int i : model_inputs)
+      total += shape_size(layers[static_cast<std::size_t>(i)].input_shape,
+                          layers[static_cast<std::size_t>(i)].name);
+    return {total};
+  }
+
   void build(const Shape& given_shape) {
     const Layer& first = layers.front();
-    const Shape& declared = built ? input_shape : first.input_shape;
+    const Shape& declared =
+        built ? input_shape : (several_inputs() ? packed_shape() : first.input_shape);
     const Shape sample_shape = declared.empty() ? given_shape : with_channel(given_shape, declared);
+    if (several_inputs() && sample_shape != declared)
+      throw Error("input", "the model's " + std::to_string(model_inputs.size()) +
+                               " inputs take packed rows of shape " + shape_to_string(declared) +
+                               " (their values side by side), got " +
+                               shape_to_string(sample_shape));
     if (built) {
       if (sample_shape != input_shape)
         throw Error("input", "the model expects samples of shape " + shape_to_string(input_shape) +
@@ -253,7 +281,8 @@ struct Sequential::Impl {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       LayerInfo& li = info[i];
-      if (inputs[i].empty()) li.in_shapes = {sample_shape};
+      const bool own_input = inputs[i].empty() && several_inputs();
+      if (inputs[i].empty()) li.in_shapes = {own_input ? l.input_shape : sample_shape};
       for (int j : inputs[i]) li.in_shapes.push_back(info[static_cast<std::size_t>(j)].out_shape);
       Shape shape = li.in_shapes.front();
       li.in_width = shape_size(shape, l.name);
@@ -261,6 +290,7 @@ struct Sequential::Impl {
       layer_kind(l).build(builder);
       li.out_shape = shape;
       li.out_width = shape_size(shape, l.name);
+      if (own_input) li.aliases_input = false;  // its columns of the packed batch, copied
     }
     mark_gradients();
     if (is_compiled) check_output_for_loss(loss, loss_name, metrics);
@@ -440,13 +470,13 @@ struct Sequential::Impl {
   Plan& plan_for(int64_t batch) {
     auto it = plans.find(batch);
     if (it != plans.end()) return it->second;
-    int64_t max_width = info.front().in_width;
+    int64_t max_width = input_width();
     for (const LayerInfo& li : info) max_width = std::max({max_width, li.in_width, li.out_width});
     const int gradients = gradient_buffers();
     // What the blocks below add up to, checked before the first of them is allocated.
     const auto rows = static_cast<double>(batch);
     const bool predictions = extra_metrics > 0 && (!from_logits || metrics_activate());
-    double plan_bytes = float_bytes(batch * info.front().in_width) +
+    double plan_bytes = float_bytes(batch * input_width()) +
                         (predictions ? 2 : 1) * float_bytes(batch * output_width()) +
                         gradients * rows * max_width * sizeof(float);
     // Each layer's workspace (dropout's mask, max pooling's, batch normalization's statistics),
@@ -466,7 +496,7 @@ struct Sequential::Impl {
       return DeviceBlock(*backend,
                          static_cast<std::size_t>(std::max<int64_t>(n, 16)) * sizeof(float));
     };
-    p.input = floats(batch * info.front().in_width);
+    p.input = floats(batch * input_width());
     p.targets = floats(batch * output_width());
     if (predictions) p.predictions = floats(batch * output_width());
     for (int k = 0; k < gradients; ++k) p.grads.push_back(floats(batch * max_width));
@@ -508,6 +538,11 @@ struct Sequential::Impl {
       const float* x = layer_input(plan, i, training);
       float* y = plan.outputs[i].as<float>();
       backend->set_scope(l.name);
+      if (inputs[i].empty() && several_inputs()) {  // its columns of the packed batch
+        backend->copy_columns(x, packed_width, input_column[i], y, info[i].out_width, 0, m,
+                              info[i].out_width);
+        continue;
+      }
       xs.clear();
       for (std::size_t k = 0; k < std::max<std::size_t>(inputs[i].size(), 1); ++k)
         xs.push_back(layer_input(plan, i, training, k));
@@ -842,7 +877,7 @@ struct Sequential::Impl {
                          const Tensor* w = nullptr) {
     DeviceData d;
     d.n = end - begin;
-    d.x_cols = info.front().in_width;
+    d.x_cols = input_width();
     d.y_cols = target_columns();
     const float* x_src = x.data() + begin * d.x_cols;
     const float* y_src = y.data() + begin * d.y_cols;
@@ -1244,12 +1279,13 @@ Sequential::Sequential(LayerGraph graph, std::string name) : impl_(std::make_uni
   if (graph.inputs.size() != graph.layers.size())
     throw Error(name, fmt::format("the graph lists the inputs of {} layers, but has {} layers",
                                   graph.inputs.size(), graph.layers.size()));
-  impl_->init(std::move(graph.layers), std::move(graph.inputs), std::move(name), true);
+  impl_->init(std::move(graph.layers), std::move(graph.inputs), std::move(name), true,
+              std::move(graph.input_layers));
 }
 
 void Sequential::Impl::init(std::vector<Layer> model_layers,
                             std::vector<std::vector<int>> layer_inputs, std::string model_name,
-                            bool is_functional) {
+                            bool is_functional, std::vector<int> input_order) {
   layers = std::move(model_layers);
   inputs = std::move(layer_inputs);
   name = std::move(model_name);
@@ -1262,18 +1298,19 @@ void Sequential::Impl::init(std::vector<Layer> model_layers,
   for (std::size_t i = 0; i < n; ++i) {
     const Layer& l = layers[i];
     const LayerKind& kind = layer_kind(l);
-    if (kind.is_model_input() && i != 0)
-      throw Error(l.name, functional ? "a model has one input: an InputLayer can only be the "
-                                       "first layer of its graph"
-                                     : "an InputLayer can only be the first layer");
+    if (kind.is_model_input() && i != 0 && !functional)
+      throw Error(l.name, "an InputLayer can only be the first layer");
     if (!names.insert(l.name).second)
       throw Error(l.name, "two layers of the model have this name: each needs its own");
+    if (kind.is_model_input() && !inputs[i].empty())
+      throw Error(l.name, "an InputLayer reads no layer: it is one of the model's inputs");
     if (i == 0) {
       if (!inputs[0].empty()) throw Error(l.name, "the first layer reads the model's input only");
       if (functional && !kind.is_model_input())
         throw Error(l.name, "a functional model's first layer is its InputLayer (keras.Input)");
       continue;
     }
+    if (kind.is_model_input()) continue;
     for (int j : inputs[i])
       if (j < 0 || static_cast<std::size_t>(j) >= i)
         throw Error(l.name, fmt::format("reads layer {}, which is not one of the layers before it "
@@ -1292,17 +1329,51 @@ void Sequential::Impl::init(std::vector<Layer> model_layers,
       throw Error(layers[i].name,
                   "no layer reads its output, and it is not the model's output "
                   "(the last layer): a model has one output");
+  set_model_inputs(std::move(input_order));
   const Layer& first = layers.front();
-  if (layer_kind(first).declares_input() && !first.input_shape.empty()) build(first.input_shape);
+  if (several_inputs())
+    build(packed_shape());
+  else if (layer_kind(first).declares_input() && !first.input_shape.empty())
+    build(first.input_shape);
+}
+
+void Sequential::Impl::set_model_inputs(std::vector<int> order) {
+  std::vector<int> found;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    if (inputs[i].empty()) found.push_back(static_cast<int>(i));
+  if (order.empty()) order = found;
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != found) {
+    std::string names;
+    for (int i : found)
+      names += (names.empty() ? "'" : ", '") + layers[static_cast<std::size_t>(i)].name + "'";
+    throw Error(name, fmt::format("the model's inputs must list each of its InputLayers ({}) "
+                                  "once, got {} indices",
+                                  names, order.size()));
+  }
+  model_inputs = std::move(order);
+  input_column.assign(layers.size(), -1);
+  packed_width = 0;
+  if (!several_inputs()) return;
+  for (int i : model_inputs) {
+    const Layer& l = layers[static_cast<std::size_t>(i)];
+    if (l.input_shape.empty())
+      throw Error(l.name, "an input of a model of several inputs needs its shape (keras.Input)");
+    input_column[static_cast<std::size_t>(i)] = packed_width;
+    packed_width += shape_size(l.input_shape, l.name);
+  }
 }
 
 int GraphBuilder::input(Shape shape, std::string name) {
-  if (!g_.layers.empty()) throw Error("GraphBuilder", "input() comes first, once");
+  if (!g_.layers.empty() && !layer_kind(g_.layers.front()).is_model_input())
+    throw Error("GraphBuilder", "input() comes first");
   Layer l = Input(std::move(shape));
   l.name = std::move(name);
   g_.layers.push_back(std::move(l));
   g_.inputs.emplace_back();
-  return 0;
+  g_.input_layers.push_back(static_cast<int>(g_.layers.size()) - 1);
+  return g_.input_layers.back();
 }
 
 int GraphBuilder::add(Layer layer, std::vector<int> layer_inputs) {
@@ -1315,16 +1386,24 @@ int GraphBuilder::add(Layer layer, std::vector<int> layer_inputs) {
   return static_cast<int>(g_.layers.size()) - 1;
 }
 
-LayerGraph GraphBuilder::graph(int output) const {
+LayerGraph GraphBuilder::graph(int output, std::vector<int> model_inputs) const {
   if (output < 0 || static_cast<std::size_t>(output) >= g_.layers.size())
     throw Error("GraphBuilder", fmt::format("no layer {} to be the output", output));
+  if (model_inputs.empty()) model_inputs = g_.input_layers;
+  for (int i : model_inputs)
+    if (std::find(g_.input_layers.begin(), g_.input_layers.end(), i) == g_.input_layers.end())
+      throw Error("GraphBuilder", fmt::format("layer {} is not an input()", i));
   // The layers the output depends on, kept in their order.
   std::vector<char> used(g_.layers.size(), 0);
   used[static_cast<std::size_t>(output)] = 1;
   for (std::size_t i = static_cast<std::size_t>(output) + 1; i-- > 0;)
     if (used[i])
       for (int j : g_.inputs[i]) used[static_cast<std::size_t>(j)] = 1;
-  used[0] = 1;
+  for (int i : model_inputs) {
+    if (i > output)
+      throw Error("GraphBuilder", fmt::format("the output does not depend on input {}", i));
+    used[static_cast<std::size_t>(i)] = 1;
+  }
   std::vector<int> index(g_.layers.size(), -1);
   LayerGraph out;
   for (std::size_t i = 0; i <= static_cast<std::size_t>(output); ++i) {
@@ -1335,6 +1414,7 @@ LayerGraph GraphBuilder::graph(int output) const {
     for (int j : g_.inputs[i]) in.push_back(index[static_cast<std::size_t>(j)]);
     out.inputs.push_back(std::move(in));
   }
+  for (int i : model_inputs) out.input_layers.push_back(index[static_cast<std::size_t>(i)]);
   return out;
 }
 
@@ -1554,7 +1634,7 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size, const Callbacks&
   const bool was_built = m.built;
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
-  const int64_t n = x.dim(0), c = m.output_width(), cols = m.info.front().in_width;
+  const int64_t n = x.dim(0), c = m.output_width(), cols = m.input_width();
   Shape out_shape = {n};  // (n, the output's sample shape): (n, H, W, C) for images
   out_shape.insert(out_shape.end(), m.layers_output_shape().begin(), m.layers_output_shape().end());
   Tensor out(out_shape);
@@ -1871,6 +1951,7 @@ bool Sequential::functional() const { return impl_->functional; }
 const std::vector<std::vector<int>>& Sequential::layer_inputs() const { return impl_->inputs; }
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }
+const std::vector<int>& Sequential::input_layers() const { return impl_->model_inputs; }
 std::vector<Shape> Sequential::layer_output_shapes() const {
   std::vector<Shape> shapes;
   if (impl_->built)

@@ -144,30 +144,39 @@ struct NamedTensor {
 };
 
 // A functional model's layers and how they connect (Keras's keras.Model(inputs, outputs)): layer
-// i reads the outputs of the layers inputs[i] lists, each before it; layers[0] is the model's
-// InputLayer (inputs[0] empty) and the last layer's output is the model's. A merging layer (Add,
-// Concatenate) reads two or more, every other layer one. GraphBuilder makes one:
+// i reads the outputs of the layers inputs[i] lists, each before it; the model's inputs are its
+// InputLayers (inputs[i] empty; layers[0] is one), and the last layer's output is the model's. A
+// merging layer (Add, Concatenate) reads two or more, every other layer one. GraphBuilder makes
+// one:
 //
 //   GraphBuilder g;
 //   int x = g.input({784});
 //   int h = g.add(Dense(64, "relu"), x);
 //   int s = g.add(Add(), {g.add(Dense(64, "relu"), h), h});
 //   Sequential model(g.graph(g.add(Dense(10, "softmax"), s)), "functional");
+//
+// A model of several inputs (Keras's keras.Model([a, b], ...)) takes each sample as one packed row:
+// the values of its inputs side by side (each flattened), in the order of input_layers.
 struct LayerGraph {
   std::vector<Layer> layers;
   std::vector<std::vector<int>> inputs;
+  // The model's inputs in order: the indices of its InputLayers, each once. Empty: the
+  // InputLayers in the order of `layers`.
+  std::vector<int> input_layers;
 };
 
 class GraphBuilder {
  public:
-  // The model's input: an InputLayer of this per-sample shape. Once, first.
+  // An input of the model: an InputLayer of this per-sample shape. First (then more may
+  // follow, for a model of several inputs).
   int input(Shape shape, std::string name = "");
   // The layer applied to the outputs of `inputs` (layers this builder returned); its index.
   int add(Layer layer, std::vector<int> inputs);
   int add(Layer layer, int input) { return add(std::move(layer), std::vector<int>{input}); }
   // The layers that `output` depends on, in order, ending with it (those it does not depend on
-  // are left out, as Keras leaves them out of keras.Model(inputs, outputs)).
-  LayerGraph graph(int output) const;
+  // are left out, as Keras leaves them out of keras.Model(inputs, outputs)). The model's inputs
+  // are the inputs made here, in `model_inputs`' order (empty: the order they were made in).
+  LayerGraph graph(int output, std::vector<int> model_inputs = {}) const;
 
  private:
   LayerGraph g_;
@@ -233,8 +242,12 @@ class Sequential {
   // The layers each layer reads (LayerGraph::inputs); for a Sequential, each the one before.
   const std::vector<std::vector<int>>& layer_inputs() const;
   const std::string& name() const;
-  // The per-sample input shape, once known (empty before).
+  // The per-sample input shape, once known (empty before). A model of several inputs: the
+  // packed row's (total values,) (LayerGraph).
   Shape input_shape() const;
+  // The model's InputLayers in the model's input order (indices into layers()); a Sequential
+  // without an InputLayer: {0}.
+  const std::vector<int>& input_layers() const;
   // Each layer's per-sample output shape, as summary() shows them (empty before the input shape
   // is known).
   std::vector<Shape> layer_output_shapes() const;

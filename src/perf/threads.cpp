@@ -238,7 +238,11 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   const Layer& first = layers.front();
   const bool has_shape = (first.type == LayerType::input || first.type == LayerType::flatten) &&
                          !first.input_shape.empty();
-  if (!has_shape)
+  // A functional model's copies are its graph (its InputLayers declare their shapes).
+  const bool graph = model.functional();
+  const std::vector<std::vector<int>> reads = model.layer_inputs();
+  const std::vector<int> inputs = model.input_layers();
+  if (!has_shape && !graph)
     layers.insert(layers.begin(), Input(Shape(x.shape().begin() + 1, x.shape().end())));
   const OptimizerConfig optimizer = model.optimizer();
   const LossSpec loss{model.loss_name(), model.from_logits()};
@@ -246,7 +250,8 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   const std::vector<MetricSpec> metrics = model.metric_specs();
   const std::string precision = model.precision();
   auto make = [=](int threads) {
-    Sequential m(layers, name);
+    Sequential m =
+        graph ? Sequential(LayerGraph{layers, reads, inputs}, name) : Sequential(layers, name);
     m.compile_with(optimizer, loss, metrics,
                    {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
     return m;

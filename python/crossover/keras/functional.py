@@ -7,7 +7,9 @@ between them into the library's graph model (nn/sequential.h, LayerGraph).
     h = layers.Add()([layers.Dense(64, activation="relu")(h), h])
     model = keras.Model(inputs=inputs, outputs=layers.Dense(10, activation="softmax")(h))
 
-One input and one output; each layer called once (a layer called twice, sharing its weights, is
+One or several inputs (a list or a dict of keras.Input tensors; fit, evaluate and predict then
+take a list, or a dict keyed as the inputs are, of arrays with one row each per sample, which the
+engine takes packed side by side) and one output; each layer called once (a layer called twice, sharing its weights, is
 not supported yet). The model trains, saves and loads as a Sequential does.
 
 A subclassed keras.Model (its own __init__ making layers and call() applying them) becomes the
@@ -225,7 +227,7 @@ def _single(value: Any, what: str) -> KerasTensor:
         if len(value) != 1:
             raise NotImplementedError(
                 f"Model: {len(value)} {what} are not supported (yet): crossover's functional "
-                f"models have one input and one output; {SEE_SUPPORTED}"
+                f"models have one output; {SEE_SUPPORTED}"
             )
         value = value[0]
     if not isinstance(value, KerasTensor):
@@ -234,6 +236,34 @@ def _single(value: Any, what: str) -> KerasTensor:
             f"got {type(value).__name__}"
         )
     return value
+
+
+def _model_inputs(value: Any) -> tuple[list[KerasTensor], list[str]]:
+    """keras.Model's inputs: one tensor, a list of them, or a dict of them (Keras flattens a
+    dict in the order of its sorted keys); the tensors in the model's order and the names data
+    given as a dict is keyed by (the dict's keys, else the inputs' names)."""
+    if isinstance(value, dict):
+        keys = sorted(value)
+        tensors, names = [value[k] for k in keys], [str(k) for k in keys]
+    else:
+        tensors = list(value) if isinstance(value, (list, tuple)) else [value]
+        names = []
+    if not tensors:
+        raise ValueError("Model: give at least one input (keras.Input(...))")
+    for t in tensors:
+        if not isinstance(t, KerasTensor):
+            raise ValueError(
+                "Model: inputs must be symbolic tensors (keras.Input(...)), got "
+                f"{type(t).__name__}"
+            )
+        if not isinstance(t._layer, InputLayer):
+            raise ValueError(
+                "Model: inputs must be keras.Input(...) tensors, not the output of layer "
+                f"'{t._layer.name}'"
+            )
+    if len({id(t) for t in tensors}) != len(tensors):
+        raise ValueError("Model: the same keras.Input is given twice among the inputs")
+    return tensors, names or [t._layer.name for t in tensors]
 
 
 def _ordered(output: KerasTensor) -> list[KerasTensor]:
@@ -299,29 +329,77 @@ class Functional(Sequential):
 
     def _set_graph(self, inputs: Any, outputs: Any) -> None:
         """The layers between the inputs and the outputs, in Keras's order, as the graph."""
-        self._input_tensor = _single(inputs, "inputs")
+        self._input_tensors, self._input_names = _model_inputs(inputs)
+        self._input_tensor = self._input_tensors[0]
         self._output_tensor = _single(outputs, "outputs")
-        if not isinstance(self._input_tensor._layer, InputLayer):
-            raise ValueError(
-                "Model: inputs must be keras.Input(...) tensors, not the output of layer "
-                f"'{self._input_tensor._layer.name}'"
-            )
         tensors = _ordered(self._output_tensor)
+        given = {id(t) for t in self._input_tensors}
+        names = ", ".join(f"'{t._layer.name}'" for t in self._input_tensors)
         for t in tensors:
-            if isinstance(t._layer, InputLayer) and t is not self._input_tensor:
+            if isinstance(t._layer, InputLayer) and id(t) not in given:
                 raise ValueError(
                     f"Model: the outputs depend on input '{t._layer.name}', which is not among "
-                    f"the model's inputs ('{self._input_tensor._layer.name}')"
+                    f"the model's inputs ({names})"
                 )
-        if tensors[0] is not self._input_tensor:
-            raise ValueError(
-                f"Model: the outputs do not depend on the input '{self._input_tensor._layer.name}'"
-            )
         position = {id(t): i for i, t in enumerate(tensors)}
+        for t in self._input_tensors:
+            if id(t) not in position:
+                raise ValueError(f"Model: the outputs do not depend on the input '{t._layer.name}'")
         self._layers = [t._layer for t in tensors]
         self._graph = [[position[id(p)] for p in t._inputs] for t in tensors]
+        self._input_order = [position[id(t)] for t in self._input_tensors]
         for layer in self._layers:
             layer._home = self
+
+    def _x_array(self, x: Any, what: str) -> np.ndarray:
+        """x for the engine: with several inputs, a list (in the model's order) or a dict (keyed
+        as the inputs) of arrays, one row each per sample, packed side by side."""
+        from . import models
+
+        inputs = getattr(self, "_input_tensors", None)
+        if inputs is None or len(inputs) == 1:
+            if isinstance(x, dict) and inputs is not None and len(x) == 1:
+                x = next(iter(x.values()))
+            elif isinstance(x, (list, tuple)) and len(x) == 1 and np.ndim(x[0]) >= 1:
+                x = x[0]
+            return models._floats(x, what)
+        keys = self._input_names
+        if isinstance(x, dict):
+            for k in keys:
+                if k not in x:
+                    raise ValueError(
+                        f'Missing data for input "{k}". You passed a data dictionary with keys '
+                        f"{list(x)}. Expected the following keys: {keys}"
+                    )
+            arrays = [x[k] for k in keys]
+        elif isinstance(x, (list, tuple)) and len(x) == len(inputs):
+            arrays = list(x)
+        else:
+            got = len(x) if isinstance(x, (list, tuple)) else 1
+            raise ValueError(
+                f'Layer "{self.name}" expects {len(inputs)} input(s), but it received {got} '
+                f"input tensors. Pass the inputs as a list of {len(inputs)} arrays, or a dict "
+                f"keyed by {keys}"
+            )
+        arrays = [models._floats(a, what) for a in arrays]
+        sizes = [a.shape[0] if a.ndim else 0 for a in arrays]
+        if len(set(sizes)) != 1:
+            raise ValueError(
+                "Data cardinality is ambiguous. Make sure all arrays contain the same number of "
+                f"samples.'{what}' sizes: " + ", ".join(map(str, sizes))
+            )
+        for i, (a, t) in enumerate(zip(arrays, inputs)):
+            want = tuple(t.shape[1:])
+            got = tuple(a.shape[1:])
+            if got != want and got + (1,) != want:
+                raise ValueError(
+                    f"Input {i} with name '{t._layer.name}' of layer '{self.name}' is "
+                    f"incompatible with the layer: expected shape={t.shape}, found "
+                    f"shape={a.shape}"
+                )
+        return np.ascontiguousarray(
+            np.concatenate([a.reshape(sizes[0], -1) for a in arrays], axis=1)
+        )
 
     # --- structure ----------------------------------------------------------------------------
     def add(self, layer: Any) -> None:
@@ -345,15 +423,16 @@ class Functional(Sequential):
 
     @property
     def inputs(self) -> list[KerasTensor]:
-        return [self._input_tensor]
+        return list(getattr(self, "_input_tensors", [self._input_tensor]))
 
     @property
     def outputs(self) -> list[KerasTensor]:
         return [self._output_tensor]
 
     @property
-    def input(self) -> KerasTensor:
-        return self._input_tensor
+    def input(self) -> Any:
+        inputs = self.inputs
+        return inputs[0] if len(inputs) == 1 else inputs
 
     @property
     def output(self) -> KerasTensor:
@@ -370,10 +449,13 @@ class Functional(Sequential):
             core_layers = [l._core_layer() for l in self._layers]
             # Keras ignores input_shape= given to a layer called in a functional model (only
             # its InputLayer's shape counts): Flatten(input_shape=(28, 28)) on Input((28, 28, 1)).
-            for layer in core_layers[1:]:
-                if layer.input_shape:
-                    layer.input_shape = []
-            self._core = _core.Sequential(core_layers, self._graph, self._given_name)
+            for layer, core_layer in zip(self._layers, core_layers):
+                if core_layer.input_shape and not isinstance(layer, InputLayer):
+                    core_layer.input_shape = []
+            order = getattr(self, "_input_order", [])
+            self._core = _core.Sequential(
+                core_layers, self._graph, self._given_name, order if len(order) > 1 else []
+            )
         self._sync_trainable()
         return self._core
 

@@ -121,7 +121,10 @@ def _validation_arrays(validation_data: Any) -> tuple[Any, Any, Any]:
             "fit: validation_data must be a tuple (x_val, y_val) or (x_val, y_val, "
             "val_sample_weight)"
         )
-    vx, vy = (_floats(a, "validation_data") for a in validation_data[:2])
+    vx, vy = validation_data[:2]
+    if not isinstance(vx, (list, tuple, dict)):  # several inputs: the model packs them (_x_array)
+        vx = _floats(vx, "validation_data")
+    vy = _floats(vy, "validation_data")
     vw = validation_data[2] if len(validation_data) == 3 else None
     return vx, vy, vw
 
@@ -519,6 +522,10 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if chosen is not None:
             self._threads_choice = chosen
 
+    def _x_array(self, x: Any, what: str) -> np.ndarray:
+        """x as the engine takes it (a model of several inputs packs them: functional.py)."""
+        return _floats(x, what)
+
     def _targets(self, y: Any, what: str) -> np.ndarray:
         """y as the engine takes it; targets of shape (N,) for a loss on one output value per
         sample (mse, binary cross-entropy) become (N, 1), as Keras expands them."""
@@ -585,9 +592,11 @@ class Sequential(mixed_precision.HasDTypePolicy):
         x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
         if x is None or y is None:
             raise ValueError("fit: give both x and y (numpy arrays)")
+        x = self._x_array(x, "x")
         vx = vy = vw = None
         if validation_data is not None:
             vx, vy, vw = _validation_arrays(validation_data)
+            vx = self._x_array(vx, "validation_data")
             vw = _sample_weights(vw, len(vx), "validation_data's sample_weight")
         n_train = math.ceil(len(x) * (1.0 - validation_split))
         if steps_per_epoch is not None and (
@@ -610,7 +619,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         # between batches for a phase in which one overrides a batch hook.
         callback_list = CallbackList(callbacks, self, params)
         self.stop_training = False
-        xf, yf = _floats(x, "x"), self._targets(y, "y")
+        xf, yf = x, self._targets(y, "y")  # x: converted above (_x_array)
         if vy is not None:
             vy = self._targets(vy, "validation_data")
         self._use_measured_threads(xf, yf, batch, _say_threads())
@@ -664,7 +673,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         model = self._require_compiled("evaluate")
         sample_weight = _dataset_weights(x, sample_weight, "evaluate")
         x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
-        xf, yf = _floats(x, "x"), self._targets(y, "y")
+        xf, yf = self._x_array(x, "x"), self._targets(y, "y")
         weights = _sample_weights(sample_weight, len(xf), "sample_weight")
         batch, level = 32 if batch_size is None else batch_size, _verbosity(verbose)
         self._use_measured_threads(xf, yf, batch, _say_threads())
@@ -695,7 +704,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if _is_dataset(x):
             x, _, batch_size, _ = x._for_fit("predict")
         self._check_scope("predict")
-        xf, batch = _floats(x, "x"), 32 if batch_size is None else batch_size
+        xf, batch = self._x_array(x, "x"), 32 if batch_size is None else batch_size
         callback_list = None
         if callbacks:
             params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}

@@ -187,7 +187,9 @@ def _sequential_from_json(text: str, where: str) -> "Sequential":
         else:
             args = [tensors[j] for j in reads]
             tensors.append(functional.call(layer, args if len(args) > 1 else args[0], {}))
-    return functional.Functional(tensors[0], tensors[-1], name=core.name)
+    order = list(core.input_layers)
+    inputs = tensors[0] if len(order) == 1 else [tensors[i] for i in order]
+    return functional.Functional(inputs, tensors[-1], name=core.name)
 
 
 def model_from_json(json_string: str, custom_objects: Optional[dict[str, Any]] = None) -> Any:
