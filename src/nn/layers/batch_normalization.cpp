@@ -65,15 +65,7 @@ class BatchNormalizationKind final : public LayerKind {
 
   // ---- Keras config ----
   void from_keras(Reader& cfg, Layer& l) const override {
-    if (const json* a = cfg.find("axis")) {
-      // Keras 3 writes -1; tf.keras 2 a list such as [3] (the last axis of a built model), which
-      // the model checks against its input when it builds.
-      const json& one = a->is_array() && a->size() == 1 ? (*a)[0] : *a;
-      if (!one.is_number_integer() || one.get<int64_t>() < -1 || one.get<int64_t>() == 0 ||
-          one.get<int64_t>() > 8)
-        cfg.fail("axis", "axis " + brief(*a) + " is not supported: only the last axis (-1)");
-      l.axis = one.get<int64_t>();
-    }
+    l.axis = cfg.last_axis();
     l.momentum = cfg.number("momentum", l.momentum);
     l.epsilon = cfg.number("epsilon", l.epsilon);
     if (!(l.momentum >= 0.0 && l.momentum <= 1.0))
@@ -86,10 +78,7 @@ class BatchNormalizationKind final : public LayerKind {
     l.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
     l.moving_mean_initializer = cfg.initializer("moving_mean_initializer", Zeros());
     l.moving_variance_initializer = cfg.initializer("moving_variance_initializer", Ones());
-    for (const char* r : {"beta_regularizer", "gamma_regularizer"})
-      cfg.refuse_set(r, "regularizers are not supported");
-    for (const char* c : {"beta_constraint", "gamma_constraint"})
-      cfg.refuse_set(c, "constraints are not supported");
+    cfg.refuse_regularizers({"beta", "gamma"}, false);
     for (const char* f : {"synchronized", "renorm"})
       if (const json* v = cfg.find(f); v && !flag_is_false(*v))
         cfg.fail(f, std::string(f) + " " + brief(*v) + " is not supported: only false");
@@ -107,10 +96,7 @@ class BatchNormalizationKind final : public LayerKind {
     c["gamma_initializer"] = initializer_json(l.gamma_initializer);
     c["moving_mean_initializer"] = initializer_json(l.moving_mean_initializer);
     c["moving_variance_initializer"] = initializer_json(l.moving_variance_initializer);
-    c["beta_regularizer"] = nullptr;
-    c["gamma_regularizer"] = nullptr;
-    c["beta_constraint"] = nullptr;
-    c["gamma_constraint"] = nullptr;
+    write_null_regularizers(c, {"beta", "gamma"}, false);
     c["synchronized"] = false;
     c["renorm"] = false;
     c["renorm_clipping"] = nullptr;

@@ -70,13 +70,7 @@ void ConvolutionKind::from_keras(Reader& cfg, Layer& l) const {
     if (!g->is_number_integer() || g->get<int64_t>() != 1)
       cfg.fail("groups", "groups " + brief(*g) + " is not supported: only 1");
   cfg.activation(l);
-  l.use_bias = cfg.flag("use_bias", true);
-  l.kernel_initializer = cfg.initializer("kernel_initializer", GlorotUniform());
-  l.bias_initializer = cfg.initializer("bias_initializer", Zeros());
-  for (const char* r : {"kernel_regularizer", "bias_regularizer", "activity_regularizer"})
-    cfg.refuse_set(r, "regularizers are not supported");
-  for (const char* c : {"kernel_constraint", "bias_constraint"})
-    cfg.refuse_set(c, "constraints are not supported");
+  cfg.kernel_and_bias(l.use_bias, l.kernel_initializer, l.bias_initializer);
 }
 
 void ConvolutionKind::to_keras(const Layer& l, ojson& c) const {
@@ -89,14 +83,7 @@ void ConvolutionKind::to_keras(const Layer& l, ojson& c) const {
   c["dilation_rate"] = ojson::array({1, 1});
   if (!transposed()) c["groups"] = 1;
   c["activation"] = activation_json(l);
-  c["use_bias"] = l.use_bias;
-  c["kernel_initializer"] = initializer_json(l.kernel_initializer);
-  c["bias_initializer"] = initializer_json(l.bias_initializer);
-  c["kernel_regularizer"] = nullptr;
-  c["bias_regularizer"] = nullptr;
-  c["activity_regularizer"] = nullptr;
-  c["kernel_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
+  write_kernel_and_bias(c, l.use_bias, l.kernel_initializer, l.bias_initializer, true);
 }
 
 int64_t ConvolutionKind::check_size(const Layer& l, int64_t width, int64_t channels,

@@ -51,24 +51,12 @@ class DenseKind final : public LayerKind {
   void from_keras(Reader& cfg, Layer& l) const override {
     l.units = cfg.count("units", "Dense needs units");
     cfg.activation(l);
-    l.use_bias = cfg.flag("use_bias", true);
-    l.kernel_initializer = cfg.initializer("kernel_initializer", GlorotUniform());
-    l.bias_initializer = cfg.initializer("bias_initializer", Zeros());
-    for (const char* f : {"kernel_regularizer", "bias_regularizer", "activity_regularizer"})
-      cfg.refuse_set(f, "regularizers are not supported");
-    for (const char* f : {"kernel_constraint", "bias_constraint"})
-      cfg.refuse_set(f, "constraints are not supported");
+    cfg.kernel_and_bias(l.use_bias, l.kernel_initializer, l.bias_initializer);
   }
   void to_keras(const Layer& l, ojson& c) const override {
     c["units"] = l.units;
     c["activation"] = activation_json(l);
-    c["use_bias"] = l.use_bias;
-    c["kernel_initializer"] = initializer_json(l.kernel_initializer);
-    c["bias_initializer"] = initializer_json(l.bias_initializer);
-    c["kernel_regularizer"] = nullptr;
-    c["bias_regularizer"] = nullptr;
-    c["kernel_constraint"] = nullptr;
-    c["bias_constraint"] = nullptr;
+    write_kernel_and_bias(c, l.use_bias, l.kernel_initializer, l.bias_initializer, false);
   }
   bool keras_build_config() const override { return true; }
   int64_t check_size(const Layer& l, int64_t width, int64_t,

@@ -191,6 +191,45 @@ ojson activation_json(const Layer& l) {
                {"registered_name", nullptr}};
 }
 
+int64_t Reader::last_axis() {
+  const json* a = find("axis");
+  if (!a) return -1;
+  const json& one = a->is_array() && a->size() == 1 ? (*a)[0] : *a;
+  if (!one.is_number_integer() || one.get<int64_t>() < -1 || one.get<int64_t>() == 0 ||
+      one.get<int64_t>() > 8)
+    fail("axis", "axis " + brief(*a) + " is not supported: only the last axis (-1)");
+  return one.get<int64_t>();
+}
+
+void Reader::refuse_regularizers(std::initializer_list<const char*> weights, bool activity) {
+  for (const char* w : weights)
+    refuse_set((std::string(w) + "_regularizer").c_str(), "regularizers are not supported");
+  if (activity) refuse_set("activity_regularizer", "regularizers are not supported");
+  for (const char* w : weights)
+    refuse_set((std::string(w) + "_constraint").c_str(), "constraints are not supported");
+}
+
+void Reader::kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias) {
+  use_bias = flag("use_bias", use_bias);
+  kernel = initializer("kernel_initializer", kernel);
+  bias = initializer("bias_initializer", bias);
+  refuse_regularizers({"kernel", "bias"}, true);
+}
+
+void write_null_regularizers(ojson& c, std::initializer_list<const char*> weights, bool activity) {
+  for (const char* w : weights) c[std::string(w) + "_regularizer"] = nullptr;
+  if (activity) c["activity_regularizer"] = nullptr;
+  for (const char* w : weights) c[std::string(w) + "_constraint"] = nullptr;
+}
+
+void write_kernel_and_bias(ojson& c, bool use_bias, const Initializer& kernel,
+                           const Initializer& bias, bool activity) {
+  c["use_bias"] = use_bias;
+  c["kernel_initializer"] = initializer_json(kernel);
+  c["bias_initializer"] = initializer_json(bias);
+  write_null_regularizers(c, {"kernel", "bias"}, activity);
+}
+
 bool Reader::flag(const char* key, bool fallback) {
   const json* v = find(key);
   if (!v) return fallback;

@@ -67,6 +67,10 @@ class Reader {
   std::optional<Size2> pair(const char* key);
   // "padding": valid (the default) or same, any case.
   Padding padding();
+  // "axis" of a normalization layer: the last axis only. Keras 3 writes -1 (or [-1] once
+  // built); tf.keras 2 a list such as [3] (the last axis of a built model), returned as it is for
+  // the model to check against its input when it builds. -1 when absent.
+  int64_t last_axis();
   // data_format: channels_last (or null, Keras's default) only.
   void channels_last();
   // An activation crossover runs (a name, or a LeakyReLU or ELU layer given as the activation)
@@ -81,6 +85,14 @@ class Reader {
   void refuse_set(const char* key, const std::string& why);
   // The field must be null, absent or false; otherwise fail(key, why).
   void refuse_true(const char* key, const std::string& why);
+  // What Keras keeps beside a layer's weights and crossover refuses set: "<w>_regularizer" for
+  // each weight w ("kernel", "bias"; "beta", "gamma"), "activity_regularizer" where `activity`,
+  // then "<w>_constraint" for each.
+  void refuse_regularizers(std::initializer_list<const char*> weights, bool activity);
+  // Dense's and the convolutions' shared fields: use_bias, kernel_initializer and
+  // bias_initializer (each left as it is, the layer's default, when absent), then
+  // refuse_regularizers({"kernel", "bias"}, true).
+  void kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias);
   // Refuses the fields no accessor read that are set.
   void refuse_unread() const;
 
@@ -93,6 +105,13 @@ class Reader {
   const LayerRef& ref_;
   std::set<std::string> read_;
 };
+
+// refuse_regularizers's counterpart: each of those fields written null.
+void write_null_regularizers(ojson& c, std::initializer_list<const char*> weights, bool activity);
+// kernel_and_bias's counterpart: use_bias, the initializers, then write_null_regularizers (with
+// activity_regularizer where `activity`: the convolutions write it, Dense does not).
+void write_kernel_and_bias(ojson& c, bool use_bias, const Initializer& kernel,
+                           const Initializer& bias, bool activity);
 
 // The layer's activation as Keras 3 writes it: its name, or (leaky_relu and elu with another
 // parameter than the name's default) the LeakyReLU or ELU layer given as the activation.

@@ -51,13 +51,7 @@ class LayerNormalizationKind final : public LayerKind {
 
   // ---- Keras config (Keras 3: axis -1, or [-1] once built; tf.keras 2: [last axis]) ----
   void from_keras(Reader& cfg, Layer& l) const override {
-    if (const json* a = cfg.find("axis")) {
-      const json& one = a->is_array() && a->size() == 1 ? (*a)[0] : *a;
-      if (!one.is_number_integer() || one.get<int64_t>() < -1 || one.get<int64_t>() == 0 ||
-          one.get<int64_t>() > 8)
-        cfg.fail("axis", "axis " + brief(*a) + " is not supported: only the last axis (-1)");
-      l.axis = one.get<int64_t>();
-    }
+    l.axis = cfg.last_axis();
     l.epsilon = cfg.number("epsilon", l.epsilon);
     if (!(l.epsilon > 0.0 && l.epsilon < 1e30))
       cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", l.epsilon));
@@ -66,10 +60,7 @@ class LayerNormalizationKind final : public LayerKind {
     cfg.refuse_true("rms_scaling", "rms_scaling true is not supported: only false");
     l.beta_initializer = cfg.initializer("beta_initializer", Zeros());
     l.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
-    for (const char* r : {"beta_regularizer", "gamma_regularizer"})
-      cfg.refuse_set(r, "regularizers are not supported");
-    for (const char* c : {"beta_constraint", "gamma_constraint"})
-      cfg.refuse_set(c, "constraints are not supported");
+    cfg.refuse_regularizers({"beta", "gamma"}, false);
   }
   // As Keras 3.15 writes a built layer (its build() turns axis -1 into [-1]).
   void to_keras(const Layer& l, ojson& c) const override {
@@ -80,10 +71,7 @@ class LayerNormalizationKind final : public LayerKind {
     c["rms_scaling"] = false;
     c["beta_initializer"] = initializer_json(l.beta_initializer);
     c["gamma_initializer"] = initializer_json(l.gamma_initializer);
-    c["beta_regularizer"] = nullptr;
-    c["gamma_regularizer"] = nullptr;
-    c["beta_constraint"] = nullptr;
-    c["gamma_constraint"] = nullptr;
+    write_null_regularizers(c, {"beta", "gamma"}, false);
   }
   bool keras_build_config() const override { return true; }
 
