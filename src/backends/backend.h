@@ -219,6 +219,15 @@ constexpr void unused_arguments(const T&...) {}
   CROSSOVER_BACKEND_REFUSE(no_device_collective, __VA_ARGS__)
 #define CROSSOVER_BACKEND_FALLBACK_no_fused_update(...) \
   CROSSOVER_BACKEND_REFUSE(no_fused_update, __VA_ARGS__)
+#define CROSSOVER_BACKEND_FALLBACK_fused_mlp_refusal(...)             \
+  {                                                                   \
+    unused_arguments(__VA_ARGS__);                                    \
+    return device_name() + " has no fused training step (CUDA only)"; \
+  }
+#define CROSSOVER_BACKEND_FALLBACK_no_fused_mlp(...) \
+  CROSSOVER_BACKEND_REFUSE(no_fused_mlp, __VA_ARGS__)
+
+struct FusedMlpStep;  // backends/fused_mlp.h
 
 // The device interface. Its methods, each with its contract, are listed in backends/backend_ops.h.
 class Backend {
@@ -253,6 +262,9 @@ class Backend {
   }
   Error no_device_collective() const {
     return Error(device_name(), "this backend cannot sum its memory over ranks");
+  }
+  Error no_fused_mlp() const {
+    return Error(device_name(), "this backend has no fused training step");
   }
   Error no_fused_update() const {
     return Error(device_name(), "this backend does not fuse the weight update into its gradient");

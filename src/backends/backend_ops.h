@@ -220,6 +220,13 @@ CROSSOVER_BACKEND_SETUP(bool, fuses_weight_update, (), (), const, false)
 // is read, not advanced, and config.clipnorm must be 0. Backends that do not fuse throw Error.
 // Timed as a GEMM: a GEMM and an update, the GEMM names it.
 CROSSOVER_BACKEND_OP(dense_backward_weights_update, (const float* x, const float* dy, const ParamSlot& kernel, const ParamSlot* bias, int64_t m, int64_t k, int64_t n, const OptimizerConfig& config, const StepCounters* counters), (x, dy, kernel, bias, m, k, n, config, counters), no_fused_update, gemm)
+// ---- a whole training step as one kernel (backends/fused_mlp.h; CUDA only) ----
+// Why this device cannot run `step` as one fused kernel (one line), or "" when it can.
+CROSSOVER_BACKEND_SETUP(std::string, fused_mlp_problem, (const FusedMlpStep& step), (step), const, fused_mlp_refusal)
+// One training step of `step`'s chain, as the model's separate calls would make it (gather,
+// forward, loss with its sums into counters, backward, optimizer_step's update and bookkeeping),
+// enqueued as one launch. Not a step operation: perf's wrappers neither time nor record it.
+CROSSOVER_BACKEND_SETUP(void, fused_mlp_step, (const FusedMlpStep& step, StepCounters* counters), (step, counters), , no_fused_mlp)
 // counters->batch_index += 1 without an update (evaluation steps).
 CROSSOVER_BACKEND_OP(advance_batch, (StepCounters* counters), (counters), pure, elementwise)
 

@@ -27,6 +27,7 @@ struct TrainOptions : CommonOptions {
   std::string checkpoint;  // --checkpoint CKPT: weights + optimizer state after every epoch
   std::string resume;      // --resume CKPT: continue a run from its checkpoint
   bool model_given = false, seed_given = false, batch_given = false;
+  bool fused_step = false;  // --fused-step: CompileOptions::fused_step
 };
 
 // --checkpoint: a checkpoint after every completed epoch, with what --resume needs to continue
@@ -143,6 +144,7 @@ class Train {
                     o_.threads > 0 ? "user" : "all cores"};
     copts_ = CompileOptions{.device = o_.device, .threads = o_.threads, .seed = seed_};
     copts_.precision = o_.precision;  // compile applies the layers' policy (model_precision)
+    copts_.fused_step = o_.fused_step;
     // With ranks: the CPU unless a GPU is asked for (then NCCL between the GPUs), and --threads 0
     // divides this host's cores among its ranks instead of measuring.
     measure_ = o_.threads == 0 && ranks_.size == 1;
@@ -387,6 +389,9 @@ void add_train(CLI::App& app) {
                   "Write a checkpoint (weights, optimizer state, epoch) here after every epoch");
   cmd->add_option("--resume", o->resume,
                   "Continue the run saved in this checkpoint (up to --epochs in all)");
+  cmd->add_flag("--fused-step", o->fused_step,
+                "CUDA: each training step as one fused kernel where the model allows it (a chain "
+                "of Dense layers; otherwise says why not and trains as usual)");
   add_profile_options(cmd, o->profile);  // the CPU's, for --device auto
   cmd->callback([o, cmd, batch_opt] {
     o->model_given = cmd->get_option("--model")->count() > 0;

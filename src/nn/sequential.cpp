@@ -21,6 +21,7 @@
 #include <set>
 
 #include "backends/cuda_info.h"
+#include "backends/fused_mlp.h"
 #include "core/aligned.h"
 #include "core/error.h"
 #include "core/launcher.h"
@@ -573,6 +574,62 @@ struct Sequential::Impl {
 
   // Whether a training step updates each Dense layer with its weight gradient, in one backend call
   // (the backend gains from it, and nothing needs the global gradient norm first).
+  // CompileOptions::fused_step: fit's steps as one kernel each, when the model and the device
+  // take it (fused_mlp); fused_note says why not.
+  std::optional<FusedMlpStep> fused_mlp;
+  std::string fused_note;
+  void plan_fused_step(const Plan& plan, const DeviceData& d, uint64_t seed) {
+    fused_mlp.reset();
+    fused_note.clear();
+    if (!copts.fused_step) return;
+    FusedModelView v;
+    v.loss = loss;
+    v.from_logits = from_logits;
+    v.optimizer = opt;
+    v.ranks = ranks();
+    v.sample_weights = d.w_rows != nullptr;
+    v.extra_metrics = extra_metrics;
+    v.fp32 = copts.precision == "fp32";
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const Layer& l = layers[i];
+      const LayerInfo& li = info[i];
+      v.chain =
+          v.chain && (i == 0 ? inputs[i].empty()
+                             : inputs[i].size() == 1 && inputs[i][0] + 1 == static_cast<int>(i));
+      FusedLayerView lv;
+      lv.kind = l.type == LayerType::dense     ? FusedLayerView::Kind::dense
+                : l.type == LayerType::dropout ? FusedLayerView::Kind::dropout
+                : (l.type == LayerType::input || l.type == LayerType::flatten ||
+                   l.type == LayerType::reshape)
+                    ? FusedLayerView::Kind::reshape
+                    : FusedLayerView::Kind::other;
+      lv.name = l.name;
+      lv.activation = l.activation;
+      lv.rate = l.rate;
+      lv.trainable = trains[i] != 0;
+      lv.in_width = li.in_width;
+      lv.out_width = li.out_width;
+      if (li.kernel >= 0) lv.kernel = &slots[static_cast<std::size_t>(li.kernel)];
+      if (li.bias >= 0) lv.bias = &slots[static_cast<std::size_t>(li.bias)];
+      v.layers.push_back(lv);
+    }
+    FusedMlpStep step;
+    std::string why = fused_mlp_chain(v, step);
+    if (why.empty()) why = backend->fused_mlp_problem(step);
+    if (!why.empty()) {
+      fused_note = "fused step not used: " + why;
+      return;
+    }
+    step.x_rows = d.x_rows;
+    step.y_rows = d.y_rows;
+    step.x_cols = d.x_cols;
+    step.y_cols = d.y_cols;
+    step.indices = d.indices.as<int32_t>();
+    step.batch = plan.batch;
+    step.seed = seed;
+    fused_mlp = std::move(step);
+  }
+
   bool fused_update() const {
     return backend->fuses_weight_update() && opt.clipnorm == 0.0f && opt.tensor_clipnorm == 0.0f;
   }
@@ -753,6 +810,15 @@ struct Sequential::Impl {
     const bool parallel = ranks() > 1;
     // With ranks, the update must see the summed gradient: no layer is updated in backward.
     const bool fused = fused_update() && !parallel;
+    if (fused_mlp && s.rows > 0) {  // one kernel (plan_fused_step)
+      fused_mlp->optimizer = opt;   // as a callback may have left it
+      fused_mlp->rows = s.rows;
+      fused_mlp->mean_rows = s.global_rows;
+      backend->set_scope("fused step");
+      backend->fused_mlp_step(*fused_mlp, ctr);
+      backend->set_scope("");
+      return;
+    }
     float* grads = arena.as<float>() + arena_floats;
     if (s.rows > 0) {
       gather_batch(plan, d, s.rows, ctr);
@@ -1178,11 +1244,11 @@ struct Sequential::Impl {
     const Shard full_shard = b.full_shard, rest_shard = b.rest_shard;
     g.full = b.full > 0 ? backend->capture([this, &plan, &train, full_shard,
                                             seed] { train_step(plan, train, full_shard, seed); },
-                                           copts.graphs)
+                                           copts.graphs && !fused_mlp)
                         : nullptr;
     g.rest = b.rest > 0 ? backend->capture([this, &plan, &train, rest_shard,
                                             seed] { train_step(plan, train, rest_shard, seed); },
-                                           copts.graphs)
+                                           copts.graphs && !fused_mlp)
                         : nullptr;
     graphs_dirty = false;
   }
@@ -1548,6 +1614,8 @@ History Sequential::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   for (auto& cb : o.callbacks) cb->on_train_begin(*this);
   BatchHooks train_hooks(*this, o.callbacks, BatchPhase::train);
   BatchHooks test_hooks(*this, o.callbacks, BatchPhase::test);
+  m.plan_fused_step(plan, data.train, seed);
+  if (show && !m.fused_note.empty()) out(m.fused_note + "\n");
   Impl::TrainGraphs graphs;
   m.capture_training(graphs, plan, data.train, layout, seed);
 
@@ -1963,6 +2031,7 @@ std::string Sequential::device_name() const {
   return impl_->backend ? impl_->backend->device_name() : "none";
 }
 const std::string& Sequential::precision() const { return impl_->copts.precision; }
+const std::string& Sequential::fused_step_note() const { return impl_->fused_note; }
 const OptimizerConfig& Sequential::optimizer() const { return impl_->opt; }
 const std::string& Sequential::loss_name() const { return impl_->loss_name; }
 bool Sequential::from_logits() const { return impl_->from_logits; }

@@ -37,6 +37,9 @@ struct CompileOptions {
   int threads = 0;     // CPU threads; 0 = all cores; at most max_cpu_threads() (4 x the cores)
   uint64_t seed = 0;   // initial weights (and, unless fit says otherwise, shuffle and dropout)
   bool graphs = true;  // CUDA: capture steps as graphs (false: one launch per op, "naive")
+  // CUDA: fit runs each training step as one fused kernel (backends/fused_mlp.h) where the model
+  // is a chain of Dense layers it takes (else fit says in one line why not and steps as usual).
+  bool fused_step = false;
   // The dense GEMMs' arithmetic: "fp32" (TF32 off on CUDA), "tf32" (CUDA only), or "bf16"
   // (bf16 operands, fp32 accumulation, master weights and optimizer state): faster and less
   // exact; on the CPU only where it has AVX512_BF16 or AMX-BF16 (refused elsewhere). Empty (the
@@ -256,6 +259,8 @@ class Sequential {
   // The dense GEMMs' arithmetic compile() chose (CompileOptions::precision, or the layers'
   // dtype policies' when that was empty; "" before compile).
   const std::string& precision() const;
+  // With CompileOptions::fused_step: why the last fit did not use the fused step ("" when it did).
+  const std::string& fused_step_note() const;
 
   // Parameters, named as Keras stores them, copied to/from the device.
   std::vector<NamedTensor> get_weights() const;

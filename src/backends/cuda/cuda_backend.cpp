@@ -22,6 +22,7 @@
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/check.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/fused_mlp.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda_info.h"
@@ -201,6 +202,38 @@ class CudaBackend final : public Backend {
     if (planning_) return;
     activate();
     with.broadcast(data, bytes, root, stream_);
+  }
+
+  // ---- the fused training step (backends/fused_mlp.h) ----
+  std::string fused_mlp_problem(const FusedMlpStep& step) const override {
+    activate();
+    if (precision_ != Precision::fp32)
+      return std::string("the fused step computes in fp32, this backend in ") +
+             precision_name(precision_);
+    int cooperative = 0, l2 = 0;
+    check(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, ordinal_),
+          "cudaDeviceGetAttribute (cooperative launch)");
+    check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ordinal_),
+          "cudaDeviceGetAttribute (L2 size)");
+    return fused_mlp_device_problem(step, cooperative != 0, fused_blocks_per_sm(), l2);
+  }
+  void fused_mlp_step(const FusedMlpStep& step, StepCounters* counters) override {
+    if (planning_) return;
+    not_while_capturing("fused_mlp_step");  // a cooperative launch: enqueued directly
+    activate();
+    const std::size_t bytes = cuda::fused_mlp_scratch_bytes(step);
+    if (bytes > fused_scratch_bytes_) {
+      void* p = nullptr;
+      check(cudaMalloc(&p, bytes), "cudaMalloc (fused step scratch)");
+      if (fused_scratch_) retired_.push_back(static_cast<float*>(fused_scratch_));
+      fused_scratch_ = p;
+      fused_scratch_bytes_ = bytes;
+    }
+    const FusedLaunchShape shape =
+        fused_mlp_launch_shape(sm_count_, fused_blocks_per_sm(), fused_mlp_work_items(step));
+    if (shape.blocks < 1) throw Error(where_, "the fused step's kernel fits on no multiprocessor");
+    check(cuda::launch_fused_mlp(stream_, step, counters, fused_scratch_, shape.blocks),
+          "fused step (cooperative launch)");
   }
 
   // ---- graphs ----
@@ -555,6 +588,15 @@ class CudaBackend final : public Backend {
   };
 
   void check(cudaError_t e, const char* call) const { check_cuda(ordinal_, e, call); }
+  int fused_blocks_per_sm() const {
+    if (fused_blocks_per_sm_ < 0) {
+      int blocks = 0;
+      check(cuda::fused_mlp_blocks_per_sm(&blocks),
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      fused_blocks_per_sm_ = blocks;
+    }
+    return fused_blocks_per_sm_;
+  }
   // Makes this backend's device current for the calling thread (a no-op call when it is). Not
   // while capturing: the capture is on this thread and the device is already current.
   void activate() const {
@@ -648,6 +690,8 @@ class CudaBackend final : public Backend {
     if (probs_scratch_) cudaFree(probs_scratch_);
     probs_scratch_ = nullptr;
     if (norm_scratch_) cudaFree(norm_scratch_);
+    if (fused_scratch_) cudaFree(fused_scratch_);
+    fused_scratch_ = nullptr;
     norm_scratch_ = nullptr;
     for (float* p : retired_) cudaFree(p);
     retired_.clear();
@@ -672,6 +716,9 @@ class CudaBackend final : public Backend {
   Precision precision_;
   cudaStream_t stream_ = nullptr;
   int sm_count_ = 1;
+  mutable int fused_blocks_per_sm_ = -1;  // occupancy of the fused step's kernel, once known
+  void* fused_scratch_ = nullptr;
+  std::size_t fused_scratch_bytes_ = 0;
   cuda::CachingAllocator allocator_;
   std::unique_ptr<cuda::LtGemm> gemm_;
   std::unique_ptr<cuda::CudnnConv> conv_;
