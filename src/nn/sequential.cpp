@@ -572,8 +572,6 @@ struct Sequential::Impl {
     }
   }
 
-  // Whether a training step updates each Dense layer with its weight gradient, in one backend call
-  // (the backend gains from it, and nothing needs the global gradient norm first).
   // CompileOptions::fused_step: fit's steps as one kernel each, when the model and the device
   // take it (fused_mlp); fused_note says why not.
   std::optional<FusedMlpStep> fused_mlp;
@@ -630,6 +628,8 @@ struct Sequential::Impl {
     fused_mlp = std::move(step);
   }
 
+  // Whether a training step updates each Dense layer with its weight gradient, in one backend call
+  // (the backend gains from it, and nothing needs the global gradient norm first).
   bool fused_update() const {
     return backend->fuses_weight_update() && opt.clipnorm == 0.0f && opt.tensor_clipnorm == 0.0f;
   }
