@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
+#include "test_util.h"
 
 namespace crossover {
 namespace {
@@ -182,21 +183,10 @@ Sequential small_model() {
   return Sequential({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
 }
 
-struct Digits {
-  Tensor x, y;
-};
-const Digits& digits() {
-  static const Digits d = [] {
-    data::DataSplits s = data::read_mnist10k(data::mnist10k_folder());
-    return Digits{data::to_float_images(s.train), data::to_float_labels(s.train)};
-  }();
-  return d;
-}
-
 // On the CPU the switch is refused in one line and training goes on as usual.
 TEST(FusedMlpModel, TheCpuSaysWhyNotAndTrainsAsUsual) {
-  const Digits& d = digits();
-  const Tensor x = d.x.rows(0, 64), y = d.y.rows(0, 64);
+  const testing_util::Mnist10k& d = testing_util::Mnist10k::get();
+  const Tensor x = d.x_train.rows(0, 64), y = d.y_train.rows(0, 64);
   Sequential plain = small_model(), asked = small_model();
   plain.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
                 {.device = "cpu", .threads = 1, .seed = 3});
@@ -216,21 +206,12 @@ TEST(FusedMlpModel, TheCpuSaysWhyNotAndTrainsAsUsual) {
 
 // ---- on a GPU ----
 
-double relative_difference(const Tensor& a, const Tensor& b) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
-
 // `reference` (device, fused or not) against the fused GPU step: 100 steps (plus a ragged last
 // batch of `extra` rows) with the same seed, then 3 epochs' losses.
 void check_fused_against(const std::string& device, bool fused_reference, int64_t extra) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the fused step needs a GPU";
-  const Digits& d = digits();
-  const Tensor x = d.x.rows(0, 3200 + extra), y = d.y.rows(0, 3200 + extra);
+  const testing_util::Mnist10k& d = testing_util::Mnist10k::get();
+  const Tensor x = d.x_train.rows(0, 3200 + extra), y = d.y_train.rows(0, 3200 + extra);
   Sequential ref = small_model(), fused = small_model();
   ref.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
               {.device = device, .seed = 3, .fused_step = fused_reference});
@@ -243,15 +224,15 @@ void check_fused_against(const std::string& device, bool fused_reference, int64_
   const auto wr = ref.get_weights(), wf = fused.get_weights();
   ASSERT_EQ(wr.size(), wf.size());
   for (std::size_t i = 0; i < wr.size(); ++i)
-    EXPECT_LE(relative_difference(wf[i].value, wr[i].value), 1e-3) << wr[i].name;
+    EXPECT_LE(testing_util::relative_difference(wf[i].value, wr[i].value), 1e-3) << wr[i].name;
 
   Sequential ref3 = small_model(), fused3 = small_model();
   ref3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
                {.device = device, .seed = 4});
   fused3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
                  {.device = "cuda", .seed = 4, .fused_step = true});
-  const History hr = ref3.fit(d.x, d.y, {.epochs = 3, .verbose = 0});
-  const History hf = fused3.fit(d.x, d.y, {.epochs = 3, .verbose = 0});
+  const History hr = ref3.fit(d.x_train, d.y_train, {.epochs = 3, .verbose = 0});
+  const History hf = fused3.fit(d.x_train, d.y_train, {.epochs = 3, .verbose = 0});
   for (int e = 0; e < 3; ++e) {
     EXPECT_NEAR(hf.epochs[e].loss, hr.epochs[e].loss, 0.005 * hr.epochs[e].loss)
         << "epoch " << e + 1;
@@ -263,8 +244,8 @@ void check_fused_against(const std::string& device, bool fused_reference, int64_
 // compute-sanitizer's memcheck and racecheck (scripts/gpu-check).
 TEST(CudaFusedMlp, ShortRaggedRunMatchesTheResidentPath) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the fused step needs a GPU";
-  const Digits& d = digits();
-  const Tensor x = d.x.rows(0, 100), y = d.y.rows(0, 100);
+  const testing_util::Mnist10k& d = testing_util::Mnist10k::get();
+  const Tensor x = d.x_train.rows(0, 100), y = d.y_train.rows(0, 100);
   Sequential ref = small_model(), fused = small_model();
   ref.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
               {.device = "cuda", .seed = 5});
@@ -279,7 +260,7 @@ TEST(CudaFusedMlp, ShortRaggedRunMatchesTheResidentPath) {
   const auto wr = ref.get_weights(), wf = fused.get_weights();
   ASSERT_EQ(wr.size(), wf.size());
   for (std::size_t i = 0; i < wr.size(); ++i)
-    EXPECT_LE(relative_difference(wf[i].value, wr[i].value), 1e-3) << wr[i].name;
+    EXPECT_LE(testing_util::relative_difference(wf[i].value, wr[i].value), 1e-3) << wr[i].name;
 }
 
 TEST(CudaFusedMlp, SmallFollowsTheResidentGpuPath) { check_fused_against("cuda", false, 0); }

@@ -11,6 +11,7 @@
 #include "backends/backend.h"
 #include "data/dataset.h"
 #include "nn/sequential.h"
+#include "test_util.h"
 
 namespace crossover {
 namespace {
@@ -32,31 +33,11 @@ Sequential model_of(Model which) {
   return Sequential({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2), Dense(10, "softmax")});
 }
 
-struct Digits {
-  Tensor x, y;
-};
-const Digits& digits() {
-  static const Digits d = [] {
-    data::DataSplits s = data::read_mnist10k(data::mnist10k_folder());
-    return Digits{data::to_float_images(s.train), data::to_float_labels(s.train)};
-  }();
-  return d;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
-
 void check_parity(Model which) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: CPU/GPU parity needs a GPU";
-  const Digits& d = digits();
+  const testing_util::Mnist10k& d = testing_util::Mnist10k::get();
   // 100 steps of batch 32.
-  const Tensor x = d.x.rows(0, 3200), y = d.y.rows(0, 3200);
+  const Tensor x = d.x_train.rows(0, 3200), y = d.y_train.rows(0, 3200);
   Sequential cpu = model_of(which), gpu = model_of(which);
   cpu.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
               {.device = "cpu", .seed = 3});
@@ -68,15 +49,15 @@ void check_parity(Model which) {
   const auto wc = cpu.get_weights(), wg = gpu.get_weights();
   ASSERT_EQ(wc.size(), wg.size());
   for (std::size_t i = 0; i < wc.size(); ++i)
-    EXPECT_LE(relative_difference(wg[i].value, wc[i].value), 1e-3) << wc[i].name;
+    EXPECT_LE(testing_util::relative_difference(wg[i].value, wc[i].value), 1e-3) << wc[i].name;
 
   Sequential cpu3 = model_of(which), gpu3 = model_of(which);
   cpu3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
                {.device = "cpu", .seed = 4});
   gpu3.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"},
                {.device = "cuda", .seed = 4});
-  const History hc = cpu3.fit(d.x, d.y, {.epochs = 3, .verbose = 0});
-  const History hg = gpu3.fit(d.x, d.y, {.epochs = 3, .verbose = 0});
+  const History hc = cpu3.fit(d.x_train, d.y_train, {.epochs = 3, .verbose = 0});
+  const History hg = gpu3.fit(d.x_train, d.y_train, {.epochs = 3, .verbose = 0});
   for (int e = 0; e < 3; ++e)
     EXPECT_NEAR(hg.epochs[e].loss, hc.epochs[e].loss, 0.005 * hc.epochs[e].loss)
         << "epoch " << e + 1;

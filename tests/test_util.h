@@ -1,6 +1,8 @@
 // Helpers shared by the tests.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +38,17 @@ struct Mnist10k {
     return d;
   }
 };
+
+// The relative L2 difference of two tensors of one size: |a - b| / |b| (b all zeros: |a - b| /
+// 1e-30), as the CPU/GPU parity tests compare weights.
+inline double relative_difference(const Tensor& a, const Tensor& b) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
 
 // `layers` with every layer's dtype policy `policy` (Keras's set_global_policy before making
 // them): mixed_bfloat16 layers train in bf16 (Sequential::compile takes the precision from them).
