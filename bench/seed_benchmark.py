@@ -12,7 +12,9 @@ and the peers from bench/peers/.venv (scripts/install-peers): PyTorch from PyPI 
 and --threads threads, TensorFlow 2.21 at --threads. Where the CPU trains in bf16 (AVX512_BF16 or
 AMX-BF16: crossover itself decides, and its refusal is printed where it has neither), each model
 also gets a bf16 row (`--precision bf16`: bf16 products, fp32 weights and Adam) with its speed-up
-over fp32 and its test accuracy beside fp32's; the floor stays fp32's (issue 10, item 4). Prints the CPU (model, family/model/stepping,
+over fp32 and its test accuracy beside fp32's, and PyTorch under
+`torch.autocast("cpu", dtype=torch.bfloat16)` beside it (issue 26); the floor stays fp32's (issue
+10, item 4). Prints the CPU (model, family/model/stepping,
 ISA), the peers' versions and the table as markdown, ready to paste into bench/RESULTS.md, with
 the issue's targets marked met or not met.
 
@@ -36,6 +38,10 @@ MODELS = {"small": 32, "big": 32, "convnet": 128}
 # The issues' targets (10 for the MLPs, 12 for the convnet): crossover's ratio to the floor at
 # most this; its speed-up over each peer at least this.
 FLOOR_TARGET = {"small": 3.0, "big": 2.0, "convnet": 3.0}
+# Issue 26: the step within this of its roofline floor, and bf16 at least this much faster than
+# PyTorch's bf16 autocast where the CPU has bf16.
+ROOFLINE_TARGET = {"small": 1.5, "big": 1.5}
+BF16_PEER_TARGET = 2.0
 PEER_TARGET = {"pytorch": {"small": 5.0, "big": 3.0, "convnet": 2.0},
                "tensorflow": {"small": 10.0, "big": 10.0, "convnet": 1.0}}
 PEER_NAME = {"pytorch": "PyTorch", "tensorflow": "TF"}
@@ -130,7 +136,7 @@ def crossover_epoch(model, threads, data, precision="fp32"):
     return secs, doc["data"]["train"], doc["test"]["accuracy"]
 
 
-def peer(script, model, threads, data, max_steps):
+def peer(script, model, threads, data, max_steps, extra=()):
     """One peer run (one epoch, or max_steps steps extrapolated): its JSON, with "seconds" added."""
     if not os.access(VENV_PYTHON, os.X_OK):
         return {"available": False, "reason": f"no {VENV_PYTHON}: run scripts/install-peers"}
@@ -138,7 +144,9 @@ def peer(script, model, threads, data, max_steps):
            "--data", data]
     if max_steps:
         cmd += ["--max-steps", str(max_steps)]
-    print(f"  {script} {model} on {threads} thread(s)...", file=sys.stderr, flush=True)
+    cmd += list(extra)
+    print(f"  {script} {model} on {threads} thread(s) {' '.join(extra)}...", file=sys.stderr,
+          flush=True)
     try:
         doc = last_json_line(run(cmd))
     except Exception as e:  # a peer that cannot run is reported, not fatal
@@ -216,13 +224,10 @@ def markdown(doc):
         cells = [name, f"{r['seconds']:.3f}", f"{r['gflops_per_second']:.0f}",
                  f"{r['floor_seconds']:.3f}", f"{r['ratio_to_floor']:.2f}x",
                  f"{r['ratio_to_roofline']:.2f}x" if "ratio_to_roofline" in r else "-"]
-        if r["precision"] != "fp32":
-            lines.append("| " + " | ".join(cells + ["-", "", "-", ""]) + " |")
-            continue
         for key in ("pytorch", "tensorflow"):
             p = r.get(key)
             if not available(p):
-                cells += ["n/a", ""]
+                cells += ["n/a" if p else "-", ""]
                 continue
             note = ""
             if p.get("extrapolated"):
@@ -231,7 +236,7 @@ def markdown(doc):
                 if text not in extrapolated:
                     extrapolated.append(text)
             if key == "pytorch":
-                note += f" ({p['threads']}t)"
+                note += f" ({p['threads']}t" + (", autocast bf16)" if p.get("autocast") else ")")
             cells += [f"{p['seconds']:.2f}{note}", f"{r['speedup_' + key]:.1f}x"]
         lines.append("| " + " | ".join(cells) + " |")
     if extrapolated:
@@ -259,17 +264,28 @@ def targets(rows):
     for r in rows:
         m = r["model"]
         if r["precision"] != "fp32":
-            continue  # the targets are fp32's; bf16 is reported beside them
+            continue  # the floor targets are fp32's; bf16 is reported beside them
         out.append({"name": f"{m.upper()} within {FLOOR_TARGET[m]:g}x of the floor",
                     "value": r["ratio_to_floor"], "met": r["ratio_to_floor"] <= FLOOR_TARGET[m]})
+        if m in ROOFLINE_TARGET:
+            value = r.get("ratio_to_roofline")
+            out.append({"name": f"{m.upper()} within {ROOFLINE_TARGET[m]:g}x of the roofline",
+                        "value": value, "met": None if value is None else
+                        value <= ROOFLINE_TARGET[m]})
     for key, goals in PEER_TARGET.items():
         for r in rows:
-            if key not in r:
+            if key not in r or r["precision"] != "fp32":
                 continue
             m = r["model"]
             value = r.get("speedup_" + key)
             out.append({"name": f"{m.upper()} at least {goals[m]:g}x faster than {PEER_NAME[key]}",
                         "value": value, "met": None if value is None else value >= goals[m]})
+    for r in rows:
+        if r["precision"] == "bf16" and "pytorch" in r:
+            value = r.get("speedup_pytorch")
+            out.append({"name": f"{r['model'].upper()} bf16 at least {BF16_PEER_TARGET:g}x faster "
+                                "than PyTorch's bf16 autocast",
+                        "value": value, "met": None if value is None else value >= BF16_PEER_TARGET})
     return out
 
 
@@ -355,13 +371,25 @@ def main():
         rows.append(row)
         if refusal is None and model in ("small", "big"):  # the MLPs of issue 10
             secs16, _, acc16 = crossover_epoch(model, a.threads, a.data, "bf16")
-            rows.append({"model": model, "precision": "bf16", "samples": n, "gemm_flops": flops,
-                         "seconds": secs16, "gflops_per_second": flops / secs16 / 1e9,
-                         "floor_seconds": floor, "ratio_to_floor": secs16 / floor,
-                         "test_accuracy": acc16, "fp32_test_accuracy": acc,
-                         "speedup_fp32": secs / secs16})
+            row16 = {"model": model, "precision": "bf16", "samples": n, "gemm_flops": flops,
+                     "seconds": secs16, "gflops_per_second": flops / secs16 / 1e9,
+                     "floor_seconds": floor, "ratio_to_floor": secs16 / floor,
+                     "test_accuracy": acc16, "fp32_test_accuracy": acc,
+                     "speedup_fp32": secs / secs16}
             print(f"crossover {model} bf16: {secs16:.3f} s/epoch, {secs / secs16:.2f}x fp32's "
                   f"speed", flush=True)
+            if not a.no_peers:  # PyTorch's mixed precision on the same CPU: torch.autocast bf16
+                torch16 = [peer("pytorch_mlp.py", model, t, a.data, peer_steps[model],
+                                ("--autocast", "bf16")) for t in torch_threads]
+                ok = [t for t in torch16 if available(t)]
+                row16["pytorch"] = min(ok, key=lambda t: t["seconds"]) if ok else torch16[0]
+                row16["pytorch_all"] = torch16
+                if ok:
+                    row16["speedup_pytorch"] = row16["pytorch"]["seconds"] / secs16
+                    print(f"pytorch {model} autocast bf16: {row16['pytorch']['seconds']:.2f} "
+                          f"s/epoch, crossover bf16 {row16['speedup_pytorch']:.1f}x faster",
+                          flush=True)
+            rows.append(row16)
 
     doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpu": cpu,
            "commit": commit, "data": a.data, "threads": a.threads,

@@ -57,6 +57,9 @@ def parse_args(description):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-item", action="store_true",
                    help="do not read the loss back every step (PyTorch only; Keras ignores it)")
+    p.add_argument("--autocast", choices=("bf16",), default=None,
+                   help="PyTorch only: the forward pass and loss under torch.autocast with this "
+                        "dtype (mixed precision: bf16 products, fp32 weights and optimizer)")
     a = p.parse_args()
     if a.epochs < 1:
         p.error("--epochs must be >= 1")

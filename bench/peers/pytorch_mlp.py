@@ -20,6 +20,7 @@ Dropout(0.5), Linear(1600, 10); batch 128 unless --batch-size; Keras's init and 
 PyTorch is PyPI's default wheel, installed into bench/peers/.venv by scripts/install-peers.
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -116,6 +117,17 @@ def main():
         if args.device == "cuda":
             torch.cuda.synchronize()
 
+    def autocast():
+        # The mixed precision a PyTorch user reaches for on a CPU with bf16: the forward pass and
+        # the loss under autocast (its matmuls in bf16), backward and Adam on the fp32 weights.
+        if args.autocast == "bf16":
+            return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def model_eval(x):
+        with autocast():
+            return model(x)
+
     seconds, steady, val_acc = [], [], []
     train_loss = train_acc = None
     for epoch in range(args.epochs):
@@ -131,8 +143,9 @@ def main():
             idx = perm[step * bs:(step + 1) * bs]
             xb = x_train.index_select(0, idx)
             yb = y_train.index_select(0, idx)
-            logits = model(xb)
-            loss = loss_fn(logits, yb)
+            with autocast():
+                logits = model(xb)
+                loss = loss_fn(logits, yb)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -160,7 +173,7 @@ def main():
             model.eval()
             with torch.inference_mode():
                 xv, yv = torch.from_numpy(x_va).to(device), torch.from_numpy(y_va).to(device)
-                hits = sum(int((model(xv[i:i + 1000]).argmax(1) == yv[i:i + 1000]).sum())
+                hits = sum(int((model_eval(xv[i:i + 1000]).argmax(1) == yv[i:i + 1000]).sum())
                            for i in range(0, xv.shape[0], 1000))
             val_acc.append(hits / xv.shape[0])
             val = f" - val_accuracy {val_acc[-1]:.4f}"
@@ -172,7 +185,7 @@ def main():
     with torch.inference_mode():
         hits = 0
         for i in range(0, x_test.shape[0], 1000):
-            hits += int((model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum())
+            hits += int((model_eval(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum())
         test_acc = hits / x_test.shape[0]
     pc.log(f"test accuracy {test_acc:.4f}")
 
@@ -182,6 +195,7 @@ def main():
         "model": args.model,
         "threads": torch.get_num_threads(),
         "device": args.device,
+        "autocast": args.autocast,
         "seconds_per_epoch": seconds,
         "steady_seconds_per_epoch": steady,
         "batch_size": bs,
