@@ -207,6 +207,7 @@ void bind_layers(nb::module_& m) {
       },
       nb::arg("kind"), nb::arg("pool_size"), nb::arg("strides"), nb::arg("padding"));
   m.def("GlobalAveragePooling2D", &GlobalAveragePooling2D);
+  m.def("GlobalMaxPooling2D", &GlobalMaxPooling2D);
   m.def("Reshape", &Reshape, nb::arg("target_shape"));
   m.def(
       "UpSampling2D",

@@ -90,6 +90,7 @@ TEST(Conv2D, OutputShapesAreKerasValidAndSame) {
   EXPECT_EQ(out({Input({13, 13, 3}), MaxPooling2D(2, std::nullopt, "same")}), (Shape{7, 7, 3}));
   EXPECT_EQ(out({Input({13, 13, 3}), AveragePooling2D(3, 2)}), (Shape{6, 6, 3}));
   EXPECT_EQ(out({Input({5, 6, 3}), GlobalAveragePooling2D()}), (Shape{3}));
+  EXPECT_EQ(out({Input({5, 6, 3}), GlobalMaxPooling2D()}), (Shape{3}));
   EXPECT_EQ(out({Input({12}), Reshape({2, -1, 3})}), (Shape{2, 2, 3}));
 }
 

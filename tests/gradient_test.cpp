@@ -372,8 +372,10 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
                        l.type == LayerType::max_pooling2d);
       } else if (l.type == LayerType::up_sampling2d) {
         upsample_reference(h, shape, l.window);
-      } else if (l.type == LayerType::global_average_pooling2d) {
-        pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid, false);
+      } else if (l.type == LayerType::global_average_pooling2d ||
+                 l.type == LayerType::global_max_pooling2d) {
+        pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid,
+                       l.type == LayerType::global_max_pooling2d);
         shape = {shape[2]};
       } else if (l.type == LayerType::flatten) {
         shape = {shape_size(shape)};
@@ -769,6 +771,20 @@ TEST(Gradients, AveragePoolingMatchesFiniteDifferences) {
                     Dense(3, "softmax")},
                    "sparse_categorical_crossentropy",
                    {5, 5, 2}});
+}
+
+TEST(Gradients, GlobalMaxPoolingMatchesFiniteDifferences) {
+  // Each channel's gradient goes to the one position that held its maximum (tanh keeps ties
+  // away); a 'same' conv first, so that the maxima move between the channels' positions.
+  check_gradients({"global max pool",
+                   {Input({5, 5, 2}), Conv2D(4, 3, "tanh", 1, "same"), GlobalMaxPooling2D(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 5, 2}});
+  check_gradients({"global max pool of an odd image, mse",
+                   {Input({7, 5, 3}), Conv2D(2, 2, "linear"), GlobalMaxPooling2D(), Dense(2)},
+                   "mean_squared_error",
+                   {7, 5, 3}});
 }
 
 TEST(Gradients, UpSampling2DBetweenConvolutionsMatchesFiniteDifferences) {

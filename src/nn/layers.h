@@ -32,6 +32,7 @@ enum class LayerType {
   max_pooling2d,
   average_pooling2d,
   global_average_pooling2d,
+  global_max_pooling2d,
   reshape,
   batch_normalization,
   layer_normalization,
@@ -203,6 +204,8 @@ Layer AveragePooling2D(Size2 pool_size = 2, std::optional<Size2> strides = std::
                        std::string_view padding = "valid");
 // (height, width, channels) -> (channels): the mean of each channel.
 Layer GlobalAveragePooling2D();
+// (height, width, channels) -> (channels): the maximum of each channel.
+Layer GlobalMaxPooling2D();
 // The same values in a new per-sample shape; one dimension may be -1 (inferred).
 Layer Reshape(Shape target_shape);
 // Keras's BatchNormalization over the last axis (the channels of an image, the features after

@@ -86,7 +86,7 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
             _conv_size(shape[1], pw, sw, layer.padding),
             shape[2],
         )
-    if isinstance(layer, L.GlobalAveragePooling2D):
+    if isinstance(layer, L._GlobalPooling2D):
         return (shape[-1],)
     if isinstance(layer, L.UpSampling2D):
         return (shape[0] * layer.size[0], shape[1] * layer.size[1], shape[2])

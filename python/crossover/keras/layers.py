@@ -1022,14 +1022,25 @@ class AveragePooling2D(_Pooling2D):
     _kind = "average"
 
 
-class GlobalAveragePooling2D(Layer):
+class _GlobalPooling2D(Layer):
+    """(height, width, channels) -> (channels): each channel's mean or maximum."""
+
     def __init__(
         self, data_format: Optional[str] = None, keepdims: bool = False, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        _channels_last("GlobalAveragePooling2D", data_format)
-        reject_unsupported("GlobalAveragePooling2D", keepdims=(keepdims, False))
-        self._layer = _core.GlobalAveragePooling2D()
+        name = type(self).__name__
+        _channels_last(name, data_format)
+        reject_unsupported(name, keepdims=(keepdims, False))
+        self._layer = getattr(_core, name)()
+
+
+class GlobalAveragePooling2D(_GlobalPooling2D):
+    pass
+
+
+class GlobalMaxPooling2D(_GlobalPooling2D):
+    pass
 
 
 class Reshape(Layer):
@@ -1376,6 +1387,7 @@ def concatenate(inputs: Sequence[Any], axis: int = -1, **kwargs: Any) -> Any:
 MaxPool2D = MaxPooling2D
 AvgPool2D = AveragePooling2D
 GlobalAvgPool2D = GlobalAveragePooling2D
+GlobalMaxPool2D = GlobalMaxPooling2D
 
 
 # Layers a Keras user reaches for next, and what to do instead (api block).
@@ -1398,11 +1410,13 @@ def __getattr__(name: str) -> Any:
     supported = (
         "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, Conv2DTranspose, "
         "MaxPooling2D, "
-        "AveragePooling2D, GlobalAveragePooling2D, Reshape, UpSampling2D, BatchNormalization, "
+        "AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, Reshape, UpSampling2D, "
+        "BatchNormalization, "
         "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add, Subtract, Multiply, Maximum, "
         "Minimum, Average and Concatenate, custom Layer subclasses whose call() applies ops "
         "(and the aliases "
-        "MaxPool2D, AvgPool2D, GlobalAvgPool2D, Convolution2D, Convolution2DTranspose)"
+        "MaxPool2D, AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, Convolution2D, "
+        "Convolution2DTranspose)"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -1424,6 +1438,7 @@ __all__ = [
     "MaxPooling2D",
     "AveragePooling2D",
     "GlobalAveragePooling2D",
+    "GlobalMaxPooling2D",
     "Reshape",
     "UpSampling2D",
     "BatchNormalization",
@@ -1449,4 +1464,5 @@ __all__ = [
     "MaxPool2D",
     "AvgPool2D",
     "GlobalAvgPool2D",
+    "GlobalMaxPool2D",
 ]

@@ -133,8 +133,8 @@ def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
         return layers_module.LeakyReLU(layer.activation_alpha, name=layer.name, dtype=dtype)
     if layer.type == "ELU":
         return layers_module.ELU(layer.activation_alpha, name=layer.name, dtype=dtype)
-    if layer.type == "GlobalAveragePooling2D":
-        return layers_module.GlobalAveragePooling2D(name=layer.name, dtype=dtype)
+    if layer.type in ("GlobalAveragePooling2D", "GlobalMaxPooling2D"):
+        return getattr(layers_module, layer.type)(name=layer.name, dtype=dtype)
     if layer.type == "Reshape":
         return layers_module.Reshape(tuple(layer.target_shape), name=layer.name, dtype=dtype)
     if layer.type == "UpSampling2D":

@@ -17,6 +17,7 @@ const LayerKind& conv2d_layer_kind();
 const LayerKind& max_pooling2d_layer_kind();
 const LayerKind& average_pooling2d_layer_kind();
 const LayerKind& global_average_pooling2d_layer_kind();
+const LayerKind& global_max_pooling2d_layer_kind();
 const LayerKind& reshape_layer_kind();
 const LayerKind& batch_normalization_layer_kind();
 const LayerKind& layer_normalization_layer_kind();
@@ -49,6 +50,7 @@ std::span<const LayerKind* const> kinds() {
       &max_pooling2d_layer_kind(),
       &average_pooling2d_layer_kind(),
       &global_average_pooling2d_layer_kind(),
+      &global_max_pooling2d_layer_kind(),
       &reshape_layer_kind(),
       &batch_normalization_layer_kind(),
       &layer_normalization_layer_kind(),
