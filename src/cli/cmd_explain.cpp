@@ -21,8 +21,9 @@ struct ExplainCliOptions : CommonOptions {
   double max_seconds = 20;
   ProfileFlags profile;
   bool ops = false;
-  int ranks = 0;      // 0: as started (one process, or mpirun's ranks)
-  std::string trace;  // --trace: the timed steps as a Chrome trace (perf/trace.h)
+  int ranks = 0;            // 0: as started (one process, or mpirun's ranks)
+  std::string trace;        // --trace: the timed steps as a Chrome trace (perf/trace.h)
+  bool fused_step = false;  // --fused-step: the fused step predicted beside the unfused one
 };
 
 // The option checks that need no data: one line each, before anything is read. Sets `mode`
@@ -171,6 +172,42 @@ nlohmann::json floor_json(const perf::ExplainResult& r) {
           {"levels", levels}};
 }
 
+// --fused-step: the fused step on each GPU priced (perf::FusedComparison); null without it.
+nlohmann::json fused_json(const perf::ExplainConfig& c, const perf::ExplainResult& r) {
+  if (!c.fused_step) return nullptr;
+  nlohmann::json all = nlohmann::json::array();
+  for (const perf::FusedComparison& fc : r.fused) {
+    const perf::FusedPrediction& f = fc.fused;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const perf::FusedStage& s : f.stages)
+      stages.push_back({{"name", s.name},
+                        {"seconds", s.seconds},
+                        {"flops", s.flops},
+                        {"bytes", s.bytes},
+                        {"barriers", s.barriers}});
+    auto or_null = [&](double v) {
+      return f.priced() ? nlohmann::json(v) : nlohmann::json(nullptr);
+    };
+    all.push_back(
+        {{"device_name", fc.device},
+         {"profile", fc.profile},
+         {"eligible", f.refusal.empty()},
+         {"refusal", f.refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.refusal)},
+         {"priced", f.priced()},
+         {"unpriced", f.unpriced.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.unpriced)},
+         {"unfused_step_seconds", or_null(fc.unfused_seconds)},
+         {"step_seconds", or_null(f.step_seconds)},
+         {"launch_seconds", or_null(f.launch_seconds)},
+         {"stage_seconds", or_null(f.stage_seconds)},
+         {"barrier_seconds", or_null(f.barrier_seconds)},
+         {"barriers", f.barriers},
+         {"blocks", f.blocks},
+         {"state_bytes", f.state_bytes},
+         {"stages", stages}});
+  }
+  return all;
+}
+
 nlohmann::json explain_ops_json(const perf::ExplainResult& r) {
   nlohmann::json ops = nlohmann::json::array();
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
@@ -239,6 +276,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   if (!gpu) c.other_profiles = perf::gpu_profiles();
   c.collective = ranks.collective;
   c.trace = !o.trace.empty();
+  c.fused_step = o.fused_step;
   out.say(fmt::format("explain: {} on {}, batch {}{}, {} mode; prediction from {}", o.model,
                       device_description(c.device), o.batch_size,
                       ranks.collective
@@ -284,7 +322,8 @@ void run_explain_cmd(const ExplainCliOptions& o) {
                                    : nlohmann::json(nullptr)}}},
       {"floor", floor_json(r)},
       {"summary", r.sentences},
-      {"ops", explain_ops_json(r)}};
+      {"ops", explain_ops_json(r)},
+      {"fused_step", fused_json(c, r)}};
   add_ranks_json(doc, ranks);
   write_json_file("--json", o.json, doc);
 }
@@ -309,6 +348,10 @@ void add_explain(CLI::App& app) {
   cmd->add_option("--trace", o->trace,
                   "Write the timed steps as a Chrome trace (JSON) to this file, for Perfetto or "
                   "chrome://tracing: each backend call a slice with its shapes, bytes and FLOPs");
+  cmd->add_flag("--fused-step", o->fused_step,
+                "Also predict the fused training step (train --fused-step: one kernel a step) "
+                "beside the unfused one: on the GPU explained, or on the CPU on each GPU profile "
+                "found ($CROSSOVER_PROFILES adds folders)");
   cmd->add_option("--ranks", o->ranks,
                   "Explain a step of training over N ranks (data parallel, MPI): started as one "
                   "process, explain runs itself under mpirun -np N (default: as started)");
