@@ -136,6 +136,20 @@ void print_explain(const ExplainCliOptions& o, const perf::ExplainResult& r,
                         perf::human_seconds(r.prediction.op_seconds[i]),
                         perf::human_seconds(r.floor.op_seconds[i])));
   }
+  // --fused-step: each priced fused step's stages (perf::predict_fused_step).
+  for (const perf::FusedComparison& fc : r.fused) {
+    if (!fc.fused.priced()) continue;
+    out.say("");
+    out.say(fmt::format("{:<52}{:>10}{:>10}{:>10}{:>12}", "fused step on " + fc.device + ": stage",
+                        "MFLOP", "MB", "barriers", "predicted"));
+    out.say(fmt::format("{:<52}{:>10}{:>10}{:>10}{:>12}", "launch", "-", "-", "-",
+                        perf::human_seconds(fc.fused.launch_seconds)));
+    for (const perf::FusedStage& st : fc.fused.stages)
+      out.say(fmt::format("{:<52}{:>10.3f}{:>10.3f}{:>10}{:>12}", st.name, double(st.flops) / 1e6,
+                          double(st.bytes) / 1e6, st.barriers, perf::human_seconds(st.seconds)));
+    out.say(fmt::format("{:<52}{:>10}{:>10}{:>10}{:>12}", "grid barriers", "-", "-",
+                        fc.fused.barriers, perf::human_seconds(fc.fused.barrier_seconds)));
+  }
 }
 
 nlohmann::json explain_phases_json(const perf::ExplainResult& r) {
