@@ -1101,8 +1101,54 @@ TEST_F(PerfCommands, ExplainSplitsAStepIntoPhases) {
   EXPECT_GT(j["floor"]["x_roofline"].get<double>(), 0);
   EXPECT_FALSE(j["floor"]["levels"].empty());
   EXPECT_NE(r.out.find("roofline floor"), std::string::npos) << r.out;
+  EXPECT_TRUE(j["fused_step"].is_null());  // without --fused-step
   EXPECT_EQ(run("explain --model small --data mnist-10k --device cpu --mode naive").code, 2);
   EXPECT_EQ(run("explain --model small --data mnist-10k --mode sideways").code, 2);
+}
+
+// --fused-step on the CPU: the fused step beside the unfused resident one on each GPU profile
+// found: the shipped H200's (without the fused step's rates: unpriced, in one line) and a copy of
+// it with rates, in the user's folder (priced).
+TEST_F(PerfCommands, ExplainFusedStepPricesItOnEachGpuProfile) {
+  const fs::path shipped =
+      fs::path(crossover::testing_util::source_dir()) / "profiles" / "gpu-nvidia-h200.json";
+  if (!fs::exists(shipped)) GTEST_SKIP() << "no shipped H200 profile";
+  perf::Profile g = perf::load_profile(shipped.string());
+  g.name = "NVIDIA H200 (with fused rates)";
+  g.fused_step = FusedStepRates{1.5e-6, 2e10, 2, 50 << 20};
+  fs::create_directories(path("profiles"));
+  perf::save_profile(g, path("profiles") + "/gpu-test-fused.json");
+  const Result r =
+      run("explain --model small --data mnist-10k --batch-size 32 --steps 4 "
+          "--fused-step --json '" +
+          path("e.json") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("The fused step (--fused-step) on NVIDIA H200 is unpriced"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("The fused step (--fused-step) on NVIDIA H200 (with fused rates) is "
+                       "predicted at"),
+            std::string::npos)
+      << r.out;
+  const json j = read_json(path("e.json"));
+  ASSERT_TRUE(j["fused_step"].is_array()) << j.dump();
+  int priced = 0, unpriced = 0;
+  for (const json& f : j["fused_step"]) {
+    EXPECT_TRUE(f["eligible"].get<bool>()) << f.dump();
+    if (f["priced"].get<bool>()) {
+      ++priced;
+      EXPECT_GT(f["step_seconds"].get<double>(), 0);
+      EXPECT_GT(f["unfused_step_seconds"].get<double>(), 0);
+      EXPECT_EQ(f["stages"].size(), 6u);
+      EXPECT_GE(f["barriers"].get<int>(), 5);
+    } else {
+      ++unpriced;
+      EXPECT_TRUE(f["step_seconds"].is_null());
+      EXPECT_NE(f["unpriced"].get<std::string>().find("calibrate"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(priced, 1);
+  EXPECT_GE(unpriced, 1);
 }
 
 TEST_F(PerfCommands, CompareRunsTheCpuAndSaysWhatIsMissing) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/fused_mlp.h"
 #include "core/error.h"
 
 namespace crossover {
@@ -31,5 +32,13 @@ std::vector<CudaDeviceInfo> cuda_devices();
 // (backend.h) is this with Precision::fp32. Throws Error("cuda:N", why) when the device is
 // unavailable or the build has no CUDA backend.
 std::unique_ptr<Backend> make_cuda_backend(int ordinal, Precision precision);
+
+// The fused training step's rates on device `ordinal` (backends/fused_mlp.h), with the fused
+// kernel's own code (backends/cuda/fused_mlp.cu): a cooperative grid of as many blocks as the
+// fused kernel has resident timing grid.sync() in a loop (two loop lengths, the difference per
+// barrier), and the kernel's tile product with every resident block on one tile at two depths
+// (the difference per FLOP). Under a second with `quick`, about one otherwise. Throws Error
+// without a cooperative launch, and in a build without CUDA.
+FusedStepRates measure_fused_step_rates(int ordinal, bool quick);
 
 }  // namespace crossover

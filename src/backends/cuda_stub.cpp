@@ -23,6 +23,11 @@ int cuda_device_count() { return 0; }
 
 std::vector<CudaDeviceInfo> cuda_devices() { return {}; }
 
+FusedStepRates measure_fused_step_rates(int ordinal, bool) {
+  throw Error("cuda:" + std::to_string(ordinal),
+              "this build of crossover has no CUDA backend (built without nvcc)");
+}
+
 }  // namespace crossover
 
 #endif  // CROSSOVER_HAVE_CUDA

@@ -94,6 +94,18 @@ FusedLaunchShape fused_mlp_launch_shape(int sms, int blocks_per_sm, int64_t work
 // at least 1.
 int fused_mlp_slices(int64_t depth, int64_t tiles, int blocks);
 
+// What the fused step runs at on one GPU, as `crossover calibrate --device cuda:N` measures it with
+// the fused kernel's own code (measure_fused_step_rates, backends/cuda_info.h), saved in the
+// profile (perf/profile.h) and read by the cost model (perf/cost_model.h, predict_fused_step).
+struct FusedStepRates {
+  double grid_sync_seconds = 0;  // one grid-wide barrier of a full cooperative grid of the kernel
+  // One block's rate through the kernel's kFusedTile x kFusedTile output tiles (2 * 32 * 32 *
+  // depth FLOPs per tile over its seconds), every resident block busy on a tile of its own.
+  double block_flops_per_second = 0;
+  int blocks_per_sm = 0;  // blocks of the fused kernel resident on one multiprocessor
+  int64_t l2_bytes = 0;   // the device's L2 cache: the fused step's state must fit in it
+};
+
 // Why a device cannot run `step` fused: no cooperative launch, no block resident, or state
 // larger than its L2 (l2_bytes); "" when it can.
 std::string fused_mlp_device_problem(const FusedMlpStep& step, bool cooperative, int blocks_per_sm,

@@ -21,8 +21,9 @@ struct ExplainCliOptions : CommonOptions {
   double max_seconds = 20;
   ProfileFlags profile;
   bool ops = false;
-  int ranks = 0;      // 0: as started (one process, or mpirun's ranks)
-  std::string trace;  // --trace: the timed steps as a Chrome trace (perf/trace.h)
+  int ranks = 0;            // 0: as started (one process, or mpirun's ranks)
+  std::string trace;        // --trace: the timed steps as a Chrome trace (perf/trace.h)
+  bool fused_step = false;  // --fused-step: the fused step predicted beside the unfused one
 };
 
 // The option checks that need no data: one line each, before anything is read. Sets `mode`
@@ -135,6 +136,20 @@ void print_explain(const ExplainCliOptions& o, const perf::ExplainResult& r,
                         perf::human_seconds(r.prediction.op_seconds[i]),
                         perf::human_seconds(r.floor.op_seconds[i])));
   }
+  // --fused-step: each priced fused step's stages (perf::predict_fused_step).
+  for (const perf::FusedComparison& fc : r.fused) {
+    if (!fc.fused.priced()) continue;
+    out.say("");
+    out.say(fmt::format("{:<52}{:>10}{:>10}{:>10}{:>12}", "fused step on " + fc.device + ": stage",
+                        "MFLOP", "MB", "barriers", "predicted"));
+    out.say(fmt::format("{:<52}{:>10}{:>10}{:>10}{:>12}", "launch", "-", "-", "-",
+                        perf::human_seconds(fc.fused.launch_seconds)));
+    for (const perf::FusedStage& st : fc.fused.stages)
+      out.say(fmt::format("{:<52}{:>10.3f}{:>10.3f}{:>10}{:>12}", st.name, double(st.flops) / 1e6,
+                          double(st.bytes) / 1e6, st.barriers, perf::human_seconds(st.seconds)));
+    out.say(fmt::format("{:<52}{:>10}{:>10}{:>10}{:>12}", "grid barriers", "-", "-",
+                        fc.fused.barriers, perf::human_seconds(fc.fused.barrier_seconds)));
+  }
 }
 
 nlohmann::json explain_phases_json(const perf::ExplainResult& r) {
@@ -169,6 +184,42 @@ nlohmann::json floor_json(const perf::ExplainResult& r) {
           {"x_gemm_floor", f.gemm_seconds > 0 ? nlohmann::json(r.step_measured / f.gemm_seconds)
                                               : nlohmann::json(nullptr)},
           {"levels", levels}};
+}
+
+// --fused-step: the fused step on each GPU priced (perf::FusedComparison); null without it.
+nlohmann::json fused_json(const perf::ExplainConfig& c, const perf::ExplainResult& r) {
+  if (!c.fused_step) return nullptr;
+  nlohmann::json all = nlohmann::json::array();
+  for (const perf::FusedComparison& fc : r.fused) {
+    const perf::FusedPrediction& f = fc.fused;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const perf::FusedStage& s : f.stages)
+      stages.push_back({{"name", s.name},
+                        {"seconds", s.seconds},
+                        {"flops", s.flops},
+                        {"bytes", s.bytes},
+                        {"barriers", s.barriers}});
+    auto or_null = [&](double v) {
+      return f.priced() ? nlohmann::json(v) : nlohmann::json(nullptr);
+    };
+    all.push_back(
+        {{"device_name", fc.device},
+         {"profile", fc.profile},
+         {"eligible", f.refusal.empty()},
+         {"refusal", f.refusal.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.refusal)},
+         {"priced", f.priced()},
+         {"unpriced", f.unpriced.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.unpriced)},
+         {"unfused_step_seconds", or_null(fc.unfused_seconds)},
+         {"step_seconds", or_null(f.step_seconds)},
+         {"launch_seconds", or_null(f.launch_seconds)},
+         {"stage_seconds", or_null(f.stage_seconds)},
+         {"barrier_seconds", or_null(f.barrier_seconds)},
+         {"barriers", f.barriers},
+         {"blocks", f.blocks},
+         {"state_bytes", f.state_bytes},
+         {"stages", stages}});
+  }
+  return all;
 }
 
 nlohmann::json explain_ops_json(const perf::ExplainResult& r) {
@@ -239,6 +290,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   if (!gpu) c.other_profiles = perf::gpu_profiles();
   c.collective = ranks.collective;
   c.trace = !o.trace.empty();
+  c.fused_step = o.fused_step;
   out.say(fmt::format("explain: {} on {}, batch {}{}, {} mode; prediction from {}", o.model,
                       device_description(c.device), o.batch_size,
                       ranks.collective
@@ -284,7 +336,8 @@ void run_explain_cmd(const ExplainCliOptions& o) {
                                    : nlohmann::json(nullptr)}}},
       {"floor", floor_json(r)},
       {"summary", r.sentences},
-      {"ops", explain_ops_json(r)}};
+      {"ops", explain_ops_json(r)},
+      {"fused_step", fused_json(c, r)}};
   add_ranks_json(doc, ranks);
   write_json_file("--json", o.json, doc);
 }
@@ -309,6 +362,10 @@ void add_explain(CLI::App& app) {
   cmd->add_option("--trace", o->trace,
                   "Write the timed steps as a Chrome trace (JSON) to this file, for Perfetto or "
                   "chrome://tracing: each backend call a slice with its shapes, bytes and FLOPs");
+  cmd->add_flag("--fused-step", o->fused_step,
+                "Also predict the fused training step (train --fused-step: one kernel a step) "
+                "beside the unfused one: on the GPU explained, or on the CPU on each GPU profile "
+                "found ($CROSSOVER_PROFILES adds folders)");
   cmd->add_option("--ranks", o->ranks,
                   "Explain a step of training over N ranks (data parallel, MPI): started as one "
                   "process, explain runs itself under mpirun -np N (default: as started)");

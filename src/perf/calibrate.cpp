@@ -848,6 +848,24 @@ void measure_gemm_grid(Backend& be, Bench& bench, bool gpu, const CalibrateOptio
   }
 }
 
+// The fused training step's rates (backends/fused_mlp.h): its grid-wide barrier and its tile
+// product's rate per block, with the fused kernel's own code. A device without a cooperative
+// launch has none, and the profile says nothing of the fused step.
+void measure_fused_step(const CalibrateOptions& o, Profile& p, const Say& say) {
+  const int ordinal = std::stoi(p.id.substr(5));  // "cuda:N" (calibrated_backend)
+  try {
+    p.fused_step = measure_fused_step_rates(ordinal, o.quick);
+  } catch (const Error& e) {
+    say(std::string("  fused step: not measured (") + e.what() + ")");
+    return;
+  }
+  say(fmt::format(
+      "  fused step: grid barrier {:.2f} us ({} blocks), tile product {:.2f} GFLOP/s per block, "
+      "L2 {:.1f} MB",
+      p.fused_step->grid_sync_seconds * 1e6, p.cores * p.fused_step->blocks_per_sm,
+      p.fused_step->block_flops_per_second / 1e9, double(p.fused_step->l2_bytes) / 1e6));
+}
+
 }  // namespace
 
 Profile calibrate(const CalibrateOptions& o) {
@@ -895,6 +913,7 @@ Profile calibrate(const CalibrateOptions& o) {
   }
   measure_kernel_curves(be, bench, gpu, o.quick, ctr, p, say);
   measure_gemm_grid(be, bench, gpu, o, p, say);
+  if (gpu) measure_fused_step(o, p, say);
 
   p.calibration_seconds = since(start);
   say(fmt::format("calibrated in {:.1f} s", p.calibration_seconds));

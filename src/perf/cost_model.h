@@ -246,4 +246,41 @@ double gemm_rate(const Profile& profile, const std::string& op, int64_t batch, i
 // Returns a negative number when the profile has no curve for it.
 double kernel_seconds(const Profile& profile, const std::string& kernel, int64_t elements);
 
+// ---- the fused step (backends/fused_mlp.h: CompileOptions::fused_step, train --fused-step) ----
+// One stage of the fused kernel, between two of its grid-wide barriers: each layer's forward, the
+// loss, each layer's backward (weight and bias gradients, and the input gradient below it), the
+// optimizer's update.
+struct FusedStage {
+  std::string name;    // "forward dense 784->128", "loss", "backward dense 128->10", "update"
+  double seconds = 0;  // its work, without its barriers
+  int64_t flops = 0;   // its products' FLOPs, as the kernel computes them (whole 32 x 32 tiles)
+  int64_t bytes = 0;   // the bytes of its elementwise parts (priced at the memory bandwidth)
+  int barriers = 0;    // grid-wide barriers: the one that ends it, and one per split product
+};
+struct FusedPrediction {
+  // Why the step cannot be fused (the first rule it breaks, as train --fused-step says: the
+  // model's, then the device's); "" when it can.
+  std::string refusal;
+  // Why it is not priced although it may be fusable: the profile has no fused-step rates
+  // (Profile::fused_step; `crossover calibrate --device cuda:N` measures them). "" when priced.
+  std::string unpriced;
+  int blocks = 0;           // the cooperative grid (fused_mlp_launch_shape)
+  int barriers = 0;         // grid-wide barriers per step
+  int64_t state_bytes = 0;  // fused_mlp_state_bytes: parameters, gradients, optimizer slots
+  double launch_seconds = 0, barrier_seconds = 0, stage_seconds = 0;
+  double step_seconds = 0;  // launch + stages + barriers (0 when not priced)
+  std::vector<FusedStage> stages;
+  bool priced() const { return refusal.empty() && unpriced.empty(); }
+};
+// The fused step of `model` on `rows` rows on the GPU `profile` describes (docs/PERF.md, "The
+// fused step"): one cooperative launch (profile.launch_seconds), then per stage its products as
+// the kernel tiles them (fused_mlp_slices, fused_mlp_launch_shape): ceil(items / blocks) rounds of
+// one 32 x 32 tile's FLOPs at the profile's per-block tile rate, its elementwise bytes at the
+// memory bandwidth (the loss, which one block computes, at one multiprocessor's share of it), and
+// each grid-wide barrier at the profile's barrier latency. Eligibility first (fused_mlp_chain on
+// the model as the rules see it, Precision::fp32 and one rank only), then the rates (unpriced
+// without them), then the device (the state must fit the profile's L2).
+FusedPrediction predict_fused_step(const ModelDesc& model, int64_t rows, const Profile& profile,
+                                   Precision precision = Precision::fp32, int ranks = 1);
+
 }  // namespace crossover::perf

@@ -19,6 +19,25 @@ std::string human_seconds(double s) {
   return fmt::format("{:.1f} us", s * 1e6);
 }
 
+std::string fused_step_sentence(const FusedPrediction& f, double unfused_seconds,
+                                const std::string& device_name) {
+  if (!f.refusal.empty())
+    return fmt::format("The fused step (--fused-step) cannot run this model on {}: {}.",
+                       device_name, f.refusal);
+  if (!f.unpriced.empty())
+    return fmt::format("The fused step (--fused-step) on {} is unpriced: {}.", device_name,
+                       f.unpriced);
+  const bool faster = f.step_seconds < unfused_seconds;
+  return fmt::format(
+      "The fused step (--fused-step) on {} is predicted at {} a step against the unfused {} "
+      "({:.1f}x {}): one launch {}, {} stages {} on {} blocks, {} grid barriers {}.",
+      device_name, human_seconds(f.step_seconds), human_seconds(unfused_seconds),
+      faster ? unfused_seconds / std::max(f.step_seconds, 1e-15)
+             : f.step_seconds / std::max(unfused_seconds, 1e-15),
+      faster ? "faster" : "slower", human_seconds(f.launch_seconds), f.stages.size(),
+      human_seconds(f.stage_seconds), f.blocks, f.barriers, human_seconds(f.barrier_seconds));
+}
+
 namespace {
 
 const char* phase_words(Phase p) {
@@ -323,6 +342,35 @@ void add_sentences(const ExplainConfig& c, ExplainResult& r, const ModelDesc& de
   if (!est.empty()) r.sentences.push_back(est);
 }
 
+// ExplainConfig::fused_step: the fused step beside the unfused resident one, on the GPU explained
+// or (on the CPU) on each GPU profile found, one sentence each.
+void add_fused(const ExplainConfig& c, ExplainResult& r, const ModelDesc& desc, bool gpu) {
+  std::vector<const Profile*> gpus;
+  if (gpu && c.profile)
+    gpus.push_back(&*c.profile);
+  else if (!gpu)
+    for (const Profile& g : c.other_profiles)
+      if (g.kind == "gpu") gpus.push_back(&g);
+  for (const Profile* g : gpus) {
+    FusedComparison fc;
+    fc.device = g->name;
+    fc.profile = g->source;
+    fc.fused = predict_fused_step(desc, r.rank_rows, *g, c.precision, r.ranks);
+    if (fc.fused.priced())
+      fc.unfused_seconds =
+          gpu && c.mode == Mode::resident && r.has_prediction
+              ? r.step_predicted
+              : predict(step_ops(desc, r.rank_rows, DeviceKind::gpu, Mode::resident), *g,
+                        Mode::resident, priced_precision(*g, c.precision))
+                    .step_seconds;
+    r.sentences.push_back(fused_step_sentence(fc.fused, fc.unfused_seconds, g->name));
+    r.fused.push_back(std::move(fc));
+  }
+  if (gpus.empty())
+    r.sentences.push_back(
+        "The fused step (--fused-step) is unpriced: there is no GPU profile to price it with.");
+}
+
 }  // namespace
 
 ExplainResult run_explain(const ExplainConfig& c) {
@@ -385,6 +433,7 @@ ExplainResult run_explain(const ExplainConfig& c) {
 
   // 4. The sentences.
   add_sentences(c, r, desc, ranks != nullptr);
+  if (c.fused_step) add_fused(c, r, desc, gpu);
   return r;
 }
 

@@ -47,6 +47,18 @@ struct ExplainConfig {
   // Keep the timed run's every step and call (ExplainResult::raw.traced_*) for a timeline
   // (perf/trace.h).
   bool trace = false;
+  // Also predict the fused step (backends/fused_mlp.h, train --fused-step) beside the unfused
+  // resident one (ExplainResult::fused): from the profile on a GPU, from each GPU profile of
+  // other_profiles on the CPU. The runs measured are the unfused ones either way.
+  bool fused_step = false;
+};
+
+// The fused step predicted on one GPU beside its unfused resident step, from one profile.
+struct FusedComparison {
+  std::string device;          // the GPU's name ("NVIDIA H200")
+  std::string profile;         // the profile's file
+  double unfused_seconds = 0;  // the unfused resident step from the same profile (0: not priced)
+  FusedPrediction fused;
 };
 
 struct ExplainResult {
@@ -66,11 +78,17 @@ struct ExplainResult {
   std::vector<std::string> sentences;  // what dominates and what would change it
   PhaseTimes raw;                      // the timed run's totals
   double timed_step_wall = 0;          // the timed run's seconds per step
+  std::vector<FusedComparison> fused;  // with ExplainConfig::fused_step (one sentence each too)
 };
 
 ExplainResult run_explain(const ExplainConfig& config);
 
 // "1.23 ms", "456 us", "2.31 s".
 std::string human_seconds(double seconds);
+
+// One line: "The fused step (--fused-step) on NVIDIA H200 is predicted at 21 us a step against
+// the unfused 54 us (2.6x faster): ...", or why it is unpriced or cannot run.
+std::string fused_step_sentence(const FusedPrediction& f, double unfused_seconds,
+                                const std::string& device_name);
 
 }  // namespace crossover::perf

@@ -359,38 +359,45 @@ json profile_to_json(const Profile& p) {
   } else {
     device["memory_bytes"] = p.memory_bytes;
   }
-  return json{{"format", kFormat},
-              {"version", kVersion},
-              {"schema", p.schema},
-              {"coverage", p.coverage},
-              {"device", device},
-              {"created", p.created},
-              {"crossover_version", p.crossover_version},
-              {"quick", p.quick},
-              {"calibration_seconds", p.calibration_seconds},
-              {"launch_seconds", p.launch_seconds},
-              {"graph_launch_seconds", p.graph_launch_seconds},
-              {"graph_node_seconds", p.graph_node_seconds},
-              {"sync_seconds", p.sync_seconds},
-              {"h2d_latency_seconds", p.h2d_latency_seconds},
-              {"d2h_latency_seconds", p.d2h_latency_seconds},
-              {"h2d_bytes_per_second",
-               {{"pageable", optional_number(p.h2d_bytes_per_second.pageable)},
-                {"pinned", optional_number(p.h2d_bytes_per_second.pinned)}}},
-              {"d2h_bytes_per_second",
-               {{"pageable", optional_number(p.d2h_bytes_per_second.pageable)},
-                {"pinned", optional_number(p.d2h_bytes_per_second.pinned)}}},
-              {"memory_bytes_per_second", p.memory_bytes_per_second},
-              {"memory_levels", levels},
-              {"call_seconds", p.call_seconds},
-              {"fork_join_seconds", p.fork_join_seconds},
-              {"gemm", gemm},
-              {"gemm_bf16", gemm_to_json(p.gemm_bf16)},
-              {"kernels", kernels},
-              {"conv2d", conv2d},
-              {"pool2d", pool2d},
-              {"batchnorm", batchnorm},
-              {"allreduce", allreduce}};
+  json doc{{"format", kFormat},
+           {"version", kVersion},
+           {"schema", p.schema},
+           {"coverage", p.coverage},
+           {"device", device},
+           {"created", p.created},
+           {"crossover_version", p.crossover_version},
+           {"quick", p.quick},
+           {"calibration_seconds", p.calibration_seconds},
+           {"launch_seconds", p.launch_seconds},
+           {"graph_launch_seconds", p.graph_launch_seconds},
+           {"graph_node_seconds", p.graph_node_seconds},
+           {"sync_seconds", p.sync_seconds},
+           {"h2d_latency_seconds", p.h2d_latency_seconds},
+           {"d2h_latency_seconds", p.d2h_latency_seconds},
+           {"h2d_bytes_per_second",
+            {{"pageable", optional_number(p.h2d_bytes_per_second.pageable)},
+             {"pinned", optional_number(p.h2d_bytes_per_second.pinned)}}},
+           {"d2h_bytes_per_second",
+            {{"pageable", optional_number(p.d2h_bytes_per_second.pageable)},
+             {"pinned", optional_number(p.d2h_bytes_per_second.pinned)}}},
+           {"memory_bytes_per_second", p.memory_bytes_per_second},
+           {"memory_levels", levels},
+           {"call_seconds", p.call_seconds},
+           {"fork_join_seconds", p.fork_join_seconds},
+           {"gemm", gemm},
+           {"gemm_bf16", gemm_to_json(p.gemm_bf16)},
+           {"kernels", kernels},
+           {"conv2d", conv2d},
+           {"pool2d", pool2d},
+           {"batchnorm", batchnorm},
+           {"allreduce", allreduce}};
+  // Only where measured: a profile without it is written as before.
+  if (p.fused_step)
+    doc["fused_step"] = {{"grid_sync_seconds", p.fused_step->grid_sync_seconds},
+                         {"block_flops_per_second", p.fused_step->block_flops_per_second},
+                         {"blocks_per_sm", p.fused_step->blocks_per_sm},
+                         {"l2_bytes", p.fused_step->l2_bytes}};
+  return doc;
 }
 
 // The GEMM samples of the array `gemm` (the profile's `name`), appended to `out`.
@@ -574,6 +581,24 @@ Profile profile_from_json(const json& j, const std::string& where) {
     for (std::size_t i = 0; i < it->size(); ++i)
       p.allreduce.push_back(
           allreduce_from_json(r, (*it)[i], "allreduce[" + std::to_string(i) + "]"));
+  }
+  // The fused step's rates: absent in profiles from before them (the fused step is then unpriced).
+  if (auto it = j.find("fused_step"); it != j.end() && !it->is_null()) {
+    if (!it->is_object())
+      r.fail("fused_step",
+             "must be an object {grid_sync_seconds, block_flops_per_second, blocks_per_sm, "
+             "l2_bytes}");
+    FusedStepRates f;
+    f.grid_sync_seconds =
+        r.number_at(*it, "grid_sync_seconds", "fused_step.grid_sync_seconds", true);
+    f.block_flops_per_second =
+        r.number_at(*it, "block_flops_per_second", "fused_step.block_flops_per_second", true);
+    f.blocks_per_sm =
+        static_cast<int>(r.integer(r.member(*it, "blocks_per_sm", "fused_step.blocks_per_sm"),
+                                   "fused_step.blocks_per_sm", true));
+    f.l2_bytes =
+        r.integer(r.member(*it, "l2_bytes", "fused_step.l2_bytes"), "fused_step.l2_bytes", true);
+    p.fused_step = f;
   }
   return p;
 }
@@ -780,6 +805,7 @@ void merge_profile(Profile& into, const Profile& from) {
   for (const AllreduceFit& f : into.allreduce) fits.insert(allreduce_key(f));
   for (const AllreduceFit& f : from.allreduce)
     if (fits.insert(allreduce_key(f)).second) into.allreduce.push_back(f);
+  if (!into.fused_step) into.fused_step = from.fused_step;
   // The longer of the two: `from` may already hold `into`'s time (an extension of it, re-merged
   // under the lock), and adding would count it twice.
   into.calibration_seconds = std::max(into.calibration_seconds, from.calibration_seconds);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/fused_mlp.h"
 
 namespace crossover::perf {
 
@@ -164,6 +165,9 @@ struct Profile {
   std::vector<NormSample> batchnorm;
   // The ranks' allreduce, by transport, ranks and hosts (measured under mpirun only).
   std::vector<AllreduceFit> allreduce;
+  // The fused training step's rates (gpu; backends/fused_mlp.h): nullopt where not measured (in
+  // profiles from before them), and the cost model then leaves the fused step unpriced.
+  std::optional<FusedStepRates> fused_step;
 
   // ---- how it was made ----
   std::string created;            // ISO 8601 UTC
@@ -226,8 +230,8 @@ std::string describe_cpu(const Profile& p);
 
 // Adds to `into` what `from` measured that `into` lacks: GEMM entries of another (op, m, n, k),
 // kernel samples of another size (kept ascending), convolution and pooling entries of another
-// (op, shape, batch, ...), allreduce fits of another (transport, ranks, hosts). What both have
-// keeps `into`'s number.
+// (op, shape, batch, ...), allreduce fits of another (transport, ranks, hosts), and the fused
+// step's rates where `into` has none. What both have keeps `into`'s number.
 void merge_profile(Profile& into, const Profile& from);
 // Saves `fresh` to `path`, merged with what is there: under an exclusive lock (`path`.lock,
 // flock), re-reads the file; when it holds a valid profile of the same device (cpu_mismatch

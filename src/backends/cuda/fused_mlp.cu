@@ -13,9 +13,13 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "backends/cuda/fused_mlp.h"
+#include "backends/cuda_info.h"
 #include "backends/kernel_math.h"
+#include "core/error.h"
 
 namespace crossover::cuda {
 
@@ -266,6 +270,25 @@ __global__ void __launch_bounds__(kFusedThreads) fused_mlp_kernel(FusedArgs a) {
   }
 }
 
+// ---- calibrate's micro-kernels (measure_fused_step_rates) ----
+// `iterations` grid-wide barriers of a cooperative grid, and nothing else.
+__global__ void __launch_bounds__(kFusedThreads) fused_grid_sync_kernel(int iterations) {
+  cg::grid_group grid = cg::this_grid();
+  for (int i = 0; i < iterations; ++i) grid.sync();
+}
+
+// The fused kernel's tile product c(rows, cols) = a(rows, depth) . b(depth, cols), one slice,
+// with its own tile_product: what each of its product stages runs.
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_tile_kernel(const float* a, const float* b, float* c, int64_t rows, int64_t cols,
+                      int64_t depth) {
+  __shared__ float sl[kT][kT + 1], sr[kT][kT + 1];
+  tile_product(
+      rows, cols, depth, 1, [&](int64_t r, int64_t p) { return a[r * depth + p]; },
+      [&](int64_t p, int64_t j) { return b[p * cols + j]; },
+      [&](int64_t r, int64_t j, int, float acc) { c[r * cols + j] = acc; }, sl, sr);
+}
+
 // Scratch layout: row sums (doubles), then floats, then the masks.
 struct ScratchLayout {
   std::size_t row_sums = 0, floats = 0, partials = 0, masks = 0, total = 0;
@@ -377,3 +400,108 @@ cudaError_t launch_fused_mlp(cudaStream_t stream, const FusedMlpStep& s, StepCou
 }
 
 }  // namespace crossover::cuda
+
+namespace crossover {
+
+namespace {
+
+void fused_check(int ordinal, cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  throw Error("cuda:" + std::to_string(ordinal),
+              std::string(call) + " failed: " + cudaGetErrorString(e));
+}
+
+// The median seconds of `reps` runs of `enqueue` on `stream`, each between two events.
+template <class F>
+double median_seconds(int ordinal, cudaStream_t stream, int reps, F enqueue) {
+  cudaEvent_t begin = nullptr, end = nullptr;
+  fused_check(ordinal, cudaEventCreate(&begin), "cudaEventCreate");
+  fused_check(ordinal, cudaEventCreate(&end), "cudaEventCreate");
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    fused_check(ordinal, cudaEventRecord(begin, stream), "cudaEventRecord");
+    fused_check(ordinal, enqueue(), "a fused-step calibration kernel");
+    fused_check(ordinal, cudaEventRecord(end, stream), "cudaEventRecord");
+    fused_check(ordinal, cudaEventSynchronize(end), "cudaEventSynchronize");
+    float ms = 0;
+    fused_check(ordinal, cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
+    t.push_back(static_cast<double>(ms) * 1e-3);
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+FusedStepRates measure_fused_step_rates(int ordinal, bool quick) {
+  fused_check(ordinal, cudaSetDevice(ordinal), "cudaSetDevice");
+  int cooperative = 0, sms = 0, l2 = 0, per_sm = 0;
+  fused_check(ordinal, cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, ordinal),
+              "cudaDeviceGetAttribute (cooperative launch)");
+  if (!cooperative)
+    throw Error("cuda:" + std::to_string(ordinal), "the device has no cooperative launch");
+  fused_check(ordinal, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal),
+              "cudaDeviceGetAttribute (multiprocessors)");
+  fused_check(ordinal, cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ordinal),
+              "cudaDeviceGetAttribute (L2 size)");
+  fused_check(ordinal, cuda::fused_mlp_blocks_per_sm(&per_sm), "the fused kernel's occupancy");
+  if (per_sm < 1)
+    throw Error("cuda:" + std::to_string(ordinal),
+                "no block of the fused kernel fits on a multiprocessor");
+  FusedStepRates r;
+  r.blocks_per_sm = per_sm;
+  r.l2_bytes = l2;
+  const int blocks = sms * per_sm;
+  const int reps = quick ? 5 : 11;
+  cudaStream_t stream = nullptr;
+  fused_check(ordinal, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+              "cudaStreamCreate");
+
+  // Barriers: the fused kernel's full grid, two loop lengths; the difference per barrier.
+  const int short_loop = 100, long_loop = quick ? 600 : 2100;
+  auto syncs = [&](int iterations) {
+    return median_seconds(ordinal, stream, reps, [&] {
+      void* args[] = {&iterations};
+      return cudaLaunchCooperativeKernel(
+          reinterpret_cast<const void*>(&cuda::fused_grid_sync_kernel),
+          dim3(static_cast<unsigned>(blocks)), dim3(kFusedThreads), args, 0, stream);
+    });
+  };
+  syncs(short_loop);  // warm up
+  r.grid_sync_seconds =
+      std::max(1e-9, (syncs(long_loop) - syncs(short_loop)) / double(long_loop - short_loop));
+
+  // Tiles: 8 rows of tiles by as many columns as leave every tile a resident block of its own,
+  // at two depths; the difference per tile's FLOPs. The operands (a few MB) stay in L2, as the
+  // fused step's parameters do.
+  const int64_t tile_rows = 8, tile_cols = std::max(1, blocks / 8);
+  const int64_t rows = tile_rows * kFusedTile, cols = tile_cols * kFusedTile;
+  const int64_t shallow = 256, deep = quick ? 1024 : 2048;
+  float *a = nullptr, *b = nullptr, *c = nullptr;
+  fused_check(ordinal, cudaMalloc(&a, sizeof(float) * rows * deep), "cudaMalloc");
+  fused_check(ordinal, cudaMalloc(&b, sizeof(float) * deep * cols), "cudaMalloc");
+  fused_check(ordinal, cudaMalloc(&c, sizeof(float) * rows * cols), "cudaMalloc");
+  fused_check(ordinal, cudaMemsetAsync(a, 0, sizeof(float) * rows * deep, stream), "cudaMemset");
+  fused_check(ordinal, cudaMemsetAsync(b, 0, sizeof(float) * deep * cols, stream), "cudaMemset");
+  auto tiles = [&](int64_t depth) {
+    return median_seconds(ordinal, stream, reps, [&] {
+      cuda::fused_tile_kernel<<<static_cast<unsigned>(tile_rows * tile_cols), kFusedThreads, 0,
+                                stream>>>(a, b, c, rows, cols, depth);
+      return cudaGetLastError();
+    });
+  };
+  tiles(shallow);  // warm up
+  const double dt = tiles(deep) - tiles(shallow);
+  r.block_flops_per_second =
+      2.0 * kFusedTile * kFusedTile * static_cast<double>(deep - shallow) / std::max(dt, 1e-9);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cudaStreamDestroy(stream);
+  return r;
+}
+
+}  // namespace crossover
