@@ -106,13 +106,13 @@ TEST(ModelIoKerasJson, Keras2SmallModelGivesTheSeedSummaryWith101770Parameters) 
   EXPECT_EQ(l[0].type, LayerType::flatten);
   EXPECT_EQ(l[0].input_shape, (Shape{28, 28}));
   EXPECT_EQ(l[1].name, "dense");
-  EXPECT_EQ(l[1].units, 128);
-  EXPECT_EQ(l[1].activation, ActivationKind::relu);
-  EXPECT_TRUE(l[1].use_bias);
+  EXPECT_EQ(l[1].args<DenseArgs>().units, 128);
+  EXPECT_EQ(l[1].args<DenseArgs>().activation.kind, ActivationKind::relu);
+  EXPECT_TRUE(l[1].args<DenseArgs>().use_bias);
   EXPECT_EQ(l[2].type, LayerType::dropout);
-  EXPECT_FLOAT_EQ(l[2].rate, 0.2f);
+  EXPECT_FLOAT_EQ(l[2].args<DropoutArgs>().rate, 0.2f);
   EXPECT_EQ(l[3].name, "dense_1");
-  EXPECT_EQ(l[3].activation, ActivationKind::softmax);
+  EXPECT_EQ(l[3].args<DenseArgs>().activation.kind, ActivationKind::softmax);
   EXPECT_EQ(m.name(), "sequential");
   // No compile_config in the Keras 2 format.
   EXPECT_FALSE(training_config_from_json(slurp(keras_file("small_keras2.json")), "k2").has_value());
@@ -185,10 +185,10 @@ TEST(ModelIoKerasJson, KerasDefaultsApplyWhereFieldsAreAbsent) {
   const auto& l = m.layers();
   ASSERT_EQ(l.size(), 4u);
   EXPECT_EQ(l[0].type, LayerType::input);
-  EXPECT_EQ(l[1].activation, ActivationKind::linear);
-  EXPECT_TRUE(l[1].use_bias);
-  EXPECT_EQ(l[2].activation, ActivationKind::tanh);
-  EXPECT_FALSE(l[3].use_bias);
+  EXPECT_EQ(l[1].args<DenseArgs>().activation.kind, ActivationKind::linear);
+  EXPECT_TRUE(l[1].args<DenseArgs>().use_bias);
+  EXPECT_EQ(l[2].args<ActivationArgs>().activation.kind, ActivationKind::tanh);
+  EXPECT_FALSE(l[3].args<DenseArgs>().use_bias);
   EXPECT_EQ(m.count_params(), 3 * 5 + 5 + 5 * 2);
   EXPECT_EQ(m.name(), "sequential");
 }
@@ -222,9 +222,10 @@ TEST(ModelIoKerasJson, ToJsonWritesKeras3FormatAndReadsBack) {
   for (std::size_t i = 0; i < m.layers().size(); ++i) {
     EXPECT_EQ(back.layers()[i].type, m.layers()[i].type);
     EXPECT_EQ(back.layers()[i].name, m.layers()[i].name);
-    EXPECT_EQ(back.layers()[i].units, m.layers()[i].units);
-    EXPECT_EQ(back.layers()[i].activation, m.layers()[i].activation);
-    EXPECT_EQ(back.layers()[i].rate, m.layers()[i].rate);
+    nlohmann::json a, b;  // each kind's arguments, as the commands' record lists them
+    layer_kind(back.layers()[i]).describe(back.layers()[i], a);
+    layer_kind(m.layers()[i]).describe(m.layers()[i], b);
+    EXPECT_EQ(a, b) << i;
   }
   auto tc = training_config_from_json(text, "roundtrip");
   ASSERT_TRUE(tc);
@@ -260,7 +261,7 @@ TEST(ModelIoKerasJson, KerasAliasesOfALayerClassReadAsTheClass) {
   ASSERT_EQ(m.layers().size(), 5u);
   EXPECT_EQ(m.layers()[1].type, LayerType::max_pooling2d);
   EXPECT_EQ(m.layers()[2].type, LayerType::average_pooling2d);
-  EXPECT_EQ(m.layers()[2].padding, Padding::same);
+  EXPECT_EQ(m.layers()[2].args<PoolingArgs>().padding, Padding::same);
   EXPECT_EQ(m.layer_output_shapes()[2], (Shape{2, 2, 1}));
   const json out = json::parse(model_to_json(m));
   EXPECT_EQ(out["config"]["layers"][1]["class_name"], "MaxPooling2D");

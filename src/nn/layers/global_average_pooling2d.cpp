@@ -1,4 +1,6 @@
 // GlobalAveragePooling2D: (height, width, channels) -> (channels), the mean of each channel.
+#include "nn/layers/global_average_pooling2d.h"
+
 #include "core/error.h"
 #include "nn/layers/kind.h"
 #include "nn/layers/window.h"
