@@ -79,7 +79,7 @@ struct LayerActivation {
 };
 
 // A layer: what every kind has (its type, name, declared input shape, dtype policy, trainable),
-// and its kind's own Keras arguments (DenseArgs, Conv2DArgs, ...: nn/layers/<kind>.h, each with
+// and its kind's own Keras arguments (DenseArgs, ConvArgs, ...: nn/layers/<kind>.h, each with
 // Keras's defaults), held by value and reached by their type:
 //
 //   Layer d = Dense(64, "relu");
