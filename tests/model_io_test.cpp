@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 #include "core/philox.h"
@@ -269,6 +270,37 @@ TEST(ModelIoKerasJson, KerasAliasesOfALayerClassReadAsTheClass) {
 }
 
 // Every layer type has its one kind, found again by its Keras class name and its CLI name.
+// A layer holds its kind's arguments by value: copies are independent, a layer that holds none
+// reads the kind's defaults, and asking for another kind's is an error naming the layer.
+TEST(LayerArgs, HeldByValueWithTheKindsDefaults) {
+  Layer a = Dense(4, "relu");
+  Layer b = a;
+  b.args<DenseArgs>().units = 7;
+  EXPECT_EQ(a.args<DenseArgs>().units, 4);
+  EXPECT_EQ(b.args<DenseArgs>().units, 7);
+  EXPECT_EQ(a.args<DenseArgs>().activation.kind, ActivationKind::relu);
+  EXPECT_EQ(a.find_args<ConvArgs>(), nullptr);
+  a.name = "d";
+  try {
+    (void)a.args<BatchNormArgs>();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("d"), std::string::npos) << e.what();
+  }
+  Layer empty;
+  empty.type = LayerType::batch_normalization;
+  EXPECT_EQ(std::as_const(empty).args<BatchNormArgs>().momentum, 0.99);  // Keras's default
+  EXPECT_EQ(empty.find_args<BatchNormArgs>(), nullptr);  // the const access made none
+  empty.args<BatchNormArgs>().momentum = 0.9;            // the mutable access makes them
+  ASSERT_NE(empty.find_args<BatchNormArgs>(), nullptr);
+  EXPECT_EQ(empty.args<BatchNormArgs>().momentum, 0.9);
+  // The activation a kind applies, the same whichever kind holds it.
+  EXPECT_EQ(layer_kind(Conv2D(2, 3, "tanh")).activation(Conv2D(2, 3, "tanh")).kind,
+            ActivationKind::tanh);
+  EXPECT_EQ(layer_kind(LeakyReLU(0.1)).activation(LeakyReLU(0.1)).alpha, 0.1f);
+  EXPECT_EQ(layer_kind(Dropout(0.5)).activation(Dropout(0.5)).kind, ActivationKind::linear);
+}
+
 TEST(LayerKinds, EveryTypeHasOneKindFoundByItsNames) {
   std::set<std::string_view> classes, cli_names;
   for (const LayerKind* k : layer_kinds()) {

@@ -108,7 +108,8 @@ struct Layer {
     }
     wrong_args();
   }
-  // Mutable: made (A{}) when the layer holds none yet (the Keras reader fills a fresh layer).
+  // Mutable: made (A{}) when the layer holds none yet (the Keras reader fills a fresh layer);
+  // on a non-const layer even a read makes them (std::as_const to read the defaults only).
   template <class A>
   A& args() {
     if (!args_.has_value()) return args_.emplace<A>();
