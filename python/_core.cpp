@@ -91,14 +91,71 @@ nb::dict history_to_python(const History& h) {
   return d;
 }
 
+// The properties below read a kind's own arguments (nn/layers/<kind>.h) through their type:
+// Dense's units and Conv2D's filters are both "units" to the Python layers.
 Initializer& initializer_field(Layer& l, const std::string& which) {
-  if (which == "kernel") return l.kernel_initializer;
-  if (which == "bias") return l.bias_initializer;
-  if (which == "gamma") return l.gamma_initializer;
-  if (which == "beta") return l.beta_initializer;
-  if (which == "moving_mean") return l.moving_mean_initializer;
-  if (which == "moving_variance") return l.moving_variance_initializer;
-  throw Error("initializer", "no initializer '" + which + "' in a layer");
+  Initializer* found = nullptr;
+  if (auto* d = l.find_args<DenseArgs>())
+    found = which == "kernel" ? &d->kernel_initializer
+            : which == "bias" ? &d->bias_initializer
+                              : nullptr;
+  else if (auto* c = l.find_args<ConvArgs>())
+    found = which == "kernel" ? &c->kernel_initializer
+            : which == "bias" ? &c->bias_initializer
+                              : nullptr;
+  else if (auto* u = l.find_args<UnaryOpArgs>())
+    found = which == "kernel" ? &u->initializer : nullptr;
+  else if (auto* bn = l.find_args<BatchNormArgs>())
+    found = which == "gamma"             ? &bn->gamma_initializer
+            : which == "beta"            ? &bn->beta_initializer
+            : which == "moving_mean"     ? &bn->moving_mean_initializer
+            : which == "moving_variance" ? &bn->moving_variance_initializer
+                                         : nullptr;
+  else if (auto* ln = l.find_args<LayerNormArgs>())
+    found = which == "gamma"  ? &ln->gamma_initializer
+            : which == "beta" ? &ln->beta_initializer
+                              : nullptr;
+  if (!found) throw Error("initializer", "no initializer '" + which + "' in a layer");
+  return *found;
+}
+
+// The activation a layer applies, or null for the kinds that apply none.
+LayerActivation* activation_field(Layer& l) {
+  if (auto* d = l.find_args<DenseArgs>()) return &d->activation;
+  if (auto* c = l.find_args<ConvArgs>()) return &c->activation;
+  if (auto* a = l.find_args<ActivationArgs>()) return &a->activation;
+  return nullptr;
+}
+LayerActivation activation_of(const Layer& l) {
+  const LayerActivation* a = activation_field(const_cast<Layer&>(l));
+  return a ? *a : LayerActivation{};
+}
+
+// A 2-D window: Conv2D's kernel_size, a pooling layer's pool_size, UpSampling2D's size.
+std::array<int64_t, 2> window_of(const Layer& l) {
+  Size2 w = 0;
+  if (const auto* c = l.find_args<ConvArgs>()) w = c->kernel_size;
+  if (const auto* p = l.find_args<PoolingArgs>()) w = p->pool_size;
+  if (const auto* u = l.find_args<UpSamplingArgs>()) w = u->size;
+  return {w.h, w.w};
+}
+std::array<int64_t, 2> strides_of(const Layer& l) {
+  Size2 s = 1;
+  if (const auto* c = l.find_args<ConvArgs>()) s = c->strides;
+  if (const auto* p = l.find_args<PoolingArgs>()) s = p->strides;
+  return {s.h, s.w};
+}
+Padding padding_of(const Layer& l) {
+  if (const auto* c = l.find_args<ConvArgs>()) return c->padding;
+  if (const auto* p = l.find_args<PoolingArgs>()) return p->padding;
+  return Padding::valid;
+}
+// BatchNormalization's and LayerNormalization's shared arguments.
+template <class F>
+auto norm_field(const Layer& l, F f) {
+  if (const auto* bn = l.find_args<BatchNormArgs>()) return f(*bn);
+  if (const auto* ln = l.find_args<LayerNormArgs>()) return f(*ln);
+  return f(LayerNormArgs{});
 }
 
 }  // namespace
@@ -109,36 +166,68 @@ void bind_files(nb::module_& m);  // _core_files.cpp
 
 namespace {
 
-// keras.layers: the engine's Layer and its constructors.
-void bind_layers(nb::module_& m) {
+// keras.layers: the engine's Layer, its arguments read back through each kind's struct.
+void bind_layer_class(nb::module_& m) {
   nb::class_<Layer>(m, "Layer")
       .def_rw("name", &Layer::name)
       .def_prop_ro("type", [](const Layer& l) { return std::string(layer_type_name(l.type)); })
-      .def_prop_ro("units", [](const Layer& l) { return l.units; })
-      .def_prop_ro("rate", [](const Layer& l) { return l.rate; })
-      .def_prop_ro("use_bias", [](const Layer& l) { return l.use_bias; })
-      .def_prop_ro("activation",
-                   [](const Layer& l) { return std::string(activation_name(l.activation)); })
+      .def_prop_ro("units",
+                   [](const Layer& l) -> int64_t {
+                     if (const auto* c = l.find_args<ConvArgs>()) return c->filters;
+                     const auto* d = l.find_args<DenseArgs>();
+                     return d ? d->units : 0;
+                   })
+      .def_prop_ro("rate",
+                   [](const Layer& l) {
+                     const auto* d = l.find_args<DropoutArgs>();
+                     return d ? d->rate : 0.0f;
+                   })
+      .def_prop_ro("use_bias",
+                   [](const Layer& l) {
+                     if (const auto* c = l.find_args<ConvArgs>()) return c->use_bias;
+                     const auto* d = l.find_args<DenseArgs>();
+                     return d ? d->use_bias : true;
+                   })
+      .def_prop_ro(
+          "activation",
+          [](const Layer& l) { return std::string(activation_name(activation_of(l).kind)); })
       // leaky_relu's negative_slope, elu's alpha (Dense(activation=keras.layers.LeakyReLU(0.1)))
-      .def_rw("activation_alpha", &Layer::activation_alpha)
+      .def_prop_rw(
+          "activation_alpha", [](const Layer& l) { return activation_of(l).alpha; },
+          [](Layer& l, float alpha) {
+            if (LayerActivation* a = activation_field(l)) a->alpha = alpha;
+          })
       // Settable: a functional model's layer other than its input ignores a declared
       // input_shape, as Keras does (keras/functional.py clears it).
       .def_rw("input_shape", &Layer::input_shape)
-      .def_prop_ro("window",  // Conv2D's kernel_size, a pooling layer's pool_size
+      .def_prop_ro("window", &window_of)  // Conv2D's kernel_size, a pooling layer's pool_size
+      .def_prop_ro("strides", &strides_of)
+      .def_prop_ro("padding",
+                   [](const Layer& l) { return std::string(padding_name(padding_of(l))); })
+      .def_prop_ro("target_shape",
                    [](const Layer& l) {
-                     return std::array<int64_t, 2>{l.window.h, l.window.w};
+                     const auto* r = l.find_args<ReshapeArgs>();
+                     return r ? r->target_shape : Shape{};
                    })
-      .def_prop_ro("strides",
+      .def_prop_ro("momentum",
                    [](const Layer& l) {
-                     return std::array<int64_t, 2>{l.strides.h, l.strides.w};
+                     const auto* bn = l.find_args<BatchNormArgs>();
+                     return bn ? bn->momentum : 0.99;
                    })
-      .def_prop_ro("padding", [](const Layer& l) { return std::string(padding_name(l.padding)); })
-      .def_prop_ro("target_shape", [](const Layer& l) { return l.target_shape; })
-      .def_prop_ro("momentum", [](const Layer& l) { return l.momentum; })
-      .def_prop_ro("epsilon", [](const Layer& l) { return l.epsilon; })
-      .def_prop_ro("center", [](const Layer& l) { return l.center; })
-      .def_prop_ro("scale", [](const Layer& l) { return l.scale; })
-      .def_prop_ro("axis", [](const Layer& l) { return l.axis; })  // Concatenate's
+      .def_prop_ro(
+          "epsilon",
+          [](const Layer& l) { return norm_field(l, [](const auto& a) { return a.epsilon; }); })
+      .def_prop_ro(
+          "center",
+          [](const Layer& l) { return norm_field(l, [](const auto& a) { return a.center; }); })
+      .def_prop_ro(
+          "scale",
+          [](const Layer& l) { return norm_field(l, [](const auto& a) { return a.scale; }); })
+      .def_prop_ro("axis",  // Concatenate's
+                   [](const Layer& l) -> int64_t {
+                     const auto* c = l.find_args<ConcatenateArgs>();
+                     return c ? c->axis : -1;
+                   })
       // An initializer ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance") as
       // Keras 3 serializes it (JSON text), read and written through the library's parser.
       .def("initializer",
@@ -159,6 +248,10 @@ void bind_layers(nb::module_& m) {
           })
       // Keras's trainable (Layer::trainable): written to and read from model files.
       .def_rw("trainable", &Layer::trainable);
+}
+
+// keras.layers' constructors, and keras.initializers' values.
+void bind_layer_constructors(nb::module_& m) {
   // keras.initializers' __call__: the values of an initializer (Keras 3 JSON text) for a shape,
   // drawn from crossover's Philox stream under `seed`.
   m.def(
@@ -224,6 +317,12 @@ void bind_layers(nb::module_& m) {
   m.def("Maximum", &Maximum);
   m.def("Minimum", &Minimum);
   m.def("Average", &Average);
+  m.def("LayerNormalization", &LayerNormalization, nb::arg("epsilon") = 1e-3,
+        nb::arg("center") = true, nb::arg("scale") = true);
+}
+
+// The ops of a custom layer's call() traced, and the registry of layer kinds.
+void bind_traced_ops_and_registry(nb::module_& m) {
   // The ops of a custom layer's call(), traced (keras/ops.py): op names as binary_op_name.
   m.def(
       "BinaryOp", [](std::string_view op) { return BinaryOpLayer(parse_binary_op(op)); },
@@ -250,13 +349,12 @@ void bind_layers(nb::module_& m) {
       "MatMul",
       [](int64_t units, std::string name, bool trainable) {
         Layer l = Dense(units, "linear", false);
-        l.weight_name = std::move(name);
-        l.weight_trainable = trainable;
+        DenseArgs& a = l.args<DenseArgs>();
+        a.weight_name = std::move(name);
+        a.weight_trainable = trainable;
         return l;
       },
       nb::arg("units"), nb::arg("name"), nb::arg("trainable") = true);
-  m.def("LayerNormalization", &LayerNormalization, nb::arg("epsilon") = 1e-3,
-        nb::arg("center") = true, nb::arg("scale") = true);
   // The registry of layer kinds (nn/layers/registry.cpp), in LayerType order: what
   // tests/python/test_layer_registry.py checks crossover.keras.layers against.
   m.def("layer_kinds", [] {
@@ -651,7 +749,9 @@ NB_MODULE(_core, m) {
     }
   });
 
-  bind_layers(m);
+  bind_layer_class(m);
+  bind_layer_constructors(m);
+  bind_traced_ops_and_registry(m);
   bind_optimizer_constructors(m);
   crossover_python::bind_callbacks(m);
   nb::class_<Sequential> sequential(m, "Sequential");

@@ -10,6 +10,7 @@
 #include "backends/kernel_math.h"
 #include "formats/model_config.h"
 #include "nn/layers.h"
+#include "nn/layers/kind.h"
 #include "nn/sequential.h"
 
 namespace crossover {
@@ -147,14 +148,15 @@ TEST(Activations, NamesLayersAndKerasJson) {
   EXPECT_EQ(parse_activation("silu"), ActivationKind::swish);
   EXPECT_EQ(parse_activation("swish"), ActivationKind::swish);
   EXPECT_EQ(activation_name(ActivationKind::swish), "silu");  // as Keras 3 writes it
-  EXPECT_EQ(Dense(3, "leaky_relu").activation_alpha, 0.2f);   // keras.activations.leaky_relu's
-  EXPECT_EQ(LeakyReLU().activation_alpha, 0.3f);              // keras.layers.LeakyReLU's
-  EXPECT_EQ(ELU().activation_alpha, 1.0f);
+  EXPECT_EQ(Dense(3, "leaky_relu").args<DenseArgs>().activation.alpha,
+            0.2f);  // keras.activations.leaky_relu's
+  EXPECT_EQ(LeakyReLU().args<ActivationArgs>().activation.alpha, 0.3f);  // keras.layers.LeakyReLU's
+  EXPECT_EQ(ELU().args<ActivationArgs>().activation.alpha, 1.0f);
   EXPECT_THROW(LeakyReLU(-0.1), Error);
   EXPECT_THROW(parse_activation("mish"), Error);
 
   Layer dense = Dense(4, "leaky_relu");
-  dense.activation_alpha = 0.1f;  // Dense(activation=keras.layers.LeakyReLU(0.1))
+  dense.args<DenseArgs>().activation.alpha = 0.1f;  // Dense(activation=keras.layers.LeakyReLU(0.1))
   Sequential model(
       {Input({5}), dense, LeakyReLU(0.25), Dense(3, "gelu"), ELU(0.5), Dense(2, "selu")});
   const std::string text = model_to_json(model);
@@ -170,8 +172,9 @@ TEST(Activations, NamesLayersAndKerasJson) {
   EXPECT_EQ(layers[4]["config"]["alpha"], 0.5);
   const Sequential again = model_from_json(text, "round trip");
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
-    EXPECT_EQ(again.layers()[i].activation, model.layers()[i].activation) << i;
-    EXPECT_EQ(again.layers()[i].activation_alpha, model.layers()[i].activation_alpha) << i;
+    const Layer &a = again.layers()[i], &b = model.layers()[i];
+    EXPECT_EQ(layer_kind(a).activation(a).kind, layer_kind(b).activation(b).kind) << i;
+    EXPECT_EQ(layer_kind(a).activation(a).alpha, layer_kind(b).activation(b).alpha) << i;
   }
   // tf.keras 2 wrote LeakyReLU's slope as alpha.
   const Sequential keras2 = model_from_json(
@@ -179,7 +182,7 @@ TEST(Activations, NamesLayersAndKerasJson) {
           {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4], "name": "in"}},
           {"class_name": "LeakyReLU", "config": {"name": "l", "alpha": 0.1}}]}})",
       "keras2");
-  EXPECT_EQ(keras2.layers().back().activation_alpha, 0.1f);
+  EXPECT_EQ(keras2.layers().back().args<ActivationArgs>().activation.alpha, 0.1f);
 }
 
 }  // namespace

@@ -187,7 +187,8 @@ std::vector<KerasCase> keras_cases() {
 std::vector<NamedTensor> case_weights(const std::string& name, const Layer& l) {
   std::vector<NamedTensor> w;
   for (const char* v : {"gamma", "beta", "moving_mean", "moving_variance"}) {
-    if ((std::string(v) == "gamma" && !l.scale) || (std::string(v) == "beta" && !l.center))
+    const BatchNormArgs& a = l.args<BatchNormArgs>();
+    if ((std::string(v) == "gamma" && !a.scale) || (std::string(v) == "beta" && !a.center))
       continue;
     w.push_back({std::string("batch_normalization/") + v, tensor(name + "/" + v)});
   }
@@ -212,19 +213,19 @@ TEST(KerasBatchNormReference, TrainingForwardAndMovingStatisticsAreKerasOwn) {
     const std::string n = c.name;
     const Tensor& x = tensor(n + "/x");
     const int64_t channels = x.shape().back(), m = x.dim(0);
+    const BatchNormArgs& a = c.layer.args<BatchNormArgs>();
     const BatchNormShape s{.spatial = x.size() / m / channels,
                            .channels = channels,
-                           .epsilon = static_cast<float>(c.layer.epsilon),
-                           .scale = c.layer.scale,
-                           .center = c.layer.center};
+                           .epsilon = static_cast<float>(a.epsilon),
+                           .scale = a.scale,
+                           .center = a.center};
     Tensor y(x.shape()), mean({channels}), var({channels});
     Tensor moving_mean = tensor(n + "/moving_mean"), moving_var = tensor(n + "/moving_variance");
-    be->batchnorm_forward_training(s, x.data(),
-                                   c.layer.scale ? tensor(n + "/gamma").data() : nullptr,
-                                   c.layer.center ? tensor(n + "/beta").data() : nullptr, y.data(),
+    be->batchnorm_forward_training(s, x.data(), a.scale ? tensor(n + "/gamma").data() : nullptr,
+                                   a.center ? tensor(n + "/beta").data() : nullptr, y.data(),
                                    mean.data(), var.data(), m);
     be->batchnorm_update_moving(s, mean.data(), var.data(), moving_mean.data(), moving_var.data(),
-                                c.layer.momentum);
+                                a.momentum);
     EXPECT_LT(max_abs_diff(y, tensor(n + "/y_training")), 1e-5);
     EXPECT_LT(max_abs_diff(moving_mean, tensor(n + "/moving_mean_after")), 1e-6);
     EXPECT_LT(max_abs_diff(moving_var, tensor(n + "/moving_variance_after")), 1e-6);
@@ -378,8 +379,8 @@ TEST(BatchNormalization, KerasJsonWithTheDefaultsEveryRealFileCarriesLoads) {
   ASSERT_EQ(m.layers().size(), 3u);
   const Layer& l = m.layers()[1];
   EXPECT_EQ(l.type, LayerType::batch_normalization);
-  EXPECT_EQ(l.momentum, 0.99);
-  EXPECT_EQ(l.epsilon, 0.001);
+  EXPECT_EQ(l.args<BatchNormArgs>().momentum, 0.99);
+  EXPECT_EQ(l.args<BatchNormArgs>().epsilon, 0.001);
   EXPECT_EQ(m.count_params(), 8);
   EXPECT_EQ(m.trainable_params(), 4);
 }
@@ -390,10 +391,11 @@ TEST(BatchNormalization, KerasJsonRoundTripKeepsTheArguments) {
   const Sequential back = model_from_json(model_to_json(model), "model.json");
   const Layer& l = back.layers()[2];
   EXPECT_EQ(l.type, LayerType::batch_normalization);
-  EXPECT_EQ(l.momentum, 0.9);
-  EXPECT_EQ(l.epsilon, 0.01);
-  EXPECT_FALSE(l.center);
-  EXPECT_TRUE(l.scale);
+  const BatchNormArgs& a = l.args<BatchNormArgs>();
+  EXPECT_EQ(a.momentum, 0.9);
+  EXPECT_EQ(a.epsilon, 0.01);
+  EXPECT_FALSE(a.center);
+  EXPECT_TRUE(a.scale);
   EXPECT_EQ(back.count_params(), model.count_params());
   // As Keras writes them: Keras refuses a seed in the constant initializers' config.
   const auto doc = nlohmann::json::parse(model_to_json(model));

@@ -222,10 +222,11 @@ TEST(Conv2DTranspose, KerasJsonAsKerasWritesItLoadsAndRoundTrips) {
     ASSERT_EQ(m.layers().size(), 2u);
     const Layer& l = m.layers()[1];
     EXPECT_EQ(l.type, LayerType::conv2d_transpose);
-    EXPECT_EQ(l.units, 8);
-    EXPECT_EQ(l.strides, Size2(2));
-    EXPECT_EQ(l.padding, Padding::same);
-    EXPECT_EQ(l.activation, ActivationKind::relu);
+    const ConvArgs& a = l.args<ConvArgs>();
+    EXPECT_EQ(a.filters, 8);
+    EXPECT_EQ(a.strides, Size2(2));
+    EXPECT_EQ(a.padding, Padding::same);
+    EXPECT_EQ(a.activation.kind, ActivationKind::relu);
     EXPECT_EQ(m.layer_output_shapes()[1], (Shape{10, 10, 8}));
     const Sequential back = model_from_json(model_to_json(m), "model.json");
     EXPECT_EQ(model_to_json(back), model_to_json(m));

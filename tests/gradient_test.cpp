@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "nn/layers.h"
+#include "nn/layers/kind.h"
 #include "nn/sequential.h"
 #include "test_util.h"
 
@@ -70,26 +71,27 @@ Span keras_span(int64_t in, int64_t k, int64_t s, Padding p) {
 }
 
 // h: one sample, channels last, of shape `shape` (height, width, channels); becomes the output.
-void conv_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel, const Vec* bias) {
-  const int64_t ih = shape[0], iw = shape[1], ic = shape[2], oc = l.units;
-  const Span sh = keras_span(ih, l.window.h, l.strides.h, l.padding);
-  const Span sw = keras_span(iw, l.window.w, l.strides.w, l.padding);
+void conv_reference(Vec& h, Shape& shape, const ConvArgs& l, const Vec& kernel, const Vec* bias) {
+  const int64_t ih = shape[0], iw = shape[1], ic = shape[2], oc = l.filters;
+  const Span sh = keras_span(ih, l.kernel_size.h, l.strides.h, l.padding);
+  const Span sw = keras_span(iw, l.kernel_size.w, l.strides.w, l.padding);
   Vec out(static_cast<std::size_t>(sh.out * sw.out * oc), 0.0);
   for (int64_t oy = 0; oy < sh.out; ++oy)
     for (int64_t ox = 0; ox < sw.out; ++ox)
       for (int64_t o = 0; o < oc; ++o) {
         double v = bias ? (*bias)[static_cast<std::size_t>(o)] : 0.0;
-        for (int64_t ky = 0; ky < l.window.h; ++ky)
-          for (int64_t kx = 0; kx < l.window.w; ++kx) {
+        for (int64_t ky = 0; ky < l.kernel_size.h; ++ky)
+          for (int64_t kx = 0; kx < l.kernel_size.w; ++kx) {
             const int64_t iy = oy * l.strides.h - sh.before + ky;
             const int64_t ix = ox * l.strides.w - sw.before + kx;
             if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) continue;  // zero padding
             for (int64_t c = 0; c < ic; ++c)
-              v += h[static_cast<std::size_t>((iy * iw + ix) * ic + c)] *
-                   kernel[static_cast<std::size_t>(((ky * l.window.w + kx) * ic + c) * oc + o)];
+              v +=
+                  h[static_cast<std::size_t>((iy * iw + ix) * ic + c)] *
+                  kernel[static_cast<std::size_t>(((ky * l.kernel_size.w + kx) * ic + c) * oc + o)];
           }
         out[static_cast<std::size_t>((oy * sw.out + ox) * oc + o)] =
-            act(l.activation, v, l.activation_alpha);
+            act(l.activation.kind, v, l.activation.alpha);
       }
   h = out;
   shape = {sh.out, sw.out, oc};
@@ -100,33 +102,36 @@ void conv_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel, con
 // the output 'valid' (in - 1) * stride + max(kernel, stride) long, 'same' in * stride with
 // before = max(kernel - stride, 0) / 2 (TensorFlow's conv2d_transpose); kernel (kh, kw, filters,
 // in_channels).
-void conv_transpose_reference(Vec& h, Shape& shape, const Layer& l, const Vec& kernel,
+void conv_transpose_reference(Vec& h, Shape& shape, const ConvArgs& l, const Vec& kernel,
                               const Vec* bias) {
-  const int64_t ih = shape[0], iw = shape[1], ic = shape[2], f = l.units;
+  const int64_t ih = shape[0], iw = shape[1], ic = shape[2], f = l.filters;
   const auto length = [&](int64_t in, int64_t k, int64_t s) {
     return l.padding == Padding::same ? in * s : (in - 1) * s + std::max(k, s);
   };
   const auto before = [&](int64_t k, int64_t s) {
     return l.padding == Padding::same ? std::max<int64_t>(k - s, 0) / 2 : 0;
   };
-  const int64_t oh = length(ih, l.window.h, l.strides.h), ow = length(iw, l.window.w, l.strides.w);
-  const int64_t bh = before(l.window.h, l.strides.h), bw = before(l.window.w, l.strides.w);
+  const int64_t oh = length(ih, l.kernel_size.h, l.strides.h),
+                ow = length(iw, l.kernel_size.w, l.strides.w);
+  const int64_t bh = before(l.kernel_size.h, l.strides.h),
+                bw = before(l.kernel_size.w, l.strides.w);
   Vec out(static_cast<std::size_t>(oh * ow * f), 0.0);
   for (int64_t iy = 0; iy < ih; ++iy)
     for (int64_t ix = 0; ix < iw; ++ix)
-      for (int64_t ky = 0; ky < l.window.h; ++ky)
-        for (int64_t kx = 0; kx < l.window.w; ++kx) {
+      for (int64_t ky = 0; ky < l.kernel_size.h; ++ky)
+        for (int64_t kx = 0; kx < l.kernel_size.w; ++kx) {
           const int64_t oy = iy * l.strides.h - bh + ky, ox = ix * l.strides.w - bw + kx;
           if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
           for (int64_t o = 0; o < f; ++o)
             for (int64_t c = 0; c < ic; ++c)
               out[static_cast<std::size_t>((oy * ow + ox) * f + o)] +=
                   h[static_cast<std::size_t>((iy * iw + ix) * ic + c)] *
-                  kernel[static_cast<std::size_t>(((ky * l.window.w + kx) * f + o) * ic + c)];
+                  kernel[static_cast<std::size_t>(((ky * l.kernel_size.w + kx) * f + o) * ic + c)];
         }
   for (std::size_t i = 0; i < out.size(); ++i)
-    out[i] = act(l.activation, out[i] + (bias ? (*bias)[i % static_cast<std::size_t>(f)] : 0.0),
-                 l.activation_alpha);
+    out[i] =
+        act(l.activation.kind, out[i] + (bias ? (*bias)[i % static_cast<std::size_t>(f)] : 0.0),
+            l.activation.alpha);
   h = out;
   shape = {oh, ow, f};
 }
@@ -175,6 +180,7 @@ void pool_reference(Vec& h, Shape& shape, Size2 window, Size2 strides, Padding p
 // its mean and biased variance over every sample and position, then scaled and shifted.
 void batch_norm_reference(std::vector<Vec>& batch, const Layer& l,
                           const std::map<std::string, std::vector<double>>& w) {
+  const BatchNormArgs& a = l.args<BatchNormArgs>();
   const std::size_t channels = w.at(l.name + "/moving_mean").size();
   Vec mean(channels, 0.0), var(channels, 0.0);
   double count = 0;
@@ -189,9 +195,9 @@ void batch_norm_reference(std::vector<Vec>& batch, const Layer& l,
   for (Vec& h : batch)
     for (std::size_t i = 0; i < h.size(); ++i) {
       const std::size_t c = i % channels;
-      h[i] = (h[i] - mean[c]) / std::sqrt(var[c] + l.epsilon) *
-                 (l.scale ? w.at(l.name + "/gamma")[c] : 1.0) +
-             (l.center ? w.at(l.name + "/beta")[c] : 0.0);
+      h[i] = (h[i] - mean[c]) / std::sqrt(var[c] + a.epsilon) *
+                 (a.scale ? w.at(l.name + "/gamma")[c] : 1.0) +
+             (a.center ? w.at(l.name + "/beta")[c] : 0.0);
     }
 }
 
@@ -199,6 +205,7 @@ void batch_norm_reference(std::vector<Vec>& batch, const Layer& l,
 // mean and biased variance, then scaled and shifted.
 void layer_norm_reference(Vec& h, std::size_t n, const Layer& l,
                           const std::map<std::string, std::vector<double>>& w) {
+  const LayerNormArgs& a = l.args<LayerNormArgs>();
   for (std::size_t r = 0; r < h.size(); r += n) {
     double mean = 0, var = 0;
     for (std::size_t j = 0; j < n; ++j) mean += h[r + j];
@@ -206,9 +213,9 @@ void layer_norm_reference(Vec& h, std::size_t n, const Layer& l,
     for (std::size_t j = 0; j < n; ++j) var += (h[r + j] - mean) * (h[r + j] - mean);
     var /= static_cast<double>(n);
     for (std::size_t j = 0; j < n; ++j)
-      h[r + j] = (h[r + j] - mean) / std::sqrt(var + l.epsilon) *
-                     (l.scale ? w.at(l.name + "/gamma")[j] : 1.0) +
-                 (l.center ? w.at(l.name + "/beta")[j] : 0.0);
+      h[r + j] = (h[r + j] - mean) / std::sqrt(var + a.epsilon) *
+                     (a.scale ? w.at(l.name + "/gamma")[j] : 1.0) +
+                 (a.center ? w.at(l.name + "/beta")[j] : 0.0);
   }
 }
 
@@ -246,10 +253,16 @@ bool elementwise_reference(const Layer& l, std::size_t inputs,
       t != LayerType::minimum && t != LayerType::average && t != LayerType::binary_op &&
       t != LayerType::unary_op)
     return false;
-  const Vec constant = {l.constant};
+  // unary_op's arguments; a merging layer's op (and no constant or weight).
+  UnaryOpArgs u;
+  if (const auto* given = l.find_args<UnaryOpArgs>())
+    u = *given;
+  else
+    u.op = l.args<ElementwiseArgs>().op;
+  const Vec constant = {u.constant};
   Shape other_shape = {1};
   if (inputs == 2) other_shape = shapes[static_cast<std::size_t>(reads[1])];
-  if (inputs == 1 && l.has_weight) other_shape = l.weight_shape;
+  if (inputs == 1 && u.has_weight) other_shape = u.weight_shape;
   const bool other_bigger = shape_size(other_shape) > shape_size(batch_shape);
   const Shape out_shape = other_bigger ? other_shape : batch_shape;
   const auto cols = static_cast<std::size_t>(out_shape.back());
@@ -262,14 +275,13 @@ bool elementwise_reference(const Layer& l, std::size_t inputs,
   for (std::size_t r = 0; r < batch.size(); ++r) {
     const Vec a = batch[r];
     const Vec& b = inputs == 2 ? from(1)[r]
-                   : l.has_weight
-                       ? w.at(l.name + "/" + (l.weight_name.empty() ? "kernel" : l.weight_name))
+                   : u.has_weight
+                       ? w.at(l.name + "/" + (u.weight_name.empty() ? "kernel" : u.weight_name))
                        : constant;
     Vec out(n);
     for (std::size_t i = 0; i < n; ++i) {
       const double x = at(a, batch_shape, i), y = at(b, other_shape, i);
-      out[i] = l.operand_first ? binary_reference(l.binary_op, y, x)
-                               : binary_reference(l.binary_op, x, y);
+      out[i] = u.operand_first ? binary_reference(u.op, y, x) : binary_reference(u.op, x, y);
     }
     batch[r] = out;
   }
@@ -294,8 +306,9 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
   // from_logits after a final sigmoid or softmax (Dense or Activation): Keras's loss takes the
   // activation's input as the logits; after another activation, its output.
   const auto logits_before = [&](const Layer& l, std::size_t li) {
+    const ActivationKind a = layer_kind(l).activation(l).kind;
     return from_logits && li + 1 == model.layers().size() &&
-           (l.activation == ActivationKind::sigmoid || l.activation == ActivationKind::softmax);
+           (a == ActivationKind::sigmoid || a == ActivationKind::softmax);
   };
   for (std::size_t li = 0; li < model.layers().size(); ++li) {
     const Layer& l = model.layers()[li];
@@ -346,7 +359,7 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       for (Vec& h : batch) {
         Vec out(h.size() / cols, 0.0);
         for (std::size_t i = 0; i < h.size(); ++i) out[i / cols] += h[i];
-        if (l.reduce_mean)
+        if (l.args<ReduceArgs>().mean)
           for (double& v : out) v /= static_cast<double>(cols);
         h = out;
       }
@@ -362,16 +375,17 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
     for (Vec& h : batch) {
       Shape shape = batch_shape;
       if (l.type == LayerType::conv2d) {
-        conv_reference(h, shape, l, w.at(l.name + "/kernel"),
-                       l.use_bias ? &w.at(l.name + "/bias") : nullptr);
+        conv_reference(h, shape, l.args<ConvArgs>(), w.at(l.name + "/kernel"),
+                       l.args<ConvArgs>().use_bias ? &w.at(l.name + "/bias") : nullptr);
       } else if (l.type == LayerType::conv2d_transpose) {
-        conv_transpose_reference(h, shape, l, w.at(l.name + "/kernel"),
-                                 l.use_bias ? &w.at(l.name + "/bias") : nullptr);
+        conv_transpose_reference(h, shape, l.args<ConvArgs>(), w.at(l.name + "/kernel"),
+                                 l.args<ConvArgs>().use_bias ? &w.at(l.name + "/bias") : nullptr);
       } else if (l.type == LayerType::max_pooling2d || l.type == LayerType::average_pooling2d) {
-        pool_reference(h, shape, l.window, l.strides, l.padding,
+        const PoolingArgs& p = l.args<PoolingArgs>();
+        pool_reference(h, shape, p.pool_size, p.strides, p.padding,
                        l.type == LayerType::max_pooling2d);
       } else if (l.type == LayerType::up_sampling2d) {
-        upsample_reference(h, shape, l.window);
+        upsample_reference(h, shape, l.args<UpSamplingArgs>().size);
       } else if (l.type == LayerType::global_average_pooling2d ||
                  l.type == LayerType::global_max_pooling2d) {
         pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid,
@@ -380,24 +394,27 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       } else if (l.type == LayerType::flatten) {
         shape = {shape_size(shape)};
       } else if (l.type == LayerType::reshape) {
-        shape = l.target_shape;  // no -1 in these tests
+        shape = l.args<ReshapeArgs>().target_shape;  // no -1 in these tests
       } else if (l.type == LayerType::dense) {
-        const auto& k = w.at(l.name + "/" + (l.weight_name.empty() ? "kernel" : l.weight_name));
-        Vec out(static_cast<std::size_t>(l.units), 0.0);
+        const DenseArgs& d = l.args<DenseArgs>();
+        const auto& k = w.at(l.name + "/" + (d.weight_name.empty() ? "kernel" : d.weight_name));
+        Vec out(static_cast<std::size_t>(d.units), 0.0);
         for (std::size_t j = 0; j < out.size(); ++j) {
           for (std::size_t i = 0; i < h.size(); ++i) out[j] += h[i] * k[i * out.size() + j];
-          if (l.use_bias) out[j] += w.at(l.name + "/bias")[j];
+          if (d.use_bias) out[j] += w.at(l.name + "/bias")[j];
         }
-        if (!logits_before(l, li)) apply(l.activation, out, l.activation_alpha);
+        if (!logits_before(l, li)) apply(d.activation.kind, out, d.activation.alpha);
         h = out;
-        shape = {l.units};
+        shape = {d.units};
       } else if (l.type == LayerType::activation || l.type == LayerType::leaky_relu ||
                  l.type == LayerType::elu) {
-        if (!logits_before(l, li)) apply(l.activation, h, l.activation_alpha);
+        const LayerActivation& a = l.args<ActivationArgs>().activation;
+        if (!logits_before(l, li)) apply(a.kind, h, a.alpha);
       } else if (l.type == LayerType::layer_normalization) {
         // The last axis: gamma's length, else the sample's when it is a vector (these tests).
-        const std::size_t n = l.scale    ? w.at(l.name + "/gamma").size()
-                              : l.center ? w.at(l.name + "/beta").size()
+        const LayerNormArgs& a = l.args<LayerNormArgs>();
+        const std::size_t n = a.scale    ? w.at(l.name + "/gamma").size()
+                              : a.center ? w.at(l.name + "/beta").size()
                                          : h.size();
         layer_norm_reference(h, n, l, w);
       }
@@ -558,7 +575,7 @@ TEST(Gradients, FinalLayerActivationsTheLossOpDoesNotApplyMatchFiniteDifferences
                      "mean_squared_error"});
   }
   Layer leaky = Dense(3, "leaky_relu");
-  leaky.activation_alpha = 0.3f;
+  leaky.args<DenseArgs>().activation.alpha = 0.3f;
   check_gradients(
       {"final Dense leaky_relu 0.3", {Input({5}), Dense(7), leaky}, "mean_squared_error"});
 }
@@ -920,29 +937,29 @@ TEST(CpuBackend, Conv2DForwardMatchesTheFloat64Loop) {
   for (const Setup& c : {Setup{Conv2D(5, 3, "relu"), {9, 8, 3}},
                          Setup{Conv2D(4, {2, 3}, "linear", {2, 1}, "same"), {7, 6, 2}},
                          Setup{Conv2D(32, 3, "relu", 1, "valid", false), {28, 28, 1}}}) {
-    const Layer& l = c.layer;
-    SCOPED_TRACE(shape_to_string(c.in) + " kernel " + std::to_string(l.window.h) + "x" +
-                 std::to_string(l.window.w) + " " + std::string(padding_name(l.padding)));
+    const ConvArgs& l = c.layer.args<ConvArgs>();
+    SCOPED_TRACE(shape_to_string(c.in) + " kernel " + std::to_string(l.kernel_size.h) + "x" +
+                 std::to_string(l.kernel_size.w) + " " + std::string(padding_name(l.padding)));
     const int64_t m = 3, in_size = c.in[0] * c.in[1] * c.in[2];
-    const Span sh = keras_span(c.in[0], l.window.h, l.strides.h, l.padding);
-    const Span sw = keras_span(c.in[1], l.window.w, l.strides.w, l.padding);
+    const Span sh = keras_span(c.in[0], l.kernel_size.h, l.strides.h, l.padding);
+    const Span sw = keras_span(c.in[1], l.kernel_size.w, l.strides.w, l.padding);
     ConvShape s;
     s.in_h = c.in[0], s.in_w = c.in[1], s.in_c = c.in[2];
-    s.out_h = sh.out, s.out_w = sw.out, s.out_c = l.units;
-    s.kernel_h = l.window.h, s.kernel_w = l.window.w;
+    s.out_h = sh.out, s.out_w = sw.out, s.out_c = l.filters;
+    s.kernel_h = l.kernel_size.h, s.kernel_w = l.kernel_size.w;
     s.stride_h = l.strides.h, s.stride_w = l.strides.w;
     s.pad_top = sh.before, s.pad_left = sw.before;
     s.pad_bottom =
-        std::max<int64_t>((sh.out - 1) * l.strides.h + l.window.h - c.in[0], 0) - sh.before;
+        std::max<int64_t>((sh.out - 1) * l.strides.h + l.kernel_size.h - c.in[0], 0) - sh.before;
     s.pad_right =
-        std::max<int64_t>((sw.out - 1) * l.strides.w + l.window.w - c.in[1], 0) - sw.before;
+        std::max<int64_t>((sw.out - 1) * l.strides.w + l.kernel_size.w - c.in[1], 0) - sw.before;
     const Tensor x = random_tensor({m, c.in[0], c.in[1], c.in[2]}, ++seed);
-    const Tensor k = random_tensor({l.window.h, l.window.w, c.in[2], l.units}, ++seed);
-    const Tensor b = random_tensor({l.units}, ++seed);
-    const int64_t out_size = sh.out * sw.out * l.units;
+    const Tensor k = random_tensor({l.kernel_size.h, l.kernel_size.w, c.in[2], l.filters}, ++seed);
+    const Tensor b = random_tensor({l.filters}, ++seed);
+    const int64_t out_size = sh.out * sw.out * l.filters;
     std::vector<float> y(static_cast<std::size_t>(m * out_size), std::nanf(""));
     be->conv2d_forward(s, x.data(), k.data(), l.use_bias ? b.data() : nullptr, y.data(), m,
-                       l.activation);
+                       l.activation.kind);
     const Vec kernel(k.values().begin(), k.values().end()),
         bias(b.values().begin(), b.values().end());
     for (int64_t r = 0; r < m; ++r) {
@@ -1095,7 +1112,7 @@ TEST(Gradients, AnAntirectifierOfTracedOpsMatchesFiniteDifferences) {
   const int neg = g.add(Activation("relu"), negated);
   const int joined = g.add(Concatenate(), {pos, neg});
   Layer matmul = Dense(3, "linear", false);
-  matmul.weight_name = "w";
+  matmul.args<DenseArgs>().weight_name = "w";
   const int product = g.add(matmul, joined);
   const int biased = g.add(WeightOp(BinaryOp::add, {3}, RandomNormal(0.0, 0.5), "b"), product);
   check_gradients({"antirectifier",

@@ -237,11 +237,11 @@ TEST(Initializers, ParametersOfOneLayerDrawDifferentNumbers) {
 // its own initializer.
 TEST(Initializers, DenseAndConv2DKernelsUseKerasFans) {
   Layer conv = Conv2D(64, 5, "relu");
-  conv.kernel_initializer = HeUniform();
-  conv.bias_initializer = Constant(0.5);
+  conv.args<ConvArgs>().kernel_initializer = HeUniform();
+  conv.args<ConvArgs>().bias_initializer = Constant(0.5);
   Layer dense = Dense(300, "relu");
-  dense.kernel_initializer = HeNormal();
-  dense.bias_initializer = RandomUniform(0.1, 0.2);
+  dense.args<DenseArgs>().kernel_initializer = HeNormal();
+  dense.args<DenseArgs>().bias_initializer = RandomUniform(0.1, 0.2);
   Sequential model({Input({9, 9, 32}), conv, Flatten(), dense, Dense(10)});
   model.compile(Adam(), "mse", {}, {.threads = 1, .seed = 3});
   const std::vector<NamedTensor> w = model.get_weights();
@@ -268,10 +268,11 @@ TEST(Initializers, DenseAndConv2DKernelsUseKerasFans) {
 
 TEST(Initializers, BatchNormalizationTakesItsFourInitializers) {
   Layer bn = BatchNormalization();
-  bn.gamma_initializer = Constant(2.0);
-  bn.beta_initializer = Constant(-1.0);
-  bn.moving_mean_initializer = Constant(0.25);
-  bn.moving_variance_initializer = Constant(4.0);
+  BatchNormArgs& a = bn.args<BatchNormArgs>();
+  a.gamma_initializer = Constant(2.0);
+  a.beta_initializer = Constant(-1.0);
+  a.moving_mean_initializer = Constant(0.25);
+  a.moving_variance_initializer = Constant(4.0);
   Sequential model({Input({3}), bn});
   model.compile(Adam(), "mse", {}, {.threads = 1});
   const std::vector<NamedTensor> w = model.get_weights();
@@ -292,18 +293,18 @@ std::string slurp(const std::string& path) {
 
 TEST(Initializers, KerasJsonRoundTripKeepsEveryField) {
   Layer conv = Conv2D(4, 3);
-  conv.kernel_initializer = Orthogonal(1.5);
-  conv.kernel_initializer.seed = 42;
-  conv.bias_initializer = Constant(0.1);
+  conv.args<ConvArgs>().kernel_initializer = Orthogonal(1.5);
+  conv.args<ConvArgs>().kernel_initializer.seed = 42;
+  conv.args<ConvArgs>().bias_initializer = Constant(0.1);
   Layer dense = Dense(5);
-  dense.kernel_initializer =
+  dense.args<DenseArgs>().kernel_initializer =
       VarianceScaling(2.0, FanMode::fan_avg, Distribution::untruncated_normal);
-  dense.bias_initializer = TruncatedNormal(0.5, 0.01);
+  dense.args<DenseArgs>().bias_initializer = TruncatedNormal(0.5, 0.01);
   Layer head = Dense(3);
-  head.kernel_initializer = HeNormal();
-  head.bias_initializer = RandomUniform(-1, 1);
+  head.args<DenseArgs>().kernel_initializer = HeNormal();
+  head.args<DenseArgs>().bias_initializer = RandomUniform(-1, 1);
   Layer bn = BatchNormalization();
-  bn.gamma_initializer = RandomNormal(1.0, 0.02);
+  bn.args<BatchNormArgs>().gamma_initializer = RandomNormal(1.0, 0.02);
   Sequential model({Input({6, 6, 2}), conv, Flatten(), dense, bn, head});
   const std::string text = model_to_json(model);
   const json j = json::parse(text);
@@ -324,10 +325,18 @@ TEST(Initializers, KerasJsonRoundTripKeepsEveryField) {
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
     const Layer& a = model.layers()[i];
     const Layer& b = again.layers()[i];
-    EXPECT_EQ(a.kernel_initializer, b.kernel_initializer) << i;
-    EXPECT_EQ(a.bias_initializer, b.bias_initializer) << i;
-    EXPECT_EQ(a.gamma_initializer, b.gamma_initializer) << i;
-    EXPECT_EQ(a.beta_initializer, b.beta_initializer) << i;
+    if (const auto* c = a.find_args<ConvArgs>()) {
+      EXPECT_EQ(c->kernel_initializer, b.args<ConvArgs>().kernel_initializer) << i;
+      EXPECT_EQ(c->bias_initializer, b.args<ConvArgs>().bias_initializer) << i;
+    }
+    if (const auto* d = a.find_args<DenseArgs>()) {
+      EXPECT_EQ(d->kernel_initializer, b.args<DenseArgs>().kernel_initializer) << i;
+      EXPECT_EQ(d->bias_initializer, b.args<DenseArgs>().bias_initializer) << i;
+    }
+    if (const auto* n = a.find_args<BatchNormArgs>()) {
+      EXPECT_EQ(n->gamma_initializer, b.args<BatchNormArgs>().gamma_initializer) << i;
+      EXPECT_EQ(n->beta_initializer, b.args<BatchNormArgs>().beta_initializer) << i;
+    }
   }
   EXPECT_EQ(model_to_json(again), text);
 }
@@ -341,7 +350,7 @@ TEST(Initializers, AKerasFileWithHeNormalLoadsAndDrawsIt) {
   for (json& l : j["config"]["layers"])
     if (l["config"]["name"] == "dense") l["config"]["kernel_initializer"] = "he_normal";
   Sequential model = model_from_json(j.dump(), "he.json");
-  EXPECT_EQ(model.layers()[1].kernel_initializer, HeNormal());
+  EXPECT_EQ(model.layers()[1].args<DenseArgs>().kernel_initializer, HeNormal());
   model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 11});
   const std::vector<NamedTensor> weights = model.get_weights();
   const Tensor& k = weights[0].value;

@@ -277,8 +277,8 @@ TEST(LayerNormalization, KerasJsonAsKerasWritesItLoads) {
   ASSERT_EQ(m.layers().size(), 3u);
   const Layer& l = m.layers()[2];
   EXPECT_EQ(l.type, LayerType::layer_normalization);
-  EXPECT_EQ(l.epsilon, 0.001);
-  EXPECT_TRUE(l.center && l.scale);
+  EXPECT_EQ(l.args<LayerNormArgs>().epsilon, 0.001);
+  EXPECT_TRUE(l.args<LayerNormArgs>().center && l.args<LayerNormArgs>().scale);
   EXPECT_EQ(m.count_params(), 28 + 8);
 }
 
@@ -287,9 +287,10 @@ TEST(LayerNormalization, KerasJsonRoundTripKeepsTheArguments) {
   const Sequential back = model_from_json(model_to_json(model), "model.json");
   const Layer& l = back.layers()[2];
   EXPECT_EQ(l.type, LayerType::layer_normalization);
-  EXPECT_EQ(l.epsilon, 0.01);
-  EXPECT_FALSE(l.center);
-  EXPECT_TRUE(l.scale);
+  const LayerNormArgs& a = l.args<LayerNormArgs>();
+  EXPECT_EQ(a.epsilon, 0.01);
+  EXPECT_FALSE(a.center);
+  EXPECT_TRUE(a.scale);
   EXPECT_EQ(back.count_params(), model.count_params());
   EXPECT_EQ(model_to_json(back), model_to_json(model));
   const auto doc = nlohmann::json::parse(model_to_json(model));

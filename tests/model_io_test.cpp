@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 #include "core/philox.h"
@@ -106,13 +107,13 @@ TEST(ModelIoKerasJson, Keras2SmallModelGivesTheSeedSummaryWith101770Parameters) 
   EXPECT_EQ(l[0].type, LayerType::flatten);
   EXPECT_EQ(l[0].input_shape, (Shape{28, 28}));
   EXPECT_EQ(l[1].name, "dense");
-  EXPECT_EQ(l[1].units, 128);
-  EXPECT_EQ(l[1].activation, ActivationKind::relu);
-  EXPECT_TRUE(l[1].use_bias);
+  EXPECT_EQ(l[1].args<DenseArgs>().units, 128);
+  EXPECT_EQ(l[1].args<DenseArgs>().activation.kind, ActivationKind::relu);
+  EXPECT_TRUE(l[1].args<DenseArgs>().use_bias);
   EXPECT_EQ(l[2].type, LayerType::dropout);
-  EXPECT_FLOAT_EQ(l[2].rate, 0.2f);
+  EXPECT_FLOAT_EQ(l[2].args<DropoutArgs>().rate, 0.2f);
   EXPECT_EQ(l[3].name, "dense_1");
-  EXPECT_EQ(l[3].activation, ActivationKind::softmax);
+  EXPECT_EQ(l[3].args<DenseArgs>().activation.kind, ActivationKind::softmax);
   EXPECT_EQ(m.name(), "sequential");
   // No compile_config in the Keras 2 format.
   EXPECT_FALSE(training_config_from_json(slurp(keras_file("small_keras2.json")), "k2").has_value());
@@ -185,10 +186,10 @@ TEST(ModelIoKerasJson, KerasDefaultsApplyWhereFieldsAreAbsent) {
   const auto& l = m.layers();
   ASSERT_EQ(l.size(), 4u);
   EXPECT_EQ(l[0].type, LayerType::input);
-  EXPECT_EQ(l[1].activation, ActivationKind::linear);
-  EXPECT_TRUE(l[1].use_bias);
-  EXPECT_EQ(l[2].activation, ActivationKind::tanh);
-  EXPECT_FALSE(l[3].use_bias);
+  EXPECT_EQ(l[1].args<DenseArgs>().activation.kind, ActivationKind::linear);
+  EXPECT_TRUE(l[1].args<DenseArgs>().use_bias);
+  EXPECT_EQ(l[2].args<ActivationArgs>().activation.kind, ActivationKind::tanh);
+  EXPECT_FALSE(l[3].args<DenseArgs>().use_bias);
   EXPECT_EQ(m.count_params(), 3 * 5 + 5 + 5 * 2);
   EXPECT_EQ(m.name(), "sequential");
 }
@@ -222,9 +223,10 @@ TEST(ModelIoKerasJson, ToJsonWritesKeras3FormatAndReadsBack) {
   for (std::size_t i = 0; i < m.layers().size(); ++i) {
     EXPECT_EQ(back.layers()[i].type, m.layers()[i].type);
     EXPECT_EQ(back.layers()[i].name, m.layers()[i].name);
-    EXPECT_EQ(back.layers()[i].units, m.layers()[i].units);
-    EXPECT_EQ(back.layers()[i].activation, m.layers()[i].activation);
-    EXPECT_EQ(back.layers()[i].rate, m.layers()[i].rate);
+    nlohmann::json a, b;  // each kind's arguments, as the commands' record lists them
+    layer_kind(back.layers()[i]).describe(back.layers()[i], a);
+    layer_kind(m.layers()[i]).describe(m.layers()[i], b);
+    EXPECT_EQ(a, b) << i;
   }
   auto tc = training_config_from_json(text, "roundtrip");
   ASSERT_TRUE(tc);
@@ -260,7 +262,7 @@ TEST(ModelIoKerasJson, KerasAliasesOfALayerClassReadAsTheClass) {
   ASSERT_EQ(m.layers().size(), 5u);
   EXPECT_EQ(m.layers()[1].type, LayerType::max_pooling2d);
   EXPECT_EQ(m.layers()[2].type, LayerType::average_pooling2d);
-  EXPECT_EQ(m.layers()[2].padding, Padding::same);
+  EXPECT_EQ(m.layers()[2].args<PoolingArgs>().padding, Padding::same);
   EXPECT_EQ(m.layer_output_shapes()[2], (Shape{2, 2, 1}));
   const json out = json::parse(model_to_json(m));
   EXPECT_EQ(out["config"]["layers"][1]["class_name"], "MaxPooling2D");
@@ -268,6 +270,37 @@ TEST(ModelIoKerasJson, KerasAliasesOfALayerClassReadAsTheClass) {
 }
 
 // Every layer type has its one kind, found again by its Keras class name and its CLI name.
+// A layer holds its kind's arguments by value: copies are independent, a layer that holds none
+// reads the kind's defaults, and asking for another kind's is an error naming the layer.
+TEST(LayerArgs, HeldByValueWithTheKindsDefaults) {
+  Layer a = Dense(4, "relu");
+  Layer b = a;
+  b.args<DenseArgs>().units = 7;
+  EXPECT_EQ(a.args<DenseArgs>().units, 4);
+  EXPECT_EQ(b.args<DenseArgs>().units, 7);
+  EXPECT_EQ(a.args<DenseArgs>().activation.kind, ActivationKind::relu);
+  EXPECT_EQ(a.find_args<ConvArgs>(), nullptr);
+  a.name = "d";
+  try {
+    (void)a.args<BatchNormArgs>();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("d"), std::string::npos) << e.what();
+  }
+  Layer empty;
+  empty.type = LayerType::batch_normalization;
+  EXPECT_EQ(std::as_const(empty).args<BatchNormArgs>().momentum, 0.99);  // Keras's default
+  EXPECT_EQ(empty.find_args<BatchNormArgs>(), nullptr);  // the const access made none
+  empty.args<BatchNormArgs>().momentum = 0.9;            // the mutable access makes them
+  ASSERT_NE(empty.find_args<BatchNormArgs>(), nullptr);
+  EXPECT_EQ(empty.args<BatchNormArgs>().momentum, 0.9);
+  // The activation a kind applies, the same whichever kind holds it.
+  EXPECT_EQ(layer_kind(Conv2D(2, 3, "tanh")).activation(Conv2D(2, 3, "tanh")).kind,
+            ActivationKind::tanh);
+  EXPECT_EQ(layer_kind(LeakyReLU(0.1)).activation(LeakyReLU(0.1)).alpha, 0.1f);
+  EXPECT_EQ(layer_kind(Dropout(0.5)).activation(Dropout(0.5)).kind, ActivationKind::linear);
+}
+
 TEST(LayerKinds, EveryTypeHasOneKindFoundByItsNames) {
   std::set<std::string_view> classes, cli_names;
   for (const LayerKind* k : layer_kinds()) {

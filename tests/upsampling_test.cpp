@@ -174,10 +174,10 @@ TEST(UpSampling2D, KerasJsonAsKerasWritesItLoadsAndRoundTrips) {
   ASSERT_EQ(m.layers().size(), 3u);
   const Layer& l = m.layers()[1];
   EXPECT_EQ(l.type, LayerType::up_sampling2d);
-  EXPECT_EQ(l.window, Size2(2, 3));
+  EXPECT_EQ(l.args<UpSamplingArgs>().size, Size2(2, 3));
   EXPECT_EQ(m.layer_output_shapes()[1], (Shape{8, 12, 2}));
   const Sequential back = model_from_json(model_to_json(m), "model.json");
-  EXPECT_EQ(back.layers()[1].window, Size2(2, 3));
+  EXPECT_EQ(back.layers()[1].args<UpSamplingArgs>().size, Size2(2, 3));
   EXPECT_EQ(model_to_json(back), model_to_json(m));
   const auto layer = nlohmann::json::parse(model_to_json(m))["config"]["layers"][1];
   EXPECT_EQ(layer["class_name"], "UpSampling2D");
@@ -189,7 +189,7 @@ TEST(UpSampling2D, KerasJsonAsKerasWritesItLoadsAndRoundTrips) {
   std::string json = keras3_json();
   const std::string size = "\"size\": [2, 3], ";
   json.erase(json.find(size), size.size());
-  EXPECT_EQ(model_from_json(json, "up.json").layers()[1].window, Size2(2));
+  EXPECT_EQ(model_from_json(json, "up.json").layers()[1].args<UpSamplingArgs>().size, Size2(2));
 }
 
 TEST(UpSampling2D, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {

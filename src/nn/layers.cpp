@@ -26,6 +26,16 @@ ActivationKind parse_activation(std::string_view name) {
                                 "leaky_relu, gelu, softplus, swish (silu) or exponential");
 }
 
+LayerActivation layer_activation(std::string_view name) {
+  const ActivationKind a = parse_activation(name);
+  return {a, default_activation_alpha(a)};
+}
+
+void Layer::wrong_args() const {
+  throw Error(name.empty() ? std::string(layer_type_name(type)) : name,
+              "the layer holds another kind's arguments");
+}
+
 float default_activation_alpha(ActivationKind a) {
   return a == ActivationKind::leaky_relu ? 0.2f : a == ActivationKind::elu ? 1.0f : 0.0f;
 }

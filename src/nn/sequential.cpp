@@ -289,6 +289,7 @@ struct Sequential::Impl {
       li.in_width = shape_size(shape, l.name);
       LayerBuilder builder(l, static_cast<int>(i), shape, li, params, offset);
       layer_kind(l).build(builder);
+      li.activation = layer_kind(l).activation(l);
       li.out_shape = shape;
       li.out_width = shape_size(shape, l.name);
       if (own_input) li.aliases_input = false;  // its columns of the packed batch, copied
@@ -360,14 +361,17 @@ struct Sequential::Impl {
   int final_activation_layer() const {
     const Layer& l = layers.back();
     if (!layer_kind(l).defers_activation()) return -1;
-    if (from_logits && l.activation != ActivationKind::linear &&
-        l.activation != ActivationKind::sigmoid && l.activation != ActivationKind::softmax)
+    const ActivationKind a = layer_kind(l).activation(l).kind;
+    if (from_logits && a != ActivationKind::linear && a != ActivationKind::sigmoid &&
+        a != ActivationKind::softmax)
       return -1;
     return static_cast<int>(layers.size()) - 1;
   }
   ActivationKind final_activation() const {
     const int f = final_activation_layer();
-    return f >= 0 ? layers[static_cast<std::size_t>(f)].activation : ActivationKind::linear;
+    if (f < 0) return ActivationKind::linear;
+    const Layer& l = layers[static_cast<std::size_t>(f)];
+    return layer_kind(l).activation(l).kind;
   }
   // The activation the loss op applies to the final output: with from_logits the loss's own
   // softmax or sigmoid of the logits (final_activation_layer).
@@ -595,15 +599,9 @@ struct Sequential::Impl {
           v.chain && (i == 0 ? inputs[i].empty()
                              : inputs[i].size() == 1 && inputs[i][0] + 1 == static_cast<int>(i));
       FusedLayerView lv;
-      lv.kind = l.type == LayerType::dense     ? FusedLayerView::Kind::dense
-                : l.type == LayerType::dropout ? FusedLayerView::Kind::dropout
-                : (l.type == LayerType::input || l.type == LayerType::flatten ||
-                   l.type == LayerType::reshape)
-                    ? FusedLayerView::Kind::reshape
-                    : FusedLayerView::Kind::other;
+      layer_kind(l).describe_fused(l, lv);
       lv.name = l.name;
-      lv.activation = l.activation;
-      lv.rate = l.rate;
+      lv.activation = li.activation.kind;
       lv.trainable = trains[i] != 0;
       lv.in_width = li.in_width;
       lv.out_width = li.out_width;
@@ -667,9 +665,9 @@ struct Sequential::Impl {
       // A dropout directly above a relu layer applies the relu's gradient too, when it is the
       // relu's only reader.
       const int below = inputs[i].size() == 1 ? inputs[i][0] : -1;
-      const bool after_relu = below >= 0 && readers[below] == 1 &&
-                              layer_kind(layers[below]).applies_activation() &&
-                              layers[below].activation == ActivationKind::relu;
+      const bool after_relu =
+          below >= 0 && readers[below] == 1 && layer_kind(layers[below]).applies_activation() &&
+          info[static_cast<std::size_t>(below)].activation.kind == ActivationKind::relu;
       float* spare = pool.take();
       input_grads.clear();
       xs.clear();
@@ -876,9 +874,9 @@ struct Sequential::Impl {
     const float* predictions =
         from_logits ? final_output(plan, training) : plan.predictions.as<float>();
     if (metrics_activate()) {  // the model's output, from the logits the loss read
-      const Layer& l = layers.back();
-      backend->activation_forward(l.activation, l.activation_alpha, predictions,
-                                  plan.predictions.as<float>(), m, output_width());
+      const LayerActivation& a = info.back().activation;
+      backend->activation_forward(a.kind, a.alpha, predictions, plan.predictions.as<float>(), m,
+                                  output_width());
       predictions = plan.predictions.as<float>();
     }
     auto* sums = reinterpret_cast<double*>(reinterpret_cast<char*>(ctr) +

@@ -423,19 +423,10 @@ static void read_gemm_samples(const Reader& r, const json& gemm, const std::stri
   }
 }
 
-Profile profile_from_json(const json& j, const std::string& where) {
-  const Reader r{where};
-  if (!j.is_object()) throw Error(where, "a profile must be a JSON object");
-  if (auto it = j.find("format"); it != j.end() && *it != kFormat)
-    r.fail("format", "must be \"" + std::string(kFormat) + "\", got " + it->dump());
-  if (auto it = j.find("version"); it != j.end()) {
-    const int64_t v = r.integer(*it, "version", true);
-    if (v > kVersion)
-      r.fail("version", "is " + std::to_string(v) + ", newer than this crossover reads (" +
-                            std::to_string(kVersion) + ")");
-  }
-  Profile p;
-  const json& dev = r.member(j, "device", "device");
+namespace {
+
+// The profile's "device": what machine it measured.
+void read_device(const Reader& r, const json& dev, Profile& p) {
   if (!dev.is_object()) r.fail("device", "must be an object");
   p.kind = r.string(r.member(dev, "kind", "device.kind"), "device.kind", true);
   if (p.kind != "cpu" && p.kind != "gpu")
@@ -471,25 +462,11 @@ Profile profile_from_json(const json& j, const std::string& where) {
       if (auto v = it->find(key); v != it->end() && !v->is_null())
         *slot = r.integer(*v, std::string("device.cache_bytes.") + key, false);
   }
-  p.schema = 0;
-  if (auto it = j.find("schema"); it != j.end() && !it->is_null())
-    p.schema = static_cast<int>(r.integer(*it, "schema", false));
-  if (auto it = j.find("coverage"); it != j.end() && !it->is_null()) {
-    p.coverage = r.string(*it, "coverage", true);
-    if (p.coverage != "grid" && p.coverage != "shapes")
-      r.fail("coverage", "must be \"grid\" or \"shapes\", got \"" + p.coverage + "\"");
-  }
+}
 
-  if (auto it = j.find("created"); it != j.end() && !it->is_null())
-    p.created = r.string(*it, "created", false);
-  if (auto it = j.find("crossover_version"); it != j.end() && !it->is_null())
-    p.crossover_version = r.string(*it, "crossover_version", false);
-  if (auto it = j.find("quick"); it != j.end()) {
-    if (!it->is_boolean()) r.fail("quick", "must be true or false");
-    p.quick = it->get<bool>();
-  }
-  p.calibration_seconds = r.optional_at(j, "calibration_seconds", "calibration_seconds", 0);
-
+// The latencies, transfer rates and memory levels (a GPU profile must have its launches and
+// pageable transfers measured).
+void read_rates(const Reader& r, const json& j, Profile& p) {
   p.launch_seconds = r.number_at(j, "launch_seconds", "launch_seconds", false);
   p.graph_node_seconds = r.number_at(j, "graph_node_seconds", "graph_node_seconds", false);
   p.sync_seconds = r.number_at(j, "sync_seconds", "sync_seconds", false);
@@ -527,17 +504,11 @@ Profile profile_from_json(const json& j, const std::string& where) {
     if (!p.d2h_bytes_per_second.pageable)
       r.fail("d2h_bytes_per_second.pageable", "must be measured for a GPU profile");
   }
+}
 
-  const json& gemm = r.member(j, "gemm", "gemm");
-  if (!gemm.is_array()) r.fail("gemm", "must be an array of {m, n, k, flops_per_second}");
-  if (gemm.empty()) r.fail("gemm", "must hold at least one measurement");
-  read_gemm_samples(r, gemm, "gemm", p.gemm);
-  // bf16 rates: absent in profiles from before them, and of CPUs without bf16.
-  if (auto it = j.find("gemm_bf16"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) r.fail("gemm_bf16", "must be an array of {m, n, k, flops_per_second}");
-    read_gemm_samples(r, *it, "gemm_bf16", p.gemm_bf16);
-  }
-
+// The per-kernel timings and the convolution, pooling, batch-normalization and allreduce
+// measurements, each absent in profiles from before it.
+void read_measurements(const Reader& r, const json& j, Profile& p) {
   if (auto it = j.find("kernels"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) r.fail("kernels", "must be an object of name -> [{elements, seconds}]");
     for (const auto& [name, arr] : it->items()) {
@@ -600,6 +571,55 @@ Profile profile_from_json(const json& j, const std::string& where) {
         r.integer(r.member(*it, "l2_bytes", "fused_step.l2_bytes"), "fused_step.l2_bytes", true);
     p.fused_step = f;
   }
+}
+
+}  // namespace
+
+Profile profile_from_json(const json& j, const std::string& where) {
+  const Reader r{where};
+  if (!j.is_object()) throw Error(where, "a profile must be a JSON object");
+  if (auto it = j.find("format"); it != j.end() && *it != kFormat)
+    r.fail("format", "must be \"" + std::string(kFormat) + "\", got " + it->dump());
+  if (auto it = j.find("version"); it != j.end()) {
+    const int64_t v = r.integer(*it, "version", true);
+    if (v > kVersion)
+      r.fail("version", "is " + std::to_string(v) + ", newer than this crossover reads (" +
+                            std::to_string(kVersion) + ")");
+  }
+  Profile p;
+  read_device(r, r.member(j, "device", "device"), p);
+  p.schema = 0;
+  if (auto it = j.find("schema"); it != j.end() && !it->is_null())
+    p.schema = static_cast<int>(r.integer(*it, "schema", false));
+  if (auto it = j.find("coverage"); it != j.end() && !it->is_null()) {
+    p.coverage = r.string(*it, "coverage", true);
+    if (p.coverage != "grid" && p.coverage != "shapes")
+      r.fail("coverage", "must be \"grid\" or \"shapes\", got \"" + p.coverage + "\"");
+  }
+
+  if (auto it = j.find("created"); it != j.end() && !it->is_null())
+    p.created = r.string(*it, "created", false);
+  if (auto it = j.find("crossover_version"); it != j.end() && !it->is_null())
+    p.crossover_version = r.string(*it, "crossover_version", false);
+  if (auto it = j.find("quick"); it != j.end()) {
+    if (!it->is_boolean()) r.fail("quick", "must be true or false");
+    p.quick = it->get<bool>();
+  }
+  p.calibration_seconds = r.optional_at(j, "calibration_seconds", "calibration_seconds", 0);
+
+  read_rates(r, j, p);
+
+  const json& gemm = r.member(j, "gemm", "gemm");
+  if (!gemm.is_array()) r.fail("gemm", "must be an array of {m, n, k, flops_per_second}");
+  if (gemm.empty()) r.fail("gemm", "must hold at least one measurement");
+  read_gemm_samples(r, gemm, "gemm", p.gemm);
+  // bf16 rates: absent in profiles from before them, and of CPUs without bf16.
+  if (auto it = j.find("gemm_bf16"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) r.fail("gemm_bf16", "must be an array of {m, n, k, flops_per_second}");
+    read_gemm_samples(r, *it, "gemm_bf16", p.gemm_bf16);
+  }
+
+  read_measurements(r, j, p);
   return p;
 }
 

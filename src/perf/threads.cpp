@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/layers/kind.h"
 #include "perf/explain.h"
 #include "perf/machine.h"
 #include "perf/measure.h"
@@ -236,8 +237,7 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
                 "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
   std::vector<Layer> layers = model.layers();
   const Layer& first = layers.front();
-  const bool has_shape = (first.type == LayerType::input || first.type == LayerType::flatten) &&
-                         !first.input_shape.empty();
+  const bool has_shape = layer_kind(first).declares_input() && !first.input_shape.empty();
   // A functional model's copies are its graph (its InputLayers declare their shapes).
   const bool graph = model.functional();
   const std::vector<std::vector<int>> reads = model.layer_inputs();

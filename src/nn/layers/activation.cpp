@@ -1,4 +1,6 @@
 // Activation: applies an activation on its own.
+#include "nn/layers/activation.h"
+
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -7,13 +9,12 @@ namespace crossover {
 Layer Activation(std::string_view activation) {
   Layer l;
   l.type = LayerType::activation;
-  l.activation = parse_activation(activation);
-  l.activation_alpha = default_activation_alpha(l.activation);
+  l.args<ActivationArgs>().activation = layer_activation(activation);
   return l;
 }
 
 void activation_layer_forward(const ForwardStep& s) {
-  s.backend.activation_forward(forward_activation(s), s.layer.activation_alpha, s.x, s.y, s.m,
+  s.backend.activation_forward(forward_activation(s), s.state.activation.alpha, s.x, s.y, s.m,
                                s.state.out_width);
 }
 
@@ -21,8 +22,8 @@ void activation_layer_forward(const ForwardStep& s) {
 // where the gradient needs it (gelu, swish).
 void activation_layer_backward(BackwardStep& s) {
   if (backward_applies_activation(s))
-    s.backend.activation_backward(s.layer.activation, s.layer.activation_alpha, s.x, s.y, s.g, s.g,
-                                  s.m, s.state.out_width);
+    s.backend.activation_backward(s.state.activation.kind, s.state.activation.alpha, s.x, s.y, s.g,
+                                  s.g, s.m, s.state.out_width);
   s.activation_done = false;
 }
 
@@ -45,19 +46,24 @@ class ActivationLayerKind final : public LayerKind {
     return Activation(f.text(1));
   }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["activation"] = activation_name(l.activation);
+    j["activation"] = activation_name(l.args<ActivationArgs>().activation.kind);
   }
 
   // ---- Keras config ----
   void from_keras(Reader& cfg, Layer& l) const override {
     if (!cfg.find("activation")) cfg.fail("activation", "Activation needs an activation");
-    cfg.activation(l);
+    cfg.activation(l.args<ActivationArgs>().activation);
   }
-  void to_keras(const Layer& l, ojson& c) const override { c["activation"] = activation_json(l); }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["activation"] = activation_json(l.args<ActivationArgs>().activation);
+  }
 
   // ---- engine ----
   bool defers_activation() const override { return true; }
   bool applies_activation() const override { return true; }
+  LayerActivation activation(const Layer& l) const override {
+    return l.args<ActivationArgs>().activation;
+  }
 
   void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
   void backward(BackwardStep& s) const override { activation_layer_backward(s); }

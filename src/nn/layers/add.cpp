@@ -1,5 +1,7 @@
 // Add: the element-wise sum of two or more inputs of one shape (Keras's keras.layers.Add), the
 // join of a skip connection.
+#include "nn/layers/add.h"
+
 #include <string>
 
 #include "core/error.h"

@@ -1,5 +1,7 @@
 // BatchNormalization over the last axis: y = gamma * (x - mean) / sqrt(variance + epsilon) + beta,
 // the batch's statistics in fit, the moving ones in evaluate and predict.
+#include "nn/layers/batch_normalization.h"
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -15,10 +17,11 @@ Layer BatchNormalization(double momentum, double epsilon, bool center, bool scal
     throw Error("BatchNormalization", "epsilon must be positive, got " + std::to_string(epsilon));
   Layer l;
   l.type = LayerType::batch_normalization;
-  l.momentum = momentum;
-  l.epsilon = epsilon;
-  l.center = center;
-  l.scale = scale;
+  BatchNormArgs& a = l.args<BatchNormArgs>();
+  a.momentum = momentum;
+  a.epsilon = epsilon;
+  a.center = center;
+  a.scale = scale;
   return l;
 }
 
@@ -42,8 +45,9 @@ class BatchNormalizationKind final : public LayerKind {
   // Keras saves a layer's trainable variables, then its non-trainable ones.
   std::vector<std::string> weight_names(const Layer& l) const override {
     std::vector<std::string> names;
-    if (l.scale) names.push_back(l.name + "/gamma");
-    if (l.center) names.push_back(l.name + "/beta");
+    const BatchNormArgs& a = l.args<BatchNormArgs>();
+    if (a.scale) names.push_back(l.name + "/gamma");
+    if (a.center) names.push_back(l.name + "/beta");
     names.push_back(l.name + "/moving_mean");
     names.push_back(l.name + "/moving_variance");
     return names;
@@ -57,27 +61,29 @@ class BatchNormalizationKind final : public LayerKind {
     return BatchNormalization(f.number(1, 0.99), f.number(2, 1e-3));
   }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["momentum"] = l.momentum;
-    j["epsilon"] = l.epsilon;
-    j["center"] = l.center;
-    j["scale"] = l.scale;
+    const BatchNormArgs& a = l.args<BatchNormArgs>();
+    j["momentum"] = a.momentum;
+    j["epsilon"] = a.epsilon;
+    j["center"] = a.center;
+    j["scale"] = a.scale;
   }
 
   // ---- Keras config ----
   void from_keras(Reader& cfg, Layer& l) const override {
-    l.axis = cfg.last_axis();
-    l.momentum = cfg.number("momentum", l.momentum);
-    l.epsilon = cfg.number("epsilon", l.epsilon);
-    if (!(l.momentum >= 0.0 && l.momentum <= 1.0))
-      cfg.fail("momentum", fmt::format("momentum must be in [0, 1], got {}", l.momentum));
-    if (!(l.epsilon > 0.0 && l.epsilon < 1e30))
-      cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", l.epsilon));
-    l.center = cfg.flag("center", l.center);
-    l.scale = cfg.flag("scale", l.scale);
-    l.beta_initializer = cfg.initializer("beta_initializer", Zeros());
-    l.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
-    l.moving_mean_initializer = cfg.initializer("moving_mean_initializer", Zeros());
-    l.moving_variance_initializer = cfg.initializer("moving_variance_initializer", Ones());
+    BatchNormArgs& a = l.args<BatchNormArgs>();
+    a.axis = cfg.last_axis();
+    a.momentum = cfg.number("momentum", a.momentum);
+    a.epsilon = cfg.number("epsilon", a.epsilon);
+    if (!(a.momentum >= 0.0 && a.momentum <= 1.0))
+      cfg.fail("momentum", fmt::format("momentum must be in [0, 1], got {}", a.momentum));
+    if (!(a.epsilon > 0.0 && a.epsilon < 1e30))
+      cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", a.epsilon));
+    a.center = cfg.flag("center", a.center);
+    a.scale = cfg.flag("scale", a.scale);
+    a.beta_initializer = cfg.initializer("beta_initializer", Zeros());
+    a.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
+    a.moving_mean_initializer = cfg.initializer("moving_mean_initializer", Zeros());
+    a.moving_variance_initializer = cfg.initializer("moving_variance_initializer", Ones());
     cfg.refuse_regularizers({"beta", "gamma"}, false);
     for (const char* f : {"synchronized", "renorm"})
       if (const json* v = cfg.find(f); v && !flag_is_false(*v))
@@ -87,15 +93,16 @@ class BatchNormalizationKind final : public LayerKind {
     cfg.accept({"renorm_momentum"});
   }
   void to_keras(const Layer& l, ojson& c) const override {
+    const BatchNormArgs& a = l.args<BatchNormArgs>();
     c["axis"] = -1;
-    c["momentum"] = l.momentum;
-    c["epsilon"] = l.epsilon;
-    c["center"] = l.center;
-    c["scale"] = l.scale;
-    c["beta_initializer"] = initializer_json(l.beta_initializer);
-    c["gamma_initializer"] = initializer_json(l.gamma_initializer);
-    c["moving_mean_initializer"] = initializer_json(l.moving_mean_initializer);
-    c["moving_variance_initializer"] = initializer_json(l.moving_variance_initializer);
+    c["momentum"] = a.momentum;
+    c["epsilon"] = a.epsilon;
+    c["center"] = a.center;
+    c["scale"] = a.scale;
+    c["beta_initializer"] = initializer_json(a.beta_initializer);
+    c["gamma_initializer"] = initializer_json(a.gamma_initializer);
+    c["moving_mean_initializer"] = initializer_json(a.moving_mean_initializer);
+    c["moving_variance_initializer"] = initializer_json(a.moving_variance_initializer);
     write_null_regularizers(c, {"beta", "gamma"}, false);
     c["synchronized"] = false;
     c["renorm"] = false;
@@ -118,23 +125,24 @@ class BatchNormalizationKind final : public LayerKind {
   // gamma (when scale), beta (when center), moving_mean, moving_variance: (channels,) each.
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
+    const BatchNormArgs& a = l.args<BatchNormArgs>();
     // Keras's axis -1: one mean and variance per last-axis entry, over everything else.
-    if (l.axis != -1 && l.axis != static_cast<int64_t>(b.shape.size()))
+    if (a.axis != -1 && a.axis != static_cast<int64_t>(b.shape.size()))
       throw Error(l.name, fmt::format("BatchNormalization axis {} is not supported on samples "
                                       "of shape {}: only the last axis (-1)",
-                                      l.axis, shape_to_string(b.shape)));
+                                      a.axis, shape_to_string(b.shape)));
     const int64_t channels = b.shape.back();
     LayerState& li = b.state;
     li.norm = {.spatial = li.in_width / channels,
                .channels = channels,
-               .epsilon = static_cast<float>(l.epsilon),
-               .scale = l.scale,
-               .center = l.center};
-    if (l.scale) li.kernel = b.add_param("gamma", {channels}, l.gamma_initializer);
-    if (l.center) li.bias = b.add_param("beta", {channels}, l.beta_initializer);
-    li.moving_mean = b.add_param("moving_mean", {channels}, l.moving_mean_initializer, false);
+               .epsilon = static_cast<float>(a.epsilon),
+               .scale = a.scale,
+               .center = a.center};
+    if (a.scale) li.kernel = b.add_param("gamma", {channels}, a.gamma_initializer);
+    if (a.center) li.bias = b.add_param("beta", {channels}, a.beta_initializer);
+    li.moving_mean = b.add_param("moving_mean", {channels}, a.moving_mean_initializer, false);
     li.moving_variance =
-        b.add_param("moving_variance", {channels}, l.moving_variance_initializer, false);
+        b.add_param("moving_variance", {channels}, a.moving_variance_initializer, false);
   }
   // The batch's mean and variance (channels each), which the backward pass reads; frozen, a
   // channel of zeros (the backward pass's mean).
@@ -169,7 +177,7 @@ class BatchNormalizationKind final : public LayerKind {
     const auto* stats = static_cast<const float*>(s.workspace);
     s.backend.batchnorm_update_moving(li.norm, stats, stats + li.norm.channels,
                                       s.value(li.moving_mean), s.value(li.moving_variance),
-                                      s.layer.momentum);
+                                      s.layer.args<BatchNormArgs>().momentum);
   }
   // dx, dgamma, dbeta from the saved batch statistics; dx even for the first layer with
   // parameters (the same primitive makes all three), into the spare buffer.

@@ -1,5 +1,7 @@
 // Concatenate: two or more inputs joined along their last axis (Keras's keras.layers.Concatenate
 // with axis=-1, its default: the features of two Dense layers, the channels of two images).
+#include "nn/layers/concatenate.h"
+
 #include <string>
 
 #include "core/error.h"
@@ -10,7 +12,7 @@ namespace crossover {
 Layer Concatenate(int64_t axis) {
   Layer l;
   l.type = LayerType::concatenate;
-  l.axis = axis;
+  l.args<ConcatenateArgs>().axis = axis;
   return l;
 }
 
@@ -32,10 +34,12 @@ class ConcatenateKind final : public LayerKind {
   void from_keras(Reader& cfg, Layer& l) const override {
     if (const json* a = cfg.find("axis")) {
       if (!a->is_number_integer()) cfg.fail("axis", "axis must be an integer, got " + brief(*a));
-      l.axis = a->get<int64_t>();
+      l.args<ConcatenateArgs>().axis = a->get<int64_t>();
     }
   }
-  void to_keras(const Layer& l, ojson& c) const override { c["axis"] = l.axis; }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["axis"] = l.args<ConcatenateArgs>().axis;
+  }
   bool keras_build_config() const override { return true; }
 
   // ---- engine ----
@@ -43,10 +47,11 @@ class ConcatenateKind final : public LayerKind {
     const std::vector<Shape>& in = b.state.in_shapes;
     const auto rank = static_cast<int64_t>(in[0].size());
     // Keras's axis counts the batch axis: -1 and rank (of a sample, plus the batch) are the last.
-    if (b.layer.axis != -1 && b.layer.axis != rank)
+    const int64_t axis = b.layer.args<ConcatenateArgs>().axis;
+    if (axis != -1 && axis != rank)
       throw Error(b.layer.name,
                   "Concatenate is supported along the last axis only (axis=-1), got axis=" +
-                      std::to_string(b.layer.axis));
+                      std::to_string(axis));
     Shape out = in[0];
     for (std::size_t k = 1; k < in.size(); ++k) {
       const bool same_rest =

@@ -35,35 +35,36 @@ class Conv2DKind final : public ConvolutionKind {
   // kernel (kernel_h, kernel_w, in_channels, filters), bias (filters); NHWC samples.
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
+    const ConvArgs& a = l.args<ConvArgs>();
     require_image(l, b.shape);
     ConvShape& c = b.state.conv;
-    place_window(l, b.shape, c);
+    place_window(l, a.kernel_size, a.strides, a.padding, b.shape, c);
     c.in_c = b.shape[2];
-    c.out_c = l.units;
-    c.kernel_h = l.window.h, c.kernel_w = l.window.w;
-    b.state.kernel =
-        b.add_param("kernel", {l.window.h, l.window.w, c.in_c, l.units}, l.kernel_initializer);
-    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units}, l.bias_initializer);
+    c.out_c = a.filters;
+    c.kernel_h = a.kernel_size.h, c.kernel_w = a.kernel_size.w;
+    b.state.kernel = b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, c.in_c, a.filters},
+                                 a.kernel_initializer);
+    if (a.use_bias) b.state.bias = b.add_param("bias", {a.filters}, a.bias_initializer);
     b.shape = {c.out_h, c.out_w, c.out_c};
   }
 
   // y(m, out_h, out_w, filters) = act(conv(x, kernel) + bias), bias and relu fused.
   void forward(const ForwardStep& s) const override {
     // Its activation is never deferred (the loss op applies only a Dense's or Activation's).
-    const ActivationKind act = s.layer.activation;
+    const ActivationKind act = s.state.activation.kind;
     const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
     s.backend.conv2d_forward(s.state.conv, s.x, s.value(s.state.kernel), s.value(s.state.bias), z,
                              s.m, fused ? act : ActivationKind::linear);
     if (!fused)
-      s.backend.activation_forward(act, s.layer.activation_alpha, z, s.y, s.m, s.state.out_width);
+      s.backend.activation_forward(act, s.state.activation.alpha, z, s.y, s.m, s.state.out_width);
   }
 
   // dx (not for the first layer with parameters), dkernel and dbias from g (frozen: dx only).
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
     if (backward_applies_activation(s))
-      s.backend.activation_backward(s.layer.activation, s.layer.activation_alpha,
+      s.backend.activation_backward(li.activation.kind, li.activation.alpha,
                                     static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
                                     li.out_width);
     if (!s.first) s.backend.conv2d_backward_input(li.conv, s.g, s.value(li.kernel), s.spare, s.m);

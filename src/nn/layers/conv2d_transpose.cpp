@@ -47,44 +47,45 @@ class Conv2DTransposeKind final : public ConvolutionKind {
   // Keras's padding of that output size (TensorFlow's conv2d_transpose pads so).
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
+    const ConvArgs& a = l.args<ConvArgs>();
     require_image(l, b.shape);
     const int64_t in_h = b.shape[0], in_w = b.shape[1], in_c = b.shape[2];
-    const int64_t out_h = transposed_length(in_h, l.window.h, l.strides.h, l.padding);
-    const int64_t out_w = transposed_length(in_w, l.window.w, l.strides.w, l.padding);
-    if (out_h > kMaxElements / std::max<int64_t>(out_w, 1) / l.units)
+    const int64_t out_h = transposed_length(in_h, a.kernel_size.h, a.strides.h, a.padding);
+    const int64_t out_w = transposed_length(in_w, a.kernel_size.w, a.strides.w, a.padding);
+    if (out_h > kMaxElements / std::max<int64_t>(out_w, 1) / a.filters)
       throw Error(l.name, fmt::format("the output of {}x{}x{} values is absurdly large", out_h,
-                                      out_w, l.units));
+                                      out_w, a.filters));
     ConvShape& c = b.state.conv;
-    place_window(l, {out_h, out_w, l.units}, c);
+    place_window(l, a.kernel_size, a.strides, a.padding, {out_h, out_w, a.filters}, c);
     if (c.out_h != in_h || c.out_w != in_w)
       throw Error(l.name, fmt::format("internal: the transposed {}x{} output maps back to {}x{}, "
                                       "not the {}x{} input",
                                       out_h, out_w, c.out_h, c.out_w, in_h, in_w));
-    c.in_c = l.units;
+    c.in_c = a.filters;
     c.out_c = in_c;
-    c.kernel_h = l.window.h, c.kernel_w = l.window.w;
-    b.state.kernel =
-        b.add_param("kernel", {l.window.h, l.window.w, l.units, in_c}, l.kernel_initializer);
-    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units}, l.bias_initializer);
-    b.shape = {out_h, out_w, l.units};
+    c.kernel_h = a.kernel_size.h, c.kernel_w = a.kernel_size.w;
+    b.state.kernel = b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, a.filters, in_c},
+                                 a.kernel_initializer);
+    if (a.use_bias) b.state.bias = b.add_param("bias", {a.filters}, a.bias_initializer);
+    b.shape = {out_h, out_w, a.filters};
   }
 
   // y(m, out_h, out_w, filters) = act(conv_transpose(x, kernel) + bias).
   void forward(const ForwardStep& s) const override {
     // Its activation is never deferred (the loss op applies only a Dense's or Activation's).
-    const ActivationKind act = s.layer.activation;
+    const ActivationKind act = s.state.activation.kind;
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
     s.backend.conv2d_transpose_forward(s.state.conv, s.x, s.value(s.state.kernel),
                                        s.value(s.state.bias), z, s.m);
     if (act != ActivationKind::linear)
-      s.backend.activation_forward(act, s.layer.activation_alpha, z, s.y, s.m, s.state.out_width);
+      s.backend.activation_forward(act, s.state.activation.alpha, z, s.y, s.m, s.state.out_width);
   }
 
   // dx (not for the first layer with parameters), dkernel and dbias from g (frozen: dx only).
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
     if (backward_applies_activation(s))
-      s.backend.activation_backward(s.layer.activation, s.layer.activation_alpha,
+      s.backend.activation_backward(li.activation.kind, li.activation.alpha,
                                     static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
                                     li.out_width);
     if (!s.first)

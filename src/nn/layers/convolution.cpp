@@ -20,18 +20,18 @@ Layer convolution_layer(LayerType type, std::string_view cls, int64_t filters, S
   require_positive(strides, name.c_str(), "strides");
   Layer l;
   l.type = type;
-  l.units = filters;
-  l.window = kernel_size;
-  l.strides = strides;
-  l.padding = parse_padding(padding, name);
-  l.activation = parse_activation(activation);
-  l.activation_alpha = default_activation_alpha(l.activation);
-  l.use_bias = use_bias;
+  ConvArgs& a = l.args<ConvArgs>();
+  a.filters = filters;
+  a.kernel_size = kernel_size;
+  a.strides = strides;
+  a.padding = parse_padding(padding, name);
+  a.activation = layer_activation(activation);
+  a.use_bias = use_bias;
   return l;
 }
 
 std::vector<std::string> ConvolutionKind::weight_names(const Layer& l) const {
-  if (!l.use_bias) return {l.name + "/kernel"};
+  if (!l.args<ConvArgs>().use_bias) return {l.name + "/kernel"};
   return {l.name + "/kernel", l.name + "/bias"};
 }
 
@@ -43,22 +43,24 @@ std::optional<Layer> ConvolutionKind::from_cli(const CliFields& f) const {
 }
 
 void ConvolutionKind::describe(const Layer& l, nlohmann::json& j) const {
-  j["filters"] = l.units;
-  j["kernel_size"] = {l.window.h, l.window.w};
-  j["strides"] = {l.strides.h, l.strides.w};
-  j["padding"] = padding_name(l.padding);
-  j["activation"] = activation_name(l.activation);
-  j["use_bias"] = l.use_bias;
+  const ConvArgs& a = l.args<ConvArgs>();
+  j["filters"] = a.filters;
+  j["kernel_size"] = {a.kernel_size.h, a.kernel_size.w};
+  j["strides"] = {a.strides.h, a.strides.w};
+  j["padding"] = padding_name(a.padding);
+  j["activation"] = activation_name(a.activation.kind);
+  j["use_bias"] = a.use_bias;
 }
 
 void ConvolutionKind::from_keras(Reader& cfg, Layer& l) const {
   const std::string cls(class_name());
-  l.units = cfg.count("filters", cls + " needs filters");
+  ConvArgs& a = l.args<ConvArgs>();
+  a.filters = cfg.count("filters", cls + " needs filters");
   const std::optional<Size2> kernel = cfg.pair("kernel_size");
   if (!kernel) cfg.fail("kernel_size", cls + " needs a kernel_size");
-  l.window = *kernel;
-  l.strides = cfg.pair("strides").value_or(Size2(1));
-  l.padding = cfg.padding();
+  a.kernel_size = *kernel;
+  a.strides = cfg.pair("strides").value_or(Size2(1));
+  a.padding = cfg.padding();
   if (transposed())
     cfg.refuse_set("output_padding",
                    "output_padding is not supported: only None (Keras's default output size)");
@@ -69,28 +71,30 @@ void ConvolutionKind::from_keras(Reader& cfg, Layer& l) const {
   if (const json* g = transposed() ? nullptr : cfg.find("groups"))
     if (!g->is_number_integer() || g->get<int64_t>() != 1)
       cfg.fail("groups", "groups " + brief(*g) + " is not supported: only 1");
-  cfg.activation(l);
-  cfg.kernel_and_bias(l.use_bias, l.kernel_initializer, l.bias_initializer);
+  cfg.activation(a.activation);
+  cfg.kernel_and_bias(a.use_bias, a.kernel_initializer, a.bias_initializer);
 }
 
 void ConvolutionKind::to_keras(const Layer& l, ojson& c) const {
-  c["filters"] = l.units;
-  c["kernel_size"] = ojson::array({l.window.h, l.window.w});
-  c["strides"] = ojson::array({l.strides.h, l.strides.w});
-  c["padding"] = std::string(padding_name(l.padding));
+  const ConvArgs& a = l.args<ConvArgs>();
+  c["filters"] = a.filters;
+  c["kernel_size"] = ojson::array({a.kernel_size.h, a.kernel_size.w});
+  c["strides"] = ojson::array({a.strides.h, a.strides.w});
+  c["padding"] = std::string(padding_name(a.padding));
   if (transposed()) c["output_padding"] = nullptr;
   c["data_format"] = "channels_last";
   c["dilation_rate"] = ojson::array({1, 1});
   if (!transposed()) c["groups"] = 1;
-  c["activation"] = activation_json(l);
-  write_kernel_and_bias(c, l.use_bias, l.kernel_initializer, l.bias_initializer, true);
+  c["activation"] = activation_json(a.activation);
+  write_kernel_and_bias(c, a.use_bias, a.kernel_initializer, a.bias_initializer, true);
 }
 
 int64_t ConvolutionKind::check_size(const Layer& l, int64_t width, int64_t channels,
                                     const std::string& where) const {
-  if (l.window.h * l.window.w > kMaxElements / l.units / std::max<int64_t>(channels, 1))
+  const ConvArgs& a = l.args<ConvArgs>();
+  if (a.kernel_size.h * a.kernel_size.w > kMaxElements / a.filters / std::max<int64_t>(channels, 1))
     throw Error(where, fmt::format("layer '{}': a {}x{} kernel of {} filters is absurdly large",
-                                   printable(l.name), l.window.h, l.window.w, l.units));
+                                   printable(l.name), a.kernel_size.h, a.kernel_size.w, a.filters));
   return width;
 }
 
@@ -98,9 +102,13 @@ void ConvolutionKind::check_device(const Layer& l, const Backend& backend, int) 
   require_conv2d(l, backend);
 }
 
-std::size_t ConvolutionKind::workspace_bytes(const Layer& l, const LayerState& li, Backend&,
+std::size_t ConvolutionKind::workspace_bytes(const Layer&, const LayerState& li, Backend&,
                                              int64_t batch) const {
-  return pre_activation_bytes(l, li, batch);
+  return pre_activation_bytes(li, batch);
+}
+
+LayerActivation ConvolutionKind::activation(const Layer& l) const {
+  return l.args<ConvArgs>().activation;
 }
 
 }  // namespace crossover

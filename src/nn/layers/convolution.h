@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/layers/conv2d.h"
 #include "nn/layers/kind.h"
 
 namespace crossover {
@@ -35,6 +36,7 @@ class ConvolutionKind : public LayerKind {
   int64_t check_size(const Layer& l, int64_t width, int64_t channels,
                      const std::string& where) const override;
   bool applies_activation() const override { return true; }
+  LayerActivation activation(const Layer& l) const override;
   void check_device(const Layer& l, const Backend& backend, int) const override;
   // gelu's and swish's pre-activation output, which their gradient needs.
   std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend&,

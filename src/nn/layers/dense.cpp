@@ -1,6 +1,9 @@
 // Dense: y = activation(x . kernel + bias), Keras's fully connected layer.
+#include "nn/layers/dense.h"
+
 #include <fmt/format.h>
 
+#include "backends/fused_mlp.h"
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -10,10 +13,10 @@ Layer Dense(int64_t units, std::string_view activation, bool use_bias) {
   if (units < 1) throw Error("Dense", "units must be at least 1, got " + std::to_string(units));
   Layer l;
   l.type = LayerType::dense;
-  l.units = units;
-  l.activation = parse_activation(activation);
-  l.activation_alpha = default_activation_alpha(l.activation);
-  l.use_bias = use_bias;
+  DenseArgs& a = l.args<DenseArgs>();
+  a.units = units;
+  a.activation = layer_activation(activation);
+  a.use_bias = use_bias;
   return l;
 }
 
@@ -28,9 +31,10 @@ class DenseKind final : public LayerKind {
   std::string_view base_name() const override { return "dense"; }
   bool has_matrix_products() const override { return true; }
   std::vector<std::string> weight_names(const Layer& l) const override {
+    const DenseArgs& a = l.args<DenseArgs>();
     // A custom layer's matmul (Python's tracing) names its kernel as add_weight did.
-    const std::string kernel = l.name + "/" + (l.weight_name.empty() ? "kernel" : l.weight_name);
-    if (!l.use_bias) return {kernel};
+    const std::string kernel = l.name + "/" + (a.weight_name.empty() ? "kernel" : a.weight_name);
+    if (!a.use_bias) return {kernel};
     return {kernel, l.name + "/bias"};
   }
 
@@ -42,53 +46,64 @@ class DenseKind final : public LayerKind {
     return Dense(f.whole(1), f.text_or(2, "linear"));
   }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["units"] = l.units;
-    j["activation"] = activation_name(l.activation);
-    j["use_bias"] = l.use_bias;
+    const DenseArgs& a = l.args<DenseArgs>();
+    j["units"] = a.units;
+    j["activation"] = activation_name(a.activation.kind);
+    j["use_bias"] = a.use_bias;
   }
 
   // ---- Keras config ----
   void from_keras(Reader& cfg, Layer& l) const override {
-    l.units = cfg.count("units", "Dense needs units");
-    cfg.activation(l);
-    cfg.kernel_and_bias(l.use_bias, l.kernel_initializer, l.bias_initializer);
+    DenseArgs& a = l.args<DenseArgs>();
+    a.units = cfg.count("units", "Dense needs units");
+    cfg.activation(a.activation);
+    cfg.kernel_and_bias(a.use_bias, a.kernel_initializer, a.bias_initializer);
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["units"] = l.units;
-    c["activation"] = activation_json(l);
-    write_kernel_and_bias(c, l.use_bias, l.kernel_initializer, l.bias_initializer, false);
+    const DenseArgs& a = l.args<DenseArgs>();
+    c["units"] = a.units;
+    c["activation"] = activation_json(a.activation);
+    write_kernel_and_bias(c, a.use_bias, a.kernel_initializer, a.bias_initializer, false);
   }
   bool keras_build_config() const override { return true; }
   int64_t check_size(const Layer& l, int64_t width, int64_t,
                      const std::string& where) const override {
-    if (width > kMaxElements / l.units)
+    const int64_t units = l.args<DenseArgs>().units;
+    if (width > kMaxElements / units)
       throw Error(where, fmt::format("layer '{}' field units: a {} x {} kernel is absurdly large",
-                                     printable(l.name), width, l.units));
-    return l.units;
+                                     printable(l.name), width, units));
+    return units;
   }
 
   // ---- engine ----
   bool defers_activation() const override { return true; }
   bool applies_activation() const override { return true; }
   bool fuses_weight_update() const override { return true; }
+  void describe_fused(const Layer&, FusedLayerView& v) const override {
+    v.kind = FusedLayerView::Kind::dense;
+  }
+  LayerActivation activation(const Layer& l) const override {
+    return l.args<DenseArgs>().activation;
+  }
 
   // kernel (inputs, units), bias (units)
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
+    const DenseArgs& a = l.args<DenseArgs>();
     if (b.shape.size() != 1)
       throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
                               shape_to_string(b.shape) + ": add Flatten() before it");
     b.state.kernel =
-        b.add_param(l.weight_name.empty() ? "kernel" : l.weight_name, {b.state.in_width, l.units},
-                    l.kernel_initializer, l.weight_trainable);
-    if (l.use_bias) b.state.bias = b.add_param("bias", {l.units}, l.bias_initializer);
-    b.shape = {l.units};
+        b.add_param(a.weight_name.empty() ? "kernel" : a.weight_name, {b.state.in_width, a.units},
+                    a.kernel_initializer, a.weight_trainable);
+    if (a.use_bias) b.state.bias = b.add_param("bias", {a.units}, a.bias_initializer);
+    b.shape = {a.units};
   }
 
   // gelu's and swish's pre-activation output (m, units), which their gradient needs.
-  std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend&,
+  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,
                               int64_t batch) const override {
-    return pre_activation_bytes(l, li, batch);
+    return pre_activation_bytes(li, batch);
   }
 
   // y(m, units) = act(x(m, in) . kernel(in, units) + bias): bias and relu fused into the GEMM,
@@ -100,8 +115,7 @@ class DenseKind final : public LayerKind {
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
     s.backend.dense_forward(s.x, s.value(li.kernel), s.value(li.bias), z, s.m, li.in_width,
                             li.out_width, fused ? act : ActivationKind::linear);
-    if (!fused)
-      s.backend.activation_forward(act, s.layer.activation_alpha, z, s.y, s.m, li.out_width);
+    if (!fused) s.backend.activation_forward(act, li.activation.alpha, z, s.y, s.m, li.out_width);
   }
 
   // dx(m, in) = g(m, units) . kernel^T (not for the first layer with parameters); dkernel(in,
@@ -110,7 +124,7 @@ class DenseKind final : public LayerKind {
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
     if (backward_applies_activation(s))
-      s.backend.activation_backward(s.layer.activation, s.layer.activation_alpha,
+      s.backend.activation_backward(li.activation.kind, li.activation.alpha,
                                     static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
                                     li.out_width);
     // The input gradient first: it needs the kernel before this step's update.

@@ -1,9 +1,12 @@
 // Dropout: inverted dropout in training (kept units scaled by 1 / (1 - rate)); the identity in
 // evaluate and predict.
+#include "nn/layers/dropout.h"
+
 #include <fmt/format.h>
 
 #include <cstdio>
 
+#include "backends/fused_mlp.h"
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -14,7 +17,7 @@ Layer Dropout(double rate) {
     throw Error("Dropout", "rate must be in [0, 1), got " + std::to_string(rate));
   Layer l;
   l.type = LayerType::dropout;
-  l.rate = static_cast<float>(rate);
+  l.args<DropoutArgs>().rate = static_cast<float>(rate);
   return l;
 }
 
@@ -36,7 +39,9 @@ class DropoutKind final : public LayerKind {
     if (f.size() != 2) return std::nullopt;
     return Dropout(f.number(1, 0.0));
   }
-  void describe(const Layer& l, nlohmann::json& j) const override { j["rate"] = l.rate; }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["rate"] = l.args<DropoutArgs>().rate;
+  }
 
   // ---- Keras config ----
   void from_keras(Reader& cfg, Layer& l) const override {
@@ -44,20 +49,26 @@ class DropoutKind final : public LayerKind {
     if (!r) cfg.fail("rate", "Dropout needs a rate");
     if (!r->is_number() || !(r->get<double>() >= 0.0 && r->get<double>() < 1.0))
       cfg.fail("rate", "rate must be a number in [0, 1), got " + brief(*r));
-    l.rate = static_cast<float>(r->get<double>());
+    l.args<DropoutArgs>().rate = static_cast<float>(r->get<double>());
     cfg.refuse_set("noise_shape", "a dropout noise_shape is not supported");
     // "seed": crossover's dropout masks come from its own seed (--seed / CompileOptions.seed).
     cfg.accept({"seed"});
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["rate"] = decimal(l.rate);
+    c["rate"] = decimal(l.args<DropoutArgs>().rate);
     c["seed"] = nullptr;
     c["noise_shape"] = nullptr;
   }
 
   // ---- engine ----
   bool identity_outside_training() const override { return true; }
-  bool random_in_training(const Layer& l) const override { return l.rate > 0.0f; }
+  void describe_fused(const Layer& l, FusedLayerView& v) const override {
+    v.kind = FusedLayerView::Kind::dropout;
+    v.rate = l.args<DropoutArgs>().rate;
+  }
+  bool random_in_training(const Layer& l) const override {
+    return l.args<DropoutArgs>().rate > 0.0f;
+  }
   // The mask: one byte per value of the batch.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,
                               int64_t batch) const override {
@@ -68,8 +79,8 @@ class DropoutKind final : public LayerKind {
   void forward(const ForwardStep& s) const override {
     if (s.training)
       s.backend.dropout_forward(s.x, s.y, static_cast<uint8_t*>(s.workspace), s.m,
-                                s.state.out_width, s.layer.rate, s.seed, s.index, s.counters,
-                                s.first_row);
+                                s.state.out_width, s.layer.args<DropoutArgs>().rate, s.seed,
+                                s.index, s.counters, s.first_row);
   }
 
   // dx = g * mask / (1 - rate); after a relu, the relu's gradient in the same call.
@@ -77,10 +88,11 @@ class DropoutKind final : public LayerKind {
     const auto* mask = static_cast<const uint8_t*>(s.workspace);
     if (s.after_relu) {
       s.backend.relu_dropout_backward(s.y, mask, s.g, s.spare, s.m, s.state.out_width,
-                                      s.layer.rate);
+                                      s.layer.args<DropoutArgs>().rate);
       s.activation_done = true;
     } else {
-      s.backend.dropout_backward(s.g, mask, s.spare, s.m, s.state.out_width, s.layer.rate);
+      s.backend.dropout_backward(s.g, mask, s.spare, s.m, s.state.out_width,
+                                 s.layer.args<DropoutArgs>().rate);
       s.activation_done = false;
     }
     s.swap();

@@ -3,6 +3,8 @@
 // Minimum and Average, and the two ops a custom layer's call() is traced into (Python's keras.ops
 // and tf ops on symbolic tensors), which Keras has no layer class for: binary_op (two tensors,
 // x - mean) and unary_op (a tensor and a weight, x * w + b's bias, or a constant, -x as x * -1).
+#include "nn/layers/elementwise.h"
+
 #include <string>
 
 #include "core/error.h"
@@ -15,7 +17,7 @@ namespace {
 Layer merge_layer(LayerType type, BinaryOp op) {
   Layer l;
   l.type = type;
-  l.binary_op = op;
+  l.args<ElementwiseArgs>().op = op;
   return l;
 }
 
@@ -73,11 +75,12 @@ class TwoInputKind : public LayerKind {
     b.shape = broadcast_two(in[0], in[1], b.state, b.layer.name, class_name());
   }
   void forward(const ForwardStep& s) const override {
-    s.backend.binary_forward(s.layer.binary_op, step_shape(s), s.xs[0], s.xs[1], s.y);
+    s.backend.binary_forward(s.layer.args<ElementwiseArgs>().op, step_shape(s), s.xs[0], s.xs[1],
+                             s.y);
   }
   void backward(BackwardStep& s) const override {
-    s.backend.binary_backward(s.layer.binary_op, step_shape(s), s.xs[0], s.xs[1], s.g,
-                              s.input_grads[0], s.input_grads[1]);
+    s.backend.binary_backward(s.layer.args<ElementwiseArgs>().op, step_shape(s), s.xs[0], s.xs[1],
+                              s.g, s.input_grads[0], s.input_grads[1]);
     s.activation_done = false;
   }
 };
@@ -90,7 +93,9 @@ class MergeKind final : public TwoInputKind {
   LayerType type() const override { return type_; }
   std::string_view class_name() const override { return class_; }
   std::string_view base_name() const override { return base_; }
-  void from_keras(keras_config::Reader&, Layer& l) const override { l.binary_op = op_; }
+  void from_keras(keras_config::Reader&, Layer& l) const override {
+    l.args<ElementwiseArgs>().op = op_;
+  }
   void to_keras(const Layer&, keras_config::ojson&) const override {}
   bool keras_build_config() const override { return true; }
 
@@ -102,8 +107,10 @@ class MergeKind final : public TwoInputKind {
 
 // The traced ops have no Keras class: a model holding one cannot be a Keras model file.
 [[noreturn]] void no_keras_class(const Layer& l) {
+  const auto* u = l.find_args<UnaryOpArgs>();
+  const BinaryOp op = u ? u->op : l.args<ElementwiseArgs>().op;
   throw Error(l.name,
-              "an op of a custom layer's call() (" + std::string(binary_op_name(l.binary_op)) +
+              "an op of a custom layer's call() (" + std::string(binary_op_name(op)) +
                   ") has no Keras layer class: writing or reading it in a Keras model file is "
                   "not supported (yet); save the weights instead");
 }
@@ -116,7 +123,7 @@ class BinaryOpKind final : public TwoInputKind {
   void from_keras(keras_config::Reader&, Layer& l) const override { no_keras_class(l); }
   void to_keras(const Layer& l, keras_config::ojson&) const override { no_keras_class(l); }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["op"] = binary_op_name(l.binary_op);
+    j["op"] = binary_op_name(l.args<ElementwiseArgs>().op);
   }
 };
 
@@ -130,60 +137,63 @@ class UnaryOpKind final : public LayerKind {
   void from_keras(keras_config::Reader&, Layer& l) const override { no_keras_class(l); }
   void to_keras(const Layer& l, keras_config::ojson&) const override { no_keras_class(l); }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["op"] = binary_op_name(l.binary_op);
-    if (!l.has_weight) j["constant"] = l.constant;
+    const UnaryOpArgs& a = l.args<UnaryOpArgs>();
+    j["op"] = binary_op_name(a.op);
+    if (!a.has_weight) j["constant"] = a.constant;
   }
   std::vector<std::string> weight_names(const Layer& l) const override {
-    if (!l.has_weight) return {};
+    if (!l.args<UnaryOpArgs>().has_weight) return {};
     return {l.name + "/" + variable(l)};
   }
 
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
+    const UnaryOpArgs& a = l.args<UnaryOpArgs>();
     if (b.shape.empty()) throw Error(l.name, "an element-wise op needs samples of rank 1 or more");
     BinaryShape& s = b.state.binary;
     s = {};
     s.rows = rows_of(b.shape);
     s.cols = b.shape.back();
     Broadcast other = Broadcast::scalar;
-    if (l.has_weight) {
+    if (a.has_weight) {
       int64_t n = 1;
-      for (int64_t d : l.weight_shape) n *= d;
-      if (l.weight_shape.size() == 1 && l.weight_shape[0] == s.cols && s.cols != 1)
+      for (int64_t d : a.weight_shape) n *= d;
+      if (a.weight_shape.size() == 1 && a.weight_shape[0] == s.cols && s.cols != 1)
         other = Broadcast::row;
       else if (n != 1)
-        throw Error(l.name, "a weight of shape " + shape_to_string(l.weight_shape) +
+        throw Error(l.name, "a weight of shape " + shape_to_string(a.weight_shape) +
                                 " with samples of " + "shape " + shape_to_string(b.shape) +
                                 " is not supported (yet): crossover broadcasts a scalar weight "
                                 "or one of the last axis's size (a bias)");
-      b.state.kernel =
-          b.add_param(variable(l), l.weight_shape, l.kernel_initializer, l.weight_trainable);
+      b.state.kernel = b.add_param(variable(l), a.weight_shape, a.initializer, a.weight_trainable);
     }
-    (l.operand_first ? s.a : s.b) = other;
-    (l.operand_first ? s.b : s.a) = Broadcast::full;
-    (l.operand_first ? s.a_value : s.b_value) = static_cast<float>(l.constant);
+    (a.operand_first ? s.a : s.b) = other;
+    (a.operand_first ? s.b : s.a) = Broadcast::full;
+    (a.operand_first ? s.a_value : s.b_value) = static_cast<float>(a.constant);
   }
   void forward(const ForwardStep& s) const override {
     const float* w = s.value(s.state.kernel);  // null: the constant
-    const bool first = s.layer.operand_first;
-    s.backend.binary_forward(s.layer.binary_op, step_shape(s), first ? w : s.x, first ? s.x : w,
-                             s.y);
+    const UnaryOpArgs& a = s.layer.args<UnaryOpArgs>();
+    const bool first = a.operand_first;
+    s.backend.binary_forward(a.op, step_shape(s), first ? w : s.x, first ? s.x : w, s.y);
   }
   void backward(BackwardStep& s) const override {
-    const bool first = s.layer.operand_first;
+    const UnaryOpArgs& a = s.layer.args<UnaryOpArgs>();
+    const bool first = a.operand_first;
     const float* w = s.value(s.state.kernel);
     float* dw = s.trainable ? s.grad(s.state.kernel) : nullptr;
     float* dx = s.first ? nullptr : s.spare;
     if (dw || dx)
-      s.backend.binary_backward(s.layer.binary_op, step_shape(s), first ? w : s.x, first ? s.x : w,
-                                s.g, first ? dw : dx, first ? dx : dw);
+      s.backend.binary_backward(a.op, step_shape(s), first ? w : s.x, first ? s.x : w, s.g,
+                                first ? dw : dx, first ? dx : dw);
     if (dx) s.swap();
     s.activation_done = false;
   }
 
  private:
   static std::string variable(const Layer& l) {
-    return l.weight_name.empty() ? "kernel" : l.weight_name;
+    const std::string& name = l.args<UnaryOpArgs>().weight_name;
+    return name.empty() ? "kernel" : name;
   }
 };
 
@@ -225,21 +235,27 @@ Layer Average() { return merge_layer(LayerType::average, BinaryOp::average); }
 Layer BinaryOpLayer(BinaryOp op) { return merge_layer(LayerType::binary_op, op); }
 
 Layer ConstantOp(BinaryOp op, double constant, bool constant_first) {
-  Layer l = merge_layer(LayerType::unary_op, op);
-  l.constant = constant;
-  l.operand_first = constant_first;
+  Layer l;
+  l.type = LayerType::unary_op;
+  UnaryOpArgs& a = l.args<UnaryOpArgs>();
+  a.op = op;
+  a.constant = constant;
+  a.operand_first = constant_first;
   return l;
 }
 
 Layer WeightOp(BinaryOp op, Shape shape, Initializer initializer, std::string name, bool trainable,
                bool weight_first) {
-  Layer l = merge_layer(LayerType::unary_op, op);
-  l.has_weight = true;
-  l.weight_shape = std::move(shape);
-  l.kernel_initializer = initializer;
-  l.weight_name = std::move(name);
-  l.weight_trainable = trainable;
-  l.operand_first = weight_first;
+  Layer l;
+  l.type = LayerType::unary_op;
+  UnaryOpArgs& a = l.args<UnaryOpArgs>();
+  a.op = op;
+  a.has_weight = true;
+  a.weight_shape = std::move(shape);
+  a.initializer = std::move(initializer);
+  a.weight_name = std::move(name);
+  a.weight_trainable = trainable;
+  a.operand_first = weight_first;
   return l;
 }
 

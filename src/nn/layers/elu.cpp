@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "nn/layers/activation.h"
 #include "nn/layers/kind.h"
 
 namespace crossover {
@@ -12,8 +13,7 @@ Layer ELU(double alpha) {
   if (!(alpha >= 0.0)) throw Error("ELU", fmt::format("alpha must be at least 0, got {}", alpha));
   Layer l;
   l.type = LayerType::elu;
-  l.activation = ActivationKind::elu;
-  l.activation_alpha = static_cast<float>(alpha);
+  l.args<ActivationArgs>().activation = {ActivationKind::elu, static_cast<float>(alpha)};
   return l;
 }
 
@@ -28,25 +28,27 @@ class ELUKind final : public LayerKind {
   std::string_view base_name() const override { return "elu"; }
   bool keeps_shape() const override { return true; }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["alpha"] = keras_config::decimal(l.activation_alpha);
+    j["alpha"] = keras_config::decimal(l.args<ActivationArgs>().activation.alpha);
   }
 
   void from_keras(Reader& cfg, Layer& l) const override {
     const double a = cfg.number("alpha", 1.0);
     try {
       const Layer made = ELU(a);
-      l.activation = made.activation;
-      l.activation_alpha = made.activation_alpha;
+      l.args<ActivationArgs>() = made.args<ActivationArgs>();
     } catch (const Error&) {
       cfg.fail("alpha", fmt::format("must be at least 0, got {}", a));
     }
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["alpha"] = decimal(l.activation_alpha);
+    c["alpha"] = decimal(l.args<ActivationArgs>().activation.alpha);
   }
 
   bool defers_activation() const override { return true; }
   bool applies_activation() const override { return true; }
+  LayerActivation activation(const Layer& l) const override {
+    return l.args<ActivationArgs>().activation;
+  }
   void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
   void backward(BackwardStep& s) const override { activation_layer_backward(s); }
 };

@@ -1,4 +1,7 @@
 // Flatten: each sample to a vector (the same values); with a shape, it declares the model's input.
+#include "nn/layers/flatten.h"
+
+#include "backends/fused_mlp.h"
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -21,6 +24,9 @@ class FlattenKind final : public LayerKind {
   LayerType type() const override { return LayerType::flatten; }
   std::string_view class_name() const override { return "Flatten"; }
   std::string_view base_name() const override { return "flatten"; }
+  void describe_fused(const Layer&, FusedLayerView& v) const override {
+    v.kind = FusedLayerView::Kind::reshape;
+  }
   std::string_view cli_name() const override { return "flatten"; }
   std::string_view cli_syntax() const override { return "flatten"; }
   std::optional<Layer> from_cli(const CliFields& f) const override {

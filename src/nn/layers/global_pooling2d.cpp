@@ -1,5 +1,7 @@
 // GlobalAveragePooling2D and GlobalMaxPooling2D: (height, width, channels) -> (channels), the
 // mean or the maximum of each channel: a pooling whose window is the whole image.
+#include "nn/layers/global_pooling2d.h"
+
 #include "core/error.h"
 #include "nn/layers/kind.h"
 #include "nn/layers/window.h"

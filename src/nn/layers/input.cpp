@@ -1,6 +1,9 @@
 // InputLayer: declares the per-sample input shape; computes nothing.
+#include "nn/layers/input.h"
+
 #include <fmt/format.h>
 
+#include "backends/fused_mlp.h"
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -24,6 +27,9 @@ class InputKind final : public LayerKind {
   LayerType type() const override { return LayerType::input; }
   std::string_view class_name() const override { return "InputLayer"; }
   std::string_view base_name() const override { return "input_layer"; }
+  void describe_fused(const Layer&, FusedLayerView& v) const override {
+    v.kind = FusedLayerView::Kind::reshape;
+  }
   bool declares_input() const override { return true; }
   bool is_model_input() const override { return true; }
 

@@ -134,9 +134,9 @@ void Reader::channels_last() {
   }
 }
 
-void Reader::activation(Layer& l, const char* key) {
-  l.activation = ActivationKind::linear;
-  l.activation_alpha = 0.0f;
+void Reader::activation(LayerActivation& l, const char* key) {
+  l.kind = ActivationKind::linear;
+  l.alpha = 0.0f;
   const json* p = find(key);
   if (!p) return;
   const json& v = *p;
@@ -154,8 +154,8 @@ void Reader::activation(Layer& l, const char* key) {
       a = (*c)[field].get<double>();
     }
     if (!(a >= 0.0)) fail(key, fmt::format("{} must be at least 0, got {}", field, a));
-    l.activation = leaky ? ActivationKind::leaky_relu : ActivationKind::elu;
-    l.activation_alpha = static_cast<float>(a);
+    l.kind = leaky ? ActivationKind::leaky_relu : ActivationKind::elu;
+    l.alpha = static_cast<float>(a);
     return;
   }
   if (v.is_string()) {
@@ -168,23 +168,23 @@ void Reader::activation(Layer& l, const char* key) {
   }
   if (name == "None") return;
   try {
-    l.activation = parse_activation(name);
+    l.kind = parse_activation(name);
   } catch (const Error&) {
     fail(key, "activation '" + printable(name) +
                   "' is not supported: crossover runs linear, relu, sigmoid, tanh, softmax, elu, "
                   "selu, leaky_relu, gelu, softplus, swish (silu) and exponential");
   }
-  l.activation_alpha = default_activation_alpha(l.activation);
+  l.alpha = default_activation_alpha(l.kind);
 }
 
-ojson activation_json(const Layer& l) {
-  const ActivationKind a = l.activation;
+ojson activation_json(const LayerActivation& l) {
+  const ActivationKind a = l.kind;
   if ((a != ActivationKind::leaky_relu && a != ActivationKind::elu) ||
-      l.activation_alpha == default_activation_alpha(a))
+      l.alpha == default_activation_alpha(a))
     return std::string(activation_name(a));
   const bool leaky = a == ActivationKind::leaky_relu;
   ojson config{{"name", leaky ? "leaky_re_lu" : "elu"}};
-  config[leaky ? "negative_slope" : "alpha"] = decimal(l.activation_alpha);
+  config[leaky ? "negative_slope" : "alpha"] = decimal(l.alpha);
   return ojson{{"module", "keras.layers"},
                {"class_name", leaky ? "LeakyReLU" : "ELU"},
                {"config", std::move(config)},

@@ -11,7 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "nn/layers.h"
+#include "nn/initializers.h"
+#include "nn/layer.h"
 
 namespace crossover::keras_config {
 
@@ -74,8 +75,8 @@ class Reader {
   // data_format: channels_last (or null, Keras's default) only.
   void channels_last();
   // An activation crossover runs (a name, or a LeakyReLU or ELU layer given as the activation)
-  // into l.activation and l.activation_alpha; linear when absent or null.
-  void activation(Layer& l, const char* key = "activation");
+  // into `a`; linear when absent or null.
+  void activation(LayerActivation& a, const char* key = "activation");
   bool flag(const char* key, bool fallback);
   double number(const char* key, double fallback);
   // An initializer (a Keras identifier "he_normal" or a serialized {"class_name", "config"});
@@ -115,7 +116,7 @@ void write_kernel_and_bias(ojson& c, bool use_bias, const Initializer& kernel,
 
 // The layer's activation as Keras 3 writes it: its name, or (leaky_relu and elu with another
 // parameter than the name's default) the LeakyReLU or ELU layer given as the activation.
-ojson activation_json(const Layer& l);
+ojson activation_json(const LayerActivation& a);
 
 // A float parameter as a config writes it: the double with the float's shortest decimal (0.3f is
 // written 0.3, as Keras writes the Python float it was given, not 0.30000001192092896).

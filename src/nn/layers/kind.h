@@ -4,9 +4,9 @@
 // (formats/model_config.cpp), the .weights.h5 names (formats/keras_h5.cpp) and the command line go
 // through it; none of them switches on a LayerType.
 //
-// Adding a kind: its LayerType and its constructor (Keras's arguments and defaults) in
-// nn/layers.h, one unit implementing LayerKind, and one line in nn/layers/registry.cpp
-// (docs/ARCHITECTURE.md, "Adding a layer").
+// Adding a kind: its LayerType in nn/layer.h, its arguments (with Keras's defaults) and
+// constructor in nn/layers/<kind>.h (one include in nn/layers.h), one unit implementing LayerKind,
+// and one line in nn/layers/registry.cpp (docs/ARCHITECTURE.md, "Adding a layer").
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "nn/layers.h"
+#include "nn/layer.h"
 #include "nn/layers/keras_config.h"
 
 namespace crossover {
+
+struct FusedLayerView;  // backends/fused_mlp.h
 
 // The fields of one item of the CLI's layer list ("conv:32:3:relu" -> conv, 32, 3, relu). Each
 // reader throws std::invalid_argument(bad) for a field that does not parse (the CLI then says
@@ -74,6 +76,9 @@ struct LayerState {
   int moving_mean = -1, moving_variance = -1;
   std::vector<Shape> in_shapes;  // per sample, one per input (several for Add, Concatenate)
   BinaryShape binary;            // element-wise ops (layers/elementwise.cpp): rows per sample
+  // The activation the layer applies (LayerKind::activation), set by the model after build():
+  // what a step reads, so that no step looks into the layer's arguments for it.
+  LayerActivation activation;
 };
 
 // Passed to build(): the layer, its input shape (which build() turns into its output shape), and
@@ -149,18 +154,18 @@ struct BackwardStep : LayerStep {
 // The activation a layer's forward pass applies: its own, unless the loss op applies it (the
 // final layer in training, for the kinds the loss op has: loss_applies_activation).
 inline ActivationKind forward_activation(const ForwardStep& s) {
-  const ActivationKind a = s.layer.activation;
+  const ActivationKind a = s.state.activation.kind;
   return s.defer_activation && loss_applies_activation(a) ? ActivationKind::linear : a;
 }
 // Whether the backward pass applies the activation's gradient: unless the loss op (or a fused
 // dropout, for relu) did.
 inline bool backward_applies_activation(const BackwardStep& s) {
-  return !s.activation_done || !loss_applies_activation(s.layer.activation);
+  return !s.activation_done || !loss_applies_activation(s.state.activation.kind);
 }
 // Where a Dense or Conv2D layer keeps its pre-activation output for an activation whose
 // gradient needs it (activation_needs_input: gelu, swish): its workspace, of
 // pre_activation_bytes; else null (the activation is applied in place on y).
-std::size_t pre_activation_bytes(const Layer& l, const LayerState& state, int64_t batch);
+std::size_t pre_activation_bytes(const LayerState& state, int64_t batch);
 // The Activation, LeakyReLU and ELU layers' step: y = act(x), and its gradient in place on g.
 void activation_layer_forward(const ForwardStep& s);
 void activation_layer_backward(BackwardStep& s);
@@ -224,10 +229,17 @@ class LayerKind {
   // Dense, Activation: the final layer's activation is left to the loss op in training (softmax
   // and cross-entropy from the logits).
   virtual bool defers_activation() const { return false; }
-  // Dense, Activation, Conv2D: the layer applies Layer::activation.
+  // Dense, Activation, Conv2D: the layer applies an activation, activation(l).
   virtual bool applies_activation() const { return false; }
+  // The activation the layer applies (its arguments'); linear for the kinds that apply none. The
+  // model keeps it in LayerState::activation.
+  virtual LayerActivation activation(const Layer&) const { return {}; }
   // Dense: its weight gradient and update are one backend call where the backend fuses them.
   virtual bool fuses_weight_update() const { return false; }
+  // What the fused GPU step (backends/fused_mlp.h) sees of the layer: Dense, Dropout (and its
+  // rate), and the kinds that only reshape (Input, Flatten, Reshape); every other kind stays
+  // FusedLayerView::Kind::other, which that step refuses.
+  virtual void describe_fused(const Layer&, FusedLayerView&) const {}
   // Dropout: the identity outside training (its output is then its input's buffer).
   virtual bool identity_outside_training() const { return false; }
   // Dropout at a rate above 0: a training pass draws random numbers.

@@ -1,6 +1,8 @@
 // LayerNormalization over the last axis: each sample's last-axis vector of n features becomes
 // y = (x - mean) / sqrt(variance + epsilon) * gamma + beta, with that vector's own mean and biased
 // variance, the same in fit, evaluate and predict (no moving statistics).
+#include "nn/layers/layer_normalization.h"
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -13,9 +15,10 @@ Layer LayerNormalization(double epsilon, bool center, bool scale) {
     throw Error("LayerNormalization", "epsilon must be positive, got " + std::to_string(epsilon));
   Layer l;
   l.type = LayerType::layer_normalization;
-  l.epsilon = epsilon;
-  l.center = center;
-  l.scale = scale;
+  LayerNormArgs& a = l.args<LayerNormArgs>();
+  a.epsilon = epsilon;
+  a.center = center;
+  a.scale = scale;
   return l;
 }
 
@@ -31,8 +34,9 @@ class LayerNormalizationKind final : public LayerKind {
   bool keeps_shape() const override { return true; }
   std::vector<std::string> weight_names(const Layer& l) const override {
     std::vector<std::string> names;
-    if (l.scale) names.push_back(l.name + "/gamma");
-    if (l.center) names.push_back(l.name + "/beta");
+    const LayerNormArgs& a = l.args<LayerNormArgs>();
+    if (a.scale) names.push_back(l.name + "/gamma");
+    if (a.center) names.push_back(l.name + "/beta");
     return names;
   }
 
@@ -44,33 +48,36 @@ class LayerNormalizationKind final : public LayerKind {
     return LayerNormalization(f.number(1, 1e-3));
   }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["epsilon"] = l.epsilon;
-    j["center"] = l.center;
-    j["scale"] = l.scale;
+    const LayerNormArgs& a = l.args<LayerNormArgs>();
+    j["epsilon"] = a.epsilon;
+    j["center"] = a.center;
+    j["scale"] = a.scale;
   }
 
   // ---- Keras config (Keras 3: axis -1, or [-1] once built; tf.keras 2: [last axis]) ----
   void from_keras(Reader& cfg, Layer& l) const override {
-    l.axis = cfg.last_axis();
-    l.epsilon = cfg.number("epsilon", l.epsilon);
-    if (!(l.epsilon > 0.0 && l.epsilon < 1e30))
-      cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", l.epsilon));
-    l.center = cfg.flag("center", l.center);
-    l.scale = cfg.flag("scale", l.scale);
+    LayerNormArgs& a = l.args<LayerNormArgs>();
+    a.axis = cfg.last_axis();
+    a.epsilon = cfg.number("epsilon", a.epsilon);
+    if (!(a.epsilon > 0.0 && a.epsilon < 1e30))
+      cfg.fail("epsilon", fmt::format("epsilon must be positive, got {}", a.epsilon));
+    a.center = cfg.flag("center", a.center);
+    a.scale = cfg.flag("scale", a.scale);
     cfg.refuse_true("rms_scaling", "rms_scaling true is not supported: only false");
-    l.beta_initializer = cfg.initializer("beta_initializer", Zeros());
-    l.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
+    a.beta_initializer = cfg.initializer("beta_initializer", Zeros());
+    a.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
     cfg.refuse_regularizers({"beta", "gamma"}, false);
   }
   // As Keras 3.15 writes a built layer (its build() turns axis -1 into [-1]).
   void to_keras(const Layer& l, ojson& c) const override {
+    const LayerNormArgs& a = l.args<LayerNormArgs>();
     c["axis"] = ojson::array({-1});
-    c["epsilon"] = l.epsilon;
-    c["center"] = l.center;
-    c["scale"] = l.scale;
+    c["epsilon"] = a.epsilon;
+    c["center"] = a.center;
+    c["scale"] = a.scale;
     c["rms_scaling"] = false;
-    c["beta_initializer"] = initializer_json(l.beta_initializer);
-    c["gamma_initializer"] = initializer_json(l.gamma_initializer);
+    c["beta_initializer"] = initializer_json(a.beta_initializer);
+    c["gamma_initializer"] = initializer_json(a.gamma_initializer);
     write_null_regularizers(c, {"beta", "gamma"}, false);
   }
   bool keras_build_config() const override { return true; }
@@ -79,20 +86,21 @@ class LayerNormalizationKind final : public LayerKind {
   // gamma (when scale), beta (when center): (n,) each, n the last axis.
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
-    if (l.axis != -1 && l.axis != static_cast<int64_t>(b.shape.size()))
+    const LayerNormArgs& a = l.args<LayerNormArgs>();
+    if (a.axis != -1 && a.axis != static_cast<int64_t>(b.shape.size()))
       throw Error(l.name, fmt::format("LayerNormalization axis {} is not supported on samples "
                                       "of shape {}: only the last axis (-1)",
-                                      l.axis, shape_to_string(b.shape)));
+                                      a.axis, shape_to_string(b.shape)));
     const int64_t n = b.shape.back();
     LayerState& li = b.state;
     // norm.spatial: the rows of n features per sample.
     li.norm = {.spatial = li.in_width / n,
                .channels = n,
-               .epsilon = static_cast<float>(l.epsilon),
-               .scale = l.scale,
-               .center = l.center};
-    if (l.scale) li.kernel = b.add_param("gamma", {n}, l.gamma_initializer);
-    if (l.center) li.bias = b.add_param("beta", {n}, l.beta_initializer);
+               .epsilon = static_cast<float>(a.epsilon),
+               .scale = a.scale,
+               .center = a.center};
+    if (a.scale) li.kernel = b.add_param("gamma", {n}, a.gamma_initializer);
+    if (a.center) li.bias = b.add_param("beta", {n}, a.beta_initializer);
   }
   // Each row's mean and 1 / sqrt(variance + epsilon), which the backward pass reads.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "nn/layers/activation.h"
 #include "nn/layers/kind.h"
 
 namespace crossover {
@@ -13,8 +14,8 @@ Layer LeakyReLU(double negative_slope) {
                 fmt::format("negative_slope must be at least 0, got {}", negative_slope));
   Layer l;
   l.type = LayerType::leaky_relu;
-  l.activation = ActivationKind::leaky_relu;
-  l.activation_alpha = static_cast<float>(negative_slope);
+  l.args<ActivationArgs>().activation = {ActivationKind::leaky_relu,
+                                         static_cast<float>(negative_slope)};
   return l;
 }
 
@@ -29,7 +30,7 @@ class LeakyReLUKind final : public LayerKind {
   std::string_view base_name() const override { return "leaky_re_lu"; }
   bool keeps_shape() const override { return true; }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["negative_slope"] = keras_config::decimal(l.activation_alpha);
+    j["negative_slope"] = keras_config::decimal(l.args<ActivationArgs>().activation.alpha);
   }
 
   // Keras 3 writes negative_slope; tf.keras 2 wrote alpha.
@@ -38,18 +39,20 @@ class LeakyReLUKind final : public LayerKind {
     const double s = slope ? cfg.number("negative_slope", 0.3) : cfg.number("alpha", 0.3);
     try {
       const Layer made = LeakyReLU(s);
-      l.activation = made.activation;
-      l.activation_alpha = made.activation_alpha;
+      l.args<ActivationArgs>() = made.args<ActivationArgs>();
     } catch (const Error&) {
       cfg.fail(slope ? "negative_slope" : "alpha", fmt::format("must be at least 0, got {}", s));
     }
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["negative_slope"] = decimal(l.activation_alpha);
+    c["negative_slope"] = decimal(l.args<ActivationArgs>().activation.alpha);
   }
 
   bool defers_activation() const override { return true; }
   bool applies_activation() const override { return true; }
+  LayerActivation activation(const Layer& l) const override {
+    return l.args<ActivationArgs>().activation;
+  }
   void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
   void backward(BackwardStep& s) const override { activation_layer_backward(s); }
 };

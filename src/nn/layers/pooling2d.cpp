@@ -1,5 +1,7 @@
 // MaxPooling2D and AveragePooling2D: the maximum or the mean over each pool_size window of each
 // channel (padded positions not counted in the mean, as in Keras); strides default to pool_size.
+#include "nn/layers/pooling2d.h"
+
 #include "core/error.h"
 #include "nn/layers/kind.h"
 #include "nn/layers/window.h"
@@ -13,9 +15,10 @@ Layer pooling(LayerType type, const char* name, Size2 pool_size, std::optional<S
   if (strides) require_positive(*strides, name, "strides");
   Layer l;
   l.type = type;
-  l.window = pool_size;
-  l.strides = strides.value_or(pool_size);
-  l.padding = parse_padding(padding, name);
+  PoolingArgs& a = l.args<PoolingArgs>();
+  a.pool_size = pool_size;
+  a.strides = strides.value_or(pool_size);
+  a.padding = parse_padding(padding, name);
   return l;
 }
 
@@ -64,22 +67,25 @@ class Pooling2DKind final : public LayerKind {
                 : AveragePooling2D(pool, strides, f.text_or(2, "valid"));
   }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["pool_size"] = {l.window.h, l.window.w};
-    j["strides"] = {l.strides.h, l.strides.w};
-    j["padding"] = padding_name(l.padding);
+    const PoolingArgs& a = l.args<PoolingArgs>();
+    j["pool_size"] = {a.pool_size.h, a.pool_size.w};
+    j["strides"] = {a.strides.h, a.strides.w};
+    j["padding"] = padding_name(a.padding);
   }
 
   // ---- Keras config: pool_size, strides (null: pool_size), padding, data_format ----
   void from_keras(Reader& cfg, Layer& l) const override {
-    l.window = cfg.pair("pool_size").value_or(Size2(2));
-    l.strides = cfg.pair("strides").value_or(l.window);
-    l.padding = cfg.padding();
+    PoolingArgs& a = l.args<PoolingArgs>();
+    a.pool_size = cfg.pair("pool_size").value_or(Size2(2));
+    a.strides = cfg.pair("strides").value_or(a.pool_size);
+    a.padding = cfg.padding();
     cfg.channels_last();
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["pool_size"] = ojson::array({l.window.h, l.window.w});
-    c["padding"] = std::string(padding_name(l.padding));
-    c["strides"] = ojson::array({l.strides.h, l.strides.w});
+    const PoolingArgs& a = l.args<PoolingArgs>();
+    c["pool_size"] = ojson::array({a.pool_size.h, a.pool_size.w});
+    c["padding"] = std::string(padding_name(a.padding));
+    c["strides"] = ojson::array({a.strides.h, a.strides.w});
     c["data_format"] = "channels_last";
   }
 
@@ -91,12 +97,13 @@ class Pooling2DKind final : public LayerKind {
     require_conv2d(l, backend);
   }
   void build(LayerBuilder& b) const override {
+    const PoolingArgs& a = b.layer.args<PoolingArgs>();
     require_image(b.layer, b.shape);
     PoolShape& p = b.state.pool;
     p.kind = max_ ? PoolKind::max : PoolKind::average;
-    place_window(b.layer, b.shape, p);
+    place_window(b.layer, a.pool_size, a.strides, a.padding, b.shape, p);
     p.channels = b.shape[2];
-    p.window_h = b.layer.window.h, p.window_w = b.layer.window.w;
+    p.window_h = a.pool_size.h, p.window_w = a.pool_size.w;
     b.shape = {p.out_h, p.out_w, p.channels};
   }
   // Max pooling's workspace: what its backward pass needs from the forward, as the backend sizes

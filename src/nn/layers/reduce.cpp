@@ -1,6 +1,8 @@
 // reduce: the mean or the sum over the last axis, keeping it as 1 (keepdims=True), as a custom
 // layer's call() computes it (tf.reduce_mean(x, axis=-1, keepdims=True), keras.ops.mean); Keras has
 // no layer class for it.
+#include "nn/layers/reduce.h"
+
 #include <string>
 
 #include "core/error.h"
@@ -11,7 +13,7 @@ namespace crossover {
 Layer ReduceLastAxis(bool mean) {
   Layer l;
   l.type = LayerType::reduce;
-  l.reduce_mean = mean;
+  l.args<ReduceArgs>().mean = mean;
   return l;
 }
 
@@ -23,11 +25,11 @@ class ReduceKind final : public LayerKind {
   std::string_view class_name() const override { return "Reduce"; }
   std::string_view base_name() const override { return "reduce"; }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["op"] = l.reduce_mean ? "mean" : "sum";
+    j["op"] = l.args<ReduceArgs>().mean ? "mean" : "sum";
   }
   [[noreturn]] static void no_keras_class(const Layer& l) {
     throw Error(l.name, std::string("an op of a custom layer's call() (reduce_") +
-                            (l.reduce_mean ? "mean" : "sum") +
+                            (l.args<ReduceArgs>().mean ? "mean" : "sum") +
                             ") has no Keras layer class: writing or reading it in a Keras model "
                             "file is not supported (yet); save the weights instead");
   }
@@ -43,7 +45,7 @@ class ReduceKind final : public LayerKind {
     b.shape.back() = 1;
   }
   float scale(const LayerStep& s) const {
-    return s.layer.reduce_mean ? 1.0f / static_cast<float>(s.state.binary.cols) : 1.0f;
+    return s.layer.args<ReduceArgs>().mean ? 1.0f / static_cast<float>(s.state.binary.cols) : 1.0f;
   }
   // y (rows) = scale * the row sums of x (rows, cols).
   void forward(const ForwardStep& s) const override {

@@ -118,8 +118,8 @@ int LayerBuilder::add_param(const std::string& variable, const Shape& param_shap
   return static_cast<int>(params_.size()) - 1;
 }
 
-std::size_t pre_activation_bytes(const Layer& l, const LayerState& state, int64_t batch) {
-  if (!activation_needs_input(l.activation)) return 0;
+std::size_t pre_activation_bytes(const LayerState& state, int64_t batch) {
+  if (!activation_needs_input(state.activation.kind)) return 0;
   return static_cast<std::size_t>(batch * state.out_width) * sizeof(float);
 }
 

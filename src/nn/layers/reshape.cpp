@@ -1,6 +1,9 @@
 // Reshape: the same values in a new per-sample shape; one dimension may be -1 (inferred).
+#include "nn/layers/reshape.h"
+
 #include <algorithm>
 
+#include "backends/fused_mlp.h"
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -22,7 +25,7 @@ Layer Reshape(Shape target_shape) {
                 "target_shape " + shape_to_string(target_shape) + ": only one dimension can be -1");
   Layer l;
   l.type = LayerType::reshape;
-  l.target_shape = std::move(target_shape);
+  l.args<ReshapeArgs>().target_shape = std::move(target_shape);
   return l;
 }
 
@@ -35,6 +38,9 @@ class ReshapeKind final : public LayerKind {
   LayerType type() const override { return LayerType::reshape; }
   std::string_view class_name() const override { return "Reshape"; }
   std::string_view base_name() const override { return "reshape"; }
+  void describe_fused(const Layer&, FusedLayerView& v) const override {
+    v.kind = FusedLayerView::Kind::reshape;
+  }
 
   // ---- command line: reshape:DIMS ----
   std::string_view cli_name() const override { return "reshape"; }
@@ -44,7 +50,7 @@ class ReshapeKind final : public LayerKind {
     return Reshape(f.dims(1));
   }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["target_shape"] = l.target_shape;
+    j["target_shape"] = l.args<ReshapeArgs>().target_shape;
   }
 
   // ---- Keras config ----
@@ -56,16 +62,19 @@ class ReshapeKind final : public LayerKind {
       if (!d.is_number_integer() || d.get<int64_t>() == 0 || d.get<int64_t>() < -1 ||
           d.get<int64_t>() > kMaxDim)
         cfg.fail("target_shape", "expected dimensions from 1 to 2^31 or -1, got " + brief(*t));
-      l.target_shape.push_back(d.get<int64_t>());
+      l.args<ReshapeArgs>().target_shape.push_back(d.get<int64_t>());
     }
   }
-  void to_keras(const Layer& l, ojson& c) const override { c["target_shape"] = l.target_shape; }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["target_shape"] = l.args<ReshapeArgs>().target_shape;
+  }
 
   // ---- engine: the same buffer, a new shape ----
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
+    const Shape& target_shape = l.args<ReshapeArgs>().target_shape;
     const int64_t n = b.state.in_width;
-    Shape target = l.target_shape;
+    Shape target = target_shape;
     int64_t known = 1;
     for (int64_t d : target)
       if (d != -1) known *= d;
@@ -74,7 +83,7 @@ class ReshapeKind final : public LayerKind {
     if (std::find(target.begin(), target.end(), -1) != target.end() ||
         shape_size(target, l.name) != n)
       throw Error(l.name, "cannot reshape samples of shape " + shape_to_string(b.shape) + " (" +
-                              std::to_string(n) + " values) to " + shape_to_string(l.target_shape));
+                              std::to_string(n) + " values) to " + shape_to_string(target_shape));
     b.shape = target;
     b.state.aliases_input = true;
   }

@@ -1,6 +1,8 @@
 // UpSampling2D: each value of a (height, width, channels) sample repeated over a size.h x size.w
 // block (Keras's interpolation 'nearest', channels_last); the backward sums the gradient over each
 // block. No weights.
+#include "nn/layers/up_sampling2d.h"
+
 #include <fmt/format.h>
 
 #include <cctype>
@@ -33,7 +35,7 @@ Layer UpSampling2D(Size2 size, std::string_view interpolation) {
     throw Error("UpSampling2D", why);
   Layer l;
   l.type = LayerType::up_sampling2d;
-  l.window = size;
+  l.args<UpSamplingArgs>().size = size;
   return l;
 }
 
@@ -56,13 +58,14 @@ class UpSampling2DKind final : public LayerKind {
     return UpSampling2D(f.size() > 1 ? f.size2(1) : Size2(2));
   }
   void describe(const Layer& l, nlohmann::json& j) const override {
-    j["size"] = {l.window.h, l.window.w};
+    const Size2 size = l.args<UpSamplingArgs>().size;
+    j["size"] = {size.h, size.w};
     j["interpolation"] = "nearest";
   }
 
   // ---- Keras config: size, data_format, interpolation ----
   void from_keras(Reader& cfg, Layer& l) const override {
-    l.window = cfg.pair("size").value_or(Size2(2));
+    l.args<UpSamplingArgs>().size = cfg.pair("size").value_or(Size2(2));
     cfg.channels_last();
     if (const json* i = cfg.find("interpolation")) {
       if (!i->is_string()) cfg.fail("interpolation", "expected a string, got " + brief(*i));
@@ -71,7 +74,8 @@ class UpSampling2DKind final : public LayerKind {
     }
   }
   void to_keras(const Layer& l, ojson& c) const override {
-    c["size"] = ojson::array({l.window.h, l.window.w});
+    const Size2 size = l.args<UpSamplingArgs>().size;
+    c["size"] = ojson::array({size.h, size.w});
     c["data_format"] = "channels_last";
     c["interpolation"] = "nearest";
   }
@@ -84,8 +88,9 @@ class UpSampling2DKind final : public LayerKind {
     require_image(b.layer, b.shape);
     PoolShape& p = b.state.pool;
     p.in_h = b.shape[0], p.in_w = b.shape[1], p.channels = b.shape[2];
-    p.window_h = p.stride_h = b.layer.window.h;
-    p.window_w = p.stride_w = b.layer.window.w;
+    const Size2 size = b.layer.args<UpSamplingArgs>().size;
+    p.window_h = p.stride_h = size.h;
+    p.window_w = p.stride_w = size.w;
     if (p.in_h > kMaxDim / p.window_h || p.in_w > kMaxDim / p.window_w)
       throw Error(b.layer.name, fmt::format("UpSampling2D size ({}, {}) on a {}x{} input is past "
                                             "2^31 rows or columns",

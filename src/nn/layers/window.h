@@ -9,7 +9,7 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
-#include "nn/layers.h"
+#include "nn/layer.h"
 
 namespace crossover {
 
@@ -38,16 +38,17 @@ inline Extent spatial_extent(int64_t in, int64_t window, int64_t stride, Padding
 
 // The 2-D window of a Conv2D or pooling layer on (height, width, channels) samples.
 template <class WindowShape>
-void place_window(const Layer& l, const Shape& in, WindowShape& s) {
-  const Extent h = spatial_extent(in[0], l.window.h, l.strides.h, l.padding);
-  const Extent w = spatial_extent(in[1], l.window.w, l.strides.w, l.padding);
+void place_window(const Layer& l, Size2 window, Size2 strides, Padding padding, const Shape& in,
+                  WindowShape& s) {
+  const Extent h = spatial_extent(in[0], window.h, strides.h, padding);
+  const Extent w = spatial_extent(in[1], window.w, strides.w, padding);
   if (h.out < 1 || w.out < 1)
     throw Error(l.name, fmt::format("the {}x{} window does not fit in the {}x{} input with padding "
                                     "'valid': use padding 'same' or a smaller window",
-                                    l.window.h, l.window.w, in[0], in[1]));
+                                    window.h, window.w, in[0], in[1]));
   s.in_h = in[0], s.in_w = in[1];
   s.out_h = h.out, s.out_w = w.out;
-  s.stride_h = l.strides.h, s.stride_w = l.strides.w;
+  s.stride_h = strides.h, s.stride_w = strides.w;
   s.pad_top = h.before, s.pad_bottom = h.after;
   s.pad_left = w.before, s.pad_right = w.after;
 }
