@@ -85,6 +85,16 @@ for as_dict in (False, True):
     h = model.fit(xs, ys, epochs=1, batch_size=8, shuffle=False, verbose=0).history
     out[str(as_dict) + "-one"] = {{"history": h, "names": model.metrics_names,
                                   "weights": [a.tolist() for a in w]}}
+keras.utils.set_random_seed(3)
+as_dict = False
+if True:
+{build}
+open("keras.json", "w").write(model.to_json())
+theirs = keras.models.model_from_json(open("crossover.json").read())
+out["json"] = {{"outputs": [t.name.split("/")[0] for t in theirs.outputs],
+               "output_names": list(theirs.output_names),
+               "predict": [list(a.shape) for a in theirs.predict(
+                   [np.load(f"x{{i}}.npy")[:5] for i in range(3)], verbose=0)]}}
 print(json.dumps(out))
 """
 
@@ -111,6 +121,7 @@ def build(as_dict: bool):
 def keras_results(tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("multi_output")
     x, yp, yd = data(folder)
+    (folder / "crossover.json").write_text(build(False).to_json())
     code = KERAS_SIDE.format(
         build="\n".join("    " + line for line in BUILD.strip().splitlines()),
         compile_args=repr(COMPILE),
@@ -192,3 +203,24 @@ def test_what_keras_refuses_is_refused() -> None:
         model.fit(x, np.zeros((4, 1), np.float32), verbose=0)
     with pytest.raises(ValueError, match="output 'department' has shape"):
         model.fit(x, [np.zeros((4, 1)), np.zeros((4, 2))], verbose=0)
+
+
+def test_the_json_of_a_model_of_two_outputs_goes_both_ways(keras_results, tmp_path: Path) -> None:
+    folder, (x, yp, yd), theirs_all = keras_results
+    # Keras read crossover's JSON into a model of the same two outputs.
+    assert theirs_all["json"]["output_names"] == ["priority", "department"]
+    assert theirs_all["json"]["predict"] == [[5, 1], [5, 3]]
+    # crossover reads Keras's, and its own, into the same outputs, in order.
+    for text in ((folder / "keras.json").read_text(), build(False).to_json()):
+        model = keras.models.model_from_json(text)
+        assert model.output_names == ["priority", "department"]
+        assert [t.shape for t in model.outputs] == [(None, 1), (None, 3)]
+    # The weights go through a .weights.h5 file and back.
+    model = build(False)
+    model.compile("rmsprop", loss=["mse", "categorical_crossentropy"])
+    model.fit(x, [yp, yd], epochs=1, verbose=0)
+    model.save_weights(tmp_path / "m.weights.h5")
+    again = keras.models.model_from_json(model.to_json())
+    again.load_weights(tmp_path / "m.weights.h5")
+    for a, b in zip(model.predict(x, verbose=0), again.predict(x, verbose=0)):
+        np.testing.assert_array_equal(a, b)
