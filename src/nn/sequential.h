@@ -160,7 +160,8 @@ struct NamedTensor {
 
 // A functional model's layers and how they connect (Keras's keras.Model(inputs, outputs)): layer
 // i reads the outputs of the layers inputs[i] lists, each before it; the model's inputs are its
-// InputLayers (inputs[i] empty; layers[0] is one), and the last layer's output is the model's. A
+// InputLayers (inputs[i] empty; layers[0] is one), and the last layer's output is the model's
+// (or output_layers', for several). A
 // merging layer (Add, Concatenate) reads two or more, every other layer one. GraphBuilder makes
 // one:
 //
@@ -215,7 +216,7 @@ class Sequential {
   // from a Flatten/Input shape or from the data at the first fit/evaluate/predict.
   explicit Sequential(std::vector<Layer> layers, std::string name = "sequential");
   // A functional model (LayerGraph). Throws Error naming the layer for a graph that is not one:
-  // an input index out of order, a layer read by none (the model has one output), a merging
+  // an input index out of order, a layer read by none that is not an output, a merging
   // layer with fewer than two inputs, two layers of one name.
   explicit Sequential(LayerGraph graph, std::string name = "functional");
   ~Sequential();

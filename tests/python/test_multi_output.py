@@ -224,3 +224,11 @@ def test_the_json_of_a_model_of_two_outputs_goes_both_ways(keras_results, tmp_pa
     again.load_weights(tmp_path / "m.weights.h5")
     for a, b in zip(model.predict(x, verbose=0), again.predict(x, verbose=0)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_layer_s_input_is_what_its_call_read() -> None:
+    model = build(False)
+    joined, dense = model.layers[3], model.layers[4]
+    assert type(joined).__name__ == "Concatenate"
+    assert [t.shape for t in joined.input] == [(None, 12), (None, 12), (None, 4)]
+    assert dense.input is joined.output
