@@ -232,3 +232,42 @@ def test_a_layer_s_input_is_what_its_call_read() -> None:
     assert type(joined).__name__ == "Concatenate"
     assert [t.shape for t in joined.input] == [(None, 12), (None, 12), (None, 4)]
     assert dense.input is joined.output
+
+
+class Tickets(keras.Model):
+    """Deep Learning with Python's subclassed version: a dict of inputs, a tuple of outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.concat_layer = layers.Concatenate()
+        self.mixing_layer = layers.Dense(16, activation="relu")
+        self.priority_scorer = layers.Dense(1, activation="sigmoid")
+        self.department_classifier = layers.Dense(3, activation="softmax")
+
+    def call(self, inputs):
+        features = self.concat_layer([inputs["title"], inputs["text_body"], inputs["tags"]])
+        features = self.mixing_layer(features)
+        return self.priority_scorer(features), self.department_classifier(features)
+
+
+def test_a_subclassed_model_of_a_dict_of_inputs_and_two_outputs_trains() -> None:
+    rs = np.random.RandomState(5)
+    sizes = {"title": 12, "text_body": 12, "tags": 4}
+    xs = {k: rs.rand(24, n).astype(np.float32) for k, n in sizes.items()}
+    yp, yd = rs.rand(24, 1), np.eye(3)[rs.randint(0, 3, 24)]
+    model = Tickets()
+    priority, department = model(xs)  # traced from the data: three inputs, two outputs
+    assert priority.shape == (24, 1) and department.shape == (24, 3)
+    model.compile(
+        "rmsprop", loss=["mse", "categorical_crossentropy"], metrics=[["mae"], ["accuracy"]]
+    )
+    h = model.fit(xs, [yp, yd], epochs=2, verbose=0).history
+    first, second = (model.layers[i].name for i in (2, 3))
+    assert sorted(h) == sorted(
+        ["loss", f"{first}_loss", f"{second}_loss", f"{first}_mae", f"{second}_accuracy"]
+    )
+    np.testing.assert_allclose(
+        h["loss"], np.add(h[f"{first}_loss"], h[f"{second}_loss"]), rtol=1e-6
+    )
+    p, d = model.predict(xs, verbose=0)
+    assert p.shape == (24, 1) and d.shape == (24, 3)

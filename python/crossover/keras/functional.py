@@ -566,18 +566,20 @@ class Functional(Sequential):
         return self._core
 
 
-def _sample_shape(x: Any, who: str) -> tuple[int, ...]:
-    """The per-sample shape of data given to a subclassed model before it is traced."""
+def _sample_shape(x: Any, who: str) -> Any:
+    """The per-sample shape of data given to a subclassed model before it is traced: a dict
+    (by key) or list of them for several inputs."""
     from .models import _is_dataset
 
     if _is_dataset(x):
         x = x._for_fit(who)[0]
+    if isinstance(x, dict) and len(x) > 1:
+        return {str(k): _sample_shape(v, who) for k, v in x.items()}
+    if isinstance(x, dict) and x:
+        x = next(iter(x.values()))
     if isinstance(x, (list, tuple)) and x and not isinstance(x[0], (int, float)):
         if len(x) != 1:
-            raise NotImplementedError(
-                f"{who}: a subclassed model given {len(x)} inputs is not supported (yet): "
-                f"crossover's models have one input; {SEE_SUPPORTED}"
-            )
+            return [_sample_shape(v, who) for v in x]
         x = x[0]
     shape = tuple(int(d) for d in np.shape(x))
     if len(shape) < 2:
@@ -655,7 +657,15 @@ class Subclassed(Functional):
     def _trace(self, sample_shape: tuple[int, ...]) -> None:
         if self._traced:
             return
-        inputs = input_tensor(InputLayer(shape=sample_shape))
+        inputs: Any
+        if isinstance(sample_shape, dict):  # several inputs, keyed as the data was
+            inputs = {
+                k: input_tensor(InputLayer(shape=v, name=k)) for k, v in sample_shape.items()
+            }
+        elif isinstance(sample_shape, list):
+            inputs = [input_tensor(InputLayer(shape=v)) for v in sample_shape]
+        else:
+            inputs = input_tensor(InputLayer(shape=sample_shape))
         outputs = self._call_symbolic(inputs)
         if not isinstance(outputs, KerasTensor) and not (
             isinstance(outputs, (list, tuple, dict)) and outputs
