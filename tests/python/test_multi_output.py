@@ -76,7 +76,8 @@ for as_dict in (False, True):
     ev = model.evaluate(xs, ys, batch_size=8, verbose=0)
     p = model.predict(xs, verbose=0)
     p = {{k: v.tolist() for k, v in p.items()}} if as_dict else [a.tolist() for a in p]
-    out[str(as_dict)] = {{"n": len(w), "history": h, "eval": ev, "names": model.metrics_names, "predict": p,
+    out[str(as_dict)] = {{"n": len(w), "history": h, "eval": ev, "names": model.metrics_names,
+                         "predict": p,
                          "output_names": list(model.output_names)}}
     # One loss for every output, no metrics.
     keras.utils.set_random_seed(3)

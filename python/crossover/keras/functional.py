@@ -9,8 +9,10 @@ between them into the library's graph model (nn/sequential.h, LayerGraph).
 
 One or several inputs (a list or a dict of keras.Input tensors; fit, evaluate and predict then
 take a list, or a dict keyed as the inputs are, of arrays with one row each per sample, which the
-engine takes packed side by side) and one output; each layer called once (a layer called twice, sharing its weights, is
-not supported yet). The model trains, saves and loads as a Sequential does.
+engine takes packed side by side) and one or several outputs (a list, or a dict sorted by key,
+each read by no other layer: compile takes a loss per output, the targets are packed the same
+way, predict returns a list or a dict); each layer called once (a layer called twice, sharing its
+weights, is not supported yet). The model trains, saves and loads as a Sequential does.
 
 A subclassed keras.Model (its own __init__ making layers and call() applying them) becomes the
 same graph: the first time the model meets data or a shape (fit, evaluate, predict, calling it,
