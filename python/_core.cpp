@@ -532,6 +532,44 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
           nb::arg("from_logits") = false, nb::arg("metric_names") = std::vector<std::string>{},
           nb::arg("metric_parameters") = std::vector<std::optional<double>>{})
       .def(
+          "compile_outputs",
+          // A loss per output (Sequential::compile_outputs): losses[j], from_logits[j],
+          // weights[j], and its metrics by Keras name, reported under metric_names[j].
+          [](Sequential& s, const OptimizerConfig& opt, std::vector<std::string> losses,
+             std::vector<bool> from_logits, std::vector<double> weights,
+             std::vector<std::vector<std::string>> metrics,
+             std::vector<std::vector<std::string>> metric_names,
+             std::vector<std::vector<std::optional<double>>> metric_parameters,
+             const std::string& device, int threads, uint64_t seed, const std::string& precision) {
+            CompileOptions o;
+            o.device = device;
+            o.threads = threads;
+            o.seed = seed;
+            o.precision = precision;
+            std::vector<OutputLoss> outputs;
+            for (std::size_t j = 0; j < losses.size(); ++j) {
+              OutputLoss out;
+              out.loss = LossSpec{losses[j], j < from_logits.size() && from_logits[j]};
+              if (j < weights.size()) out.weight = weights[j];
+              const std::vector<std::string> none;
+              const auto& kinds = j < metrics.size() ? metrics[j] : none;
+              for (std::size_t i = 0; i < kinds.size(); ++i) {
+                out.metrics.push_back(metric_spec(kinds[i]));
+                if (j < metric_names.size() && i < metric_names[j].size())
+                  out.metrics.back().name = metric_names[j][i];
+                if (j < metric_parameters.size() && i < metric_parameters[j].size() &&
+                    metric_parameters[j][i])
+                  set_metric_parameter(out.metrics.back(), *metric_parameters[j][i], "compile");
+              }
+              outputs.push_back(std::move(out));
+            }
+            s.compile_outputs(opt, std::move(outputs), o);
+          },
+          nb::arg("optimizer"), nb::arg("losses"), nb::arg("from_logits"), nb::arg("weights"),
+          nb::arg("metrics"), nb::arg("metric_names"), nb::arg("metric_parameters"),
+          nb::arg("device") = "cpu", nb::arg("threads") = 0, nb::arg("seed") = 0,
+          nb::arg("precision") = "")
+      .def(
           "use_measured_cpu_threads",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, uint64_t seed,
              bool say) -> std::optional<std::pair<int, std::string>> {
@@ -763,15 +801,17 @@ NB_MODULE(_core, m) {
       .def(
           "__init__",
           [](Sequential* s, std::vector<Layer> layers, std::vector<std::vector<int>> inputs,
-             std::string name, std::vector<int> input_layers) {
-            new (s) Sequential(
-                LayerGraph{std::move(layers), std::move(inputs), std::move(input_layers)},
-                std::move(name));
+             std::string name, std::vector<int> input_layers, std::vector<int> output_layers) {
+            new (s) Sequential(LayerGraph{std::move(layers), std::move(inputs),
+                                          std::move(input_layers), std::move(output_layers)},
+                               std::move(name));
           },
           nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional",
-          nb::arg("input_layers") = std::vector<int>{})
+          nb::arg("input_layers") = std::vector<int>{},
+          nb::arg("output_layers") = std::vector<int>{})
       .def_prop_ro("functional", &Sequential::functional)
       .def_prop_ro("input_layers", &Sequential::input_layers)
+      .def_prop_ro("output_layers", &Sequential::output_layers)
       .def_prop_ro("layer_inputs", &Sequential::layer_inputs);
   bind_sequential_training(sequential);
   bind_sequential_fit(sequential);

@@ -1504,8 +1504,10 @@ TEST(ModelIoKerasJson, RefusesFunctionalModelsItCannotRunNamingWhy) {
   json outputs = doc;
   outputs["config"]["output_layers"] = json::parse(R"([["dense", 0, 0], ["dense", 0, 0]])");
   EXPECT_ERROR_HAS(model_from_json(outputs.dump(), "o.json"),
-                   "o.json: the model has 2 output_layers: crossover's functional models have "
-                   "one output (yet)");
+                   "o.json: dense: is given twice among the model's outputs");
+  outputs["config"]["output_layers"] = json::parse(R"([["dense", 0, 0], ["nowhere", 0, 0]])");
+  EXPECT_ERROR_HAS(model_from_json(outputs.dump(), "o.json"),
+                   "o.json: output_layers names 'nowhere', which is not one of the model's layers");
   json not_input = doc;
   not_input["config"]["input_layers"] = json::parse(R"([["dense", 0, 0]])");
   EXPECT_ERROR_HAS(model_from_json(not_input.dump(), "i.json"),

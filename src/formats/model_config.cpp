@@ -398,11 +398,6 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
     model_name = n->get<std::string>();
   const std::vector<std::string> input_names = endpoints(cfg, "input_layers", where);
   const std::vector<std::string> output_names = endpoints(cfg, "output_layers", where);
-  if (output_names.size() != 1)
-    throw Error(where, fmt::format("the model has {} output_layers: crossover's functional "
-                                   "models have one output (yet)",
-                                   output_names.size()));
-  const std::string& output_name = output_names.front();
 
   std::vector<Layer> layers;
   std::vector<std::vector<int>> inputs;
@@ -448,13 +443,25 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
                              "', which is not one of the model's InputLayers");
     input_layers.push_back(at->second);
   }
-  if (layers.back().name != output_name)
-    throw Error(where, "output_layers names '" + printable(output_name) +
+  // One output: the last layer listed. Several: each a layer (the engine checks the rest).
+  std::vector<int> output_layers;
+  if (output_names.size() == 1 && layers.back().name != output_names.front())
+    throw Error(where, "output_layers names '" + printable(output_names.front()) +
                            "', which is not the last layer listed (crossover's functional "
-                           "models have one output, their last layer)");
+                           "models of one output end with it)");
+  if (output_names.size() > 1) {
+    for (const std::string& output_name : output_names) {
+      auto at = index.find(output_name);
+      if (at == index.end())
+        throw Error(where, "output_layers names '" + printable(output_name) +
+                               "', which is not one of the model's layers");
+      output_layers.push_back(at->second);
+    }
+  }
   try {
     freeze_unless(model_trainable, layers);
-    return Sequential(LayerGraph{std::move(layers), std::move(inputs), std::move(input_layers)},
+    return Sequential(LayerGraph{std::move(layers), std::move(inputs), std::move(input_layers),
+                                 std::move(output_layers)},
                       model_name);
   } catch (const Error& e) {
     throw Error(where, e.what());
@@ -890,6 +897,18 @@ ojson input_layers_json(const Sequential& model) {
   return list;
 }
 
+// Keras 3's output_layers: ["name", 0, 0] for one output, [["a", 0, 0], ["b", 0, 0]] for several.
+ojson output_layers_json(const Sequential& model) {
+  const std::vector<int>& order = model.output_layers();
+  auto one = [&](int i) {
+    return ojson::array({model.layers()[static_cast<std::size_t>(i)].name, 0, 0});
+  };
+  if (order.size() == 1) return one(order.front());
+  ojson list = ojson::array();
+  for (int i : order) list.push_back(one(i));
+  return list;
+}
+
 // Keras 3's to_json() of a functional model: every layer with its "name" and "inbound_nodes" (the
 // outputs it reads, as {"args": [tensor or [tensors]], "kwargs": {}}), the one input and output.
 std::string functional_to_json(const Sequential& model) {
@@ -942,7 +961,7 @@ std::string functional_to_json(const Sequential& model) {
             {"trainable", true},
             {"layers", out_layers},
             {"input_layers", input_layers_json(model)},
-            {"output_layers", ojson::array({layers.back().name, 0, 0})}};
+            {"output_layers", output_layers_json(model)}};
   ojson doc{{"module", "keras.src.models.functional"},
             {"class_name", "Functional"},
             {"config", cfg},

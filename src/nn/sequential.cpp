@@ -142,6 +142,10 @@ struct Sequential::Impl {
     // training_forward's outputs with the final activation applied (batch, outputs), when that
     // activation is not linear: allocated by its first call at this batch size.
     DeviceBlock activated;
+    // Several outputs: each head's targets (batch, its target columns), copied from `targets`
+    // (the packed row) before its loss; and its `predictions` as above (with metrics beyond
+    // "accuracy").
+    std::vector<DeviceBlock> head_targets, head_predictions;
   };
   // Data copied to the device once per fit/evaluate.
   // A data set as the steps read it: x_rows (n, x_cols) and y_rows (n, y_cols) are the caller's
@@ -177,6 +181,21 @@ struct Sequential::Impl {
   std::vector<int> model_inputs;
   std::vector<int64_t> input_column;
   int64_t packed_width = 0;
+  // The model's outputs (LayerGraph::output_layers): {the last layer} for one.
+  std::vector<int> model_outputs;
+  // With several outputs, one loss head per output in model_outputs' order (compile_outputs);
+  // empty with one output, whose loss is the fields below (loss, from_logits, metrics, ...).
+  // Each head's sums go to its own StepCounters after the model's (tallies()).
+  struct Head {
+    int layer = 0;
+    LossKind loss = LossKind::sparse_categorical_crossentropy;
+    std::string loss_name;
+    bool from_logits = false;
+    float weight = 1.0f;
+    std::vector<MetricSpec> metrics;  // under the names they are reported by
+    int extra_metrics = 0;
+  };
+  std::vector<Head> heads;
   bool built = false;
   std::vector<LayerInfo> info;
   std::vector<Param> params;
@@ -223,7 +242,9 @@ struct Sequential::Impl {
 
   // ---- structure ----
   void init(std::vector<Layer> model_layers, std::vector<std::vector<int>> layer_inputs,
-            std::string model_name, bool is_functional, std::vector<int> input_order = {});
+            std::string model_name, bool is_functional, std::vector<int> input_order = {},
+            std::vector<int> output_order = {});
+  void set_model_outputs(std::vector<int> order);
   void set_model_inputs(std::vector<int> order);
   void name_layers() {
     std::map<std::string, int> counts;
@@ -245,6 +266,10 @@ struct Sequential::Impl {
   }
 
   bool several_inputs() const { return model_inputs.size() > 1; }
+  bool several_outputs() const { return model_outputs.size() > 1; }
+  // The StepCounters of one phase (training, evaluation): the model's (its step, learning rate;
+  // with one output its loss and metrics), then one per loss head.
+  int tallies() const { return 1 + static_cast<int>(heads.size()); }
   // The floats of one sample's input row (the packed row with several inputs).
   int64_t input_width() const { return several_inputs() ? packed_width : info.front().in_width; }
 
@@ -295,7 +320,7 @@ struct Sequential::Impl {
       if (own_input) li.aliases_input = false;  // its columns of the packed batch, copied
     }
     mark_gradients();
-    if (is_compiled) check_output_for_loss(loss, loss_name, metrics);
+    if (is_compiled) check_losses();
     arena_floats = offset;
     built = true;
   }
@@ -307,7 +332,17 @@ struct Sequential::Impl {
   // does not do (yet).
   void check_output_for_loss(LossKind kind, const std::string& what,
                              const std::vector<MetricSpec>& specs) const {
-    const Shape& out = layers_output_shape();
+    check_output_for_loss(kind, what, specs, layers_output_shape());
+  }
+  // Each output's loss and metrics on its shape.
+  void check_losses() const {
+    if (heads.empty()) return check_output_for_loss(loss, loss_name, metrics);
+    for (const Head& h : heads)
+      check_output_for_loss(h.loss, h.loss_name, h.metrics,
+                            info[static_cast<std::size_t>(h.layer)].out_shape);
+  }
+  void check_output_for_loss(LossKind kind, const std::string& what,
+                             const std::vector<MetricSpec>& specs, const Shape& out) const {
     if (out.size() == 1) return;
     const auto refuse = [&](const std::string& thing) {
       throw Error(name, fmt::format("{} on an output of shape {} reads the last axis as classes "
@@ -359,13 +394,51 @@ struct Sequential::Impl {
   // activation, except sigmoid and softmax: Keras takes their input back as the logits (and
   // warns), which is the deferred output.
   int final_activation_layer() const {
-    const Layer& l = layers.back();
+    return deferred_layer(static_cast<int>(layers.size()) - 1, from_logits);
+  }
+  // The same for the output layer `out` under a loss with or without from_logits: `out`, or -1.
+  int deferred_layer(int out, bool logits) const {
+    const Layer& l = layers[static_cast<std::size_t>(out)];
     if (!layer_kind(l).defers_activation()) return -1;
     const ActivationKind a = layer_kind(l).activation(l).kind;
-    if (from_logits && a != ActivationKind::linear && a != ActivationKind::sigmoid &&
+    if (logits && a != ActivationKind::linear && a != ActivationKind::sigmoid &&
         a != ActivationKind::softmax)
       return -1;
-    return static_cast<int>(layers.size()) - 1;
+    return out;
+  }
+  // Whether a training pass leaves layer i's activation to a loss op.
+  bool defers(std::size_t i) const {
+    if (heads.empty()) return static_cast<int>(i) == final_activation_layer();
+    for (const Head& h : heads)
+      if (static_cast<std::size_t>(h.layer) == i)
+        return deferred_layer(h.layer, h.from_logits) >= 0;
+    return false;
+  }
+  // A head's loss_activation and metrics_activate.
+  ActivationKind head_loss_activation(const Head& h) const {
+    if (h.from_logits)
+      return h.loss == LossKind::binary_crossentropy ? ActivationKind::sigmoid
+                                                     : ActivationKind::softmax;
+    if (deferred_layer(h.layer, false) < 0) return ActivationKind::linear;
+    const Layer& l = layers[static_cast<std::size_t>(h.layer)];
+    return layer_kind(l).activation(l).kind;
+  }
+  bool head_metrics_activate(const Head& h) const {
+    if (!h.from_logits || deferred_layer(h.layer, true) < 0) return false;
+    const Layer& l = layers[static_cast<std::size_t>(h.layer)];
+    return layer_kind(l).activation(l).kind != ActivationKind::linear;
+  }
+  int64_t head_width(const Head& h) const {
+    return info[static_cast<std::size_t>(h.layer)].out_width;
+  }
+  // Its columns of the packed targets: one (a class index) for the sparse loss, else the output's.
+  int64_t head_target_width(const Head& h) const {
+    return h.loss == LossKind::sparse_categorical_crossentropy ? 1 : head_width(h);
+  }
+  int64_t head_target_column(std::size_t j) const {
+    int64_t c = 0;
+    for (std::size_t k = 0; k < j; ++k) c += head_target_width(heads[k]);
+    return c;
   }
   ActivationKind final_activation() const {
     const int f = final_activation_layer();
@@ -428,9 +501,9 @@ struct Sequential::Impl {
                    std::to_string(param_count()) + " parameters, 4 floats each)",
                ": use fewer or smaller layers");
     arena = DeviceBlock(*backend, static_cast<std::size_t>(arena_bytes));
-    counters = DeviceBlock(*backend, 2 * sizeof(StepCounters));
-    StepCounters zero[2];
-    backend->upload(counters.as<void>(), zero, sizeof zero);
+    const std::vector<StepCounters> zero(2 * static_cast<std::size_t>(tallies()));
+    counters = DeviceBlock(*backend, zero.size() * sizeof(StepCounters));
+    backend->upload(counters.as<void>(), zero.data(), zero.size() * sizeof(StepCounters));
     if (opt.kind == OptimizerKind::adagrad)  // Keras's accumulators start at this value
       backend->fill(arena.as<float>() + 2 * arena_floats, opt.initial_accumulator_value,
                     arena_floats);
@@ -458,7 +531,16 @@ struct Sequential::Impl {
   }
 
   StepCounters* train_counters() const { return counters.as<StepCounters>(); }
-  StepCounters* eval_counters() const { return counters.as<StepCounters>() + 1; }
+  StepCounters* eval_counters() const { return counters.as<StepCounters>() + tallies(); }
+  // Head j's counters after the model's own `c` (train_counters() or eval_counters()).
+  static StepCounters* head_counters(StepCounters* c, std::size_t j) { return c + 1 + j; }
+  // The phase's counters, the model's then each head's (read now: a synchronisation).
+  std::vector<StepCounters> read_tally(const StepCounters* c) const {
+    std::vector<StepCounters> t(static_cast<std::size_t>(tallies()));
+    backend->synchronize();
+    backend->download(t.data(), c, t.size() * sizeof(StepCounters));
+    return t;
+  }
 
   StepCounters read_counters(const StepCounters* c) const {
     StepCounters h;
@@ -469,6 +551,10 @@ struct Sequential::Impl {
   void write_counters(StepCounters* c, const StepCounters& h) {
     backend->synchronize();
     backend->upload(c, &h, sizeof h);
+  }
+  void write_tally(StepCounters* c, const std::vector<StepCounters>& t) {
+    backend->synchronize();
+    backend->upload(c, t.data(), t.size() * sizeof(StepCounters));
   }
 
   // ---- plans ----
@@ -481,9 +567,14 @@ struct Sequential::Impl {
     // What the blocks below add up to, checked before the first of them is allocated.
     const auto rows = static_cast<double>(batch);
     const bool predictions = extra_metrics > 0 && (!from_logits || metrics_activate());
-    double plan_bytes = float_bytes(batch * input_width()) +
-                        (predictions ? 2 : 1) * float_bytes(batch * output_width()) +
-                        gradients * rows * max_width * sizeof(float);
+    double plan_bytes =
+        float_bytes(batch * input_width()) +
+        (predictions ? 2 : 1) *
+            float_bytes(batch * (heads.empty() ? output_width() : target_columns())) +
+        gradients * rows * max_width * sizeof(float);
+    for (const Head& h : heads)
+      plan_bytes += float_bytes(batch * head_target_width(h)) +
+                    (h.extra_metrics > 0 ? float_bytes(batch * head_width(h)) : 0.0);
     // Each layer's workspace (dropout's mask, max pooling's, batch normalization's statistics),
     // as its kind sizes it (with the backend, which also prepares that shape).
     std::vector<std::size_t> workspace(layers.size(), 0);
@@ -502,8 +593,13 @@ struct Sequential::Impl {
                          static_cast<std::size_t>(std::max<int64_t>(n, 16)) * sizeof(float));
     };
     p.input = floats(batch * input_width());
-    p.targets = floats(batch * output_width());
+    p.targets = floats(batch * (heads.empty() ? output_width() : target_columns()));
     if (predictions) p.predictions = floats(batch * output_width());
+    for (const Head& h : heads) {
+      p.head_targets.push_back(floats(batch * head_target_width(h)));
+      p.head_predictions.push_back(h.extra_metrics > 0 ? floats(batch * head_width(h))
+                                                       : DeviceBlock());
+    }
     for (int k = 0; k < gradients; ++k) p.grads.push_back(floats(batch * max_width));
     p.outputs.resize(layers.size());
     p.masks.resize(layers.size());
@@ -537,7 +633,6 @@ struct Sequential::Impl {
   void forward(Plan& plan, int64_t m, bool training, bool final_activation, uint64_t seed,
                StepCounters* ctr, int64_t first_row = 0) {
     ++passes;
-    const int deferred = final_activation ? -1 : final_activation_layer();
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       const float* x = layer_input(plan, i, training);
@@ -554,7 +649,7 @@ struct Sequential::Impl {
       ForwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m, x, y,
                         plan.masks[i].as<void>(), xs},
                        training,
-                       static_cast<int>(i) == deferred,
+                       !final_activation && defers(i),
                        seed,
                        ctr,
                        first_row};
@@ -584,6 +679,10 @@ struct Sequential::Impl {
     fused_mlp.reset();
     fused_note.clear();
     if (!copts.fused_step) return;
+    if (several_outputs()) {
+      fused_note = "fused step not used: the model has several outputs";
+      return;
+    }
     FusedModelView v;
     v.loss = loss;
     v.from_logits = from_logits;
@@ -651,10 +750,17 @@ struct Sequential::Impl {
     std::vector<char>& done = pass.done;
     pending.assign(n, nullptr);
     done.assign(n, 0);
-    pending[n - 1] = pool.take();
     // The loss op handled the final layer's activation when that layer defers it (Dense,
-    // Activation); another final layer (a Conv2D making an image) applied its own.
-    done[n - 1] = final_activation_layer() >= 0 ? 1 : 0;
+    // Activation); another final layer (a Conv2D making an image) applied its own. With several
+    // outputs, head j's loss gradient is in plan.grads[j] (the pool's j-th take).
+    if (heads.empty()) {
+      pending[n - 1] = pool.take();
+      done[n - 1] = final_activation_layer() >= 0 ? 1 : 0;
+    }
+    for (const Head& h : heads) {
+      pending[static_cast<std::size_t>(h.layer)] = pool.take();
+      done[static_cast<std::size_t>(h.layer)] = deferred_layer(h.layer, h.from_logits) >= 0;
+    }
     std::vector<float*>& input_grads = pass.input_grads;
     for (std::size_t i = n; i-- > 0;) {
       if (!needs_grad[i] || !pending[i]) continue;
@@ -749,7 +855,8 @@ struct Sequential::Impl {
       done[u] = activation_done;
       return;
     }
-    if (activation_done || done[u])
+    // (Counting, no layer ran: activation_done is the reader's input flag, not its result.)
+    if ((activation_done || done[u]) && !pool.count_only)
       throw Error("backward", "internal: an activation gradient applied by one of several readers");
     if (!pool.count_only) {
       backend->set_scope(layers[u].name);
@@ -825,11 +932,15 @@ struct Sequential::Impl {
       backend->set_scope("loss");
       // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
       // gradients add up to the global batch's mean gradient.
-      backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
-                                     plan.targets.as<float>(), batch_weights(plan, d),
-                                     plan.predictions.as<float>(), plan.grads[0].as<float>(),
-                                     s.rows, output_width(), ctr, s.global_rows);
-      metric_sums(plan, s.rows, true, ctr);
+      if (heads.empty()) {
+        backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
+                                       plan.targets.as<float>(), batch_weights(plan, d),
+                                       plan.predictions.as<float>(), plan.grads[0].as<float>(),
+                                       s.rows, output_width(), ctr, s.global_rows);
+        metric_sums(plan, s.rows, true, ctr);
+      } else {
+        head_losses(plan, d, s.rows, s.global_rows, true, ctr);
+      }
       backward(&plan, s.rows, fused ? ctr : nullptr);
     } else {
       // A rank with no rows in this batch (fewer rows than ranks) adds nothing to the sum.
@@ -858,10 +969,14 @@ struct Sequential::Impl {
     gather_batch(plan, d, m, ctr);
     forward(plan, m, false, false, 0, ctr);
     backend->set_scope("loss");
-    backend->loss_forward_backward(
-        loss, loss_activation(), final_output(plan, false), plan.targets.as<float>(),
-        batch_weights(plan, d), plan.predictions.as<float>(), nullptr, m, output_width(), ctr, m);
-    metric_sums(plan, m, false, ctr);
+    if (heads.empty()) {
+      backend->loss_forward_backward(
+          loss, loss_activation(), final_output(plan, false), plan.targets.as<float>(),
+          batch_weights(plan, d), plan.predictions.as<float>(), nullptr, m, output_width(), ctr, m);
+      metric_sums(plan, m, false, ctr);
+    } else {
+      head_losses(plan, d, m, m, false, ctr);
+    }
     backend->set_scope("");
     backend->advance_batch(ctr);
   }
@@ -888,8 +1003,53 @@ struct Sequential::Impl {
                             target_columns(), spec.parameter, sums + slot++);
   }
 
+  // Each output's loss over these m rows (its targets' columns of the packed batch first), into
+  // its head's counters after ctr, and in training its gradient, times its weight, into
+  // plan.grads[j] (backward's pending gradient of that output); then its metrics.
+  void head_losses(Plan& plan, const DeviceData& d, int64_t m, int64_t mean_rows, bool training,
+                   StepCounters* ctr) {
+    const int64_t packed = target_columns();
+    for (std::size_t j = 0; j < heads.size(); ++j) {
+      const Head& h = heads[j];
+      const int64_t c = head_width(h), tc = head_target_width(h);
+      float* targets = plan.head_targets[j].as<float>();
+      float* predictions = plan.head_predictions[j].as<float>();
+      float* d_out = training ? plan.grads[j].as<float>() : nullptr;
+      StepCounters* hc = head_counters(ctr, j);
+      const float* out = layer_output(plan, static_cast<std::size_t>(h.layer), training);
+      backend->copy_columns(plan.targets.as<float>(), packed, head_target_column(j), targets, tc, 0,
+                            m, tc);
+      backend->loss_forward_backward(h.loss, head_loss_activation(h), out, targets,
+                                     batch_weights(plan, d), h.from_logits ? nullptr : predictions,
+                                     d_out, m, c, hc, mean_rows);
+      if (d_out && h.weight != 1.0f) {
+        BinaryShape s;
+        s.rows = m;
+        s.cols = c;
+        s.b = Broadcast::scalar;
+        s.b_value = h.weight;
+        backend->binary_forward(BinaryOp::multiply, s, d_out, nullptr, d_out);
+      }
+      if (h.extra_metrics == 0) continue;
+      const float* pred = h.from_logits ? out : predictions;
+      if (head_metrics_activate(h)) {
+        const LayerActivation& a = info[static_cast<std::size_t>(h.layer)].activation;
+        backend->activation_forward(a.kind, a.alpha, out, predictions, m, c);
+        pred = predictions;
+      }
+      auto* sums = reinterpret_cast<double*>(reinterpret_cast<char*>(hc) +
+                                             offsetof(StepCounters, metric_sums));
+      int slot = 0;
+      for (const MetricSpec& spec : h.metrics)
+        if (!spec.loss_accuracy)
+          backend->metric_sum(spec.kind, pred, targets, m, c, tc, spec.parameter, sums + slot++);
+    }
+  }
+
   // ---- data ----
+  // The columns of a sample's targets: the packed row's with several outputs.
   int64_t target_columns() const {
+    if (!heads.empty()) return head_target_column(heads.size());
     return loss == LossKind::sparse_categorical_crossentropy ? 1 : output_width();
   }
 
@@ -897,7 +1057,31 @@ struct Sequential::Impl {
     if (x.rank() < 2)
       throw Error(who,
                   "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
+    if (!heads.empty()) return check_packed_targets(y, x.dim(0), who);
     check_targets(y, x.dim(0), who, loss, loss_name);
+  }
+
+  // Several outputs: y holds each sample's targets as one packed row (LayerGraph::output_layers);
+  // a sparse loss's column holds class indices of its output.
+  void check_packed_targets(const Tensor& y, int64_t n, const char* who) const {
+    const int64_t cols = target_columns();
+    if (!(y.rank() == 2 && y.dim(0) == n && y.dim(1) == cols))
+      throw Error(who, fmt::format("y must hold the targets of the model's {} outputs side by "
+                                   "side, shape ({}, {}), got {}",
+                                   heads.size(), n, cols, shape_to_string(y.shape())));
+    for (std::size_t j = 0; j < heads.size(); ++j) {
+      const Head& h = heads[j];
+      if (h.loss != LossKind::sparse_categorical_crossentropy) continue;
+      const int64_t c = head_width(h), col = head_target_column(j);
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[i * cols + col];
+        if (!(v >= 0.0f && v < static_cast<float>(c)) || v != std::floor(v))
+          throw Error(who,
+                      fmt::format("label {} at index {} of output '{}' is not a class index "
+                                  "in 0..{}",
+                                  v, i, layers[static_cast<std::size_t>(h.layer)].name, c - 1));
+      }
+    }
   }
 
   // Targets y of n samples for the loss `kind` (named `kind_name`) on the model's output.
@@ -1016,6 +1200,12 @@ struct Sequential::Impl {
   void require_compiled(const char* who) const {
     if (!is_compiled) throw Error(who, "the model must be compiled first: call compile()");
   }
+  void require_one_output(const char* who) const {
+    if (several_outputs())
+      throw Error(who, fmt::format("takes a model of one output; this one has {} (not "
+                                   "supported (yet))",
+                                   model_outputs.size()));
+  }
 
   Shape sample_shape_of(const Tensor& x) const {
     return Shape(x.shape().begin() + 1, x.shape().end());
@@ -1036,11 +1226,55 @@ struct Sequential::Impl {
         v.emplace_back(spec.name, metric_result(spec, c.metric_sums[slot++], c.sample_count));
     return v;
   }
+  // The result of a phase's counters (the model's, then each head's: read_tally): with several
+  // outputs the loss is the sum of weight x each output's mean loss, and `metrics` each output's
+  // loss then each output's metrics (EvaluateResult).
+  EvaluateResult result_of(std::span<const StepCounters> t) const {
+    const StepCounters& c = t[0];
+    EvaluateResult r;
+    const double n = std::max(c.sample_count, 1.0);
+    if (heads.empty()) {
+      r.samples = static_cast<int64_t>(c.sample_count);
+      r.loss = c.loss_sum / n;
+      r.accuracy = c.correct_sum / n;
+      r.metrics = extra_results(c);
+      return r;
+    }
+    r.samples = static_cast<int64_t>(t[1].sample_count);
+    for (std::size_t j = 0; j < heads.size(); ++j) {
+      const StepCounters& hc = t[1 + j];
+      const double loss_j = hc.loss_sum / std::max(hc.sample_count, 1.0);
+      r.loss += heads[j].weight * loss_j;
+      r.metrics.emplace_back(layers[static_cast<std::size_t>(heads[j].layer)].name + "_loss",
+                             loss_j);
+    }
+    for (std::size_t j = 0; j < heads.size(); ++j) {
+      const StepCounters& hc = t[1 + j];
+      int slot = 0;
+      for (const MetricSpec& spec : heads[j].metrics)
+        r.metrics.emplace_back(spec.name,
+                               spec.loss_accuracy
+                                   ? hc.correct_sum / std::max(hc.sample_count, 1.0)
+                                   : metric_result(spec, hc.metric_sums[slot++], hc.sample_count));
+    }
+    return r;
+  }
+  std::vector<std::pair<std::string, double>> values_of(std::span<const StepCounters> t,
+                                                        const std::string& prefix) const {
+    if (heads.empty()) return metric_values(t[0], prefix);
+    const EvaluateResult r = result_of(t);
+    return named_values(r.loss, r.accuracy, r.metrics, prefix);
+  }
+
   std::vector<std::pair<std::string, double>> named_values(
       double loss_value, double accuracy_value,
       const std::vector<std::pair<std::string, double>>& extra, const std::string& prefix) const {
     std::vector<std::pair<std::string, double>> v;
     v.emplace_back(prefix + "loss", loss_value);
+    if (!heads.empty()) {  // several outputs: every value is in `extra` (result_of)
+      for (const auto& [key, value] : extra) v.emplace_back(prefix + key, value);
+      return v;
+    }
     std::size_t next = 0;
     for (const MetricSpec& spec : metrics) {
       if (spec.loss_accuracy) {
@@ -1056,7 +1290,7 @@ struct Sequential::Impl {
   // The running loss and accuracy of `c` (read now: a synchronisation), as a batch hook's logs.
   Logs logs_of(const StepCounters* c) const {
     Logs logs;
-    for (const auto& [key, value] : metric_values(read_counters(c), "")) logs[key] = value;
+    for (const auto& [key, value] : values_of(read_tally(c), "")) logs[key] = value;
     return logs;
   }
 
@@ -1067,14 +1301,13 @@ struct Sequential::Impl {
   EvaluateResult run_evaluation(const DeviceData* d, int64_t batch, bool use_graphs,
                                 BatchHooks& hooks) {
     hooks.begin_loop();
-    StepCounters c;
+    std::vector<StepCounters> c(static_cast<std::size_t>(tallies()));
     const auto t0 = Clock::now();
     if (d && d->n > 0) {
       batch = std::min(batch, d->n);
       Plan& plan = plan_for(batch);
       with_weights(plan, *d);
-      StepCounters start;
-      write_counters(eval_counters(), start);
+      write_tally(eval_counters(), c);
       const int64_t full = d->n / batch, rest = d->n % batch;
       if (full > 0) {
         auto g = backend->capture([&] { eval_step(plan, *d, batch); }, use_graphs);
@@ -1085,17 +1318,13 @@ struct Sequential::Impl {
       if (rest > 0)
         hooks.run(
             full, [&] { eval_step(plan, *d, rest); }, [&] { return logs_of(eval_counters()); });
-      c = read_counters(eval_counters());
+      c = read_tally(eval_counters());
     }
-    sum_over_ranks(c);
-    EvaluateResult r;
+    sum_over_ranks(c[0]);
+    EvaluateResult r = result_of(c);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    r.samples = static_cast<int64_t>(c.sample_count);
-    r.loss = c.loss_sum / std::max(c.sample_count, 1.0);
-    r.accuracy = c.correct_sum / std::max(c.sample_count, 1.0);
-    r.metrics = extra_results(c);
     Logs logs;
-    for (const auto& [key, value] : metric_values(c, "")) logs[key] = value;
+    for (const auto& [key, value] : values_of(c, "")) logs[key] = value;
     hooks.end_loop(logs);
     return r;
   }
@@ -1256,11 +1485,13 @@ struct Sequential::Impl {
   // s's rows at s * local_batch (`local_order`, sized for it).
   void start_epoch(const BatchLayout& b, int64_t first, const std::vector<int32_t>& order,
                    std::vector<int32_t>& local_order, DeviceData& train) {
-    StepCounters c = read_counters(train_counters());
-    c.batch_index = first;
-    c.loss_sum = c.correct_sum = c.sample_count = 0;
-    std::fill_n(c.metric_sums, kMaxMetrics, 0.0);
-    write_counters(train_counters(), c);
+    std::vector<StepCounters> t = read_tally(train_counters());
+    t[0].batch_index = first;
+    for (StepCounters& c : t) {
+      c.loss_sum = c.correct_sum = c.sample_count = 0;
+      std::fill_n(c.metric_sums, kMaxMetrics, 0.0);
+    }
+    write_tally(train_counters(), t);
     if (ranks() > 1) {
       for (int64_t s = 0; s < b.steps; ++s) {
         const RowRange rows = s < b.full ? b.full_rows : b.rest_rows;
@@ -1290,9 +1521,10 @@ struct Sequential::Impl {
       if (interactive) {
         const auto now = Clock::now();
         if (bar.due(now)) {
-          StepCounters snap;
-          backend->download_async(&snap, train_counters(), sizeof snap);
-          bar.update(done + 1, metric_values(snap, ""), now);
+          std::vector<StepCounters> snap(static_cast<std::size_t>(tallies()));
+          backend->download_async(snap.data(), train_counters(),
+                                  snap.size() * sizeof(StepCounters));
+          bar.update(done + 1, values_of(snap, ""), now);
         }
       }
     }
@@ -1304,17 +1536,18 @@ struct Sequential::Impl {
   EpochRecord finish_epoch(int epoch, int64_t done, double seconds, const FitOptions& o,
                            const FitData& f, BatchHooks& test_hooks,
                            std::vector<std::pair<std::string, double>>& values) {
-    StepCounters end = read_counters(train_counters());
-    sum_over_ranks(end);
+    std::vector<StepCounters> end = read_tally(train_counters());
+    sum_over_ranks(end[0]);
+    const EvaluateResult r = result_of(end);
     EpochRecord rec;
     rec.epoch = epoch + 1;
     rec.steps = done;
     rec.seconds = seconds;
-    rec.loss = end.loss_sum / std::max(end.sample_count, 1.0);
-    rec.accuracy = end.correct_sum / std::max(end.sample_count, 1.0);
-    rec.metrics = extra_results(end);
-    rec.learning_rate = end.learning_rate;
-    values = metric_values(end, "");
+    rec.loss = r.loss;
+    rec.accuracy = r.accuracy;
+    rec.metrics = r.metrics;
+    rec.learning_rate = end[0].learning_rate;
+    values = values_of(end, "");
     if (f.validate && (epoch + 1) % o.validation_freq == 0) {
       EvaluateResult v =
           run_evaluation(f.val ? &*f.val : nullptr, f.batch, copts.graphs, test_hooks);
@@ -1344,12 +1577,13 @@ Sequential::Sequential(LayerGraph graph, std::string name) : impl_(std::make_uni
     throw Error(name, fmt::format("the graph lists the inputs of {} layers, but has {} layers",
                                   graph.inputs.size(), graph.layers.size()));
   impl_->init(std::move(graph.layers), std::move(graph.inputs), std::move(name), true,
-              std::move(graph.input_layers));
+              std::move(graph.input_layers), std::move(graph.output_layers));
 }
 
 void Sequential::Impl::init(std::vector<Layer> model_layers,
                             std::vector<std::vector<int>> layer_inputs, std::string model_name,
-                            bool is_functional, std::vector<int> input_order) {
+                            bool is_functional, std::vector<int> input_order,
+                            std::vector<int> output_order) {
   layers = std::move(model_layers);
   inputs = std::move(layer_inputs);
   name = std::move(model_name);
@@ -1388,17 +1622,44 @@ void Sequential::Impl::init(std::vector<Layer> model_layers,
                   fmt::format("{} takes one input, got {}", kind.class_name(), inputs[i].size()));
     for (int j : inputs[i]) ++readers[static_cast<std::size_t>(j)];
   }
+  set_model_outputs(std::move(output_order));
   for (std::size_t i = 0; i + 1 < n; ++i)
-    if (readers[i] == 0)
-      throw Error(layers[i].name,
-                  "no layer reads its output, and it is not the model's output "
-                  "(the last layer): a model has one output");
+    if (readers[i] == 0 && std::find(model_outputs.begin(), model_outputs.end(),
+                                     static_cast<int>(i)) == model_outputs.end())
+      throw Error(layers[i].name, several_outputs()
+                                      ? "no layer reads its output, and it is not one of the "
+                                        "model's outputs"
+                                      : "no layer reads its output, and it is not the model's "
+                                        "output (the last layer): a model has one output");
   set_model_inputs(std::move(input_order));
   const Layer& first = layers.front();
   if (several_inputs())
     build(packed_shape());
   else if (layer_kind(first).declares_input() && !first.input_shape.empty())
     build(first.input_shape);
+}
+
+void Sequential::Impl::set_model_outputs(std::vector<int> order) {
+  const int last = static_cast<int>(layers.size()) - 1;
+  if (order.empty()) order = {last};
+  std::set<int> seen;
+  for (int i : order) {
+    if (i < 0 || i > last)
+      throw Error(name, fmt::format("output layer {} is not one of the model's {} layers", i,
+                                    layers.size()));
+    const Layer& l = layers[static_cast<std::size_t>(i)];
+    if (!seen.insert(i).second) throw Error(l.name, "is given twice among the model's outputs");
+    if (order.size() > 1 && readers[static_cast<std::size_t>(i)] > 0)
+      throw Error(l.name,
+                  "is one of the model's outputs and read by another layer: crossover's "
+                  "models of several outputs take outputs that no layer reads (yet)");
+    if (order.size() > 1 && layer_kind(l).is_model_input())
+      throw Error(l.name, "an InputLayer as one of the model's outputs is not supported (yet)");
+  }
+  if (!seen.count(last))
+    throw Error(layers.back().name,
+                "no layer reads its output, and it is not one of the model's outputs");
+  model_outputs = std::move(order);
 }
 
 void Sequential::Impl::set_model_inputs(std::vector<int> order) {
@@ -1450,6 +1711,34 @@ int GraphBuilder::add(Layer layer, std::vector<int> layer_inputs) {
   return static_cast<int>(g_.layers.size()) - 1;
 }
 
+LayerGraph GraphBuilder::graph(std::vector<int> outputs, std::vector<int> model_inputs) const {
+  if (outputs.empty()) throw Error("GraphBuilder", "a model needs at least one output");
+  for (int o : outputs)
+    if (o < 0 || static_cast<std::size_t>(o) >= g_.layers.size())
+      throw Error("GraphBuilder", fmt::format("no layer {} to be an output", o));
+  if (model_inputs.empty()) model_inputs = g_.input_layers;
+  // The layers the outputs depend on, kept in their order.
+  std::vector<char> used(g_.layers.size(), 0);
+  for (int o : outputs) used[static_cast<std::size_t>(o)] = 1;
+  for (int i : model_inputs) used[static_cast<std::size_t>(i)] = 1;
+  for (std::size_t i = g_.layers.size(); i-- > 0;)
+    if (used[i])
+      for (int j : g_.inputs[i]) used[static_cast<std::size_t>(j)] = 1;
+  std::vector<int> index(g_.layers.size(), -1);
+  LayerGraph out;
+  for (std::size_t i = 0; i < g_.layers.size(); ++i) {
+    if (!used[i]) continue;
+    index[i] = static_cast<int>(out.layers.size());
+    out.layers.push_back(g_.layers[i]);
+    std::vector<int> in;
+    for (int j : g_.inputs[i]) in.push_back(index[static_cast<std::size_t>(j)]);
+    out.inputs.push_back(std::move(in));
+  }
+  for (int i : model_inputs) out.input_layers.push_back(index[static_cast<std::size_t>(i)]);
+  for (int o : outputs) out.output_layers.push_back(index[static_cast<std::size_t>(o)]);
+  return out;
+}
+
 LayerGraph GraphBuilder::graph(int output, std::vector<int> model_inputs) const {
   if (output < 0 || static_cast<std::size_t>(output) >= g_.layers.size())
     throw Error("GraphBuilder", fmt::format("no layer {} to be the output", output));
@@ -1498,11 +1787,18 @@ void Sequential::compile(OptimizerConfig optimizer, const LossSpec& spec,
   compile_with(optimizer, spec, std::move(specs), std::move(options));
 }
 
-void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
-                              std::vector<MetricSpec> metrics, CompileOptions options) {
-  Impl& m = *impl_;
+namespace {
+
+void refuse_during_fit(const Sequential::Impl& m) {
   if (m.fitting)
     throw Error("compile", "called during fit (from a callback): the model is being trained");
+}
+
+// compile's loss, metrics and device; with several outputs the heads are set already (spec is
+// the first output's loss, metrics empty).
+void compile_model(Sequential::Impl& m, OptimizerConfig optimizer, const LossSpec& spec,
+                   std::vector<MetricSpec> metrics, CompileOptions options) {
+  refuse_during_fit(m);
   const std::string_view loss = spec.name;
   const LossKind kind = parse_loss(loss);
   // from_logits with a final activation is Keras's too (final_activation_layer).
@@ -1510,7 +1806,7 @@ void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
     throw Error("compile", "from_logits applies to the cross-entropies, not " + spec.name);
   const std::string loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
   std::vector<MetricSpec> compiled_metrics = compile_metrics(std::move(metrics), kind);
-  if (m.built) m.check_output_for_loss(kind, loss_name, compiled_metrics);
+  if (m.built && m.heads.empty()) m.check_output_for_loss(kind, loss_name, compiled_metrics);
   m.loss = kind;
   m.from_logits = spec.from_logits;
   m.loss_name = loss_name;
@@ -1523,6 +1819,10 @@ void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
   // The layers' dtype policies decide; an explicit precision must agree (model_precision).
   options.precision = precision_name(model_precision(m.layers, options.precision));
   const int ranks = options.collective ? options.collective->size() : 1;
+  if (ranks > 1 && !m.heads.empty())
+    throw Error("compile", fmt::format("a model of several outputs trains in one process (yet), "
+                                       "not over {} ranks",
+                                       ranks));
   if (const LaunchedRanks l = launched_ranks(); l.size > 1 && !options.collective)
     throw Error("compile",
                 fmt::format("this process is rank {} of {} started by a parallel launcher ({}), "
@@ -1553,6 +1853,75 @@ void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
   m.is_compiled = true;
   m.take_trainable();
   if (m.built) m.allocate_parameters();
+}
+
+}  // namespace
+
+void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
+                              std::vector<MetricSpec> metrics, CompileOptions options) {
+  Impl& m = *impl_;
+  if (m.several_outputs()) {  // Keras's one loss for every output, each its metrics
+    std::vector<OutputLoss> outputs;
+    for (int o : m.model_outputs) {
+      OutputLoss out{spec, 1.0, metrics};
+      for (MetricSpec& s : out.metrics)
+        s.name = m.layers[static_cast<std::size_t>(o)].name + "_" + s.name;
+      outputs.push_back(std::move(out));
+    }
+    return compile_outputs(optimizer, std::move(outputs), std::move(options));
+  }
+  refuse_during_fit(m);
+  m.heads.clear();
+  compile_model(m, optimizer, spec, std::move(metrics), std::move(options));
+}
+
+void Sequential::compile_outputs(OptimizerConfig optimizer, std::vector<OutputLoss> outputs,
+                                 CompileOptions options) {
+  Impl& m = *impl_;
+  refuse_during_fit(m);
+  if (outputs.size() != m.model_outputs.size())
+    throw Error("compile", fmt::format("the model has {} outputs, but {} losses were given: give "
+                                       "one per output",
+                                       m.model_outputs.size(), outputs.size()));
+  if (!m.several_outputs()) {
+    if (outputs[0].weight != 1.0)
+      throw Error("compile", "a loss weight on a model of one output is not supported (yet)");
+    m.heads.clear();
+    return compile_model(m, optimizer, outputs[0].loss, std::move(outputs[0].metrics),
+                         std::move(options));
+  }
+  std::vector<Impl::Head> heads;
+  std::set<std::string> keys;
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    OutputLoss& o = outputs[j];
+    Impl::Head h;
+    h.layer = m.model_outputs[j];
+    const std::string& out_name = m.layers[static_cast<std::size_t>(h.layer)].name;
+    h.loss = parse_loss(o.loss.name);
+    if (o.loss.from_logits && h.loss == LossKind::mean_squared_error)
+      throw Error("compile", "from_logits applies to the cross-entropies, not " + o.loss.name);
+    h.loss_name = o.loss.name == "mse" ? "mean_squared_error" : o.loss.name;
+    h.from_logits = o.loss.from_logits;
+    if (!std::isfinite(o.weight))
+      throw Error("compile", fmt::format("loss weight {} of output '{}' is not a finite number",
+                                         o.weight, out_name));
+    h.weight = static_cast<float>(o.weight);
+    h.metrics = compile_metrics(std::move(o.metrics), h.loss);
+    h.extra_metrics = static_cast<int>(std::count_if(
+        h.metrics.begin(), h.metrics.end(), [](const MetricSpec& s) { return !s.loss_accuracy; }));
+    for (const std::string& key : {out_name + "_loss"})
+      if (!keys.insert(key).second)
+        throw Error("compile", "two outputs would report '" + key + "': name them apart");
+    for (const MetricSpec& s : h.metrics)
+      if (!keys.insert(s.name).second)
+        throw Error("compile", "metric '" + s.name + "' is reported twice: name each apart");
+    if (m.built)
+      m.check_output_for_loss(h.loss, h.loss_name, h.metrics,
+                              m.info[static_cast<std::size_t>(h.layer)].out_shape);
+    heads.push_back(std::move(h));
+  }
+  m.heads = std::move(heads);
+  compile_model(m, optimizer, outputs[0].loss, {}, std::move(options));
 }
 
 History Sequential::fit(std::span<const float> x, Shape x_shape, std::span<const float> y,
@@ -1700,10 +2069,16 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size, const Callbacks&
   const bool was_built = m.built;
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
-  const int64_t n = x.dim(0), c = m.output_width(), cols = m.input_width();
+  const int64_t n = x.dim(0), cols = m.input_width();
   Shape out_shape = {n};  // (n, the output's sample shape): (n, H, W, C) for images
   out_shape.insert(out_shape.end(), m.layers_output_shape().begin(), m.layers_output_shape().end());
+  // Several outputs: (n, their values side by side), each output's flattened.
+  int64_t packed = 0;
+  for (int o : m.model_outputs) packed += m.info[static_cast<std::size_t>(o)].out_width;
+  if (m.several_outputs()) out_shape = {n, packed};
+  const int64_t c = m.several_outputs() ? packed : m.output_width();
   Tensor out(out_shape);
+  std::vector<float> rows_of_one;  // one output's rows of a batch, before they are packed
   if (n == 0) return out;
   const int64_t batch = std::min(batch_size, n);
   Impl::Plan& plan = m.plan_for(batch);
@@ -1715,8 +2090,22 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size, const Callbacks&
     m.backend->upload(plan.input.as<void>(), x.data() + b * cols,
                       static_cast<std::size_t>(rows * cols) * sizeof(float));
     m.forward(plan, rows, false, true, 0, m.eval_counters());
-    m.backend->download(out.data() + b * c, m.final_output(plan, false),
-                        static_cast<std::size_t>(rows * c) * sizeof(float));
+    if (!m.several_outputs()) {
+      m.backend->download(out.data() + b * c, m.final_output(plan, false),
+                          static_cast<std::size_t>(rows * c) * sizeof(float));
+    } else {
+      int64_t column = 0;
+      for (int o : m.model_outputs) {
+        const int64_t w = m.info[static_cast<std::size_t>(o)].out_width;
+        rows_of_one.resize(static_cast<std::size_t>(rows * w));
+        m.backend->download(rows_of_one.data(),
+                            m.layer_output(plan, static_cast<std::size_t>(o), false),
+                            rows_of_one.size() * sizeof(float));
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy_n(rows_of_one.data() + r * w, w, out.data() + (b + r) * c + column);
+        column += w;
+      }
+    }
     if (hooks.active()) {
       Shape batch_shape = out_shape;
       batch_shape[0] = rows;
@@ -1731,6 +2120,7 @@ void Sequential::trace_training_step(int64_t rows, const Shape& sample_shape) {
   Impl& m = *impl_;
   m.require_compiled("trace_training_step");
   if (rows < 1) throw Error("trace_training_step", "a step needs at least one row");
+  m.require_one_output("trace_training_step");
   if (!m.built && sample_shape.empty())
     throw Error("trace_training_step", "the model's input shape is not known: give a sample shape");
   m.build(m.built && sample_shape.empty() ? m.input_shape : sample_shape);
@@ -1758,6 +2148,7 @@ void Sequential::trace_training_step(int64_t rows, const Shape& sample_shape) {
 std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y) {
   Impl& m = *impl_;
   m.require_compiled("gradients");
+  m.require_one_output("gradients");
   const bool was_built = m.built;
   m.build(m.sample_shape_of(x));
   if (!was_built || m.arena.bytes() == 0) m.allocate_parameters();
@@ -1804,6 +2195,7 @@ Tensor Sequential::training_forward(const Tensor& x) {
   Impl& m = *impl_;
   m.require_compiled("training_forward");
   require_one_process(m.ranks(), "training_forward");
+  m.require_one_output("training_forward");
   if (x.rank() < 2)
     throw Error("training_forward",
                 "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
@@ -2018,6 +2410,7 @@ const std::vector<std::vector<int>>& Sequential::layer_inputs() const { return i
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }
 const std::vector<int>& Sequential::input_layers() const { return impl_->model_inputs; }
+const std::vector<int>& Sequential::output_layers() const { return impl_->model_outputs; }
 std::vector<Shape> Sequential::layer_output_shapes() const {
   std::vector<Shape> shapes;
   if (impl_->built)

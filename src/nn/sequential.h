@@ -121,6 +121,16 @@ struct LossSpec {
   bool from_logits = false;
 };
 
+// One output's loss in a model of several outputs (Keras's compile(loss=[...], loss_weights=[...],
+// metrics=[[...], ...])): the model's loss is the sum over outputs of weight x loss; each output's
+// loss is reported unweighted, under "<output>_loss", and its metrics under their names as given
+// (crossover.keras names them "<output>_<metric>", as Keras does).
+struct OutputLoss {
+  LossSpec loss;
+  double weight = 1.0;
+  std::vector<MetricSpec> metrics;
+};
+
 struct EvaluateOptions {
   int64_t batch_size = kDefaultBatchSize;
   int verbose = 1;
@@ -135,6 +145,8 @@ struct EvaluateResult {
   double loss = 0;
   double accuracy = 0;
   // The compiled metrics other than "accuracy", in compile's order, by name: {"mae", 0.12}, ...
+  // With several outputs (compile_outputs): each output's loss ("<output>_loss"), in the outputs'
+  // order, then each output's metrics (its "accuracy" too), output by output; `accuracy` unused.
   std::vector<std::pair<std::string, double>> metrics;
   double seconds = 0;
   int64_t samples = 0;
@@ -148,7 +160,8 @@ struct NamedTensor {
 
 // A functional model's layers and how they connect (Keras's keras.Model(inputs, outputs)): layer
 // i reads the outputs of the layers inputs[i] lists, each before it; the model's inputs are its
-// InputLayers (inputs[i] empty; layers[0] is one), and the last layer's output is the model's. A
+// InputLayers (inputs[i] empty; layers[0] is one), and the last layer's output is the model's
+// (or output_layers', for several). A
 // merging layer (Add, Concatenate) reads two or more, every other layer one. GraphBuilder makes
 // one:
 //
@@ -166,6 +179,13 @@ struct LayerGraph {
   // The model's inputs in order: the indices of its InputLayers, each once. Empty: the
   // InputLayers in the order of `layers`.
   std::vector<int> input_layers;
+  // The model's outputs in order (Keras's keras.Model(inputs, [a, b])): the indices of the layers
+  // no layer reads, each once, the last layer among them. Empty: the last layer, the one output.
+  // A model of several outputs has one loss per output (compile_outputs) and takes each sample's
+  // targets as one packed row: each output's targets side by side, in this order (one column for
+  // a sparse loss's class index, else the output's values flattened); predict gives the outputs
+  // packed the same way, each output's values side by side.
+  std::vector<int> output_layers;
 };
 
 class GraphBuilder {
@@ -180,6 +200,8 @@ class GraphBuilder {
   // are left out, as Keras leaves them out of keras.Model(inputs, outputs)). The model's inputs
   // are the inputs made here, in `model_inputs`' order (empty: the order they were made in).
   LayerGraph graph(int output, std::vector<int> model_inputs = {}) const;
+  // The same for a model of several outputs, in this order.
+  LayerGraph graph(std::vector<int> outputs, std::vector<int> model_inputs) const;
 
  private:
   LayerGraph g_;
@@ -194,7 +216,7 @@ class Sequential {
   // from a Flatten/Input shape or from the data at the first fit/evaluate/predict.
   explicit Sequential(std::vector<Layer> layers, std::string name = "sequential");
   // A functional model (LayerGraph). Throws Error naming the layer for a graph that is not one:
-  // an input index out of order, a layer read by none (the model has one output), a merging
+  // an input index out of order, a layer read by none that is not an output, a merging
   // layer with fewer than two inputs, two layers of one name.
   explicit Sequential(LayerGraph graph, std::string name = "functional");
   ~Sequential();
@@ -214,6 +236,13 @@ class Sequential {
   // kind under its own name=, e.g. MeanSquaredError(name="err")).
   void compile_with(OptimizerConfig optimizer, const LossSpec& loss,
                     std::vector<MetricSpec> metrics, CompileOptions options = {});
+  // A loss (with its weight and metrics) per output, in output_layers()' order. One output: the
+  // same as compile_with (its weight must be 1). Several: one loss head per output, each output
+  // read by no other layer; trains in one process (not over ranks), without the fused step.
+  // compile and compile_with on a model of several outputs give every output the same loss and
+  // metrics (Keras's one loss for all outputs).
+  void compile_outputs(OptimizerConfig optimizer, std::vector<OutputLoss> outputs,
+                       CompileOptions options = {});
 
   // x: (N, features...) floats; y: (N,) class indices (sparse losses) or (N, C) targets.
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
@@ -251,6 +280,9 @@ class Sequential {
   // The model's InputLayers in the model's input order (indices into layers()); a Sequential
   // without an InputLayer: {0}.
   const std::vector<int>& input_layers() const;
+  // The model's outputs in order (indices into layers()): the last layer alone but for a
+  // LayerGraph of several output_layers.
+  const std::vector<int>& output_layers() const;
   // Each layer's per-sample output shape, as summary() shows them (empty before the input shape
   // is known).
   std::vector<Shape> layer_output_shapes() const;

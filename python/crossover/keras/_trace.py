@@ -192,7 +192,7 @@ def expand(model: Any, leaves: list[Any]) -> list[Any]:
             x = custom_call(leaf, x, {})
         else:
             x = KerasTensor((None, *_summary.output_shape(leaf, tuple(x.shape[1:]))), leaf, [x])
-    tensors = _ordered(x)
+    tensors = _ordered([x])
     if tensors[0] is not inputs_tensor:
         raise ValueError("the model's output does not depend on its input")
     position = {id(t): i for i, t in enumerate(tensors)}

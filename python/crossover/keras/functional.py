@@ -9,8 +9,10 @@ between them into the library's graph model (nn/sequential.h, LayerGraph).
 
 One or several inputs (a list or a dict of keras.Input tensors; fit, evaluate and predict then
 take a list, or a dict keyed as the inputs are, of arrays with one row each per sample, which the
-engine takes packed side by side) and one output; each layer called once (a layer called twice, sharing its weights, is
-not supported yet). The model trains, saves and loads as a Sequential does.
+engine takes packed side by side) and one or several outputs (a list, or a dict sorted by key,
+each read by no other layer: compile takes a loss per output, the targets are packed the same
+way, predict returns a list or a dict); each layer called once (a layer called twice, sharing its
+weights, is not supported yet). The model trains, saves and loads as a Sequential does.
 
 A subclassed keras.Model (its own __init__ making layers and call() applying them) becomes the
 same graph: the first time the model meets data or a shape (fit, evaluate, predict, calling it,
@@ -220,22 +222,30 @@ def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
     return out
 
 
-def _single(value: Any, what: str) -> KerasTensor:
+def _model_outputs(value: Any) -> tuple[list[KerasTensor], Optional[list[str]]]:
+    """keras.Model's outputs: one tensor, a list of them, or a dict of them (Keras flattens a
+    dict in the order of its sorted keys, and predict returns a dict by those keys); the tensors
+    in the model's order and the dict's keys (None for a tensor or a list)."""
+    keys: Optional[list[str]] = None
     if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        if len(value) != 1:
-            raise NotImplementedError(
-                f"Model: {len(value)} {what} are not supported (yet): crossover's functional "
-                f"models have one output; {SEE_SUPPORTED}"
+        keys = sorted(str(k) for k in value)
+        tensors = [value[k] for k in sorted(value, key=str)]
+    else:
+        tensors = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not tensors:
+        raise ValueError("Model: give at least one output")
+    for t in tensors:
+        if not isinstance(t, KerasTensor):
+            raise ValueError(
+                "Model: outputs must be symbolic tensors (keras.Input(...) and the layers' "
+                f"outputs), got {type(t).__name__}"
             )
-        value = value[0]
-    if not isinstance(value, KerasTensor):
-        raise ValueError(
-            f"Model: {what} must be symbolic tensors (keras.Input(...) and the layers' outputs), "
-            f"got {type(value).__name__}"
+    if len({id(t) for t in tensors}) != len(tensors):
+        raise NotImplementedError(
+            f"Model: the same tensor given twice among the outputs is not supported (yet); "
+            f"{SEE_SUPPORTED}"
         )
-    return value
+    return tensors, keys
 
 
 def _model_inputs(value: Any) -> tuple[list[KerasTensor], list[str]]:
@@ -266,9 +276,9 @@ def _model_inputs(value: Any) -> tuple[list[KerasTensor], list[str]]:
     return tensors, names or [t._layer.name for t in tensors]
 
 
-def _ordered(output: KerasTensor) -> list[KerasTensor]:
-    """The tensors the output depends on, in Keras's order of its layers (Functional's
-    _operations: by decreasing depth from the output, ties in depth-first order)."""
+def _ordered(outputs: list[KerasTensor]) -> list[KerasTensor]:
+    """The tensors the outputs depend on, in Keras's order of its layers (Functional's
+    _operations: by decreasing depth from the outputs, ties in depth-first order)."""
     post: list[KerasTensor] = []
     seen: set[int] = set()
 
@@ -280,7 +290,8 @@ def _ordered(output: KerasTensor) -> list[KerasTensor]:
             visit(parent)
         post.append(t)
 
-    visit(output)
+    for output in outputs:
+        visit(output)
     if any(getattr(t._layer, "_owner", None) is not None for t in post):
         # A custom layer's ops (keras/_trace.py) in call order, each layer's together: its
         # weights then come in Keras's order (layer by layer) among the model's.
@@ -331,8 +342,11 @@ class Functional(Sequential):
         """The layers between the inputs and the outputs, in Keras's order, as the graph."""
         self._input_tensors, self._input_names = _model_inputs(inputs)
         self._input_tensor = self._input_tensors[0]
-        self._output_tensor = _single(outputs, "outputs")
-        tensors = _ordered(self._output_tensor)
+        self._output_tensors, self._output_keys = _model_outputs(outputs)
+        # Keras lists a dict's outputs' losses in the dict's own order (compile's _metric_order).
+        self._output_given_keys = [str(k) for k in outputs] if isinstance(outputs, dict) else None
+        self._output_tensor = self._output_tensors[0]
+        tensors = _ordered(self._output_tensors)
         given = {id(t) for t in self._input_tensors}
         names = ", ".join(f"'{t._layer.name}'" for t in self._input_tensors)
         for t in tensors:
@@ -348,6 +362,17 @@ class Functional(Sequential):
         self._layers = [t._layer for t in tensors]
         self._graph = [[position[id(p)] for p in t._inputs] for t in tensors]
         self._input_order = [position[id(t)] for t in self._input_tensors]
+        self._output_order = [position[id(t)] for t in self._output_tensors]
+        if len(self._output_tensors) > 1:
+            for t in self._output_tensors:
+                if isinstance(t._layer, InputLayer) or any(
+                    id(t) in {id(p) for p in other._inputs} for other in tensors
+                ):
+                    raise NotImplementedError(
+                        f"Model: output '{t._layer.name}' is an input or read by another layer "
+                        f"of the model: crossover's models of several outputs take outputs that "
+                        f"no layer reads (yet); {SEE_SUPPORTED}"
+                    )
         for layer in self._layers:
             layer._home = self
 
@@ -427,7 +452,83 @@ class Functional(Sequential):
 
     @property
     def outputs(self) -> list[KerasTensor]:
-        return [self._output_tensor]
+        return list(getattr(self, "_output_tensors", [self._output_tensor]))
+
+    @property
+    def output_names(self) -> list[str]:
+        """Keras's: the outputs' layer names (a dict's keys for dict outputs)."""
+        keys = getattr(self, "_output_keys", None)
+        return list(keys) if keys else [t._layer.name for t in self.outputs]
+
+    def _output_count(self) -> int:
+        return len(self.outputs)
+
+    def _several_targets(self, y: Any, what: str) -> np.ndarray:
+        """y of a model of several outputs, for the engine: a list (in the outputs' order) or a
+        dict (keyed as output_names) of arrays, packed side by side, each output's flattened
+        (a class index for sparse_categorical_crossentropy)."""
+        from . import models
+
+        names, outputs = self.output_names, self.outputs
+        if isinstance(y, dict):
+            for k in names:
+                if k not in y:
+                    raise ValueError(
+                        f'Missing data for output "{k}". You passed a data dictionary with keys '
+                        f"{list(y)}. Expected the following keys: {names}"
+                    )
+            arrays = [y[k] for k in names]
+        elif isinstance(y, (list, tuple)) and len(y) == len(outputs):
+            arrays = list(y)
+        else:
+            got = len(y) if isinstance(y, (list, tuple)) else 1
+            raise ValueError(
+                f"{what}: the model has {len(outputs)} outputs {names}, but {got} target "
+                f"arrays were given: pass a list of {len(outputs)} arrays or a dict keyed by "
+                f"{names}"
+            )
+        columns = []
+        for a, t, name, loss in zip(arrays, outputs, names, self._output_losses):
+            a = models._floats(a, what)
+            n = a.shape[0] if a.ndim else 0
+            if loss == "sparse_categorical_crossentropy":
+                if not (a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)):
+                    raise ValueError(
+                        f"{what}: output '{name}' takes one class index per sample for "
+                        f"sparse_categorical_crossentropy, got shape {a.shape}"
+                    )
+                columns.append(a.reshape(n, 1))
+                continue
+            width = int(np.prod(t.shape[1:]))
+            if a.ndim == 0 or int(np.prod(a.shape[1:])) != width:
+                raise ValueError(
+                    f"{what}: output '{name}' has shape {t.shape}, but its targets have shape "
+                    f"{a.shape}"
+                )
+            columns.append(a.reshape(n, width))
+        sizes = [c.shape[0] for c in columns]
+        if len(set(sizes)) != 1:
+            raise ValueError(
+                "Data cardinality is ambiguous. Make sure all arrays contain the same number of "
+                f"samples.'{what}' sizes: " + ", ".join(map(str, sizes))
+            )
+        return np.ascontiguousarray(np.concatenate(columns, axis=1), dtype=np.float32)
+
+    def _split_outputs(self, packed: np.ndarray) -> Any:
+        """predict's packed rows as Keras returns them: a list of arrays (a dict by
+        output_names for dict outputs), each of its output's shape."""
+        outputs = self.outputs
+        if len(outputs) == 1:
+            return packed
+        parts, column = [], 0
+        for t in outputs:
+            width = int(np.prod(t.shape[1:]))
+            part = packed[:, column : column + width]
+            parts.append(np.ascontiguousarray(part).reshape((packed.shape[0], *t.shape[1:])))
+            column += width
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self.output_names, parts))
+        return parts
 
     @property
     def input(self) -> Any:
@@ -435,12 +536,14 @@ class Functional(Sequential):
         return inputs[0] if len(inputs) == 1 else inputs
 
     @property
-    def output(self) -> KerasTensor:
-        return self._output_tensor
+    def output(self) -> Any:
+        outputs = self.outputs
+        return outputs[0] if len(outputs) == 1 else outputs
 
     @property
-    def output_shape(self) -> tuple[Any, ...]:
-        return self._output_tensor.shape
+    def output_shape(self) -> Any:
+        outputs = self.outputs
+        return outputs[0].shape if len(outputs) == 1 else [t.shape for t in outputs]
 
     def _model(self) -> Any:
         from .. import _core
@@ -453,25 +556,32 @@ class Functional(Sequential):
                 if core_layer.input_shape and not isinstance(layer, InputLayer):
                     core_layer.input_shape = []
             order = getattr(self, "_input_order", [])
+            outputs = getattr(self, "_output_order", [])
             self._core = _core.Sequential(
-                core_layers, self._graph, self._given_name, order if len(order) > 1 else []
+                core_layers,
+                self._graph,
+                self._given_name,
+                order if len(order) > 1 else [],
+                outputs if len(outputs) > 1 else [],
             )
         self._sync_trainable()
         return self._core
 
 
-def _sample_shape(x: Any, who: str) -> tuple[int, ...]:
-    """The per-sample shape of data given to a subclassed model before it is traced."""
+def _sample_shape(x: Any, who: str) -> Any:
+    """The per-sample shape of data given to a subclassed model before it is traced: a dict
+    (by key) or list of them for several inputs."""
     from .models import _is_dataset
 
     if _is_dataset(x):
         x = x._for_fit(who)[0]
+    if isinstance(x, dict) and len(x) > 1:
+        return {str(k): _sample_shape(v, who) for k, v in x.items()}
+    if isinstance(x, dict) and x:
+        x = next(iter(x.values()))
     if isinstance(x, (list, tuple)) and x and not isinstance(x[0], (int, float)):
         if len(x) != 1:
-            raise NotImplementedError(
-                f"{who}: a subclassed model given {len(x)} inputs is not supported (yet): "
-                f"crossover's models have one input; {SEE_SUPPORTED}"
-            )
+            return [_sample_shape(v, who) for v in x]
         x = x[0]
     shape = tuple(int(d) for d in np.shape(x))
     if len(shape) < 2:
@@ -549,7 +659,15 @@ class Subclassed(Functional):
     def _trace(self, sample_shape: tuple[int, ...]) -> None:
         if self._traced:
             return
-        inputs = input_tensor(InputLayer(shape=sample_shape))
+        inputs: Any
+        if isinstance(sample_shape, dict):  # several inputs, keyed as the data was
+            inputs = {
+                k: input_tensor(InputLayer(shape=v, name=k)) for k, v in sample_shape.items()
+            }
+        elif isinstance(sample_shape, list):
+            inputs = [input_tensor(InputLayer(shape=v)) for v in sample_shape]
+        else:
+            inputs = input_tensor(InputLayer(shape=sample_shape))
         outputs = self._call_symbolic(inputs)
         if not isinstance(outputs, KerasTensor) and not (
             isinstance(outputs, (list, tuple, dict)) and outputs

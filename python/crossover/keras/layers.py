@@ -440,6 +440,17 @@ class Layer(mixed_precision.HasDTypePolicy):
             raise AttributeError(f"Layer {self.name} has no inbound nodes.")
         return out
 
+    @property
+    def input(self) -> Any:
+        """The symbolic tensor its call in a functional model read (a list for a merging
+        layer's several); an InputLayer's is its own output, as in Keras."""
+        out = getattr(self, "_output_tensor", None)
+        if out is None:
+            raise AttributeError(f"Layer {self.name} is not connected, no input to return.")
+        if not out._inputs:
+            return out
+        return list(out._inputs) if len(out._inputs) > 1 else out._inputs[0]
+
 
 class Weight:
     """A custom layer's weight (add_weight's result, Keras's Variable): its shape, initializer,

@@ -124,7 +124,8 @@ def _validation_arrays(validation_data: Any) -> tuple[Any, Any, Any]:
     vx, vy = validation_data[:2]
     if not isinstance(vx, (list, tuple, dict)):  # several inputs: the model packs them (_x_array)
         vx = _floats(vx, "validation_data")
-    vy = _floats(vy, "validation_data")
+    if not isinstance(vy, (list, tuple, dict)):  # several outputs: the model packs them
+        vy = _floats(vy, "validation_data")
     vw = validation_data[2] if len(validation_data) == 3 else None
     return vx, vy, vw
 
@@ -443,9 +444,10 @@ class Sequential(mixed_precision.HasDTypePolicy):
         jit_compile: Any = "auto",
         auto_scale_loss: bool = True,
     ) -> None:
+        several = self._output_count() > 1
         reject_unsupported(
             "compile",
-            loss_weights=(loss_weights, None),
+            loss_weights=(None if several else loss_weights, None),
             weighted_metrics=(weighted_metrics, None),
             steps_per_execution=(steps_per_execution, 1),
         )
@@ -459,8 +461,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
             return
         if loss is None:
             raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
-        loss_name = losses_module.library_name(loss)
-        metric_kinds, metric_names, metric_parameters = metrics_module.resolve(metrics, loss_name)
+        if several:
+            heads = _output_heads(self.output_names, loss, loss_weights, metrics)
+            loss_name = heads[0][0]
+        else:
+            loss_name = losses_module.library_name(loss)
+            metric_kinds, metric_names, metric_parameters = metrics_module.resolve(
+                metrics, loss_name
+            )
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
@@ -474,18 +482,34 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if isinstance(self.optimizer, optimizers_module.Optimizer):
             self.optimizer._detach()  # keeps the rate this model's engine had
         core_optimizer = optimizers_module.get(optimizer)
-        model.compile(
-            core_optimizer,
-            loss_name,
-            metric_kinds,
-            device=device,
-            threads=threads if device == "cpu" else 0,
-            seed=seed,
-            precision=precision,
-            from_logits=losses_module.from_logits(loss),
-            metric_names=metric_names,
-            metric_parameters=metric_parameters,
-        )
+        if several:
+            # One loss head per output (Sequential::compile_outputs).
+            model.compile_outputs(
+                core_optimizer,
+                [h[0] for h in heads],
+                [h[1] for h in heads],
+                [h[2] for h in heads],
+                [h[3] for h in heads],
+                [h[4] for h in heads],
+                [h[5] for h in heads],
+                device=device,
+                threads=threads if device == "cpu" else 0,
+                seed=seed,
+                precision=precision,
+            )
+        else:
+            model.compile(
+                core_optimizer,
+                loss_name,
+                metric_kinds,
+                device=device,
+                threads=threads if device == "cpu" else 0,
+                seed=seed,
+                precision=precision,
+                from_logits=losses_module.from_logits(loss),
+                metric_names=metric_names,
+                metric_parameters=metric_parameters,
+            )
         # On the CPU, the thread count: the one asked for, else measured at the first fit or
         # evaluate, when the data's shape and the batch size are known (_use_measured_threads).
         self._seed_compiled = seed
@@ -495,10 +519,25 @@ class Sequential(mixed_precision.HasDTypePolicy):
         self._pull_weights()  # layers whose latest weights another model (or array) holds
         # The accuracy's name ('acc', ...: the engine's key is "accuracy"), and every metric's in
         # compile's order (evaluate's list).
-        self._metric_name = next(
-            (n for k, n in zip(metric_kinds, metric_names) if k == "accuracy"), "accuracy"
-        )
-        self._metric_order = metric_names
+        if several:
+            # Keras 3's evaluate list: the loss, each output's loss in the outputs' order, then
+            # the metrics sorted by name (their names "<output>_<metric>").
+            self._metric_name = "accuracy"
+            self._output_losses = [h[0] for h in heads]
+            # Keras lists the outputs' losses in the order of a loss dict's keys.
+            engine_names, names = self._engine_output_names(), self.output_names
+            order = list(range(len(names)))
+            given = loss if isinstance(loss, dict) else getattr(self, "_output_given_keys", None)
+            if given:
+                order = [names.index(k) for k in given if k in names]
+            self._output_loss_names = [f"{engine_names[j]}_loss" for j in order]
+            self._metric_order = self._output_loss_names + sorted(n for h in heads for n in h[4])
+            self._outputs_ran = False
+        else:
+            self._metric_name = next(
+                (n for k, n in zip(metric_kinds, metric_names) if k == "accuracy"), "accuracy"
+            )
+            self._metric_order = metric_names
         if isinstance(optimizer, optimizers_module.Optimizer):
             optimizer._attach(self)
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
@@ -511,6 +550,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
         model = self._core
         if model is None or model.device_name != "cpu" or self._threads_choice is not None:
             return
+        if len(model.output_layers) > 1:
+            return  # perf's measurement takes a model of one output: all cores
         try:
             chosen = model.use_measured_cpu_threads(x, y, batch, self._seed_compiled, say)
         except KeyboardInterrupt:
@@ -526,9 +567,21 @@ class Sequential(mixed_precision.HasDTypePolicy):
         """x as the engine takes it (a model of several inputs packs them: functional.py)."""
         return _floats(x, what)
 
+    def _output_count(self) -> int:
+        return 1
+
+    def _engine_output_names(self) -> list[str]:
+        """The output layers' names, as the engine names each output's loss."""
+        model = self._model()
+        return [model.layers[i].name for i in model.output_layers]
+
     def _targets(self, y: Any, what: str) -> np.ndarray:
         """y as the engine takes it; targets of shape (N,) for a loss on one output value per
-        sample (mse, binary cross-entropy) become (N, 1), as Keras expands them."""
+        sample (mse, binary cross-entropy) become (N, 1), as Keras expands them. A model of
+        several outputs packs each output's side by side (functional.py)."""
+        if self._output_count() > 1:
+            self._outputs_ran = True
+            return self._several_targets(y, what)
         yf = _floats(y, what)
         if yf.ndim == 1 and self._loss_name in ("mean_squared_error", "binary_crossentropy"):
             yf = yf.reshape(-1, 1)
@@ -709,7 +762,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if callbacks:
             params = {"verbose": level, "epochs": 1, "steps": math.ceil(len(xf) / batch)}
             callback_list = CallbackList(callbacks, self, params, add_history=False)
-        return self._device_model().predict(xf, batch, callback_list)
+        out = self._device_model().predict(xf, batch, callback_list)
+        return self._split_outputs(out) if self._output_count() > 1 else out
 
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> _tensor.Tensor:
         """model(x): the outputs as a tensor (`.numpy()`, `.shape`, numpy arithmetic), in
@@ -724,7 +778,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if training is not None and bool(training):
             self._check_scope("Sequential.__call__")
             return _tape.training_call(self, inputs)
-        return _tensor.tensor(self.predict(inputs, verbose=0))
+        out = self.predict(inputs, verbose=0)
+        if isinstance(out, dict):
+            return {k: _tensor.tensor(v) for k, v in out.items()}
+        if isinstance(out, list):
+            return [_tensor.tensor(v) for v in out]
+        return _tensor.tensor(out)
 
     # --- a model's own train_step / test_step (Keras's loop around them) -----------------
     def _fit_by_steps(
@@ -991,6 +1050,13 @@ class Sequential(mixed_precision.HasDTypePolicy):
         [] before compile."""
         if not self._user_compiled or self._core is None:
             return []
+        if self._output_count() > 1:  # each output's loss too, once fit or evaluate ran
+            names = ["loss"]
+            if any(not n.endswith("_loss") for n in self._metric_order):
+                names.append("compile_metrics")
+            if getattr(self, "_outputs_ran", False):
+                names += self._output_loss_names
+            return names
         return ["loss", "compile_metrics"] if self._core.metrics() else ["loss"]
 
     @property
@@ -1060,6 +1126,84 @@ _UNSUPPORTED_METHODS = {
     "predict_on_batch": "use predict()",
     "fit_generator": "fit takes numpy arrays",
 }
+
+
+def _output_heads(
+    names: list[str], loss: Any, loss_weights: Any, metrics: Any
+) -> list[tuple[str, bool, float, list[str], list[str], list[Any]]]:
+    """compile's arguments for a model of several outputs, one head per output in the outputs'
+    order (names: output_names): (loss, from_logits, weight, metric kinds, metric names as
+    reported ("<output>_<metric>"), their parameters). loss: one for all, a list, or a dict by
+    output name; loss_weights and metrics: a list (metrics: of lists) or a dict by output name;
+    a flat list of metrics is Keras's ValueError."""
+
+    def per_output(value: Any, what: str, missing: Any) -> list[Any]:
+        if isinstance(value, dict):
+            unknown = [k for k in value if k not in names]
+            if unknown:
+                raise ValueError(
+                    f"compile: {what} names {unknown}, which are not among the model's outputs "
+                    f"{names}"
+                )
+            return [value.get(n, missing) for n in names]
+        if len(value) != len(names):
+            raise ValueError(
+                f"compile: {what} has {len(value)} entries, but the model has {len(names)} "
+                f"outputs {names}"
+            )
+        return list(value)
+
+    if isinstance(loss, (list, tuple, dict)):
+        losses = per_output(loss, "loss", None)
+    else:
+        losses = [loss] * len(names)
+    if isinstance(loss_weights, dict) and len(loss_weights) != len(names):
+        raise ValueError(
+            f"`loss_weights` must match the number of losses, got {len(names)} losses and "
+            f"{len(loss_weights)} weights."
+        )
+    weights = (
+        [1.0] * len(names)
+        if loss_weights is None
+        else per_output(loss_weights, "loss_weights", 1.0)
+    )
+    if metrics is None:
+        per_metrics: list[Any] = [None] * len(names)
+    elif isinstance(metrics, dict):
+        per_metrics = per_output(metrics, "metrics", None)
+    elif isinstance(metrics, (list, tuple)) and all(
+        m is None or isinstance(m, (list, tuple)) for m in metrics
+    ):
+        per_metrics = per_output(metrics, "metrics", None)
+    else:
+        raise ValueError(
+            "Invalid `metrics`. `metrics` should contain metrics objects and either be a dict or "
+            f"a list matching the output names of the functional model {names} or match the "
+            f"output structure of the model: {['X'] * len(names)}. Received: metrics={metrics}"
+        )
+    heads = []
+    for name, one_loss, weight, one_metrics in zip(names, losses, weights, per_metrics):
+        if one_loss is None:
+            raise ValueError(f"compile: no loss for output '{name}'")
+        loss_name = losses_module.library_name(one_loss)
+        if one_metrics is not None and not isinstance(one_metrics, (list, tuple)):
+            one_metrics = [one_metrics]  # metrics={"priority": "mae"}
+        kinds, metric_names, parameters = metrics_module.resolve(
+            list(one_metrics) if one_metrics else None, loss_name
+        )
+        if weight is None or isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise ValueError(f"compile: loss_weights of output '{name}' must be a number")
+        heads.append(
+            (
+                loss_name,
+                losses_module.from_logits(one_loss),
+                float(weight),
+                list(kinds),
+                [f"{name}_{n}" for n in metric_names],
+                list(parameters),
+            )
+        )
+    return heads
 
 
 def _overrides(model: Any, method: str) -> bool:

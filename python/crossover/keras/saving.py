@@ -70,6 +70,9 @@ def to_json(model: "Sequential", **kwargs: Any) -> str:
     config = json.loads(_core.model_to_json(model._model()))
     if not model._user_compiled:  # the library's placeholder compile is not the user's
         config.pop("compile_config", None)
+    elif model._output_count() > 1:
+        # The library writes one loss; a loss per output is not written (yet).
+        config.pop("compile_config", None)
     return json.dumps(config, **kwargs)  # Keras's separators: {"a": 1, ...}
 
 
@@ -189,7 +192,9 @@ def _sequential_from_json(text: str, where: str) -> "Sequential":
             tensors.append(functional.call(layer, args if len(args) > 1 else args[0], {}))
     order = list(core.input_layers)
     inputs = tensors[0] if len(order) == 1 else [tensors[i] for i in order]
-    return functional.Functional(inputs, tensors[-1], name=core.name)
+    outs = list(core.output_layers)
+    outputs = tensors[-1] if len(outs) == 1 else [tensors[i] for i in outs]
+    return functional.Functional(inputs, outputs, name=core.name)
 
 
 def model_from_json(json_string: str, custom_objects: Optional[dict[str, Any]] = None) -> Any:
