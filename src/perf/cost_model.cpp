@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "nn/layers/kind.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "perf/backend_wrappers.h"
@@ -1257,33 +1258,30 @@ FusedModelView fused_view_of(const ModelDesc& model, Precision precision, int ra
   slots.reserve(2 * model.layers.size());  // pointers into it stay valid
   int64_t width = model.input_width;
   for (const Layer& l : model.layers) {
+    // What each kind tells the fused step's rules (as Sequential's compile asks it).
+    const LayerKind& kind = layer_kind(l);
     FusedLayerView lv;
-    lv.kind = l.type == LayerType::dense     ? FusedLayerView::Kind::dense
-              : l.type == LayerType::dropout ? FusedLayerView::Kind::dropout
-              : (l.type == LayerType::input || l.type == LayerType::flatten ||
-                 l.type == LayerType::reshape)
-                  ? FusedLayerView::Kind::reshape
-                  : FusedLayerView::Kind::other;
+    kind.describe_fused(l, lv);
     lv.name = l.name.empty() ? std::string(layer_type_name(l.type)) : l.name;
-    lv.activation = l.activation;
-    lv.rate = l.rate;
+    lv.activation = kind.activation(l).kind;
     lv.trainable = l.trainable;
     lv.in_width = width;
     lv.out_width = width;
     if (lv.kind == FusedLayerView::Kind::dense) {
-      lv.out_width = l.units;
+      const DenseArgs& a = l.args<DenseArgs>();
+      lv.out_width = a.units;
       ParamSlot kernel;
-      kernel.n = width * l.units;
+      kernel.n = width * a.units;
       slots.push_back(kernel);
       lv.kernel = &slots.back();
-      if (l.use_bias) {
+      if (a.use_bias) {
         ParamSlot bias;
-        bias.n = l.units;
+        bias.n = a.units;
         bias.decay = false;
         slots.push_back(bias);
         lv.bias = &slots.back();
       }
-      width = l.units;
+      width = a.units;
     }
     v.layers.push_back(lv);
   }
