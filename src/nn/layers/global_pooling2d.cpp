@@ -3,8 +3,7 @@
 #include "nn/layers/global_pooling2d.h"
 
 #include "core/error.h"
-#include "nn/layers/kind.h"
-#include "nn/layers/window.h"
+#include "nn/layers/pooling_kind.h"
 
 namespace crossover {
 
@@ -24,9 +23,9 @@ namespace {
 
 using namespace keras_config;
 
-class GlobalPooling2DKind final : public LayerKind {
+class GlobalPooling2DKind final : public PoolingKind {
  public:
-  explicit GlobalPooling2DKind(bool max) : max_(max) {}
+  explicit GlobalPooling2DKind(bool max) : PoolingKind(max) {}
   LayerType type() const override {
     return max_ ? LayerType::global_max_pooling2d : LayerType::global_average_pooling2d;
   }
@@ -39,7 +38,6 @@ class GlobalPooling2DKind final : public LayerKind {
   std::string_view base_name() const override {
     return max_ ? "global_max_pooling2d" : "global_average_pooling2d";
   }
-  bool takes_images() const override { return true; }
 
   // ---- command line: globalavgpool, globalmaxpool ----
   std::string_view cli_name() const override { return max_ ? "globalmaxpool" : "globalavgpool"; }
@@ -59,14 +57,11 @@ class GlobalPooling2DKind final : public LayerKind {
     c["keepdims"] = false;
   }
 
-  // ---- engine: a pooling whose window is the whole image ----
-  void check_device(const Layer& l, const Backend& backend, int) const override {
-    require_conv2d(l, backend);
-  }
+  // ---- engine: a pooling whose window is the whole image; the calls are PoolingKind's ----
   void build(LayerBuilder& b) const override {
     require_image(b.layer, b.shape);
     const Shape& in = b.shape;
-    b.state.pool = {.kind = max_ ? PoolKind::max : PoolKind::average,
+    b.state.pool = {.kind = pool_kind(),
                     .in_h = in[0],
                     .in_w = in[1],
                     .channels = in[2],
@@ -78,24 +73,6 @@ class GlobalPooling2DKind final : public LayerKind {
                     .stride_w = in[1]};
     b.shape = {in[2]};
   }
-  // The maximum's workspace: where each maximum came from, for the backward pass (as the backend
-  // sizes it; MaxPooling2D's).
-  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
-                              int64_t batch) const override {
-    return max_ ? backend.pool2d_workspace_bytes(li.pool, batch) : 0;
-  }
-  void forward(const ForwardStep& s) const override {
-    s.backend.pool2d_forward(s.state.pool, s.x, s.y, max_ && s.training ? s.workspace : nullptr,
-                             s.m);
-  }
-  void backward(BackwardStep& s) const override {
-    s.backend.pool2d_backward(s.state.pool, s.g, s.workspace, s.spare, s.m);
-    s.swap();
-    s.activation_done = false;
-  }
-
- private:
-  bool max_;
 };
 
 }  // namespace

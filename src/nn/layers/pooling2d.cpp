@@ -3,8 +3,7 @@
 #include "nn/layers/pooling2d.h"
 
 #include "core/error.h"
-#include "nn/layers/kind.h"
-#include "nn/layers/window.h"
+#include "nn/layers/pooling_kind.h"
 
 namespace crossover {
 namespace {
@@ -36,9 +35,9 @@ namespace {
 
 using namespace keras_config;
 
-class Pooling2DKind final : public LayerKind {
+class Pooling2DKind final : public PoolingKind {
  public:
-  explicit Pooling2DKind(bool max) : max_(max) {}
+  explicit Pooling2DKind(bool max) : PoolingKind(max) {}
   LayerType type() const override {
     return max_ ? LayerType::max_pooling2d : LayerType::average_pooling2d;
   }
@@ -51,7 +50,6 @@ class Pooling2DKind final : public LayerKind {
   std::string_view base_name() const override {
     return max_ ? "max_pooling2d" : "average_pooling2d";
   }
-  bool takes_images() const override { return true; }
 
   // ---- command line: maxpool:POOL[:PADDING[:STRIDES]], avgpool:... ----
   std::string_view cli_name() const override { return max_ ? "maxpool" : "avgpool"; }
@@ -89,37 +87,16 @@ class Pooling2DKind final : public LayerKind {
     c["data_format"] = "channels_last";
   }
 
- private:
-  bool max_;
-
-  // ---- engine ----
-  void check_device(const Layer& l, const Backend& backend, int) const override {
-    require_conv2d(l, backend);
-  }
+  // ---- engine: the window; the calls are PoolingKind's ----
   void build(LayerBuilder& b) const override {
     const PoolingArgs& a = b.layer.args<PoolingArgs>();
     require_image(b.layer, b.shape);
     PoolShape& p = b.state.pool;
-    p.kind = max_ ? PoolKind::max : PoolKind::average;
+    p.kind = pool_kind();
     place_window(b.layer, a.pool_size, a.strides, a.padding, b.shape, p);
     p.channels = b.shape[2];
     p.window_h = a.pool_size.h, p.window_w = a.pool_size.w;
     b.shape = {p.out_h, p.out_w, p.channels};
-  }
-  // Max pooling's workspace: what its backward pass needs from the forward, as the backend sizes
-  // it (asking also has it prepare that shape).
-  std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
-                              int64_t batch) const override {
-    return max_ ? backend.pool2d_workspace_bytes(li.pool, batch) : 0;
-  }
-  void forward(const ForwardStep& s) const override {
-    s.backend.pool2d_forward(s.state.pool, s.x, s.y, max_ && s.training ? s.workspace : nullptr,
-                             s.m);
-  }
-  void backward(BackwardStep& s) const override {
-    s.backend.pool2d_backward(s.state.pool, s.g, s.workspace, s.spare, s.m);
-    s.swap();
-    s.activation_done = false;
   }
 };
 
