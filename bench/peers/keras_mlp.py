@@ -24,8 +24,9 @@ import peer_common as pc  # noqa: E402
 def main():
     args = pc.parse_args("TensorFlow/Keras peer of the crossover seed experiment")
     if args.autocast:
-        sys.exit("keras_mlp.py: --autocast is PyTorch's; Keras's mixed precision is a dtype policy "
-                 "(bench/keras_mixed_precision.py)")
+        print("keras_mlp.py: --autocast is PyTorch's; Keras's mixed precision is a dtype policy "
+              "(bench/keras_mixed_precision.py)", file=sys.stderr)
+        return 2
     pc.limit_threads_env(args.threads)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.device == "cpu":
