@@ -885,21 +885,9 @@ ojson compile_config_json(const Sequential& model) {
 }  // namespace
 
 namespace {
-// Keras 3's input_layers: ["name", 0, 0] for one input, [["a", 0, 0], ["b", 0, 0]] for several.
-ojson input_layers_json(const Sequential& model) {
-  const std::vector<int>& order = model.input_layers();
-  auto one = [&](int i) {
-    return ojson::array({model.layers()[static_cast<std::size_t>(i)].name, 0, 0});
-  };
-  if (order.size() == 1) return one(order.front());
-  ojson list = ojson::array();
-  for (int i : order) list.push_back(one(i));
-  return list;
-}
-
-// Keras 3's output_layers: ["name", 0, 0] for one output, [["a", 0, 0], ["b", 0, 0]] for several.
-ojson output_layers_json(const Sequential& model) {
-  const std::vector<int>& order = model.output_layers();
+// Keras 3's input_layers and output_layers: ["name", 0, 0] for one layer, [["a", 0, 0], ["b", 0,
+// 0]] for several.
+ojson layer_refs_json(const Sequential& model, const std::vector<int>& order) {
   auto one = [&](int i) {
     return ojson::array({model.layers()[static_cast<std::size_t>(i)].name, 0, 0});
   };
@@ -960,8 +948,8 @@ std::string functional_to_json(const Sequential& model) {
   ojson cfg{{"name", model.name()},
             {"trainable", true},
             {"layers", out_layers},
-            {"input_layers", input_layers_json(model)},
-            {"output_layers", output_layers_json(model)}};
+            {"input_layers", layer_refs_json(model, model.input_layers())},
+            {"output_layers", layer_refs_json(model, model.output_layers())}};
   ojson doc{{"module", "keras.src.models.functional"},
             {"class_name", "Functional"},
             {"config", cfg},
