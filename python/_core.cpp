@@ -91,8 +91,7 @@ nb::dict history_to_python(const History& h) {
   return d;
 }
 
-// The properties below read a kind's own arguments (nn/layers/<kind>.h) through their type:
-// Dense's units and Conv2D's filters are both "units" to the Python layers.
+// The initializer `which` of a layer's own arguments (nn/layers/<kind>.h), found by their type.
 Initializer& initializer_field(Layer& l, const std::string& which) {
   Initializer* found = nullptr;
   if (auto* d = l.find_args<DenseArgs>())
@@ -131,33 +130,6 @@ LayerActivation activation_of(const Layer& l) {
   return a ? *a : LayerActivation{};
 }
 
-// A 2-D window: Conv2D's kernel_size, a pooling layer's pool_size, UpSampling2D's size.
-std::array<int64_t, 2> window_of(const Layer& l) {
-  Size2 w = 0;
-  if (const auto* c = l.find_args<ConvArgs>()) w = c->kernel_size;
-  if (const auto* p = l.find_args<PoolingArgs>()) w = p->pool_size;
-  if (const auto* u = l.find_args<UpSamplingArgs>()) w = u->size;
-  return {w.h, w.w};
-}
-std::array<int64_t, 2> strides_of(const Layer& l) {
-  Size2 s = 1;
-  if (const auto* c = l.find_args<ConvArgs>()) s = c->strides;
-  if (const auto* p = l.find_args<PoolingArgs>()) s = p->strides;
-  return {s.h, s.w};
-}
-Padding padding_of(const Layer& l) {
-  if (const auto* c = l.find_args<ConvArgs>()) return c->padding;
-  if (const auto* p = l.find_args<PoolingArgs>()) return p->padding;
-  return Padding::valid;
-}
-// BatchNormalization's and LayerNormalization's shared arguments.
-template <class F>
-auto norm_field(const Layer& l, F f) {
-  if (const auto* bn = l.find_args<BatchNormArgs>()) return f(*bn);
-  if (const auto* ln = l.find_args<LayerNormArgs>()) return f(*ln);
-  return f(LayerNormArgs{});
-}
-
 }  // namespace
 
 void bind_api(nb::module_& m);    // _core_api.cpp
@@ -166,31 +138,11 @@ void bind_files(nb::module_& m);  // _core_files.cpp
 
 namespace {
 
-// keras.layers: the engine's Layer, its arguments read back through each kind's struct.
+// keras.layers: the engine's Layer; its arguments are read back as its Keras config.
 void bind_layer_class(nb::module_& m) {
   nb::class_<Layer>(m, "Layer")
       .def_rw("name", &Layer::name)
       .def_prop_ro("type", [](const Layer& l) { return std::string(layer_type_name(l.type)); })
-      .def_prop_ro("units",
-                   [](const Layer& l) -> int64_t {
-                     if (const auto* c = l.find_args<ConvArgs>()) return c->filters;
-                     const auto* d = l.find_args<DenseArgs>();
-                     return d ? d->units : 0;
-                   })
-      .def_prop_ro("rate",
-                   [](const Layer& l) {
-                     const auto* d = l.find_args<DropoutArgs>();
-                     return d ? d->rate : 0.0f;
-                   })
-      .def_prop_ro("use_bias",
-                   [](const Layer& l) {
-                     if (const auto* c = l.find_args<ConvArgs>()) return c->use_bias;
-                     const auto* d = l.find_args<DenseArgs>();
-                     return d ? d->use_bias : true;
-                   })
-      .def_prop_ro(
-          "activation",
-          [](const Layer& l) { return std::string(activation_name(activation_of(l).kind)); })
       // leaky_relu's negative_slope, elu's alpha (Dense(activation=keras.layers.LeakyReLU(0.1)))
       .def_prop_rw(
           "activation_alpha", [](const Layer& l) { return activation_of(l).alpha; },
@@ -200,40 +152,8 @@ void bind_layer_class(nb::module_& m) {
       // Settable: a functional model's layer other than its input ignores a declared
       // input_shape, as Keras does (keras/functional.py clears it).
       .def_rw("input_shape", &Layer::input_shape)
-      .def_prop_ro("window", &window_of)  // Conv2D's kernel_size, a pooling layer's pool_size
-      .def_prop_ro("strides", &strides_of)
-      .def_prop_ro("padding",
-                   [](const Layer& l) { return std::string(padding_name(padding_of(l))); })
-      .def_prop_ro("target_shape",
-                   [](const Layer& l) {
-                     const auto* r = l.find_args<ReshapeArgs>();
-                     return r ? r->target_shape : Shape{};
-                   })
-      .def_prop_ro("momentum",
-                   [](const Layer& l) {
-                     const auto* bn = l.find_args<BatchNormArgs>();
-                     return bn ? bn->momentum : 0.99;
-                   })
-      .def_prop_ro(
-          "epsilon",
-          [](const Layer& l) { return norm_field(l, [](const auto& a) { return a.epsilon; }); })
-      .def_prop_ro(
-          "center",
-          [](const Layer& l) { return norm_field(l, [](const auto& a) { return a.center; }); })
-      .def_prop_ro(
-          "scale",
-          [](const Layer& l) { return norm_field(l, [](const auto& a) { return a.scale; }); })
-      .def_prop_ro("axis",  // Concatenate's
-                   [](const Layer& l) -> int64_t {
-                     const auto* c = l.find_args<ConcatenateArgs>();
-                     return c ? c->axis : -1;
-                   })
-      // An initializer ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance") as
-      // Keras 3 serializes it (JSON text), read and written through the library's parser.
-      .def("initializer",
-           [](Layer& l, const std::string& which) {
-             return initializer_to_keras_json(initializer_field(l, which));
-           })
+      // Sets an initializer ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance")
+      // from Keras 3's serialization (JSON text), read through the library's parser.
       .def("set_initializer",
            [](Layer& l, const std::string& which, std::string_view text) {
              initializer_field(l, which) =
@@ -247,7 +167,10 @@ void bind_layer_class(nb::module_& m) {
             l.dtype_policy = parse_dtype_policy(name, "dtype");
           })
       // Keras's trainable (Layer::trainable): written to and read from model files.
-      .def_rw("trainable", &Layer::trainable);
+      .def_rw("trainable", &Layer::trainable)
+      // Its Keras 3 config (JSON text) as model files write it, every default spelled out:
+      // keras.layers.<type>.from_config rebuilds the Python layer from it.
+      .def("keras_config", &layer_config_to_json);
 }
 
 // keras.layers' constructors, and keras.initializers' values.
@@ -357,6 +280,14 @@ void bind_traced_ops_and_registry(nb::module_& m) {
       nb::arg("units"), nb::arg("name"), nb::arg("trainable") = true);
   // The registry of layer kinds (nn/layers/registry.cpp), in LayerType order: what
   // tests/python/test_layer_registry.py checks crossover.keras.layers against.
+  // A layer built alone on per-sample input shapes (nn/layers/kind.h): its output shape and its
+  // parameters (name, shape, trainable), for the symbolic calls and summary() of keras.layers.
+  m.def("build_layer", [](const Layer& layer, const std::vector<Shape>& in_shapes) {
+    BuiltLayer built = build_layer(layer, in_shapes);
+    std::vector<std::tuple<std::string, Shape, bool>> params;
+    for (const LayerParam& p : built.params) params.emplace_back(p.name, p.shape, p.trainable);
+    return std::make_pair(built.out_shape, params);
+  });
   m.def("layer_kinds", [] {
     nb::list kinds;
     for (const LayerKind* k : layer_kinds()) {

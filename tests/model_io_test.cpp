@@ -321,6 +321,37 @@ TEST(LayerKinds, EveryTypeHasOneKindFoundByItsNames) {
   EXPECT_EQ(find_cli_layer_kind("dens"), nullptr);
 }
 
+TEST(LayerKinds, BuildLayerGivesTheModelsShapesAndParametersLayerByLayer) {
+  const Sequential m = model_from_json(slurp(keras_file("cnn_keras3.json")), "cnn.json");
+  const std::vector<Shape> outs = m.layer_output_shapes();
+  Shape in = m.input_shape();
+  int64_t params = 0;
+  for (std::size_t i = 0; i < m.layers().size(); ++i) {
+    SCOPED_TRACE(m.layers()[i].name);
+    const BuiltLayer b = build_layer(m.layers()[i], {in});
+    EXPECT_EQ(b.out_shape, outs[i]);
+    for (const LayerParam& p : b.params) params += p.n;
+    in = outs[i];
+  }
+  EXPECT_EQ(params, m.count_params());
+
+  Layer d = Dense(4);
+  d.name = "d";
+  const BuiltLayer dense = build_layer(d, {{3}});
+  ASSERT_EQ(dense.params.size(), 2u);
+  EXPECT_EQ(dense.params[0].name, "d/kernel");
+  EXPECT_EQ(dense.params[0].shape, (Shape{3, 4}));
+  EXPECT_EQ(dense.params[1].shape, (Shape{4}));
+  EXPECT_EQ(build_layer(Concatenate(), {{2, 3}, {2, 5}}).out_shape, (Shape{2, 8}));
+  // Called on a tensor, a declared input shape is ignored (Keras's); an InputLayer's is its own.
+  Layer flat = Flatten();
+  flat.input_shape = {9};
+  EXPECT_EQ(build_layer(flat, {{2, 3}}).out_shape, (Shape{6}));
+  EXPECT_ERROR_HAS(build_layer(Input({9}), {{2, 3}}), "declared input shape (9,) but receives");
+  EXPECT_THROW(build_layer(Conv2D(2, 3), {{16}}), Error);
+  EXPECT_ERROR_HAS(build_layer(Dense(4), {}), "at least one input shape");
+}
+
 TEST(ModelIoKerasJson, Keras3ConvnetLoadsWithKerasShapes) {
   // Input(28, 28, 1) -> Conv2D(32, 3, relu) -> Flatten -> Dense(128, relu) -> Dropout -> Dense(10).
   const Sequential m = model_from_json(slurp(keras_file("cnn_keras3.json")), "cnn.json");

@@ -885,6 +885,18 @@ ojson compile_config_json(const Sequential& model) {
 }  // namespace
 
 namespace {
+// One layer's Keras "config": its name, trainable and dtype policy, then its kind's arguments (an
+// InputLayer's is its shape and name only: its dtype is its input's, not a policy).
+ojson layer_config(const Layer& l) {
+  const LayerKind& kind = layer_kind(l);
+  ojson c;
+  if (!kind.is_model_input())
+    c = ojson{
+        {"name", l.name}, {"trainable", l.trainable}, {"dtype", dtype_policy_json(l.dtype_policy)}};
+  kind.to_keras(l, c);
+  return c;
+}
+
 // Keras 3's input_layers and output_layers: ["name", 0, 0] for one layer, [["a", 0, 0], ["b", 0,
 // 0]] for several.
 ojson layer_refs_json(const Sequential& model, const std::vector<int>& order) {
@@ -915,15 +927,9 @@ std::string functional_to_json(const Sequential& model) {
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     const LayerKind& kind = layer_kind(l);
-    ojson c;
-    if (!kind.is_model_input())
-      c = ojson{{"name", l.name},
-                {"trainable", l.trainable},
-                {"dtype", dtype_policy_json(l.dtype_policy)}};
-    kind.to_keras(l, c);
     ojson e{{"module", "keras.layers"},
             {"class_name", std::string(kind.class_name())},
-            {"config", c},
+            {"config", layer_config(l)},
             {"registered_name", nullptr}};
     if (!kind.is_model_input() && kind.keras_build_config()) {
       ojson in = ojson::array();
@@ -960,6 +966,8 @@ std::string functional_to_json(const Sequential& model) {
 }
 }  // namespace
 
+std::string layer_config_to_json(const Layer& layer) { return layer_config(layer).dump(); }
+
 std::string model_to_json(const Sequential& model) {
   if (model.functional()) return functional_to_json(model);
   const std::vector<Layer>& layers = model.layers();
@@ -982,23 +990,16 @@ std::string model_to_json(const Sequential& model) {
     Layer in = Input(input);
     in.name = "input_layer";
     for (int k = 1; names.count(in.name); ++k) in.name = "input_layer_" + std::to_string(k);
-    ojson c;
-    layer_kind(in).to_keras(in, c);
-    out_layers.push_back(entry(in, c));
+    out_layers.push_back(entry(in, layer_config(in)));
   }
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     const LayerKind& kind = layer_kind(l);
-    ojson c;
-    if (kind.is_model_input()) {  // its config is its shape, not a layer's
-      kind.to_keras(l, c);
-      out_layers.push_back(entry(l, c));
+    if (kind.is_model_input()) {
+      out_layers.push_back(entry(l, layer_config(l)));
       continue;
     }
-    c = ojson{
-        {"name", l.name}, {"trainable", l.trainable}, {"dtype", dtype_policy_json(l.dtype_policy)}};
-    kind.to_keras(l, c);
-    ojson e = entry(l, c);
+    ojson e = entry(l, layer_config(l));
     if (!shape.empty() && kind.keras_build_config())
       e["build_config"] = ojson{{"input_shape", batch_shape(shape)}};
     out_layers.push_back(e);

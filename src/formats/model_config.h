@@ -34,6 +34,10 @@ namespace crossover {
 // model_from_json(model_to_json(m)) rebuilds the same layers, policies included.
 std::string model_to_json(const Sequential& model);
 
+// One layer's Keras 3 "config" object as model_to_json writes it (name, trainable, dtype, then the
+// kind's arguments with every default spelled out): what keras.layers.<class>.from_config takes.
+std::string layer_config_to_json(const Layer& layer);
+
 // Rebuilds a Sequential model (uncompiled: call compile() before fit or loading weights) from
 // what Keras 2 or Keras 3 `to_json()` writes. `where` names the source in error messages (a
 // file name). Each layer keeps the dtype policy the file gives it (Keras 3's DTypePolicy object,

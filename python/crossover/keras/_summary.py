@@ -11,6 +11,7 @@ import shutil
 import textwrap
 from typing import Any, Optional, Sequence
 
+from .. import _core
 from . import layers as L
 
 
@@ -40,10 +41,11 @@ def column_widths(
     return widths
 
 
-def _conv_size(size: int, window: int, stride: int, padding: str) -> int:
-    if padding == "same":
-        return -(-size // stride)
-    return (size - window) // stride + 1
+def _built(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[list[int], list[Any]]:
+    """The engine's build of one layer on per-sample input shapes (nn/layers/kind.h,
+    build_layer): its output shape and its parameters (name, shape, trainable). Each kind's shape
+    rule and weights are its unit's, not restated here."""
+    return _core.build_layer(layer._core_layer(), [[int(d) for d in s] for s in shapes])
 
 
 def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -58,55 +60,18 @@ def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
         return shape
     if _trace.is_custom(layer):
         return _trace.output_shape(layer, shape)
-    if isinstance(layer, L.Flatten):
-        return (math.prod(shape),)
-    if isinstance(layer, L.Dense):
-        return (*shape[:-1], layer.units)
-    if isinstance(layer, L.Conv2D):
-        h, w = shape[0], shape[1]
-        (kh, kw), (sh, sw) = layer.kernel_size, layer.strides
-        return (
-            _conv_size(h, kh, sh, layer.padding),
-            _conv_size(w, kw, sw, layer.padding),
-            layer.filters,
-        )
-    if isinstance(layer, L.Conv2DTranspose):  # Keras's sizes with output_padding None
-        grow = 0 if layer.padding == "same" else 1
-        return (
-            *(
-                n * s + grow * max(k - s, 0)
-                for n, k, s in zip(shape[:2], layer.kernel_size, layer.strides)
-            ),
-            layer.filters,
-        )
-    if isinstance(layer, L._Pooling2D):
-        (ph, pw), (sh, sw) = layer.pool_size, layer.strides
-        return (
-            _conv_size(shape[0], ph, sh, layer.padding),
-            _conv_size(shape[1], pw, sw, layer.padding),
-            shape[2],
-        )
-    if isinstance(layer, L._GlobalPooling2D):
-        return (shape[-1],)
-    if isinstance(layer, L.UpSampling2D):
-        return (shape[0] * layer.size[0], shape[1] * layer.size[1], shape[2])
-    if isinstance(layer, L.Reshape):
-        target = list(layer.target_shape)
-        if -1 in target:
-            known = math.prod(d for d in target if d != -1)
-            target[target.index(-1)] = math.prod(shape) // known
-        return tuple(target)
-    return shape  # Dropout, Activation, Softmax, ReLU, BatchNormalization, LayerNormalization
+    return tuple(_built(layer, [shape])[0])
 
 
-def weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
-    """(trainable, non-trainable) parameter counts of a layer for its per-sample input shape: a
-    frozen layer's (trainable False) are all non-trainable, as Keras counts them."""
-    trainable, fixed = _own_weight_counts(layer, shape)
+def weight_counts(layer: Any, *shapes: tuple[int, ...]) -> tuple[int, int]:
+    """(trainable, non-trainable) parameter counts of a layer for its per-sample input shapes
+    (one per input): a frozen layer's (trainable False) are all non-trainable, as Keras counts
+    them."""
+    trainable, fixed = _own_weight_counts(layer, list(shapes))
     return (trainable, fixed) if layer.trainable else (0, trainable + fixed)
 
 
-def _own_weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
+def _own_weight_counts(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[int, int]:
     from .models import Sequential
 
     if "_custom_weights" in vars(layer):  # a custom layer's add_weight (built by its trace)
@@ -114,6 +79,7 @@ def _own_weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
         return sum(n for n, t in sizes if t), sum(n for n, t in sizes if not t)
 
     if isinstance(layer, Sequential):
+        shape = shapes[0]
         trainable = fixed = 0
         for inner in layer._leaves():
             if isinstance(inner, L.InputLayer):
@@ -122,20 +88,13 @@ def _own_weight_counts(layer: Any, shape: tuple[int, ...]) -> tuple[int, int]:
             trainable, fixed = trainable + t, fixed + f
             shape = output_shape(inner, shape)
         return trainable, fixed
-    if isinstance(layer, L.Dense):
-        return shape[-1] * layer.units + (layer.units if layer.use_bias else 0), 0
-    if isinstance(layer, L.Conv2D):
-        kh, kw = layer.kernel_size
-        return kh * kw * shape[-1] * layer.filters + (layer.filters if layer.use_bias else 0), 0
-    if isinstance(layer, L.Conv2DTranspose):
-        kh, kw = layer.kernel_size
-        return kh * kw * shape[-1] * layer.filters + (layer.filters if layer.use_bias else 0), 0
-    if isinstance(layer, L.BatchNormalization):
-        c = shape[-1]
-        return c * (int(layer.scale) + int(layer.center)), 2 * c
-    if isinstance(layer, L.LayerNormalization):
-        return shape[-1] * (int(layer.scale) + int(layer.center)), 0
-    return 0, 0
+    trainable = fixed = 0
+    for _, weight_shape, is_trainable in _built(layer, shapes)[1]:
+        if is_trainable:
+            trainable += math.prod(weight_shape)
+        else:
+            fixed += math.prod(weight_shape)
+    return trainable, fixed
 
 
 def _memory(count: int, extra_bytes: int = 0) -> str:
@@ -228,7 +187,7 @@ def functional_summary_text(
     for layer in model.layers:
         out = layer._output_tensor
         parents = out._inputs
-        t, f = weight_counts(layer, tuple(parents[0].shape[1:])) if parents else (0, 0)
+        t, f = weight_counts(layer, *(tuple(p.shape[1:]) for p in parents)) if parents else (0, 0)
         trainable, fixed = trainable + t, fixed + f
         row = [
             f"{layer.name} ({type(layer).__name__})",

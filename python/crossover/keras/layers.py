@@ -34,7 +34,22 @@ def _shape(shape: ShapeArg, owner: str) -> Optional[list[int]]:
     return [int(d) for d in dims]
 
 
+def _deserialized_activation(activation: ActivationArg) -> ActivationArg:
+    """An activation as a config holds it, serialized (Keras's activations.get): a LeakyReLU or
+    ELU layer's dict (what model files write for one given as the activation) is that layer, a
+    function's ({"class_name": "function", "config": "relu"}) its name."""
+    if not isinstance(activation, dict):
+        return activation
+    name, config = activation.get("class_name"), activation.get("config")
+    if name in ("LeakyReLU", "ELU") and isinstance(config, dict):
+        return (LeakyReLU if name == "LeakyReLU" else ELU).from_config(dict(config))
+    if name == "function" and isinstance(config, str):
+        return config
+    raise ValueError(f"activation: cannot read the serialized activation {activation!r}")
+
+
 def _activation_name(activation: ActivationArg) -> str:
+    activation = _deserialized_activation(activation)
     if activation is None:
         return "linear"
     if isinstance(activation, (LeakyReLU, ELU)):  # a layer given as the activation
@@ -46,6 +61,7 @@ def _activation_name(activation: ActivationArg) -> str:
 
 def _set_activation_parameter(layer: "Layer", activation: ActivationArg) -> None:
     """A LeakyReLU or ELU layer given as the activation brings its slope or alpha."""
+    activation = _deserialized_activation(activation)
     if isinstance(activation, (LeakyReLU, ELU)):
         layer._layer.activation_alpha = activation._layer.activation_alpha
 
@@ -705,12 +721,21 @@ class InputLayer(Layer):
         batch_size: Optional[int] = None,
         dtype: Any = None,
         sparse: Optional[bool] = None,
+        ragged: Optional[bool] = None,
         batch_shape: ShapeArg = None,
         input_tensor: Any = None,
+        optional: bool = False,
         name: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
-        reject_unsupported("InputLayer", sparse=(sparse, None), input_tensor=(input_tensor, None))
+        # Keras writes sparse and ragged as false in its config: false is the default here too.
+        reject_unsupported(
+            "InputLayer",
+            sparse=(bool(sparse), False),
+            ragged=(bool(ragged), False),
+            optional=(bool(optional), False),
+            input_tensor=(input_tensor, None),
+        )
         # Its dtype is the input's (Keras: floatx when not given), not a policy: float32 only.
         if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
             raise ValueError(

@@ -76,98 +76,22 @@ def to_json(model: "Sequential", **kwargs: Any) -> str:
     return json.dumps(config, **kwargs)  # Keras's separators: {"a": 1, ...}
 
 
-def _initializers_of(layer: "_core.Layer", *which: str) -> dict[str, Any]:
-    """The layer's initializers as keyword arguments (kernel_initializer=HeNormal(), ...)."""
-    return {f"{w}_initializer": initializers._from_json(layer.initializer(w)) for w in which}
-
-
 def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
-    """The Keras layer for one of the library's layers (as model_from_json rebuilt it)."""
-    made = _keras_layer_of(layer)
-    # leaky_relu's slope, elu's alpha
-    if layer.type in ("Dense", "Conv2D", "Conv2DTranspose", "Activation"):
-        made._layer.activation_alpha = layer.activation_alpha
+    """The Keras layer for one of the library's layers (as model_from_json rebuilt it), made as
+    Keras makes it: its class's from_config on the config the library writes for it, so that
+    every argument and default is the library's (each kind's unit, src/nn/layers/)."""
+    cls = getattr(layers_module, layer.type, None)
+    if not (isinstance(cls, type) and issubclass(cls, layers_module.Layer)):
+        raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
+    config = json.loads(layer.keras_config())
+    if layer.input_shape and layer.type != "InputLayer":
+        # the shape of a model's input the reader gave its first layer (Keras 2's
+        # batch_input_shape, or an InputLayer it folded into a Flatten)
+        config["input_shape"] = list(layer.input_shape)
+    made = cls.from_config(config)
+    # leaky_relu's slope, elu's alpha in an activation argument: not in Keras's config
+    made._layer.activation_alpha = layer.activation_alpha
     return made
-
-
-def _keras_layer_of(layer: "_core.Layer") -> layers_module.Layer:
-    shape = list(layer.input_shape) or None
-    if layer.type == "InputLayer":
-        return layers_module.InputLayer(shape=shape, name=layer.name)
-    # Each layer keeps the dtype policy the JSON gives it, not the global one (as Keras's).
-    dtype = layer.dtype_policy
-    if layer.type == "Flatten":
-        return layers_module.Flatten(input_shape=shape, name=layer.name, dtype=dtype)
-    if layer.type == "Dense":
-        return layers_module.Dense(
-            layer.units,
-            activation=layer.activation,
-            use_bias=layer.use_bias,
-            name=layer.name,
-            dtype=dtype,
-            **_initializers_of(layer, "kernel", "bias"),
-        )
-    if layer.type == "Dropout":
-        return layers_module.Dropout(layer.rate, name=layer.name, dtype=dtype)
-    if layer.type == "Activation":
-        return layers_module.Activation(layer.activation, name=layer.name, dtype=dtype)
-    if layer.type in ("Conv2D", "Conv2DTranspose"):
-        return getattr(layers_module, layer.type)(
-            layer.units,
-            tuple(layer.window),
-            strides=tuple(layer.strides),
-            padding=layer.padding,
-            activation=layer.activation,
-            use_bias=layer.use_bias,
-            name=layer.name,
-            dtype=dtype,
-            **_initializers_of(layer, "kernel", "bias"),
-        )
-    if layer.type in ("MaxPooling2D", "AveragePooling2D"):
-        pooling = getattr(layers_module, layer.type)
-        return pooling(
-            tuple(layer.window),
-            strides=tuple(layer.strides),
-            padding=layer.padding,
-            name=layer.name,
-            dtype=dtype,
-        )
-    if layer.type == "LeakyReLU":
-        return layers_module.LeakyReLU(layer.activation_alpha, name=layer.name, dtype=dtype)
-    if layer.type == "ELU":
-        return layers_module.ELU(layer.activation_alpha, name=layer.name, dtype=dtype)
-    if layer.type in ("GlobalAveragePooling2D", "GlobalMaxPooling2D"):
-        return getattr(layers_module, layer.type)(name=layer.name, dtype=dtype)
-    if layer.type == "Reshape":
-        return layers_module.Reshape(tuple(layer.target_shape), name=layer.name, dtype=dtype)
-    if layer.type == "UpSampling2D":
-        return layers_module.UpSampling2D(tuple(layer.window), name=layer.name, dtype=dtype)
-    if layer.type == "BatchNormalization":
-        return layers_module.BatchNormalization(
-            momentum=layer.momentum,
-            epsilon=layer.epsilon,
-            center=layer.center,
-            scale=layer.scale,
-            name=layer.name,
-            dtype=dtype,
-            **_initializers_of(layer, "beta", "gamma", "moving_mean", "moving_variance"),
-        )
-    if layer.type == "Add":
-        return layers_module.Add(name=layer.name, dtype=dtype)
-    if layer.type == "Concatenate":
-        return layers_module.Concatenate(axis=layer.axis, name=layer.name, dtype=dtype)
-    if layer.type in ("Subtract", "Multiply", "Maximum", "Minimum", "Average"):
-        return getattr(layers_module, layer.type)(name=layer.name, dtype=dtype)
-    if layer.type == "LayerNormalization":
-        return layers_module.LayerNormalization(
-            epsilon=layer.epsilon,
-            center=layer.center,
-            scale=layer.scale,
-            name=layer.name,
-            dtype=dtype,
-            **_initializers_of(layer, "beta", "gamma"),
-        )
-    raise ValueError(f"model_from_json: layer {layer.name!r} of type {layer.type} is unknown")
 
 
 def _sequential_from_json(text: str, where: str) -> "Sequential":
@@ -177,8 +101,6 @@ def _sequential_from_json(text: str, where: str) -> "Sequential":
 
     core = _core.model_from_json(text, where)
     layers = [_layer_from_core(l) for l in core.layers]
-    for layer, c in zip(layers, core.layers):
-        layer.trainable = c.trainable  # the file's "trainable" (a frozen model's: each layer's)
     if not core.functional:
         return Sequential(layers, name=core.name)
     from . import functional

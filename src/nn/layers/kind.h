@@ -280,4 +280,14 @@ const LayerKind* find_cli_layer_kind(std::string_view name);
 // Every kind, in LayerType order.
 std::span<const LayerKind* const> layer_kinds();
 
+// One layer built alone, as a model's build() builds it: its output shape and its parameters for
+// these per-sample input shapes (one per input; several for a merging layer). What Python's
+// symbolic calls and summary() ask of a layer. A shape the layer declares is ignored (Keras's
+// call on a tensor), but an InputLayer's. Throws Error where the model's build() would.
+struct BuiltLayer {
+  Shape out_shape;
+  std::vector<LayerParam> params;
+};
+BuiltLayer build_layer(const Layer& layer, const std::vector<Shape>& in_shapes);
+
 }  // namespace crossover

@@ -92,6 +92,24 @@ const LayerKind* find_keras_layer_kind(std::string_view class_name) {
   return nullptr;
 }
 
+BuiltLayer build_layer(const Layer& layer, const std::vector<Shape>& in_shapes) {
+  if (in_shapes.empty()) throw Error(layer.name, "a layer is built on at least one input shape");
+  LayerState state;
+  state.in_shapes = in_shapes;
+  Shape shape = in_shapes.front();
+  state.in_width = shape_size(shape, layer.name);
+  // Called on a tensor, a layer ignores an input shape it declares, as Keras's does: only an
+  // InputLayer's is its own.
+  Layer called = layer;
+  if (!layer_kind(layer).is_model_input()) called.input_shape.clear();
+  BuiltLayer built;
+  int64_t offset = 0;
+  LayerBuilder builder(called, 0, shape, state, built.params, offset);
+  layer_kind(called).build(builder);
+  built.out_shape = std::move(shape);
+  return built;
+}
+
 const LayerKind* find_cli_layer_kind(std::string_view name) {
   for (const LayerKind* k : kinds())
     if (!k->cli_name().empty() && k->cli_name() == name) return k;
