@@ -21,34 +21,10 @@
 
 namespace crossover {
 
+// One value per layer kind, in the order of nn/layers/kinds.h.
 enum class LayerType {
-  input,
-  flatten,
-  dense,
-  dropout,
-  activation,
-  conv2d,
-  max_pooling2d,
-  average_pooling2d,
-  global_average_pooling2d,
-  global_max_pooling2d,
-  reshape,
-  batch_normalization,
-  layer_normalization,
-  add,
-  concatenate,
-  leaky_relu,
-  elu,
-  up_sampling2d,
-  conv2d_transpose,
-  subtract,
-  multiply,
-  maximum,
-  minimum,
-  average,
-  binary_op,
-  unary_op,
-  reduce,
+#define CROSSOVER_LAYER_KIND(id) id,
+#include "nn/layers/kinds.h"
 };
 
 // Keras's padding: 'valid' (none) or 'same' (the output is ceil(input / stride); an odd total

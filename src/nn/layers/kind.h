@@ -4,9 +4,9 @@
 // (formats/model_config.cpp), the .weights.h5 names (formats/keras_h5.cpp) and the command line go
 // through it; none of them switches on a LayerType.
 //
-// Adding a kind: its LayerType in nn/layer.h, its arguments (with Keras's defaults) and
-// constructor in nn/layers/<kind>.h (one include in nn/layers.h), one unit implementing LayerKind,
-// and one line in nn/layers/registry.cpp (docs/ARCHITECTURE.md, "Adding a layer").
+// Adding a kind: one line in nn/layers/kinds.h (its LayerType and its place in the registry), its
+// arguments (with Keras's defaults) and constructor in nn/layers/<kind>.h (one include in
+// nn/layers.h), and one unit implementing LayerKind (docs/ARCHITECTURE.md, "Adding a layer").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The registry of layer kinds: one line per kind, in LayerType order.
+// The registry of layer kinds: nn/layers/kinds.h's list, in LayerType order.
 #include <limits>
 #include <stdexcept>
 
@@ -8,66 +8,16 @@
 namespace crossover {
 
 // Each defined in its own unit, nn/layers/<kind>.cpp.
-const LayerKind& input_layer_kind();
-const LayerKind& flatten_layer_kind();
-const LayerKind& dense_layer_kind();
-const LayerKind& dropout_layer_kind();
-const LayerKind& activation_layer_kind();
-const LayerKind& conv2d_layer_kind();
-const LayerKind& max_pooling2d_layer_kind();
-const LayerKind& average_pooling2d_layer_kind();
-const LayerKind& global_average_pooling2d_layer_kind();
-const LayerKind& global_max_pooling2d_layer_kind();
-const LayerKind& reshape_layer_kind();
-const LayerKind& batch_normalization_layer_kind();
-const LayerKind& layer_normalization_layer_kind();
-const LayerKind& add_layer_kind();
-const LayerKind& concatenate_layer_kind();
-const LayerKind& leaky_relu_layer_kind();
-const LayerKind& elu_layer_kind();
-const LayerKind& up_sampling2d_layer_kind();
-const LayerKind& conv2d_transpose_layer_kind();
-const LayerKind& subtract_layer_kind();
-const LayerKind& multiply_layer_kind();
-const LayerKind& maximum_layer_kind();
-const LayerKind& minimum_layer_kind();
-const LayerKind& average_layer_kind();
-const LayerKind& binary_op_layer_kind();
-const LayerKind& unary_op_layer_kind();
-const LayerKind& reduce_layer_kind();
+#define CROSSOVER_LAYER_KIND(id) const LayerKind& id##_layer_kind();
+#include "nn/layers/kinds.h"
 
 namespace {
 
 // Every kind, in LayerType order (layer_kind checks the order).
 std::span<const LayerKind* const> kinds() {
   static const LayerKind* const all[] = {
-      &input_layer_kind(),
-      &flatten_layer_kind(),
-      &dense_layer_kind(),
-      &dropout_layer_kind(),
-      &activation_layer_kind(),
-      &conv2d_layer_kind(),
-      &max_pooling2d_layer_kind(),
-      &average_pooling2d_layer_kind(),
-      &global_average_pooling2d_layer_kind(),
-      &global_max_pooling2d_layer_kind(),
-      &reshape_layer_kind(),
-      &batch_normalization_layer_kind(),
-      &layer_normalization_layer_kind(),
-      &add_layer_kind(),
-      &concatenate_layer_kind(),
-      &leaky_relu_layer_kind(),
-      &elu_layer_kind(),
-      &up_sampling2d_layer_kind(),
-      &conv2d_transpose_layer_kind(),
-      &subtract_layer_kind(),
-      &multiply_layer_kind(),
-      &maximum_layer_kind(),
-      &minimum_layer_kind(),
-      &average_layer_kind(),
-      &binary_op_layer_kind(),
-      &unary_op_layer_kind(),
-      &reduce_layer_kind(),
+#define CROSSOVER_LAYER_KIND(id) &id##_layer_kind(),
+#include "nn/layers/kinds.h"
   };
   return all;
 }
