@@ -173,7 +173,7 @@ void bind_layer_class(nb::module_& m) {
       .def("keras_config", &layer_config_to_json);
 }
 
-// keras.layers' constructors, and keras.initializers' values.
+// keras.layers' engine layers, and keras.initializers' values.
 void bind_layer_constructors(nb::module_& m) {
   // keras.initializers' __call__: the values of an initializer (Keras 3 JSON text) for a shape,
   // drawn from crossover's Philox stream under `seed`.
@@ -186,62 +186,9 @@ void bind_layer_constructors(nb::module_& m) {
         return to_numpy(t);
       },
       nb::arg("initializer"), nb::arg("shape"), nb::arg("seed") = 0);
-  m.def("Input", &Input, nb::arg("shape"));
-  m.def("Flatten", &Flatten, nb::arg("input_shape") = Shape{});
-  m.def("Dense", &Dense, nb::arg("units"), nb::arg("activation") = "linear",
-        nb::arg("use_bias") = true);
-  m.def("Dropout", &Dropout, nb::arg("rate"));
-  m.def("Activation", &Activation, nb::arg("activation"));
-  m.def("LeakyReLU", &LeakyReLU, nb::arg("negative_slope") = 0.3);
-  m.def("ELU", &ELU, nb::arg("alpha") = 1.0);
-  // (height, width) pairs arrive as two-element lists; the Keras layer normalises them.
-  using Pair = std::array<int64_t, 2>;
-  m.def(
-      "Conv2D",
-      [](int64_t filters, Pair kernel_size, std::string_view activation, Pair strides,
-         std::string_view padding, bool use_bias) {
-        return Conv2D(filters, {kernel_size[0], kernel_size[1]}, activation,
-                      {strides[0], strides[1]}, padding, use_bias);
-      },
-      nb::arg("filters"), nb::arg("kernel_size"), nb::arg("activation"), nb::arg("strides"),
-      nb::arg("padding"), nb::arg("use_bias"));
-  m.def(
-      "Conv2DTranspose",
-      [](int64_t filters, Pair kernel_size, std::string_view activation, Pair strides,
-         std::string_view padding, bool use_bias) {
-        return Conv2DTranspose(filters, {kernel_size[0], kernel_size[1]}, activation,
-                               {strides[0], strides[1]}, padding, use_bias);
-      },
-      nb::arg("filters"), nb::arg("kernel_size"), nb::arg("activation"), nb::arg("strides"),
-      nb::arg("padding"), nb::arg("use_bias"));
-  m.def(
-      "Pooling2D",
-      [](std::string_view kind, Pair pool_size, Pair strides, std::string_view padding) {
-        const Size2 pool{pool_size[0], pool_size[1]}, step{strides[0], strides[1]};
-        return kind == "max" ? MaxPooling2D(pool, step, padding)
-                             : AveragePooling2D(pool, step, padding);
-      },
-      nb::arg("kind"), nb::arg("pool_size"), nb::arg("strides"), nb::arg("padding"));
-  m.def("GlobalAveragePooling2D", &GlobalAveragePooling2D);
-  m.def("GlobalMaxPooling2D", &GlobalMaxPooling2D);
-  m.def("Reshape", &Reshape, nb::arg("target_shape"));
-  m.def(
-      "UpSampling2D",
-      [](Pair size, std::string_view interpolation) {
-        return UpSampling2D({size[0], size[1]}, interpolation);
-      },
-      nb::arg("size"), nb::arg("interpolation") = "nearest");
-  m.def("BatchNormalization", &BatchNormalization, nb::arg("momentum") = 0.99,
-        nb::arg("epsilon") = 1e-3, nb::arg("center") = true, nb::arg("scale") = true);
-  m.def("Add", &Add);
-  m.def("Concatenate", &Concatenate, nb::arg("axis") = -1);
-  m.def("Subtract", &Subtract);
-  m.def("Multiply", &Multiply);
-  m.def("Maximum", &Maximum);
-  m.def("Minimum", &Minimum);
-  m.def("Average", &Average);
-  m.def("LayerNormalization", &LayerNormalization, nb::arg("epsilon") = 1e-3,
-        nb::arg("center") = true, nb::arg("scale") = true);
+  // Every kind of keras.layers, made through the registry from its Keras class name and config
+  // (JSON text), as a model file's layer is read: no kind has a binding of its own.
+  m.def("layer_from_config", &layer_from_config, nb::arg("class_name"), nb::arg("config"));
 }
 
 // The ops of a custom layer's call() traced, and the registry of layer kinds.

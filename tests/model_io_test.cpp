@@ -356,6 +356,23 @@ TEST(LayerKinds, BuildLayerGivesTheModelsShapesAndParametersLayerByLayer) {
   EXPECT_ERROR_HAS(build_layer(Dense(4), {}), "at least one input shape");
 }
 
+TEST(LayerKinds, LayerFromConfigReadsOneLayerAsModelFilesDoAndNamesTheArgument) {
+  const Layer d = layer_from_config("Dense", R"({"units": 5, "activation": "relu"})");
+  EXPECT_EQ(d.type, LayerType::dense);
+  EXPECT_EQ(d.args<DenseArgs>().units, 5);
+  EXPECT_TRUE(d.args<DenseArgs>().use_bias);  // Keras's default
+  EXPECT_EQ(layer_config_to_json(d), layer_config_to_json(Dense(5, "relu")));
+  const Layer f = layer_from_config("Flatten", R"({"input_shape": [2, 3]})");
+  EXPECT_EQ(f.input_shape, (Shape{2, 3}));
+  EXPECT_EQ(layer_from_config("InputLayer", R"({"shape": [4]})").input_shape, Shape{4});
+  EXPECT_ERROR_HAS(layer_from_config("Dense", R"({"units": 0})"), "Dense: argument units: ");
+  EXPECT_ERROR_HAS(layer_from_config("Dense", R"({"units": 2, "kernel_regularizer": "l2"})"),
+                   "Dense: argument kernel_regularizer: ");
+  EXPECT_ERROR_HAS(layer_from_config("Conv3D", "{}"), "Conv3D: no layer kind");
+  EXPECT_ERROR_HAS(layer_from_config("Dense", "[1]"), "Dense: the config is not a JSON object");
+  EXPECT_THROW(layer_from_config("Dense", "{"), Error);
+}
+
 TEST(ModelIoKerasJson, Keras3ConvnetLoadsWithKerasShapes) {
   // Input(28, 28, 1) -> Conv2D(32, 3, relu) -> Flatten -> Dense(128, relu) -> Dropout -> Dense(10).
   const Sequential m = model_from_json(slurp(keras_file("cnn_keras3.json")), "cnn.json");

@@ -107,6 +107,9 @@ void freeze_unless(bool model_trainable, std::vector<Layer>& layers) {
   for (Layer& l : layers) l.trainable = false;
 }
 
+void read_layer_config(const LayerKind& kind, const json& cfg, const LayerRef& ref,
+                       ParsedLayer& out);
+
 ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string& where,
                         std::set<std::string>& names) {
   if (!entry.is_object())
@@ -160,10 +163,16 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
     throw Error(where, "layer name '" + ref.name + "' is used twice");
 
   ParsedLayer out;
+  out.layer.name = name;
+  read_layer_config(*kind, cfg, ref, out);
+  return out;
+}
+
+// A layer's config, as its kind reads it, after the fields every layer may carry.
+void read_layer_config(const LayerKind& kind, const json& cfg, const LayerRef& ref,
+                       ParsedLayer& out) {
   Layer& l = out.layer;
-  l.type = kind->type();
-  l.name = name;
-  // Fields every layer may carry; the kind reads its own.
+  l.type = kind.type();
   Reader reader(cfg, ref);
   if (const json* t = reader.find("trainable")) {
     if (!t->is_boolean()) ref.fail("trainable", "expected true or false, got " + brief(*t));
@@ -179,13 +188,12 @@ ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string&
     out.declared_input = parse_shape(json::array({*dim}), false, ref, "input_dim");
   reader.accept({"input_shape", "input_dim"});
   reader.declared_input = out.declared_input;
-  kind->from_keras(reader, l);
+  kind.from_keras(reader, l);
   reader.refuse_unread();
-  if (kind->is_model_input()) {
+  if (kind.is_model_input()) {
     out.is_input = true;
     out.declared_input = l.input_shape;
   }
-  return out;
 }
 
 // Validates shapes as the model would build them, before Sequential multiplies anything.
@@ -967,6 +975,22 @@ std::string functional_to_json(const Sequential& model) {
 }  // namespace
 
 std::string layer_config_to_json(const Layer& layer) { return layer_config(layer).dump(); }
+
+Layer layer_from_config(std::string_view class_name, std::string_view config_json) {
+  const std::string where(class_name);
+  const LayerKind* kind = find_keras_layer_kind(class_name);
+  if (!kind) throw Error(where, "no layer kind of crossover has this Keras class name");
+  const json cfg = parse_json(config_json, where);
+  if (!cfg.is_object()) throw Error(where, "the config is not a JSON object: " + brief(cfg));
+  const LayerRef ref{where, 1, "", where, true};
+  ParsedLayer out;
+  read_layer_config(*kind, cfg, ref, out);
+  // The shape a Flatten declares is its own (it checks it when built); another kind's is the
+  // model's input shape, which the model takes from its first layer.
+  if (kind->declares_input() && !out.declared_input.empty())
+    out.layer.input_shape = out.declared_input;
+  return std::move(out.layer);
+}
 
 std::string model_to_json(const Sequential& model) {
   if (model.functional()) return functional_to_json(model);

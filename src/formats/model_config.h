@@ -37,6 +37,11 @@ std::string model_to_json(const Sequential& model);
 // One layer's Keras 3 "config" object as model_to_json writes it (name, trainable, dtype, then the
 // kind's arguments with every default spelled out): what keras.layers.<class>.from_config takes.
 std::string layer_config_to_json(const Layer& layer);
+// One layer of Keras class `class_name` from its "config" (JSON text), read by its kind as
+// model_from_json reads a layer: Keras's defaults where a field is absent, anything crossover
+// cannot run refused naming the argument ("Dense: argument units: ..."). keras.layers' classes
+// make their engine layers with it.
+Layer layer_from_config(std::string_view class_name, std::string_view config_json);
 
 // Rebuilds a Sequential model (uncompiled: call compile() before fit or loading weights) from
 // what Keras 2 or Keras 3 `to_json()` writes. `where` names the source in error messages (a

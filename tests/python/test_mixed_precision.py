@@ -211,10 +211,15 @@ def test_the_engines_refusal_on_a_cpu_without_bf16_is_compiles_value_error():
     assert str(e.value) == "precision bf16: " + CPU_BF16_PROBLEM
 
 
+def float32_core_model(policy: str = "float32"):
+    """The engine's model Input(4) -> Dense(3, softmax), its Dense under `policy`."""
+    dense = _core.layer_from_config("Dense", '{"units": 3, "activation": "softmax"}')
+    dense.dtype_policy = policy
+    return _core.Sequential([_core.layer_from_config("InputLayer", '{"shape": [4]}'), dense])
+
+
 def mixed_core_model():
-    dense = _core.Dense(3, "softmax")
-    dense.dtype_policy = "mixed_bfloat16"
-    return _core.Sequential([_core.Input([4]), dense])
+    return float32_core_model("mixed_bfloat16")
 
 
 def test_this_cpus_answer_is_the_engines():
@@ -228,7 +233,7 @@ def test_this_cpus_answer_is_the_engines():
         else:
             model.compile(adam, "sparse_categorical_crossentropy", [], precision=precision)
             assert model.precision == "bf16"
-    model = _core.Sequential([_core.Input([4]), _core.Dense(3, "softmax")])
+    model = float32_core_model()
     with pytest.raises(ValueError, match="tf32 is a GPU precision"):
         model.compile(adam, "sparse_categorical_crossentropy", [], precision="tf32")
 
@@ -241,7 +246,7 @@ def test_the_engine_refuses_a_precision_that_disagrees_with_the_layers_policy():
         "precision fp32: the model's Dense and Conv2D layers have the dtype policy "
         "'mixed_bfloat16', which trains in bf16"
     )
-    model = _core.Sequential([_core.Input([4]), _core.Dense(3, "softmax")])
+    model = float32_core_model()
     with pytest.raises(ValueError, match="precision bf16: the model's .* policy 'float32'"):
         model.compile(adam, "mse", [], precision="bf16")
     model.compile(adam, "mse", [])

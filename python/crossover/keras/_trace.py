@@ -38,6 +38,13 @@ class _Trace:
 _traces: list[_Trace] = []
 
 
+def _engine(class_name: str, **config: Any) -> Any:
+    """An engine layer of a Keras class (keras.layers' _engine_layer: through the registry)."""
+    from .layers import _engine_layer
+
+    return _engine_layer(class_name, **config)
+
+
 def is_custom(layer: Any) -> bool:
     """A user's direct subclass of keras.layers.Layer with its own call()."""
     from .layers import Layer
@@ -368,7 +375,8 @@ def activation(name: str, x: Any, axis: int = -1) -> Any:
     if name == "softmax" and axis not in (-1, len(x.shape) - 1):
         raise not_supported(f"softmax over axis {axis}")
     shape = tuple(x.shape[1:])
-    return _node(lambda: _core.Activation(name), ("activation", name), name, [x], shape)
+    made = lambda: _engine("Activation", activation=name)  # noqa: E731
+    return _node(made, ("activation", name), name, [x], shape)
 
 
 def _last_axis(x: Any, axis: Any, op: str) -> None:
@@ -403,7 +411,7 @@ def concat(values: Any, axis: Any) -> Any:
             )
     shape = (*first[:-1], sum(int(v.shape[-1]) for v in values))
     sig = ("concatenate", len(values))
-    return _node(lambda: _core.Concatenate(-1), sig, "concatenate", values, shape)
+    return _node(lambda: _engine("Concatenate", axis=-1), sig, "concatenate", values, shape)
 
 
 def dropout(x: Any, rate: Any) -> Any:
@@ -413,4 +421,4 @@ def dropout(x: Any, rate: Any) -> Any:
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
     shape = tuple(x.shape[1:])
-    return _node(lambda: _core.Dropout(rate), ("dropout", rate), "dropout", [x], shape)
+    return _node(lambda: _engine("Dropout", rate=rate), ("dropout", rate), "dropout", [x], shape)

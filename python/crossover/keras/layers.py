@@ -7,6 +7,7 @@ functional models.
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
 
+import json
 import operator
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
@@ -32,6 +33,14 @@ def _shape(shape: ShapeArg, owner: str) -> Optional[list[int]]:
     if any(d is None for d in dims):
         raise ValueError(f"{owner}: every dimension of the input shape must be known, got {shape}")
     return [int(d) for d in dims]
+
+
+def _engine_layer(class_name: str, **config: Any) -> "_core.Layer":
+    """The engine's layer of a Keras class, made through the engine's registry from a Keras
+    config, as a model file's layer is read (src/nn/layers/<kind>.cpp): each argument under its
+    Keras name, the engine's defaults for the rest, anything it cannot run refused naming the
+    argument."""
+    return _core.layer_from_config(class_name, json.dumps(config))
 
 
 def _deserialized_activation(activation: ActivationArg) -> ActivationArg:
@@ -748,7 +757,7 @@ class InputLayer(Layer):
         super().__init__(name=name, input_shape=shape, **kwargs)
         if self._input_shape is None:
             raise ValueError("InputLayer: give the per-sample shape, e.g. shape=(28, 28)")
-        self._layer = _core.Input(self._input_shape)
+        self._layer = _engine_layer("InputLayer", shape=list(self._input_shape))
 
 
 def Input(
@@ -779,7 +788,8 @@ class Flatten(Layer):
     def __init__(self, data_format: Optional[str] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.data_format = data_format  # no effect on a flatten of one sample's values
-        self._layer = _core.Flatten(self._input_shape or [])
+        shape = {"input_shape": list(self._input_shape)} if self._input_shape else {}
+        self._layer = _engine_layer("Flatten", **shape)
 
 
 class Dense(Layer):
@@ -814,7 +824,9 @@ class Dense(Layer):
             raise TypeError(f"Dense: units must be an integer, got {units!r}") from None
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
-        self._layer = _core.Dense(self.units, self.activation, self.use_bias)
+        self._layer = _engine_layer(
+            "Dense", units=self.units, activation=self.activation, use_bias=self.use_bias
+        )
         _set_activation_parameter(self, activation)
         _set_initializers(
             self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
@@ -840,14 +852,14 @@ class Dropout(Layer):
         # crossover's dropout draws from the model's seed (compile), not a per-layer one.
         reject_unsupported("Dropout", noise_shape=(noise_shape, None), seed=(seed, None))
         self.rate = float(rate)
-        self._layer = _core.Dropout(self.rate)
+        self._layer = _engine_layer("Dropout", rate=self.rate)
 
 
 class Activation(Layer):
     def __init__(self, activation: ActivationArg, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.activation = _activation_name(activation)
-        self._layer = _core.Activation(self.activation)
+        self._layer = _engine_layer("Activation", activation=self.activation)
         _set_activation_parameter(self, activation)
 
 
@@ -874,7 +886,6 @@ class _Convolution2D(Layer):
     def _set_up(
         self,
         name: str,
-        make: Callable[..., "_core.Layer"],
         filters: Any,
         kernel_size: Any,
         strides: Any,
@@ -900,13 +911,14 @@ class _Convolution2D(Layer):
         self.padding = str(padding).lower()
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
-        self._layer = make(
-            self.filters,
-            list(self.kernel_size),
-            self.activation,
-            list(self.strides),
-            self.padding,
-            self.use_bias,
+        self._layer = _engine_layer(
+            name,
+            filters=self.filters,
+            kernel_size=list(self.kernel_size),
+            strides=list(self.strides),
+            padding=self.padding,
+            activation=self.activation,
+            use_bias=self.use_bias,
         )
         _set_activation_parameter(self, activation)
         _set_initializers(
@@ -949,7 +961,6 @@ class Conv2D(_Convolution2D):
         super().__init__(**kwargs)
         self._set_up(
             "Conv2D",
-            _core.Conv2D,
             filters,
             kernel_size,
             strides,
@@ -999,7 +1010,6 @@ class Conv2DTranspose(_Convolution2D):
         super().__init__(**kwargs)
         self._set_up(
             "Conv2DTranspose",
-            _core.Conv2DTranspose,
             filters,
             kernel_size,
             strides,
@@ -1045,8 +1055,8 @@ class _Pooling2D(Layer):
             self.pool_size if strides is None else tuple(_pair(strides, owner, "strides"))
         )
         self.padding = str(padding).lower()
-        self._layer = _core.Pooling2D(
-            self._kind, list(self.pool_size), list(self.strides), self.padding
+        self._layer = _engine_layer(
+            owner, pool_size=list(self.pool_size), strides=list(self.strides), padding=self.padding
         )
 
 
@@ -1068,7 +1078,7 @@ class _GlobalPooling2D(Layer):
         name = type(self).__name__
         _channels_last(name, data_format)
         reject_unsupported(name, keepdims=(keepdims, False))
-        self._layer = getattr(_core, name)()
+        self._layer = _engine_layer(name)
 
 
 class GlobalAveragePooling2D(_GlobalPooling2D):
@@ -1083,7 +1093,7 @@ class Reshape(Layer):
     def __init__(self, target_shape: Sequence[int], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target_shape = tuple(int(d) for d in target_shape)
-        self._layer = _core.Reshape(list(self.target_shape))
+        self._layer = _engine_layer("Reshape", target_shape=list(self.target_shape))
 
 
 class UpSampling2D(Layer):
@@ -1103,7 +1113,9 @@ class UpSampling2D(Layer):
         self.interpolation = str(interpolation).lower()
         reject_unsupported("UpSampling2D", interpolation=(self.interpolation, "nearest"))
         self.data_format = "channels_last"
-        self._layer = _core.UpSampling2D(list(self.size), self.interpolation)
+        self._layer = _engine_layer(
+            "UpSampling2D", size=list(self.size), interpolation=self.interpolation
+        )
 
 
 class BatchNormalization(Layer):
@@ -1151,7 +1163,13 @@ class BatchNormalization(Layer):
         self.epsilon = float(epsilon)
         self.center = bool(center)
         self.scale = bool(scale)
-        self._layer = _core.BatchNormalization(self.momentum, self.epsilon, self.center, self.scale)
+        self._layer = _engine_layer(
+            "BatchNormalization",
+            momentum=self.momentum,
+            epsilon=self.epsilon,
+            center=self.center,
+            scale=self.scale,
+        )
         _set_initializers(
             self,
             beta_initializer=beta_initializer,
@@ -1218,7 +1236,9 @@ class LayerNormalization(Layer):
         self.center = bool(center)
         self.scale = bool(scale)
         self.rms_scaling = False
-        self._layer = _core.LayerNormalization(self.epsilon, self.center, self.scale)
+        self._layer = _engine_layer(
+            "LayerNormalization", epsilon=self.epsilon, center=self.center, scale=self.scale
+        )
         _set_initializers(
             self, beta_initializer=beta_initializer, gamma_initializer=gamma_initializer
         )
@@ -1244,7 +1264,7 @@ class Softmax(Layer):
         super().__init__(**kwargs)
         reject_unsupported("Softmax", axis=(axis if axis != [-1] else -1, -1))
         self.axis = -1
-        self._layer = _core.Activation("softmax")
+        self._layer = _engine_layer("Activation", activation="softmax")
 
 
 class ReLU(Layer):
@@ -1266,7 +1286,7 @@ class ReLU(Layer):
             negative_slope=(float(negative_slope), 0.0),
             threshold=(float(threshold), 0.0),
         )
-        self._layer = _core.Activation("relu")
+        self._layer = _engine_layer("Activation", activation="relu")
 
 
 class LeakyReLU(Layer):
@@ -1279,7 +1299,7 @@ class LeakyReLU(Layer):
             negative_slope = kwargs.pop("alpha")
         super().__init__(**kwargs)
         self.negative_slope = float(negative_slope)
-        self._layer = _core.LeakyReLU(self.negative_slope)
+        self._layer = _engine_layer("LeakyReLU", negative_slope=self.negative_slope)
 
 
 class ELU(Layer):
@@ -1288,7 +1308,7 @@ class ELU(Layer):
     def __init__(self, alpha: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.alpha = float(alpha)
-        self._layer = _core.ELU(self.alpha)
+        self._layer = _engine_layer("ELU", alpha=self.alpha)
 
 
 class _Merge(Layer):
@@ -1305,7 +1325,7 @@ class Add(_Merge):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._layer = _core.Add()
+        self._layer = _engine_layer("Add")
 
     def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         for s in shapes[1:]:
@@ -1323,7 +1343,7 @@ class Concatenate(_Merge):
     def __init__(self, axis: int = -1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.axis = int(axis)
-        self._layer = _core.Concatenate(self.axis)
+        self._layer = _engine_layer("Concatenate", axis=self.axis)
 
     def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         if self.axis not in (-1, len(shapes[0])):
@@ -1344,11 +1364,9 @@ class _Elementwise(_Merge):
     """Subtract, Multiply, Maximum, Minimum, Average: two inputs of one shape, or one whose last
     axis is 1 (broadcast)."""
 
-    _make: Callable[[], "_core.Layer"]
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._layer = type(self)._make()
+        self._layer = _engine_layer(type(self).__name__)
 
     def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         if len(shapes) != 2:
@@ -1370,23 +1388,21 @@ class _Elementwise(_Merge):
 class Subtract(_Elementwise):
     """keras.layers.Subtract: the first input minus the second."""
 
-    _make = staticmethod(lambda: _core.Subtract())
-
 
 class Multiply(_Elementwise):
-    _make = staticmethod(lambda: _core.Multiply())
+    """keras.layers.Multiply: the element-wise product."""
 
 
 class Maximum(_Elementwise):
-    _make = staticmethod(lambda: _core.Maximum())
+    """keras.layers.Maximum: the element-wise maximum."""
 
 
 class Minimum(_Elementwise):
-    _make = staticmethod(lambda: _core.Minimum())
+    """keras.layers.Minimum: the element-wise minimum."""
 
 
 class Average(_Elementwise):
-    _make = staticmethod(lambda: _core.Average())
+    """keras.layers.Average: the element-wise mean."""
 
 
 def subtract(inputs: Sequence[Any], **kwargs: Any) -> Any:

@@ -20,7 +20,7 @@ from . import optimizers as optimizers_module
 from . import saving
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from .callbacks import CallbackList, History
-from .layers import Flatten, InputLayer, Layer
+from .layers import Flatten, InputLayer, Layer, _engine_layer
 
 
 def _floats(a: Any, what: str) -> np.ndarray:
@@ -273,7 +273,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             core_layers = [l._core_layer() for l in leaves]
             first = leaves[0]
             if first._input_shape and not isinstance(first, (InputLayer, Flatten)):
-                core_layers.insert(0, _core.Input(first._input_shape))  # Dense(input_shape=...)
+                core_layers.insert(0, _engine_layer("InputLayer", shape=list(first._input_shape)))
             graph = _trace.graph_of(self)
             if graph is not None:
                 self._core = _core.Sequential(core_layers, graph, self._given_name or "sequential")

@@ -40,6 +40,7 @@ std::string LayerRef::label() const {
 }
 
 void LayerRef::fail(std::string_view field, const std::string& why) const {
+  if (alone) throw Error(where, fmt::format("argument {}: {}", field, why));
   throw Error(where, fmt::format("{} field {}: {}", label(), field, why));
 }
 

@@ -37,6 +37,7 @@ struct LayerRef {
   std::size_t index;  // 1-based; 0: the model itself
   std::string name;
   std::string cls;
+  bool alone = false;  // a layer made on its own (keras.layers' classes): `where` is its class
 
   std::string label() const;
   // Throws Error(where, "<label> field <field>: <why>").
