@@ -2,7 +2,7 @@
 #include "nn/layers/activation.h"
 
 #include "core/error.h"
-#include "nn/layers/kind.h"
+#include "nn/layers/activation_kind.h"
 
 namespace crossover {
 
@@ -13,14 +13,14 @@ Layer Activation(std::string_view activation) {
   return l;
 }
 
-void activation_layer_forward(const ForwardStep& s) {
+void AppliesActivationKind::forward(const ForwardStep& s) const {
   s.backend.activation_forward(forward_activation(s), s.state.activation.alpha, s.x, s.y, s.m,
                                s.state.out_width);
 }
 
 // In place on g, unless the loss op (or a fused dropout) applied it; from the layer's input x
 // where the gradient needs it (gelu, swish).
-void activation_layer_backward(BackwardStep& s) {
+void AppliesActivationKind::backward(BackwardStep& s) const {
   if (backward_applies_activation(s))
     s.backend.activation_backward(s.state.activation.kind, s.state.activation.alpha, s.x, s.y, s.g,
                                   s.g, s.m, s.state.out_width);
@@ -31,12 +31,11 @@ namespace {
 
 using namespace keras_config;
 
-class ActivationLayerKind final : public LayerKind {
+class ActivationLayerKind final : public AppliesActivationKind {
  public:
   LayerType type() const override { return LayerType::activation; }
   std::string_view class_name() const override { return "Activation"; }
   std::string_view base_name() const override { return "activation"; }
-  bool keeps_shape() const override { return true; }
 
   // ---- command line: activation:NAME ----
   std::string_view cli_name() const override { return "activation"; }
@@ -57,16 +56,6 @@ class ActivationLayerKind final : public LayerKind {
   void to_keras(const Layer& l, ojson& c) const override {
     c["activation"] = activation_json(l.args<ActivationArgs>().activation);
   }
-
-  // ---- engine ----
-  bool defers_activation() const override { return true; }
-  bool applies_activation() const override { return true; }
-  LayerActivation activation(const Layer& l) const override {
-    return l.args<ActivationArgs>().activation;
-  }
-
-  void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
-  void backward(BackwardStep& s) const override { activation_layer_backward(s); }
 };
 
 }  // namespace

@@ -3,8 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "nn/layers/activation.h"
-#include "nn/layers/kind.h"
+#include "nn/layers/activation_kind.h"
 
 namespace crossover {
 
@@ -21,12 +20,11 @@ namespace {
 
 using namespace keras_config;
 
-class ELUKind final : public LayerKind {
+class ELUKind final : public AppliesActivationKind {
  public:
   LayerType type() const override { return LayerType::elu; }
   std::string_view class_name() const override { return "ELU"; }
   std::string_view base_name() const override { return "elu"; }
-  bool keeps_shape() const override { return true; }
   void describe(const Layer& l, nlohmann::json& j) const override {
     j["alpha"] = keras_config::decimal(l.args<ActivationArgs>().activation.alpha);
   }
@@ -43,14 +41,6 @@ class ELUKind final : public LayerKind {
   void to_keras(const Layer& l, ojson& c) const override {
     c["alpha"] = decimal(l.args<ActivationArgs>().activation.alpha);
   }
-
-  bool defers_activation() const override { return true; }
-  bool applies_activation() const override { return true; }
-  LayerActivation activation(const Layer& l) const override {
-    return l.args<ActivationArgs>().activation;
-  }
-  void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
-  void backward(BackwardStep& s) const override { activation_layer_backward(s); }
 };
 
 }  // namespace

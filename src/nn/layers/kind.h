@@ -166,9 +166,6 @@ inline bool backward_applies_activation(const BackwardStep& s) {
 // gradient needs it (activation_needs_input: gelu, swish): its workspace, of
 // pre_activation_bytes; else null (the activation is applied in place on y).
 std::size_t pre_activation_bytes(const LayerState& state, int64_t batch);
-// The Activation, LeakyReLU and ELU layers' step: y = act(x), and its gradient in place on g.
-void activation_layer_forward(const ForwardStep& s);
-void activation_layer_backward(BackwardStep& s);
 
 class LayerKind {
  public:

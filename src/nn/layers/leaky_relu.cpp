@@ -3,8 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "nn/layers/activation.h"
-#include "nn/layers/kind.h"
+#include "nn/layers/activation_kind.h"
 
 namespace crossover {
 
@@ -23,12 +22,11 @@ namespace {
 
 using namespace keras_config;
 
-class LeakyReLUKind final : public LayerKind {
+class LeakyReLUKind final : public AppliesActivationKind {
  public:
   LayerType type() const override { return LayerType::leaky_relu; }
   std::string_view class_name() const override { return "LeakyReLU"; }
   std::string_view base_name() const override { return "leaky_re_lu"; }
-  bool keeps_shape() const override { return true; }
   void describe(const Layer& l, nlohmann::json& j) const override {
     j["negative_slope"] = keras_config::decimal(l.args<ActivationArgs>().activation.alpha);
   }
@@ -47,14 +45,6 @@ class LeakyReLUKind final : public LayerKind {
   void to_keras(const Layer& l, ojson& c) const override {
     c["negative_slope"] = decimal(l.args<ActivationArgs>().activation.alpha);
   }
-
-  bool defers_activation() const override { return true; }
-  bool applies_activation() const override { return true; }
-  LayerActivation activation(const Layer& l) const override {
-    return l.args<ActivationArgs>().activation;
-  }
-  void forward(const ForwardStep& s) const override { activation_layer_forward(s); }
-  void backward(BackwardStep& s) const override { activation_layer_backward(s); }
 };
 
 }  // namespace
