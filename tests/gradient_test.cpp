@@ -410,6 +410,9 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
                  l.type == LayerType::elu) {
         const LayerActivation& a = l.args<ActivationArgs>().activation;
         if (!logits_before(l, li)) apply(a.kind, h, a.alpha);
+      } else if (l.type == LayerType::rescaling) {
+        const RescalingArgs& a = l.args<RescalingArgs>();
+        for (double& v : h) v = v * a.scale + a.offset;
       } else if (l.type == LayerType::layer_normalization) {
         // The last axis: gamma's length, else the sample's when it is a vector (these tests).
         const LayerNormArgs& a = l.args<LayerNormArgs>();
@@ -561,6 +564,14 @@ TEST(Gradients, ActivationLayersMatchFiniteDifferences) {
   check_gradients({"LeakyReLU(0.1) and ELU(0.5)",
                    {Input({5}), Dense(7), LeakyReLU(0.1), Dense(6), ELU(0.5), Dense(3)},
                    "mean_squared_error"});
+}
+
+// Rescaling first (no input gradient) and between layers (x * scale passed down).
+TEST(Gradients, RescalingMatchesFiniteDifferences) {
+  check_gradients(
+      {"Rescaling first and inside",
+       {Input({5}), Rescaling(0.5, -0.25), Dense(7, "tanh"), Rescaling(-3.0, 1.0), Dense(3)},
+       "mean_squared_error"});
 }
 
 // The activations the loss op does not apply, as the final layer's: applied by the layer itself

@@ -24,5 +24,6 @@
 #include "nn/layers/layer_normalization.h"
 #include "nn/layers/pooling2d.h"
 #include "nn/layers/reduce.h"
+#include "nn/layers/rescaling.h"
 #include "nn/layers/reshape.h"
 #include "nn/layers/up_sampling2d.h"

@@ -27,6 +27,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "Conv2D": {"filters": 2, "kernel_size": [3, 3]},
     "Conv2DTranspose": {"filters": 2, "kernel_size": [3, 3]},
     "Reshape": {"target_shape": [4, 4, 1]},
+    "Rescaling": {"scale": 0.5},
 }
 
 # Public classes that are not kinds of their own: what each makes.

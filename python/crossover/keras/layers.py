@@ -8,6 +8,7 @@ Each is a description with Keras's argument names and defaults; the model turns 
 library's layer (crossover._core) when it is built."""
 
 import json
+import math
 import operator
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
@@ -40,6 +41,11 @@ def _engine_layer(class_name: str, **config: Any) -> "_core.Layer":
     config, as a model file's layer is read (src/nn/layers/<kind>.cpp): each argument under its
     Keras name, the engine's defaults for the rest, anything it cannot run refused naming the
     argument."""
+    for argument, value in config.items():  # JSON has no NaN or infinity
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(
+                f"{class_name}: argument {argument}: must be a finite number, got {value}"
+            )
     return _core.layer_from_config(class_name, json.dumps(config))
 
 
@@ -1302,6 +1308,24 @@ class LeakyReLU(Layer):
         self._layer = _engine_layer("LeakyReLU", negative_slope=self.negative_slope)
 
 
+class Rescaling(Layer):
+    """Keras's Rescaling: x * scale + offset, element by element, in training and inference alike
+    (scale=1 / 255 makes pixels of 0-255 into 0-1); no weights. scale and offset are numbers:
+    Keras's per-channel arrays are not supported (yet)."""
+
+    def __init__(self, scale: Any, offset: Any = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        for argument, value in (("scale", scale), ("offset", offset)):
+            if np.ndim(value) != 0:
+                raise NotImplementedError(
+                    f"Rescaling: {argument} as an array (per channel) is not supported (yet) by "
+                    f"crossover: give one number; {SEE_SUPPORTED}"
+                )
+        self.scale = float(scale)
+        self.offset = float(offset)
+        self._layer = _engine_layer("Rescaling", scale=self.scale, offset=self.offset)
+
+
 class ELU(Layer):
     """Keras's ELU: x where x > 0, else alpha * (exp(x) - 1)."""
 
@@ -1442,6 +1466,16 @@ GlobalAvgPool2D = GlobalAveragePooling2D
 GlobalMaxPool2D = GlobalMaxPooling2D
 
 
+# Keras's other names for the classes above.
+_ALIASES = (
+    "MaxPool2D",
+    "AvgPool2D",
+    "GlobalAvgPool2D",
+    "GlobalMaxPool2D",
+    "Convolution2D",
+    "Convolution2DTranspose",
+)
+
 # Layers a Keras user reaches for next, and what to do instead (api block).
 _NOT_YET = {
     "Conv1D": "1-D convolutions",
@@ -1453,22 +1487,17 @@ _NOT_YET = {
     "GRU": "recurrent layers",
     "SimpleRNN": "recurrent layers",
     "Lambda": "Python code inside the model (the model runs in C++)",
-    "Rescaling": "preprocessing layers (divide the data by 255 before fit)",
     "Normalization": "preprocessing layers",
 }
 
 
 def __getattr__(name: str) -> Any:
+    classes = [n for n in __all__ if n[0].isupper() and n != "Layer" and n not in _ALIASES]
     supported = (
-        "Input, InputLayer, Flatten, Dense, Dropout, Activation, Conv2D, Conv2DTranspose, "
-        "MaxPooling2D, "
-        "AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, Reshape, UpSampling2D, "
-        "BatchNormalization, "
-        "LayerNormalization, Softmax, ReLU, LeakyReLU, ELU, Add, Subtract, Multiply, Maximum, "
-        "Minimum, Average and Concatenate, custom Layer subclasses whose call() applies ops "
-        "(and the aliases "
-        "MaxPool2D, AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, Convolution2D, "
-        "Convolution2DTranspose)"
+        ", ".join(classes)
+        + ", custom Layer subclasses whose call() applies ops (and the aliases "
+        + ", ".join(_ALIASES)
+        + ")"
     )
     if name in _NOT_YET:
         supported += f"; {_NOT_YET[name]} are not in the engine"
@@ -1499,6 +1528,7 @@ __all__ = [
     "ReLU",
     "LeakyReLU",
     "ELU",
+    "Rescaling",
     "Add",
     "Subtract",
     "Multiply",

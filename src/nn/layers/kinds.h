@@ -38,6 +38,7 @@ CROSSOVER_LAYER_KIND(average)  // nn/layers/elementwise.cpp
 CROSSOVER_LAYER_KIND(binary_op)  // nn/layers/elementwise.cpp
 CROSSOVER_LAYER_KIND(unary_op)  // nn/layers/elementwise.cpp
 CROSSOVER_LAYER_KIND(reduce)  // nn/layers/reduce.cpp
+CROSSOVER_LAYER_KIND(rescaling)  // nn/layers/rescaling.cpp
 // clang-format on
 
 #undef CROSSOVER_LAYER_KIND
