@@ -1717,16 +1717,23 @@ LayerGraph GraphBuilder::graph(std::vector<int> outputs, std::vector<int> model_
     if (o < 0 || static_cast<std::size_t>(o) >= g_.layers.size())
       throw Error("GraphBuilder", fmt::format("no layer {} to be an output", o));
   if (model_inputs.empty()) model_inputs = g_.input_layers;
-  // The layers the outputs depend on, kept in their order.
+  const int last = *std::max_element(outputs.begin(), outputs.end());
+  for (int i : model_inputs) {
+    if (std::find(g_.input_layers.begin(), g_.input_layers.end(), i) == g_.input_layers.end())
+      throw Error("GraphBuilder", fmt::format("layer {} is not an input()", i));
+    if (i > last)
+      throw Error("GraphBuilder", fmt::format("the output does not depend on input {}", i));
+  }
+  // The layers the outputs depend on, kept in their order (a layer reads only earlier ones).
   std::vector<char> used(g_.layers.size(), 0);
   for (int o : outputs) used[static_cast<std::size_t>(o)] = 1;
   for (int i : model_inputs) used[static_cast<std::size_t>(i)] = 1;
-  for (std::size_t i = g_.layers.size(); i-- > 0;)
+  for (std::size_t i = static_cast<std::size_t>(last) + 1; i-- > 0;)
     if (used[i])
       for (int j : g_.inputs[i]) used[static_cast<std::size_t>(j)] = 1;
   std::vector<int> index(g_.layers.size(), -1);
   LayerGraph out;
-  for (std::size_t i = 0; i < g_.layers.size(); ++i) {
+  for (std::size_t i = 0; i <= static_cast<std::size_t>(last); ++i) {
     if (!used[i]) continue;
     index[i] = static_cast<int>(out.layers.size());
     out.layers.push_back(g_.layers[i]);
@@ -1739,35 +1746,10 @@ LayerGraph GraphBuilder::graph(std::vector<int> outputs, std::vector<int> model_
   return out;
 }
 
+// One output: the graph's last layer, which needs no output list.
 LayerGraph GraphBuilder::graph(int output, std::vector<int> model_inputs) const {
-  if (output < 0 || static_cast<std::size_t>(output) >= g_.layers.size())
-    throw Error("GraphBuilder", fmt::format("no layer {} to be the output", output));
-  if (model_inputs.empty()) model_inputs = g_.input_layers;
-  for (int i : model_inputs)
-    if (std::find(g_.input_layers.begin(), g_.input_layers.end(), i) == g_.input_layers.end())
-      throw Error("GraphBuilder", fmt::format("layer {} is not an input()", i));
-  // The layers the output depends on, kept in their order.
-  std::vector<char> used(g_.layers.size(), 0);
-  used[static_cast<std::size_t>(output)] = 1;
-  for (std::size_t i = static_cast<std::size_t>(output) + 1; i-- > 0;)
-    if (used[i])
-      for (int j : g_.inputs[i]) used[static_cast<std::size_t>(j)] = 1;
-  for (int i : model_inputs) {
-    if (i > output)
-      throw Error("GraphBuilder", fmt::format("the output does not depend on input {}", i));
-    used[static_cast<std::size_t>(i)] = 1;
-  }
-  std::vector<int> index(g_.layers.size(), -1);
-  LayerGraph out;
-  for (std::size_t i = 0; i <= static_cast<std::size_t>(output); ++i) {
-    if (!used[i]) continue;
-    index[i] = static_cast<int>(out.layers.size());
-    out.layers.push_back(g_.layers[i]);
-    std::vector<int> in;
-    for (int j : g_.inputs[i]) in.push_back(index[static_cast<std::size_t>(j)]);
-    out.inputs.push_back(std::move(in));
-  }
-  for (int i : model_inputs) out.input_layers.push_back(index[static_cast<std::size_t>(i)]);
+  LayerGraph out = graph(std::vector<int>{output}, std::move(model_inputs));
+  out.output_layers.clear();
   return out;
 }
 
