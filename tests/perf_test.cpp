@@ -24,6 +24,7 @@
 #include "perf/calibrate.h"
 #include "perf/choose.h"
 #include "perf/cost_model.h"
+#include "perf/explain.h"
 #include "perf/measure.h"
 #include "perf/plot.h"
 #include "perf/profile.h"
@@ -520,6 +521,37 @@ TEST(CostModel, RooflineFloorPricesEachOpAtItsComputeOrItsMemoryLevel) {
   const auto step = perf::step_ops(kSmall, 32, DeviceKind::cpu, Mode::resident);
   EXPECT_LE(perf::roofline_floor(step, p).step_seconds,
             perf::predict(step, p, Mode::resident).step_seconds);
+}
+
+// A step measured below its roofline floor says the profile is wrong (explain's text and JSON).
+TEST(CostModel, AStepBelowItsFloorAsksForARecalibration) {
+  perf::ExplainResult r;
+  r.floor.step_seconds = 100e-6;
+  r.floor.gemm_seconds = 80e-6;
+  r.floor.peak_flops_per_second = 1e11;
+  r.floor.levels = {{"DRAM", 0, 1e10}};
+  r.floor.level_bytes = {1'000'000};
+  r.step_measured = 150e-6;
+  EXPECT_FALSE(perf::below_floor(r));
+  EXPECT_EQ(perf::floor_sentence(r).find("recalibrate"), std::string::npos);
+  r.step_measured = 96e-6;  // within the timing's noise of the floor
+  EXPECT_FALSE(perf::below_floor(r));
+  r.step_measured = 75e-6;
+  EXPECT_TRUE(perf::below_floor(r));
+  EXPECT_NE(perf::floor_sentence(r).find("0.75x its roofline floor"), std::string::npos);
+  EXPECT_NE(perf::floor_sentence(r).find("recalibrate with `crossover calibrate` and"),
+            std::string::npos);
+  perf::Profile p = flat_profile("cpu", 1e11, 1e10);
+  p.threads = 1;
+  p.source = "/home/u/.local/share/crossover/profiles/cpu-1t.json";
+  EXPECT_NE(perf::floor_sentence(r, &p).find(
+                "`crossover calibrate --threads 1 --out /home/u/.local/share/crossover/profiles/"
+                "cpu-1t.json`"),
+            std::string::npos);
+  p.shipped = true;
+  EXPECT_EQ(perf::recalibrate_command(&p), "crossover calibrate --threads 1");
+  r.floor.step_seconds = 0;  // no floor priced: nothing to say
+  EXPECT_FALSE(perf::below_floor(r));
 }
 
 // A weight gradient with its optimizer update fused (the CPU's dense_backward_weights_update):

@@ -181,6 +181,7 @@ nlohmann::json floor_json(const perf::ExplainResult& r) {
           {"update_seconds", f.update_seconds},
           {"peak_flops_per_second", f.peak_flops_per_second},
           {"x_roofline", r.step_measured / f.step_seconds},
+          {"below_floor", perf::below_floor(r)},
           {"x_gemm_floor", f.gemm_seconds > 0 ? nlohmann::json(r.step_measured / f.gemm_seconds)
                                               : nlohmann::json(nullptr)},
           {"levels", levels}};

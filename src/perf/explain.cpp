@@ -38,6 +38,61 @@ std::string fused_step_sentence(const FusedPrediction& f, double unfused_seconds
       human_seconds(f.stage_seconds), f.blocks, f.barriers, human_seconds(f.barrier_seconds));
 }
 
+bool below_floor(const ExplainResult& r) {
+  return r.floor.step_seconds > 0 && r.step_measured > 0 &&
+         r.step_measured < kBelowFloor * r.floor.step_seconds;
+}
+
+// How far the measured step is from its physical floor (llm.c's MFU, with the memory traffic):
+// the roofline floor and the GEMM floor alone, and the levels the bytes were priced at; a warning
+// when the step beats its floor.
+std::string recalibrate_command(const Profile* p) {
+  if (!p) return "crossover calibrate";
+  if (p->kind != "cpu") return "crossover calibrate --device " + p->id;
+  const bool own_file = !p->source.empty() && !p->shipped;
+  return fmt::format("crossover calibrate --threads {}{}", p->threads,
+                     own_file ? " --out " + p->source : std::string());
+}
+
+std::string floor_sentence(const ExplainResult& r, const Profile* profile) {
+  const Floor& f = r.floor;
+  std::string levels;
+  for (std::size_t l = 0; l < f.levels.size(); ++l) {
+    if (f.level_bytes[l] == 0) continue;
+    levels += fmt::format("{}{:.2f} MB at {}'s {:.1f} GB/s", levels.empty() ? "" : ", ",
+                          double(f.level_bytes[l]) / 1e6, f.levels[l].name,
+                          f.levels[l].bytes_per_second / 1e9);
+  }
+  const auto g = static_cast<std::size_t>(Phase::gemm);
+  return fmt::format(
+             "Physical floor: the step is {:.2f}x its roofline floor of {} (each op at the larger "
+             "of its "
+             "FLOPs at the profile's peak GEMM rate, {:.1f} GFLOP/s, and its bytes at the "
+             "bandwidth of "
+             "the memory level that holds them: {}{}{}) and {:.2f}x the GEMM floor alone ({}); the "
+             "GEMM "
+             "phase is {:.2f}x its floor.",
+             r.step_measured / f.step_seconds, human_seconds(f.step_seconds),
+             f.peak_flops_per_second / 1e9, levels.empty() ? "none" : levels,
+             f.update_seconds > 0
+                 ? fmt::format("; the optimizer updates fused into the weight gradients, {} of it, "
+                               "after their GEMMs",
+                               human_seconds(f.update_seconds))
+                 : "",
+             f.levels.size() == 1
+                 ? "; the profile has no per-level bandwidths: calibrate measures them"
+                 : "",
+             f.gemm_seconds > 0 ? r.step_measured / f.gemm_seconds : 0.0,
+             human_seconds(f.gemm_seconds),
+             f.phase_seconds[g] > 0 ? r.measured[g] / f.phase_seconds[g] : 0.0) +
+         (below_floor(r)
+              ? fmt::format(" A step faster than its floor means the profile's rates are too "
+                            "low for this machine now (calibrated while other work ran, or on "
+                            "another machine): recalibrate with `{}` and explain again.",
+                            recalibrate_command(profile))
+              : "");
+}
+
 namespace {
 
 const char* phase_words(Phase p) {
@@ -284,36 +339,6 @@ std::string ranks_sentence(const ExplainResult& r) {
       pct(r.measured[static_cast<std::size_t>(Phase::sync_wait)], r.step_measured));
 }
 
-// How far the measured step is from its physical floor (llm.c's MFU, with the memory traffic):
-// the roofline floor and the GEMM floor alone, and the levels the bytes were priced at.
-std::string floor_sentence(const ExplainResult& r) {
-  const Floor& f = r.floor;
-  std::string levels;
-  for (std::size_t l = 0; l < f.levels.size(); ++l) {
-    if (f.level_bytes[l] == 0) continue;
-    levels += fmt::format("{}{:.2f} MB at {}'s {:.1f} GB/s", levels.empty() ? "" : ", ",
-                          double(f.level_bytes[l]) / 1e6, f.levels[l].name,
-                          f.levels[l].bytes_per_second / 1e9);
-  }
-  const auto g = static_cast<std::size_t>(Phase::gemm);
-  return fmt::format(
-      "Physical floor: the step is {:.2f}x its roofline floor of {} (each op at the larger of its "
-      "FLOPs at the profile's peak GEMM rate, {:.1f} GFLOP/s, and its bytes at the bandwidth of "
-      "the memory level that holds them: {}{}{}) and {:.2f}x the GEMM floor alone ({}); the GEMM "
-      "phase is {:.2f}x its floor.",
-      r.step_measured / f.step_seconds, human_seconds(f.step_seconds),
-      f.peak_flops_per_second / 1e9, levels.empty() ? "none" : levels,
-      f.update_seconds > 0
-          ? fmt::format("; the optimizer updates fused into the weight gradients, {} of it, "
-                        "after their GEMMs",
-                        human_seconds(f.update_seconds))
-          : "",
-      f.levels.size() == 1 ? "; the profile has no per-level bandwidths: calibrate measures them"
-                           : "",
-      f.gemm_seconds > 0 ? r.step_measured / f.gemm_seconds : 0.0, human_seconds(f.gemm_seconds),
-      f.phase_seconds[g] > 0 ? r.measured[g] / f.phase_seconds[g] : 0.0);
-}
-
 // The sentences: what dominates, what would change it, over ranks the allreduce, and which of
 // the profile's numbers were estimates.
 void add_sentences(const ExplainConfig& c, ExplainResult& r, const ModelDesc& desc,
@@ -336,7 +361,8 @@ void add_sentences(const ExplainConfig& c, ExplainResult& r, const ModelDesc& de
   const std::string w = what_if(c, r, desc, tp);
   if (!w.empty()) r.sentences.push_back(w);
   if (over_ranks) r.sentences.push_back(ranks_sentence(r));
-  if (r.floor.step_seconds > 0) r.sentences.push_back(floor_sentence(r));
+  if (r.floor.step_seconds > 0)
+    r.sentences.push_back(floor_sentence(r, c.profile ? &*c.profile : nullptr));
   const std::string est =
       estimates_sentence(r.prediction, "the step", "calibrating this machine measures them");
   if (!est.empty()) r.sentences.push_back(est);

@@ -83,6 +83,19 @@ struct ExplainResult {
 
 ExplainResult run_explain(const ExplainConfig& config);
 
+// A measured step below this share of its roofline floor is not noise: the floor is wrong.
+inline constexpr double kBelowFloor = 0.95;
+// Whether the measured step beat its roofline floor (below kBelowFloor of it): no step can, so
+// the profile's rates are too low for the machine now (calibrated while other work ran).
+bool below_floor(const ExplainResult& r);
+// The command that measures `profile`'s machine afresh into its own file (its thread count; a
+// shipped profile's into the default folder).
+std::string recalibrate_command(const Profile* profile);
+// explain's sentence on the physical floor: the step against its roofline and GEMM floors, the
+// memory levels its bytes were priced at, and, when below_floor(r), the command to recalibrate
+// the profile it was priced from.
+std::string floor_sentence(const ExplainResult& r, const Profile* profile = nullptr);
+
 // "1.23 ms", "456 us", "2.31 s".
 std::string human_seconds(double seconds);
 
