@@ -225,8 +225,6 @@ void bind_traced_ops_and_registry(nb::module_& m) {
         return l;
       },
       nb::arg("units"), nb::arg("name"), nb::arg("trainable") = true);
-  // The registry of layer kinds (nn/layers/registry.cpp), in LayerType order: what
-  // tests/python/test_layer_registry.py checks crossover.keras.layers against.
   // A layer built alone on per-sample input shapes (nn/layers/kind.h): its output shape and its
   // parameters (name, shape, trainable), for the symbolic calls and summary() of keras.layers.
   m.def("build_layer", [](const Layer& layer, const std::vector<Shape>& in_shapes) {
@@ -235,6 +233,8 @@ void bind_traced_ops_and_registry(nb::module_& m) {
     for (const LayerParam& p : built.params) params.emplace_back(p.name, p.shape, p.trainable);
     return std::make_pair(built.out_shape, params);
   });
+  // The registry of layer kinds (nn/layers/registry.cpp), in LayerType order: what
+  // tests/python/test_layer_registry.py checks crossover.keras.layers against.
   m.def("layer_kinds", [] {
     nb::list kinds;
     for (const LayerKind* k : layer_kinds()) {

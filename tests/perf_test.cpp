@@ -544,12 +544,8 @@ TEST(CostModel, AStepBelowItsFloorAsksForARecalibration) {
   perf::Profile p = flat_profile("cpu", 1e11, 1e10);
   p.threads = 1;
   p.source = "/home/u/.local/share/crossover/profiles/cpu-1t.json";
-  EXPECT_NE(perf::floor_sentence(r, &p).find(
-                "`crossover calibrate --threads 1 --out /home/u/.local/share/crossover/profiles/"
-                "cpu-1t.json`"),
+  EXPECT_NE(perf::floor_sentence(r, &p).find("`crossover calibrate --threads 1` and"),
             std::string::npos);
-  p.shipped = true;
-  EXPECT_EQ(perf::recalibrate_command(&p), "crossover calibrate --threads 1");
   r.floor.step_seconds = 0;  // no floor priced: nothing to say
   EXPECT_FALSE(perf::below_floor(r));
 }

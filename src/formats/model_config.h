@@ -39,8 +39,9 @@ std::string model_to_json(const Sequential& model);
 std::string layer_config_to_json(const Layer& layer);
 // One layer of Keras class `class_name` from its "config" (JSON text), read by its kind as
 // model_from_json reads a layer: Keras's defaults where a field is absent, anything crossover
-// cannot run refused naming the argument ("Dense: argument units: ..."). keras.layers' classes
-// make their engine layers with it.
+// cannot run refused naming the argument ("Dense: argument units: ..."). The config's "name" is
+// accepted but not kept: the caller names the layer (keras.layers' classes, which make their
+// engine layers with it, name theirs when the model is made).
 Layer layer_from_config(std::string_view class_name, std::string_view config_json);
 
 // Rebuilds a Sequential model (uncompiled: call compile() before fit or loading weights) from

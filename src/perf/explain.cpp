@@ -43,17 +43,15 @@ bool below_floor(const ExplainResult& r) {
          r.step_measured < kBelowFloor * r.floor.step_seconds;
 }
 
-// How far the measured step is from its physical floor (llm.c's MFU, with the memory traffic):
-// the roofline floor and the GEMM floor alone, and the levels the bytes were priced at; a warning
-// when the step beats its floor.
 std::string recalibrate_command(const Profile* p) {
   if (!p) return "crossover calibrate";
   if (p->kind != "cpu") return "crossover calibrate --device " + p->id;
-  const bool own_file = !p->source.empty() && !p->shipped;
-  return fmt::format("crossover calibrate --threads {}{}", p->threads,
-                     own_file ? " --out " + p->source : std::string());
+  return fmt::format("crossover calibrate --threads {}", p->threads);
 }
 
+// How far the measured step is from its physical floor (llm.c's MFU, with the memory traffic):
+// the roofline floor and the GEMM floor alone, and the levels the bytes were priced at; a warning
+// when the step beats its floor.
 std::string floor_sentence(const ExplainResult& r, const Profile* profile) {
   const Floor& f = r.floor;
   std::string levels;

@@ -88,8 +88,9 @@ inline constexpr double kBelowFloor = 0.95;
 // Whether the measured step beat its roofline floor (below kBelowFloor of it): no step can, so
 // the profile's rates are too low for the machine now (calibrated while other work ran).
 bool below_floor(const ExplainResult& r);
-// The command that measures `profile`'s machine afresh into its own file (its thread count; a
-// shipped profile's into the default folder).
+// The command that measures this machine afresh at `profile`'s thread count (or on its GPU) into
+// the default folder, where explain looks first. Never `--out` the profile's own file: one given
+// with --profile may be another machine's.
 std::string recalibrate_command(const Profile* profile);
 // explain's sentence on the physical floor: the step against its roofline and GEMM floors, the
 // memory levels its bytes were priced at, and, when below_floor(r), the command to recalibrate

@@ -95,6 +95,13 @@ def test_a_custom_layer_trains_in_a_functional_and_a_subclassed_model():
     np.testing.assert_allclose(  # dropout is the identity in predict
         model.predict(x, verbose=0), ((x @ w1 + b1) * 2 - 1) @ w2 + b2, rtol=1e-5, atol=1e-5
     )
+    # summary(): a custom layer without weights of its own (Noisy) counts none.
+    lines: list[str] = []
+    model.summary(print_fn=lines.append)
+    table = "\n".join(lines)
+    noisy = next(line for line in table.splitlines() if "(Noisy)" in line)
+    assert noisy.rstrip(" │").endswith(" 0"), table
+    assert "Total params: 23 " in table, table  # (4 + 1) * 3 + (3 + 1) * 2
     model.compile(optimizer="sgd", loss="mse")
     history = model.fit(x, y, epochs=2, batch_size=16, verbose=0).history
     assert history["loss"][1] < history["loss"][0]

@@ -154,3 +154,16 @@ def test_the_traced_op_kinds_are_in_the_registry_and_refused_in_model_files():
         ]}}  # fmt: skip
         with pytest.raises(ValueError, match="no Keras layer class"):
             _core.model_from_json(json.dumps(doc), "registry")
+
+
+def test_a_layer_made_in_python_is_checked_as_a_model_files_layer_is() -> None:
+    """keras.layers' classes make their engine layers through the registry's reader
+    (layer_from_config): its refusals reach Python naming the class and the argument."""
+    with pytest.raises(ValueError, match=r"Reshape: argument target_shape: .*only one dimension"):
+        layers.Reshape((-1, -1, 4))
+    with pytest.raises(ValueError, match="Dense: argument units: "):
+        layers.Dense(0)
+    with pytest.raises(ValueError, match="Dropout: argument rate: "):
+        layers.Dropout(1.5)
+    with pytest.raises(ValueError, match="Rescaling: argument offset: must hold finite numbers"):
+        layers.Rescaling(0.5, offset=float("inf"))

@@ -72,6 +72,7 @@ def weight_counts(layer: Any, *shapes: tuple[int, ...]) -> tuple[int, int]:
 
 
 def _own_weight_counts(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[int, int]:
+    from . import _trace
     from .models import Sequential
 
     if "_custom_weights" in vars(layer):  # a custom layer's add_weight (built by its trace)
@@ -88,6 +89,8 @@ def _own_weight_counts(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[int, 
             trainable, fixed = trainable + t, fixed + f
             shape = output_shape(inner, shape)
         return trainable, fixed
+    if _trace.is_custom(layer):  # no weights of its own (add_weight's are above)
+        return 0, 0
     trainable = fixed = 0
     for _, weight_shape, is_trainable in _built(layer, shapes)[1]:
         if is_trainable:

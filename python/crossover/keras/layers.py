@@ -8,7 +8,6 @@ Each is a description with Keras's argument names and defaults; the model turns 
 library's layer (crossover._core) when it is built."""
 
 import json
-import math
 import operator
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
@@ -42,10 +41,12 @@ def _engine_layer(class_name: str, **config: Any) -> "_core.Layer":
     Keras name, the engine's defaults for the rest, anything it cannot run refused naming the
     argument."""
     for argument, value in config.items():  # JSON has no NaN or infinity
-        if isinstance(value, float) and not math.isfinite(value):
+        try:
+            json.dumps(value, allow_nan=False)
+        except ValueError:
             raise ValueError(
-                f"{class_name}: argument {argument}: must be a finite number, got {value}"
-            )
+                f"{class_name}: argument {argument}: must hold finite numbers, got {value!r}"
+            ) from None
     return _core.layer_from_config(class_name, json.dumps(config))
 
 
@@ -64,7 +65,6 @@ def _deserialized_activation(activation: ActivationArg) -> ActivationArg:
 
 
 def _activation_name(activation: ActivationArg) -> str:
-    activation = _deserialized_activation(activation)
     if activation is None:
         return "linear"
     if isinstance(activation, (LeakyReLU, ELU)):  # a layer given as the activation
@@ -76,7 +76,6 @@ def _activation_name(activation: ActivationArg) -> str:
 
 def _set_activation_parameter(layer: "Layer", activation: ActivationArg) -> None:
     """A LeakyReLU or ELU layer given as the activation brings its slope or alpha."""
-    activation = _deserialized_activation(activation)
     if isinstance(activation, (LeakyReLU, ELU)):
         layer._layer.activation_alpha = activation._layer.activation_alpha
 
@@ -828,6 +827,7 @@ class Dense(Layer):
             self.units = operator.index(units)
         except TypeError:
             raise TypeError(f"Dense: units must be an integer, got {units!r}") from None
+        activation = _deserialized_activation(activation)  # a model file's dict
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
         self._layer = _engine_layer(
@@ -864,6 +864,7 @@ class Dropout(Layer):
 class Activation(Layer):
     def __init__(self, activation: ActivationArg, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        activation = _deserialized_activation(activation)  # a model file's dict
         self.activation = _activation_name(activation)
         self._layer = _engine_layer("Activation", activation=self.activation)
         _set_activation_parameter(self, activation)
@@ -915,6 +916,7 @@ class _Convolution2D(Layer):
         self.kernel_size = tuple(_pair(kernel_size, name, "kernel_size"))
         self.strides = tuple(_pair(strides, name, "strides"))
         self.padding = str(padding).lower()
+        activation = _deserialized_activation(activation)  # a model file's dict
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
         self._layer = _engine_layer(
@@ -1043,7 +1045,8 @@ Convolution2DTranspose = Conv2DTranspose
 
 
 class _Pooling2D(Layer):
-    _kind = "max"
+    """What MaxPooling2D and AveragePooling2D share: their arguments (the engine's kind is the
+    class's name)."""
 
     def __init__(
         self,
@@ -1067,11 +1070,11 @@ class _Pooling2D(Layer):
 
 
 class MaxPooling2D(_Pooling2D):
-    _kind = "max"
+    """Keras's MaxPooling2D: each window's maximum."""
 
 
 class AveragePooling2D(_Pooling2D):
-    _kind = "average"
+    """Keras's AveragePooling2D: each window's mean."""
 
 
 class _GlobalPooling2D(Layer):

@@ -16,7 +16,6 @@ import numpy as np
 from .. import _core
 from .._versions import KERAS_VERSION
 from ._args import SEE_SUPPORTED, reject_unsupported, unsupported_attribute
-from . import initializers
 from . import layers as layers_module
 
 if TYPE_CHECKING:
@@ -88,10 +87,7 @@ def _layer_from_core(layer: "_core.Layer") -> layers_module.Layer:
         # the shape of a model's input the reader gave its first layer (Keras 2's
         # batch_input_shape, or an InputLayer it folded into a Flatten)
         config["input_shape"] = list(layer.input_shape)
-    made = cls.from_config(config)
-    # leaky_relu's slope, elu's alpha in an activation argument: not in Keras's config
-    made._layer.activation_alpha = layer.activation_alpha
-    return made
+    return cls.from_config(config)
 
 
 def _sequential_from_json(text: str, where: str) -> "Sequential":

@@ -40,7 +40,8 @@ struct LayerRef {
   bool alone = false;  // a layer made on its own (keras.layers' classes): `where` is its class
 
   std::string label() const;
-  // Throws Error(where, "<label> field <field>: <why>").
+  // Throws Error(where, "<label> field <field>: <why>"); for a layer made alone,
+  // Error(where, "argument <field>: <why>").
   [[noreturn]] void fail(std::string_view field, const std::string& why) const;
 };
 

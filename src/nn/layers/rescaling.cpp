@@ -62,9 +62,11 @@ class RescalingKind final : public LayerKind {
   void from_keras(Reader& cfg, Layer& l) const override {
     if (!cfg.find("scale")) cfg.fail("scale", "Rescaling needs a scale");
     const double scale = cfg.number("scale", 1.0), offset = cfg.number("offset", 0.0);
-    if (!std::isfinite(scale) || !std::isfinite(offset))
+    try {
+      l.args<RescalingArgs>() = Rescaling(scale, offset).args<RescalingArgs>();
+    } catch (const Error&) {
       cfg.fail(std::isfinite(scale) ? "offset" : "scale", "must be a finite number");
-    l.args<RescalingArgs>() = {scale, offset};
+    }
   }
   void to_keras(const Layer& l, ojson& c) const override {
     const RescalingArgs& a = l.args<RescalingArgs>();

@@ -64,6 +64,9 @@ class ReshapeKind final : public LayerKind {
         cfg.fail("target_shape", "expected dimensions from 1 to 2^31 or -1, got " + brief(*t));
       l.args<ReshapeArgs>().target_shape.push_back(d.get<int64_t>());
     }
+    const Shape& target = l.args<ReshapeArgs>().target_shape;
+    if (std::count(target.begin(), target.end(), -1) > 1)
+      cfg.fail("target_shape", shape_to_string(target) + ": only one dimension can be -1");
   }
   void to_keras(const Layer& l, ojson& c) const override {
     c["target_shape"] = l.args<ReshapeArgs>().target_shape;
