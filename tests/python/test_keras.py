@@ -181,9 +181,20 @@ def compiled_small() -> keras.Sequential:
     return model
 
 
-def test_an_unknown_keyword_is_a_type_error():
-    with pytest.raises(TypeError, match="Unrecognized keyword arguments passed to Dense"):
+def test_an_unknown_keyword_is_refused_as_keras_3_refuses_it():
+    # Keras 3.15.1's own errors, type and text: a layer's ValueError, an optimizer's ValueError,
+    # and Python's TypeError for the classes that take no **kwargs (metrics, losses, schedules).
+    with pytest.raises(ValueError, match="Unrecognized keyword arguments passed to Dense"):
         layers.Dense(10, kernel_size=3)
+    with pytest.raises(ValueError, match=r"^Argument\(s\) not recognized: \{'lr': 0.1\}$"):
+        keras.optimizers.RMSprop(lr=0.1)
+    with pytest.raises(
+        TypeError,
+        match=r"^SparseCategoricalAccuracy.__init__\(\) got an unexpected keyword argument 'foo'$",
+    ):
+        keras.metrics.SparseCategoricalAccuracy(foo=1)
+    with pytest.raises(TypeError, match=r"^MeanSquaredError.__init__\(\) got an unexpected"):
+        keras.losses.MeanSquaredError(foo=1)
 
 
 def test_an_unsupported_keras_argument_is_named():

@@ -9,10 +9,22 @@ import numpy as np
 SEE_SUPPORTED = "see help(crossover) or `python -m crossover --supported` for what is supported"
 
 
-def reject_unknown(owner: str, kwargs: Mapping[str, Any]) -> None:
-    """Keras's TypeError for keyword arguments a class does not take."""
-    if kwargs:
-        raise TypeError(f"Unrecognized keyword arguments passed to {owner}: {dict(kwargs)}")
+def reject_unknown(owner: str, kwargs: Mapping[str, Any], *, like: str = "layer") -> None:
+    """Keyword arguments `owner` does not take, refused as Keras 3.15 refuses them there:
+    like="layer", a keras.layers class's ValueError ("Unrecognized keyword arguments passed to
+    Dense: {...}"); "optimizer", the optimizers' ValueError ("Argument(s) not recognized:
+    {...}"); "signature", Python's own TypeError for a Keras function or class that takes no
+    **kwargs (metrics, losses, schedules): "Accuracy.__init__() got an unexpected keyword
+    argument 'foo'" (owner "Accuracy"; a dotted owner such as "Adam.apply_gradients" is the
+    function itself)."""
+    if not kwargs:
+        return
+    if like == "layer":
+        raise ValueError(f"Unrecognized keyword arguments passed to {owner}: {dict(kwargs)}")
+    if like == "optimizer":
+        raise ValueError(f"Argument(s) not recognized: {dict(kwargs)}")
+    function = owner if "." in owner else f"{owner}.__init__"
+    raise TypeError(f"{function}() got an unexpected keyword argument '{next(iter(kwargs))}'")
 
 
 def reject_unsupported(owner: str, **given: tuple[Any, Any]) -> None:

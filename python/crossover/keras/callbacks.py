@@ -626,7 +626,7 @@ class ReduceLROnPlateau(_LibraryCallback):
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        reject_unknown("ReduceLROnPlateau", kwargs)
+        reject_unknown("ReduceLROnPlateau", kwargs, like="signature")
         if factor >= 1.0:
             raise ValueError(
                 f"ReduceLROnPlateau does not support a factor >= 1.0. Received factor={factor}"

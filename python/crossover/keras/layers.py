@@ -668,7 +668,7 @@ class Variable(Weight):
     ) -> None:
         for ignored in ("autocast", "aggregation", "synchronization", "validate_shape"):
             kwargs.pop(ignored, None)
-        reject_unknown("Variable", kwargs)
+        reject_unknown("Variable", kwargs, like="signature")
         value = initial_value if initializer is None else initializer
         if value is None:
             raise ValueError("Variable: give its initial value (or an initializer and a shape)")

@@ -185,7 +185,7 @@ class Loss:
         **kwargs: Any,
     ) -> None:
         owner = type(self).__name__
-        reject_unknown(owner, kwargs)
+        reject_unknown(owner, kwargs, like="signature")
         if reduction == "auto":
             reduction = "sum_over_batch_size"
         if reduction not in ("sum_over_batch_size", "sum", "mean", "none", None):

@@ -115,7 +115,7 @@ class Metric:
     _kind: str
 
     def __init__(self, name: Optional[str] = None, dtype: Any = None, **kwargs: Any) -> None:
-        reject_unknown(type(self).__name__, kwargs)
+        reject_unknown(type(self).__name__, kwargs, like="signature")
         self.name = name or self._kind
         self.dtype = dtype
         self.reset_state()

@@ -1095,7 +1095,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     def load_weights(self, filepath: Any, skip_mismatch: bool = False, **kwargs: Any) -> None:
         """From a `.weights.h5` (Keras's or crossover's) or `.safetensors` file."""
-        reject_unknown("load_weights", kwargs)  # Keras 2's by_name=, ...
+        reject_unknown("Model.load_weights", kwargs, like="signature")  # Keras 2's by_name=, ...
         saving.load_weights(self, filepath, skip_mismatch=skip_mismatch)
 
     def to_json(self, **kwargs: Any) -> str:

@@ -129,7 +129,7 @@ class Optimizer:
     ) -> None:
         owner = type(self).__name__
         kwargs.pop("jit_compile", None)  # no meaning here: the step is compiled C++
-        reject_unknown(owner, kwargs)
+        reject_unknown(owner, kwargs, like="optimizer")
         reject_unsupported(
             owner,
             use_ema=(use_ema, False),
@@ -288,7 +288,7 @@ class Optimizer:
         iteration count, as Keras does."""
         from .. import _tape
 
-        reject_unknown(f"{type(self).__name__}.apply_gradients", kwargs)
+        reject_unknown(f"{type(self).__name__}.apply_gradients", kwargs, like="signature")
         _tape.apply_gradients(self, grads_and_vars)
         return self.iterations
 

@@ -30,7 +30,7 @@ class ExponentialDecay(LearningRateSchedule):
         name: Optional[str] = "ExponentialDecay",
         **kwargs: Any,
     ) -> None:
-        reject_unknown("ExponentialDecay", kwargs)
+        reject_unknown("ExponentialDecay", kwargs, like="signature")
         if int(decay_steps) != decay_steps or decay_steps < 1:
             raise ValueError(
                 f"ExponentialDecay: decay_steps must be a positive integer, got {decay_steps!r}"
