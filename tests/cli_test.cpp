@@ -209,6 +209,26 @@ TEST(Cli, UpsampleSpecBuildsKerasLayerWithItsShape) {
   EXPECT_EQ(j["model"]["layers"][3]["size"], nlohmann::json::parse("[2, 3]"));
 }
 
+TEST(Cli, RescaleSpecBuildsKerasRescalingAndRefusesBadNumbers) {
+  expect_usage_error("train --model rescale:x,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");
+  expect_usage_error("train --model rescale,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");
+  expect_usage_error("train --model rescale:inf,dense:10 --data mnist-10k",
+                     "Rescaling: scale and offset must be finite numbers");
+  const std::string dir = temp_folder("rescale-json");
+  const auto r = run_crossover(
+      "train --model flatten,rescale:2:-0.5,dense:10:softmax --data mnist-10k --epochs 0 "
+      "--threads 1 --json " +
+      dir + "/run.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rescaling (Rescaling)"), std::string::npos) << r.out;
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["model"]["parameters"], 784 * 10 + 10);
+  EXPECT_EQ(j["model"]["layers"][1]["type"], "Rescaling");
+  EXPECT_EQ(j["model"]["layers"][1]["scale"], 2.0);
+  EXPECT_EQ(j["model"]["layers"][1]["offset"], -0.5);
+}
+
 TEST(Cli, ConvTransposeSpecBuildsKerasLayerWithItsShape) {
   expect_usage_error("train --model conv_transpose:4,flatten,dense:10 --data mnist-10k",
                      "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
