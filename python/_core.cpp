@@ -91,45 +91,6 @@ nb::dict history_to_python(const History& h) {
   return d;
 }
 
-// The initializer `which` of a layer's own arguments (nn/layers/<kind>.h), found by their type.
-Initializer& initializer_field(Layer& l, const std::string& which) {
-  Initializer* found = nullptr;
-  if (auto* d = l.find_args<DenseArgs>())
-    found = which == "kernel" ? &d->kernel_initializer
-            : which == "bias" ? &d->bias_initializer
-                              : nullptr;
-  else if (auto* c = l.find_args<ConvArgs>())
-    found = which == "kernel" ? &c->kernel_initializer
-            : which == "bias" ? &c->bias_initializer
-                              : nullptr;
-  else if (auto* u = l.find_args<UnaryOpArgs>())
-    found = which == "kernel" ? &u->initializer : nullptr;
-  else if (auto* bn = l.find_args<BatchNormArgs>())
-    found = which == "gamma"             ? &bn->gamma_initializer
-            : which == "beta"            ? &bn->beta_initializer
-            : which == "moving_mean"     ? &bn->moving_mean_initializer
-            : which == "moving_variance" ? &bn->moving_variance_initializer
-                                         : nullptr;
-  else if (auto* ln = l.find_args<LayerNormArgs>())
-    found = which == "gamma"  ? &ln->gamma_initializer
-            : which == "beta" ? &ln->beta_initializer
-                              : nullptr;
-  if (!found) throw Error("initializer", "no initializer '" + which + "' in a layer");
-  return *found;
-}
-
-// The activation a layer applies, or null for the kinds that apply none.
-LayerActivation* activation_field(Layer& l) {
-  if (auto* d = l.find_args<DenseArgs>()) return &d->activation;
-  if (auto* c = l.find_args<ConvArgs>()) return &c->activation;
-  if (auto* a = l.find_args<ActivationArgs>()) return &a->activation;
-  return nullptr;
-}
-LayerActivation activation_of(const Layer& l) {
-  const LayerActivation* a = activation_field(const_cast<Layer&>(l));
-  return a ? *a : LayerActivation{};
-}
-
 }  // namespace
 
 void bind_api(nb::module_& m);    // _core_api.cpp
@@ -143,22 +104,9 @@ void bind_layer_class(nb::module_& m) {
   nb::class_<Layer>(m, "Layer")
       .def_rw("name", &Layer::name)
       .def_prop_ro("type", [](const Layer& l) { return std::string(layer_type_name(l.type)); })
-      // leaky_relu's negative_slope, elu's alpha (Dense(activation=keras.layers.LeakyReLU(0.1)))
-      .def_prop_rw(
-          "activation_alpha", [](const Layer& l) { return activation_of(l).alpha; },
-          [](Layer& l, float alpha) {
-            if (LayerActivation* a = activation_field(l)) a->alpha = alpha;
-          })
       // Settable: a functional model's layer other than its input ignores a declared
       // input_shape, as Keras does (keras/functional.py clears it).
       .def_rw("input_shape", &Layer::input_shape)
-      // Sets an initializer ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance")
-      // from Keras 3's serialization (JSON text), read through the library's parser.
-      .def("set_initializer",
-           [](Layer& l, const std::string& which, std::string_view text) {
-             initializer_field(l, which) =
-                 initializer_from_keras_json(text, which + "_initializer");
-           })
       // Keras's dtype policy name ("float32", "mixed_bfloat16"): what a model file says.
       .def_prop_rw(
           "dtype_policy",
@@ -203,28 +151,31 @@ void bind_traced_ops_and_registry(nb::module_& m) {
         return ConstantOp(parse_binary_op(op), constant, constant_first);
       },
       nb::arg("op"), nb::arg("constant"), nb::arg("constant_first") = false);
-  // Its initializer is set as the kernel's (set_initializer("kernel", ...)).
+  // Its weight drawn by `initializer` (Keras 3's serialization, JSON text), as add_weight's.
   m.def(
       "WeightOp",
-      [](std::string_view op, Shape shape, std::string name, bool trainable, bool weight_first) {
-        return WeightOp(parse_binary_op(op), std::move(shape), GlorotUniform(), std::move(name),
+      [](std::string_view op, Shape shape, std::string name, std::string_view initializer,
+         bool trainable, bool weight_first) {
+        return WeightOp(parse_binary_op(op), std::move(shape),
+                        initializer_from_keras_json(initializer, "initializer"), std::move(name),
                         trainable, weight_first);
       },
-      nb::arg("op"), nb::arg("shape"), nb::arg("name"), nb::arg("trainable") = true,
-      nb::arg("weight_first") = false);
+      nb::arg("op"), nb::arg("shape"), nb::arg("name"), nb::arg("initializer"),
+      nb::arg("trainable") = true, nb::arg("weight_first") = false);
   m.def("Reduce", &ReduceLastAxis, nb::arg("mean"));
   // x . w for a custom layer's weight w (inputs, units): a Dense without bias whose kernel is
-  // named as add_weight named it.
+  // named and drawn as add_weight named and drew it.
   m.def(
       "MatMul",
-      [](int64_t units, std::string name, bool trainable) {
+      [](int64_t units, std::string name, std::string_view initializer, bool trainable) {
         Layer l = Dense(units, "linear", false);
         DenseArgs& a = l.args<DenseArgs>();
         a.weight_name = std::move(name);
+        a.kernel_initializer = initializer_from_keras_json(initializer, "initializer");
         a.weight_trainable = trainable;
         return l;
       },
-      nb::arg("units"), nb::arg("name"), nb::arg("trainable") = true);
+      nb::arg("units"), nb::arg("name"), nb::arg("initializer"), nb::arg("trainable") = true);
   // A layer built alone on per-sample input shapes (nn/layers/kind.h): its output shape and its
   // parameters (name, shape, trainable), for the symbolic calls and summary() of keras.layers.
   m.def("build_layer", [](const Layer& layer, const std::vector<Shape>& in_shapes) {

@@ -3,6 +3,7 @@ the LeakyReLU and ELU layers, on crossover.keras: a model's outputs against the 
 layer given as an activation, and the JSON round trip. (Keras's own values at a set of points:
 tests/activations_test.cpp.)"""
 
+import json
 import math
 
 import numpy as np
@@ -47,9 +48,9 @@ def test_leaky_relu_and_elu_layers_and_as_an_activation():
     assert again.to_json() == model.to_json()
     w = model.get_weights()
     z = x @ w[0] + w[1]
-    np.testing.assert_allclose(
-        again.layers[0]._layer.activation_alpha, 0.1, rtol=1e-6
-    )
+    written = json.loads(again.layers[0]._core_layer().keras_config())["activation"]
+    assert written["class_name"] == "LeakyReLU"
+    np.testing.assert_allclose(written["config"]["negative_slope"], 0.1, rtol=1e-6)
     again.set_weights(w)
     np.testing.assert_allclose(again.predict(x, verbose=0), np.where(z >= 0, z, 0.1 * z), rtol=1e-5)
 

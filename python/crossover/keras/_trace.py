@@ -329,9 +329,8 @@ def binary(op: str, a: Any, b: Any) -> Any:
         _claim(w, op)
 
         def make() -> Any:
-            core = _core.WeightOp(op, list(w.shape), w.name, w.trainable, weight_first)
-            core.set_initializer("kernel", initializers._to_json(w.initializer))
-            return core
+            init = initializers._to_json(w.initializer)
+            return _core.WeightOp(op, list(w.shape), w.name, init, w.trainable, weight_first)
 
         sig = ("weight", op, w.shape, w.name, weight_first)
         return _node(make, sig, op, [tensor], shape, weight=w)
@@ -361,9 +360,8 @@ def matmul(a: Any, b: Any) -> Any:
     _claim(w, "matmul")
 
     def make() -> Any:
-        core = _core.MatMul(int(w.shape[1]), w.name, w.trainable)
-        core.set_initializer("kernel", initializers._to_json(w.initializer))
-        return core
+        init = initializers._to_json(w.initializer)
+        return _core.MatMul(int(w.shape[1]), w.name, init, w.trainable)
 
     sig = ("matmul", w.shape, w.name)
     return _node(make, sig, "matmul", [a], (int(w.shape[1]),), weight=w)

@@ -74,23 +74,28 @@ def _activation_name(activation: ActivationArg) -> str:
     return str(activation)
 
 
-def _set_activation_parameter(layer: "Layer", activation: ActivationArg) -> None:
-    """A LeakyReLU or ELU layer given as the activation brings its slope or alpha."""
-    if isinstance(activation, (LeakyReLU, ELU)):
-        layer._layer.activation_alpha = activation._layer.activation_alpha
+def _activation_config(activation: ActivationArg) -> Any:
+    """The activation as the engine's config reader takes it: its name, or a LeakyReLU or ELU
+    layer given as the activation serialized as Keras writes one (with its slope or alpha)."""
+    if isinstance(activation, LeakyReLU):
+        return {"class_name": "LeakyReLU", "config": {"negative_slope": activation.negative_slope}}
+    if isinstance(activation, ELU):
+        return {"class_name": "ELU", "config": {"alpha": activation.alpha}}
+    return _activation_name(activation)
 
 
-def _set_initializers(layer: "Layer", **given: Any) -> None:
+def _initializer_config(layer: "Layer", **given: Any) -> dict[str, Any]:
     """Keras's kernel_initializer=... arguments: each read by keras.initializers.get (a name,
-    an object, a serialized dict), kept on the layer as Keras does, and handed to the engine's
-    layer (which checks it: ValueError naming the argument)."""
+    an object, a serialized dict), kept on the layer as Keras does, and returned serialized for
+    the engine's layer (whose config reader checks it: ValueError naming the argument)."""
+    config = {}
     for argument, value in given.items():
         init = initializers.get(value)
         if init is None:
             raise ValueError(f"{type(layer).__name__}: {argument} must not be None")
         setattr(layer, argument, init)
-        which = argument.removesuffix("_initializer")
-        layer._layer.set_initializer(which, initializers._to_json(init))
+        config[argument] = json.loads(initializers._to_json(init))
+    return config
 
 
 class Layer(mixed_precision.HasDTypePolicy):
@@ -831,11 +836,13 @@ class Dense(Layer):
         self.activation = _activation_name(activation)
         self.use_bias = bool(use_bias)
         self._layer = _engine_layer(
-            "Dense", units=self.units, activation=self.activation, use_bias=self.use_bias
-        )
-        _set_activation_parameter(self, activation)
-        _set_initializers(
-            self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
+            "Dense",
+            units=self.units,
+            activation=_activation_config(activation),
+            use_bias=self.use_bias,
+            **_initializer_config(
+                self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
+            ),
         )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
@@ -866,8 +873,7 @@ class Activation(Layer):
         super().__init__(**kwargs)
         activation = _deserialized_activation(activation)  # a model file's dict
         self.activation = _activation_name(activation)
-        self._layer = _engine_layer("Activation", activation=self.activation)
-        _set_activation_parameter(self, activation)
+        self._layer = _engine_layer("Activation", activation=_activation_config(activation))
 
 
 def _pair(value: Any, owner: str, argument: str) -> list[int]:
@@ -925,12 +931,11 @@ class _Convolution2D(Layer):
             kernel_size=list(self.kernel_size),
             strides=list(self.strides),
             padding=self.padding,
-            activation=self.activation,
+            activation=_activation_config(activation),
             use_bias=self.use_bias,
-        )
-        _set_activation_parameter(self, activation)
-        _set_initializers(
-            self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
+            **_initializer_config(
+                self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
+            ),
         )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
@@ -1178,13 +1183,13 @@ class BatchNormalization(Layer):
             epsilon=self.epsilon,
             center=self.center,
             scale=self.scale,
-        )
-        _set_initializers(
-            self,
-            beta_initializer=beta_initializer,
-            gamma_initializer=gamma_initializer,
-            moving_mean_initializer=moving_mean_initializer,
-            moving_variance_initializer=moving_variance_initializer,
+            **_initializer_config(
+                self,
+                beta_initializer=beta_initializer,
+                gamma_initializer=gamma_initializer,
+                moving_mean_initializer=moving_mean_initializer,
+                moving_variance_initializer=moving_variance_initializer,
+            ),
         )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
@@ -1246,10 +1251,13 @@ class LayerNormalization(Layer):
         self.scale = bool(scale)
         self.rms_scaling = False
         self._layer = _engine_layer(
-            "LayerNormalization", epsilon=self.epsilon, center=self.center, scale=self.scale
-        )
-        _set_initializers(
-            self, beta_initializer=beta_initializer, gamma_initializer=gamma_initializer
+            "LayerNormalization",
+            epsilon=self.epsilon,
+            center=self.center,
+            scale=self.scale,
+            **_initializer_config(
+                self, beta_initializer=beta_initializer, gamma_initializer=gamma_initializer
+            ),
         )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
