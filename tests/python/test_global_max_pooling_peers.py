@@ -13,7 +13,7 @@ import pytest
 
 from crossover import keras
 from crossover.keras import layers
-from test_keras_archive_peers import run_keras
+from test_keras_archive_peers import predicts_and_trains_as_keras_did, run_keras
 
 KERAS = """
     import json
@@ -60,15 +60,7 @@ def test_keras_weights_give_keras_values_and_train_as_keras_does(tmp_path: Path)
     x, y = data(tmp_path)
     theirs = run_keras(KERAS, tmp_path)
     model = convnet()
-    model.load_weights(str(tmp_path / "keras.weights.h5"))
-    np.testing.assert_allclose(
-        model.predict(x, verbose=0), np.array(theirs["predicted"]), rtol=1e-5, atol=1e-6
-    )
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
-    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
-    assert h["loss"][0] == pytest.approx(theirs["loss"], abs=1e-5)
-    for ours, keras_w in zip(model.get_weights(), theirs["weights"]):
-        np.testing.assert_allclose(ours, np.array(keras_w), atol=1e-4)
+    predicts_and_trains_as_keras_did(model, tmp_path, x, y, theirs)
     # Keras 3's JSON of the model reads here as the same layers.
     back = keras.models.model_from_json(theirs["json"])
     assert [type(l).__name__ for l in back.layers] == ["Conv2D", "GlobalMaxPooling2D", "Dense"]

@@ -50,6 +50,24 @@ def run_keras(code: str, folder: Path) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def predicts_and_trains_as_keras_did(
+    model: keras.Sequential, folder: Path, x: np.ndarray, y: np.ndarray, theirs: dict
+) -> None:
+    """`model`, given the initial weights Keras saved in folder/keras.weights.h5, predicts what
+    Keras predicted (theirs["predicted"]) and trains one epoch as the per-layer peer tests' Keras
+    scripts do (Adam(0.01), sparse categorical cross-entropy, batch 4, no shuffling) to Keras's
+    loss within 1e-5 and its weights within 1e-4 (theirs["loss"], theirs["weights"])."""
+    model.load_weights(str(folder / "keras.weights.h5"))
+    np.testing.assert_allclose(
+        model.predict(x, verbose=0), np.array(theirs["predicted"]), rtol=1e-5, atol=1e-6
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
+    assert h["loss"][0] == pytest.approx(theirs["loss"], abs=1e-5)
+    for ours, keras_w in zip(model.get_weights(), theirs["weights"]):
+        np.testing.assert_allclose(ours, np.array(keras_w), atol=1e-4)
+
+
 def inputs(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     rs = np.random.RandomState(7)
     x_mlp, x_conv = rs.rand(32, 6).astype(np.float32), rs.rand(16, 8, 8, 1).astype(np.float32)
