@@ -310,13 +310,7 @@ struct Sequential::Impl {
       const bool own_input = inputs[i].empty() && several_inputs();
       if (inputs[i].empty()) li.in_shapes = {own_input ? l.input_shape : sample_shape};
       for (int j : inputs[i]) li.in_shapes.push_back(info[static_cast<std::size_t>(j)].out_shape);
-      Shape shape = li.in_shapes.front();
-      li.in_width = shape_size(shape, l.name);
-      LayerBuilder builder(l, static_cast<int>(i), shape, li, params, offset);
-      layer_kind(l).build(builder);
-      li.activation = layer_kind(l).activation(l);
-      li.out_shape = shape;
-      li.out_width = shape_size(shape, l.name);
+      build_layer_state(l, static_cast<int>(i), li, params, offset);
       if (own_input) li.aliases_input = false;  // its columns of the packed batch, copied
     }
     mark_gradients();

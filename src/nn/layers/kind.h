@@ -277,6 +277,13 @@ const LayerKind* find_cli_layer_kind(std::string_view name);
 // Every kind, in LayerType order.
 std::span<const LayerKind* const> layer_kinds();
 
+// Builds layer `index` of a model on state.in_shapes (its inputs' per-sample shapes, filled by
+// the caller), adding its parameters to `params` from `offset` on: fills the state (widths,
+// output shape, the activation it applies) as the kind's build() derives it. The model's build()
+// calls it for each layer in turn; build_layer() for one layer alone.
+void build_layer_state(const Layer& layer, int index, LayerState& state,
+                       std::vector<LayerParam>& params, int64_t& offset);
+
 // One layer built alone, as a model's build() builds it: its output shape and its parameters for
 // these per-sample input shapes (one per input; several for a merging layer). What Python's
 // symbolic calls and summary() ask of a layer. A shape the layer declares is ignored (Keras's

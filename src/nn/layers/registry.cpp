@@ -42,21 +42,29 @@ const LayerKind* find_keras_layer_kind(std::string_view class_name) {
   return nullptr;
 }
 
+void build_layer_state(const Layer& layer, int index, LayerState& state,
+                       std::vector<LayerParam>& params, int64_t& offset) {
+  Shape shape = state.in_shapes.front();
+  state.in_width = shape_size(shape, layer.name);
+  LayerBuilder builder(layer, index, shape, state, params, offset);
+  layer_kind(layer).build(builder);
+  state.activation = layer_kind(layer).activation(layer);
+  state.out_width = shape_size(shape, layer.name);
+  state.out_shape = std::move(shape);
+}
+
 BuiltLayer build_layer(const Layer& layer, const std::vector<Shape>& in_shapes) {
   if (in_shapes.empty()) throw Error(layer.name, "a layer is built on at least one input shape");
   LayerState state;
   state.in_shapes = in_shapes;
-  Shape shape = in_shapes.front();
-  state.in_width = shape_size(shape, layer.name);
   // Called on a tensor, a layer ignores an input shape it declares, as Keras's does: only an
   // InputLayer's is its own.
   Layer called = layer;
   if (!layer_kind(layer).is_model_input()) called.input_shape.clear();
   BuiltLayer built;
   int64_t offset = 0;
-  LayerBuilder builder(called, 0, shape, state, built.params, offset);
-  layer_kind(called).build(builder);
-  built.out_shape = std::move(shape);
+  build_layer_state(called, 0, state, built.params, offset);
+  built.out_shape = std::move(state.out_shape);
   return built;
 }
 
