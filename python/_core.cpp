@@ -626,19 +626,24 @@ NB_MODULE(_core, m) {
       .def(nb::init<std::vector<Layer>, std::string>(), nb::arg("layers"),
            nb::arg("name") = "sequential")
       // A functional model: layer i reads the outputs of the layers inputs[i] lists; the
-      // model's inputs are the InputLayers input_layers lists (empty: all, in order).
+      // model's inputs are the InputLayers input_layers lists (empty: all, in order); a layer
+      // called again is the earlier entry shared_with names (LayerGraph::shared_with).
       .def(
           "__init__",
           [](Sequential* s, std::vector<Layer> layers, std::vector<std::vector<int>> inputs,
-             std::string name, std::vector<int> input_layers, std::vector<int> output_layers) {
-            new (s) Sequential(LayerGraph{std::move(layers), std::move(inputs),
-                                          std::move(input_layers), std::move(output_layers)},
-                               std::move(name));
+             std::string name, std::vector<int> input_layers, std::vector<int> output_layers,
+             std::vector<int> shared_with) {
+            new (s)
+                Sequential(LayerGraph{std::move(layers), std::move(inputs), std::move(input_layers),
+                                      std::move(output_layers), std::move(shared_with)},
+                           std::move(name));
           },
           nb::arg("layers"), nb::arg("inputs"), nb::arg("name") = "functional",
           nb::arg("input_layers") = std::vector<int>{},
-          nb::arg("output_layers") = std::vector<int>{})
+          nb::arg("output_layers") = std::vector<int>{},
+          nb::arg("shared_with") = std::vector<int>{})
       .def_prop_ro("functional", &Sequential::functional)
+      .def_prop_ro("layer_shared_with", &Sequential::layer_shared_with)
       .def_prop_ro("input_layers", &Sequential::input_layers)
       .def_prop_ro("output_layers", &Sequential::output_layers)
       .def_prop_ro("layer_inputs", &Sequential::layer_inputs);

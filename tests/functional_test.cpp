@@ -233,3 +233,94 @@ TEST(Functional, TheModelsInputsMustBeItsInputLayersEachOnce) {
 
 }  // namespace
 }  // namespace crossover
+
+namespace crossover {
+namespace {
+
+// x -> d -> d again -> Dense softmax: one Dense called twice on 8 values.
+LayerGraph twice_graph() {
+  GraphBuilder g;
+  const int x = g.input({8});
+  const int a = g.add(Dense(8, "tanh"), x);
+  return g.graph(g.add(Dense(4, "softmax"), g.again(a, a)));
+}
+
+TEST(Functional, ALayerCalledTwiceHasOneSetOfWeights) {
+  Sequential model(twice_graph());
+  ASSERT_EQ(model.layers().size(), 4u);
+  EXPECT_EQ(model.layer_shared_with(), (std::vector<int>{-1, -1, 1, -1}));
+  EXPECT_EQ(model.layers()[2].name, model.layers()[1].name);
+  EXPECT_EQ(model.count_params(), 8 * 8 + 8 + 8 * 4 + 4);
+  model.compile(SGD(), "sparse_categorical_crossentropy", {}, {.threads = 1});
+  model.predict(random_tensor({2, 8}, 1));
+  // Compiled again: a new backend, the calls' gradient block made anew on it.
+  model.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 2});
+  model.predict(random_tensor({2, 8}, 1));
+  std::vector<std::string> names;
+  for (const NamedTensor& t : model.get_weights()) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"dense/kernel", "dense/bias", "dense_1/kernel",
+                                             "dense_1/bias"}));
+  // Keras's layer.trainable: one flag for every call of the layer.
+  model.set_trainable(2, false);
+  EXPECT_FALSE(model.layers()[1].trainable);
+  EXPECT_EQ(model.trainable_params(), 8 * 4 + 4);
+}
+
+// fit's step on a shared layer (its gradient summed over the calls, the update after them) is
+// the custom loop's gradients() then apply_gradients(), for an optimizer with state.
+TEST(Functional, FitOnASharedLayerIsItsSummedGradientsUpdate) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    const Tensor x = random_tensor({16, 8}, 5);
+    const Tensor y = labels(16, 4);
+    Sequential fitted(twice_graph()), stepped(twice_graph());
+    for (Sequential* m : {&fitted, &stepped})
+      m->compile(Adam({.learning_rate = 0.01}), "sparse_categorical_crossentropy", {},
+                 {.threads = threads, .seed = 3});
+    fitted.fit(x, y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0});
+    stepped.apply_gradients(stepped.gradients(x, y));
+    const auto a = fitted.get_weights(), b = stepped.get_weights();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      for (int64_t e = 0; e < a[i].value.size(); ++e)
+        ASSERT_NEAR(a[i].value[e], b[i].value[e], 1e-6) << a[i].name << "[" << e << "]";
+  }
+}
+
+TEST(Functional, ALayerCalledAgainOnAnotherWidthIsRefusedNamingItsWeight) {
+  GraphBuilder g;
+  const int x = g.input({8});
+  const int a = g.add(Dense(4, "tanh"), x);
+  const LayerGraph graph = g.graph(g.again(a, a));
+  const std::string e = error_of([&] { Sequential model(graph); });
+  EXPECT_NE(e.find("dense: is called again on an input of shape (4,), but its weights were made "
+                   "for its first call: dense/kernel is (8, 4), this input needs (4, 4)"),
+            std::string::npos)
+      << e;
+  // A graph that calls a layer after itself, or an input, is not one.
+  LayerGraph bad = twice_graph();
+  bad.shared_with = {-1, -1, 3, -1};
+  EXPECT_NE(error_of([&] { Sequential m(bad); })
+                .find("calls again layer 3, which is not one of "
+                      "the layers before it"),
+            std::string::npos);
+  bad.shared_with = {-1, -1, 0, -1};
+  EXPECT_NE(error_of([&] { Sequential m(bad); }).find("an InputLayer is the model's input"),
+            std::string::npos);
+}
+
+TEST(Functional, GraphBuilderMakesTheFirstCallItKeepsTheLayersFirst) {
+  // The first call of the layer is left out (the output does not read it): the second becomes
+  // the layer's first in the model.
+  GraphBuilder g;
+  const int x = g.input({6});
+  const int unused = g.add(Dense(6, "relu"), x);
+  const int kept = g.again(unused, g.add(Dense(6, "relu"), x));
+  const LayerGraph graph = g.graph(g.again(unused, kept));
+  EXPECT_EQ(graph.shared_with, (std::vector<int>{-1, -1, -1, 2}));
+  Sequential model(graph);
+  EXPECT_EQ(model.count_params(), 2 * (36 + 6));
+}
+
+}  // namespace
+}  // namespace crossover

@@ -1108,6 +1108,36 @@ TEST(Gradients, AnInputReadByTwoBranchesNeedsNoInputGradient) {
                    g.graph(g.add(Activation("sigmoid"), sum))});
 }
 
+// ---- a layer called more than once (shared weights): its gradient is the sum over its calls ----
+
+TEST(Gradients, ADenseLayerCalledThreeTimesMatchesFiniteDifferences) {
+  // d(x), d(d(x)) added, then d again on the sum: three calls of one kernel and bias.
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int a = g.add(Dense(5, "tanh"), x);
+  const int b = g.again(a, a);
+  const int c = g.again(a, g.add(Add(), {a, b}));
+  const LayerGraph graph = g.graph(g.add(Dense(3, "softmax"), c));
+  ASSERT_EQ(graph.shared_with, (std::vector<int>{-1, -1, 1, -1, 1, -1}));
+  check_gradients({"dense x3", {}, "sparse_categorical_crossentropy", {5}, false, graph});
+}
+
+TEST(Gradients, ASharedConv2DOnTwoBranchesMatchesFiniteDifferences) {
+  // One Conv2D on the input and on a pooled-then-upsampled copy of it (a siamese pair).
+  GraphBuilder g;
+  const int x = g.input({4, 4, 1});
+  const int c1 = g.add(Conv2D(2, 3, "relu", 1, "same"), x);
+  const int up = g.add(UpSampling2D(2), g.add(AveragePooling2D(2), x));
+  const int c2 = g.again(c1, up);
+  const int joined = g.add(Concatenate(), {c1, c2});
+  check_gradients({"siamese conv",
+                   {},
+                   "mean_squared_error",
+                   {4, 4, 1},
+                   false,
+                   g.graph(g.add(Dense(2, "sigmoid"), g.add(Flatten(), joined)))});
+}
+
 // ---- the ops of a custom layer's call() and the element-wise merging layers ----
 
 TEST(Gradients, AnAntirectifierOfTracedOpsMatchesFiniteDifferences) {

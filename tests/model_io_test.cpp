@@ -1546,15 +1546,25 @@ TEST(ModelIoKerasJson, RefusesFunctionalModelsItCannotRunNamingWhy) {
   twice["config"]["layers"][1]["inbound_nodes"].push_back(
       twice["config"]["layers"][1]["inbound_nodes"][0]);
   EXPECT_ERROR_HAS(model_from_json(twice.dump(), "t.json"),
-                   "t.json: layer 2 'dense': is called 2 times: a layer used more than once "
-                   "(shared weights) is not supported");
+                   "t.json: the model's output, call 0 of layer 'dense', is not its last call: "
+                   "crossover's models of one output end with it");
+  json call = doc;
+  call["config"]["output_layers"] = json::parse(R"(["dense_2", 1, 0])");
+  EXPECT_ERROR_HAS(model_from_json(call.dump(), "c.json"),
+                   "c.json: output_layers names call 1 of layer 'dense_2', which the model does "
+                   "not have");
+  json tensor = doc;
+  tensor["config"]["layers"][1]["inbound_nodes"][0]["args"][0]["config"]["keras_history"][2] = 1;
+  EXPECT_ERROR_HAS(model_from_json(tensor.dump(), "x.json"),
+                   "a layer with several outputs is not supported");
   json outputs = doc;
   outputs["config"]["output_layers"] = json::parse(R"([["dense", 0, 0], ["dense", 0, 0]])");
   EXPECT_ERROR_HAS(model_from_json(outputs.dump(), "o.json"),
                    "o.json: dense: is given twice among the model's outputs");
   outputs["config"]["output_layers"] = json::parse(R"([["dense", 0, 0], ["nowhere", 0, 0]])");
   EXPECT_ERROR_HAS(model_from_json(outputs.dump(), "o.json"),
-                   "o.json: output_layers names 'nowhere', which is not one of the model's layers");
+                   "o.json: output_layers names call 0 of layer 'nowhere', which the model does "
+                   "not have");
   json not_input = doc;
   not_input["config"]["input_layers"] = json::parse(R"([["dense", 0, 0]])");
   EXPECT_ERROR_HAS(model_from_json(not_input.dump(), "i.json"),
@@ -1564,7 +1574,46 @@ TEST(ModelIoKerasJson, RefusesFunctionalModelsItCannotRunNamingWhy) {
   unknown["config"]["layers"][1]["inbound_nodes"][0]["args"][0]["config"]["keras_history"][0] =
       "nowhere";
   EXPECT_ERROR_HAS(model_from_json(unknown.dump(), "u.json"),
-                   "reads layer 'nowhere', which is not one of the layers listed before it");
+                   "u.json: layer 'dense' (call 0) reads call 0 of layer 'nowhere', which is not "
+                   "one of the model's layers");
+  // A layer that reads its own output: a cycle.
+  json cycle = doc;
+  cycle["config"]["layers"][1]["inbound_nodes"][0]["args"][0]["config"]["keras_history"][0] =
+      "dense";
+  EXPECT_ERROR_HAS(model_from_json(cycle.dump(), "y.json"),
+                   "which the model never makes (a cycle, or a call it does not list)");
+}
+
+// A layer called twice (Keras's shared layer): one entry in the file with two inbound nodes, the
+// second call's output read as ["dense", 1, 0], one set of weights; the file reads back into the
+// same graph and writes the same text.
+TEST(ModelIoKerasJson, ASharedLayerRoundTripsAsOneLayerWithTwoCalls) {
+  GraphBuilder g;
+  const int x = g.input({6});
+  const int a = g.add(Dense(6, "tanh"), x);
+  const int b = g.add(Dense(6, "relu"), a);
+  const int again = g.again(a, b);  // dense on dense_1's output: its second call
+  Sequential model(g.graph(g.add(Dense(3, "softmax"), g.add(Add(), {a, again}))), "siamese");
+  const std::string text = model_to_json(model);
+  const json doc = json::parse(text);
+  const json& layers = doc["config"]["layers"];
+  ASSERT_EQ(layers.size(), 5u) << "the shared layer once";
+  EXPECT_EQ(layers[1]["name"], "dense");
+  ASSERT_EQ(layers[1]["inbound_nodes"].size(), 2u);
+  EXPECT_EQ(layers[1]["inbound_nodes"][1]["args"][0]["config"]["keras_history"],
+            json::parse(R"(["dense_1", 0, 0])"));
+  EXPECT_EQ(layers[3]["inbound_nodes"][0]["args"][0][1]["config"]["keras_history"],
+            json::parse(R"(["dense", 1, 0])"));
+  const Sequential read = model_from_json(text, "s.json");
+  EXPECT_EQ(read.layer_shared_with(), model.layer_shared_with());
+  EXPECT_EQ(read.layer_inputs(), model.layer_inputs());
+  EXPECT_EQ(read.count_params(), 2 * (36 + 6) + 18 + 3);
+  EXPECT_EQ(model_to_json(read), text);
+  // Keras lists the shared layer at its first call; the second reads a layer listed after it.
+  EXPECT_LT(text.find("\"dense\""), text.find("\"dense_1\""));
+  const std::string table = model.summary();
+  EXPECT_NE(table.find("input_layer[0][0], dense_1[0][0]"), std::string::npos) << table;
+  EXPECT_NE(table.find("dense[0][0], dense[1][0]"), std::string::npos) << table;
 }
 
 }  // namespace

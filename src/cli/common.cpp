@@ -315,7 +315,9 @@ void check_metric_keys(const Sequential& model, const std::string& where) {
 // The model object of every command's JSON (docs/JSON.md).
 nlohmann::json model_json(const Sequential& model, const std::string& name) {
   nlohmann::json layers = nlohmann::json::array();
-  for (const Layer& l : model.layers()) {
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    const Layer& l = model.layers()[i];
+    if (model.layer_shared_with()[i] >= 0) continue;  // a shared layer: listed once
     nlohmann::json j{{"name", l.name}, {"type", layer_kind(l).class_name()}};
     layer_kind(l).describe(l, j);
     layers.push_back(j);

@@ -370,8 +370,10 @@ std::vector<LayerSlot> layer_slots(const Sequential& model) {
   std::vector<LayerSlot> slots;
   std::map<std::string, int> used;
   int number = 0;
-  for (const Layer& layer : model.layers()) {
-    if (layer_kind(layer).is_model_input()) continue;
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    const Layer& layer = model.layers()[i];
+    // A shared layer's weights are its first call's.
+    if (layer_kind(layer).is_model_input() || model.layer_shared_with()[i] >= 0) continue;
     const std::string base = snake_case(layer_type_name(layer.type));
     auto [it, fresh] = used.try_emplace(base, 0);
     const std::string key = fresh ? base : fmt::format("{}_{}", base, ++it->second);

@@ -315,22 +315,33 @@ Sequential sequential_from_doc(const json& doc, const std::string& where) {
 
 // ---- functional models ----------------------------------------------------------------------
 
-// The layer names one inbound node reads, from Keras 3's {"args": [tensor or [tensors...]],
+// One call of a layer in a functional model's config: the layer (its place in the config's
+// list) and the call's place among the layer's inbound nodes (Keras's node_index).
+struct CallRef {
+  std::string layer;
+  int64_t node = 0;
+  bool operator<(const CallRef& o) const {
+    return layer != o.layer ? layer < o.layer : node < o.node;
+  }
+};
+
+// [layer, node, tensor] (Keras's keras_history, and an input_layers/output_layers entry): the
+// call it names; a tensor other than 0 (a layer of several outputs) is refused.
+CallRef call_ref(const json& h, const std::string& who) {
+  if (!h.is_array() || h.size() < 3 || !h[0].is_string() || !h[1].is_number_integer() ||
+      !h[2].is_number_integer() || h[1].get<int64_t>() < 0)
+    throw Error(who, "an inbound tensor's keras_history is not [layer, node, index]: " + brief(h));
+  if (h[2].get<int64_t>() != 0)
+    throw Error(who, "reads " + brief(h) + ": a layer with several outputs is not supported");
+  return {h[0].get<std::string>(), h[1].get<int64_t>()};
+}
+
+// The calls one inbound node reads, from Keras 3's {"args": [tensor or [tensors...]],
 // "kwargs": {}} (a tensor {"class_name": "__keras_tensor__", "config": {"keras_history":
 // [name, node, index]}}) or tf.keras 2's [[name, node, index, kwargs], ...].
-std::vector<std::string> inbound_names(const json& node, const std::string& who) {
-  std::vector<std::string> names;
-  auto history = [&](const json& h) {
-    if (!h.is_array() || h.size() < 3 || !h[0].is_string())
-      throw Error(who,
-                  "an inbound tensor's keras_history is not [layer, node, index]: " + brief(h));
-    if (!h[1].is_number_integer() || !h[2].is_number_integer() || h[1].get<int64_t>() != 0 ||
-        h[2].get<int64_t>() != 0)
-      throw Error(who, "reads " + brief(h) +
-                           ": a layer called more than once (shared weights) or with several "
-                           "outputs is not supported");
-    names.push_back(h[0].get<std::string>());
-  };
+std::vector<CallRef> inbound_calls(const json& node, const std::string& who) {
+  std::vector<CallRef> names;
+  auto history = [&](const json& h) { names.push_back(call_ref(h, who)); };
   auto tensor = [&](const json& t) {
     if (t.is_object() && t.value("class_name", "") == "__keras_tensor__") {
       auto c = t.find("config");
@@ -368,9 +379,9 @@ std::vector<std::string> inbound_names(const json& node, const std::string& who)
   return names;
 }
 
-// ["name", 0, 0] or [["name", 0, 0], ...]: the layers a model's input_layers or output_layers
+// ["name", 0, 0] or [["name", 0, 0], ...]: the calls a model's input_layers or output_layers
 // names, in order (a dict of them, Keras's inputs={"a": ...}: its values, in order).
-std::vector<std::string> endpoints(const json& cfg, const char* key, const std::string& where) {
+std::vector<CallRef> endpoints(const json& cfg, const char* key, const std::string& where) {
   auto it = cfg.find(key);
   if (it == cfg.end()) throw Error(where, std::string("the functional model has no ") + key);
   std::vector<json> list;
@@ -382,13 +393,78 @@ std::vector<std::string> endpoints(const json& cfg, const char* key, const std::
     list.push_back(*it);
   }
   if (list.size() > 10000) throw Error(where, std::string("too many ") + key);
-  std::vector<std::string> names;
+  std::vector<CallRef> names;
   for (const json& e : list) {
     if (!e.is_array() || e.size() < 3 || !e[0].is_string())
       throw Error(where, std::string(key) + " is not [layer, node, index]: " + brief(*it));
-    names.push_back(e[0].get<std::string>());
+    names.push_back(call_ref(e, where + ": " + key));
   }
   return names;
+}
+
+// A functional model's layers and their calls as the config lists them.
+struct ConfigLayers {
+  std::vector<Layer> layers;                             // in the config's order
+  std::vector<std::vector<std::vector<CallRef>>> calls;  // per layer, per call: what it reads
+  std::map<std::string, std::size_t> index;              // name -> place in `layers`
+};
+
+// The graph of the calls (LayerGraph: one entry per call; a layer's second call shares its
+// first's weights), in an order where each reads only earlier ones: the config's order, a call
+// whose inputs come later in it (a shared layer called again on a later layer's output) placed
+// as soon as they are made, a layer's calls in their order. `last` (one output): that call
+// last.
+LayerGraph call_graph(ConfigLayers& c, const std::optional<CallRef>& last,
+                      const std::string& where) {
+  LayerGraph g;
+  std::map<CallRef, int> entry;  // call -> its entry in g
+  std::vector<std::size_t> next(c.layers.size(), 0);
+  std::size_t left = 0;
+  for (const auto& calls : c.calls) left += calls.size();
+  const auto ready = [&](const std::vector<CallRef>& reads) {
+    return std::all_of(reads.begin(), reads.end(),
+                       [&](const CallRef& r) { return entry.count(r) > 0; });
+  };
+  const auto emit = [&](std::size_t l) {
+    const CallRef self{c.layers[l].name, static_cast<int64_t>(next[l])};
+    std::vector<int> reads;
+    for (const CallRef& r : c.calls[l][next[l]]) reads.push_back(entry.at(r));
+    g.shared_with.push_back(next[l] == 0 ? -1 : entry.at({self.layer, 0}));  // its weights'
+    entry[self] = static_cast<int>(g.layers.size());
+    g.layers.push_back(c.layers[l]);
+    g.inputs.push_back(std::move(reads));
+    ++next[l];
+    --left;
+  };
+  while (left > 0) {
+    bool progress = false;
+    for (std::size_t l = 0; l < c.layers.size(); ++l)
+      while (next[l] < c.calls[l].size() && ready(c.calls[l][next[l]]) &&
+             !(last && last->layer == c.layers[l].name &&
+               last->node == static_cast<int64_t>(next[l]) && left > 1)) {
+        emit(l);
+        progress = true;
+      }
+    if (progress) continue;
+    // Nothing more can be made: a call reads one that is never made, or the calls form a cycle.
+    for (std::size_t l = 0; l < c.layers.size(); ++l)
+      if (next[l] < c.calls[l].size())
+        for (const CallRef& r : c.calls[l][next[l]])
+          if (!entry.count(r))
+            throw Error(
+                where,
+                fmt::format("layer '{}' (call {}) reads call {} of layer '{}', "
+                            "which {}",
+                            printable(c.layers[l].name), next[l], r.node, printable(r.layer),
+                            c.index.count(r.layer) ? "the model never makes (a cycle, or a call "
+                                                     "it does not list)"
+                                                   : "is not one of the model's layers"));
+    if (!last) throw Error(where, "internal: the calls of the functional model cannot be ordered");
+    throw Error(where, fmt::format("the model's output, call {} of layer '{}', is not its last "
+                                   "call: crossover's models of one output end with it",
+                                   last->node, printable(last->layer)));
+  }
+  return g;
 }
 
 Sequential functional_from_doc(const json& doc, const std::string& where) {
@@ -404,12 +480,10 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
   std::string model_name = "functional";
   if (auto n = cfg.find("name"); n != cfg.end() && n->is_string() && !n->get<std::string>().empty())
     model_name = n->get<std::string>();
-  const std::vector<std::string> input_names = endpoints(cfg, "input_layers", where);
-  const std::vector<std::string> output_names = endpoints(cfg, "output_layers", where);
+  const std::vector<CallRef> input_refs = endpoints(cfg, "input_layers", where);
+  const std::vector<CallRef> output_refs = endpoints(cfg, "output_layers", where);
 
-  std::vector<Layer> layers;
-  std::vector<std::vector<int>> inputs;
-  std::map<std::string, int> index;  // name -> place in `layers`
+  ConfigLayers c;
   std::set<std::string> names;
   for (std::size_t i = 0; i < l->size(); ++i) {
     const json& entry = (*l)[i];
@@ -418,59 +492,50 @@ Sequential functional_from_doc(const json& doc, const std::string& where) {
       throw Error(where, fmt::format("layer {} of the functional model has no name", i + 1));
     const std::string who = fmt::format("{}: layer {} '{}'", where, i + 1, printable(p.layer.name));
     auto nodes = entry.find("inbound_nodes");
-    std::vector<int> reads;
+    std::vector<std::vector<CallRef>> calls;
     if (p.is_input) {
       p.layer.input_shape = p.declared_input;
       if (nodes != entry.end() && nodes->is_array() && !nodes->empty())
         throw Error(who, "an InputLayer with inbound nodes");
+      calls.emplace_back();  // the model's input: one call that reads nothing
     } else {
       if (nodes == entry.end() || !nodes->is_array() || nodes->empty())
         throw Error(who, "no inbound_nodes: a functional model's layer reads another's output");
-      if (nodes->size() > 1)
-        throw Error(who, fmt::format("is called {} times: a layer used more than once (shared "
-                                     "weights) is not supported",
-                                     nodes->size()));
-      for (const std::string& n : inbound_names((*nodes)[0], who)) {
-        auto at = index.find(n);
-        if (at == index.end())
-          throw Error(who, "reads layer '" + printable(n) +
-                               "', which is not one of the layers listed before it");
-        reads.push_back(at->second);
-      }
+      if (nodes->size() > 10000) throw Error(who, "too many inbound nodes");
+      // Several: the layer called more than once (a shared layer, one set of weights).
+      for (const json& node : *nodes) calls.push_back(inbound_calls(node, who));
     }
-    index[p.layer.name] = static_cast<int>(layers.size());
-    layers.push_back(std::move(p.layer));
-    inputs.push_back(std::move(reads));
+    c.index[p.layer.name] = c.layers.size();
+    c.layers.push_back(std::move(p.layer));
+    c.calls.push_back(std::move(calls));
   }
-  std::vector<int> input_layers;
-  for (const std::string& input_name : input_names) {
-    auto at = index.find(input_name);
-    if (at == index.end() ||
-        !layer_kind(layers[static_cast<std::size_t>(at->second)]).is_model_input())
-      throw Error(where, "input_layers names '" + printable(input_name) +
+  const auto known = [&](const CallRef& r, const char* key) {
+    auto at = c.index.find(r.layer);
+    if (at == c.index.end() || static_cast<std::size_t>(r.node) >= c.calls[at->second].size())
+      throw Error(where, fmt::format("{} names call {} of layer '{}', which the model does not "
+                                     "have",
+                                     key, r.node, printable(r.layer)));
+    return at->second;
+  };
+  for (const CallRef& r : input_refs)
+    if (!layer_kind(c.layers[known(r, "input_layers")]).is_model_input())
+      throw Error(where, "input_layers names '" + printable(r.layer) +
                              "', which is not one of the model's InputLayers");
-    input_layers.push_back(at->second);
-  }
-  // One output: the last layer listed. Several: each a layer (the engine checks the rest).
-  std::vector<int> output_layers;
-  if (output_names.size() == 1 && layers.back().name != output_names.front())
-    throw Error(where, "output_layers names '" + printable(output_names.front()) +
-                           "', which is not the last layer listed (crossover's functional "
-                           "models of one output end with it)");
-  if (output_names.size() > 1) {
-    for (const std::string& output_name : output_names) {
-      auto at = index.find(output_name);
-      if (at == index.end())
-        throw Error(where, "output_layers names '" + printable(output_name) +
-                               "', which is not one of the model's layers");
-      output_layers.push_back(at->second);
-    }
-  }
+  for (const CallRef& r : output_refs) known(r, "output_layers");
+  freeze_unless(model_trainable, c.layers);
+  LayerGraph g = call_graph(
+      c, output_refs.size() == 1 ? std::optional<CallRef>(output_refs.front()) : std::nullopt,
+      where);
+  // The entries the endpoints name: each call's place in g (the order it was made in).
+  std::map<CallRef, int> entry;
+  std::map<std::string, int64_t> calls_made;
+  for (std::size_t i = 0; i < g.layers.size(); ++i)
+    entry[{g.layers[i].name, calls_made[g.layers[i].name]++}] = static_cast<int>(i);
+  for (const CallRef& r : input_refs) g.input_layers.push_back(entry.at(r));
+  if (output_refs.size() > 1)
+    for (const CallRef& r : output_refs) g.output_layers.push_back(entry.at(r));
   try {
-    freeze_unless(model_trainable, layers);
-    return Sequential(LayerGraph{std::move(layers), std::move(inputs), std::move(input_layers),
-                                 std::move(output_layers)},
-                      model_name);
+    return Sequential(std::move(g), model_name);
   } catch (const Error& e) {
     throw Error(where, e.what());
   }
@@ -905,11 +970,23 @@ ojson layer_config(const Layer& l) {
   return c;
 }
 
-// Keras 3's input_layers and output_layers: ["name", 0, 0] for one layer, [["a", 0, 0], ["b", 0,
-// 0]] for several.
-ojson layer_refs_json(const Sequential& model, const std::vector<int>& order) {
+// Each entry's place among its layer's calls (Keras's node_index): 0 but for a shared layer's
+// calls after its first.
+std::vector<int64_t> call_numbers(const Sequential& model) {
+  const std::vector<int>& shared = model.layer_shared_with();
+  std::vector<int64_t> number(shared.size(), 0), made(shared.size(), 0);
+  for (std::size_t i = 0; i < shared.size(); ++i)
+    number[i] = made[shared[i] < 0 ? i : static_cast<std::size_t>(shared[i])]++;
+  return number;
+}
+
+// Keras 3's input_layers and output_layers: ["name", node, 0] for one call, [["a", 0, 0], ["b",
+// 0, 0]] for several.
+ojson layer_refs_json(const Sequential& model, const std::vector<int>& order,
+                      const std::vector<int64_t>& node) {
   auto one = [&](int i) {
-    return ojson::array({model.layers()[static_cast<std::size_t>(i)].name, 0, 0});
+    const auto u = static_cast<std::size_t>(i);
+    return ojson::array({model.layers()[u].name, node[u], 0});
   };
   if (order.size() == 1) return one(order.front());
   ojson list = ojson::array();
@@ -917,22 +994,36 @@ ojson layer_refs_json(const Sequential& model, const std::vector<int>& order) {
   return list;
 }
 
-// Keras 3's to_json() of a functional model: every layer with its "name" and "inbound_nodes" (the
-// outputs it reads, as {"args": [tensor or [tensors]], "kwargs": {}}), the one input and output.
+// Keras 3's to_json() of a functional model: every layer once, with its "name" and
+// "inbound_nodes" (per call, the outputs it reads, as {"args": [tensor or [tensors]], "kwargs":
+// {}}; a shared layer has one per call), the inputs and outputs.
 std::string functional_to_json(const Sequential& model) {
   const std::vector<Layer>& layers = model.layers();
   const std::vector<std::vector<int>>& inputs = model.layer_inputs();
+  const std::vector<int>& shared = model.layer_shared_with();
   const std::vector<Shape> shapes = model.layer_output_shapes();
+  const std::vector<int64_t> node = call_numbers(model);
   auto tensor = [&](int j) {
-    return ojson{
-        {"class_name", "__keras_tensor__"},
-        {"config",
-         {{"shape", batch_shape(shapes[static_cast<std::size_t>(j)])},
-          {"dtype", "float32"},
-          {"keras_history", ojson::array({layers[static_cast<std::size_t>(j)].name, 0, 0})}}}};
+    const auto u = static_cast<std::size_t>(j);
+    return ojson{{"class_name", "__keras_tensor__"},
+                 {"config",
+                  {{"shape", batch_shape(shapes[u])},
+                   {"dtype", "float32"},
+                   {"keras_history", ojson::array({layers[u].name, node[u], 0})}}}};
+  };
+  auto inbound_node = [&](std::size_t i) {
+    ojson args;
+    if (layer_kind(layers[i]).merges()) {
+      args = ojson::array();
+      for (int j : inputs[i]) args.push_back(tensor(j));
+    } else {
+      args = tensor(inputs[i][0]);
+    }
+    return ojson{{"args", ojson::array({args})}, {"kwargs", ojson::object()}};
   };
   ojson out_layers = ojson::array();
   for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (shared[i] >= 0) continue;  // a call of a layer listed at its first
     const Layer& l = layers[i];
     const LayerKind& kind = layer_kind(l);
     ojson e{{"module", "keras.layers"},
@@ -946,24 +1037,16 @@ std::string functional_to_json(const Sequential& model) {
     }
     e["name"] = l.name;
     ojson nodes = ojson::array();
-    if (!inputs[i].empty()) {
-      ojson args;
-      if (kind.merges()) {
-        args = ojson::array();
-        for (int j : inputs[i]) args.push_back(tensor(j));
-      } else {
-        args = tensor(inputs[i][0]);
-      }
-      nodes.push_back(ojson{{"args", ojson::array({args})}, {"kwargs", ojson::object()}});
-    }
+    for (std::size_t k = i; k < layers.size() && !inputs[i].empty(); ++k)
+      if (k == i || shared[k] == static_cast<int>(i)) nodes.push_back(inbound_node(k));
     e["inbound_nodes"] = nodes;
     out_layers.push_back(e);
   }
   ojson cfg{{"name", model.name()},
             {"trainable", true},
             {"layers", out_layers},
-            {"input_layers", layer_refs_json(model, model.input_layers())},
-            {"output_layers", layer_refs_json(model, model.output_layers())}};
+            {"input_layers", layer_refs_json(model, model.input_layers(), node)},
+            {"output_layers", layer_refs_json(model, model.output_layers(), node)}};
   ojson doc{{"module", "keras.src.models.functional"},
             {"class_name", "Functional"},
             {"config", cfg},

@@ -163,6 +163,12 @@ struct Sequential::Impl {
   std::vector<Layer> layers;
   // The layers each layer reads (empty: the model's input); for a Sequential, the one before.
   std::vector<std::vector<int>> inputs;
+  // Per entry: the earlier entry whose layer it calls again (a shared layer), or -1 (its own).
+  std::vector<int> shared_with;
+  // Per entry: a layer called again whose weight gradients this call adds into those of a later
+  // call (backward runs the last call first, which writes them): its slots (call_slots, the
+  // parameters' gradients pointing into call_grads), then an add per parameter.
+  std::vector<char> accumulates;
   bool functional = false;
   // How many layers read each layer's output (the loss reads the last one's, not counted here).
   std::vector<int> readers;
@@ -222,6 +228,10 @@ struct Sequential::Impl {
   // The parameters a fused training step leaves to optimizer_step: those of layers other than
   // Dense (whose update is fused into its weight gradient, Backend::fuses_weight_update).
   std::vector<ParamSlot> unfused_slots;
+  // A shared layer's calls that add their gradients into a later call's (accumulates): per
+  // entry, the slots with its layer's gradients pointing into call_grads (allocate_parameters).
+  std::vector<std::vector<ParamSlot>> call_slots;
+  DeviceBlock call_grads;  // after `backend`: freed before it
   std::map<int64_t, Plan> plans;
   bool stop_requested = false;
   bool fitting = false;  // inside fit: callbacks may look at the model, not rebuild it
@@ -243,17 +253,33 @@ struct Sequential::Impl {
   // ---- structure ----
   void init(std::vector<Layer> model_layers, std::vector<std::vector<int>> layer_inputs,
             std::string model_name, bool is_functional, std::vector<int> input_order = {},
-            std::vector<int> output_order = {});
+            std::vector<int> output_order = {}, std::vector<int> shares = {});
+  void take_shared(std::vector<int> shares);
+  // The first call of entry i's layer (i itself unless it calls a shared layer again).
+  std::size_t first_call(std::size_t i) const {
+    return shared_with[i] < 0 ? i : static_cast<std::size_t>(shared_with[i]);
+  }
+  // Whether the layer of entry i is called more than once.
+  bool called_again(std::size_t i) const {
+    const auto f = static_cast<int>(first_call(i));
+    return std::find(shared_with.begin(), shared_with.end(), f) != shared_with.end();
+  }
   void set_model_outputs(std::vector<int> order);
   void set_model_inputs(std::vector<int> order);
   void name_layers() {
     std::map<std::string, int> counts;
-    for (Layer& l : layers) {
+    std::set<std::string> given;  // a name made here skips those given (Python's, a file's)
+    for (const Layer& l : layers) given.insert(l.name);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      Layer& l = layers[i];
+      if (shared_with[i] >= 0) continue;  // its first call's (take_shared)
       if (!l.name.empty()) continue;
       const std::string base(layer_kind(l).base_name());
       int& c = counts[base];
-      l.name = c == 0 ? base : base + "_" + std::to_string(c);
-      ++c;
+      do {
+        l.name = c == 0 ? base : base + "_" + std::to_string(c);
+        ++c;
+      } while (given.count(l.name));
     }
   }
 
@@ -310,7 +336,7 @@ struct Sequential::Impl {
       const bool own_input = inputs[i].empty() && several_inputs();
       if (inputs[i].empty()) li.in_shapes = {own_input ? l.input_shape : sample_shape};
       for (int j : inputs[i]) li.in_shapes.push_back(info[static_cast<std::size_t>(j)].out_shape);
-      build_layer_state(l, static_cast<int>(i), li, params, offset);
+      build_layer_state(l, static_cast<int>(i), li, params, offset, shared_with[i]);
       if (own_input) li.aliases_input = false;  // its columns of the packed batch, copied
     }
     mark_gradients();
@@ -361,12 +387,15 @@ struct Sequential::Impl {
 
   // needs_grad from the parameters and trains.
   void mark_gradients() {
-    needs_grad.assign(layers.size(), false);
+    std::vector<char> own(layers.size(), 0);  // updated parameters (a second call: the first's)
     for (const Param& p : params)
-      if (updates(p)) needs_grad[static_cast<std::size_t>(p.layer)] = true;
-    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (updates(p)) own[static_cast<std::size_t>(p.layer)] = 1;
+    needs_grad.assign(layers.size(), false);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      needs_grad[i] = own[first_call(i)] != 0;
       for (int j : inputs[i])
         needs_grad[i] = needs_grad[i] || needs_grad[static_cast<std::size_t>(j)];
+    }
   }
   // Takes each layer's Layer::trainable for the step (the constructor's and compile's).
   void take_trainable() {
@@ -508,10 +537,52 @@ struct Sequential::Impl {
       slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
       if (!updates(p)) continue;  // moving statistics, frozen layers
       trainable_slots.push_back(slots.back());
-      if (!layer_kind(layers[static_cast<std::size_t>(p.layer)]).fuses_weight_update())
+      // A shared layer's gradient is the sum over its calls: updated once, after them all.
+      const auto l = static_cast<std::size_t>(p.layer);
+      if (!layer_kind(layers[l]).fuses_weight_update() || called_again(l))
         unfused_slots.push_back(slots.back());
     }
+    allocate_call_gradients();
     if (copts.initialize_weights) initialize_weights(copts.seed);
+  }
+
+  // The gradients of a shared layer's calls other than its last, each made there and added into
+  // the parameters' (accumulates): one block, as large as the largest such layer's parameters.
+  void allocate_call_gradients() {
+    call_slots.assign(layers.size(), {});
+    call_grads.reset();
+    int64_t floats = 0;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (!accumulates[i]) continue;
+      int64_t span = 0;
+      for (const Param& p : params)
+        if (static_cast<std::size_t>(p.layer) == first_call(i)) span += (p.n + 15) / 16 * 16;
+      floats = std::max(floats, span);
+    }
+    if (floats == 0) return;
+    check_fits(float_bytes(floats), "the gradients of a shared layer's calls",
+               ": use fewer or smaller layers");
+    call_grads = DeviceBlock(*backend, static_cast<std::size_t>(float_bytes(floats)));
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (!accumulates[i]) continue;
+      call_slots[i] = slots;
+      int64_t at = 0;
+      for (std::size_t k = 0; k < params.size(); ++k) {
+        if (static_cast<std::size_t>(params[k].layer) != first_call(i)) continue;
+        call_slots[i][k].grad = call_grads.as<float>() + at;
+        at += (params[k].n + 15) / 16 * 16;
+      }
+    }
+  }
+
+  // After the backward call of entry i: its weight gradients (in call_grads) added into the
+  // parameters' (a later call of the same layer wrote those).
+  void add_call_gradients(std::size_t i) {
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      const Param& p = params[k];
+      if (static_cast<std::size_t>(p.layer) != first_call(i) || !updates(p)) continue;
+      backend->add(grad(p), call_slots[i][k].grad, grad(p), p.n);
+    }
   }
 
   // Each parameter's initializer (the layer's: Keras's defaults are glorot-uniform kernels and
@@ -677,6 +748,12 @@ struct Sequential::Impl {
       fused_note = "fused step not used: the model has several outputs";
       return;
     }
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (shared_with[i] >= 0) {
+        fused_note = "fused step not used: layer '" + layers[i].name +
+                     "' is called more than once (shared weights)";
+        return;
+      }
     FusedModelView v;
     v.loss = loss;
     v.from_logits = from_logits;
@@ -776,8 +853,11 @@ struct Sequential::Impl {
         for (std::size_t k = 0; plan && k < inputs[i].size(); ++k)
           xs.push_back(layer_input(*plan, i, true, k));  // what Multiply's gradient reads
       }
-      BackwardStep step{{*backend, l, info[i], slots, static_cast<uint32_t>(i), m,
-                         plan ? layer_input(*plan, i, true) : nullptr,
+      // A shared layer's call: its gradients summed over the calls (accumulates), its update
+      // left to optimizer_step.
+      const bool summed = accumulates[i] && !count_only && trains[i];
+      BackwardStep step{{*backend, l, info[i], summed ? call_slots[i] : slots,
+                         static_cast<uint32_t>(i), m, plan ? layer_input(*plan, i, true) : nullptr,
                          plan ? layer_output(*plan, i, true) : nullptr,
                          plan ? plan->masks[i].as<void>() : nullptr, xs},
                         pending[i],
@@ -785,13 +865,14 @@ struct Sequential::Impl {
                         static_cast<bool>(done[i]),
                         !wants_input_grad,
                         after_relu,
-                        update,
+                        called_again(i) ? nullptr : update,
                         &opt,
                         input_grads};
       step.trainable = trains[i] != 0;
       if (!count_only) {
         backend->set_scope(l.name);
         kind.backward(step);
+        if (summed) add_call_gradients(i);
       }
       pool.give_back(step.spare);
       if (kind.merges()) {
@@ -1571,18 +1652,19 @@ Sequential::Sequential(LayerGraph graph, std::string name) : impl_(std::make_uni
     throw Error(name, fmt::format("the graph lists the inputs of {} layers, but has {} layers",
                                   graph.inputs.size(), graph.layers.size()));
   impl_->init(std::move(graph.layers), std::move(graph.inputs), std::move(name), true,
-              std::move(graph.input_layers), std::move(graph.output_layers));
+              std::move(graph.input_layers), std::move(graph.output_layers),
+              std::move(graph.shared_with));
 }
 
 void Sequential::Impl::init(std::vector<Layer> model_layers,
                             std::vector<std::vector<int>> layer_inputs, std::string model_name,
                             bool is_functional, std::vector<int> input_order,
-                            std::vector<int> output_order) {
+                            std::vector<int> output_order, std::vector<int> shares) {
   layers = std::move(model_layers);
   inputs = std::move(layer_inputs);
   name = std::move(model_name);
   functional = is_functional;
-  name_layers();
+  take_shared(std::move(shares));
   take_trainable();
   const std::size_t n = layers.size();
   readers.assign(n, 0);
@@ -1592,7 +1674,7 @@ void Sequential::Impl::init(std::vector<Layer> model_layers,
     const LayerKind& kind = layer_kind(l);
     if (kind.is_model_input() && i != 0 && !functional)
       throw Error(l.name, "an InputLayer can only be the first layer");
-    if (!names.insert(l.name).second)
+    if (shared_with[i] < 0 && !names.insert(l.name).second)
       throw Error(l.name, "two layers of the model have this name: each needs its own");
     if (kind.is_model_input() && !inputs[i].empty())
       throw Error(l.name, "an InputLayer reads no layer: it is one of the model's inputs");
@@ -1631,6 +1713,40 @@ void Sequential::Impl::init(std::vector<Layer> model_layers,
     build(packed_shape());
   else if (layer_kind(first).declares_input() && !first.input_shape.empty())
     build(first.input_shape);
+}
+
+// LayerGraph::shared_with: checked, each second call made a copy of its first call's layer, the
+// layers named, and which calls add their gradients into a later one's (accumulates).
+void Sequential::Impl::take_shared(std::vector<int> shares) {
+  const std::size_t n = layers.size();
+  if (shares.empty()) shares.assign(n, -1);
+  if (shares.size() != n)
+    throw Error(name, fmt::format("the graph's shared_with has {} entries, but the graph has {} "
+                                  "layers",
+                                  shares.size(), n));
+  for (std::size_t i = 0; i < n; ++i) {
+    const int j = shares[i];
+    if (j == -1) continue;
+    const std::string who = layers[i].name.empty() ? fmt::format("layer {}", i) : layers[i].name;
+    if (j < 0 || static_cast<std::size_t>(j) >= i)
+      throw Error(who, fmt::format("calls again layer {}, which is not one of the layers before "
+                                   "it",
+                                   j));
+    if (shares[static_cast<std::size_t>(j)] != -1)
+      throw Error(who, fmt::format("calls again layer {}, which is itself a second call: name "
+                                   "the layer's first call",
+                                   j));
+    if (layer_kind(layers[static_cast<std::size_t>(j)]).is_model_input())
+      throw Error(who, "an InputLayer is the model's input, not a layer to call again");
+  }
+  shared_with = std::move(shares);
+  name_layers();
+  for (std::size_t i = 0; i < n; ++i)
+    if (shared_with[i] >= 0) layers[i] = layers[first_call(i)];
+  std::vector<std::size_t> last(n);  // per first call: the layer's last call
+  for (std::size_t i = 0; i < n; ++i) last[first_call(i)] = i;
+  accumulates.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) accumulates[i] = last[first_call(i)] != i ? 1 : 0;
 }
 
 void Sequential::Impl::set_model_outputs(std::vector<int> order) {
@@ -1691,6 +1807,7 @@ int GraphBuilder::input(Shape shape, std::string name) {
   l.name = std::move(name);
   g_.layers.push_back(std::move(l));
   g_.inputs.emplace_back();
+  g_.shared_with.push_back(-1);
   g_.input_layers.push_back(static_cast<int>(g_.layers.size()) - 1);
   return g_.input_layers.back();
 }
@@ -1702,7 +1819,20 @@ int GraphBuilder::add(Layer layer, std::vector<int> layer_inputs) {
       throw Error("GraphBuilder", fmt::format("no layer {} to read", j));
   g_.layers.push_back(std::move(layer));
   g_.inputs.push_back(std::move(layer_inputs));
+  g_.shared_with.push_back(-1);
   return static_cast<int>(g_.layers.size()) - 1;
+}
+
+int GraphBuilder::again(int call, std::vector<int> layer_inputs) {
+  if (call < 0 || static_cast<std::size_t>(call) >= g_.layers.size())
+    throw Error("GraphBuilder", fmt::format("no layer {} to call again", call));
+  const auto c = static_cast<std::size_t>(call);
+  const int first = g_.shared_with[c] >= 0 ? g_.shared_with[c] : call;
+  if (layer_kind(g_.layers[c]).is_model_input())
+    throw Error("GraphBuilder", "an input() is not a layer to call again");
+  const int i = add(g_.layers[c], std::move(layer_inputs));
+  g_.shared_with.back() = first;
+  return i;
 }
 
 LayerGraph GraphBuilder::graph(std::vector<int> outputs, std::vector<int> model_inputs) const {
@@ -1725,7 +1855,7 @@ LayerGraph GraphBuilder::graph(std::vector<int> outputs, std::vector<int> model_
   for (std::size_t i = static_cast<std::size_t>(last) + 1; i-- > 0;)
     if (used[i])
       for (int j : g_.inputs[i]) used[static_cast<std::size_t>(j)] = 1;
-  std::vector<int> index(g_.layers.size(), -1);
+  std::vector<int> index(g_.layers.size(), -1), first_kept(g_.layers.size(), -1);
   LayerGraph out;
   for (std::size_t i = 0; i <= static_cast<std::size_t>(last); ++i) {
     if (!used[i]) continue;
@@ -1734,6 +1864,11 @@ LayerGraph GraphBuilder::graph(std::vector<int> outputs, std::vector<int> model_
     std::vector<int> in;
     for (int j : g_.inputs[i]) in.push_back(index[static_cast<std::size_t>(j)]);
     out.inputs.push_back(std::move(in));
+    // A shared layer's first call in the model: the first of its calls that the outputs use.
+    const auto first = static_cast<std::size_t>(g_.shared_with[i] < 0 ? i : g_.shared_with[i]);
+    int& kept = first_kept[first];
+    out.shared_with.push_back(kept < 0 ? -1 : kept);
+    if (kept < 0) kept = index[i];
   }
   for (int i : model_inputs) out.input_layers.push_back(index[static_cast<std::size_t>(i)]);
   for (int o : outputs) out.output_layers.push_back(index[static_cast<std::size_t>(o)]);
@@ -1823,6 +1958,7 @@ void compile_model(Sequential::Impl& m, OptimizerConfig optimizer, const LossSpe
   m.plans.clear();
   m.arena.reset();
   m.counters.reset();
+  m.call_grads.reset();
   m.backend = std::move(backend);
   m.opt = optimizer;
   m.copts = options;
@@ -2319,9 +2455,17 @@ std::string Sequential::summary() const {
   const Impl& m = *impl_;
   std::string s = fmt::format("Model: \"{}\"\n", m.name);
   // A graph that is not a chain: Keras's "Connected to" column, the layers each reads.
+  // A shared layer's row is its first call's: its last call's output shape, and what each of
+  // its calls reads (Keras's name[node][tensor], node being the call's place among the layer's).
   bool chain = true;
   for (std::size_t i = 1; i < m.inputs.size(); ++i)
-    chain = chain && m.inputs[i] == std::vector<int>{static_cast<int>(i) - 1};
+    chain =
+        chain && m.inputs[i] == std::vector<int>{static_cast<int>(i) - 1} && m.shared_with[i] < 0;
+  std::vector<int> node(m.layers.size(), 0), calls(m.layers.size(), 0), last(m.layers.size());
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    node[i] = calls[m.first_call(i)]++;
+    last[m.first_call(i)] = static_cast<int>(i);
+  }
   const std::size_t width = chain ? 65 : 98;
   const std::string rule(width, '_');
   const std::string thick(width, '=');
@@ -2330,12 +2474,13 @@ std::string Sequential::summary() const {
   s += chain ? "\n" : "   Connected to\n";
   s += thick + "\n";
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    if (m.shared_with[i] >= 0) continue;
     const Layer& l = m.layers[i];
     std::string shape = "?";
     int64_t count = 0;
     if (m.built) {
       Shape full = {-1};
-      for (int64_t d : m.info[i].out_shape) full.push_back(d);
+      for (int64_t d : m.info[static_cast<std::size_t>(last[i])].out_shape) full.push_back(d);
       shape = shape_to_string(full);
       shape.replace(shape.find("-1"), 2, "None");
       for (const auto& p : m.params)
@@ -2348,11 +2493,17 @@ std::string Sequential::summary() const {
                      count);
     if (!chain) {
       std::string from;
-      for (int j : m.inputs[i])
-        from += (from.empty() ? "" : ", ") + m.layers[static_cast<std::size_t>(j)].name + "[0][0]";
+      for (std::size_t k = i; k < m.layers.size(); ++k)
+        if (m.first_call(k) == i)
+          for (int j : m.inputs[k])
+            from += fmt::format("{}{}[{}][0]", from.empty() ? "" : ", ",
+                                m.layers[static_cast<std::size_t>(j)].name,
+                                node[static_cast<std::size_t>(j)]);
       s += "   " + (from.empty() ? std::string("-") : from);
     }
-    s += "\n" + (i + 1 == m.layers.size() ? thick : std::string(width, ' ')) + "\n";
+    bool more = false;  // another row follows
+    for (std::size_t k = i + 1; k < m.layers.size(); ++k) more = more || m.shared_with[k] < 0;
+    s += "\n" + (more ? std::string(width, ' ') : thick) + "\n";
   }
   const int64_t total = count_params(), trainable = trainable_params();
   // Keras's byte counts (float32): B, KB, MB, ... whichever keeps the number below 1024.
@@ -2379,10 +2530,14 @@ void Sequential::set_trainable(std::size_t layer, bool trainable) {
   if (layer >= m.layers.size())
     throw Error("set_trainable", fmt::format("layer index {} is out of range: the model has {}",
                                              layer, m.layers.size()));
-  m.layers[layer].trainable = trainable;
+  // Every call of a shared layer is the one layer.
+  const std::size_t first = m.first_call(layer);
+  for (std::size_t i = 0; i < m.layers.size(); ++i)
+    if (m.first_call(i) == first) m.layers[i].trainable = trainable;
 }
 bool Sequential::functional() const { return impl_->functional; }
 const std::vector<std::vector<int>>& Sequential::layer_inputs() const { return impl_->inputs; }
+const std::vector<int>& Sequential::layer_shared_with() const { return impl_->shared_with; }
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }
 const std::vector<int>& Sequential::input_layers() const { return impl_->model_inputs; }

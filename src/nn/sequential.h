@@ -186,6 +186,12 @@ struct LayerGraph {
   // a sparse loss's class index, else the output's values flattened); predict gives the outputs
   // packed the same way, each output's values side by side.
   std::vector<int> output_layers;
+  // A layer called more than once (Keras's shared layer: one layer, one set of weights, applied
+  // to several tensors): shared_with[i] is the earlier entry whose layer entry i calls again, -1
+  // (or an empty vector) for a layer's own first call. Such an entry is the same layer (the
+  // model copies layers[shared_with[i]] into it) with inputs of its own; fit adds the gradients
+  // of every call before the one update.
+  std::vector<int> shared_with;
 };
 
 class GraphBuilder {
@@ -196,6 +202,11 @@ class GraphBuilder {
   // The layer applied to the outputs of `inputs` (layers this builder returned); its index.
   int add(Layer layer, std::vector<int> inputs);
   int add(Layer layer, int input) { return add(std::move(layer), std::vector<int>{input}); }
+  // The layer of `call` (a layer this builder returned) called again on `inputs`: the same
+  // weights (LayerGraph::shared_with). Its output shape is its own; its weights' shapes must be
+  // those of the first call.
+  int again(int call, std::vector<int> inputs);
+  int again(int call, int input) { return again(call, std::vector<int>{input}); }
   // The layers that `output` depends on, in order, ending with it (those it does not depend on
   // are left out, as Keras leaves them out of keras.Model(inputs, outputs)). The model's inputs
   // are the inputs made here, in `model_inputs`' order (empty: the order they were made in).
@@ -273,6 +284,10 @@ class Sequential {
   bool functional() const;
   // The layers each layer reads (LayerGraph::inputs); for a Sequential, each the one before.
   const std::vector<std::vector<int>>& layer_inputs() const;
+  // Per entry of layers(): the earlier entry whose layer it calls again, or -1 for a layer's own
+  // (first) call (LayerGraph::shared_with). A layer's weights, its row in summary() and its
+  // entry in the model files are its first call's.
+  const std::vector<int>& layer_shared_with() const;
   const std::string& name() const;
   // The per-sample input shape, once known (empty before). A model of several inputs: the
   // packed row's (total values,) (LayerGraph).

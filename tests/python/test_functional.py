@@ -109,12 +109,43 @@ def test_to_json_model_from_json_and_keras_files_keep_the_graph(tmp_path: Path) 
     loaded.fit(x, np.zeros(20, np.float32), epochs=1, verbose=0)  # compiled from the file
 
 
+def test_a_layer_called_twice_is_one_layer_with_one_set_of_weights(tmp_path: Path) -> None:
+    inp = keras.Input(shape=(4,))
+    shared = layers.Dense(4, activation="tanh")
+    a = shared(inp)
+    b = shared(a)
+    assert shared.output is a  # Keras's layer.output: the first call's
+    assert b._keras_history[1] == 1
+    model = keras.Model(inp, layers.Dense(2, activation="softmax")(layers.Add()([a, b])))
+    assert model.layers[1] is shared and len(model.layers) == 4  # listed once
+    assert [w.shape for w in model.get_weights()] == [(4, 4), (4,), (4, 2), (2,)]
+    assert model.count_params() == 20 + 10
+    lines: list[str] = []
+    model.summary(print_fn=lines.append, line_length=200)
+    rows = [l for l in "\n".join(lines).splitlines() if l.startswith("│")]
+    # Its row: the last call's shape, and what each call reads (Keras's layer[call][0]).
+    assert f"{inp._layer.name}[0][0], {shared.name}[0][0]" in rows[1]
+    assert f"{shared.name}[0][0], {shared.name}[1][0]" in rows[2]
+    x = np.random.RandomState(2).rand(16, 4).astype(np.float32)
+    model.compile("adam", "sparse_categorical_crossentropy")
+    model.fit(x, np.zeros(16, np.float32), epochs=1, verbose=0)
+    expected = model.predict(x, verbose=0)
+    # The file lists the layer once with two calls, and reads back into one shared layer.
+    again = keras.models.model_from_json(model.to_json())
+    assert [l.name for l in again.layers] == [l.name for l in model.layers]
+    again.set_weights(model.get_weights())
+    np.testing.assert_allclose(again.predict(x, verbose=0), expected, atol=1e-6)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, atol=1e-6)
+    # Called again on an input its weights do not fit: Keras's ValueError, at the call.
+    with pytest.raises(ValueError, match='Input 0 of layer "dense" is incompatible'):
+        shared(layers.Dense(3)(inp))
+
+
 def test_what_is_not_supported_yet_says_so() -> None:
     inp = keras.Input(shape=(4,))
-    shared = layers.Dense(3)
-    a = shared(inp)
-    with pytest.raises(NotImplementedError, match="shared weights"):
-        shared(a)
+    a = layers.Dense(3)(inp)
     with pytest.raises(ValueError, match="at least 2 inputs"):
         layers.Add()([a])
     with pytest.raises(ValueError, match="incompatible shapes"):

@@ -1,6 +1,6 @@
 """Functional models against Keras 3.15 itself (issue 25's test): a model with a skip connection
-(Input -> Dense -> Dense -> Add with the first Dense's output -> Dense softmax) and one with
-Concatenate are made by Keras, written with to_json(); crossover reads that file, takes the same
+(Input -> Dense -> Dense -> Add with the first Dense's output -> Dense softmax), one with
+Concatenate, and two with a layer called twice (shared weights) are made by Keras, written with to_json(); crossover reads that file, takes the same
 initial weights, and trains one epoch without shuffling or dropout: the epoch's loss, evaluate's
 loss and the trained weights agree with Keras's within 1e-4. The same models made with crossover's
 own functional API train the same, and the JSON crossover writes is one Keras reads back into the
@@ -33,6 +33,23 @@ b = layers.Dense(4, activation="sigmoid")(inputs)
 c = layers.Concatenate()([a, b, inputs])
 h = layers.Dense(7, activation="relu")(c)
 model = keras.Model(inputs, layers.Dense(3, activation="softmax")(h), name="joined")
+""",
+    # A layer called twice, its second call on a layer Keras lists after it.
+    "shared": """
+inputs = keras.Input(shape=(6,))
+d = layers.Dense(6, activation="tanh")
+a = d(inputs)
+c = d(layers.Dense(6, activation="relu")(a))
+model = keras.Model(inputs, layers.Dense(3, activation="softmax")(layers.Add()([a, c])))
+""",
+    # A siamese pair: one tower on the input and on a transformed copy of it.
+    "siamese": """
+inputs = keras.Input(shape=(6,))
+tower = layers.Dense(5, activation="relu")
+left = tower(inputs)
+right = tower(layers.Dense(6, activation="sigmoid")(inputs))
+h = layers.Concatenate()([left, right])
+model = keras.Model(inputs, layers.Dense(3, activation="softmax")(h), name="siamese")
 """,
 }
 
@@ -85,7 +102,7 @@ def train(model, x, y):
     return h, loss
 
 
-@pytest.mark.parametrize("name", ["skip", "concat"])
+@pytest.mark.parametrize("name", ["skip", "concat", "shared", "siamese"])
 def test_a_keras_functional_file_trains_as_keras_does(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

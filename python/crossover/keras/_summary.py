@@ -8,7 +8,6 @@ then narrowed as rich narrows a table of fixed columns wider than its line (rati
 
 import math
 import shutil
-import textwrap
 from typing import Any, Optional, Sequence
 
 from .. import _core
@@ -110,11 +109,21 @@ def _memory(count: int, extra_bytes: int = 0) -> str:
     return f"{size:.2f} PB"
 
 
+def _wrap(text: str, width: int) -> list[str]:
+    """A cell's lines as rich wraps them (overflow "ellipsis", a Column's default): words
+    greedily to the width, a word longer than the width alone on its line, cut to it with "…"."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return [l if len(l) <= width else l[: width - 1] + "…" for l in lines] or [""]
+
+
 def _row(cells: list[str], widths: list[int], bar: str) -> list[str]:
     """A row's lines: each cell wrapped to its column, the last column right-aligned."""
-    wrapped = [
-        textwrap.wrap(c, w - 2, break_on_hyphens=False) or [""] for c, w in zip(cells, widths)
-    ]
+    wrapped = [_wrap(c, w - 2) for c, w in zip(cells, widths)]
     lines = []
     for k in range(max(len(w) for w in wrapped)):
         out = []
@@ -187,18 +196,22 @@ def functional_summary_text(
         header = ["Layer (type)", "Output Shape", "Param #", "Connected to"]
     trainable = fixed = 0
     rows = []
+    tensors = getattr(model, "_tensors", [])
     for layer in model.layers:
-        out = layer._output_tensor
-        parents = out._inputs
+        # Its calls in the model (a shared layer's several): Keras shows the last call's output
+        # shape and what every call reads, as layer[call][0].
+        calls = [t for t in tensors if t._layer is layer] or [layer._output_tensor]
+        parents = calls[0]._inputs
         t, f = weight_counts(layer, *(tuple(p.shape[1:]) for p in parents)) if parents else (0, 0)
         trainable, fixed = trainable + t, fixed + f
         row = [
             f"{layer.name} ({type(layer).__name__})",
-            "(" + ", ".join(str(d) for d in out.shape) + ")",
+            "(" + ", ".join(str(d) for d in calls[-1].shape) + ")",
             f"{t + f:,}",
         ]
         if not chain:
-            row.append(", ".join(f"{p._layer.name}[0][0]" for p in parents) or "-")
+            reads = [p for call in calls for p in call._inputs]
+            row.append(", ".join(f"{p._layer.name}[{p._node}][0]" for p in reads) or "-")
         rows.append(row)
     lines = _table(model.name, widths, header, rows)
     return "\n".join(lines + _totals(trainable, fixed, optimizer_params))

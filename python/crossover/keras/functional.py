@@ -11,8 +11,10 @@ One or several inputs (a list or a dict of keras.Input tensors; fit, evaluate an
 take a list, or a dict keyed as the inputs are, of arrays with one row each per sample, which the
 engine takes packed side by side) and one or several outputs (a list, or a dict sorted by key,
 each read by no other layer: compile takes a loss per output, the targets are packed the same
-way, predict returns a list or a dict); each layer called once (a layer called twice, sharing its
-weights, is not supported yet). The model trains, saves and loads as a Sequential does.
+way, predict returns a list or a dict). A layer called more than once (Keras's shared layer, a
+siamese network's tower) is one layer with one set of weights, each call a node of the graph
+(LayerGraph::shared_with): fit adds the gradients of its calls before the one update. The model
+trains, saves and loads as a Sequential does.
 
 A subclassed keras.Model (its own __init__ making layers and call() applying them) becomes the
 same graph: the first time the model meets data or a shape (fit, evaluate, predict, calling it,
@@ -36,13 +38,16 @@ class KerasTensor:
     """A symbolic tensor: the shape (None for the batch) and dtype of a layer's output before
     there is data, and the call that makes it (the layer and the tensors it was called on)."""
 
-    def __init__(self, shape: tuple[Any, ...], layer: Any, inputs: list["KerasTensor"]) -> None:
+    def __init__(
+        self, shape: tuple[Any, ...], layer: Any, inputs: list["KerasTensor"], node: int = 0
+    ) -> None:
         self.shape = tuple(shape)
         self.dtype = "float32"
         self.sparse = False
         self.ragged = False
         self._layer = layer
         self._inputs = inputs
+        self._node = node  # which call of the layer made it (Keras's node_index)
         self.name = _names.auto_name("KerasTensor")
 
     @property
@@ -51,7 +56,7 @@ class KerasTensor:
 
     @property
     def _keras_history(self) -> tuple[Any, int, int]:
-        return (self._layer, 0, 0)
+        return (self._layer, self._node, 0)
 
     def __repr__(self) -> str:
         return (
@@ -196,11 +201,6 @@ def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
             f"a model ('{layer.name}') called on a symbolic tensor, as a layer of a functional "
             f"model, is not supported (yet); {SEE_SUPPORTED}"
         )
-    if getattr(layer, "_output_tensor", None) is not None:
-        raise NotImplementedError(
-            f"layer '{layer.name}' is called a second time: a layer used twice (shared weights) "
-            f"is not supported (yet) by crossover; make a second layer; {SEE_SUPPORTED}"
-        )
     merges = getattr(layer, "_merges", False)
     if merges and len(tensors) < 2:
         raise ValueError(
@@ -217,9 +217,33 @@ def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
         from . import _summary
 
         shape = _summary.output_shape(layer, tuple(tensors[0].shape[1:]))
-    out = KerasTensor((None, *shape), layer, tensors)
-    layer._output_tensor = out
+    first = getattr(layer, "_output_tensor", None)
+    if first is not None:  # a shared layer: its weights must fit this call as its first
+        _check_call_again(layer, first, tensors)
+    out = KerasTensor((None, *shape), layer, tensors, getattr(layer, "_calls", 0))
+    layer._calls = out._node + 1
+    if first is None:
+        layer._output_tensor = out  # Keras's layer.output: its first call's
     return out
+
+
+def _check_call_again(layer: Any, first: "KerasTensor", tensors: list["KerasTensor"]) -> None:
+    """A layer called again takes its first call's weights: the same shapes, else Keras's
+    error for an input that does not fit the layer."""
+    from . import _summary
+
+    if not isinstance(layer, Layer) or isinstance(layer, Sequential):
+        return
+    shapes = [tuple(t.shape[1:]) for t in tensors]
+    before = [tuple(t.shape[1:]) for t in first._inputs]
+    want = [tuple(w[1]) for w in _summary._built(layer, before)[1]]
+    got = [tuple(w[1]) for w in _summary._built(layer, shapes)[1]]
+    if want != got:
+        raise ValueError(
+            f'Input 0 of layer "{layer.name}" is incompatible with the layer: its weights were '
+            f"made for inputs of shape {[(None, *s) for s in before]} at its first call, but "
+            f"it received {[(None, *s) for s in shapes]}"
+        )
 
 
 def _model_outputs(value: Any) -> tuple[list[KerasTensor], Optional[list[str]]]:
@@ -361,6 +385,11 @@ class Functional(Sequential):
                 raise ValueError(f"Model: the outputs do not depend on the input '{t._layer.name}'")
         self._layers = [t._layer for t in tensors]
         self._graph = [[position[id(p)] for p in t._inputs] for t in tensors]
+        self._tensors = tensors
+        # A layer called more than once: each later call is the first's layer (shared weights).
+        first_call: dict[int, int] = {}
+        self._shared = [first_call.setdefault(id(l), i) for i, l in enumerate(self._layers)]
+        self._shared = [-1 if f == i else f for i, f in enumerate(self._shared)]
         self._input_order = [position[id(t)] for t in self._input_tensors]
         self._output_order = [position[id(t)] for t in self._output_tensors]
         if len(self._output_tensors) > 1:
@@ -444,6 +473,8 @@ class Functional(Sequential):
         return list(self._layers)
 
     def _is_chain(self) -> bool:
+        if any(f >= 0 for f in getattr(self, "_shared", [])):
+            return False  # Keras's summary shows a shared layer's calls in "Connected to"
         return all(g == [i - 1] for i, g in enumerate(self._graph) if i > 0)
 
     @property
@@ -555,14 +586,20 @@ class Functional(Sequential):
             for layer, core_layer in zip(self._layers, core_layers):
                 if core_layer.input_shape and not isinstance(layer, InputLayer):
                     core_layer.input_shape = []
+                # A functional model's layers keep their Keras names (summary's, get_layer's) in
+                # its files, as Keras writes them; a custom layer's ops are named by the engine.
+                if not hasattr(layer, "_owner"):
+                    core_layer.name = layer.name
             order = getattr(self, "_input_order", [])
             outputs = getattr(self, "_output_order", [])
+            shared = getattr(self, "_shared", [])
             self._core = _core.Sequential(
                 core_layers,
                 self._graph,
                 self._given_name,
                 order if len(order) > 1 else [],
                 outputs if len(outputs) > 1 else [],
+                shared if any(f >= 0 for f in shared) else [],
             )
         self._sync_trainable()
         return self._core

@@ -319,7 +319,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
     def _weight_slices(self) -> list[tuple[Layer, int, int]]:
         """(layer, first, end) of each leaf layer with weights, in the engine's get_weights."""
         out, at = [], 0
-        for layer in self._leaves():
+        for layer in self._weight_leaves():
             n = len(layer._weight_kinds())
             if n:
                 out.append((layer, at, at + n))
@@ -1019,7 +1019,18 @@ class Sequential(mixed_precision.HasDTypePolicy):
         return self.non_trainable_weights
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
-        return [k for layer in self._leaves() for k in layer._weight_kinds()]
+        return [k for layer in self._weight_leaves() for k in layer._weight_kinds()]
+
+    def _weight_leaves(self) -> list[Layer]:
+        """The leaf layers in the order of their weights: a layer called more than once (shared)
+        at its first call only, as the engine keeps its one set of weights."""
+        seen: set[int] = set()
+        out = []
+        for layer in self._leaves():
+            if id(layer) not in seen:
+                seen.add(id(layer))
+                out.append(layer)
+        return out
 
     def get_layer(self, name: Optional[str] = None, index: Optional[int] = None) -> Any:
         """Keras's get_layer: by name (among model.layers) or by index."""

@@ -96,11 +96,14 @@ def _sequential_from_json(text: str, where: str) -> "Sequential":
     from .models import Sequential
 
     core = _core.model_from_json(text, where)
-    layers = [_layer_from_core(l) for l in core.layers]
     if not core.functional:
-        return Sequential(layers, name=core.name)
+        return Sequential([_layer_from_core(l) for l in core.layers], name=core.name)
     from . import functional
 
+    # A layer called more than once (shared): one Keras layer, called at each of its entries.
+    layers: list[Any] = []
+    for i, (l, first) in enumerate(zip(core.layers, core.layer_shared_with)):
+        layers.append(_layer_from_core(l) if first < 0 else layers[first])
     tensors: list[Any] = []
     for layer, reads in zip(layers, core.layer_inputs):
         if not reads:

@@ -98,10 +98,17 @@ class LayerBuilder {
   // machine.
   int add_param(const std::string& variable, const Shape& shape, const Initializer& initializer,
                 bool trainable = true);
+  // A layer called again (a shared layer): add_param hands back these parameters of its first
+  // call, in order, instead of adding new ones, each of the shape it asks for or Error.
+  void reuse(std::vector<int> first_call_params) { reuse_ = std::move(first_call_params); }
+  // Whether every reused parameter was asked for.
+  bool reused_all() const { return next_reuse_ == reuse_.size(); }
 
  private:
   std::vector<LayerParam>& params_;
   int64_t& offset_;
+  std::vector<int> reuse_;
+  std::size_t next_reuse_ = 0;
 };
 
 // What one layer's calls in a step get from the model: the backend, the layer's buffers in the
@@ -280,9 +287,12 @@ std::span<const LayerKind* const> layer_kinds();
 // Builds layer `index` of a model on state.in_shapes (its inputs' per-sample shapes, filled by
 // the caller), adding its parameters to `params` from `offset` on: fills the state (widths,
 // output shape, the activation it applies) as the kind's build() derives it. The model's build()
-// calls it for each layer in turn; build_layer() for one layer alone.
+// calls it for each layer in turn; build_layer() for one layer alone. `first_call` >= 0: the
+// layer is that earlier entry's layer called again, and takes that entry's parameters (already
+// in `params`) instead of adding its own; Error, naming the parameter, where this call's input
+// needs other shapes.
 void build_layer_state(const Layer& layer, int index, LayerState& state,
-                       std::vector<LayerParam>& params, int64_t& offset);
+                       std::vector<LayerParam>& params, int64_t& offset, int first_call = -1);
 
 // One layer built alone, as a model's build() builds it: its output shape and its parameters for
 // these per-sample input shapes (one per input; several for a merging layer). What Python's

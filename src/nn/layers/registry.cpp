@@ -43,11 +43,21 @@ const LayerKind* find_keras_layer_kind(std::string_view class_name) {
 }
 
 void build_layer_state(const Layer& layer, int index, LayerState& state,
-                       std::vector<LayerParam>& params, int64_t& offset) {
+                       std::vector<LayerParam>& params, int64_t& offset, int first_call) {
   Shape shape = state.in_shapes.front();
   state.in_width = shape_size(shape, layer.name);
   LayerBuilder builder(layer, index, shape, state, params, offset);
+  if (first_call >= 0) {
+    std::vector<int> own;
+    for (std::size_t p = 0; p < params.size(); ++p)
+      if (params[p].layer == first_call) own.push_back(static_cast<int>(p));
+    builder.reuse(std::move(own));
+  }
   layer_kind(layer).build(builder);
+  if (!builder.reused_all())
+    throw Error(layer.name,
+                "internal: a second call of the layer made fewer weights than its "
+                "first");
   state.activation = layer_kind(layer).activation(layer);
   state.out_width = shape_size(shape, layer.name);
   state.out_shape = std::move(shape);
@@ -82,6 +92,21 @@ namespace crossover {
 int LayerBuilder::add_param(const std::string& variable, const Shape& param_shape,
                             const Initializer& initializer, bool trainable) {
   const int64_t n = shape_size(param_shape, layer.name);
+  if (!reuse_.empty()) {  // a second call of a shared layer: its first call's weights
+    if (next_reuse_ >= reuse_.size())
+      throw Error(layer.name,
+                  "internal: a second call of the layer made more weights than its "
+                  "first");
+    const int p = reuse_[next_reuse_++];
+    const LayerParam& first = params_[static_cast<std::size_t>(p)];
+    if (first.shape != param_shape)
+      throw Error(layer.name, "is called again on an input of shape " +
+                                  shape_to_string(state.in_shapes.front()) +
+                                  ", but its weights were made for its first call: " + first.name +
+                                  " is " + shape_to_string(first.shape) + ", this input needs " +
+                                  shape_to_string(param_shape));
+    return p;
+  }
   // offset + n rounded up to whole 64-byte lines, or Error for a count no machine could hold.
   if (n > std::numeric_limits<int64_t>::max() - 16 - offset_)
     throw Error(layer.name, "too many parameters: " + std::to_string(n) + " after " +
