@@ -1581,7 +1581,8 @@ TEST(ModelIoKerasJson, RefusesFunctionalModelsItCannotRunNamingWhy) {
   cycle["config"]["layers"][1]["inbound_nodes"][0]["args"][0]["config"]["keras_history"][0] =
       "dense";
   EXPECT_ERROR_HAS(model_from_json(cycle.dump(), "y.json"),
-                   "which the model never makes (a cycle, or a call it does not list)");
+                   "y.json: layer 'dense' (call 0) waits for a call the model never makes (its "
+                   "inputs form a cycle)");
 }
 
 // A layer called twice (Keras's shared layer): one entry in the file with two inbound nodes, the

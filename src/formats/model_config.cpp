@@ -409,62 +409,98 @@ struct ConfigLayers {
   std::map<std::string, std::size_t> index;              // name -> place in `layers`
 };
 
-// The graph of the calls (LayerGraph: one entry per call; a layer's second call shares its
-// first's weights), in an order where each reads only earlier ones: the config's order, a call
-// whose inputs come later in it (a shared layer called again on a later layer's output) placed
-// as soon as they are made, a layer's calls in their order. `last` (one output): that call
-// last.
-LayerGraph call_graph(ConfigLayers& c, const std::optional<CallRef>& last,
+// The graph of the calls (LayerGraph: one entry per call; a layer's later calls share its
+// first's weights), in an order where each reads only earlier ones. A model without shared layers
+// listed so (as Keras and crossover write them): the config's order, as before shared layers.
+// Otherwise one order that depends on the graph and the names only (so that a file crossover
+// writes reads back into the same order, and a step's dropout draws with it): Kahn's, the ready
+// call of the smallest (name, call) first, a layer's calls in their order. `last` (one output):
+// that call last.
+LayerGraph call_graph(const ConfigLayers& c, const std::optional<CallRef>& last,
                       const std::string& where) {
+  struct Call {
+    std::size_t layer;
+    int64_t node;
+  };
+  std::vector<Call> calls;
+  std::map<CallRef, std::size_t> id;  // call -> its place in `calls`
+  bool shared = false;
+  for (std::size_t l = 0; l < c.layers.size(); ++l) {
+    shared = shared || c.calls[l].size() > 1;
+    for (std::size_t k = 0; k < c.calls[l].size(); ++k) {
+      id[{c.layers[l].name, static_cast<int64_t>(k)}] = calls.size();
+      calls.push_back({l, static_cast<int64_t>(k)});
+    }
+  }
+  const auto reads = [&](std::size_t i) -> const std::vector<CallRef>& {
+    return c.calls[calls[i].layer][static_cast<std::size_t>(calls[i].node)];
+  };
+  // What each call waits for: the calls it reads, and its layer's call before it.
+  std::vector<std::size_t> waits(calls.size(), 0);
+  std::vector<std::vector<std::size_t>> wakes(calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    for (const CallRef& r : reads(i)) {
+      auto at = id.find(r);
+      if (at == id.end())
+        throw Error(where,
+                    fmt::format("layer '{}' (call {}) reads call {} of layer '{}', which {}",
+                                printable(c.layers[calls[i].layer].name), calls[i].node, r.node,
+                                printable(r.layer),
+                                c.index.count(r.layer) ? "the model does not have"
+                                                       : "is not one of the model's layers"));
+      ++waits[i];
+      wakes[at->second].push_back(i);
+    }
+    if (calls[i].node > 0) {
+      ++waits[i];
+      wakes[i - 1].push_back(i);
+    }
+  }
+  // Without shared layers, the config's order (a topological listing reads in that order).
+  const auto key = [&](std::size_t i) {
+    return shared ? std::make_pair(c.layers[calls[i].layer].name, calls[i].node)
+                  : std::make_pair(std::string(), static_cast<int64_t>(i));
+  };
+  std::set<std::pair<std::pair<std::string, int64_t>, std::size_t>> ready;
+  for (std::size_t i = 0; i < calls.size(); ++i)
+    if (waits[i] == 0) ready.insert({key(i), i});
+  std::vector<int> entry(calls.size(), -1);
   LayerGraph g;
-  std::map<CallRef, int> entry;  // call -> its entry in g
-  std::vector<std::size_t> next(c.layers.size(), 0);
-  std::size_t left = 0;
-  for (const auto& calls : c.calls) left += calls.size();
-  const auto ready = [&](const std::vector<CallRef>& reads) {
-    return std::all_of(reads.begin(), reads.end(),
-                       [&](const CallRef& r) { return entry.count(r) > 0; });
+  const auto emit = [&](std::size_t i) {
+    std::vector<int> in;
+    for (const CallRef& r : reads(i)) in.push_back(entry[id.at(r)]);
+    const auto first = i - static_cast<std::size_t>(calls[i].node);  // its layer's first call
+    g.shared_with.push_back(calls[i].node == 0 ? -1 : entry[first]);
+    entry[i] = static_cast<int>(g.layers.size());
+    g.layers.push_back(c.layers[calls[i].layer]);
+    g.inputs.push_back(std::move(in));
+    for (std::size_t w : wakes[i])
+      if (--waits[w] == 0) ready.insert({key(w), w});
   };
-  const auto emit = [&](std::size_t l) {
-    const CallRef self{c.layers[l].name, static_cast<int64_t>(next[l])};
-    std::vector<int> reads;
-    for (const CallRef& r : c.calls[l][next[l]]) reads.push_back(entry.at(r));
-    g.shared_with.push_back(next[l] == 0 ? -1 : entry.at({self.layer, 0}));  // its weights'
-    entry[self] = static_cast<int>(g.layers.size());
-    g.layers.push_back(c.layers[l]);
-    g.inputs.push_back(std::move(reads));
-    ++next[l];
-    --left;
-  };
-  while (left > 0) {
-    bool progress = false;
-    for (std::size_t l = 0; l < c.layers.size(); ++l)
-      while (next[l] < c.calls[l].size() && ready(c.calls[l][next[l]]) &&
-             !(last && last->layer == c.layers[l].name &&
-               last->node == static_cast<int64_t>(next[l]) && left > 1)) {
-        emit(l);
-        progress = true;
-      }
-    if (progress) continue;
-    // Nothing more can be made: a call reads one that is never made, or the calls form a cycle.
-    for (std::size_t l = 0; l < c.layers.size(); ++l)
-      if (next[l] < c.calls[l].size())
-        for (const CallRef& r : c.calls[l][next[l]])
-          if (!entry.count(r))
-            throw Error(
-                where,
-                fmt::format("layer '{}' (call {}) reads call {} of layer '{}', "
-                            "which {}",
-                            printable(c.layers[l].name), next[l], r.node, printable(r.layer),
-                            c.index.count(r.layer) ? "the model never makes (a cycle, or a call "
-                                                     "it does not list)"
-                                                   : "is not one of the model's layers"));
-    if (!last) throw Error(where, "internal: the calls of the functional model cannot be ordered");
+  std::optional<std::size_t> held;  // the output call, kept for last
+  while (!ready.empty()) {
+    const std::size_t i = ready.begin()->second;
+    ready.erase(ready.begin());
+    const bool is_last =
+        last && c.layers[calls[i].layer].name == last->layer && calls[i].node == last->node;
+    if (is_last && g.layers.size() + 1 < calls.size()) {
+      held = i;
+      continue;
+    }
+    emit(i);
+  }
+  if (held && g.layers.size() + 1 == calls.size()) emit(*held);
+  if (g.layers.size() == calls.size()) return g;
+  if (held && !wakes[*held].empty())
     throw Error(where, fmt::format("the model's output, call {} of layer '{}', is not its last "
                                    "call: crossover's models of one output end with it",
                                    last->node, printable(last->layer)));
-  }
-  return g;
+  for (std::size_t i = 0; i < calls.size(); ++i)
+    if (entry[i] < 0 && held != i)
+      throw Error(where, fmt::format("layer '{}' (call {}) waits for a call the model never "
+                                     "makes (its inputs form a cycle)",
+                                     printable(c.layers[calls[i].layer].name), calls[i].node));
+  throw Error(where, "internal: the calls of the functional model cannot be ordered");
 }
 
 Sequential functional_from_doc(const json& doc, const std::string& where) {

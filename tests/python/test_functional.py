@@ -191,3 +191,23 @@ def test_x_plus_residual_is_an_add_layer() -> None:
 def test_keras_input_still_starts_a_sequential_list() -> None:
     model = keras.Sequential([keras.Input(shape=(5,)), layers.Dense(2)])
     assert model.input_shape == (None, 5) and model.count_params() == 12
+
+
+def test_a_sublayer_a_custom_layer_calls_twice_is_shared() -> None:
+    """Keras's Sequential of a custom layer whose call() applies one Dense twice: one kernel and
+    bias (the weights Keras 3.15 lists for the same model), the layer after it its own."""
+
+    class Twice(layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.d = layers.Dense(4)
+
+        def call(self, x):
+            return self.d(self.d(x)) + x
+
+    last = layers.Dense(2)
+    model = keras.Sequential([keras.Input((4,)), Twice(), last])
+    model.compile("adam", "mse")
+    model.fit(np.ones((8, 4), np.float32), np.ones((8, 2), np.float32), verbose=0)
+    assert [w.shape for w in model.get_weights()] == [(4, 4), (4,), (4, 2), (2,)]
+    assert [w.shape for w in last.get_weights()] == [(4, 2), (2,)]

@@ -276,7 +276,18 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 core_layers.insert(0, _engine_layer("InputLayer", shape=list(first._input_shape)))
             graph = _trace.graph_of(self)
             if graph is not None:
-                self._core = _core.Sequential(core_layers, graph, self._given_name or "sequential")
+                # A sublayer a custom layer calls more than once: one layer, shared weights.
+                first: dict[int, int] = {}
+                shared = [first.setdefault(id(l), i) for i, l in enumerate(leaves)]
+                shared = [-1 if f == i else f for i, f in enumerate(shared)]
+                if len(core_layers) > len(leaves):  # the Input put first
+                    shared = [-1] + [f + 1 if f >= 0 else -1 for f in shared]
+                self._core = _core.Sequential(
+                    core_layers,
+                    graph,
+                    self._given_name or "sequential",
+                    shared_with=shared if any(f >= 0 for f in shared) else [],
+                )
             else:
                 self._core = _core.Sequential(core_layers, self._given_name or "sequential")
         self._sync_trainable()
