@@ -1,11 +1,12 @@
 """Functional models against Keras 3.15 itself (issue 25's test): a model with a skip connection
 (Input -> Dense -> Dense -> Add with the first Dense's output -> Dense softmax), one with
-Concatenate, and two with a layer called twice (shared weights) are made by Keras, written with to_json(); crossover reads that file, takes the same
-initial weights, and trains one epoch without shuffling or dropout: the epoch's loss, evaluate's
-loss and the trained weights agree with Keras's within 1e-4. The same models made with crossover's
-own functional API train the same, and the JSON crossover writes is one Keras reads back into the
-same model. Keras runs in a subprocess with the peers' Python ($CROSSOVER_PEERS_PYTHON, else
-bench/peers/.venv/bin/python); without one, skipped with a message saying so."""
+Concatenate, and two with a layer called twice (shared weights) are made by Keras, written with
+to_json(); crossover reads that file, takes the same initial weights, and trains one epoch without
+shuffling or dropout: the epoch's loss, evaluate's loss and the trained weights agree with Keras's
+within 1e-4. The same models made with crossover's own functional API train the same, and the
+JSON crossover writes is one Keras reads back into the same model. Keras runs in a subprocess with
+the peers' Python ($CROSSOVER_PEERS_PYTHON, else bench/peers/.venv/bin/python); without one,
+skipped with a message saying so."""
 
 import json
 from pathlib import Path
