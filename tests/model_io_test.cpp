@@ -1617,6 +1617,40 @@ TEST(ModelIoKerasJson, ASharedLayerRoundTripsAsOneLayerWithTwoCalls) {
   EXPECT_NE(table.find("dense[0][0], dense[1][0]"), std::string::npos) << table;
 }
 
+// The command line trains a model file with a shared block; a file whose shared layer is called
+// again on an input its weights do not fit is one line naming the weight, exit code 2.
+TEST(ModelIoCli, AModelFileWithASharedLayerTrainsAndAMisfitCallIsOneLine) {
+  using testing_util::run_crossover;
+  const std::string dir = temp_folder("cli-shared");
+  GraphBuilder g;
+  const int flat = g.add(Flatten(), g.input({28, 28}));
+  const int h = g.add(Dense(16, "relu"), flat);
+  const int block = g.add(Dense(16, "relu"), h);
+  const int sum = g.add(Add(), {h, g.again(block, block)});
+  Sequential model(g.graph(g.add(Dense(10, "softmax"), sum)));
+  model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {.threads = 1});
+  const std::string text = model_to_json(model);
+  std::ofstream(dir + "/shared.json") << text;
+  auto r = run_crossover("train --epochs 1 --data mnist-10k --threads 2 --quiet --model " + dir +
+                         "/shared.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The block's first call reads the Flatten's 784 values: its kernel is (784, 16), which its
+  // second call (on the block's own 16) cannot take.
+  json bad = json::parse(text);
+  json& first = bad["config"]["layers"][3]["inbound_nodes"][0]["args"][0]["config"];
+  ASSERT_EQ(first["keras_history"], json::parse(R"(["dense", 0, 0])"));
+  first["keras_history"] = json::parse(R"(["flatten", 0, 0])");
+  std::ofstream(dir + "/bad.json") << bad.dump();
+  r = run_crossover("train --epochs 1 --data mnist-10k --quiet --model " + dir + "/bad.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("dense_1: is called again on an input of shape (16,), but its weights "
+                       "were made for its first call: dense_1/kernel is (784, 16), this input "
+                       "needs (16, 16)"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 // A model file whose output is an image (an autoencoder, compiled with mean_squared_error): train
 // takes the images as the targets (no accuracy: null in the JSON), evaluate the same, and predict
