@@ -1006,16 +1006,6 @@ ojson layer_config(const Layer& l) {
   return c;
 }
 
-// Each entry's place among its layer's calls (Keras's node_index): 0 but for a shared layer's
-// calls after its first.
-std::vector<int64_t> call_numbers(const Sequential& model) {
-  const std::vector<int>& shared = model.layer_shared_with();
-  std::vector<int64_t> number(shared.size(), 0), made(shared.size(), 0);
-  for (std::size_t i = 0; i < shared.size(); ++i)
-    number[i] = made[shared[i] < 0 ? i : static_cast<std::size_t>(shared[i])]++;
-  return number;
-}
-
 // Keras 3's input_layers and output_layers: ["name", node, 0] for one call, [["a", 0, 0], ["b",
 // 0, 0]] for several.
 ojson layer_refs_json(const Sequential& model, const std::vector<int>& order,
@@ -1038,7 +1028,7 @@ std::string functional_to_json(const Sequential& model) {
   const std::vector<std::vector<int>>& inputs = model.layer_inputs();
   const std::vector<int>& shared = model.layer_shared_with();
   const std::vector<Shape> shapes = model.layer_output_shapes();
-  const std::vector<int64_t> node = call_numbers(model);
+  const std::vector<int64_t> node = call_numbers(model.layer_shared_with());
   auto tensor = [&](int j) {
     const auto u = static_cast<std::size_t>(j);
     return ojson{{"class_name", "__keras_tensor__"},

@@ -169,6 +169,8 @@ struct Sequential::Impl {
   // call (backward runs the last call first, which writes them): its slots (call_slots, the
   // parameters' gradients pointing into call_grads), then an add per parameter.
   std::vector<char> accumulates;
+  // Per entry: its layer is called more than once (take_shared).
+  std::vector<char> shared_layer;
   bool functional = false;
   // How many layers read each layer's output (the loss reads the last one's, not counted here).
   std::vector<int> readers;
@@ -260,10 +262,7 @@ struct Sequential::Impl {
     return shared_with[i] < 0 ? i : static_cast<std::size_t>(shared_with[i]);
   }
   // Whether the layer of entry i is called more than once.
-  bool called_again(std::size_t i) const {
-    const auto f = static_cast<int>(first_call(i));
-    return std::find(shared_with.begin(), shared_with.end(), f) != shared_with.end();
-  }
+  bool called_again(std::size_t i) const { return shared_layer[i] != 0; }
   void set_model_outputs(std::vector<int> order);
   void set_model_inputs(std::vector<int> order);
   void name_layers() {
@@ -1746,7 +1745,11 @@ void Sequential::Impl::take_shared(std::vector<int> shares) {
   std::vector<std::size_t> last(n);  // per first call: the layer's last call
   for (std::size_t i = 0; i < n; ++i) last[first_call(i)] = i;
   accumulates.assign(n, 0);
-  for (std::size_t i = 0; i < n; ++i) accumulates[i] = last[first_call(i)] != i ? 1 : 0;
+  shared_layer.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    accumulates[i] = last[first_call(i)] != i ? 1 : 0;
+    shared_layer[i] = last[first_call(i)] != first_call(i) ? 1 : 0;
+  }
 }
 
 void Sequential::Impl::set_model_outputs(std::vector<int> order) {
@@ -1880,6 +1883,13 @@ LayerGraph GraphBuilder::graph(int output, std::vector<int> model_inputs) const 
   LayerGraph out = graph(std::vector<int>{output}, std::move(model_inputs));
   out.output_layers.clear();
   return out;
+}
+
+std::vector<int64_t> call_numbers(const std::vector<int>& shared_with) {
+  std::vector<int64_t> number(shared_with.size(), 0), made(shared_with.size(), 0);
+  for (std::size_t i = 0; i < shared_with.size(); ++i)
+    number[i] = made[shared_with[i] < 0 ? i : static_cast<std::size_t>(shared_with[i])]++;
+  return number;
 }
 
 Sequential::~Sequential() = default;
@@ -2461,11 +2471,12 @@ std::string Sequential::summary() const {
   for (std::size_t i = 1; i < m.inputs.size(); ++i)
     chain =
         chain && m.inputs[i] == std::vector<int>{static_cast<int>(i) - 1} && m.shared_with[i] < 0;
-  std::vector<int> node(m.layers.size(), 0), calls(m.layers.size(), 0), last(m.layers.size());
-  for (std::size_t i = 0; i < m.layers.size(); ++i) {
-    node[i] = calls[m.first_call(i)]++;
-    last[m.first_call(i)] = static_cast<int>(i);
-  }
+  const std::vector<int64_t> node = call_numbers(m.shared_with);
+  std::vector<std::size_t> last(m.layers.size());  // per first call, the layer's last
+  for (std::size_t i = 0; i < m.layers.size(); ++i) last[m.first_call(i)] = i;
+  std::size_t last_row = 0;  // the table's last row: the last first call
+  for (std::size_t i = 0; i < m.layers.size(); ++i)
+    if (m.shared_with[i] < 0) last_row = i;
   const std::size_t width = chain ? 65 : 98;
   const std::string rule(width, '_');
   const std::string thick(width, '=');
@@ -2480,7 +2491,7 @@ std::string Sequential::summary() const {
     int64_t count = 0;
     if (m.built) {
       Shape full = {-1};
-      for (int64_t d : m.info[static_cast<std::size_t>(last[i])].out_shape) full.push_back(d);
+      for (int64_t d : m.info[last[i]].out_shape) full.push_back(d);
       shape = shape_to_string(full);
       shape.replace(shape.find("-1"), 2, "None");
       for (const auto& p : m.params)
@@ -2501,9 +2512,7 @@ std::string Sequential::summary() const {
                                 node[static_cast<std::size_t>(j)]);
       s += "   " + (from.empty() ? std::string("-") : from);
     }
-    bool more = false;  // another row follows
-    for (std::size_t k = i + 1; k < m.layers.size(); ++k) more = more || m.shared_with[k] < 0;
-    s += "\n" + (more ? std::string(width, ' ') : thick) + "\n";
+    s += "\n" + (i != last_row ? std::string(width, ' ') : thick) + "\n";
   }
   const int64_t total = count_params(), trainable = trainable_params();
   // Keras's byte counts (float32): B, KB, MB, ... whichever keeps the number below 1024.

@@ -218,6 +218,10 @@ class GraphBuilder {
   LayerGraph g_;
 };
 
+// Each entry's place among its layer's calls (Keras's node_index) for a graph's shared_with: 0
+// for a layer's first call, 1 for its second, ...
+std::vector<int64_t> call_numbers(const std::vector<int>& shared_with);
+
 // The model: a Sequential stack of layers (Keras's Sequential), or a graph of them (Keras's
 // functional Model), trained the same way; the stack is the graph whose every layer reads the one
 // before it.

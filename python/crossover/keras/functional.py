@@ -31,7 +31,7 @@ from ._args import SEE_SUPPORTED, reject_unsupported
 import numpy as np
 
 from .layers import InputLayer, Layer
-from .models import Sequential
+from .models import Sequential, shared_with
 
 
 class KerasTensor:
@@ -387,9 +387,7 @@ class Functional(Sequential):
         self._graph = [[position[id(p)] for p in t._inputs] for t in tensors]
         self._tensors = tensors
         # A layer called more than once: each later call is the first's layer (shared weights).
-        first_call: dict[int, int] = {}
-        self._shared = [first_call.setdefault(id(l), i) for i, l in enumerate(self._layers)]
-        self._shared = [-1 if f == i else f for i, f in enumerate(self._shared)]
+        self._shared = shared_with(self._layers)
         self._input_order = [position[id(t)] for t in self._input_tensors]
         self._output_order = [position[id(t)] for t in self._output_tensors]
         if len(self._output_tensors) > 1:

@@ -149,6 +149,14 @@ def _dynamic_display() -> bool:
     )
 
 
+
+def shared_with(calls: list[Any]) -> list[int]:
+    """The engine's LayerGraph::shared_with for a graph's entries (the layer object of each
+    call): the index of the first entry of the same layer object, -1 for a layer's first call."""
+    first: dict[int, int] = {}
+    return [-1 if first.setdefault(id(l), i) == i else first[id(l)] for i, l in enumerate(calls)]
+
+
 class Sequential(mixed_precision.HasDTypePolicy):
     """keras.Sequential: a stack of layers, given as a list or with add(). Its dtype_policy is
     the global one when it was made (Keras's); its layers' own decide what the engine trains in."""
@@ -277,16 +285,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
             graph = _trace.graph_of(self)
             if graph is not None:
                 # A sublayer a custom layer calls more than once: one layer, shared weights.
-                first: dict[int, int] = {}
-                shared = [first.setdefault(id(l), i) for i, l in enumerate(leaves)]
-                shared = [-1 if f == i else f for i, f in enumerate(shared)]
+                shared = shared_with(leaves)
                 if len(core_layers) > len(leaves):  # the Input put first
                     shared = [-1] + [f + 1 if f >= 0 else -1 for f in shared]
                 self._core = _core.Sequential(
                     core_layers,
                     graph,
                     self._given_name or "sequential",
-                    shared_with=shared if any(f >= 0 for f in shared) else [],
+                    shared_with=shared if max(shared) >= 0 else [],
                 )
             else:
                 self._core = _core.Sequential(core_layers, self._given_name or "sequential")
