@@ -50,6 +50,27 @@ def run_keras(code: str, folder: Path) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+# The Keras side of predicts_and_trains_as_keras_did: a Sequential of {layers} (its list's items,
+# in Keras's words), seeded; its initial weights saved; what it predicts; one epoch as that
+# helper trains; its JSON.
+KERAS_TRAINS_ONE_EPOCH = """
+    import json
+    import numpy as np
+    import keras
+    from keras import layers
+    keras.utils.set_random_seed(1)
+    x, y = np.load("x.npy"), np.load("y.npy")
+    model = keras.Sequential([{layers}])
+    model.save_weights("keras.weights.h5")
+    predicted = model.predict(x, verbose=0)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
+    print(json.dumps({{"predicted": predicted.tolist(), "loss": h["loss"][0],
+                      "weights": [w.tolist() for w in model.get_weights()],
+                      "json": model.to_json()}}))
+"""
+
+
 def predicts_and_trains_as_keras_did(
     model: keras.Sequential, folder: Path, x: np.ndarray, y: np.ndarray, theirs: dict
 ) -> None:

@@ -13,28 +13,17 @@ import pytest
 
 from crossover import keras
 from crossover.keras import layers
-from test_keras_archive_peers import predicts_and_trains_as_keras_did, run_keras
+from test_keras_archive_peers import (
+    KERAS_TRAINS_ONE_EPOCH,
+    predicts_and_trains_as_keras_did,
+    run_keras,
+)
 
-KERAS = """
-    import json
-    import numpy as np
-    import keras
-    from keras import layers
-    keras.utils.set_random_seed(1)
-    x, y = np.load("x.npy"), np.load("y.npy")
-    model = keras.Sequential([keras.Input((6,)),
-                              layers.Rescaling(1.0 / 255, offset=-0.5),
-                              layers.Dense(5, activation="tanh"),
-                              layers.Rescaling(2.5),
-                              layers.Dense(3, activation="softmax")])
-    model.save_weights("keras.weights.h5")
-    predicted = model.predict(x, verbose=0)
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
-    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
-    print(json.dumps({"predicted": predicted.tolist(), "loss": h["loss"][0],
-                      "weights": [w.tolist() for w in model.get_weights()],
-                      "json": model.to_json()}))
-"""
+KERAS = KERAS_TRAINS_ONE_EPOCH.format(
+    layers='keras.Input((6,)), layers.Rescaling(1.0 / 255, offset=-0.5), '
+    'layers.Dense(5, activation="tanh"), layers.Rescaling(2.5), '
+    'layers.Dense(3, activation="softmax")'
+)
 
 
 def model() -> keras.Sequential:
