@@ -6,7 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -140,20 +143,28 @@ TEST(Cli, BadDataFilesExitTwoNamingTheFile) {
   }
 }
 
+// `crossover ARGS --threads 1 --json F` in a fresh folder: what it printed and the JSON record it
+// wrote. A failure of the command ends the test (an exception gtest reports with its message).
+std::pair<testing_util::CommandResult, nlohmann::json> train_json(const std::string& args,
+                                                                  const std::string& folder) {
+  const std::string file = temp_folder(folder) + "/run.json";
+  auto r = run_crossover(args + " --threads 1 --json " + file);
+  if (r.exit_code != 0)
+    throw std::runtime_error(args + ": exit " + std::to_string(r.exit_code) + ": " + r.err);
+  std::ifstream f(file);
+  return {r, nlohmann::json::parse(f)};
+}
+
 TEST(Cli, BatchNormSpecBuildsKerasLayerAndCountsItsMovingStatisticsApart) {
   expect_usage_error("train --model dense:8,batchnorm:fast,dense:10 --data mnist-10k",
                      "batchnorm[:MOMENTUM[:EPSILON]]");
   expect_usage_error("train --model dense:8,batchnorm:2,dense:10 --data mnist-10k", "momentum");
-  const std::string dir = temp_folder("bn-json");
-  const auto r = run_crossover(
+  const auto [r, j] = train_json(
       "train --model dense:32,batchnorm:0.9,activation:relu,dense:10:softmax --data mnist-10k "
-      "--epochs 0 --threads 1 --json " +
-      dir + "/run.json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+      "--epochs 0",
+      "bn-json");
   EXPECT_NE(r.out.find("batch_normalization (BatchNormalization)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Non-trainable params: 64 (256.00 B)"), std::string::npos) << r.out;
-  std::ifstream f(dir + "/run.json");
-  const auto j = nlohmann::json::parse(f);
   // Keras's count_params: 784*32+32, 4*32 (gamma, beta, moving mean and variance), 32*10+10.
   EXPECT_EQ(j["model"]["parameters"], 25120 + 128 + 330);
   EXPECT_EQ(j["model"]["trainable_parameters"], 25120 + 64 + 330);
@@ -173,15 +184,11 @@ TEST(Cli, LayerNormSpecBuildsKerasLayerAndTrains) {
   expect_usage_error("train --model dense:8,layernorm:tiny,dense:10 --data mnist-10k",
                      "layernorm[:EPSILON]");
   expect_usage_error("train --model dense:8,layernorm:0,dense:10 --data mnist-10k", "epsilon");
-  const std::string dir = temp_folder("ln-json");
-  const auto r = run_crossover(
+  const auto [r, j] = train_json(
       "train --model dense:32,layernorm:0.01,activation:relu,dense:10:softmax --data mnist-10k "
-      "--epochs 1 --threads 1 --json " +
-      dir + "/run.json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+      "--epochs 1",
+      "ln-json");
   EXPECT_NE(r.out.find("layer_normalization (LayerNormalization)"), std::string::npos) << r.out;
-  std::ifstream f(dir + "/run.json");
-  const auto j = nlohmann::json::parse(f);
   // 784*32+32, 2*32 (gamma, beta), 32*10+10: all trainable.
   EXPECT_EQ(j["model"]["parameters"], 25120 + 64 + 330);
   EXPECT_EQ(j["model"]["trainable_parameters"], 25120 + 64 + 330);
@@ -193,17 +200,13 @@ TEST(Cli, UpsampleSpecBuildsKerasLayerWithItsShape) {
   expect_usage_error("train --model conv:4:3,upsample:big,flatten,dense:10 --data mnist-10k",
                      "upsample[:SIZE]");
   expect_usage_error("train --model conv:4:3,upsample:0,flatten,dense:10 --data mnist-10k", "size");
-  const std::string dir = temp_folder("up-json");
-  const auto r = run_crossover(
+  const auto [r, j] = train_json(
       "train --model conv:2:3:relu,maxpool:2,upsample:2x3,flatten,dense:10:softmax --data "
-      "mnist-10k --epochs 0 --threads 1 --json " +
-      dir + "/run.json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+      "mnist-10k --epochs 0",
+      "up-json");
   // 28 -> conv 3 valid 26 -> pool 13 -> upsample (26, 39).
   EXPECT_NE(r.out.find("up_sampling2d (UpSampling2D)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(None, 26, 39, 2)"), std::string::npos) << r.out;
-  std::ifstream f(dir + "/run.json");
-  const auto j = nlohmann::json::parse(f);
   EXPECT_EQ(j["model"]["parameters"], 20 + 26 * 39 * 2 * 10 + 10);
   EXPECT_EQ(j["model"]["layers"][3]["type"], "UpSampling2D");
   EXPECT_EQ(j["model"]["layers"][3]["size"], nlohmann::json::parse("[2, 3]"));
@@ -214,15 +217,10 @@ TEST(Cli, RescaleSpecBuildsKerasRescalingAndRefusesBadNumbers) {
   expect_usage_error("train --model rescale,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");
   expect_usage_error("train --model rescale:inf,dense:10 --data mnist-10k",
                      "Rescaling: scale and offset must be finite numbers");
-  const std::string dir = temp_folder("rescale-json");
-  const auto r = run_crossover(
-      "train --model flatten,rescale:2:-0.5,dense:10:softmax --data mnist-10k --epochs 0 "
-      "--threads 1 --json " +
-      dir + "/run.json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto [r, j] = train_json(
+      "train --model flatten,rescale:2:-0.5,dense:10:softmax --data mnist-10k --epochs 0 ",
+      "rescale-json");
   EXPECT_NE(r.out.find("rescaling (Rescaling)"), std::string::npos) << r.out;
-  std::ifstream f(dir + "/run.json");
-  const auto j = nlohmann::json::parse(f);
   EXPECT_EQ(j["model"]["parameters"], 784 * 10 + 10);
   EXPECT_EQ(j["model"]["layers"][1]["type"], "Rescaling");
   EXPECT_EQ(j["model"]["layers"][1]["scale"], 2.0);
@@ -234,17 +232,13 @@ TEST(Cli, ConvTransposeSpecBuildsKerasLayerWithItsShape) {
                      "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
   expect_usage_error("train --model conv_transpose:0:3,flatten,dense:10 --data mnist-10k",
                      "filters");
-  const std::string dir = temp_folder("convt-json");
-  const auto r = run_crossover(
+  const auto [r, j] = train_json(
       "train --model conv:2:3:relu:same:2,conv_transpose:3:3:relu:same:2,flatten,dense:10:softmax "
-      "--data mnist-10k --epochs 0 --threads 1 --json " +
-      dir + "/run.json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+      "--data mnist-10k --epochs 0",
+      "convt-json");
   // 28 -> conv same stride 2: 14 -> transposed same stride 2: 28.
   EXPECT_NE(r.out.find("conv2d_transpose (Conv2DTranspose)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(None, 28, 28, 3)"), std::string::npos) << r.out;
-  std::ifstream f(dir + "/run.json");
-  const auto j = nlohmann::json::parse(f);
   EXPECT_EQ(j["model"]["parameters"], 20 + (3 * 3 * 2 * 3 + 3) + 28 * 28 * 3 * 10 + 10);
   const auto& layer = j["model"]["layers"][2];  // after the InputLayer and the Conv2D
   EXPECT_EQ(layer["type"], "Conv2DTranspose");
