@@ -1122,6 +1122,20 @@ TEST(Gradients, ADenseLayerCalledThreeTimesMatchesFiniteDifferences) {
   check_gradients({"dense x3", {}, "sparse_categorical_crossentropy", {5}, false, graph});
 }
 
+TEST(Gradients, ASharedLayerWithoutWeightsCalledTwiceMatchesFiniteDifferences) {
+  // One Activation called on two tensors: nothing to sum, each call its own gradient.
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int act = g.add(Activation("tanh"), g.add(Dense(4), x));
+  const int again = g.again(act, g.add(Dense(4), act));
+  check_gradients({"shared activation",
+                   {},
+                   "sparse_categorical_crossentropy",
+                   {5},
+                   false,
+                   g.graph(g.add(Dense(3, "softmax"), again))});
+}
+
 TEST(Gradients, ASharedConv2DOnTwoBranchesMatchesFiniteDifferences) {
   // One Conv2D on the input and on a pooled-then-upsampled copy of it (a siamese pair).
   GraphBuilder g;

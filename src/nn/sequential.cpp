@@ -558,10 +558,11 @@ struct Sequential::Impl {
         if (static_cast<std::size_t>(p.layer) == first_call(i)) span += (p.n + 15) / 16 * 16;
       floats = std::max(floats, span);
     }
-    if (floats == 0) return;
-    check_fits(float_bytes(floats), "the gradients of a shared layer's calls",
-               ": use fewer or smaller layers");
-    call_grads = DeviceBlock(*backend, static_cast<std::size_t>(float_bytes(floats)));
+    if (floats > 0) {  // none where the shared layers have no parameters (Dropout, Activation)
+      check_fits(float_bytes(floats), "the gradients of a shared layer's calls",
+                 ": use fewer or smaller layers");
+      call_grads = DeviceBlock(*backend, static_cast<std::size_t>(float_bytes(floats)));
+    }
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (!accumulates[i]) continue;
       call_slots[i] = slots;
