@@ -1,6 +1,6 @@
 """Functional models against Keras 3.15 itself (issue 25's test): a model with a skip connection
 (Input -> Dense -> Dense -> Add with the first Dense's output -> Dense softmax), one with
-Concatenate, and two with a layer called twice (shared weights) are made by Keras, written with
+Concatenate, and three with a layer called twice (shared weights) are made by Keras, written with
 to_json(); crossover reads that file, takes the same initial weights, and trains one epoch without
 shuffling or dropout: the epoch's loss, evaluate's loss and the trained weights agree with Keras's
 within 1e-4. The same models made with crossover's own functional API train the same, and the
@@ -43,6 +43,14 @@ a = d(inputs)
 c = d(layers.Dense(6, activation="relu")(a))
 model = keras.Model(inputs, layers.Dense(3, activation="softmax")(layers.Add()([a, c])))
 """,
+    # A layer's second call read first: Keras numbers the calls as they were made.
+    "reversed": """
+inputs = keras.Input(shape=(6,))
+d = layers.Dense(6, activation="tanh")
+a = d(inputs)
+b = d(layers.Dense(6, activation="relu")(inputs))
+model = keras.Model(inputs, layers.Dense(3, activation="softmax")(layers.Add()([b, a])))
+""",
     # A siamese pair: one tower on the input and on a transformed copy of it.
     "siamese": """
 inputs = keras.Input(shape=(6,))
@@ -83,6 +91,20 @@ print(json.dumps({{"loss": h["loss"][0], "accuracy": h["accuracy"][0], "eval": e
 """
 
 
+def call_reads(doc: dict) -> list[list[list[int]]]:
+    """Per layer of a functional model's JSON, per call, the node index of each call it reads
+    (the names aside: each side numbers its automatic names on its own)."""
+    out = []
+    for layer in doc["config"]["layers"]:
+        calls = []
+        for node in layer["inbound_nodes"]:
+            args = node["args"][0]
+            tensors = args if isinstance(args, list) else [args]
+            calls.append([t["config"]["keras_history"][1] for t in tensors])
+        out.append(calls)
+    return out
+
+
 def data(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     rs = np.random.RandomState(11)
     x = rs.rand(48, 6).astype(np.float32)
@@ -103,7 +125,7 @@ def train(model, x, y):
     return h, loss
 
 
-@pytest.mark.parametrize("name", ["skip", "concat", "shared", "siamese"])
+@pytest.mark.parametrize("name", ["skip", "concat", "shared", "reversed", "siamese"])
 def test_a_keras_functional_file_trains_as_keras_does(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,8 +156,11 @@ def test_a_keras_functional_file_trains_as_keras_does(
     assert h2["loss"][0] == pytest.approx(h["loss"][0], abs=1e-6)
     assert loss2 == pytest.approx(loss, abs=1e-6)
 
-    # 3. Keras read crossover's JSON into the same layers.
+    # 3. Keras read crossover's JSON into the same layers; each layer's calls read the same
+    # calls (node indices) in both files.
     assert theirs["ours"] == [[l.name, type(l).__name__] for l in ours.layers]
+    keras_file = json.loads((tmp_path / "model.json").read_text())
+    assert call_reads(json.loads(ours.to_json())) == call_reads(keras_file)
 
     # 4. summary() as Keras prints it, "Connected to" column and all.
     lines: list[str] = []

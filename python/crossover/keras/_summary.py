@@ -200,7 +200,8 @@ def functional_summary_text(
     for layer in model.layers:
         # Its calls in the model (a shared layer's several): Keras shows the last call's output
         # shape and what every call reads, as layer[call][0].
-        calls = [t for t in tensors if t._layer is layer] or [layer._output_tensor]
+        calls = sorted((t for t in tensors if t._layer is layer), key=lambda t: t._node)
+        calls = calls or [layer._output_tensor]
         parents = calls[0]._inputs
         t, f = weight_counts(layer, *(tuple(p.shape[1:]) for p in parents)) if parents else (0, 0)
         trainable, fixed = trainable + t, fixed + f

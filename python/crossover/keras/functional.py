@@ -23,6 +23,7 @@ are the graph (Keras traces a subclassed model's call the same way for its funct
 A call() that computes on the tensors with anything but layers (tf ops, x * y) cannot be
 traced and says so."""
 
+import heapq
 import inspect
 from typing import Any, Optional
 
@@ -326,7 +327,44 @@ def _ordered(outputs: list[KerasTensor]) -> list[KerasTensor]:
         d = depth.setdefault(id(t), 0)
         for parent in t._inputs:
             depth[id(parent)] = max(depth.get(id(parent), 0), d + 1)
-    return sorted(post, key=lambda t: (-depth[id(t)], index[id(t)]))
+    order = sorted(post, key=lambda t: (-depth[id(t)], index[id(t)]))
+    return _calls_in_node_order(order)
+
+
+def _calls_in_node_order(order: list[KerasTensor]) -> list[KerasTensor]:
+    """`order` (a topological order) with each shared layer's calls in the order they were made
+    (Keras's node indices, which the engine numbers its calls by): Kahn's algorithm, the earliest
+    ready tensor of `order` first, a layer's call after its previous one. `order` itself where no
+    layer is called twice."""
+    calls: dict[int, list[KerasTensor]] = {}
+    for t in order:
+        calls.setdefault(id(t._layer), []).append(t)
+    if all(len(c) == 1 for c in calls.values()):
+        return order
+    rank = {id(t): i for i, t in enumerate(order)}
+    waits: dict[int, int] = {}
+    wakes: dict[int, list[KerasTensor]] = {id(t): [] for t in order}
+    for t in order:
+        parents = {id(p): p for p in t._inputs}
+        waits[id(t)] = len(parents)
+        for p in parents.values():
+            wakes[id(p)].append(t)
+    for same in calls.values():
+        same.sort(key=lambda t: t._node)
+        for before, after in zip(same, same[1:]):
+            waits[id(after)] += 1
+            wakes[id(before)].append(after)
+    ready = [(rank[id(t)], t) for t in order if waits[id(t)] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, t = heapq.heappop(ready)
+        out.append(t)
+        for w in wakes[id(t)]:
+            waits[id(w)] -= 1
+            if waits[id(w)] == 0:
+                heapq.heappush(ready, (rank[id(w)], w))
+    return out
 
 
 def _keras_layers(engine_layers: list[Any]) -> list[Any]:
