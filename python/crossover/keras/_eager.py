@@ -199,7 +199,7 @@ def _held_layers(model: Any) -> list[Any]:
     return found
 
 
-_TRACE_STATE = ("_output_tensor", "_op_layers", "_traced_shapes")
+_TRACE_STATE = ("_output_tensor", "_calls", "_op_layers", "_traced_shapes")
 
 
 def model_call(model: Any, inputs: Any, training: Any, trace: Any) -> Any:
