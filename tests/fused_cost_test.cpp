@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "nn/layers.h"
 #include "nn/optimizers.h"
+#include "nn/sequential.h"
 #include "perf/cost_model.h"
 #include "perf/explain.h"
 #include "perf/profile.h"
@@ -130,6 +131,20 @@ TEST(FusedCost, RefusalsAreReportedWithTheRuleBroken) {
   perf::ModelDesc norm = kSmall;
   norm.layers.insert(norm.layers.begin() + 2, BatchNormalization());
   EXPECT_NE(refusal(norm).find("neither Dense nor Dropout"), std::string::npos) << refusal(norm);
+  // A functional model's description keeps its graph: a Dense called twice (shared weights) is
+  // refused as fit refuses it, and its step is the graph's (one kernel, two calls).
+  GraphBuilder g;
+  const int h = g.add(Dense(64, "relu"), g.add(Flatten(), g.input({28, 28})));
+  const int block = g.add(Dense(64, "relu"), h);
+  Sequential shared(g.graph(g.add(Dense(10, "softmax"), g.again(block, block))));
+  const perf::ModelDesc desc = perf::describe(shared);
+  ASSERT_TRUE(desc.graph.has_value());
+  EXPECT_EQ(desc.model().count_params(), shared.count_params());
+  EXPECT_EQ(desc.parameters(), 784 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10)
+      << "the shared kernel counted once";
+  EXPECT_NE(refusal(desc).find("layer 'dense_1' is called more than once (shared weights)"),
+            std::string::npos)
+      << refusal(desc);
   perf::ModelDesc clipped = kSmall;
   clipped.optimizer.clipnorm = 1.0f;
   EXPECT_NE(refusal(clipped).find("clips"), std::string::npos);

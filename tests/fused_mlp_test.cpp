@@ -95,6 +95,10 @@ TEST(FusedMlpRules, RefusesWhatItCannotComputeExactlyWithOneReason) {
   EXPECT_NE(with([](FusedModelView& v) { v.layers[1].trainable = false; }).find("frozen"),
             std::string::npos);
   EXPECT_NE(with([](FusedModelView& v) {
+              v.layers[1].shared = true;
+            }).find("layer 'dense' is called more than once (shared weights)"),
+            std::string::npos);
+  EXPECT_NE(with([](FusedModelView& v) {
               v.layers[2].kind = Kind::other;
             }).find("'dropout' is neither Dense nor Dropout"),
             std::string::npos);

@@ -44,6 +44,8 @@ std::string fused_mlp_chain(const FusedModelView& model, FusedMlpStep& step) {
   bool dropout_allowed = false;  // right after a hidden Dense
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const FusedLayerView& l = model.layers[i];
+    if (l.shared)
+      return fmt::format("layer '{}' is called more than once (shared weights)", l.name);
     switch (l.kind) {
       case FusedLayerView::Kind::reshape:
         if (!chain.empty()) return fmt::format("layer '{}' reshapes between Dense layers", l.name);

@@ -57,6 +57,9 @@ struct FusedLayerView {
   int64_t in_width = 0, out_width = 0;
   const ParamSlot* kernel = nullptr;  // Dense's parameters (bias may be null: use_bias=False)
   const ParamSlot* bias = nullptr;
+  // A layer called more than once (shared weights): its gradient is a sum over its calls, which
+  // the fused kernel does not make.
+  bool shared = false;
 };
 struct FusedModelView {
   std::vector<FusedLayerView> layers;

@@ -748,12 +748,6 @@ struct Sequential::Impl {
       fused_note = "fused step not used: the model has several outputs";
       return;
     }
-    for (std::size_t i = 0; i < layers.size(); ++i)
-      if (shared_with[i] >= 0) {
-        fused_note = "fused step not used: layer '" + layers[i].name +
-                     "' is called more than once (shared weights)";
-        return;
-      }
     FusedModelView v;
     v.loss = loss;
     v.from_logits = from_logits;
@@ -773,6 +767,7 @@ struct Sequential::Impl {
       lv.name = l.name;
       lv.activation = li.activation.kind;
       lv.trainable = trains[i] != 0;
+      lv.shared = called_again(i);
       lv.in_width = li.in_width;
       lv.out_width = li.out_width;
       if (li.kernel >= 0) lv.kernel = &slots[static_cast<std::size_t>(li.kernel)];

@@ -61,6 +61,12 @@ Mode parse_mode(const std::string& text, const std::string& where) {
   throw Error(where, "unknown mode '" + text + "' (expected resident or naive)");
 }
 
+Sequential ModelDesc::model() const {
+  if (!graph) return Sequential(layers);
+  return Sequential(LayerGraph{layers, graph->inputs, graph->input_layers, graph->output_layers,
+                               graph->shared_with});
+}
+
 int64_t ModelDesc::parameters() const {
   // As the model's own optimizer step sees them: one segment per parameter tensor.
   int64_t n = 0;
@@ -76,6 +82,11 @@ ModelDesc describe(const Sequential& model) {
   d.input_width = 1;
   for (int64_t v : in) d.input_width *= v;
   d.layers = model.layers();
+  if (model.functional())
+    d.graph = ModelDesc::Graph{
+        model.layer_inputs(), model.input_layers(),
+        model.output_layers().size() > 1 ? model.output_layers() : std::vector<int>{},
+        model.layer_shared_with()};
   if (model.compiled()) {  // else the defaults: Adam, sparse categorical cross-entropy
     d.optimizer = model.optimizer();
     d.loss = model.loss_name();
@@ -101,7 +112,7 @@ std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Devic
                                      Mode mode, int ranks) {
   if (rows < 1) throw Error("cost model", "a step needs at least one row");
   if (ranks < 1) throw Error("cost model", "a step needs at least one rank");
-  Sequential s(model.layers);
+  Sequential s = model.model();
   RecordingBackend* recorder = nullptr;
   CompileOptions o;
   o.graphs = mode == Mode::resident;
@@ -1256,6 +1267,16 @@ FusedModelView fused_view_of(const ModelDesc& model, Precision precision, int ra
   v.ranks = ranks;
   v.fp32 = precision == Precision::fp32;
   slots.reserve(2 * model.layers.size());  // pointers into it stay valid
+  // A graph: whether it is a chain, and which of its layers are called more than once.
+  std::vector<char> shared(model.layers.size(), 0);
+  if (model.graph) {
+    const ModelDesc::Graph& g = *model.graph;
+    for (std::size_t i = 0; i < g.inputs.size(); ++i) {
+      v.chain = v.chain && (i == 0 ? g.inputs[i].empty()
+                                   : g.inputs[i] == std::vector<int>{static_cast<int>(i) - 1});
+      if (g.shared_with[i] >= 0) shared[i] = shared[static_cast<std::size_t>(g.shared_with[i])] = 1;
+    }
+  }
   int64_t width = model.input_width;
   for (const Layer& l : model.layers) {
     // What each kind tells the fused step's rules (as Sequential's compile asks it).
@@ -1265,6 +1286,7 @@ FusedModelView fused_view_of(const ModelDesc& model, Precision precision, int ra
     lv.name = l.name.empty() ? std::string(layer_type_name(l.type)) : l.name;
     lv.activation = kind.activation(l).kind;
     lv.trainable = l.trainable;
+    lv.shared = shared[static_cast<std::size_t>(&l - model.layers.data())] != 0;
     lv.in_width = width;
     lv.out_width = width;
     if (lv.kind == FusedLayerView::Kind::dense) {

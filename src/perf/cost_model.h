@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,14 +56,23 @@ const char* mode_name(Mode m);
 // "resident" | "naive"; throws Error(where, ...) otherwise.
 Mode parse_mode(const std::string& text, const std::string& where = "--mode");
 
-// What the cost model needs to know about a network: enough to build it as a Sequential and run
-// one training step.
+// What the cost model needs to know about a network: enough to build it (a Sequential, or a
+// functional model's graph) and run one training step.
 struct ModelDesc {
   int64_t input_width = 0;  // features per sample after Flatten (784 for MNIST)
   std::vector<Layer> layers;
+  // A functional model (Sequential::functional): how its layers connect (LayerGraph's fields but
+  // its layers, which are `layers`); unset for a stack.
+  struct Graph {
+    std::vector<std::vector<int>> inputs;
+    std::vector<int> input_layers, output_layers, shared_with;
+  };
+  std::optional<Graph> graph;
   OptimizerConfig optimizer = Adam();
   std::string loss = "sparse_categorical_crossentropy";  // as Sequential::compile takes it
   int64_t parameters() const;
+  // The model it describes, uncompiled.
+  Sequential model() const;
 };
 // From a built model (its input shape known); throws Error otherwise. An uncompiled model gets
 // the defaults (Adam, sparse categorical cross-entropy).
