@@ -1634,6 +1634,18 @@ TEST(ModelIoCli, AModelFileWithASharedLayerTrainsAndAMisfitCallIsOneLine) {
   auto r = run_crossover("train --epochs 1 --data mnist-10k --threads 2 --quiet --model " + dir +
                          "/shared.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The same graph declared on flat (784,) samples takes the (28, 28) images through a Flatten
+  // after its input, its skip connection and shared block kept.
+  GraphBuilder g784;
+  const int h784 = g784.add(Dense(16, "relu"), g784.input({784}));
+  const int block784 = g784.add(Dense(16, "relu"), h784);
+  const int sum784 = g784.add(Add(), {h784, g784.again(block784, block784)});
+  Sequential flat_model(g784.graph(g784.add(Dense(10, "softmax"), sum784)));
+  std::ofstream(dir + "/flat.json") << model_to_json(flat_model);
+  r = run_crossover("train --epochs 1 --data mnist-10k --threads 2 --model " + dir + "/flat.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("flatten (Flatten)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dense[0][0], dense_1[1][0]"), std::string::npos) << r.out;
   // The block's first call reads the Flatten's 784 values: its kernel is (784, 16), which its
   // second call (on the block's own 16) cannot take.
   json bad = json::parse(text);

@@ -77,6 +77,34 @@ std::string read_model_file(const std::string& path) {
   return text.str();
 }
 
+// A functional model of one input (an InputLayer first) taking samples of `sample_shape` through
+// a Flatten (named `flatten_name`) that every reader of its input now reads.
+Sequential with_flattened_input(const Sequential& keras, const Shape& sample_shape,
+                                const std::string& flatten_name) {
+  LayerGraph g;
+  g.layers = keras.layers();
+  g.layers[0].input_shape = sample_shape;
+  Layer flat = Flatten();
+  flat.name = flatten_name;
+  g.layers.insert(g.layers.begin() + 1, flat);
+  const auto moved = [](int i) { return i + 1; };  // every index past the input's
+  g.inputs.push_back({});
+  g.inputs.push_back({0});
+  for (std::size_t i = 1; i < keras.layers().size(); ++i) {
+    std::vector<int> reads = keras.layer_inputs()[i];
+    std::transform(reads.begin(), reads.end(), reads.begin(), moved);
+    g.inputs.push_back(std::move(reads));
+  }
+  g.shared_with = {-1, -1};
+  for (std::size_t i = 1; i < keras.layers().size(); ++i) {
+    const int first = keras.layer_shared_with()[i];
+    g.shared_with.push_back(first < 0 ? -1 : moved(first));
+  }
+  if (keras.output_layers().size() > 1)
+    for (int o : keras.output_layers()) g.output_layers.push_back(moved(o));
+  return Sequential(std::move(g), keras.name());
+}
+
 // A Keras model.to_json() file, fitted to the data's sample shape: a model declared on flat
 // (784,) inputs takes (28, 28) images through a Flatten; a model without an input shape gets one.
 Sequential model_from_json_file(const std::string& path, const Shape& sample_shape) {
@@ -102,6 +130,7 @@ Sequential model_from_json_file(const std::string& path, const Shape& sample_sha
                               [&](const Layer& l) { return l.name == flatten_name; });
        ++k)
     flatten_name = "flatten_" + std::to_string(k);
+  if (keras.functional()) return with_flattened_input(keras, sample_shape, flatten_name);
   if (layer_kind(layers[0]).declares_input() && !layer_kind(layers[0]).is_model_input()) {
     layers[0].input_shape = sample_shape;
   } else if (layer_kind(layers[0]).is_model_input()) {
