@@ -332,6 +332,33 @@ TEST(CpuBf16, PredictionsFollowSetWeightsAndTraining) {
   EXPECT_EQ(values_of(c.predict(x)), trained);
 }
 
+// A layer called twice: its update comes after both calls (not fused into a backward pass), and
+// the bf16 copy of its weights that each call's products read is remade after it.
+TEST(CpuBf16, ASharedLayerPredictsWithFreshCopiesOfItsTrainedWeights) {
+  SKIP_WITHOUT_BF16();
+  const auto graph = [] {
+    GraphBuilder g;
+    const int a = g.add(Dense(64, "tanh"), g.input({64}));
+    LayerGraph out = g.graph(g.add(Dense(10, "softmax"), g.again(a, a)));
+    for (Layer& l : out.layers) l.dtype_policy = DTypePolicy::mixed_bfloat16;
+    return out;
+  };
+  const Tensor x = testing_util::random_tensor({48, 64}, 33);
+  Tensor labels({48});
+  for (int64_t i = 0; i < 48; ++i) labels[i] = static_cast<float>(i % 10);
+  Sequential a(graph()), c(graph());
+  for (Sequential* m : {&a, &c})
+    m->compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 5});
+  ASSERT_EQ(a.precision(), "bf16");
+  const std::vector<float> before = values_of(a.predict(x));
+  a.fit(x, labels, {.epochs = 2, .verbose = 0});
+  const std::vector<float> trained = values_of(a.predict(x));
+  EXPECT_NE(trained, before);
+  c.predict(x);  // c's own copies first
+  c.set_weights(a.get_weights());
+  EXPECT_EQ(values_of(c.predict(x)), trained);
+}
+
 using testing_util::Mnist10k;
 
 // SMALL with the layers' policy that trains in `precision` (mixed_bfloat16 for bf16).
