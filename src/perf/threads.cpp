@@ -253,9 +253,8 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   const std::vector<MetricSpec> metrics = model.metric_specs();
   const std::string precision = model.precision();
   auto make = [=](int threads) {
-    Sequential m =
-        graph ? Sequential(LayerGraph{layers, reads, inputs, outputs, shared}, name)
-              : Sequential(layers, name);
+    Sequential m = graph ? Sequential(LayerGraph{layers, reads, inputs, outputs, shared}, name)
+                         : Sequential(layers, name);
     m.compile_with(optimizer, loss, metrics,
                    {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
     return m;
