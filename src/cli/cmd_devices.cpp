@@ -3,14 +3,14 @@
 
 #include "backends/cuda_info.h"
 #include "cli/cli.h"
-#include "perf/machine.h"
+#include "core/machine.h"
 
 namespace crossover::cli {
 
 namespace {
 
 nlohmann::json devices_json() {
-  const perf::CpuInfo& cpu = perf::cpu_info();
+  const CpuInfo& cpu = cpu_info();
   nlohmann::json doc;
   doc["devices"].push_back(
       {{"device", "cpu"}, {"name", cpu.model}, {"cores", cpu.logical_cores}, {"isa", cpu.isa}});
@@ -32,7 +32,7 @@ void add_devices(CLI::App& app) {
   add_common_options(*cmd, *o, kJsonOption, "Also write the list as JSON to this file");
   cmd->callback([o, json_path = &o->json] {
     if (!json_path->empty()) check_writable("--json", *json_path);
-    const perf::CpuInfo& cpu = perf::cpu_info();
+    const CpuInfo& cpu = cpu_info();
     std::string isa;
     for (const auto& f : cpu.isa) isa += (isa.empty() ? "" : " ") + f;
     fmt::print("cpu     {}, {} cores, {}\n", cpu.model, cpu.logical_cores, isa);

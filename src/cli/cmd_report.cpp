@@ -15,8 +15,8 @@
 #include "backends/cuda_info.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "perf/cost_model.h"
-#include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/profile.h"
 #include "perf/report.h"
@@ -153,7 +153,7 @@ class Report {
     in.models = std::move(models_);
     in.sweep = sweep;
     in.sweep_svg = sweep_svg_;
-    in.cpu = perf::cpu_info();
+    in.cpu = cpu_info();
     if (cpu_profile_source_ && !cpu_profile_source_->empty()) {
       try {
         in.cpu_profile = perf::load_profile(*cpu_profile_source_);

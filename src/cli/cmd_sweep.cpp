@@ -13,9 +13,9 @@
 #include "backends/cuda_info.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "perf/cost_model.h"
 #include "perf/explain.h"
-#include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/plot.h"
 #include "perf/profile.h"
@@ -178,7 +178,7 @@ class Sweep {
   // count differs by width: one thread for the narrowest MLPs, all cores for wide ones on some
   // machines). --predict-only measures nothing: it predicts all cores.
   void choose_cpu_threads() {
-    const int cores = perf::cpu_info().logical_cores;
+    const int cores = cpu_info().logical_cores;
     for (int64_t b : batches_)
       for (int64_t w : widths_) {
         if (o_.threads > 0 || o_.predict_only) {

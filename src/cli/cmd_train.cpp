@@ -6,12 +6,12 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "data/dataset.h"
 #include "formats/checkpoint.h"
 #include "formats/weights_io.h"
 #include "nn/metrics.h"
 #include "perf/choose.h"
-#include "perf/machine.h"
 
 namespace crossover::cli {
 
@@ -140,7 +140,7 @@ class Train {
   }
 
   void plan_threads() {
-    threads_run_ = {o_.threads > 0 ? o_.threads : perf::cpu_info().logical_cores, std::nullopt,
+    threads_run_ = {o_.threads > 0 ? o_.threads : cpu_info().logical_cores, std::nullopt,
                     o_.threads > 0 ? "user" : "all cores"};
     copts_ = CompileOptions{.device = o_.device, .threads = o_.threads, .seed = seed_};
     copts_.precision = o_.precision;  // compile applies the layers' policy (model_precision)

@@ -16,11 +16,11 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/launcher.h"
+#include "core/machine.h"
 #include "formats/model_config.h"
 #include "nn/layers/kind.h"
 #include "perf/cost_model.h"
 #include "perf/explain.h"
-#include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/profile.h"
 #include "ranks/mpi.h"
@@ -359,7 +359,7 @@ nlohmann::json model_json(const Sequential& model, const std::string& name) {
 }
 
 std::string device_description(const std::string& device) {
-  if (device == "cpu") return "cpu (" + perf::cpu_info().model + ")";
+  if (device == "cpu") return "cpu (" + cpu_info().model + ")";
   return device;
 }
 
@@ -532,7 +532,7 @@ int relaunch_under_mpirun(const std::string& command, int ranks, bool quiet) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   const std::vector<std::string>& line = command_line_store();
   std::vector<std::string> args{mpirun, "-np", std::to_string(ranks)};
-  if (ranks > perf::cpu_info().logical_cores) args.push_back("--oversubscribe");
+  if (ranks > cpu_info().logical_cores) args.push_back("--oversubscribe");
   if (::geteuid() == 0) args.push_back("--allow-run-as-root");
   args.push_back(self.empty() ? (line.empty() ? "crossover" : line[0]) : self);
   args.insert(args.end(), line.begin() + (line.empty() ? 0 : 1), line.end());
@@ -598,7 +598,7 @@ void refuse_ranks(const std::string& command) {
 }
 
 int threads_per_rank(const Ranks& ranks) {
-  return std::max(1, perf::cpu_info().logical_cores / std::max(ranks.local_size, 1));
+  return std::max(1, cpu_info().logical_cores / std::max(ranks.local_size, 1));
 }
 
 void add_ranks_json(nlohmann::json& doc, const Ranks& ranks) {

@@ -14,9 +14,9 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "perf/cost_model.h"
 #include "perf/explain.h"
-#include "perf/machine.h"
 #include "perf/measure.h"
 
 namespace crossover::cli {
@@ -258,7 +258,7 @@ void run_ranks_table(const RanksTableOptions& o) {
   if (o.batch < 1) throw Error("--batch-size", "must be at least 1");
   const std::vector<int64_t> counts = parse_ranks(o.ranks);
   const Precision precision = cpu_run_precision(o.command, o.model, o.precision);
-  const int cores = perf::cpu_info().logical_cores;
+  const int cores = cpu_info().logical_cores;
   // Before any work: the counts to be measured need MPI and mpirun (one line, exit 2).
   if (!o.predict_only)
     for (const int64_t n : counts)

@@ -19,9 +19,9 @@
 #include "backends/backend.h"
 #include "backends/cuda_info.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "nn/layers.h"
 #include "nn/optimizers.h"
-#include "perf/machine.h"
 
 #ifdef CROSSOVER_HAVE_CUDA
 #include <cuda_runtime.h>

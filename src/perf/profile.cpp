@@ -20,7 +20,7 @@
 
 #include "backends/cuda_info.h"
 #include "core/error.h"
-#include "perf/machine.h"
+#include "core/machine.h"
 
 namespace crossover::perf {
 namespace fs = std::filesystem;

@@ -122,7 +122,7 @@ struct Profile {
   int cores = 0;                 // logical cores (cpu), streaming multiprocessors (gpu)
   std::vector<std::string> isa;  // SIMD extensions (cpu)
   int64_t memory_bytes = 0;      // device memory (gpu); 0 for the CPU
-  // The CPU's identity beyond its name (cpu; see perf/machine.h): CPUID family, model and
+  // The CPU's identity beyond its name (cpu; see core/machine.h): CPUID family, model and
   // stepping (-1: not recorded), and its cache sizes (0: not recorded).
   int cpuid_family = -1, cpuid_model = -1, cpuid_stepping = -1;
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/machine.h"
 #include "perf/cost_model.h"
-#include "perf/machine.h"
 #include "perf/profile.h"
 
 namespace crossover::perf {

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "nn/layers/kind.h"
 #include "perf/explain.h"
-#include "perf/machine.h"
 #include "perf/measure.h"
 #include "perf/profile.h"
 

@@ -1,11 +1,12 @@
-// What machine this is: the facts `crossover devices` prints and reports record.
+// What machine this is: the facts `crossover devices` prints and reports record, and the
+// backends read (the CPU backend keeps a layer's weights with one thread where they fit its L2).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace crossover::perf {
+namespace crossover {
 
 struct CpuInfo {
   std::string model;             // "Intel(R) Xeon(R) Processor"
@@ -22,4 +23,4 @@ struct CpuInfo {
 // Read from /proc/cpuinfo and /sys/devices/system/cpu/cpu0/cache once and cached.
 const CpuInfo& cpu_info();
 
-}  // namespace crossover::perf
+}  // namespace crossover

@@ -1,4 +1,4 @@
-#include "perf/machine.h"
+#include "core/machine.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-namespace crossover::perf {
+namespace crossover {
 
 namespace {
 
@@ -80,4 +80,4 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
-}  // namespace crossover::perf
+}  // namespace crossover
