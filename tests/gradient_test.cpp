@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "backends/backend.h"
+#include "core/machine.h"
 #include "nn/layers.h"
 #include "nn/layers/kind.h"
 #include "nn/sequential.h"
@@ -513,38 +514,71 @@ void check_gradients(const Case& c) {
 
 // The backend's dense_forward itself, with every activation (the model fuses only linear and
 // relu into it, but the backend contract takes any): the CPU once applied relu where asked for a
-// sigmoid without bias, found by the GPU tests' comparison on an H200.
+// sigmoid without bias, found by the GPU tests' comparison on an H200. The last three shapes
+// have more rows of weights than the threads have rows of partial sums, so the forward splits the
+// reduction across the threads (forward_by_weight_rows) where a thread's share of the layer fits
+// the CPU's L2 (the first two on any L2 of 256 KiB or more, SMALL's 784x128 from 1 MiB): 2 and 3
+// blocks, k not a multiple of 16.
 TEST(CpuBackend, DenseForwardAppliesEveryActivationAsTheFloat64Reference) {
-  std::unique_ptr<Backend> be = make_cpu_backend(2);
   struct Shape3 {
     int64_t m, k, n;
   };
   uint64_t seed = 40;
-  for (const Shape3 s : {Shape3{1, 1, 1}, Shape3{7, 97, 13}, Shape3{33, 128, 10}})
-    for (ActivationKind a : {ActivationKind::linear, ActivationKind::relu, ActivationKind::sigmoid,
-                             ActivationKind::tanh, ActivationKind::softmax})
-      for (bool bias : {true, false}) {
-        SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) +
-                     " " + std::string(activation_name(a)) + (bias ? " bias" : " no bias"));
-        const Tensor x = random_tensor({s.m, s.k}, ++seed), w = random_tensor({s.k, s.n}, ++seed),
-                     b = random_tensor({s.n}, ++seed);
-        std::vector<float> y(static_cast<std::size_t>(s.m * s.n), std::nanf(""));
-        be->dense_forward(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), s.m, s.k, s.n,
-                          a);
-        for (int64_t r = 0; r < s.m; ++r) {
-          Vec row(static_cast<std::size_t>(s.n));
-          for (int64_t j = 0; j < s.n; ++j) {
-            double v = bias ? b[j] : 0.0;
-            for (int64_t i = 0; i < s.k; ++i) v += double(x[r * s.k + i]) * w[i * s.n + j];
-            row[static_cast<std::size_t>(j)] = v;
+  for (int threads : {2, 3})
+    for (const Shape3 s : {Shape3{1, 1, 1}, Shape3{7, 97, 13}, Shape3{33, 128, 10},
+                           Shape3{16, 1024, 16}, Shape3{10, 1000, 30}, Shape3{32, 784, 128}})
+      for (ActivationKind a :
+           {ActivationKind::linear, ActivationKind::relu, ActivationKind::sigmoid,
+            ActivationKind::tanh, ActivationKind::softmax})
+        for (bool bias : {true, false}) {
+          SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) +
+                       " " + std::string(activation_name(a)) + (bias ? " bias" : " no bias") +
+                       ", " + std::to_string(threads) + " threads");
+          std::unique_ptr<Backend> be = make_cpu_backend(threads);
+          const Tensor x = random_tensor({s.m, s.k}, ++seed), w = random_tensor({s.k, s.n}, ++seed),
+                       b = random_tensor({s.n}, ++seed);
+          std::vector<float> y(static_cast<std::size_t>(s.m * s.n), std::nanf(""));
+          be->dense_forward(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), s.m, s.k, s.n,
+                            a);
+          for (int64_t r = 0; r < s.m; ++r) {
+            // float32 sums of k terms round to about sqrt(k) ulps of the terms' magnitudes.
+            Vec row(static_cast<std::size_t>(s.n)), magnitude(static_cast<std::size_t>(s.n));
+            for (int64_t j = 0; j < s.n; ++j) {
+              double v = bias ? b[j] : 0.0, size = std::abs(v);
+              for (int64_t i = 0; i < s.k; ++i) {
+                v += double(x[r * s.k + i]) * w[i * s.n + j];
+                size += std::abs(double(x[r * s.k + i]) * w[i * s.n + j]);
+              }
+              row[static_cast<std::size_t>(j)] = v;
+              magnitude[static_cast<std::size_t>(j)] = size;
+            }
+            apply(a, row);
+            for (int64_t j = 0; j < s.n; ++j) {
+              const auto jj = static_cast<std::size_t>(j);
+              ASSERT_NEAR(y[static_cast<std::size_t>(r * s.n + j)], row[jj],
+                          1e-5 + 1e-5 * std::abs(row[jj]) + 1e-6 * magnitude[jj])
+                  << "row " << r << " column " << j;
+            }
           }
-          apply(a, row);
-          for (int64_t j = 0; j < s.n; ++j)
-            ASSERT_NEAR(y[static_cast<std::size_t>(r * s.n + j)], row[static_cast<std::size_t>(j)],
-                        1e-5 + 1e-5 * std::abs(row[static_cast<std::size_t>(j)]))
-                << "row " << r << " column " << j;
         }
-      }
+}
+
+// The split above is taken: a layer whose share fits a core's L2 gets other bits at 2 threads
+// than at 1 (partial sums), the same bits run after run at each count.
+TEST(CpuBackend, DenseForwardSplitsTheWeightsRowsWhereTheyFitTheL2) {
+  if (cpu_info().l2_bytes == 0) GTEST_SKIP() << "sysfs does not give this CPU's L2 size";
+  const int64_t m = 16, k = 1024, n = 16;
+  const Tensor x = random_tensor({m, k}, 7), w = random_tensor({k, n}, 8);
+  auto forward = [&](int threads) {
+    std::unique_ptr<Backend> be = make_cpu_backend(threads);
+    std::vector<float> y(static_cast<std::size_t>(m * n));
+    be->dense_forward(x.data(), w.data(), nullptr, y.data(), m, k, n, ActivationKind::linear);
+    return y;
+  };
+  const std::vector<float> one = forward(1), two = forward(2);
+  EXPECT_NE(one, two) << "the 2-thread forward did not split the reduction";
+  EXPECT_EQ(two, forward(2));
+  EXPECT_EQ(one, forward(1));
 }
 
 TEST(Gradients, DenseWithEachActivationMatchFiniteDifferences) {

@@ -22,6 +22,7 @@
 #include "backends/kernel_math.h"
 #include "core/aligned.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "core/philox.h"
 
 namespace crossover {
@@ -335,13 +336,21 @@ class CpuBackend final : public Backend {
   // block from inside our own parallel region (oneDNN then runs single-threaded): a block's bias,
   // activation or bias gradient is applied by the same thread while the block is in its cache,
   // and no call allocates (oneDNN's own threading allocates per call; docs/GEMM.md).
+  //
+  // A layer's weights stay with one thread: the weight gradient and its fused update, and the
+  // input gradient, each give thread t the same block of rows of w (for_blocks over k), and so
+  // does the forward when w is the larger operand (below). Then w's rows and the optimizer's state
+  // for them stay in that core's cache from step to step, instead of w's lines crossing between
+  // the cores twice a step (docs/PERF.md, "weights that stay with a thread").
   void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
                      int64_t n, ActivationKind act) override {
-    // y(m, n) = x(m, k) . w(k, n): blocks of columns of y. In bf16 the product is one oneDNN
-    // matmul on its own threads, the bias and ReLU its post-ops.
+    // y(m, n) = x(m, k) . w(k, n). In bf16 the product is one oneDNN matmul on its own threads,
+    // the bias and ReLU its post-ops.
     const bool relu = act == ActivationKind::relu;
     if (bf16_)
       gemm_bf16_weights(false, m, n, k, x, w, y, b, relu);
+    else if (weights_stay_with_threads(m, k, n))
+      forward_by_weight_rows(x, w, b, y, m, k, n, relu);
     else
       for_blocks(n, 2 * m * n * k, [&](int64_t c0, int64_t c1) {
         if (c1 <= c0) return;
@@ -360,6 +369,52 @@ class CpuBackend final : public Backend {
       });
     // Sigmoid, tanh and softmax (softmax needs whole rows): a second pass, as on the GPU.
     if (act != ActivationKind::linear && !relu) activation_forward(act, 0.0f, y, y, m, n);
+  }
+
+  // Whether the forward splits w's rows across the threads as the backward does: when w is the
+  // larger operand (k >= threads * m: its rows outnumber the partial sums' rows) and a thread's
+  // share of the layer's state (w, its gradient and two optimizer slots, 16 bytes a weight) fits
+  // this CPU's per-core L2, so that it can stay there from step to step. Where it cannot (BIG's
+  // 784x1000 and 1000x1000 layers at 2 threads), the split only adds the partial sums: measured
+  // 1.15x slower for BIG on the Zen 4 (docs/PERF.md).
+  bool weights_stay_with_threads(int64_t m, int64_t k, int64_t n) const {
+    return threads_ > 1 && k >= threads_ * m && 16 * k * n <= threads_ * l2_bytes_;
+  }
+
+  // y = x . w as a sum over the threads' blocks of rows of w (the reduction dimension, split as
+  // the weight gradient splits it): each thread's product x(:, r0:r1) . w(r0:r1, :) goes to its
+  // own partial sum, and after a barrier each thread adds up a block of y's elements over the
+  // partials in thread order, with the bias and ReLU. The sums' order, and so the bits, depend on
+  // the thread count (not on anything else); the partials are nt * m * n floats, fewer than w's
+  // k * n when this is chosen (k >= nt * m). On one thread it is the plain product.
+  void forward_by_weight_rows(const float* x, const float* w, const float* b, float* y, int64_t m,
+                              int64_t k, int64_t n, bool relu) {
+    float* partials = partial_sums(threads_ * m * n);
+    for_blocks_with_index(k, 2 * m * n * k, [&](int64_t r0, int64_t r1, int64_t t, int64_t nt) {
+      const int64_t size = m * n;
+      float* own = nt == 1 ? y : partials + t * size;
+      if (r1 > r0)
+        sgemm('N', 'N', m, n, r1 - r0, 1.0f, x + r0, k, w + r0 * n, n, 0.0f, own, n);
+      else
+        std::fill(own, own + size, 0.0f);
+      if (nt > 1) {
+#pragma omp barrier
+      }
+      // This thread's elements of y, [e0, e1), row by row: partials[0] + ... + partials[nt - 1].
+      const int64_t e1 = size * (t + 1) / nt;
+      for (int64_t e = size * t / nt; e < e1;) {
+        const int64_t r = e / n, j0 = e - r * n, j1 = std::min(n, j0 + (e1 - e));
+        float* out = y + r * n;
+        const float* first = nt == 1 ? out : partials + r * n;
+        for (int64_t j = j0; j < j1; ++j) {
+          float sum = first[j];
+          for (int64_t u = 1; u < nt; ++u) sum += partials[u * size + r * n + j];
+          if (b) sum += b[j];
+          out[j] = relu ? std::max(sum, 0.0f) : sum;
+        }
+        e += j1 - j0;
+      }
+    });
   }
 
   void dense_backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t m,
@@ -1076,6 +1131,14 @@ class CpuBackend final : public Backend {
     }
   }
 
+  float* partial_sums(int64_t c) {
+    if (static_cast<int64_t>(partials_size_) < c) {
+      partials_ = make_aligned<float>(static_cast<std::size_t>(c));
+      partials_size_ = static_cast<std::size_t>(c);
+    }
+    return partials_.get();
+  }
+
   float* scratch_row(int64_t c) {
     if (static_cast<int64_t>(scratch_size_) < c) {
       scratch_ = make_aligned<float>(static_cast<std::size_t>(c));
@@ -1085,11 +1148,14 @@ class CpuBackend final : public Backend {
   }
 
   int threads_ = 1;
-  bool bf16_ = false;  // the dense GEMMs in bf16 (Precision::bf16)
+  int64_t l2_bytes_ = cpu_info().l2_bytes;  // a core's; 0 where sysfs does not say
+  bool bf16_ = false;                       // the dense GEMMs in bf16 (Precision::bf16)
   cpu::DnnlConv conv_;
   cpu::DnnlMatmulBf16 matmul_;
   std::unique_ptr<float[], AlignedFree> scratch_;
   std::size_t scratch_size_ = 0;
+  std::unique_ptr<float[], AlignedFree> partials_;  // forward_by_weight_rows's partial sums
+  std::size_t partials_size_ = 0;
 };
 
 }  // namespace
