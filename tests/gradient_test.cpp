@@ -517,8 +517,8 @@ void check_gradients(const Case& c) {
 // sigmoid without bias, found by the GPU tests' comparison on an H200. The last three shapes
 // have more rows of weights than the threads have rows of partial sums, so the forward splits the
 // reduction across the threads (forward_by_weight_rows) where a thread's share of the layer fits
-// the CPU's L2 (the first two on any L2 of 256 KiB or more, SMALL's 784x128 from 1 MiB): 2 and 3
-// blocks, k not a multiple of 16.
+// the CPU's L2 (the first two on any L2 of 256 KiB or more, SMALL's 784x128 at 2 threads from 784
+// KiB): 2 and 3 blocks, k not a multiple of 16.
 TEST(CpuBackend, DenseForwardAppliesEveryActivationAsTheFloat64Reference) {
   struct Shape3 {
     int64_t m, k, n;
@@ -563,11 +563,28 @@ TEST(CpuBackend, DenseForwardAppliesEveryActivationAsTheFloat64Reference) {
         }
 }
 
-// The split above is taken: a layer whose share fits a core's L2 gets other bits at 2 threads
-// than at 1 (partial sums), the same bits run after run at each count.
+// When the forward splits: SMALL's first layer at batch 32 and 2 threads on the Zen 4's 1 MiB L2
+// (803 KB a thread), not on a 512 KiB L2, not BIG's 784x1000 layer (6.3 MB a thread), not at
+// batch 512 (more partial-sum rows than weight rows), never on one thread or an unknown L2.
+TEST(CpuBackend, TheForwardSplitsTheWeightsRowsWhereTheyFitAThreadsL2) {
+  const int64_t mib = 1 << 20;
+  EXPECT_TRUE(cpu_forward_splits_weight_rows(32, 784, 128, 2, mib));
+  EXPECT_FALSE(cpu_forward_splits_weight_rows(32, 784, 128, 2, mib / 2));
+  EXPECT_TRUE(cpu_forward_splits_weight_rows(32, 784, 128, 4, mib / 2));
+  EXPECT_FALSE(cpu_forward_splits_weight_rows(32, 784, 1000, 2, mib));
+  EXPECT_TRUE(cpu_forward_splits_weight_rows(32, 1000, 10, 2, mib));
+  EXPECT_FALSE(cpu_forward_splits_weight_rows(512, 784, 128, 2, mib));
+  EXPECT_FALSE(cpu_forward_splits_weight_rows(32, 784, 128, 1, mib));
+  EXPECT_FALSE(cpu_forward_splits_weight_rows(32, 784, 128, 2, 0));
+}
+
+// ... and the backend takes that path: a layer whose share fits this CPU's L2 gets other bits at
+// 2 threads than at 1 (partial sums), the same bits run after run at each count.
 TEST(CpuBackend, DenseForwardSplitsTheWeightsRowsWhereTheyFitTheL2) {
-  if (cpu_info().l2_bytes == 0) GTEST_SKIP() << "sysfs does not give this CPU's L2 size";
-  const int64_t m = 16, k = 1024, n = 16;
+  const int64_t m = 16, k = 2048, n = 16;  // 1 MFLOP: above the one-thread threshold
+  if (!cpu_forward_splits_weight_rows(m, k, n, 2, cpu_info().l2_bytes))
+    GTEST_SKIP() << "this CPU's L2 (" << cpu_info().l2_bytes << " bytes; 0: sysfs does not say) "
+                 << "is too small for a 2048x16 layer's share";
   const Tensor x = random_tensor({m, k}, 7), w = random_tensor({k, n}, 8);
   auto forward = [&](int threads) {
     std::unique_ptr<Backend> be = make_cpu_backend(threads);

@@ -229,7 +229,7 @@ TEST_F(Mpi, ThreadsZeroDividesTheHostsCoresAmongItsRanks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream f(dir + "/r.json");
   const nlohmann::json j = nlohmann::json::parse(f);
-  const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));  // as perf::cpu_info()
+  const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));  // as cpu_info()
   EXPECT_EQ(j["threads"], std::max(1, cores / 2));
   EXPECT_EQ(j["threads_choice"]["chosen_by"], "cores divided among ranks");
 }

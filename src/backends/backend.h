@@ -312,6 +312,13 @@ int max_cpu_threads();
 // Why `threads` is not a count make_cpu_backend takes (negative, or above max_cpu_threads()), or
 // "" when it is: one message for the library and the CLI's --threads.
 std::string cpu_threads_problem(int64_t threads);
+// Whether the CPU backend's fp32 dense forward y(m, n) = x(m, k) . w(k, n) at `threads` threads
+// splits w's rows (the reduction dimension) across the threads, as the weight and input gradients
+// do, on a CPU whose cores have `l2_bytes` of L2 each (0: unknown): when w's rows outnumber the
+// partial sums' (k >= threads * m) and a thread's share of the layer's state (w, its gradient and
+// two optimizer slots: 16 bytes a weight) fits its L2, so that it stays there from step to step.
+// The bits then depend on the thread count (docs/PERF.md, "Weights that stay with a thread").
+bool cpu_forward_splits_weight_rows(int64_t m, int64_t k, int64_t n, int threads, int64_t l2_bytes);
 // The CPU backend with `threads` threads (0 = all cores). Never null. Throws Error for a negative
 // count or one above max_cpu_threads().
 std::unique_ptr<Backend> make_cpu_backend(int threads);

@@ -28,7 +28,9 @@ namespace crossover::perf {
 // pooling entries (`conv2d`, `pool2d`, 2026-12-01), the batch-normalization ones (`batchnorm`,
 // 2026-12-01) and the bf16 GEMM rates (`gemm_bf16`, 2026-12-01) did not bump it: they are new
 // lists, not new terms for what was there, and a profile without them has them measured on demand.
-inline constexpr int kProfileSchema = 3;
+// 4: a dense forward whose weights fit the cores' L2 splits its reduction across the threads
+// (2026-12-03), which changes the forward GEMM's rate at those shapes.
+inline constexpr int kProfileSchema = 4;
 
 // One GEMM rate, as the engine calls it. op says which of the dense layer's three products:
 //   "forward":          y(batch, out) = x(batch, in) . w(in, out), with the bias+ReLU epilogue

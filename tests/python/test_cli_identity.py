@@ -66,11 +66,39 @@ def train_with_cli(folder: Path, *options: str) -> tuple[dict, dict[str, np.ndar
     return record, read_safetensors(folder / "model.safetensors")
 
 
+def seed_model(threads, policy="float32"):
+    """The seed's SMALL, seeded with SEED and compiled at `threads` threads under `policy` (both
+    set back afterwards)."""
+    from crossover import _threads
+    from crossover.keras import mixed_precision
+
+    tf.keras.utils.set_random_seed(SEED)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    mixed_precision.set_global_policy(policy)
+    try:
+        model = tf.keras.models.Sequential(
+            [
+                tf.keras.layers.Flatten(input_shape=(28, 28)),
+                tf.keras.layers.Dense(128, activation="relu"),
+                tf.keras.layers.Dropout(0.2),
+                tf.keras.layers.Dense(10, activation="softmax"),
+            ]
+        )
+        model.compile(
+            optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+        )
+    finally:
+        mixed_precision.set_global_policy("float32")
+        _threads._set = None
+    return model
+
+
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    # No --threads: the count measured fastest here, as Python's fit chooses its own (the CPU's
-    # results do not depend on it, so the two may differ on a busy machine).
-    return train_with_cli(tmp_path_factory.mktemp("cli"), f"--epochs={EPOCHS}")
+    # Two threads on both sides: the CPU's bits depend on the count (a layer whose weights fit a
+    # core's L2 splits its reduction across the threads), and each side would otherwise measure
+    # its own count, which may differ on a busy machine.
+    return train_with_cli(tmp_path_factory.mktemp("cli"), f"--epochs={EPOCHS}", "--threads=2")
 
 
 @pytest.fixture(scope="module")
@@ -89,16 +117,7 @@ def python_run(tmp_path_factory):
             else:
                 os.environ[k] = v
     x_train = x_train / 255.0
-    tf.keras.utils.set_random_seed(SEED)
-    model = tf.keras.models.Sequential(
-        [
-            tf.keras.layers.Flatten(input_shape=(28, 28)),
-            tf.keras.layers.Dense(128, activation="relu"),
-            tf.keras.layers.Dropout(0.2),
-            tf.keras.layers.Dense(10, activation="softmax"),
-        ]
-    )
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model = seed_model(threads=2)
     history = model.fit(x_train, y_train, epochs=EPOCHS, verbose=0)
     return history.history, model.get_weights()
 
@@ -141,29 +160,9 @@ def bf16_runs(tmp_path_factory):
         tmp_path_factory.mktemp("bf16"), "--epochs=1", "--precision=bf16", "--threads=1"
     )
 
-    from crossover import _threads
-    from crossover.keras import mixed_precision
-
     data = np.load(REPO / "data" / "mnist-10k" / "mnist-10k.npz")
     x_train, y_train = data["x_train"] / 255.0, data["y_train"]
-    tf.keras.utils.set_random_seed(SEED)
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        model = tf.keras.models.Sequential(
-            [
-                tf.keras.layers.Flatten(input_shape=(28, 28)),
-                tf.keras.layers.Dense(128, activation="relu"),
-                tf.keras.layers.Dropout(0.2),
-                tf.keras.layers.Dense(10, activation="softmax"),
-            ]
-        )
-        model.compile(
-            optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"]
-        )
-    finally:
-        mixed_precision.set_global_policy("float32")
-        _threads._set = None
+    model = seed_model(threads=1, policy="mixed_bfloat16")
     history = model.fit(x_train, y_train, epochs=1, verbose=0)
     return record, saved, history.history, model
 

@@ -371,22 +371,21 @@ class CpuBackend final : public Backend {
     if (act != ActivationKind::linear && !relu) activation_forward(act, 0.0f, y, y, m, n);
   }
 
-  // Whether the forward splits w's rows across the threads as the backward does: when w is the
-  // larger operand (k >= threads * m: its rows outnumber the partial sums' rows) and a thread's
-  // share of the layer's state (w, its gradient and two optimizer slots, 16 bytes a weight) fits
-  // this CPU's per-core L2, so that it can stay there from step to step. Where it cannot (BIG's
-  // 784x1000 and 1000x1000 layers at 2 threads), the split only adds the partial sums: measured
-  // 1.15x slower for BIG on the Zen 4 (docs/PERF.md).
+  // backend.h's cpu_forward_splits_weight_rows for this backend. Where the state cannot stay in
+  // L2 (BIG's 784x1000 and 1000x1000 layers at 2 threads), the split only adds the partial sums:
+  // measured 1.15x slower for BIG on the Zen 4 (docs/PERF.md).
   bool weights_stay_with_threads(int64_t m, int64_t k, int64_t n) const {
-    return threads_ > 1 && k >= threads_ * m && 16 * k * n <= threads_ * l2_bytes_;
+    return cpu_forward_splits_weight_rows(m, k, n, threads_, l2_bytes_);
   }
 
   // y = x . w as a sum over the threads' blocks of rows of w (the reduction dimension, split as
   // the weight gradient splits it): each thread's product x(:, r0:r1) . w(r0:r1, :) goes to its
   // own partial sum, and after a barrier each thread adds up a block of y's elements over the
   // partials in thread order, with the bias and ReLU. The sums' order, and so the bits, depend on
-  // the thread count (not on anything else); the partials are nt * m * n floats, fewer than w's
-  // k * n when this is chosen (k >= nt * m). On one thread it is the plain product.
+  // the team's size nt; the partials take nt * m * n floats (room for threads_ is kept), fewer
+  // than w's k * n when this is chosen (k >= threads * m). On one thread it is the plain product.
+  // The barrier needs every thread of the team to call the block function, which
+  // for_blocks_with_index does (also for an empty block).
   void forward_by_weight_rows(const float* x, const float* w, const float* b, float* y, int64_t m,
                               int64_t k, int64_t n, bool relu) {
     float* partials = partial_sums(threads_ * m * n);
@@ -1101,7 +1100,9 @@ class CpuBackend final : public Backend {
       const int64_t begin = std::min(extent, (extent * t / n + 15) / 16 * 16);
       const int64_t end =
           t + 1 == n ? extent : std::min(extent, (extent * (t + 1) / n + 15) / 16 * 16);
-      f(begin, end, t, n);  // also when empty: f may have other work for thread t
+      // Also when empty: f may have other work for thread t, or a barrier
+      // (forward_by_weight_rows) that every thread of the team must reach.
+      f(begin, end, t, n);
     }
   }
   template <class F>
@@ -1161,6 +1162,11 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 int max_cpu_threads() { return 4 * omp_get_num_procs(); }
+
+bool cpu_forward_splits_weight_rows(int64_t m, int64_t k, int64_t n, int threads,
+                                    int64_t l2_bytes) {
+  return threads > 1 && k >= threads * m && 16 * k * n <= threads * l2_bytes;
+}
 
 std::string cpu_threads_problem(int64_t threads) {
   if (threads < 0) return "must be 0 (all cores) or positive, not " + std::to_string(threads);
