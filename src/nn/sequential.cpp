@@ -1741,11 +1741,8 @@ void Sequential::Impl::take_shared(std::vector<int> shares) {
   std::vector<std::size_t> last(n);  // per first call: the layer's last call
   for (std::size_t i = 0; i < n; ++i) last[first_call(i)] = i;
   accumulates.assign(n, 0);
-  shared_layer.assign(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    accumulates[i] = last[first_call(i)] != i ? 1 : 0;
-    shared_layer[i] = last[first_call(i)] != first_call(i) ? 1 : 0;
-  }
+  for (std::size_t i = 0; i < n; ++i) accumulates[i] = last[first_call(i)] != i ? 1 : 0;
+  shared_layer = called_more_than_once(shared_with);
 }
 
 void Sequential::Impl::set_model_outputs(std::vector<int> order) {
@@ -1886,6 +1883,13 @@ std::vector<int64_t> call_numbers(const std::vector<int>& shared_with) {
   for (std::size_t i = 0; i < shared_with.size(); ++i)
     number[i] = made[shared_with[i] < 0 ? i : static_cast<std::size_t>(shared_with[i])]++;
   return number;
+}
+
+std::vector<char> called_more_than_once(const std::vector<int>& shared_with) {
+  std::vector<char> shared(shared_with.size(), 0);
+  for (std::size_t i = 0; i < shared_with.size(); ++i)
+    if (shared_with[i] >= 0) shared[i] = shared[static_cast<std::size_t>(shared_with[i])] = 1;
+  return shared;
 }
 
 Sequential::~Sequential() = default;

@@ -221,6 +221,9 @@ class GraphBuilder {
 // Each entry's place among its layer's calls (Keras's node_index) for a graph's shared_with: 0
 // for a layer's first call, 1 for its second, ...
 std::vector<int64_t> call_numbers(const std::vector<int>& shared_with);
+// Per entry of a graph's shared_with: 1 where its layer is called more than once (each of its
+// calls, the first included), else 0.
+std::vector<char> called_more_than_once(const std::vector<int>& shared_with);
 
 // The model: a Sequential stack of layers (Keras's Sequential), or a graph of them (Keras's
 // functional Model), trained the same way; the stack is the graph whose every layer reads the one

@@ -1271,11 +1271,10 @@ FusedModelView fused_view_of(const ModelDesc& model, Precision precision, int ra
   std::vector<char> shared(model.layers.size(), 0);
   if (model.graph) {
     const ModelDesc::Graph& g = *model.graph;
-    for (std::size_t i = 0; i < g.inputs.size(); ++i) {
+    for (std::size_t i = 0; i < g.inputs.size(); ++i)
       v.chain = v.chain && (i == 0 ? g.inputs[i].empty()
                                    : g.inputs[i] == std::vector<int>{static_cast<int>(i) - 1});
-      if (g.shared_with[i] >= 0) shared[i] = shared[static_cast<std::size_t>(g.shared_with[i])] = 1;
-    }
+    shared = called_more_than_once(g.shared_with);
   }
   int64_t width = model.input_width;
   for (const Layer& l : model.layers) {
