@@ -2549,6 +2549,12 @@ const std::vector<std::vector<int>>& Sequential::layer_inputs() const { return i
 const std::vector<int>& Sequential::layer_shared_with() const { return impl_->shared_with; }
 const std::string& Sequential::name() const { return impl_->name; }
 Shape Sequential::input_shape() const { return impl_->input_shape; }
+LayerGraph Sequential::layer_graph() const {
+  const Impl& m = *impl_;
+  return LayerGraph{m.layers, m.inputs, m.model_inputs,
+                    m.model_outputs.size() > 1 ? m.model_outputs : std::vector<int>{},
+                    m.shared_with};
+}
 const std::vector<int>& Sequential::input_layers() const { return impl_->model_inputs; }
 const std::vector<int>& Sequential::output_layers() const { return impl_->model_outputs; }
 std::vector<Shape> Sequential::layer_output_shapes() const {

@@ -295,6 +295,10 @@ class Sequential {
   // (first) call (LayerGraph::shared_with). A layer's weights, its row in summary() and its
   // entry in the model files are its first call's.
   const std::vector<int>& layer_shared_with() const;
+  // The LayerGraph that makes this model again: its layers and their connections as above, its
+  // input layers, and its output layers where it has several (empty for one, as LayerGraph takes
+  // it). What a copy of a functional model is made from.
+  LayerGraph layer_graph() const;
   const std::string& name() const;
   // The per-sample input shape, once known (empty before). A model of several inputs: the
   // packed row's (total values,) (LayerGraph).

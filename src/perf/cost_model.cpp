@@ -82,11 +82,11 @@ ModelDesc describe(const Sequential& model) {
   d.input_width = 1;
   for (int64_t v : in) d.input_width *= v;
   d.layers = model.layers();
-  if (model.functional())
-    d.graph = ModelDesc::Graph{
-        model.layer_inputs(), model.input_layers(),
-        model.output_layers().size() > 1 ? model.output_layers() : std::vector<int>{},
-        model.layer_shared_with()};
+  if (model.functional()) {
+    LayerGraph g = model.layer_graph();
+    d.graph = ModelDesc::Graph{std::move(g.inputs), std::move(g.input_layers),
+                               std::move(g.output_layers), std::move(g.shared_with)};
+  }
   if (model.compiled()) {  // else the defaults: Adam, sparse categorical cross-entropy
     d.optimizer = model.optimizer();
     d.loss = model.loss_name();

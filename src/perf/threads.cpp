@@ -240,11 +240,7 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   const bool has_shape = layer_kind(first).declares_input() && !first.input_shape.empty();
   // A functional model's copies are its graph (its InputLayers declare their shapes).
   const bool graph = model.functional();
-  const std::vector<std::vector<int>> reads = model.layer_inputs();
-  const std::vector<int> inputs = model.input_layers();
-  const std::vector<int> outputs =
-      model.output_layers().size() > 1 ? model.output_layers() : std::vector<int>{};
-  const std::vector<int> shared = model.layer_shared_with();
+  const LayerGraph copy = graph ? model.layer_graph() : LayerGraph{};
   if (!has_shape && !graph)
     layers.insert(layers.begin(), Input(Shape(x.shape().begin() + 1, x.shape().end())));
   const OptimizerConfig optimizer = model.optimizer();
@@ -253,8 +249,7 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   const std::vector<MetricSpec> metrics = model.metric_specs();
   const std::string precision = model.precision();
   auto make = [=](int threads) {
-    Sequential m = graph ? Sequential(LayerGraph{layers, reads, inputs, outputs, shared}, name)
-                         : Sequential(layers, name);
+    Sequential m = graph ? Sequential(copy, name) : Sequential(layers, name);
     m.compile_with(optimizer, loss, metrics,
                    {.device = "cpu", .threads = threads, .seed = seed, .precision = precision});
     return m;
