@@ -217,6 +217,17 @@ from .keras.initializers import Zeros as zeros_initializer  # noqa: E402
 __all__ += ["Variable", "constant_initializer", "ones_initializer", "random_normal_initializer"]
 __all__ += ["random_uniform_initializer", "zeros_initializer"]
 
+# TensorFlow 2's own names for Keras's modules (tf.optimizers is tf.keras.optimizers, as
+# TensorFlow 2.21's lazy loaders make them), and tf.summary (summary.py).
+from . import summary  # noqa: E402
+
+optimizers = keras.optimizers
+losses = keras.losses
+metrics = keras.metrics
+initializers = keras.initializers
+
+__all__ += ["summary", "optimizers", "losses", "metrics", "initializers"]
+
 # TensorFlow names a Keras script reaches for next, and what crossover has instead (api block).
 _NOT_TENSORFLOW: dict[str, str] = {}
 
