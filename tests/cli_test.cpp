@@ -212,6 +212,27 @@ TEST(Cli, UpsampleSpecBuildsKerasLayerWithItsShape) {
   EXPECT_EQ(j["model"]["layers"][3]["size"], nlohmann::json::parse("[2, 3]"));
 }
 
+TEST(Cli, ZeropadAndCropSpecsBuildKerasLayersWithTheirShapes) {
+  expect_usage_error("train --model zeropad:big,conv:4:3,flatten,dense:10 --data mnist-10k",
+                     "zeropad[:H[xW]]");
+  expect_usage_error("train --model conv:4:3,crop:1:2,flatten,dense:10 --data mnist-10k",
+                     "crop[:H[xW]]");
+  expect_usage_error("train --model conv:4:3,crop:13,flatten,dense:10 --data mnist-10k",
+                     "leaves nothing");
+  const auto [r, j] = train_json(
+      "train --model zeropad:1x2,conv:2:3:relu,crop:2,flatten,dense:10:softmax --data mnist-10k "
+      "--epochs 0",
+      "pad-json");
+  // 28 -> pad (30, 32) -> conv 3 valid (28, 30) -> crop 2 (24, 26).
+  EXPECT_NE(r.out.find("zero_padding2d (ZeroPadding2D)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 30, 32, 1)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 24, 26, 2)"), std::string::npos) << r.out;
+  EXPECT_EQ(j["model"]["parameters"], 20 + 24 * 26 * 2 * 10 + 10);
+  EXPECT_EQ(j["model"]["layers"][1]["type"], "ZeroPadding2D");
+  EXPECT_EQ(j["model"]["layers"][1]["padding"], nlohmann::json::parse("[[1, 1], [2, 2]]"));
+  EXPECT_EQ(j["model"]["layers"][3]["cropping"], nlohmann::json::parse("[[2, 2], [2, 2]]"));
+}
+
 TEST(Cli, RescaleSpecBuildsKerasRescalingAndRefusesBadNumbers) {
   expect_usage_error("train --model rescale:x,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");
   expect_usage_error("train --model rescale,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");

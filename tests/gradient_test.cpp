@@ -150,6 +150,28 @@ void upsample_reference(Vec& h, Shape& shape, Size2 size) {
   shape = {oh, ow, c};
 }
 
+// A sample placed in zeros (ZeroPadding2D, grow) or a window of it taken (Cropping2D): the value
+// at (y, x) of the smaller sample is at (y + top, x + left) of the larger.
+void margins_reference(Vec& h, Shape& shape, const Margins2& m, bool grow) {
+  const int64_t ih = shape[0], iw = shape[1], c = shape[2];
+  const int64_t oh = grow ? ih + m.top + m.bottom : ih - m.top - m.bottom;
+  const int64_t ow = grow ? iw + m.left + m.right : iw - m.left - m.right;
+  Vec out(static_cast<std::size_t>(oh * ow * c), 0.0);
+  const int64_t sh = grow ? ih : oh, sw = grow ? iw : ow, lw = grow ? ow : iw;
+  for (int64_t y = 0; y < sh; ++y)
+    for (int64_t x = 0; x < sw; ++x)
+      for (int64_t k = 0; k < c; ++k) {
+        const auto small = static_cast<std::size_t>((y * sw + x) * c + k);
+        const auto large = static_cast<std::size_t>(((y + m.top) * lw + x + m.left) * c + k);
+        if (grow)
+          out[large] = h[small];
+        else
+          out[small] = h[large];
+      }
+  h = out;
+  shape = {oh, ow, c};
+}
+
 // Max or average over each window; padded positions never count.
 void pool_reference(Vec& h, Shape& shape, Size2 window, Size2 strides, Padding padding, bool max) {
   const int64_t ih = shape[0], iw = shape[1], c = shape[2];
@@ -387,6 +409,10 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
                        l.type == LayerType::max_pooling2d);
       } else if (l.type == LayerType::up_sampling2d) {
         upsample_reference(h, shape, l.args<UpSamplingArgs>().size);
+      } else if (l.type == LayerType::zero_padding2d) {
+        margins_reference(h, shape, l.args<ZeroPaddingArgs>().padding, true);
+      } else if (l.type == LayerType::cropping2d) {
+        margins_reference(h, shape, l.args<CroppingArgs>().cropping, false);
       } else if (l.type == LayerType::global_average_pooling2d ||
                  l.type == LayerType::global_max_pooling2d) {
         pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid,
@@ -879,6 +905,26 @@ TEST(Gradients, UpSampling2DBetweenConvolutionsMatchesFiniteDifferences) {
                     UpSampling2D({2, 3}), Conv2D(1, 3, "sigmoid", 1, "same"), Flatten()},
                    "mean_squared_error",
                    {6, 6, 1}});
+}
+
+TEST(Gradients, ZeroPadding2DAndCropping2DBetweenConvolutionsMatchFiniteDifferences) {
+  // Padding's backward crops the gradient into the conv below; cropping's pads it with zeros.
+  check_gradients({"conv -> zero padding ((1, 2), (0, 1)) -> conv",
+                   {Input({4, 3, 2}), Conv2D(3, 2, "tanh"), ZeroPadding2D({1, 2, 0, 1}),
+                    Conv2D(2, 3, "tanh"), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {4, 3, 2}});
+  check_gradients({"conv -> cropping ((1, 0), (2, 1)) -> conv, mse",
+                   {Input({6, 7, 1}), Conv2D(2, 2, "tanh"), Cropping2D({1, 0, 2, 1}),
+                    Conv2D(1, 2, "sigmoid"), Flatten()},
+                   "mean_squared_error",
+                   {6, 7, 1}});
+  // Padding first: no input gradient is needed.
+  check_gradients({"zero padding first, then cropping",
+                   {Input({3, 3, 2}), ZeroPadding2D(), Cropping2D({0, 1, 1, 0}),
+                    Conv2D(2, 2, "tanh"), Flatten(), Dense(2, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {3, 3, 2}});
 }
 
 TEST(Gradients, Conv2DTransposeMatchesFiniteDifferences) {

@@ -27,3 +27,4 @@
 #include "nn/layers/rescaling.h"
 #include "nn/layers/reshape.h"
 #include "nn/layers/up_sampling2d.h"
+#include "nn/layers/zero_padding2d.h"

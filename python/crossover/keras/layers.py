@@ -1132,6 +1132,57 @@ class UpSampling2D(Layer):
         )
 
 
+def _margins(value: Any, owner: str, argument: str) -> list[list[int]]:
+    """Keras's padding / cropping: an int, (symmetric_height, symmetric_width), or ((top,
+    bottom), (left, right)), as [[top, bottom], [left, right]]; each a whole number >= 0."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        sides = [[value, value], [value, value]]
+    elif hasattr(value, "__len__") and len(value) == 2:
+        sides = [[v, v] if isinstance(v, int) else list(v) for v in value]
+    else:
+        raise ValueError(
+            f"{owner}: `{argument}` should be either an int, a tuple of 2 ints, or a tuple of 2 "
+            f"tuples of 2 ints ((top, bottom), (left, right)). Received: {argument}={value!r}"
+        )
+    if any(len(side) != 2 for side in sides):
+        raise ValueError(f"{owner}: each entry of `{argument}` must be 2 ints, got {value!r}")
+    try:
+        sides = [[operator.index(v) for v in side] for side in sides]
+    except TypeError:
+        raise TypeError(f"{owner}: `{argument}` must hold integers, got {value!r}") from None
+    if any(v < 0 for side in sides for v in side):
+        raise ValueError(f"{owner}: `{argument}` cannot be negative. Received: {value!r}")
+    return sides
+
+
+class ZeroPadding2D(Layer):
+    """Keras's ZeroPadding2D: zeros added around each (height, width, channels) sample, padding
+    ((top, bottom), (left, right)) rows and columns."""
+
+    def __init__(self, padding: Any = (1, 1), data_format: Optional[str] = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        _channels_last("ZeroPadding2D", data_format)
+        sides = _margins(padding, "ZeroPadding2D", "padding")
+        self.padding = tuple(tuple(side) for side in sides)
+        self.data_format = "channels_last"
+        self._layer = _engine_layer("ZeroPadding2D", padding=sides)
+
+
+class Cropping2D(Layer):
+    """Keras's Cropping2D: cropping ((top, bottom), (left, right)) rows and columns removed from
+    each (height, width, channels) sample."""
+
+    def __init__(
+        self, cropping: Any = ((0, 0), (0, 0)), data_format: Optional[str] = None, **kwargs: Any
+    ):
+        super().__init__(**kwargs)
+        _channels_last("Cropping2D", data_format)
+        sides = _margins(cropping, "Cropping2D", "cropping")
+        self.cropping = tuple(tuple(side) for side in sides)
+        self.data_format = "channels_last"
+        self._layer = _engine_layer("Cropping2D", cropping=sides)
+
+
 class BatchNormalization(Layer):
     """Keras's BatchNormalization over the last axis: the batch's statistics in fit (updating
     the moving ones), the moving statistics in evaluate and predict."""
@@ -1533,6 +1584,8 @@ __all__ = [
     "GlobalMaxPooling2D",
     "Reshape",
     "UpSampling2D",
+    "ZeroPadding2D",
+    "Cropping2D",
     "BatchNormalization",
     "LayerNormalization",
     "Softmax",

@@ -39,6 +39,8 @@ CROSSOVER_LAYER_KIND(binary_op)  // nn/layers/elementwise.cpp
 CROSSOVER_LAYER_KIND(unary_op)  // nn/layers/elementwise.cpp
 CROSSOVER_LAYER_KIND(reduce)  // nn/layers/reduce.cpp
 CROSSOVER_LAYER_KIND(rescaling)  // nn/layers/rescaling.cpp
+CROSSOVER_LAYER_KIND(zero_padding2d)  // nn/layers/zero_padding2d.cpp
+CROSSOVER_LAYER_KIND(cropping2d)  // nn/layers/zero_padding2d.cpp
 // clang-format on
 
 #undef CROSSOVER_LAYER_KIND

@@ -1,0 +1,257 @@
+// ZeroPadding2D and Cropping2D: a sample's (height, width, channels) values placed inside a larger
+// zero-filled one, or a window of them taken out; each one the other's backward. Both are copies
+// of each input row's (width * channels) values between the two samples (Backend::copy_columns,
+// one call per row of the smaller sample), so every backend has them. No weights.
+#include "nn/layers/zero_padding2d.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "nn/layers/kind.h"
+#include "nn/layers/window.h"
+
+namespace crossover {
+namespace {
+
+void require_margins(const Margins2& m, const char* layer, const char* argument) {
+  if (m.top < 0 || m.bottom < 0 || m.left < 0 || m.right < 0)
+    throw Error(layer, fmt::format("{} must be >= 0, got (({}, {}), ({}, {}))", argument, m.top,
+                                   m.bottom, m.left, m.right));
+  using keras_config::kMaxDim;
+  if (m.top > kMaxDim || m.bottom > kMaxDim || m.left > kMaxDim || m.right > kMaxDim)
+    throw Error(layer, fmt::format("{} is past 2^31 rows or columns", argument));
+}
+
+}  // namespace
+
+Layer ZeroPadding2D(Margins2 padding) {
+  require_margins(padding, "ZeroPadding2D", "padding");
+  Layer l;
+  l.type = LayerType::zero_padding2d;
+  l.args<ZeroPaddingArgs>().padding = padding;
+  return l;
+}
+
+Layer Cropping2D(Margins2 cropping) {
+  require_margins(cropping, "Cropping2D", "cropping");
+  Layer l;
+  l.type = LayerType::cropping2d;
+  l.args<CroppingArgs>().cropping = cropping;
+  return l;
+}
+
+namespace {
+
+using namespace keras_config;
+
+// Keras's padding / cropping argument: an int, (symmetric_height, symmetric_width), or ((top,
+// bottom), (left, right)); each a whole number >= 0.
+Margins2 read_margins(Reader& cfg, const char* key, Margins2 fallback) {
+  const json* v = cfg.find(key);
+  if (v == nullptr) return fallback;
+  const std::string expected =
+      "expected an int, [height, width] or [[top, bottom], [left, right]] of whole numbers >= 0, "
+      "got " +
+      brief(*v);
+  auto whole = [&](const json& x) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > kMaxDim)
+      cfg.fail(key, expected);
+    return x.get<int64_t>();
+  };
+  auto side = [&](const json& x) -> std::pair<int64_t, int64_t> {
+    if (x.is_array()) {
+      if (x.size() != 2) cfg.fail(key, expected);
+      return {whole(x[0]), whole(x[1])};
+    }
+    const int64_t both = whole(x);
+    return {both, both};
+  };
+  if (v->is_number()) {
+    const int64_t all = whole(*v);
+    return {all, all, all, all};
+  }
+  if (!v->is_array() || v->size() != 2) cfg.fail(key, expected);
+  const auto [top, bottom] = side((*v)[0]);
+  const auto [left, right] = side((*v)[1]);
+  return {top, bottom, left, right};
+}
+
+ojson margins_json(const Margins2& m) {
+  return ojson::array({ojson::array({m.top, m.bottom}), ojson::array({m.left, m.right})});
+}
+
+nlohmann::json margins_record(const Margins2& m) {
+  return nlohmann::json::array(
+      {nlohmann::json::array({m.top, m.bottom}), nlohmann::json::array({m.left, m.right})});
+}
+
+// The CLI's H or HxW: symmetric margins (Keras's (symmetric_height, symmetric_width)).
+Margins2 cli_margins(const CliFields& f, Margins2 fallback) {
+  if (f.size() < 2) return fallback;
+  const Size2 s = f.size2(1);
+  return {s.h, s.h, s.w, s.w};
+}
+
+// What the two kinds share: the sample's placement in PoolShape (in_h, in_w, channels; the larger
+// sample's out_h, out_w, and the smaller one's offset in it as pad_top, pad_left) and the copies.
+class MarginsKind : public LayerKind {
+ public:
+  bool takes_images() const override { return true; }
+  // Keras 3.15 writes one (its InputSpec checks the input's rank when it builds).
+  bool keras_build_config() const override { return true; }
+
+ protected:
+  // Each of the smaller sample's rows (small_h of small_w * c values) to or from its place in the
+  // larger (large_h, large_w, c) sample, at (pad_top, pad_left).
+  static void copy_rows(Backend& backend, const PoolShape& p, const float* src, float* dst,
+                        int64_t m, bool into_larger) {
+    const int64_t small_h = std::min(p.in_h, p.out_h), small_w = std::min(p.in_w, p.out_w);
+    const int64_t large_w = std::max(p.in_w, p.out_w);
+    const int64_t large_h = std::max(p.in_h, p.out_h);
+    const int64_t c = p.channels;
+    const int64_t small_cols = small_h * small_w * c, large_cols = large_h * large_w * c;
+    for (int64_t r = 0; r < small_h; ++r) {
+      const int64_t small_col = r * small_w * c;
+      const int64_t large_col = ((r + p.pad_top) * large_w + p.pad_left) * c;
+      if (into_larger)
+        backend.copy_columns(src, small_cols, small_col, dst, large_cols, large_col, m,
+                             small_w * c);
+      else
+        backend.copy_columns(src, large_cols, large_col, dst, small_cols, small_col, m,
+                             small_w * c);
+    }
+  }
+  static void pad(Backend& backend, const PoolShape& p, const float* small, float* large,
+                  int64_t m) {
+    const int64_t large_values = std::max(p.in_h, p.out_h) * std::max(p.in_w, p.out_w) * p.channels;
+    backend.fill(large, 0.0f, m * large_values);
+    copy_rows(backend, p, small, large, m, true);
+  }
+  static void crop(Backend& backend, const PoolShape& p, const float* large, float* small,
+                   int64_t m) {
+    copy_rows(backend, p, large, small, m, false);
+  }
+  static void place(LayerBuilder& b, const Margins2& mg, bool grows) {
+    require_image(b.layer, b.shape);
+    PoolShape& p = b.state.pool;
+    p.in_h = b.shape[0], p.in_w = b.shape[1], p.channels = b.shape[2];
+    const int64_t dh = mg.top + mg.bottom, dw = mg.left + mg.right;
+    if (grows) {
+      if (p.in_h > kMaxDim - dh || p.in_w > kMaxDim - dw)
+        throw Error(b.layer.name, "ZeroPadding2D's output is past 2^31 rows or columns");
+      p.out_h = p.in_h + dh, p.out_w = p.in_w + dw;
+    } else {
+      if (dh >= p.in_h || dw >= p.in_w)
+        throw Error(b.layer.name,
+                    fmt::format("cropping (({}, {}), ({}, {})) leaves nothing of the {}x{} input: "
+                                "it must be smaller than the height and the width",
+                                mg.top, mg.bottom, mg.left, mg.right, p.in_h, p.in_w));
+      p.out_h = p.in_h - dh, p.out_w = p.in_w - dw;
+    }
+    p.pad_top = mg.top, p.pad_bottom = mg.bottom, p.pad_left = mg.left, p.pad_right = mg.right;
+    b.shape = {p.out_h, p.out_w, p.channels};
+  }
+};
+
+class ZeroPadding2DKind final : public MarginsKind {
+ public:
+  LayerType type() const override { return LayerType::zero_padding2d; }
+  std::string_view class_name() const override { return "ZeroPadding2D"; }
+  std::string_view base_name() const override { return "zero_padding2d"; }
+
+  // ---- command line: zeropad[:H[xW]] ----
+  std::string_view cli_name() const override { return "zeropad"; }
+  std::string_view cli_syntax() const override { return "zeropad[:H[xW]]"; }
+  std::optional<Layer> from_cli(const CliFields& f) const override {
+    if (f.size() > 2) return std::nullopt;
+    return ZeroPadding2D(cli_margins(f, {1, 1, 1, 1}));
+  }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["padding"] = margins_record(l.args<ZeroPaddingArgs>().padding);
+  }
+
+  // ---- Keras config: padding, data_format ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    const Margins2 m = read_margins(cfg, "padding", {1, 1, 1, 1});
+    l.args<ZeroPaddingArgs>().padding = m;
+    cfg.channels_last();
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["padding"] = margins_json(l.args<ZeroPaddingArgs>().padding);
+    c["data_format"] = "channels_last";
+  }
+
+  // ---- engine ----
+  void build(LayerBuilder& b) const override {
+    place(b, b.layer.args<ZeroPaddingArgs>().padding, true);
+  }
+  // x (m, h, w, c) -> y (m, top + h + bottom, left + w + right, c), zeros around x.
+  void forward(const ForwardStep& s) const override { pad(s.backend, s.state.pool, s.x, s.y, s.m); }
+  // dx (into the spare buffer): the gradient's window where x sits.
+  void backward(BackwardStep& s) const override {
+    crop(s.backend, s.state.pool, s.g, s.spare, s.m);
+    s.swap();
+    s.activation_done = false;
+  }
+};
+
+class Cropping2DKind final : public MarginsKind {
+ public:
+  LayerType type() const override { return LayerType::cropping2d; }
+  std::string_view class_name() const override { return "Cropping2D"; }
+  std::string_view base_name() const override { return "cropping2d"; }
+
+  // ---- command line: crop[:H[xW]] ----
+  std::string_view cli_name() const override { return "crop"; }
+  std::string_view cli_syntax() const override { return "crop[:H[xW]]"; }
+  std::optional<Layer> from_cli(const CliFields& f) const override {
+    if (f.size() > 2) return std::nullopt;
+    return Cropping2D(cli_margins(f, {0, 0, 0, 0}));
+  }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    j["cropping"] = margins_record(l.args<CroppingArgs>().cropping);
+  }
+
+  // ---- Keras config: cropping, data_format ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    l.args<CroppingArgs>().cropping = read_margins(cfg, "cropping", {0, 0, 0, 0});
+    cfg.channels_last();
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["cropping"] = margins_json(l.args<CroppingArgs>().cropping);
+    c["data_format"] = "channels_last";
+  }
+
+  // ---- engine ----
+  void build(LayerBuilder& b) const override {
+    place(b, b.layer.args<CroppingArgs>().cropping, false);
+  }
+  // x (m, h, w, c) -> y (m, h - top - bottom, w - left - right, c): the window of x.
+  void forward(const ForwardStep& s) const override {
+    crop(s.backend, s.state.pool, s.x, s.y, s.m);
+  }
+  // dx (into the spare buffer): the gradient in the window, zeros around it.
+  void backward(BackwardStep& s) const override {
+    pad(s.backend, s.state.pool, s.g, s.spare, s.m);
+    s.swap();
+    s.activation_done = false;
+  }
+};
+
+}  // namespace
+
+const LayerKind& zero_padding2d_layer_kind() {
+  static const ZeroPadding2DKind kind;
+  return kind;
+}
+
+const LayerKind& cropping2d_layer_kind() {
+  static const Cropping2DKind kind;
+  return kind;
+}
+
+}  // namespace crossover

@@ -1,0 +1,77 @@
+"""ZeroPadding2D and Cropping2D against Keras 3.15 itself: Keras builds a small convnet with both
+and saves its .weights.h5, crossover loads it into the same model and predicts the same values;
+both train it for one epoch (no shuffling, Adam) to the same loss and weights; and each side's
+model JSON has the same layer configs. Keras runs in a subprocess with the peers' Python
+(test_keras_archive_peers.run_keras); without one, skipped with a message saying so."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crossover import keras
+from crossover.keras import layers
+from test_keras_archive_peers import run_keras
+
+LAYERS = """[keras.Input((7, 6, 2)),
+             layers.ZeroPadding2D(((1, 2), (0, 3))),
+             layers.Conv2D(4, 3, activation="tanh"),
+             layers.Cropping2D(((2, 0), (1, 2))),
+             layers.ZeroPadding2D(1),
+             layers.Conv2D(3, 2, activation="relu"),
+             layers.Cropping2D(1),
+             layers.Flatten(),
+             layers.Dense(5, activation="softmax")]"""
+
+KERAS = """
+    import json
+    import numpy as np
+    import keras
+    from keras import layers
+    keras.utils.set_random_seed(1)
+    x, y = np.load("x.npy"), np.load("y.npy")
+    model = keras.Sequential({layers})
+    model.save_weights("keras.weights.h5")
+    predicted = model.predict(x, verbose=0)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
+    print(json.dumps({{"predicted": predicted.tolist(), "loss": h["loss"][0],
+                      "weights": [w.tolist() for w in model.get_weights()],
+                      "json": model.to_json()}}))
+"""
+
+
+def test_keras_weights_give_keras_values_and_train_as_keras_does(tmp_path: Path) -> None:
+    rs = np.random.RandomState(5)
+    x = rs.rand(12, 7, 6, 2).astype(np.float32)
+    y = rs.randint(0, 5, 12)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    theirs = run_keras(KERAS.format(layers=LAYERS), tmp_path)
+    model = keras.Sequential(eval(LAYERS, {"keras": keras, "layers": layers}))
+    model.load_weights(str(tmp_path / "keras.weights.h5"))
+    np.testing.assert_allclose(
+        model.predict(x, verbose=0), np.array(theirs["predicted"]), rtol=1e-5, atol=1e-6
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
+    assert h["loss"][0] == pytest.approx(theirs["loss"], abs=1e-5)
+    for ours, keras_w in zip(model.get_weights(), theirs["weights"]):
+        np.testing.assert_allclose(ours, np.array(keras_w), atol=1e-4)
+
+    def configs(text: str, cls: str) -> list:
+        layer_list = json.loads(text)["config"]["layers"]
+        fields = ("padding", "cropping", "data_format")
+        return [
+            {k: v for k, v in entry["config"].items() if k in fields}
+            for entry in layer_list
+            if entry["class_name"] == cls
+        ]
+
+    for cls in ("ZeroPadding2D", "Cropping2D"):
+        assert configs(model.to_json(), cls) == configs(theirs["json"], cls)
+    # Keras's JSON read here gives the same model.
+    again = keras.models.model_from_json(theirs["json"])
+    again.set_weights(model.get_weights())
+    np.testing.assert_allclose(again.predict(x, verbose=0), model.predict(x, verbose=0))
