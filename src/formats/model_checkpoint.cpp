@@ -1,6 +1,8 @@
 #include "formats/model_checkpoint.h"
 
+#if __has_include(<fmt/args.h>)  // fmt 8 and newer; fmt 7 keeps the store in core.h
 #include <fmt/args.h>
+#endif
 #include <fmt/format.h>
 
 #include "core/error.h"

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -21,6 +20,7 @@
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/kernel_math.h"
 #include "core/aligned.h"
+#include "core/bits.h"
 #include "core/error.h"
 #include "core/machine.h"
 #include "core/philox.h"
@@ -67,8 +67,8 @@ inline void mul_hi_lo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
 // g when y > 0, else +0, in integer operations that vectorise (a float select stays a branch):
 // a positive float is a positive int32, and the mask is all ones or all zeros.
 inline float keep_if_positive(float y, float g) {
-  const uint32_t mask = 0u - static_cast<uint32_t>(std::bit_cast<int32_t>(y) > 0);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(g) & mask);
+  const uint32_t mask = 0u - static_cast<uint32_t>(crossover::bit_cast<int32_t>(y) > 0);
+  return crossover::bit_cast<float>(crossover::bit_cast<uint32_t>(g) & mask);
 }
 
 // ---- layer normalization, one row of n features (the model's rows are independent) ----

@@ -14,6 +14,16 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
 
+// oneDNN 2.3 split batch normalization's scale and shift into two arguments. Before it (Debian
+// 11's oneDNN 2.0, which the wheel carries: docs/SETUP.md) both live in one 2 x C block, which the
+// backend owns and fills from the layer's gamma and beta before each run, and whose gradient it
+// splits after.
+#if DNNL_VERSION_MAJOR > 2 || (DNNL_VERSION_MAJOR == 2 && DNNL_VERSION_MINOR >= 3)
+#define CROSSOVER_DNNL_SPLIT_SCALE_SHIFT 1
+#else
+#define CROSSOVER_DNNL_SPLIT_SCALE_SHIFT 0
+#endif
+
 void check(dnnl_status_t status, const char* what) {
   if (status != dnnl_success)
     throw Error("cpu", std::string("oneDNN ") + what + " failed (status " +
@@ -81,8 +91,30 @@ struct BatchNorm {
   Exec norm;
   int x = -1, y = -1, mean = -1, variance = -1, scale = -1, shift = -1;
   int dy = -1, dx = -1, dscale = -1, dshift = -1;
+  // Before oneDNN 2.3: the joint scale-shift block and its gradient (channels each half).
+  float* scale_shift = nullptr;
+  float* diff_scale_shift = nullptr;
+  int64_t channels = 0;
+  bool has_scale = false, has_shift = false;
   void point(int i, const void* p) {
     if (i >= 0) norm.point(static_cast<std::size_t>(i), p);
+  }
+  void set_weights(const float* gamma, const float* beta) {
+    if (!scale_shift) return point(scale, gamma), point(shift, beta);
+    for (int64_t c = 0; c < channels; ++c) {
+      scale_shift[c] = has_scale ? gamma[c] : 1.0f;
+      scale_shift[channels + c] = has_shift && beta ? beta[c] : 0.0f;  // backward: no beta
+    }
+  }
+  void point_gradients(float* dgamma, float* dbeta) {
+    if (!scale_shift) point(dscale, dgamma), point(dshift, dbeta);
+  }
+  void take_gradients(float* dgamma, float* dbeta) const {
+    if (!diff_scale_shift) return;
+    for (int64_t c = 0; c < channels; ++c) {
+      if (has_scale) dgamma[c] = diff_scale_shift[c];
+      if (has_shift) dbeta[c] = diff_scale_shift[channels + c];
+    }
   }
 };
 enum class NormPass { training, inference, backward };
@@ -232,8 +264,12 @@ struct DnnlConv::State {
   dnnl::normalization_flags norm_flags(const BatchNormShape& s, bool global_stats) const {
     auto f = static_cast<dnnl::normalization_flags>(0);
     if (global_stats) f |= dnnl::normalization_flags::use_global_stats;
+#if CROSSOVER_DNNL_SPLIT_SCALE_SHIFT
     if (s.scale) f |= dnnl::normalization_flags::use_scale;
     if (s.center) f |= dnnl::normalization_flags::use_shift;
+#else
+    if (s.scale || s.center) f |= dnnl::normalization_flags::use_scale_shift;
+#endif
     return f;
   }
   static memory::desc norm_data(const BatchNormShape& s, int64_t m) {
@@ -246,6 +282,12 @@ struct DnnlConv::State {
         training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
         norm_data(s, m), s.epsilon, norm_flags(s, !training));
     return {desc, attr(false), engine};
+  }
+
+  // A 2 x channels block that the primitive reads or writes as `arg`, owned by b (oneDNN < 2.3).
+  [[maybe_unused]] float* owned_floats(BatchNorm& b, int arg, int64_t channels) const {
+    b.norm.add_owned(arg, memory::desc({2, channels}, kF32, Tag::nc), engine);
+    return static_cast<float*>(b.norm.owned.back().get());
   }
 
   BatchNorm& batch_norm_for(const BatchNormShape& s, int64_t m, NormPass pass) {
@@ -270,8 +312,12 @@ struct DnnlConv::State {
       scratchpad = pd.scratchpad_desc();
       b.dy = add(DNNL_ARG_DIFF_DST, data);
       b.dx = add(DNNL_ARG_DIFF_SRC, data);
+#if CROSSOVER_DNNL_SPLIT_SCALE_SHIFT
       if (s.scale) b.dscale = add(DNNL_ARG_DIFF_SCALE, channels);
       if (s.center) b.dshift = add(DNNL_ARG_DIFF_SHIFT, channels);
+#else
+      if (weights) b.diff_scale_shift = owned_floats(b, DNNL_ARG_DIFF_SCALE_SHIFT, s.channels);
+#endif
     } else {
       b.norm.primitive = dnnl::batch_normalization_forward(fwd);
       b.y = add(DNNL_ARG_DST, data);
@@ -279,11 +325,18 @@ struct DnnlConv::State {
     b.x = add(DNNL_ARG_SRC, data);
     b.mean = add(DNNL_ARG_MEAN, channels);
     b.variance = add(DNNL_ARG_VARIANCE, channels);
+#if CROSSOVER_DNNL_SPLIT_SCALE_SHIFT
     if (s.scale) b.scale = add(DNNL_ARG_SCALE, channels);
     if (s.center && pass != NormPass::backward) b.shift = add(DNNL_ARG_SHIFT, channels);
     // oneDNN 2.6's backward asks for the shift as an input too, though no gradient depends on
     // it: a block of its own.
     if (s.center && pass == NormPass::backward) b.norm.add_owned(DNNL_ARG_SHIFT, channels, engine);
+#else
+    if (s.scale || s.center) b.scale_shift = owned_floats(b, DNNL_ARG_SCALE_SHIFT, s.channels);
+#endif
+    b.channels = s.channels;
+    b.has_scale = s.scale;
+    b.has_shift = s.center;
     b.norm.add_owned(DNNL_ARG_SCRATCHPAD, scratchpad, engine);
     return batch_norm.emplace(key, std::move(b)).first->second;
   }
@@ -374,7 +427,7 @@ void DnnlConv::batchnorm_forward_training(const BatchNormShape& s, const float* 
     return state().batch_norm_for(s, m, NormPass::training);
   });
   b.point(b.x, x), b.point(b.y, y), b.point(b.mean, mean), b.point(b.variance, variance);
-  b.point(b.scale, gamma), b.point(b.shift, beta);
+  b.set_weights(gamma, beta);
   b.norm.run(state().stream);
 }
 
@@ -385,7 +438,7 @@ void DnnlConv::batchnorm_forward_inference(const BatchNormShape& s, const float*
     return state().batch_norm_for(s, m, NormPass::inference);
   });
   b.point(b.x, x), b.point(b.y, y), b.point(b.mean, mean), b.point(b.variance, variance);
-  b.point(b.scale, gamma), b.point(b.shift, beta);
+  b.set_weights(gamma, beta);
   b.norm.run(state().stream);
 }
 
@@ -396,8 +449,11 @@ void DnnlConv::batchnorm_backward(const BatchNormShape& s, const float* x, const
     return state().batch_norm_for(s, m, NormPass::backward);
   });
   b.point(b.x, x), b.point(b.dy, dy), b.point(b.mean, mean), b.point(b.variance, variance);
-  b.point(b.scale, gamma), b.point(b.dx, dx), b.point(b.dscale, dgamma), b.point(b.dshift, dbeta);
+  b.set_weights(gamma, nullptr);
+  b.point(b.dx, dx);
+  b.point_gradients(dgamma, dbeta);
   b.norm.run(state().stream);
+  b.take_gradients(dgamma, dbeta);
 }
 
 }  // namespace crossover::cpu

@@ -4,13 +4,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
 
 #include "core/aligned.h"
+#include "core/bits.h"
 #include "core/error.h"
 
 namespace crossover::cpu {
@@ -29,7 +29,7 @@ void check(dnnl_status_t status, const char* what) {
 // One float to bf16 as VCVTNE2PS2BF16 does it: round to nearest even, a NaN stays a (quiet) NaN,
 // and a denormal input becomes a zero of its sign (the instruction treats denormals as zero).
 inline uint16_t bf16_bits(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t u = crossover::bit_cast<uint32_t>(x);
   if ((u & 0x7F800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
@@ -248,6 +248,14 @@ struct DnnlMatmulBf16::State {
 
   // The copy of w (float32, op(w) = w (k, n) or, with tw, w^T of w stored (n, k)) in `desc`: found,
   // or made (allocated once) and left to be filled.
+  static bool is_own_layout(const memory::desc& desc, int64_t k, int64_t n) {
+#if DNNL_VERSION_MAJOR > 2 || (DNNL_VERSION_MAJOR == 2 && DNNL_VERSION_MINOR >= 3)
+    return desc == memory::desc({k, n}, kBf16, memory::format_tag::BA16a64b2a);
+#else  // oneDNN 2.0 (the wheel's, docs/SETUP.md) names no such tag: its reorder makes every copy
+    (void)desc, (void)k, (void)n;
+    return false;
+#endif
+  }
   WeightCopy& copy(const float* w, bool tw, int64_t k, int64_t n, const memory::desc& desc) {
     const std::size_t bytes = static_cast<std::size_t>(k * n) * sizeof(float);
     for (WeightCopy& c : copies)
@@ -259,7 +267,7 @@ struct DnnlMatmulBf16::State {
                  .n = n,
                  .desc = desc,
                  .data = make_aligned<unsigned char>(std::max<std::size_t>(desc.get_size(), 64)),
-                 .ours = desc == memory::desc({k, n}, kBf16, memory::format_tag::BA16a64b2a)};
+                 .ours = is_own_layout(desc, k, n)};
     if (!c.ours) {
       const memory::desc from_md({k, n}, kF32, tw ? memory::dims{1, k} : memory::dims{n, 1});
       c.from = memory(from_md, engine, const_cast<float*>(w));
