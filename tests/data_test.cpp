@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/shipped.h"
 #include "data/dataset.h"
 #include "data/npy.h"
 #include "test_util.h"
@@ -260,6 +261,20 @@ TEST(DataMnist10k, NpzCopyHoldsTheSameBytesAsTheIdxFiles) {
 TEST(DataMnist10k, FolderIsTheSourceTreesDataFolder) {
   EXPECT_EQ(fs::canonical(mnist10k_folder()),
             fs::canonical(fs::path(crossover::testing_util::source_dir()) / "data/mnist-10k"));
+}
+
+// A wheel's binary finds its files beside itself, wherever pip put it and whatever argv[0] was
+// (the `crossover` entry point runs it as a bare "crossover"): the places after the checkout's are
+// those of the program's own folder, from /proc/self/exe.
+TEST(DataMnist10k, ShippedPlacesFollowTheCheckoutWithTheProgramsOwnFolder) {
+  const std::vector<std::string> places = crossover::shipped_places("mnist-10k");
+  ASSERT_GE(places.size(), 4u);
+  EXPECT_EQ(fs::path(places[0]),
+            fs::path(crossover::testing_util::source_dir()) / "data/mnist-10k");
+  const fs::path exe_dir = fs::canonical("/proc/self/exe").parent_path();
+  EXPECT_EQ(fs::path(places[1]), exe_dir / "share/mnist-10k");
+  EXPECT_EQ(fs::path(places[2]), exe_dir.parent_path() / "share/mnist-10k");
+  EXPECT_EQ(fs::path(places[3]), exe_dir.parent_path() / "share/crossover/mnist-10k");
 }
 
 TEST(DataMnist10k, LoadDataByNameSaysWhatItLoaded) {

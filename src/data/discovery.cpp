@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/shipped.h"
 #include "data/dataset.h"
 #include "data/detail.h"
 
@@ -142,13 +143,7 @@ std::optional<DataSplits> find_keras_dataset(const std::string& kind, const std:
 }
 
 std::string mnist10k_folder() {
-  std::vector<std::string> places;
-#ifdef CROSSOVER_SOURCE_DIR
-  places.emplace_back(CROSSOVER_SOURCE_DIR "/data/mnist-10k");
-#endif
-#ifdef CROSSOVER_INSTALL_DATADIR
-  places.emplace_back(CROSSOVER_INSTALL_DATADIR "/mnist-10k");
-#endif
+  const std::vector<std::string> places = shipped_places("mnist-10k");
   for (const std::string& p : places) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) return p;

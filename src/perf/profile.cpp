@@ -21,6 +21,7 @@
 #include "backends/cuda_info.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "core/shipped.h"
 
 namespace crossover::perf {
 namespace fs = std::filesystem;
@@ -101,16 +102,7 @@ std::string home_dir() {
 json int_or_null(int v) { return v >= 0 ? json(v) : json(nullptr); }
 
 // The shipped folders: measured on the project's machines.
-std::vector<std::string> shipped_dirs() {
-  std::vector<std::string> dirs;
-#ifdef CROSSOVER_SOURCE_DIR
-  dirs.emplace_back(CROSSOVER_SOURCE_DIR "/profiles");
-#endif
-#ifdef CROSSOVER_INSTALL_DATADIR
-  dirs.emplace_back(CROSSOVER_INSTALL_DATADIR "/profiles");
-#endif
-  return dirs;
-}
+std::vector<std::string> shipped_dirs() { return shipped_places("profiles"); }
 
 std::string isa_upper(const std::vector<std::string>& isa) {
   const auto has = [&](const char* f) { return std::find(isa.begin(), isa.end(), f) != isa.end(); };
