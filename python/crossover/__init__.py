@@ -21,6 +21,12 @@ from typing import Any
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "2000"
 
+# The engine's compiled floor (x86-64-v3), said as an ImportError before its code is loaded.
+from ._cpu import require_floor  # noqa: E402
+
+require_floor()
+del require_floor
+
 from . import keras  # noqa: E402
 from . import config, random  # noqa: E402  (api block: tf.config, tf.random)
 from ._device import DeviceNotFoundError, device  # noqa: E402

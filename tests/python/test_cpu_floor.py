@@ -1,0 +1,66 @@
+"""The engine's CPU floor (x86-64-v3) is said in words before its code loads (crossover/_cpu.py)."""
+
+import os
+import subprocess
+import sys
+
+from crossover import _cli, _cpu
+
+HASWELL = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma bmi1 bmi2 f16c movbe abm\n"
+SANDY_BRIDGE = "processor\t: 0\nflags\t\t: fpu sse2 sse4_2 avx popcnt\n"
+
+
+def test_a_v3_cpu_lacks_nothing():
+    assert _cpu.missing_features(HASWELL, "x86_64") == []
+
+
+def test_an_older_cpu_is_named_with_what_it_lacks():
+    missing = _cpu.missing_features(SANDY_BRIDGE, "x86_64")
+    assert missing == ["avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"]
+    message = _cpu.floor_message(missing)
+    assert "x86-64-v3" in message and "avx2, fma" in message
+
+
+def test_no_flags_line_or_another_architecture_is_not_refused():
+    assert _cpu.missing_features("processor\t: 0\n", "x86_64") == []
+    assert _cpu.missing_features(SANDY_BRIDGE, "aarch64") == []
+
+
+def test_this_machine_passes():
+    # The suite runs here, so the engine loaded: the check must agree.
+    assert _cpu.missing_features() == []
+
+
+def test_the_command_refuses_in_one_line_with_status_2(monkeypatch, capsys):
+    monkeypatch.setattr(_cli, "missing_features", lambda: ["avx2", "fma"])
+    try:
+        _cli.main()
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("main() went on to the binary")
+    err = capsys.readouterr().err
+    assert err.startswith("crossover: crossover needs an x86-64-v3 CPU") and err.count("\n") == 1
+
+
+def test_the_package_refuses_with_an_import_error():
+    # A fresh interpreter whose /proc/cpuinfo reads as a Sandy Bridge's: importing crossover
+    # raises ImportError naming the floor, before crossover._core is loaded.
+    code = (
+        "import builtins, io, sys\n"
+        "real = builtins.open\n"
+        f"fake = {SANDY_BRIDGE!r}\n"
+        "builtins.open = lambda p, *a, **k: io.StringIO(fake) if p == '/proc/cpuinfo' else real(p, *a, **k)\n"
+        "try:\n"
+        "    import crossover\n"
+        "except ImportError as e:\n"
+        "    print('core loaded:', 'crossover._core' in sys.modules)\n"
+        "    print(e)\n"
+        "else:\n"
+        "    print('imported')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=120
+    ).stdout
+    assert "core loaded: False" in out, out
+    assert "x86-64-v3" in out and "avx2" in out, out
