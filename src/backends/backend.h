@@ -151,6 +151,9 @@ struct PoolShape {
 // a column (rows, 1: one value per row, e.g. a reduce_mean with keepdims), a row (1, cols: a bias)
 // or a scalar; a null operand pointer is the constant a_value / b_value (x * 2, -x as x * -1).
 enum class BinaryOp { add, subtract, multiply, divide, maximum, minimum, average };
+// The noise layers' training draws (Backend::noise_forward): Keras's GaussianNoise (additive),
+// GaussianDropout (multiplicative, mean 1) and SpatialDropout2D (whole channels dropped).
+enum class NoiseKind { gaussian_noise, gaussian_dropout, spatial_dropout };
 enum class Broadcast { full, column, row, scalar };
 struct BinaryShape {
   int64_t rows = 0, cols = 0;

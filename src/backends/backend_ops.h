@@ -182,6 +182,17 @@ CROSSOVER_BACKEND_OP(dropout_backward, (const float* dy, const uint8_t* mask, fl
 // where h is the ReLU output before dropout (so y = h * keep / (1 - rate)).
 CROSSOVER_BACKEND_OP(relu_dropout_backward, (const float* y_after_dropout, const uint8_t* mask, const float* dy, float* dz, int64_t m, int64_t n, float rate), (y_after_dropout, mask, dy, dz, m, n, rate), pure, elementwise)
 
+// ---- the noise layers in training (NoiseKind), drawn from the noise stream (core/philox.h) by
+// the global element (first_row + row) * n + col, as dropout draws, with z = philox_normal(seed,
+// layer, counters->step, element):
+//   gaussian_noise:   y = x + amount * z (amount: the stddev); factor unused (may be null)
+//   gaussian_dropout: factor = 1 + amount * z (amount: sqrt(rate / (1 - rate))), y = x * factor
+//   spatial_dropout:  factor = keep / (1 - amount) (amount: the rate), keep =
+//                     spatial_dropout_keep(seed, layer, step, (first_row + row) * channels +
+//                     col % channels, amount): one draw per sample and channel; y = x * factor
+// factor (m * n floats) is what the backward multiplies the gradient by (binary_forward).
+CROSSOVER_BACKEND_OP(noise_forward, (NoiseKind kind, const float* x, float* y, float* factor, int64_t m, int64_t n, int64_t channels, float amount, uint64_t seed, uint32_t layer, const StepCounters* counters, int64_t first_row), (kind, x, y, factor, m, n, channels, amount, seed, layer, counters, first_row), pure, elementwise)
+
 // ---- loss, fused with the output activation's backward ----
 // `out` (m, c) is the model output *before* the final activation `act` (logits when act is
 // softmax or sigmoid). Computes the activated output into `probs` (may be null when not

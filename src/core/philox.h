@@ -4,6 +4,7 @@
 // sharing any state. This header compiles as host code and as CUDA device code.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -46,7 +47,7 @@ CROSSOVER_HD Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uin
 CROSSOVER_HD float uniform01(uint32_t bits) { return static_cast<float>(bits >> 8) * 0x1p-24f; }
 
 // The streams crossover draws from. One seed fixes all of them.
-enum class RngStream : uint32_t { init = 1, shuffle = 2, dropout = 3 };
+enum class RngStream : uint32_t { init = 1, shuffle = 2, dropout = 3, noise = 4 };
 
 // The four 32-bit draws for elements 4*block .. 4*block+3 of draw `draw` (a step, an epoch) of
 // stream `stream` belonging to `owner` (a layer), under `seed`.
@@ -68,6 +69,31 @@ CROSSOVER_HD float philox_uniform(uint64_t seed, RngStream stream, uint32_t owne
 CROSSOVER_HD bool dropout_keep(uint64_t seed, uint32_t layer, uint64_t step, uint64_t index,
                                float rate) {
   return philox_uniform(seed, RngStream::dropout, layer, step, index) >= rate;
+}
+
+// The noise layers' draws (GaussianNoise, GaussianDropout, SpatialDropout2D; stream `noise`, so
+// that Dropout's stream stays as it was).
+//
+// A standard normal number for element `index`: Box-Muller on the two words of its pair in its
+// block (words 0 and 1 for elements 4k and 4k + 1, words 2 and 3 for 4k + 2 and 4k + 3), the
+// cosine for the even element and the sine for the odd one. The radius's uniform is in (0, 1],
+// so the logarithm is finite: |z| <= sqrt(2 ln 2^24) < 5.8. Computed in float32 with the
+// device's logf, sqrtf, cosf and sinf: the CPU and a GPU agree to a few ulps, not bit for bit.
+CROSSOVER_HD float philox_normal(uint64_t seed, uint32_t owner, uint64_t draw, uint64_t index) {
+  const Philox4x32 r = philox_block(seed, RngStream::noise, owner, draw, index >> 2);
+  const int pair = static_cast<int>((index >> 1) & 1);
+  const float u1 = static_cast<float>((r.v[2 * pair] >> 8) + 1u) * 0x1p-24f;  // (0, 1]
+  const float u2 = uniform01(r.v[2 * pair + 1]);                              // [0, 1)
+  const float radius = sqrtf(-2.0f * logf(u1));
+  const float angle = 6.28318530717958647692f * u2;
+  return (index & 1) ? radius * sinf(angle) : radius * cosf(angle);
+}
+
+// SpatialDropout2D keeps channel `index` (row * channels + channel, the row the global batch
+// row) of step `step` in layer `layer` when its uniform of the noise stream is >= rate.
+CROSSOVER_HD bool spatial_dropout_keep(uint64_t seed, uint32_t layer, uint64_t step, uint64_t index,
+                                       float rate) {
+  return philox_uniform(seed, RngStream::noise, layer, step, index) >= rate;
 }
 
 }  // namespace crossover

@@ -498,7 +498,7 @@ void price_merge(OpBuilder& b) {
   }
 }
 
-// ---- dropout, elementwise over (m, n), with its byte mask ----
+// ---- dropout and the noise layers, elementwise over (m, n), with a byte mask or factors ----
 void price_dropout(OpBuilder& b) {
   const BackendCall& c = b.c;
   Op& o = b.o;
@@ -515,6 +515,12 @@ void price_dropout(OpBuilder& b) {
     o.kernel = "dropout_backward";
     o.bytes_read = kFloat * mn + mn;
     o.bytes_written = kFloat * mn;
+  } else if (c.call == Call::noise_forward) {
+    // Priced as dropout's forward (Philox draws per value): the output and the float factors.
+    o.name = b.at + "noise";
+    o.kernel = "dropout_forward";
+    o.bytes_read = kFloat * mn;
+    o.bytes_written = 2 * kFloat * mn;
   } else {  // relu_dropout_backward
     o.name = b.at + "+ relu backward";
     o.kernel = "relu_dropout_backward";
@@ -637,6 +643,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::dropout_forward:
     case Call::dropout_backward:
     case Call::relu_dropout_backward:
+    case Call::noise_forward:
       price_dropout(b);
       break;
     case Call::add:

@@ -737,6 +737,48 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void noise_forward(NoiseKind kind, const float* x, float* y, float* factor, int64_t m, int64_t n,
+                     int64_t channels, float amount, uint64_t seed, uint32_t layer,
+                     const StepCounters* counters, int64_t first_row) override {
+    const uint64_t step = static_cast<uint64_t>(counters->step);
+    const uint64_t first = static_cast<uint64_t>(first_row) * static_cast<uint64_t>(n);
+    switch (kind) {
+      case NoiseKind::gaussian_noise:
+        parallel_chunks(m * n, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i)
+            y[i] =
+                x[i] + amount * philox_normal(seed, layer, step, first + static_cast<uint64_t>(i));
+        });
+        return;
+      case NoiseKind::gaussian_dropout:
+        parallel_chunks(m * n, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            const float f =
+                1.0f + amount * philox_normal(seed, layer, step, first + static_cast<uint64_t>(i));
+            factor[i] = f;
+            y[i] = x[i] * f;
+          }
+        });
+        return;
+      case NoiseKind::spatial_dropout: {
+        const float scale = 1.0f / (1.0f - amount);
+        parallel_rows(m, n, [&](int64_t r) {
+          const uint64_t row =
+              static_cast<uint64_t>(first_row + r) * static_cast<uint64_t>(channels);
+          for (int64_t c = 0; c < n; ++c) {
+            const int64_t i = r * n + c;
+            const bool keep = spatial_dropout_keep(
+                seed, layer, step, row + static_cast<uint64_t>(c % channels), amount);
+            const float f = keep ? scale : 0.0f;
+            factor[i] = f;
+            y[i] = x[i] * f;
+          }
+        });
+        return;
+      }
+    }
+  }
+
   // ---- nearest-neighbour upsampling: one input row (a sample's row of in_w pixels) per task;
   // the forward writes the first output row of its block and copies it down the block, the
   // backward sums the block's rows and columns in order (the same at any thread count) ----

@@ -516,6 +516,15 @@ class CudaBackend final : public Backend {
                                        first_row),
           "dropout_forward kernel launch");
   }
+  void noise_forward(NoiseKind kind, const float* x, float* y, float* factor, int64_t m, int64_t n,
+                     int64_t channels, float amount, uint64_t seed, uint32_t layer,
+                     const StepCounters* counters, int64_t first_row) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_noise_forward(stream_, kind, x, y, factor, m, n, channels, amount, seed,
+                                     layer, counters, first_row),
+          "noise_forward kernel launch");
+  }
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t m, int64_t n,
                         float rate) override {
     if (planning_) return;

@@ -225,6 +225,35 @@ __global__ void dropout_backward_kernel(const float* __restrict__ dy,
     dx[e] = mask[e] ? dy[e] * scale : 0.0f;
 }
 
+// The noise layers' draws exactly as the CPU's (Backend::noise_forward): philox_normal and
+// spatial_dropout_keep of the global element first + e, first = first_row * n.
+__global__ void noise_forward_kernel(NoiseKind kind, const float* __restrict__ x,
+                                     float* __restrict__ y, float* __restrict__ factor,
+                                     int64_t total, int64_t n, int64_t channels, float amount,
+                                     float scale, uint64_t seed, uint32_t layer,
+                                     const StepCounters* counters, int64_t first_row) {
+  const uint64_t step = static_cast<uint64_t>(counters->step);
+  const uint64_t first = static_cast<uint64_t>(first_row) * static_cast<uint64_t>(n);
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    if (kind == NoiseKind::gaussian_noise) {
+      y[e] = x[e] + amount * philox_normal(seed, layer, step, first + static_cast<uint64_t>(e));
+    } else if (kind == NoiseKind::gaussian_dropout) {
+      const float f =
+          1.0f + amount * philox_normal(seed, layer, step, first + static_cast<uint64_t>(e));
+      factor[e] = f;
+      y[e] = x[e] * f;
+    } else {
+      const int64_t r = e / n, c = e % n;
+      const uint64_t channel =
+          static_cast<uint64_t>(first_row + r) * static_cast<uint64_t>(channels) +
+          static_cast<uint64_t>(c % channels);
+      const float f = spatial_dropout_keep(seed, layer, step, channel, amount) ? scale : 0.0f;
+      factor[e] = f;
+      y[e] = x[e] * f;
+    }
+  }
+}
+
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t e = global_thread(); e < n; e += grid_stride()) y[e] = a[e] + b[e];
 }
@@ -925,6 +954,17 @@ cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uin
   return cudaGetLastError();
 }
 
+cudaError_t launch_noise_forward(cudaStream_t s, NoiseKind kind, const float* x, float* y,
+                                 float* factor, int64_t m, int64_t n, int64_t channels,
+                                 float amount, uint64_t seed, uint32_t layer,
+                                 const StepCounters* counters, int64_t first_row) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  const float scale = 1.0f / (1.0f - amount);  // as the CPU computes it (spatial_dropout)
+  noise_forward_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(
+      kind, x, y, factor, m * n, n, channels, amount, scale, seed, layer, counters, first_row);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_add(cudaStream_t s, const float* a, const float* b, float* y, int64_t n) {
   if (n <= 0) return cudaSuccess;
   add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
@@ -1232,6 +1272,7 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(dropout_forward_kernel),
       reinterpret_cast<const void*>(dropout_backward_kernel),
       reinterpret_cast<const void*>(relu_dropout_backward_kernel),
+      reinterpret_cast<const void*>(noise_forward_kernel),
       reinterpret_cast<const void*>(add_kernel),
       reinterpret_cast<const void*>(copy_columns_kernel),
       reinterpret_cast<const void*>(binary_forward_kernel),

@@ -93,6 +93,11 @@ cudaError_t launch_upsample2d_backward(cudaStream_t s, const float* dy, float* d
 cudaError_t launch_dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask,
                                    int64_t m, int64_t n, float rate, uint64_t seed, uint32_t layer,
                                    const StepCounters* counters, int64_t first_row);
+// Backend::noise_forward.
+cudaError_t launch_noise_forward(cudaStream_t s, NoiseKind kind, const float* x, float* y,
+                                 float* factor, int64_t m, int64_t n, int64_t channels,
+                                 float amount, uint64_t seed, uint32_t layer,
+                                 const StepCounters* counters, int64_t first_row);
 cudaError_t launch_dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx,
                                     int64_t total, float rate);
 cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dropout,
