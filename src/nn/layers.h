@@ -22,6 +22,7 @@
 #include "nn/layers/global_pooling2d.h"
 #include "nn/layers/input.h"
 #include "nn/layers/layer_normalization.h"
+#include "nn/layers/noise.h"
 #include "nn/layers/pooling2d.h"
 #include "nn/layers/reduce.h"
 #include "nn/layers/rescaling.h"
