@@ -233,6 +233,31 @@ TEST(Cli, ZeropadAndCropSpecsBuildKerasLayersWithTheirShapes) {
   EXPECT_EQ(j["model"]["layers"][3]["cropping"], nlohmann::json::parse("[[2, 2], [2, 2]]"));
 }
 
+TEST(Cli, NoiseSpecsBuildKerasNoiseLayersAndTrain) {
+  expect_usage_error("train --model gnoise,dense:10 --data mnist-10k", "gnoise:STDDEV");
+  expect_usage_error("train --model dense:32,gdropout,dense:10 --data mnist-10k", "gdropout:RATE");
+  expect_usage_error("train --model conv:4:3,sdropout:0.2:1,flatten,dense:10 --data mnist-10k",
+                     "sdropout:RATE");
+  expect_usage_error("train --model dense:32,gdropout:1,dense:10 --data mnist-10k",
+                     "rate must be in [0, 1)");
+  expect_usage_error("train --model gnoise:2,dense:10 --data mnist-10k",
+                     "stddev must be in [0, 1]");
+  const auto [r, j] = train_json(
+      "train --model conv:4:3:relu,sdropout:0.25,flatten,gnoise:0.1,dense:16:relu,gdropout:0.3,"
+      "dense:10:softmax --data mnist-10k --epochs 1",
+      "noise-json");
+  EXPECT_NE(r.out.find("spatial_dropout2d (SpatialDropout2D)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gaussian_noise (GaussianNoise)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gaussian_dropout (GaussianDropout)"), std::string::npos) << r.out;
+  EXPECT_EQ(j["model"]["parameters"], 40 + 26 * 26 * 4 * 16 + 16 + 16 * 10 + 10);
+  EXPECT_EQ(j["model"]["layers"][2]["type"], "SpatialDropout2D");
+  EXPECT_FLOAT_EQ(j["model"]["layers"][2]["rate"].get<float>(), 0.25f);
+  EXPECT_EQ(j["model"]["layers"][4]["type"], "GaussianNoise");
+  EXPECT_FLOAT_EQ(j["model"]["layers"][4]["stddev"].get<float>(), 0.1f);
+  EXPECT_EQ(j["model"]["layers"][6]["type"], "GaussianDropout");
+  EXPECT_FLOAT_EQ(j["model"]["layers"][6]["rate"].get<float>(), 0.3f);
+}
+
 TEST(Cli, RescaleSpecBuildsKerasRescalingAndRefusesBadNumbers) {
   expect_usage_error("train --model rescale:x,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");
   expect_usage_error("train --model rescale,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");

@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "core/machine.h"
+#include "core/philox.h"
 #include "nn/layers.h"
 #include "nn/layers/kind.h"
 #include "nn/sequential.h"
@@ -312,6 +313,35 @@ bool elementwise_reference(const Layer& l, std::size_t inputs,
   return true;
 }
 
+// The seed a training pass of the noise layers draws with (their draws at step 0, as
+// training_forward makes them on a fresh model); none: they are the identity (predict).
+std::optional<uint64_t> g_noise_seed;
+
+// GaussianNoise, GaussianDropout, SpatialDropout2D in training, with the engine's draws (the
+// noise is a pure function of (seed, layer, step, element): core/philox.h), the arithmetic in
+// double but each draw's float factor as the engine makes it.
+void noise_reference(std::vector<Vec>& batch, const Shape& shape, const Layer& l, uint32_t index,
+                     uint64_t seed) {
+  for (std::size_t r = 0; r < batch.size(); ++r) {
+    Vec& h = batch[r];
+    const uint64_t row = r * h.size();
+    for (std::size_t e = 0; e < h.size(); ++e) {
+      if (l.type == LayerType::gaussian_noise) {
+        h[e] += double{l.args<GaussianNoiseArgs>().stddev * philox_normal(seed, index, 0, row + e)};
+      } else if (l.type == LayerType::gaussian_dropout) {
+        const double rate = l.args<GaussianDropoutArgs>().rate;
+        const auto stddev = static_cast<float>(std::sqrt(rate / (1 - rate)));
+        h[e] *= double{1.0f + stddev * philox_normal(seed, index, 0, row + e)};
+      } else {
+        const float rate = l.args<SpatialDropoutArgs>().rate;
+        const auto c = static_cast<uint64_t>(shape.back());
+        const bool keep = spatial_dropout_keep(seed, index, 0, r * c + e % c, rate);
+        h[e] *= keep ? double{1.0f / (1.0f - rate)} : 0.0;
+      }
+    }
+  }
+}
+
 // The float64 reference: the mean loss of the model over the batch, weights by name. Layers run
 // over the whole batch in turn (batch normalization needs every sample's values).
 double reference_loss(const Sequential& model, const std::map<std::string, std::vector<double>>& w,
@@ -387,6 +417,14 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         h = out;
       }
       batch_shape.back() = 1;
+    }
+    if (l.type == LayerType::gaussian_noise || l.type == LayerType::gaussian_dropout ||
+        l.type == LayerType::spatial_dropout2d) {
+      if (g_noise_seed)
+        noise_reference(batch, batch_shape, l, static_cast<uint32_t>(li), *g_noise_seed);
+      outs.push_back(batch);
+      shapes.push_back(batch_shape);
+      continue;
     }
     if (l.type == LayerType::batch_normalization) {
       batch_norm_reference(batch, l, w);
@@ -517,7 +555,17 @@ void check_gradients(const Case& c) {
   } else {
     y = random_tensor({n, out}, 2);
   }
-  const auto grads = model.gradients(x, y);
+  // With noise drawn (a training pass of the noise layers): the gradients of that pass
+  // (training_forward, training_backward), its draws reproduced by the reference.
+  bool noisy = false;
+  for (const Layer& l : model.layers()) noisy = noisy || layer_kind(l).random_in_training(l);
+  const auto grads = noisy ? (model.training_forward(x),
+                              model.training_backward(y, LossSpec{c.loss, c.from_logits}).gradients)
+                           : model.gradients(x, y);
+  if (noisy) g_noise_seed = 7;  // compile's seed
+  struct Reset {
+    ~Reset() { g_noise_seed.reset(); }
+  } reset;
   std::map<std::string, std::vector<double>> w;
   for (const NamedTensor& t : model.get_weights())
     w[t.name] = std::vector<double>(t.value.values().begin(), t.value.values().end());
@@ -925,6 +973,34 @@ TEST(Gradients, ZeroPadding2DAndCropping2DBetweenConvolutionsMatchFiniteDifferen
                     Conv2D(2, 2, "tanh"), Flatten(), Dense(2, "softmax")},
                    "sparse_categorical_crossentropy",
                    {3, 3, 2}});
+}
+
+TEST(Gradients, NoiseLayersInTrainingMatchFiniteDifferencesOfTheirDraws) {
+  // GaussianDropout's gradient is multiplied by its noise, SpatialDropout2D's by its channels'
+  // factors, GaussianNoise's is the identity (its noise shifts the tanh above it): each checked
+  // on a training pass against the reference drawing the same noise.
+  check_gradients({"dense -> gaussian dropout 0.3 -> dense",
+                   {Input({5}), Dense(6, "tanh"), GaussianDropout(0.3), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+  check_gradients({"dense -> gaussian noise 0.5 -> dense tanh, mse",
+                   {Input({5}), Dense(6), GaussianNoise(0.5), Dense(4, "tanh"), Dense(2)},
+                   "mean_squared_error"});
+  check_gradients({"conv -> spatial dropout 0.5 -> conv",
+                   {Input({5, 5, 2}), Conv2D(4, 2, "tanh"), SpatialDropout2D(0.5),
+                    Conv2D(2, 2, "tanh"), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 5, 2}});
+  // All three at once, the first one first in the model (no input gradient needed), after relu.
+  check_gradients({"noise first, then relu -> spatial dropout -> gaussian dropout",
+                   {Input({4, 4, 3}), GaussianNoise(0.2), Conv2D(3, 2, "relu"),
+                    SpatialDropout2D(0.3), GaussianDropout(0.2), Flatten(), Dense(2, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {4, 4, 3}});
+  // At 0 they draw nothing: gradients() takes them (the identity).
+  check_gradients(
+      {"rates 0",
+       {Input({5}), GaussianNoise(0), Dense(4, "tanh"), GaussianDropout(0), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy"});
 }
 
 TEST(Gradients, Conv2DTransposeMatchesFiniteDifferences) {
