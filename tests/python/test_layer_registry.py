@@ -23,6 +23,9 @@ KINDS = [k for k in _core.layer_kinds() if k["class_name"] not in ENGINE_ONLY]
 REQUIRED: dict[str, dict[str, Any]] = {
     "Dense": {"units": 3},
     "Dropout": {"rate": 0.5},
+    "GaussianNoise": {"stddev": 0.5},
+    "GaussianDropout": {"rate": 0.5},
+    "SpatialDropout2D": {"rate": 0.5},
     "Activation": {"activation": "relu"},
     "Conv2D": {"filters": 2, "kernel_size": [3, 3]},
     "Conv2DTranspose": {"filters": 2, "kernel_size": [3, 3]},

@@ -108,8 +108,16 @@ def builtin_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     calls them: computed by the engine, in a one-layer model of the input's shape kept with the
     layer (its weights live there until a model uses the layer: models.py's weight sharing
     moves them, so the layer keeps one set of weights wherever it is used). Inference mode:
-    training=True is refused for the layers it changes (Dropout, BatchNormalization)."""
-    from .layers import BatchNormalization, Dropout, InputLayer
+    training=True is refused for the layers it changes (Dropout and the noise layers,
+    BatchNormalization)."""
+    from .layers import (
+        BatchNormalization,
+        Dropout,
+        GaussianDropout,
+        GaussianNoise,
+        InputLayer,
+        SpatialDropout2D,
+    )
     from .models import Sequential
 
     kwargs = dict(kwargs)
@@ -125,7 +133,14 @@ def builtin_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
             f"layer '{layer.name}' ({type(layer).__name__}) called on a list of arrays is not "
             f"supported (yet): crossover runs merging layers inside a model; {SEE_SUPPORTED}"
         )
-    if training and isinstance(layer, (Dropout, BatchNormalization)):
+    changed_by_training = (
+        Dropout,
+        GaussianNoise,
+        GaussianDropout,
+        SpatialDropout2D,
+        BatchNormalization,
+    )
+    if training and isinstance(layer, changed_by_training):
         raise NotImplementedError(
             f"layer '{layer.name}' ({type(layer).__name__}) called on data with training=True "
             "is not supported (yet): on data crossover runs built-in layers in inference mode; "

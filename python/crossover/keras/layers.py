@@ -1,4 +1,5 @@
-"""Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, Activation,
+"""Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, GaussianNoise,
+GaussianDropout, SpatialDropout2D, Activation,
 Conv2D, Conv2DTranspose, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape,
 UpSampling2D (channels_last),
 BatchNormalization and LayerNormalization (over the last axis), and Add and Concatenate for
@@ -271,6 +272,10 @@ class Layer(mixed_precision.HasDTypePolicy):
                 f"{type(self).__name__}.get_config is not supported (yet): a built-in layer's "
                 f"config is written by model.to_json() and model.save(); {SEE_SUPPORTED}"
             )
+        return self._base_config()
+
+    def _base_config(self) -> dict[str, Any]:
+        """Keras's Layer.get_config: name, trainable and the dtype policy."""
         return {
             "name": self.name,
             "trainable": self.trainable,
@@ -866,6 +871,92 @@ class Dropout(Layer):
         reject_unsupported("Dropout", noise_shape=(noise_shape, None), seed=(seed, None))
         self.rate = float(rate)
         self._layer = _engine_layer("Dropout", rate=self.rate)
+
+
+def _fraction(owner: str, argument: str, value: Any, one_allowed: bool) -> None:
+    """Keras's check of a noise layer's stddev or rate (0 <= value <= 1), and 1 refused where
+    Keras would divide by it."""
+    if not 0 <= value <= 1:
+        raise ValueError(
+            f"Invalid value received for argument `{argument}`. Expected a float value between 0 "
+            f"and 1. Received: {argument}={value}"
+        )
+    if value == 1 and not one_allowed:
+        raise ValueError(
+            f"{owner}: argument {argument}=1 is not supported by crossover: it drops every value "
+            f"(Keras divides by 1 - {argument} = 0); use {argument} < 1"
+        )
+
+
+class GaussianNoise(Layer):
+    """Keras's GaussianNoise: x + N(0, stddev) in training, the identity in evaluate and predict.
+    The noise comes from the model's seed (compile), as Dropout's masks."""
+
+    def __init__(self, stddev: float, seed: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _fraction("GaussianNoise", "stddev", stddev, True)
+        reject_unsupported("GaussianNoise", seed=(seed, None))
+        self.stddev = stddev
+        self.seed = seed
+        self._layer = _engine_layer("GaussianNoise", stddev=float(stddev))
+
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), "stddev": self.stddev, "seed": self.seed}
+
+
+class GaussianDropout(Layer):
+    """Keras's GaussianDropout: x * N(1, sqrt(rate / (1 - rate))) in training, the identity in
+    evaluate and predict."""
+
+    def __init__(self, rate: float, seed: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _fraction("GaussianDropout", "rate", rate, False)
+        reject_unsupported("GaussianDropout", seed=(seed, None))
+        self.rate = rate
+        self.seed = seed
+        self._layer = _engine_layer("GaussianDropout", rate=float(rate))
+
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), "rate": self.rate, "seed": self.seed}
+
+
+class SpatialDropout2D(Layer):
+    """Keras's SpatialDropout2D: whole channels of each (height, width, channels) sample dropped
+    in training (the rest scaled by 1 / (1 - rate)), the identity in evaluate and predict."""
+
+    def __init__(
+        self,
+        rate: float,
+        data_format: Optional[str] = None,
+        seed: Optional[int] = None,
+        name: Optional[str] = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(name=name, dtype=dtype)
+        _fraction("SpatialDropout2D", "rate", rate, False)
+        if isinstance(data_format, str):
+            data_format = data_format.lower()
+        if data_format not in (None, "channels_last", "channels_first"):
+            raise ValueError(
+                'The `data_format` argument must be one of {"channels_first", "channels_last"}. '
+                f"Received: data_format={data_format}"
+            )
+        _channels_last("SpatialDropout2D", data_format)
+        reject_unsupported("SpatialDropout2D", seed=(seed, None))
+        self.rate = rate
+        self.seed = seed
+        self.data_format = "channels_last"
+        self._layer = _engine_layer("SpatialDropout2D", rate=float(rate))
+
+    def get_config(self) -> dict[str, Any]:
+        # Keras 3.15's own: no "trainable", and the variables' dtype rather than the policy.
+        return {
+            "rate": self.rate,
+            "seed": self.seed,
+            "name": self.name,
+            "dtype": "float32",
+            "data_format": self.data_format,
+        }
 
 
 class Activation(Layer):
@@ -1573,6 +1664,9 @@ __all__ = [
     "Flatten",
     "Dense",
     "Dropout",
+    "GaussianNoise",
+    "GaussianDropout",
+    "SpatialDropout2D",
     "Activation",
     "Conv2D",
     "Conv2DTranspose",
