@@ -382,6 +382,36 @@ TEST_F(CudaBackendTest, DropoutDrawsTheCpuMaskExactly) {
   }
 }
 
+TEST_F(CudaBackendTest, NoiseLayersDrawTheCpuNoise) {
+  // SpatialDropout2D's keep is drawn from the same uniform on both: exact. The Gaussian draws go
+  // through logf, sqrtf, cosf and sinf, which the GPU rounds its own way: within a few ulps.
+  for (auto [kind, m, n, channels, amount, first_row] :
+       {std::tuple{NoiseKind::gaussian_noise, 33, 97, 1, 0.3f, 0},
+        std::tuple{NoiseKind::gaussian_dropout, 7, 1000, 1, 0.5f, 5},
+        std::tuple{NoiseKind::spatial_dropout, 9, 60, 12, 0.4f, 3}}) {
+    SCOPED_TRACE("kind=" + std::to_string(static_cast<int>(kind)) + " m=" + std::to_string(m));
+    const std::size_t total = static_cast<std::size_t>(m) * n;
+    const auto x = random_values(total, 600, -1.0f, 1.0f);
+    StepCounters counters;
+    counters.step = 77;
+    Memory c(*cpu_), g(*gpu_);
+    float* yc = c.poisoned(total);
+    float* yg = g.poisoned(total);
+    float* fc = c.poisoned(total);
+    float* fg = g.poisoned(total);
+    cpu_->noise_forward(kind, c.values(x), yc, fc, m, n, channels, amount, 42, 3,
+                        c.counters(counters), first_row);
+    gpu_->noise_forward(kind, g.values(x), yg, fg, m, n, channels, amount, 42, 3,
+                        g.counters(counters), first_row);
+    if (kind == NoiseKind::spatial_dropout) {
+      EXPECT_EQ(g.get(yg, total), c.get(yc, total));
+      EXPECT_EQ(g.get(fg, total), c.get(fc, total));
+    } else {
+      expect_close(g.get(yg, total), c.get(yc, total), 1e-5, 1e-6, "y");
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, GatherRowsReadsTheBatchIndexOnTheDevice) {
   const int64_t rows = 50, cols = 13, batch = 8;
   const auto src = random_values(rows * cols, 600);
