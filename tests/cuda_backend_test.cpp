@@ -1223,6 +1223,37 @@ TEST_F(CudaBackendTest, UpsampleForwardAndBackwardMatchCpu) {
   }
 }
 
+// ---- permuting each sample's axes (kernels.cu) against the CPU's copies ----
+
+TEST_F(CudaBackendTest, PermuteAndItsInverseMatchCpu) {
+  uint32_t seed = 7200;
+  struct Case {
+    int64_t m;
+    std::vector<int64_t> in;
+    std::vector<int> perm;
+  };
+  for (const Case& k : std::vector<Case>{{64, {28, 28}, {1, 0}},
+                                         {3, {5, 4, 3}, {2, 0, 1}},
+                                         {3, {5, 4, 3}, {1, 0, 2}},
+                                         {2, {2, 3, 4, 5}, {3, 0, 2, 1}},
+                                         {5, {7}, {0}}}) {
+    PermuteShape s;
+    s.rank = static_cast<int>(k.in.size());
+    for (int i = 0; i < s.rank; ++i)
+      s.in[i] = k.in[static_cast<std::size_t>(i)], s.perm[i] = k.perm[static_cast<std::size_t>(i)];
+    const auto n = static_cast<std::size_t>(k.m * permute_values(s));
+    const auto x = random_values(n, seed += 10);
+    Memory c(*cpu_), g(*gpu_);
+    float *yc = c.poisoned(n), *yg = g.poisoned(n), *back = g.poisoned(n);
+    const float* xg = g.values(x);
+    cpu_->permute(s, c.values(x), yc, k.m);
+    gpu_->permute(s, xg, yg, k.m);
+    EXPECT_EQ(g.get(yg, n), c.get(yc, n));
+    gpu_->permute(inverse_permutation(s), yg, back, k.m);
+    EXPECT_EQ(g.get(back, n), x);
+  }
+}
+
 // Every op with every broadcast of each operand (a null operand: the shape's constant), and the
 // row sums: the CPU's arithmetic, summed in the CPU's order.
 TEST_F(CudaBackendTest, ElementWiseOpsWithBroadcastingAndRowSumsMatchCpu) {

@@ -176,6 +176,33 @@ inline int64_t broadcast_size(Broadcast how, int64_t rows, int64_t cols) {
   return 1;
 }
 
+// A permutation of each sample's axes (Permute; RepeatVector's backward): x's per-sample shape is
+// in[0..rank), y's axis i is x's axis perm[i] (0-based), so y's shape is (in[perm[0]], ...,
+// in[perm[rank - 1]]). A copy: every value moves, none changes.
+struct PermuteShape {
+  static constexpr int kMaxRank = 8;
+  int rank = 0;
+  int64_t in[kMaxRank] = {};
+  int perm[kMaxRank] = {};
+  auto operator<=>(const PermuteShape&) const = default;
+};
+// The values of one sample.
+inline int64_t permute_values(const PermuteShape& s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank; ++i) n *= s.in[i];
+  return n;
+}
+// The permutation that undoes s: from y's shape back to x's (the backward of a permute).
+inline PermuteShape inverse_permutation(const PermuteShape& s) {
+  PermuteShape inv;
+  inv.rank = s.rank;
+  for (int i = 0; i < s.rank; ++i) {
+    inv.in[i] = s.in[s.perm[i]];
+    inv.perm[s.perm[i]] = i;
+  }
+  return inv;
+}
+
 // Batch normalization over the last axis (Keras's axis -1): x and y are (m, spatial, channels),
 // channels last, where spatial is the product of the dimensions between the batch and the channels
 // (1 after a Dense layer, height * width for images). Statistics are per channel over the m *

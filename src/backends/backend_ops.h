@@ -159,6 +159,10 @@ CROSSOVER_BACKEND_OP(add, (const float* a, const float* b, float* y, int64_t n),
 // plain copy when the block is whole rows.
 CROSSOVER_BACKEND_OP(copy_columns, (const float* src, int64_t src_cols, int64_t src_col, float* dst, int64_t dst_cols, int64_t dst_col, int64_t rows, int64_t cols), (src, src_cols, src_col, dst, dst_cols, dst_col, rows, cols), pure, elementwise)
 
+// y (m, the permuted shape) = x (m, s.in) with each sample's axes permuted (PermuteShape in
+// backend.h): Permute's forward, and with inverse_permutation(s) its backward. y must not alias x.
+CROSSOVER_BACKEND_OP(permute, (const PermuteShape& s, const float* x, float* y, int64_t m), (s, x, y, m), pure, elementwise)
+
 // ---- element-wise arithmetic with broadcasting (BinaryShape in backend.h), row sums ----
 // y (rows, cols) = op(a, b), each operand broadcast as s says (null: s's constant). y may be a
 // full operand.

@@ -490,6 +490,11 @@ void price_merge(OpBuilder& b) {
     o.elements = b.mn;
     o.bytes_read = kFloat * b.mn;
     o.bytes_written = kFloat * c.m;
+  } else if (c.call == Call::permute) {
+    o.name = b.at + "permute";
+    o.kernel = "permute";
+    o.elements = b.mn;
+    o.bytes_read = o.bytes_written = kFloat * b.mn;
   } else {  // copy_columns
     o.name = b.at + fmt::format("copy {} columns", b.n);
     o.kernel = "copy";
@@ -651,6 +656,7 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
     case Call::binary_forward:
     case Call::binary_backward:
     case Call::row_sum:
+    case Call::permute:
       price_merge(b);
       break;
     case Call::loss_forward_backward:

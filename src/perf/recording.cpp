@@ -119,6 +119,7 @@ BackendCall& RecordingBackend::record(Call c) {
 #define RECORD_binary_backward \
   r.m = s.rows, r.n = s.cols, r.gradient = da != nullptr || db != nullptr
 #define RECORD_row_sum r.m = rows, r.n = cols
+#define RECORD_permute r.m = m, r.n = permute_values(s)
 #define RECORD_dropout_forward r.m = m, r.n = n
 #define RECORD_dropout_backward r.m = m, r.n = n
 #define RECORD_relu_dropout_backward r.m = m, r.n = n

@@ -822,6 +822,36 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // ---- permuting each sample's axes: one sample per task, its output in order (an odometer
+  // over y's outer axes, the last axis a strided run of x) ----
+  void permute(const PermuteShape& s, const float* x, float* y, int64_t m) override {
+    const int rank = s.rank;
+    const int64_t values = permute_values(s);
+    if (rank == 0 || values == 0) return;
+    // x's strides, then y's axis i as a dimension and a stride into x.
+    int64_t in_stride[PermuteShape::kMaxRank], dim[PermuteShape::kMaxRank],
+        stride[PermuteShape::kMaxRank];
+    int64_t step = 1;
+    for (int a = rank; a-- > 0;) in_stride[a] = step, step *= s.in[a];
+    for (int i = 0; i < rank; ++i) dim[i] = s.in[s.perm[i]], stride[i] = in_stride[s.perm[i]];
+    const int64_t inner = dim[rank - 1], inner_stride = stride[rank - 1];
+    parallel_rows(m, values, [&](int64_t n) {
+      const float* in = x + n * values;
+      float* out = y + n * values;
+      int64_t at[PermuteShape::kMaxRank] = {};
+      int64_t offset = 0;  // into the sample of x, of y's position (at, 0)
+      for (int64_t done = 0; done < values; done += inner) {
+        for (int64_t j = 0; j < inner; ++j) out[done + j] = in[offset + j * inner_stride];
+        for (int i = rank - 2; i >= 0; --i) {  // the next position of the outer axes
+          offset += stride[i];
+          if (++at[i] < dim[i]) break;
+          offset -= stride[i] * dim[i];
+          at[i] = 0;
+        }
+      }
+    });
+  }
+
   // ---- element-wise arithmetic with broadcasting, row sums ----
   void binary_forward(BinaryOp op, const BinaryShape& s, const float* a, const float* b,
                       float* y) override {

@@ -490,6 +490,13 @@ class CudaBackend final : public Backend {
     check(cuda::launch_row_sum(stream_, x, y, rows, cols, scale), "row_sum kernel launch");
   }
 
+  // ---- permuting each sample's axes (kernels.cu) ----
+  void permute(const PermuteShape& s, const float* x, float* y, int64_t m) override {
+    if (planning_) return;
+    activate();
+    check(cuda::launch_permute(stream_, s, x, y, m), "permute kernel launch");
+  }
+
   // ---- nearest-neighbour upsampling (kernels.cu) ----
   void upsample2d_forward(const PoolShape& s, const float* x, float* y, int64_t m) override {
     if (planning_) return;

@@ -316,6 +316,26 @@ __global__ void row_sum_kernel(const float* x, float* y, int64_t rows, int64_t c
   }
 }
 
+// A permutation of each sample's axes: y's axis i of dim[i] values steps stride[i] through x's
+// sample; output value e is at sample e / values, and its position in y's axes at the remainder.
+struct PermuteIndex {
+  int rank = 0;
+  int64_t values = 0;
+  int64_t dim[PermuteShape::kMaxRank] = {};
+  int64_t stride[PermuteShape::kMaxRank] = {};
+};
+__global__ void permute_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t total,
+                               PermuteIndex p) {
+  for (int64_t e = global_thread(); e < total; e += grid_stride()) {
+    int64_t rest = e % p.values, offset = e - rest;
+    for (int i = p.rank - 1; i >= 0; --i) {
+      offset += rest % p.dim[i] * p.stride[i];
+      rest /= p.dim[i];
+    }
+    y[e] = x[offset];
+  }
+}
+
 // Nearest-neighbour upsampling, channels last: output value (b, oy, ox, k) is input value
 // (b, oy / size_h, ox / size_w, k); the backward sums each input value's block, row by row.
 __global__ void upsample2d_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
@@ -1011,6 +1031,22 @@ cudaError_t launch_row_sum(cudaStream_t s, const float* x, float* y, int64_t row
   return cudaGetLastError();
 }
 
+cudaError_t launch_permute(cudaStream_t s, const PermuteShape& shape, const float* x, float* y,
+                           int64_t samples) {
+  PermuteIndex p;
+  p.rank = shape.rank;
+  p.values = permute_values(shape);
+  const int64_t total = samples * p.values;
+  if (total <= 0 || p.rank <= 0) return cudaSuccess;
+  int64_t in_stride[PermuteShape::kMaxRank];
+  int64_t step = 1;
+  for (int a = p.rank; a-- > 0;) in_stride[a] = step, step *= shape.in[a];
+  for (int i = 0; i < p.rank; ++i)
+    p.dim[i] = shape.in[shape.perm[i]], p.stride[i] = in_stride[shape.perm[i]];
+  permute_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, y, total, p);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_upsample2d_forward(cudaStream_t s, const float* x, float* y, int64_t samples,
                                       int64_t in_h, int64_t in_w, int64_t channels, int64_t size_h,
                                       int64_t size_w) {
@@ -1278,6 +1314,7 @@ cudaError_t preload_kernels() {
       reinterpret_cast<const void*>(binary_forward_kernel),
       reinterpret_cast<const void*>(binary_backward_kernel),
       reinterpret_cast<const void*>(row_sum_kernel),
+      reinterpret_cast<const void*>(permute_kernel),
       reinterpret_cast<const void*>(upsample2d_forward_kernel),
       reinterpret_cast<const void*>(upsample2d_backward_kernel),
       reinterpret_cast<const void*>(loss_kernel),

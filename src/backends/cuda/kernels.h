@@ -80,6 +80,9 @@ cudaError_t launch_binary_backward(cudaStream_t s, BinaryOp op, const BinaryShap
                                    float* db);
 cudaError_t launch_row_sum(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t cols,
                            float scale);
+// Each sample's axes permuted (Backend::permute): a thread per output value, reading its x value.
+cudaError_t launch_permute(cudaStream_t s, const PermuteShape& shape, const float* x, float* y,
+                           int64_t samples);
 // Nearest-neighbour upsampling of (samples, in_h, in_w, channels) by size_h x size_w
 // (Backend::upsample2d_*): the forward a thread per output value, the backward a thread per input
 // value summing its block in order.
