@@ -258,6 +258,32 @@ TEST(Cli, NoiseSpecsBuildKerasNoiseLayersAndTrain) {
   EXPECT_FLOAT_EQ(j["model"]["layers"][6]["rate"].get<float>(), 0.3f);
 }
 
+TEST(Cli, PermuteAndRepeatSpecsBuildKerasLayersWithTheirShapes) {
+  expect_usage_error("train --model reshape:28x28,permute,flatten,dense:10 --data mnist-10k",
+                     "permute:DIMS");
+  expect_usage_error("train --model dense:8,repeat,flatten,dense:10 --data mnist-10k", "repeat:N");
+  expect_usage_error("train --model reshape:28x28,permute:1x1,flatten,dense:10 --data mnist-10k",
+                     "must be consecutive and start from 1");
+  expect_usage_error("train --model dense:8,repeat:0,flatten,dense:10 --data mnist-10k",
+                     "should be a positive integer");
+  expect_usage_error("train --model reshape:28x28,permute:2x1x3,flatten,dense:10 --data mnist-10k",
+                     "permutes samples of 3 axes");
+  expect_usage_error("train --model reshape:28x28,repeat:2,flatten,dense:10 --data mnist-10k",
+                     "RepeatVector repeats flat samples");
+  const auto [r, j] = train_json(
+      "train --model reshape:28x28,permute:2x1,flatten,dense:8:relu,repeat:3,flatten,"
+      "dense:10:softmax --data mnist-10k --epochs 1",
+      "permute-json");
+  EXPECT_NE(r.out.find("permute (Permute)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("repeat_vector (RepeatVector)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 3, 8)"), std::string::npos) << r.out;
+  EXPECT_EQ(j["model"]["parameters"], 784 * 8 + 8 + 24 * 10 + 10);
+  EXPECT_EQ(j["model"]["layers"][2]["type"], "Permute");
+  EXPECT_EQ(j["model"]["layers"][2]["dims"], nlohmann::json::parse("[2, 1]"));
+  EXPECT_EQ(j["model"]["layers"][5]["type"], "RepeatVector");
+  EXPECT_EQ(j["model"]["layers"][5]["n"], 3);
+}
+
 TEST(Cli, RescaleSpecBuildsKerasRescalingAndRefusesBadNumbers) {
   expect_usage_error("train --model rescale:x,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");
   expect_usage_error("train --model rescale,dense:10 --data mnist-10k", "rescale:SCALE[:OFFSET]");

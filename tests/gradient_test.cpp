@@ -173,6 +173,27 @@ void margins_reference(Vec& h, Shape& shape, const Margins2& m, bool grow) {
   shape = {oh, ow, c};
 }
 
+// Each sample's axes permuted (Permute): output axis i is input axis dims[i] - 1.
+void permute_reference(Vec& h, Shape& shape, const std::vector<int64_t>& dims) {
+  const std::size_t rank = shape.size();
+  std::vector<int64_t> in_stride(rank, 1);
+  for (std::size_t a = rank - 1; a-- > 0;) in_stride[a] = in_stride[a + 1] * shape[a + 1];
+  Shape out_shape(rank);
+  for (std::size_t i = 0; i < rank; ++i)
+    out_shape[i] = shape[static_cast<std::size_t>(dims[i] - 1)];
+  Vec out(h.size());
+  for (std::size_t e = 0; e < out.size(); ++e) {
+    int64_t rest = static_cast<int64_t>(e), from = 0;
+    for (std::size_t i = rank; i-- > 0;) {
+      from += rest % out_shape[i] * in_stride[static_cast<std::size_t>(dims[i] - 1)];
+      rest /= out_shape[i];
+    }
+    out[e] = h[static_cast<std::size_t>(from)];
+  }
+  h = out;
+  shape = out_shape;
+}
+
 // Max or average over each window; padded positions never count.
 void pool_reference(Vec& h, Shape& shape, Size2 window, Size2 strides, Padding padding, bool max) {
   const int64_t ih = shape[0], iw = shape[1], c = shape[2];
@@ -451,6 +472,14 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         margins_reference(h, shape, l.args<ZeroPaddingArgs>().padding, true);
       } else if (l.type == LayerType::cropping2d) {
         margins_reference(h, shape, l.args<CroppingArgs>().cropping, false);
+      } else if (l.type == LayerType::permute) {
+        permute_reference(h, shape, l.args<PermuteArgs>().dims);
+      } else if (l.type == LayerType::repeat_vector) {
+        const int64_t n = l.args<RepeatVectorArgs>().n;
+        Vec out;
+        for (int64_t k = 0; k < n; ++k) out.insert(out.end(), h.begin(), h.end());
+        h = out;
+        shape = {n, shape[0]};
       } else if (l.type == LayerType::global_average_pooling2d ||
                  l.type == LayerType::global_max_pooling2d) {
         pool_reference(h, shape, {shape[0], shape[1]}, {shape[0], shape[1]}, Padding::valid,
@@ -1001,6 +1030,33 @@ TEST(Gradients, NoiseLayersInTrainingMatchFiniteDifferencesOfTheirDraws) {
       {"rates 0",
        {Input({5}), GaussianNoise(0), Dense(4, "tanh"), GaussianDropout(0), Dense(3, "softmax")},
        "sparse_categorical_crossentropy"});
+}
+
+TEST(Gradients, PermuteAndRepeatVectorMatchFiniteDifferences) {
+  // Permute's backward is the inverse permutation: a 2-D transpose, a 3-D one into a conv, a 4-D
+  // one.
+  check_gradients({"dense -> reshape (4, 3) -> permute (2, 1)",
+                   {Input({5}), Dense(12, "tanh"), Reshape({4, 3}), Permute({2, 1}), Flatten(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+  check_gradients({"conv -> permute (2, 3, 1) -> conv",
+                   {Input({4, 3, 2}), Conv2D(3, 2, "tanh"), Permute({2, 3, 1}),
+                    Conv2D(2, 2, "tanh"), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {4, 3, 2}});
+  check_gradients({"dense -> reshape (2, 3, 2, 2) -> permute (4, 1, 3, 2), mse",
+                   {Input({5}), Dense(24, "tanh"), Reshape({2, 3, 2, 2}), Permute({4, 1, 3, 2}),
+                    Flatten(), Dense(2)},
+                   "mean_squared_error"});
+  // RepeatVector's backward sums the n copies' gradients (each weighted differently by the
+  // Dense after the Flatten); 5 copies take three doubling copies forward.
+  check_gradients({"dense -> repeat vector 5 -> flatten -> dense",
+                   {Input({5}), Dense(4, "tanh"), RepeatVector(5), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy"});
+  check_gradients({"dense -> repeat vector 3 -> permute (2, 1) -> conv as rows, mse",
+                   {Input({5}), Dense(4, "tanh"), RepeatVector(3), Permute({2, 1}),
+                    Reshape({4, 3, 1}), Conv2D(2, 2, "sigmoid"), Flatten()},
+                   "mean_squared_error"});
 }
 
 TEST(Gradients, Conv2DTransposeMatchesFiniteDifferences) {

@@ -23,6 +23,7 @@
 #include "nn/layers/input.h"
 #include "nn/layers/layer_normalization.h"
 #include "nn/layers/noise.h"
+#include "nn/layers/permute.h"
 #include "nn/layers/pooling2d.h"
 #include "nn/layers/reduce.h"
 #include "nn/layers/rescaling.h"

@@ -31,6 +31,8 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "Conv2DTranspose": {"filters": 2, "kernel_size": [3, 3]},
     "Reshape": {"target_shape": [4, 4, 1]},
     "Rescaling": {"scale": 0.5},
+    "Permute": {"dims": [1]},
+    "RepeatVector": {"n": 3},
 }
 
 # Public classes that are not kinds of their own: what each makes.

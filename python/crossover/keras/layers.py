@@ -275,7 +275,7 @@ class Layer(mixed_precision.HasDTypePolicy):
         return self._base_config()
 
     def _base_config(self) -> dict[str, Any]:
-        """Keras's Layer.get_config: name, trainable and the dtype policy."""
+        """Keras 3's Layer.get_config: name, trainable and the dtype policy."""
         return {
             "name": self.name,
             "trainable": self.trainable,
@@ -1274,6 +1274,44 @@ class Cropping2D(Layer):
         self._layer = _engine_layer("Cropping2D", cropping=sides)
 
 
+class Permute(Layer):
+    """Keras's Permute: each sample's axes reordered, dims a permutation of 1..rank (the batch
+    axis not counted): output axis i is input axis dims[i]."""
+
+    def __init__(self, dims: Sequence[int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dims = tuple(dims)
+        if sorted(self.dims) != list(range(1, len(self.dims) + 1)):
+            raise ValueError(
+                "Invalid permutation argument `dims` for Permute Layer. The set of indices in "
+                f"`dims` must be consecutive and start from 1. Received dims={dims}"
+            )
+        try:
+            axes = [operator.index(d) for d in self.dims]
+        except TypeError:
+            raise TypeError(f"Permute: `dims` must hold integers, got {dims!r}") from None
+        self._layer = _engine_layer("Permute", dims=axes)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), "dims": self.dims}
+
+
+class RepeatVector(Layer):
+    """Keras's RepeatVector: each (features) sample repeated n times, giving (n, features)."""
+
+    def __init__(self, n: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise TypeError(f"Expected an integer value for `n`, got {type(n)}.")
+        if n <= 0:
+            raise ValueError(f"Argument `n` should be a positive integer. Received: n={n}")
+        self.n = n
+        self._layer = _engine_layer("RepeatVector", n=n)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), "n": self.n}
+
+
 class BatchNormalization(Layer):
     """Keras's BatchNormalization over the last axis: the batch's statistics in fit (updating
     the moving ones), the moving statistics in evaluate and predict."""
@@ -1680,6 +1718,8 @@ __all__ = [
     "UpSampling2D",
     "ZeroPadding2D",
     "Cropping2D",
+    "Permute",
+    "RepeatVector",
     "BatchNormalization",
     "LayerNormalization",
     "Softmax",

@@ -76,6 +76,7 @@ struct LayerState {
   int moving_mean = -1, moving_variance = -1;
   std::vector<Shape> in_shapes;  // per sample, one per input (several for Add, Concatenate)
   BinaryShape binary;            // element-wise ops (layers/elementwise.cpp): rows per sample
+  PermuteShape permute;          // permute, repeat_vector's backward (layers/permute.cpp)
   // The activation the layer applies (LayerKind::activation), set by the model after build():
   // what a step reads, so that no step looks into the layer's arguments for it.
   LayerActivation activation;

@@ -44,6 +44,8 @@ CROSSOVER_LAYER_KIND(cropping2d)  // nn/layers/zero_padding2d.cpp
 CROSSOVER_LAYER_KIND(gaussian_noise)  // nn/layers/noise.cpp
 CROSSOVER_LAYER_KIND(gaussian_dropout)  // nn/layers/noise.cpp
 CROSSOVER_LAYER_KIND(spatial_dropout2d)  // nn/layers/noise.cpp
+CROSSOVER_LAYER_KIND(permute)  // nn/layers/permute.cpp
+CROSSOVER_LAYER_KIND(repeat_vector)  // nn/layers/permute.cpp
 // clang-format on
 
 #undef CROSSOVER_LAYER_KIND
