@@ -144,3 +144,17 @@ def test_a_functional_model_with_both_trains_and_predicts():
     assert history["loss"][-1] < history["loss"][0]
     assert model.predict(x, verbose=0).shape == (64, 2)
     assert tuple(r.shape) == (None, 2, 5)
+
+
+def test_a_keras_archive_keeps_both(tmp_path):
+    x, y = _data()
+    model = keras.Sequential(
+        [keras.Input((6, 4)), layers.Permute((2, 1)), layers.Flatten(), layers.Dense(5),
+         layers.RepeatVector(2), layers.Flatten(), layers.Dense(2, activation="softmax")]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(x, y, epochs=1, verbose=0)
+    model.save(str(tmp_path / "m.keras"))
+    again = keras.models.load_model(str(tmp_path / "m.keras"))
+    assert again.layers[0].dims == (2, 1) and again.layers[3].n == 2
+    np.testing.assert_array_equal(again.predict(x, verbose=0), model.predict(x, verbose=0))
