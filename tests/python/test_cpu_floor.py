@@ -50,7 +50,9 @@ def test_the_package_refuses_with_an_import_error():
         "import builtins, io, sys\n"
         "real = builtins.open\n"
         f"fake = {SANDY_BRIDGE!r}\n"
-        "builtins.open = lambda p, *a, **k: io.StringIO(fake) if p == '/proc/cpuinfo' else real(p, *a, **k)\n"
+        "def fake_open(p, *a, **k):\n"
+        "    return io.StringIO(fake) if p == '/proc/cpuinfo' else real(p, *a, **k)\n"
+        "builtins.open = fake_open\n"
         "try:\n"
         "    import crossover\n"
         "except ImportError as e:\n"
@@ -60,7 +62,11 @@ def test_the_package_refuses_with_an_import_error():
         "    print('imported')\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=120
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
     ).stdout
     assert "core loaded: False" in out, out
     assert "x86-64-v3" in out and "avx2" in out, out

@@ -265,14 +265,22 @@ class Layer(mixed_precision.HasDTypePolicy):
             layer._clear_losses()
 
     def get_config(self) -> dict[str, Any]:
-        """Keras's base config of a custom layer: name, trainable and the dtype policy (its
-        class adds its own arguments to it)."""
-        if not self._keeps_python_weights():
+        """Keras's get_config. A custom layer's: the base config (name, trainable and the dtype
+        policy), to which its class adds its own arguments. A built-in layer's: every argument
+        as Keras 3.15 writes it, defaults spelled out, which is the engine's config of it (the
+        one model.to_json() and model.save() write), with this layer's name, trainable and
+        dtype policy."""
+        if self._keeps_python_weights():
+            return self._base_config()
+        engine = self.__dict__.get("_layer")
+        # Only where the engine's layer is this class's own: ReLU and Softmax, made as the
+        # engine's Activation, write Keras's config of their own below.
+        if engine is None or getattr(engine, "type", None) != type(self).__name__:
             raise NotImplementedError(
-                f"{type(self).__name__}.get_config is not supported (yet): a built-in layer's "
-                f"config is written by model.to_json() and model.save(); {SEE_SUPPORTED}"
+                f"{type(self).__name__}.get_config is not supported (yet): it has no config of "
+                f"its own; {SEE_SUPPORTED}"
             )
-        return self._base_config()
+        return {**json.loads(engine.keras_config()), **self._base_config()}
 
     def _base_config(self) -> dict[str, Any]:
         """Keras 3's Layer.get_config: name, trainable and the dtype policy."""
@@ -766,13 +774,26 @@ class InputLayer(Layer):
                 f"InputLayer: dtype {dtype!r} is not supported: crossover takes float32 inputs"
             )
         if batch_shape is not None:
+            batch_size = tuple(batch_shape)[0] if batch_size is None else batch_size
             shape = tuple(batch_shape)[1:]
         if shape is None:
             shape = kwargs.pop("input_shape", None)
         super().__init__(name=name, input_shape=shape, **kwargs)
         if self._input_shape is None:
             raise ValueError("InputLayer: give the per-sample shape, e.g. shape=(28, 28)")
+        self.batch_size = batch_size
         self._layer = _engine_layer("InputLayer", shape=list(self._input_shape))
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras 3.15's InputLayer config: the batch shape, the input's dtype as a name."""
+        return {
+            "batch_shape": (self.batch_size, *self._input_shape),
+            "dtype": "float32",
+            "sparse": False,
+            "ragged": False,
+            "name": self.name,
+            "optional": False,
+        }
 
 
 def Input(
@@ -821,6 +842,7 @@ class Dense(Layer):
         kernel_constraint: Any = None,
         bias_constraint: Any = None,
         lora_rank: Optional[int] = None,
+        quantization_config: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -832,6 +854,7 @@ class Dense(Layer):
             kernel_constraint=(kernel_constraint, None),
             bias_constraint=(bias_constraint, None),
             lora_rank=(lora_rank, None),
+            quantization_config=(quantization_config, None),
         )
         try:
             self.units = operator.index(units)
@@ -849,6 +872,10 @@ class Dense(Layer):
                 self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
             ),
         )
+
+    def get_config(self) -> dict[str, Any]:
+        # Keras 3.15's Dense writes its quantization (none here) too.
+        return {**super().get_config(), "quantization_config": None}
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
@@ -1415,7 +1442,8 @@ class LayerNormalization(Layer):
     ) -> None:
         super().__init__(**kwargs)
         owner = "LayerNormalization"
-        if isinstance(axis, (list, tuple)) and len(axis) == 1:
+        as_list = isinstance(axis, (list, tuple))  # Keras keeps the form given, in its config
+        if as_list and len(axis) == 1:
             axis = axis[0]
         reject_unsupported(owner, axis=(axis, -1), rms_scaling=(bool(rms_scaling), False))
         reject_unsupported(
@@ -1425,7 +1453,7 @@ class LayerNormalization(Layer):
             beta_constraint=(beta_constraint, None),
             gamma_constraint=(gamma_constraint, None),
         )
-        self.axis = -1
+        self.axis = [-1] if as_list else -1
         self.epsilon = float(epsilon)
         self.center = bool(center)
         self.scale = bool(scale)
@@ -1439,6 +1467,9 @@ class LayerNormalization(Layer):
                 self, beta_initializer=beta_initializer, gamma_initializer=gamma_initializer
             ),
         )
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "axis": self.axis}
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         kinds = [("gamma", True)] if self.scale else []
@@ -1463,6 +1494,9 @@ class Softmax(Layer):
         self.axis = -1
         self._layer = _engine_layer("Activation", activation="softmax")
 
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), "axis": self.axis}
+
 
 class ReLU(Layer):
     """Keras's ReLU layer with its defaults: the engine's relu activation (recorded as an
@@ -1484,6 +1518,9 @@ class ReLU(Layer):
             threshold=(float(threshold), 0.0),
         )
         self._layer = _engine_layer("Activation", activation="relu")
+
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), "max_value": None, "negative_slope": 0.0, "threshold": 0.0}
 
 
 class LeakyReLU(Layer):

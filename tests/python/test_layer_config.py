@@ -1,0 +1,71 @@
+"""Layer.get_config() and from_config() of every built-in layer, as Keras has them: the config
+holds every argument (defaults spelled out, as model files write them), and the class's
+from_config rebuilds a layer whose config is the same. Keras's own values are compared in
+test_layer_config_peers."""
+
+import inspect
+
+import pytest
+
+from crossover.keras import layers
+
+# The arguments a class needs (the rest take their defaults).
+REQUIRED = {
+    "InputLayer": {"shape": (4, 4, 1)},
+    "Dense": {"units": 3},
+    "Dropout": {"rate": 0.5},
+    "Conv2D": {"filters": 2, "kernel_size": (3, 3)},
+    "Conv2DTranspose": {"filters": 2, "kernel_size": (3, 3)},
+    "Reshape": {"target_shape": (4, 4, 1)},
+    "Rescaling": {"scale": 0.5},
+    "Activation": {"activation": "relu"},
+    "Permute": {"dims": (2, 1)},
+    "RepeatVector": {"n": 3},
+    "GaussianNoise": {"stddev": 0.1},
+    "GaussianDropout": {"rate": 0.1},
+    "SpatialDropout2D": {"rate": 0.1},
+}
+
+BUILT_IN = sorted(
+    name
+    for name in layers.__all__
+    if inspect.isclass(getattr(layers, name))
+    and issubclass(getattr(layers, name), layers.Layer)
+    and getattr(layers, name) is not layers.Layer
+)
+
+
+def test_every_built_in_layer_is_listed():
+    assert {"Dense", "Conv2D", "BatchNormalization", "InputLayer", "Add"} <= set(BUILT_IN)
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_config_round_trips_through_from_config(name: str) -> None:
+    cls = getattr(layers, name)
+    layer = cls(**REQUIRED.get(cls.__name__, {}), name="probe")
+    config = layer.get_config()
+    assert config["name"] == "probe"
+    for argument, value in REQUIRED.get(cls.__name__, {}).items():
+        if argument != "shape":
+            got = config[argument]
+            assert (list(got) if isinstance(got, (list, tuple)) else got) == (
+                list(value) if isinstance(value, tuple) else value
+            ), (name, argument)
+    again = cls.from_config(config)
+    assert type(again) is cls and again.get_config() == config
+
+
+def test_a_layers_own_name_trainable_and_policy_are_in_its_config():
+    layer = layers.Dense(4, name="head", trainable=False, dtype="mixed_bfloat16")
+    config = layer.get_config()
+    assert (config["name"], config["trainable"]) == ("head", False)
+    assert config["dtype"]["config"] == {"name": "mixed_bfloat16"}
+    assert config["units"] == 4 and config["activation"] == "linear"
+    assert config["kernel_initializer"]["class_name"] == "GlorotUniform"
+
+
+def test_conv2d_spells_out_its_defaults():
+    config = layers.Conv2D(8, 3, name="c").get_config()
+    assert config["kernel_size"] == [3, 3] or config["kernel_size"] == (3, 3)
+    assert config["strides"] in ([1, 1], (1, 1)) and config["padding"] == "valid"
+    assert config["data_format"] == "channels_last" and config["groups"] == 1
