@@ -1,4 +1,5 @@
-"""The engine's CPU floor (x86-64-v3) is said in words before its code loads (crossover/_cpu.py)."""
+"""The engine's CPU floor (x86-64-v3) is said in words before its code loads (_cpu.py), and
+the command entry point (crossover/_cli.py) refuses in one line where it cannot run the binary."""
 
 import os
 import subprocess
@@ -70,3 +71,18 @@ def test_the_package_refuses_with_an_import_error():
     ).stdout
     assert "core loaded: False" in out, out
     assert "x86-64-v3" in out and "avx2" in out, out
+
+
+def test_the_command_without_its_binary_says_so_in_one_line_with_status_2(monkeypatch, capsys):
+    # A package built without the command (a build folder's copy, a broken install).
+    monkeypatch.setattr(_cli, "missing_features", lambda: [])
+    monkeypatch.setattr(_cli, "binary", lambda: "/nonexistent/crossover/bin/crossover")
+    try:
+        _cli.main()
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("main() went on to exec a missing binary")
+    err = capsys.readouterr().err
+    assert "has no command binary (/nonexistent/crossover/bin/crossover is missing)" in err
+    assert err.count("\n") == 1
