@@ -62,6 +62,8 @@ void bind_api(nb::module_& m) {
       nb::arg("kind"), nb::arg("file"),
       "(splits or None, places looked at): data::find_keras_dataset");
 
+  m.def("cuda_built", &cuda_built,
+        "Whether this build has the CUDA backend (compiled with nvcc), whatever the machine has");
   m.def(
       "cuda_devices",
       [] {

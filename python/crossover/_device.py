@@ -7,7 +7,9 @@ machine without that GPU raises DeviceNotFoundError when it is entered, since a 
 for the GPU is timing the GPU."""
 
 import contextlib
+import os
 import re
+import sys
 import threading
 from typing import Iterator, Optional
 
@@ -55,6 +57,40 @@ def check_available(name: str, device: str) -> None:
         f"device {name!r} ({device}): {reason}. crossover does not fall back to the CPU "
         f"(no soft placement): use '/cpu:0', or see `crossover devices` for this machine's devices"
     )
+
+
+_said_no_gpu = False  # the CPU-fallback line is said once per process
+
+
+def default() -> str:
+    """Where a model trains outside any device scope.
+
+    As TensorFlow places it: the first GPU when this build has the CUDA backend and a GPU is
+    usable here; else the CPU, and a build with the CUDA backend says so in one line on stderr
+    (once per process) with the library's reason. CROSSOVER_DEVICE (any name tf.device takes)
+    chooses instead, and is held to it as a scope is (DeviceNotFoundError where it is not here)."""
+    global _said_no_gpu
+    chosen = os.environ.get("CROSSOVER_DEVICE", "").strip()
+    if chosen:
+        try:
+            resolved = library_device(chosen)
+        except ValueError as e:
+            raise ValueError(f"CROSSOVER_DEVICE: {e}") from None
+        check_available(f"CROSSOVER_DEVICE={chosen}", resolved)
+        return resolved
+    if not _core.cuda_built():
+        return "cpu"
+    if _core.cuda_devices():
+        return "cuda:0"
+    if not _said_no_gpu:
+        _said_no_gpu = True
+        reason = _core.cuda_unavailable_reason(0) or "no CUDA device found"
+        print(
+            f"crossover: no usable GPU ({reason}); training on the CPU "
+            f"(CROSSOVER_DEVICE=cpu chooses it without this line)",
+            file=sys.stderr,
+        )
+    return "cpu"
 
 
 _scopes = threading.local()  # per thread, as tf.device

@@ -24,6 +24,9 @@ struct CudaDeviceInfo {
   std::string host_link;  // "PCIe gen5 x16" (from NVML when the driver has it), or "unknown"
 };
 
+// Whether this build has the CUDA backend (compiled with nvcc), whatever the machine has.
+bool cuda_built();
+
 // Every visible device; empty when built without CUDA, or when there is no driver or no device.
 // Never throws for a missing driver.
 std::vector<CudaDeviceInfo> cuda_devices();

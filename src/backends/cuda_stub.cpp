@@ -19,6 +19,8 @@ std::unique_ptr<Backend> make_cuda_backend(int ordinal) {
   return make_cuda_backend(ordinal, Precision::fp32);
 }
 
+bool cuda_built() { return false; }
+
 int cuda_device_count() { return 0; }
 
 std::vector<CudaDeviceInfo> cuda_devices() { return {}; }

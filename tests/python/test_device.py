@@ -151,3 +151,47 @@ def test_a_scope_for_another_device_than_the_compiled_one_is_refused_not_ignored
     with pytest.raises(ValueError, match="compiled for cpu"):
         model.predict(np.ones((8, 4)), verbose=0)
     assert len(model.get_weights()) == 2  # the weights stay readable anywhere
+
+
+@pytest.fixture
+def fresh_default(monkeypatch):
+    """_device.default() as in a new process: no CROSSOVER_DEVICE, the CPU line not yet said."""
+    monkeypatch.delenv("CROSSOVER_DEVICE", raising=False)
+    monkeypatch.setattr(_device, "_said_no_gpu", False)
+
+
+def test_outside_any_scope_a_model_trains_where_tensorflow_would_place_it(fresh_default, capsys):
+    # The first GPU where this build and this machine have one; else the CPU, which a build with
+    # the CUDA backend says in one line, once per process.
+    expected = "cuda:0" if GPUS else "cpu"
+    assert _device.default() == expected
+    model = tiny_model()
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="adam")
+    model.fit(np.zeros((4, 4), np.float32), np.zeros(4, np.int32), verbose=0)
+    assert model._core.device_name == expected
+    assert _device.default() == expected
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("crossover:")]
+    if _core.cuda_built() and not GPUS:
+        assert len(lines) == 1, lines
+        assert "no usable GPU" in lines[0] and "training on the CPU" in lines[0]
+        assert _core.cuda_unavailable_reason(0) in lines[0]
+    else:
+        assert lines == []
+
+
+@pytest.mark.parametrize("name,library", [("cpu", "cpu"), ("/CPU:0", "cpu")])
+def test_crossover_device_chooses_the_default_quietly(
+    fresh_default, monkeypatch, capsys, name, library
+):
+    monkeypatch.setenv("CROSSOVER_DEVICE", name)
+    assert _device.default() == library
+    assert "crossover:" not in capsys.readouterr().err
+
+
+def test_crossover_device_is_held_to_what_it_names(fresh_default, monkeypatch):
+    monkeypatch.setenv("CROSSOVER_DEVICE", "/tpu:0")
+    with pytest.raises(ValueError, match="CROSSOVER_DEVICE: device: unknown device name"):
+        _device.default()
+    monkeypatch.setenv("CROSSOVER_DEVICE", f"/gpu:{GPUS}")  # one past the last GPU here
+    with pytest.raises(tf.DeviceNotFoundError, match=f"CROSSOVER_DEVICE=/gpu:{GPUS}"):
+        _device.default()

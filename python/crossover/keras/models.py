@@ -418,8 +418,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     def _device(self) -> str:
         """Where the model trains: the crossover.device scope around compile, else the one around
-        the model's creation, else the CPU."""
-        return _device.current() or self._created_device or "cpu"
+        the model's creation, else the default (_device.default: the GPU where this build and
+        this machine have one, as TensorFlow places it, else the CPU)."""
+        return _device.current() or self._created_device or _device.default()
 
     def _precision(self, device: str) -> str:
         """What compile asks the engine for (CompileOptions::precision): "" lets the engine take
