@@ -27,6 +27,18 @@ from ._cpu import require_floor  # noqa: E402
 require_floor()
 del require_floor
 
+# The engine itself; a CUDA build whose NVIDIA libraries are missing says which, and where to get
+# them, instead of the loader's bare "cannot open shared object file".
+try:
+    from . import _core  # noqa: E402,F401
+except ImportError as _e:
+    from ._cpu import nvidia_library_message
+
+    _message = nvidia_library_message(str(_e))
+    if _message is None:
+        raise
+    raise ImportError(_message) from None
+
 from . import keras  # noqa: E402
 from . import config, random  # noqa: E402  (api block: tf.config, tf.random)
 from ._device import DeviceNotFoundError, device  # noqa: E402

@@ -1,4 +1,5 @@
-"""The CPU floor the engine was compiled for, checked before its code is loaded.
+"""The CPU floor the engine was compiled for, checked before its code is loaded; and what a CUDA
+build says when NVIDIA's libraries it links are nowhere to be found.
 
 crossover's C++ code is compiled for x86-64-v3 (AVX2, FMA, BMI1/2, F16C, MOVBE: Intel since
 Haswell, 2013; AMD since Excavator, 2015; wider paths are chosen at run time). On an older CPU the
@@ -6,6 +7,7 @@ first such instruction would kill the process with SIGILL, and nothing would say
 says it first, as an ImportError (the package) or one line and exit status 2 (the command)."""
 
 import platform
+import re
 from typing import Iterable, List, Optional
 
 # /proc/cpuinfo's names for x86-64-v3's features.
@@ -50,3 +52,22 @@ def require_floor() -> None:
     missing = missing_features()
     if missing:
         raise ImportError(floor_message(missing))
+
+
+_NVIDIA = re.compile(r"(lib(?:cublasLt|cublas|cudnn|cudart|nccl)\.so[.0-9]*)")
+
+
+def nvidia_library_message(error: str) -> Optional[str]:
+    """The ImportError's text for an engine built with CUDA (the crossover-cu13 wheel) that cannot
+    load NVIDIA's cuBLAS or cuDNN, naming the library and where it was looked for; None when the
+    loader's error is about something else."""
+    found = _NVIDIA.search(error)
+    if not found:
+        return None
+    return (
+        f"crossover's CUDA build needs NVIDIA's {found.group(1)}, found neither in the "
+        "site-packages/nvidia folders of the nvidia-cublas and nvidia-cudnn-cu13 packages nor on "
+        "the system (the loader said: " + error.strip() + "). Install them with `pip install "
+        "nvidia-cublas nvidia-cudnn-cu13` (this wheel's own dependencies, skipped by --no-deps), "
+        "or CUDA 13's libraries on the system; the CPU build is `pip install crossover`"
+    )

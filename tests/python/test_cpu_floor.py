@@ -86,3 +86,18 @@ def test_the_command_without_its_binary_says_so_in_one_line_with_status_2(monkey
     err = capsys.readouterr().err
     assert "has no command binary (/nonexistent/crossover/bin/crossover is missing)" in err
     assert err.count("\n") == 1
+
+
+def test_a_cuda_build_without_nvidias_libraries_names_the_one_missing_and_the_packages():
+    loader = "libcublasLt.so.13: cannot open shared object file: No such file or directory"
+    message = _cpu.nvidia_library_message(loader)
+    assert message is not None
+    assert "libcublasLt.so.13" in message and loader in message
+    assert "pip install nvidia-cublas nvidia-cudnn-cu13" in message
+    assert "libcudnn.so.9" in _cpu.nvidia_library_message(
+        "libcudnn.so.9: cannot open shared object file: No such file or directory"
+    )
+
+
+def test_another_loader_error_is_left_as_the_loader_said_it():
+    assert _cpu.nvidia_library_message("libdnnl.so.2: cannot open shared object file") is None
