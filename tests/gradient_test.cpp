@@ -472,6 +472,14 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         margins_reference(h, shape, l.args<ZeroPaddingArgs>().padding, true);
       } else if (l.type == LayerType::cropping2d) {
         margins_reference(h, shape, l.args<CroppingArgs>().cropping, false);
+      } else if (l.type == LayerType::zero_padding1d || l.type == LayerType::cropping1d) {
+        // (steps, features) as (steps, 1, features): the 2D reference with no columns.
+        const bool grow = l.type == LayerType::zero_padding1d;
+        shape = {shape[0], 1, shape[1]};
+        margins_reference(
+            h, shape,
+            grow ? l.args<ZeroPadding1DArgs>().padding : l.args<Cropping1DArgs>().cropping, grow);
+        shape = {shape[0], shape[2]};
       } else if (l.type == LayerType::permute) {
         permute_reference(h, shape, l.args<PermuteArgs>().dims);
       } else if (l.type == LayerType::repeat_vector) {
@@ -1002,6 +1010,20 @@ TEST(Gradients, ZeroPadding2DAndCropping2DBetweenConvolutionsMatchFiniteDifferen
                     Conv2D(2, 2, "tanh"), Flatten(), Dense(2, "softmax")},
                    "sparse_categorical_crossentropy",
                    {3, 3, 2}});
+}
+
+TEST(Gradients, ZeroPadding1DAndCropping1DMatchFiniteDifferences) {
+  // On (steps, features) samples between weights: a Dense reshaped into steps below them.
+  check_gradients({"dense -> reshape (4, 3) -> zero padding (1, 2) -> cropping (2, 0) -> dense",
+                   {Input({6}), Dense(12, "tanh"), Reshape({4, 3}), ZeroPadding1D(1, 2),
+                    Cropping1D(2, 0), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {6}});
+  check_gradients({"cropping (1, 1) -> padding (0, 3), mse",
+                   {Input({5}), Dense(10, "sigmoid"), Reshape({5, 2}), Cropping1D(),
+                    ZeroPadding1D(0, 3), Flatten()},
+                   "mean_squared_error",
+                   {5}});
 }
 
 TEST(Gradients, NoiseLayersInTrainingMatchFiniteDifferencesOfTheirDraws) {

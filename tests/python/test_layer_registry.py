@@ -50,13 +50,21 @@ RESOLVED = {"strides", "data_format", "activation", "dtype", "sparse", "ragged"}
 
 # Keras's short forms a layer expands as Keras's get_config writes them (ZeroPadding2D's
 # padding=(1, 1) is ((1, 1), (1, 1))): compared as the layer made with its defaults holds them.
-EXPANDED = {("ZeroPadding2D", "padding"), ("Cropping2D", "cropping")}
+EXPANDED = {
+    ("ZeroPadding2D", "padding"),
+    ("Cropping2D", "cropping"),
+    ("ZeroPadding1D", "padding"),
+}
+
+# Kinds that take (steps, features) samples.
+SEQUENCE_INPUT = {"ZeroPadding1D": [None, 8, 4], "Cropping1D": [None, 8, 4]}
 
 
 def engine_config(kind: dict) -> dict:
     """The kind's Keras config as the engine writes it after reading only what is required (in a
     model whose output a Flatten makes flat, as the engine requires)."""
     shape = [None, 8, 8, 1] if kind["takes_images"] else [None, 16]
+    shape = SEQUENCE_INPUT.get(kind["class_name"], shape)
     if kind["merges"]:  # Add, Concatenate: in a functional model, of the input twice
         tensor = {"class_name": "__keras_tensor__", "config": {"keras_history": ["in", 0, 0]}}
         config = {"name": "probe", **REQUIRED.get(kind["class_name"], {})}
@@ -133,7 +141,8 @@ def test_every_python_default_is_the_engines(kind):
             continue
         default = p.default
         if (kind["class_name"], name) in EXPANDED:
-            default = [list(side) for side in getattr(cls(), name)]
+            held = getattr(cls(), name)
+            default = [list(side) if isinstance(side, tuple) else side for side in held]
         assert normal(default) == normal(config[name]), (
             f"{kind['class_name']}({name}=...): Python's default {default!r}, "
             f"the engine's {config[name]!r}"

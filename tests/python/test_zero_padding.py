@@ -38,16 +38,22 @@ def test_bad_arguments_are_one_clear_error(make, message):
 
 
 def test_cropping_everything_is_refused_when_the_model_builds():
-    model = keras.Sequential([keras.Input((4, 4, 1)), layers.Cropping2D(((2, 2), (0, 0))),
-                              layers.Flatten()])
+    model = keras.Sequential(
+        [keras.Input((4, 4, 1)), layers.Cropping2D(((2, 2), (0, 0))), layers.Flatten()]
+    )
     with pytest.raises(ValueError, match="leaves nothing of the 4x4 input"):
         model.summary()
 
 
 def test_summary_shows_the_padded_and_cropped_shapes(capsys):
     model = keras.Sequential(
-        [keras.Input((28, 28, 1)), layers.ZeroPadding2D(((1, 2), (3, 0))),
-         layers.Conv2D(2, 3), layers.Cropping2D(((4, 4), (0, 2))), layers.Flatten()]
+        [
+            keras.Input((28, 28, 1)),
+            layers.ZeroPadding2D(((1, 2), (3, 0))),
+            layers.Conv2D(2, 3),
+            layers.Cropping2D(((4, 4), (0, 2))),
+            layers.Flatten(),
+        ]
     )
     model.summary()
     out = capsys.readouterr().out
@@ -72,8 +78,12 @@ def test_predict_pads_with_zeros_and_crops_the_window():
 
 def test_json_round_trip_writes_keras_fields():
     model = keras.Sequential(
-        [keras.Input((6, 6, 1)), layers.ZeroPadding2D((1, 2)), layers.Cropping2D(1),
-         layers.Flatten()]
+        [
+            keras.Input((6, 6, 1)),
+            layers.ZeroPadding2D((1, 2)),
+            layers.Cropping2D(1),
+            layers.Flatten(),
+        ]
     )
     config = json.loads(model.to_json())
     pad, crop = config["config"]["layers"][1]["config"], config["config"]["layers"][2]["config"]
@@ -89,9 +99,73 @@ def test_a_padded_convnet_trains():
     x = rng.random((64, 6, 6, 1)).astype(np.float32)
     y = (x.mean(axis=(1, 2, 3)) > 0.5).astype(np.int64)
     model = keras.Sequential(
-        [keras.Input((6, 6, 1)), layers.ZeroPadding2D(), layers.Conv2D(4, 3, activation="relu"),
-         layers.Cropping2D(1), layers.Flatten(), layers.Dense(2, activation="softmax")]
+        [
+            keras.Input((6, 6, 1)),
+            layers.ZeroPadding2D(),
+            layers.Conv2D(4, 3, activation="relu"),
+            layers.Cropping2D(1),
+            layers.Flatten(),
+            layers.Dense(2, activation="softmax"),
+        ]
     )
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     history = model.fit(x, y, epochs=5, batch_size=16, verbose=0).history
     assert history["loss"][-1] < history["loss"][0]
+
+
+def test_1d_keras_defaults_and_argument_forms():
+    assert layers.ZeroPadding1D().padding == (1, 1)
+    assert layers.ZeroPadding1D(3).padding == (3, 3)
+    assert layers.ZeroPadding1D((0, 2)).padding == (0, 2)
+    assert layers.ZeroPadding1D().data_format == "channels_last"
+    assert layers.Cropping1D().cropping == (1, 1)
+    assert layers.Cropping1D([2, 0]).cropping == (2, 0)
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda: layers.ZeroPadding1D(-1), "value >= 0"),
+        (lambda: layers.Cropping1D((1, 2, 3)), "tuple of 2 integers"),
+        (lambda: layers.Cropping1D(1.5), "tuple of 2 integers"),
+        (lambda: layers.ZeroPadding1D(("a", 1)), "integers"),
+        (lambda: layers.ZeroPadding1D(data_format="channels_first"), "data_format"),
+    ],
+)
+def test_1d_bad_arguments_are_one_clear_error(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_1d_layers_pad_and_crop_the_steps_as_numpy_does():
+    x = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3)
+    model = keras.Sequential([keras.Input((5, 3)), layers.ZeroPadding1D((2, 1))])
+    assert model.output_shape == (None, 8, 3)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), np.pad(x, ((0, 0), (2, 1), (0, 0))))
+    model = keras.Sequential([keras.Input((5, 3)), layers.Cropping1D((1, 2))])
+    assert model.output_shape == (None, 2, 3)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), x[:, 1:3, :])
+
+
+def test_1d_cropping_everything_or_a_sample_of_another_rank_is_refused():
+    with pytest.raises(ValueError, match="must be smaller than the input length"):
+        keras.Sequential([keras.Input((4, 3)), layers.Cropping1D((2, 2))]).predict(
+            np.zeros((1, 4, 3), np.float32), verbose=0
+        )
+    with pytest.raises(ValueError, match=r"\(steps, features\) samples"):
+        keras.Sequential([keras.Input((4, 3, 2)), layers.ZeroPadding1D()]).predict(
+            np.zeros((1, 4, 3, 2), np.float32), verbose=0
+        )
+
+
+def test_1d_json_round_trip_keeps_the_margins():
+    model = keras.Sequential(
+        [keras.Input((6, 2)), layers.ZeroPadding1D((0, 3)), layers.Cropping1D(2)]
+    )
+    again = keras.models.model_from_json(model.to_json())
+    assert [
+        l.get_config()["padding" if i == 0 else "cropping"] for i, l in enumerate(again.layers)
+    ] == [
+        [0, 3],
+        [2, 2],
+    ]

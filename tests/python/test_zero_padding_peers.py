@@ -1,5 +1,5 @@
-"""ZeroPadding2D and Cropping2D against Keras 3.15 itself: Keras builds a small convnet with both
-and saves its .weights.h5, crossover loads it into the same model and predicts the same values;
+"""ZeroPadding2D and Cropping2D (and their 1D siblings) against Keras 3.15 itself: Keras builds a
+small model with them and saves its .weights.h5, crossover loads it into the same model and predicts the same values;
 both train it for one epoch (no shuffling, Adam) to the same loss and weights; and each side's
 model JSON has the same layer configs. Keras runs in a subprocess with the peers' Python
 (test_keras_archive_peers.run_keras); without one, skipped with a message saying so."""
@@ -24,6 +24,20 @@ LAYERS = """[keras.Input((7, 6, 2)),
              layers.Flatten(),
              layers.Dense(5, activation="softmax")]"""
 
+# ZeroPadding1D and Cropping1D on (steps, features) samples, around weights (Dense on flat
+# samples, reshaped back into steps).
+LAYERS_1D = """[keras.Input((9, 4)),
+                layers.ZeroPadding1D((1, 2)),
+                layers.Cropping1D((2, 0)),
+                layers.ZeroPadding1D(1),
+                layers.Flatten(),
+                layers.Dense(8, activation="tanh"),
+                layers.Reshape((4, 2)),
+                layers.Cropping1D(1),
+                layers.ZeroPadding1D((0, 3)),
+                layers.Flatten(),
+                layers.Dense(5, activation="softmax")]"""
+
 KERAS = """
     import json
     import numpy as np
@@ -42,14 +56,24 @@ KERAS = """
 """
 
 
-def test_keras_weights_give_keras_values_and_train_as_keras_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "stack,sample,classes",
+    [
+        (LAYERS, (7, 6, 2), ("ZeroPadding2D", "Cropping2D")),
+        (LAYERS_1D, (9, 4), ("ZeroPadding1D", "Cropping1D")),
+    ],
+    ids=["2d", "1d"],
+)
+def test_keras_weights_give_keras_values_and_train_as_keras_does(
+    tmp_path: Path, stack: str, sample: tuple, classes: tuple
+) -> None:
     rs = np.random.RandomState(5)
-    x = rs.rand(12, 7, 6, 2).astype(np.float32)
+    x = rs.rand(12, *sample).astype(np.float32)
     y = rs.randint(0, 5, 12)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
-    theirs = run_keras(KERAS.format(layers=LAYERS), tmp_path)
-    model = keras.Sequential(eval(LAYERS, {"keras": keras, "layers": layers}))
+    theirs = run_keras(KERAS.format(layers=stack), tmp_path)
+    model = keras.Sequential(eval(stack, {"keras": keras, "layers": layers}))
     model.load_weights(str(tmp_path / "keras.weights.h5"))
     np.testing.assert_allclose(
         model.predict(x, verbose=0), np.array(theirs["predicted"]), rtol=1e-5, atol=1e-6
@@ -69,7 +93,7 @@ def test_keras_weights_give_keras_values_and_train_as_keras_does(tmp_path: Path)
             if entry["class_name"] == cls
         ]
 
-    for cls in ("ZeroPadding2D", "Cropping2D"):
+    for cls in classes:
         assert configs(model.to_json(), cls) == configs(theirs["json"], cls)
     # Keras's JSON read here gives the same model.
     again = keras.models.model_from_json(theirs["json"])

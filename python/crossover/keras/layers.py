@@ -1339,6 +1339,54 @@ class RepeatVector(Layer):
         return {**self._base_config(), "n": self.n}
 
 
+def _margins1d(value: Any, owner: str, argument: str) -> list[int]:
+    """The 1D layers' padding / cropping: an int, or (left, right), each a whole number >= 0, as
+    Keras's standardize_tuple(value, 2, allow_zero=True) takes it."""
+    message = (
+        f"The `{argument}` argument must be a tuple of 2 integers. Received {argument}={value}"
+    )
+    if isinstance(value, int) and not isinstance(value, bool):
+        sides = [value, value]
+    else:
+        try:
+            sides = list(value)
+        except TypeError:
+            raise ValueError(f"{owner}: {message}") from None
+        if len(sides) != 2:
+            raise ValueError(f"{owner}: {message}")
+    try:
+        sides = [operator.index(v) for v in sides]
+    except TypeError:
+        raise ValueError(f"{owner}: {message}, its entries must be integers") from None
+    if any(v < 0 for v in sides):
+        raise ValueError(f"{owner}: {message}, including values that do not satisfy `value >= 0`")
+    return sides
+
+
+class ZeroPadding1D(Layer):
+    """Keras's ZeroPadding1D: `padding` (left, right) zero steps added to each (steps, features)
+    sample."""
+
+    def __init__(self, padding: Any = 1, data_format: Optional[str] = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        _channels_last("ZeroPadding1D", data_format)
+        sides = _margins1d(padding, "ZeroPadding1D", "padding")
+        self.padding = tuple(sides)
+        self.data_format = "channels_last"
+        self._layer = _engine_layer("ZeroPadding1D", padding=sides)
+
+
+class Cropping1D(Layer):
+    """Keras's Cropping1D: `cropping` (left, right) steps removed from each (steps, features)
+    sample."""
+
+    def __init__(self, cropping: Any = (1, 1), **kwargs: Any):
+        super().__init__(**kwargs)
+        sides = _margins1d(cropping, "Cropping1D", "cropping")
+        self.cropping = tuple(sides)
+        self._layer = _engine_layer("Cropping1D", cropping=sides)
+
+
 class BatchNormalization(Layer):
     """Keras's BatchNormalization over the last axis: the batch's statistics in fit (updating
     the moving ones), the moving statistics in evaluate and predict."""
@@ -1755,6 +1803,8 @@ __all__ = [
     "UpSampling2D",
     "ZeroPadding2D",
     "Cropping2D",
+    "ZeroPadding1D",
+    "Cropping1D",
     "Permute",
     "RepeatVector",
     "BatchNormalization",

@@ -41,6 +41,8 @@ CROSSOVER_LAYER_KIND(reduce)  // nn/layers/reduce.cpp
 CROSSOVER_LAYER_KIND(rescaling)  // nn/layers/rescaling.cpp
 CROSSOVER_LAYER_KIND(zero_padding2d)  // nn/layers/zero_padding2d.cpp
 CROSSOVER_LAYER_KIND(cropping2d)  // nn/layers/zero_padding2d.cpp
+CROSSOVER_LAYER_KIND(zero_padding1d)  // nn/layers/zero_padding2d.cpp
+CROSSOVER_LAYER_KIND(cropping1d)  // nn/layers/zero_padding2d.cpp
 CROSSOVER_LAYER_KIND(gaussian_noise)  // nn/layers/noise.cpp
 CROSSOVER_LAYER_KIND(gaussian_dropout)  // nn/layers/noise.cpp
 CROSSOVER_LAYER_KIND(spatial_dropout2d)  // nn/layers/noise.cpp

@@ -1,7 +1,8 @@
 // ZeroPadding2D and Cropping2D: a sample's (height, width, channels) values placed inside a larger
 // zero-filled one, or a window of them taken out; each one the other's backward. Both are copies
 // of each input row's (width * channels) values between the two samples (Backend::copy_columns,
-// one call per row of the smaller sample), so every backend has them. No weights.
+// one call per row of the smaller sample), so every backend has them. No weights. ZeroPadding1D
+// and Cropping1D are the same on a (steps, features) sample, taken as (steps, 1, features).
 #include "nn/layers/zero_padding2d.h"
 
 #include <fmt/format.h>
@@ -44,6 +45,22 @@ Layer Cropping2D(Margins2 cropping) {
   return l;
 }
 
+Layer ZeroPadding1D(int64_t left, int64_t right) {
+  require_margins({left, right, 0, 0}, "ZeroPadding1D", "padding");
+  Layer l;
+  l.type = LayerType::zero_padding1d;
+  l.args<ZeroPadding1DArgs>().padding = {left, right, 0, 0};
+  return l;
+}
+
+Layer Cropping1D(int64_t left, int64_t right) {
+  require_margins({left, right, 0, 0}, "Cropping1D", "cropping");
+  Layer l;
+  l.type = LayerType::cropping1d;
+  l.args<Cropping1DArgs>().cropping = {left, right, 0, 0};
+  return l;
+}
+
 namespace {
 
 using namespace keras_config;
@@ -80,6 +97,27 @@ Margins2 read_margins(Reader& cfg, const char* key, Margins2 fallback) {
   return {top, bottom, left, right};
 }
 
+// The 1D layers' argument: an int, or (left, right); whole numbers >= 0 (Keras's
+// standardize_tuple(value, 2, allow_zero=True)). As Margins2's (top, bottom).
+Margins2 read_margins1d(Reader& cfg, const char* key, Margins2 fallback) {
+  const json* v = cfg.find(key);
+  if (v == nullptr) return fallback;
+  auto whole = [&](const json& x) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > kMaxDim)
+      cfg.fail(key, "expected an int or [left, right] of whole numbers >= 0, got " + brief(*v));
+    return x.get<int64_t>();
+  };
+  if (v->is_array()) {
+    if (v->size() != 2)
+      cfg.fail(key, "expected an int or [left, right] of whole numbers >= 0, got " + brief(*v));
+    return {whole((*v)[0]), whole((*v)[1]), 0, 0};
+  }
+  const int64_t both = whole(*v);
+  return {both, both, 0, 0};
+}
+
+ojson margins1d_json(const Margins2& m) { return ojson::array({m.top, m.bottom}); }
+
 ojson margins_json(const Margins2& m) {
   return ojson::array({ojson::array({m.top, m.bottom}), ojson::array({m.left, m.right})});
 }
@@ -96,15 +134,46 @@ Margins2 cli_margins(const CliFields& f, Margins2 fallback) {
   return {s.h, s.h, s.w, s.w};
 }
 
-// What the two kinds share: the sample's placement in PoolShape (in_h, in_w, channels; the larger
-// sample's out_h, out_w, and the smaller one's offset in it as pad_top, pad_left) and the copies.
+// What the four kinds share: the sample's placement in PoolShape (in_h, in_w, channels; the
+// larger sample's out_h, out_w, and the smaller one's offset in it as pad_top, pad_left), and the
+// step: padding's forward is cropping's backward and the other way round.
 class MarginsKind : public LayerKind {
  public:
-  bool takes_images() const override { return true; }
+  bool takes_images() const override { return !one_d(); }
   // Keras 3.15 writes one (its InputSpec checks the input's rank when it builds).
   bool keras_build_config() const override { return true; }
 
+  // ---- engine ----
+  void build(LayerBuilder& b) const override {
+    if (one_d())
+      place1d(b, margins(b.layer), grows());
+    else
+      place(b, margins(b.layer), grows());
+  }
+  // Padding: x (m, h, w, c) -> y (m, top + h + bottom, left + w + right, c), zeros around x.
+  // Cropping: y is the window of x.
+  void forward(const ForwardStep& s) const override {
+    if (grows())
+      pad(s.backend, s.state.pool, s.x, s.y, s.m);
+    else
+      crop(s.backend, s.state.pool, s.x, s.y, s.m);
+  }
+  // dx (into the spare buffer): padding's, the gradient's window where x sits; cropping's, the
+  // gradient in the window with zeros around it.
+  void backward(BackwardStep& s) const override {
+    if (grows())
+      crop(s.backend, s.state.pool, s.g, s.spare, s.m);
+    else
+      pad(s.backend, s.state.pool, s.g, s.spare, s.m);
+    s.swap();
+    s.activation_done = false;
+  }
+
  protected:
+  virtual bool grows() const = 0;  // ZeroPadding, not Cropping
+  virtual bool one_d() const = 0;  // (steps, features) samples, not (height, width, channels)
+  virtual const Margins2& margins(const Layer& l) const = 0;
+
   // Each of the smaller sample's rows (small_h of small_w * c values) to or from its place in the
   // larger (large_h, large_w, c) sample, at (pad_top, pad_left).
   static void copy_rows(Backend& backend, const PoolShape& p, const float* src, float* dst,
@@ -139,6 +208,30 @@ class MarginsKind : public LayerKind {
     require_image(b.layer, b.shape);
     PoolShape& p = b.state.pool;
     p.in_h = b.shape[0], p.in_w = b.shape[1], p.channels = b.shape[2];
+    place_window(b, mg, grows);
+  }
+  // A (steps, features) sample as (steps, 1, features), its steps padded or cropped.
+  static void place1d(LayerBuilder& b, const Margins2& mg, bool grows) {
+    if (b.shape.size() != 2)
+      throw Error(b.layer.name,
+                  fmt::format("{} needs (steps, features) samples (a 3D input with the batch), but "
+                              "receives samples of shape {}",
+                              grows ? "ZeroPadding1D" : "Cropping1D", shape_to_string(b.shape)));
+    PoolShape& p = b.state.pool;
+    p.in_h = b.shape[0], p.in_w = 1, p.channels = b.shape[1];
+    if (!grows && mg.top + mg.bottom >= p.in_h)
+      throw Error(
+          b.layer.name,
+          fmt::format("`cropping` parameter of `Cropping1D` layer must be smaller than the "
+                      "input length. Received: input_shape=(None, {}, {}), cropping=({}, {})",
+                      p.in_h, p.channels, mg.top, mg.bottom));
+    place_window(b, mg, grows);
+    b.shape = {p.out_h, p.channels};
+  }
+
+ private:
+  static void place_window(LayerBuilder& b, const Margins2& mg, bool grows) {
+    PoolShape& p = b.state.pool;
     const int64_t dh = mg.top + mg.bottom, dw = mg.left + mg.right;
     if (grows) {
       if (p.in_h > kMaxDim - dh || p.in_w > kMaxDim - dw)
@@ -159,6 +252,8 @@ class MarginsKind : public LayerKind {
 
 class ZeroPadding2DKind final : public MarginsKind {
  public:
+  bool grows() const override { return true; }
+  bool one_d() const override { return false; }
   LayerType type() const override { return LayerType::zero_padding2d; }
   std::string_view class_name() const override { return "ZeroPadding2D"; }
   std::string_view base_name() const override { return "zero_padding2d"; }
@@ -185,22 +280,15 @@ class ZeroPadding2DKind final : public MarginsKind {
     c["data_format"] = "channels_last";
   }
 
-  // ---- engine ----
-  void build(LayerBuilder& b) const override {
-    place(b, b.layer.args<ZeroPaddingArgs>().padding, true);
-  }
-  // x (m, h, w, c) -> y (m, top + h + bottom, left + w + right, c), zeros around x.
-  void forward(const ForwardStep& s) const override { pad(s.backend, s.state.pool, s.x, s.y, s.m); }
-  // dx (into the spare buffer): the gradient's window where x sits.
-  void backward(BackwardStep& s) const override {
-    crop(s.backend, s.state.pool, s.g, s.spare, s.m);
-    s.swap();
-    s.activation_done = false;
+  const Margins2& margins(const Layer& l) const override {
+    return l.args<ZeroPaddingArgs>().padding;
   }
 };
 
 class Cropping2DKind final : public MarginsKind {
  public:
+  bool grows() const override { return false; }
+  bool one_d() const override { return false; }
   LayerType type() const override { return LayerType::cropping2d; }
   std::string_view class_name() const override { return "Cropping2D"; }
   std::string_view base_name() const override { return "cropping2d"; }
@@ -226,23 +314,73 @@ class Cropping2DKind final : public MarginsKind {
     c["data_format"] = "channels_last";
   }
 
-  // ---- engine ----
-  void build(LayerBuilder& b) const override {
-    place(b, b.layer.args<CroppingArgs>().cropping, false);
+  const Margins2& margins(const Layer& l) const override { return l.args<CroppingArgs>().cropping; }
+};
+
+// The 1D siblings: the same copies, with no columns to pad or crop.
+class ZeroPadding1DKind final : public MarginsKind {
+ public:
+  bool grows() const override { return true; }
+  bool one_d() const override { return true; }
+  LayerType type() const override { return LayerType::zero_padding1d; }
+  std::string_view class_name() const override { return "ZeroPadding1D"; }
+  std::string_view base_name() const override { return "zero_padding1d"; }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    const Margins2& m = l.args<ZeroPadding1DArgs>().padding;
+    j["padding"] = nlohmann::json::array({m.top, m.bottom});
   }
-  // x (m, h, w, c) -> y (m, h - top - bottom, w - left - right, c): the window of x.
-  void forward(const ForwardStep& s) const override {
-    crop(s.backend, s.state.pool, s.x, s.y, s.m);
+
+  // ---- Keras config: padding, data_format ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    l.args<ZeroPadding1DArgs>().padding = read_margins1d(cfg, "padding", {1, 1, 0, 0});
+    cfg.channels_last();
   }
-  // dx (into the spare buffer): the gradient in the window, zeros around it.
-  void backward(BackwardStep& s) const override {
-    pad(s.backend, s.state.pool, s.g, s.spare, s.m);
-    s.swap();
-    s.activation_done = false;
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["padding"] = margins1d_json(l.args<ZeroPadding1DArgs>().padding);
+    c["data_format"] = "channels_last";
+  }
+
+  const Margins2& margins(const Layer& l) const override {
+    return l.args<ZeroPadding1DArgs>().padding;
+  }
+};
+
+class Cropping1DKind final : public MarginsKind {
+ public:
+  bool grows() const override { return false; }
+  bool one_d() const override { return true; }
+  LayerType type() const override { return LayerType::cropping1d; }
+  std::string_view class_name() const override { return "Cropping1D"; }
+  std::string_view base_name() const override { return "cropping1d"; }
+  void describe(const Layer& l, nlohmann::json& j) const override {
+    const Margins2& m = l.args<Cropping1DArgs>().cropping;
+    j["cropping"] = nlohmann::json::array({m.top, m.bottom});
+  }
+
+  // ---- Keras config: cropping (Keras's Cropping1D has no data_format) ----
+  void from_keras(Reader& cfg, Layer& l) const override {
+    l.args<Cropping1DArgs>().cropping = read_margins1d(cfg, "cropping", {1, 1, 0, 0});
+  }
+  void to_keras(const Layer& l, ojson& c) const override {
+    c["cropping"] = margins1d_json(l.args<Cropping1DArgs>().cropping);
+  }
+
+  const Margins2& margins(const Layer& l) const override {
+    return l.args<Cropping1DArgs>().cropping;
   }
 };
 
 }  // namespace
+
+const LayerKind& zero_padding1d_layer_kind() {
+  static const ZeroPadding1DKind kind;
+  return kind;
+}
+
+const LayerKind& cropping1d_layer_kind() {
+  static const Cropping1DKind kind;
+  return kind;
+}
 
 const LayerKind& zero_padding2d_layer_kind() {
   static const ZeroPadding2DKind kind;
