@@ -352,6 +352,21 @@ TEST(Conv2D, DilationRateRoundTripsThroughKerasJsonAndTheCommandLine) {
   EXPECT_EQ(record["dilation_rate"], nlohmann::json::parse("[2, 3]"));
 }
 
+TEST(Conv2D, ADilatedConvolutionCostsTheFlopsOfItsTapsAndIsNamedSo) {
+  const perf::ModelDesc model = perf::describe(Sequential(
+      {Input({9, 9, 2}), Conv2D(4, 3, "relu", 1, "valid", true, 2), Flatten(), Dense(3)}));
+  const auto ops = perf::step_ops(model, 8, perf::DeviceKind::cpu, perf::Mode::resident);
+  int forwards = 0;
+  for (const perf::Op& o : ops)
+    if (o.call == "conv2d_forward") {
+      ++forwards;
+      EXPECT_EQ(o.name, "conv2d conv forward 9x9x2->5x5x4 dilation 2x2");
+      EXPECT_EQ(o.flops, int64_t{2} * 8 * 5 * 5 * 4 * 3 * 3 * 2);  // 9 taps, not 25
+      EXPECT_EQ(o.conv.dilation_h, 2);
+    }
+  EXPECT_EQ(forwards, 1);
+}
+
 TEST(Conv2D, IsRefusedAtCompileOnADeviceWithoutIt) {
   // A backend that answers has_conv2d() false (both of crossover's own have convolutions).
   struct NoConvolutions : perf::ForwardingBackend {
