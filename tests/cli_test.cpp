@@ -91,7 +91,9 @@ TEST(Cli, ReportRefusesBadOptionsBeforeMeasuring) {
 
 TEST(Cli, ConvolutionSpecsBuildKerasLayersAndBadOnesNameTheSyntax) {
   expect_usage_error("train --model conv:32 --data mnist-10k",
-                     "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
+                     "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES[:DILATION]]]]");
+  expect_usage_error("train --model conv:8:3:relu:valid:2:2,flatten,dense:10 --data mnist-10k",
+                     "`strides > 1` not supported in conjunction with `dilation_rate > 1`");
   expect_usage_error("train --model conv:8:3:relu:full,flatten,dense:10 --data mnist-10k",
                      "padding must be 'valid' or 'same'");
   expect_usage_error("train --model conv:8:3x0,flatten,dense:10 --data mnist-10k", "kernel_size");
@@ -109,6 +111,12 @@ TEST(Cli, ConvolutionSpecsBuildKerasLayersAndBadOnesNameTheSyntax) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("(None, 14, 14, 4)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(None, 7, 7, 4)"), std::string::npos) << r.out;
+  // DILATION: a 3x3 kernel at (2, 3) spans 5x7: 'valid' 24x22 of the 28x28 digits.
+  r = run_crossover(
+      "train --model conv:4:3:relu:valid:1:2x3,flatten,dense:10:softmax --data mnist-10k "
+      "--epochs 0 --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(None, 24, 22, 4)"), std::string::npos) << r.out;
 }
 
 TEST(Cli, AnUnavailableDeviceExitsTwoNamingIt) {
@@ -301,7 +309,7 @@ TEST(Cli, RescaleSpecBuildsKerasRescalingAndRefusesBadNumbers) {
 
 TEST(Cli, ConvTransposeSpecBuildsKerasLayerWithItsShape) {
   expect_usage_error("train --model conv_transpose:4,flatten,dense:10 --data mnist-10k",
-                     "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]");
+                     "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES[:DILATION]]]]");
   expect_usage_error("train --model conv_transpose:0:3,flatten,dense:10 --data mnist-10k",
                      "filters");
   const auto [r, j] = train_json(

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -49,6 +50,17 @@ TEST(Conv2DTranspose, OutputSizesAreKerasesAndTheKernelIsFiltersByInputChannels)
   EXPECT_NE(model.summary().find("conv2d_transpose (Conv2DTranspose)"), std::string::npos);
 }
 
+TEST(Conv2DTranspose, DilationRateSizesTheOutputForTheKernelsDilatedSpanAsKerasDoes) {
+  // Keras 3.15's shapes: a 2x3 kernel at (2, 3) spans 3x7; 'valid' in + span - 1, 'same' in.
+  Sequential model({Input({7, 8, 2}),
+                    Conv2DTranspose(3, {2, 3}, "linear", 1, "valid", true, {2, 3}),
+                    Conv2DTranspose(2, 3, "linear", 1, "same", true, 2)});
+  const std::vector<Shape> shapes = model.layer_output_shapes();
+  EXPECT_EQ(shapes[1], (Shape{9, 14, 3}));
+  EXPECT_EQ(shapes[2], (Shape{9, 14, 2}));
+  EXPECT_EQ(model.count_params(), (2 * 3 * 3 * 2 + 3) + (3 * 3 * 2 * 3 + 2));
+}
+
 TEST(Conv2DTranspose, BadArgumentsAndInputsAreRefusedNamingTheLayer) {
   EXPECT_EQ(error_of([] { Conv2DTranspose(0, 3); }),
             "Conv2DTranspose: filters must be at least 1, got 0");
@@ -70,8 +82,12 @@ TEST(Conv2DTranspose, BadArgumentsAndInputsAreRefusedNamingTheLayer) {
 struct Geometry {
   int64_t m, h, w, c, filters, kernel_h, kernel_w, stride;
   Padding padding;
+  int64_t dilation = 1;  // both axes; Keras allows it above 1 only at stride 1
+  int64_t span_h() const { return (kernel_h - 1) * dilation + 1; }
+  int64_t span_w() const { return (kernel_w - 1) * dilation + 1; }
 };
 
+// k: the kernel's dilated span.
 int64_t out_length(int64_t in, int64_t k, int64_t s, Padding p) {
   return p == Padding::same ? in * s : (in - 1) * s + std::max(k, s);
 }
@@ -82,15 +98,16 @@ int64_t before(int64_t k, int64_t s, Padding p) {
 // The convolution a transposed one transposes, as backends/backend_ops.h takes it.
 ConvShape transposed_conv_shape(const Geometry& g) {
   ConvShape s;
-  s.in_h = out_length(g.h, g.kernel_h, g.stride, g.padding);
-  s.in_w = out_length(g.w, g.kernel_w, g.stride, g.padding);
+  s.in_h = out_length(g.h, g.span_h(), g.stride, g.padding);
+  s.in_w = out_length(g.w, g.span_w(), g.stride, g.padding);
   s.in_c = g.filters;
   s.out_h = g.h, s.out_w = g.w, s.out_c = g.c;
   s.kernel_h = g.kernel_h, s.kernel_w = g.kernel_w;
   s.stride_h = s.stride_w = g.stride;
+  s.dilation_h = s.dilation_w = g.dilation;
   if (g.padding == Padding::same) {
-    const int64_t th = std::max<int64_t>(g.kernel_h - g.stride, 0);
-    const int64_t tw = std::max<int64_t>(g.kernel_w - g.stride, 0);
+    const int64_t th = std::max<int64_t>(g.span_h() - g.stride, 0);
+    const int64_t tw = std::max<int64_t>(g.span_w() - g.stride, 0);
     s.pad_top = th / 2, s.pad_bottom = th - th / 2;
     s.pad_left = tw / 2, s.pad_right = tw - tw / 2;
   }
@@ -101,14 +118,16 @@ TEST(CpuBackend, ConvTransposeForwardAndGradientsMatchTheFloat64Definition) {
   for (const Geometry& g : {Geometry{2, 3, 4, 2, 3, 3, 3, 1, Padding::valid},
                             Geometry{3, 4, 3, 3, 2, 3, 3, 2, Padding::same},
                             Geometry{2, 3, 3, 1, 2, 2, 2, 3, Padding::valid},
-                            Geometry{4, 7, 7, 4, 5, 4, 3, 2, Padding::same}}) {
+                            Geometry{4, 7, 7, 4, 5, 4, 3, 2, Padding::same},
+                            Geometry{2, 3, 4, 2, 3, 3, 3, 1, Padding::valid, 2},
+                            Geometry{3, 5, 4, 3, 2, 3, 2, 1, Padding::same, 3}}) {
     SCOPED_TRACE(std::to_string(g.h) + "x" + std::to_string(g.w) + "x" + std::to_string(g.c) +
                  " kernel " + std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) +
-                 " stride " + std::to_string(g.stride));
+                 " stride " + std::to_string(g.stride) + " dilation " + std::to_string(g.dilation));
     const ConvShape s = transposed_conv_shape(g);
     const int64_t oh = s.in_h, ow = s.in_w, f = g.filters;
-    const int64_t bh = before(g.kernel_h, g.stride, g.padding),
-                  bw = before(g.kernel_w, g.stride, g.padding);
+    const int64_t bh = before(g.span_h(), g.stride, g.padding),
+                  bw = before(g.span_w(), g.stride, g.padding);
     const Tensor x = random_tensor({g.m, g.h, g.w, g.c}, 21);
     const Tensor k = random_tensor({g.kernel_h, g.kernel_w, f, g.c}, 22);
     const Tensor b = random_tensor({f}, 23);
@@ -126,7 +145,8 @@ TEST(CpuBackend, ConvTransposeForwardAndGradientsMatchTheFloat64Definition) {
         for (int64_t j = 0; j < g.w; ++j)
           for (int64_t p = 0; p < g.kernel_h; ++p)
             for (int64_t q = 0; q < g.kernel_w; ++q) {
-              const int64_t oi = i * g.stride - bh + p, oj = j * g.stride - bw + q;
+              const int64_t oi = i * g.stride - bh + p * g.dilation,
+                            oj = j * g.stride - bw + q * g.dilation;
               if (oi < 0 || oi >= oh || oj < 0 || oj >= ow) continue;
               for (int64_t o = 0; o < f; ++o)
                 for (int64_t c = 0; c < g.c; ++c) {
@@ -240,6 +260,20 @@ TEST(Conv2DTranspose, KerasJsonAsKerasWritesItLoadsAndRoundTrips) {
   }
 }
 
+TEST(Conv2DTranspose, KerasJsonWithADilationRateLoadsAndWritesIt) {
+  std::string json = keras3_json("Conv2DTranspose");
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"\"strides\": [2, 2]", "\"strides\": [1, 1]"},
+        {"\"dilation_rate\": [1, 1]", "\"dilation_rate\": [2, 1]"},
+        {"\"padding\": \"same\"", "\"padding\": \"valid\""}})
+    json.replace(json.find(from), from.size(), to);
+  const Sequential m = model_from_json(json, "convt.json");
+  // A 3x3 kernel at (2, 1) spans 5x3: 'valid' 5 + 5 - 1 by 5 + 3 - 1.
+  EXPECT_EQ(m.layer_output_shapes()[1], (Shape{9, 7, 8}));
+  const auto layer = nlohmann::json::parse(model_to_json(m))["config"]["layers"][1];
+  EXPECT_EQ(layer["config"]["dilation_rate"], nlohmann::json::parse("[2, 1]"));
+}
+
 TEST(Conv2DTranspose, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
   auto refusal = [](const std::string& from, const std::string& to) {
     std::string json = keras3_json();
@@ -249,9 +283,11 @@ TEST(Conv2DTranspose, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
   EXPECT_EQ(refusal("\"output_padding\": null", "\"output_padding\": [1, 1]"),
             "convt.json: layer 'conv2d_transpose' field output_padding: output_padding is not "
             "supported: only None (Keras's default output size)");
+  // The file's strides are (2, 2): Keras's own rule and words.
   EXPECT_EQ(refusal("\"dilation_rate\": [1, 1]", "\"dilation_rate\": [2, 2]"),
-            "convt.json: layer 'conv2d_transpose' field dilation_rate: dilation_rate [2,2] is not "
-            "supported: only 1");
+            "convt.json: layer 'conv2d_transpose' field dilation_rate: `strides > 1` not supported "
+            "in conjunction with `dilation_rate > 1`. Received: strides=(2, 2) and "
+            "dilation_rate=(2, 2)");
   EXPECT_NE(refusal("\"data_format\": \"channels_last\"", "\"data_format\": \"channels_first\"")
                 .find("convt.json: layer 'conv2d_transpose' field data_format"),
             std::string::npos);

@@ -158,6 +158,48 @@ TEST(ConvCost, CalibratingATinyConvnetStoresExactlyItsCalls) {
   EXPECT_TRUE(p.kernels.empty());
 }
 
+TEST(ConvCost, DilatedConvolutionsAreMeasuredAndStoredWithTheirDilation) {
+  const perf::ModelDesc model = perf::describe(
+      Sequential({Input({9, 9, 1}), Conv2D(3, 3, "relu", 1, "same", true, 2),
+                  Conv2D(2, {2, 3}, "linear", 1, "valid", true, {3, 2}), Flatten(), Dense(2)}));
+  const perf::ShapeNeeds needs = perf::cpu_shape_needs({{model, {4}}});
+  perf::ShapeNeeds convs_only;
+  convs_only.convs = needs.convs;
+  ASSERT_EQ(convs_only.convs.size(), 5u);
+  std::size_t left = 99;
+  perf::Profile p = testing_util::made_up_cpu_profile();
+  p.conv2d = perf::calibrate_cpu_shapes(convs_only, 1, false, 120, &left).conv2d;
+  EXPECT_EQ(left, 0u);
+  ASSERT_EQ(p.conv2d.size(), 5u);
+  const json j = perf::profile_to_json(p);
+  for (const json& e : j["conv2d"]) {
+    const bool first = e["input"] == json({9, 9, 1});
+    EXPECT_EQ(e["dilation"], first ? json({2, 2}) : json({3, 2})) << e.dump();
+    if (first) {
+      EXPECT_EQ(e["padding"], json({2, 2, 2, 2})) << e.dump();
+    }
+  }
+  const perf::Profile back = perf::profile_from_json(j);
+  ASSERT_EQ(back.conv2d.size(), p.conv2d.size());
+  for (std::size_t i = 0; i < p.conv2d.size(); ++i)
+    EXPECT_EQ(back.conv2d[i].shape, p.conv2d[i].shape);
+  EXPECT_TRUE(perf::missing_shapes(back, convs_only).convs.empty());
+  // The same entry read as undilated no longer follows from its shapes.
+  json undilated = j;
+  undilated["conv2d"][0].erase("dilation");
+  EXPECT_THROW(perf::profile_from_json(undilated), Error);
+  json absurd = j;
+  absurd["conv2d"][0]["dilation"] = {1, int64_t{1} << 50};
+  std::string why = "(no error)";
+  try {
+    perf::profile_from_json(absurd, "p.json");
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  EXPECT_EQ(why,
+            "p.json: field 'conv2d[0].dilation' spans an absurdly large window with its kernel");
+}
+
 // ---- the prediction ----------------------------------------------------------------------------
 TEST(ConvCost, EachCallCostsItsOwnMeasurementAndTheStepTheirSum) {
   const perf::ModelDesc model = convnet();
@@ -227,6 +269,7 @@ TEST(ConvCost, EntriesSurviveTheJsonRoundTripAndOlderProfilesHaveNone) {
                    e["output"] == json({6, 6, 4}) && e["kernel"] == json({3, 3}) &&
                    e["padding"] == json({0, 0, 0, 0}) && e["activation"] == "relu";
   EXPECT_EQ(first_layer, 1);
+  for (const json& e : j["conv2d"]) EXPECT_FALSE(e.contains("dilation")) << e.dump();
   const perf::Profile back = perf::profile_from_json(j);
   ASSERT_EQ(back.conv2d.size(), p.conv2d.size());
   ASSERT_EQ(back.pool2d.size(), p.pool2d.size());
@@ -259,8 +302,8 @@ TEST(ConvCost, ABadEntryIsRefusedNamingItsField) {
   json j = perf::profile_to_json(p);
   j["conv2d"][0]["output"][0] = 7;
   EXPECT_EQ(message(j),
-            "p.json: field 'conv2d[0].output' does not follow from its input, kernel, strides and "
-            "padding");
+            "p.json: field 'conv2d[0].output' does not follow from its input, kernel, dilation, "
+            "strides and padding");
   j = perf::profile_to_json(p);
   j["pool2d"][1]["kind"] = "min";
   EXPECT_EQ(message(j), "p.json: field 'pool2d[1].kind' must be max or average, got \"min\"");

@@ -197,19 +197,29 @@ TEST(Conv2D, KerasJsonWithTheDefaultsEveryRealFileCarriesLoads) {
   EXPECT_EQ(m.count_params(), 32 * 9 + 32 + 13 * 13 * 32 * 10 + 10);
 }
 
+std::string with(std::string json, const std::string& from, const std::string& to) {
+  json.replace(json.find(from), from.size(), to);
+  return json;
+}
+
 TEST(Conv2D, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
   const std::string dilated = keras3_json();
-  auto with = [](std::string json, const std::string& from, const std::string& to) {
-    json.replace(json.find(from), from.size(), to);
-    return json;
-  };
+  // Keras's own rule and words (BaseConv.__init__).
   EXPECT_EQ(error_of([&] {
               model_from_json(
-                  with(dilated, "\"dilation_rate\": [1, 1]", "\"dilation_rate\": [2, 2]"),
+                  with(with(dilated, "\"dilation_rate\": [1, 1]", "\"dilation_rate\": [2, 2]"),
+                       "\"strides\": [1, 1]", "\"strides\": [1, 2]"),
                   "convnet.json");
             }),
-            "convnet.json: layer 'conv2d' field dilation_rate: dilation_rate [2,2] is not "
-            "supported: only 1");
+            "convnet.json: layer 'conv2d' field dilation_rate: `strides > 1` not supported in "
+            "conjunction with `dilation_rate > 1`. Received: strides=(1, 2) and "
+            "dilation_rate=(2, 2)");
+  EXPECT_NE(error_of([&] {
+              model_from_json(
+                  with(dilated, "\"dilation_rate\": [1, 1]", "\"dilation_rate\": [0, 1]"),
+                  "convnet.json");
+            }).find("layer 'conv2d' field dilation_rate"),
+            std::string::npos);
   EXPECT_NE(error_of([&] {
               model_from_json(with(dilated, "\"groups\": 1", "\"groups\": 2"), "convnet.json");
             }).find("layer 'conv2d' field groups"),
@@ -226,6 +236,135 @@ TEST(Conv2D, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
                               "convnet.json");
             }).find("layer 'conv2d' field kernel_regularizer"),
             std::string::npos);
+}
+
+// ---- dilation_rate (atrous convolution) ----
+
+TEST(Conv2D, DilationRateSizesTheOutputForTheKernelsDilatedSpanAsKerasDoes) {
+  auto out = [](std::vector<Layer> layers) {
+    const Sequential m(std::move(layers));
+    return m.layer_output_shapes().back();
+  };
+  // Keras 3.15's shapes: a 3x3 kernel at dilation 2 spans 5x5; a 2x3 at (2, 3) spans 3x7.
+  EXPECT_EQ(out({Input({5, 6, 2}), Conv2D(3, 3, "linear", 1, "valid", true, 2)}), (Shape{1, 2, 3}));
+  EXPECT_EQ(out({Input({7, 8, 2}), Conv2D(3, {2, 3}, "linear", 1, "valid", true, {2, 3})}),
+            (Shape{5, 2, 3}));
+  EXPECT_EQ(out({Input({7, 8, 2}), Conv2D(3, {2, 3}, "linear", 1, "same", true, {2, 3})}),
+            (Shape{7, 8, 3}));
+  // The kernel keeps its own size: 3 x 3 x 2 x 3 + 3 parameters, as Keras counts them.
+  EXPECT_EQ(
+      Sequential({Input({5, 6, 2}), Conv2D(3, 3, "linear", 1, "valid", true, 2)}).count_params(),
+      57);
+}
+
+TEST(Conv2D, SamePaddingWithDilationPadsTheDilatedSpanAsTensorFlowDoes) {
+  // The step's convolution calls carry the dilation and TensorFlow's padding of the span: 3x3 at
+  // (2, 2) spans 5x5, two on each side; 3x2 at (2, 3) spans 5x4, columns 1 left and 2 right.
+  Sequential model({Input({6, 6, 2}), Conv2D(3, 3, "relu", 1, "same", true, 2),
+                    Conv2D(2, {3, 2}, "linear", 1, "same", true, {2, 3}), Flatten(), Dense(2)});
+  perf::RecordingBackend* recorder = nullptr;
+  model.compile(Adam(), "mean_squared_error", {},
+                {.make_backend =
+                     [&recorder] {
+                       auto r = std::make_unique<perf::RecordingBackend>("cpu", true);
+                       recorder = r.get();
+                       return r;
+                     },
+                 .initialize_weights = false});
+  model.trace_training_step(4);
+  int seen = 0;
+  for (const perf::BackendCall& c : recorder->calls()) {
+    if (c.call != perf::Call::conv2d_forward) continue;
+    ++seen;
+    const ConvShape& s = c.conv;
+    EXPECT_EQ(std::tie(s.out_h, s.out_w), std::tie(s.in_h, s.in_w)) << c.scope;
+    if (c.scope == "conv2d") {
+      EXPECT_EQ(std::tie(s.kernel_h, s.kernel_w, s.dilation_h, s.dilation_w),
+                std::make_tuple(3, 3, 2, 2));
+      EXPECT_EQ(std::tie(s.pad_top, s.pad_left, s.pad_bottom, s.pad_right),
+                std::make_tuple(2, 2, 2, 2));
+    } else {
+      EXPECT_EQ(std::tie(s.kernel_h, s.kernel_w, s.dilation_h, s.dilation_w),
+                std::make_tuple(3, 2, 2, 3));
+      EXPECT_EQ(std::tie(s.pad_top, s.pad_left, s.pad_bottom, s.pad_right),
+                std::make_tuple(2, 1, 2, 2));
+    }
+  }
+  EXPECT_EQ(seen, 2);
+}
+
+TEST(Conv2D, StridesAboveOneWithADilationAboveOneAreRefusedAsKerasRefusesThem) {
+  EXPECT_EQ(error_of([] {
+              Conv2D(8, 3, "relu", {2, 1}, "valid", true, {1, 2});
+            }),
+            "Conv2D: `strides > 1` not supported in conjunction with `dilation_rate > 1`. "
+            "Received: strides=(2, 1) and dilation_rate=(1, 2)");
+  EXPECT_NE(error_of([] {
+              Conv2DTranspose(8, 3, "relu", 2, "same", true, 2);
+            }).find("Conv2DTranspose: `strides > 1` not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              Conv2D(8, 3, "relu", 1, "valid", true, {1, 0});
+            }).find("Conv2D: dilation_rate must be at least 1"),
+            std::string::npos);
+  EXPECT_NO_THROW(Conv2D(8, 3, "relu", 1, "valid", true, {1, 4}));
+  EXPECT_NO_THROW(Conv2D(8, 3, "relu", 3, "valid", true, 1));
+  // A dilated span that 'valid' cannot fit, named with the kernel and its span.
+  EXPECT_EQ(error_of([] {
+              Sequential({Input({4, 9, 1}), Conv2D(4, 3, "linear", 1, "valid", true, 2)});
+            }),
+            "conv2d: the 3x3 kernel with dilation_rate (2, 2) spans 5x5, which does not fit in "
+            "the 4x9 input with padding 'valid': use padding 'same', a smaller kernel or a "
+            "smaller dilation");
+  EXPECT_EQ(error_of([] {
+              Sequential({Input({4, 9, 1}),
+                          Conv2D(4, 3, "linear", 1, "same", true, {1, int64_t{1} << 50})});
+            }),
+            "conv2d: a 3x3 kernel with dilation_rate (1, 1125899906842624) spans an absurdly "
+            "large window");
+}
+
+TEST(Conv2D, DilationRateRoundTripsThroughKerasJsonAndTheCommandLine) {
+  const Sequential m =
+      model_from_json(with(keras3_json(), "\"dilation_rate\": [1, 1]", "\"dilation_rate\": [2, 3]"),
+                      "convnet.json");
+  EXPECT_EQ(m.layer_output_shapes()[1], (Shape{24, 22, 32}));
+  EXPECT_EQ(m.layers()[1].args<ConvArgs>().dilation_rate, Size2(2, 3));
+  const nlohmann::json written = nlohmann::json::parse(model_to_json(m));
+  EXPECT_EQ(written["config"]["layers"][1]["config"]["dilation_rate"],
+            nlohmann::json::parse("[2, 3]"));
+  const Sequential back = model_from_json(model_to_json(m), "again.json");
+  EXPECT_EQ(back.layers()[1].args<ConvArgs>().dilation_rate, Size2(2, 3));
+  // An int, as Keras also accepts.
+  const Sequential two = model_from_json(
+      with(keras3_json(), "\"dilation_rate\": [1, 1]", "\"dilation_rate\": 2"), "two.json");
+  EXPECT_EQ(two.layers()[1].args<ConvArgs>().dilation_rate, Size2(2));
+  // The command's layer list: conv:FILTERS:KERNEL:ACTIVATION:PADDING:STRIDES:DILATION, and its
+  // record.
+  const std::optional<Layer> cli =
+      layer_kind(LayerType::conv2d)
+          .from_cli(CliFields({"conv", "4", "3", "relu", "same", "1", "2x3"},
+                              "conv:4:3:relu:same:1:2x3"));
+  ASSERT_TRUE(cli.has_value());
+  EXPECT_EQ(cli->args<ConvArgs>().dilation_rate, Size2(2, 3));
+  nlohmann::json record;
+  layer_kind(LayerType::conv2d).describe(*cli, record);
+  EXPECT_EQ(record["dilation_rate"], nlohmann::json::parse("[2, 3]"));
+}
+
+TEST(Conv2D, ADilatedConvolutionCostsTheFlopsOfItsTapsAndIsNamedSo) {
+  const perf::ModelDesc model = perf::describe(Sequential(
+      {Input({9, 9, 2}), Conv2D(4, 3, "relu", 1, "valid", true, 2), Flatten(), Dense(3)}));
+  const auto ops = perf::step_ops(model, 8, perf::DeviceKind::cpu, perf::Mode::resident);
+  int forwards = 0;
+  for (const perf::Op& o : ops)
+    if (o.call == "conv2d_forward") {
+      ++forwards;
+      EXPECT_EQ(o.name, "conv2d conv forward 9x9x2->5x5x4 dilation 2x2");
+      EXPECT_EQ(o.flops, int64_t{2} * 8 * 5 * 5 * 4 * 3 * 3 * 2);  // 9 taps, not 25
+      EXPECT_EQ(o.conv.dilation_h, 2);
+    }
+  EXPECT_EQ(forwards, 1);
 }
 
 TEST(Conv2D, IsRefusedAtCompileOnADeviceWithoutIt) {

@@ -790,9 +790,11 @@ Placed place(int64_t in_h, int64_t in_w, int64_t kh, int64_t kw, int64_t sh, int
   return p;
 }
 
+// dh, dw: the kernel's dilation, placed as its span (k - 1) * d + 1.
 ConvShape conv_shape(int64_t in_h, int64_t in_w, int64_t in_c, int64_t out_c, int64_t kh,
-                     int64_t kw, int64_t sh, int64_t sw, bool same) {
-  const Placed p = place(in_h, in_w, kh, kw, sh, sw, same);
+                     int64_t kw, int64_t sh, int64_t sw, bool same, int64_t dh = 1,
+                     int64_t dw = 1) {
+  const Placed p = place(in_h, in_w, (kh - 1) * dh + 1, (kw - 1) * dw + 1, sh, sw, same);
   return {.in_h = in_h,
           .in_w = in_w,
           .in_c = in_c,
@@ -806,7 +808,9 @@ ConvShape conv_shape(int64_t in_h, int64_t in_w, int64_t in_c, int64_t out_c, in
           .pad_top = p.top,
           .pad_left = p.left,
           .pad_bottom = p.bottom,
-          .pad_right = p.right};
+          .pad_right = p.right,
+          .dilation_h = dh,
+          .dilation_w = dw};
 }
 
 PoolShape pool_shape(PoolKind kind, int64_t in_h, int64_t in_w, int64_t c, int64_t window,
@@ -831,7 +835,8 @@ PoolShape pool_shape(PoolKind kind, int64_t in_h, int64_t in_w, int64_t c, int64
 std::string conv_name(const ConvShape& s, int64_t m) {
   return "m=" + std::to_string(m) + " in " + std::to_string(s.in_h) + "x" + std::to_string(s.in_w) +
          "x" + std::to_string(s.in_c) + " kernel " + std::to_string(s.kernel_h) + "x" +
-         std::to_string(s.kernel_w) + " stride " + std::to_string(s.stride_h) + "x" +
+         std::to_string(s.kernel_w) + " dilation " + std::to_string(s.dilation_h) + "x" +
+         std::to_string(s.dilation_w) + " stride " + std::to_string(s.stride_h) + "x" +
          std::to_string(s.stride_w) + " pad t" + std::to_string(s.pad_top) + " b" +
          std::to_string(s.pad_bottom) + " l" + std::to_string(s.pad_left) + " r" +
          std::to_string(s.pad_right) + " -> " + std::to_string(s.out_h) + "x" +
@@ -843,7 +848,9 @@ struct ConvCase {
   ConvShape shape;
 };
 // Valid; 'same' with symmetric padding (cuDNN's own); 'same' with the uneven split (the explicit
-// padded copy) at strides 1 and 2; an unequal kernel and strides; the MNIST convnet's layers.
+// padded copy) at strides 1 and 2; an unequal kernel and strides; the MNIST convnet's layers;
+// dilated kernels (Keras's dilation_rate): valid at (2, 3), 'same' symmetric at 2 and uneven (a
+// 3x2 kernel at (2, 3) spans 5x4).
 std::vector<ConvCase> conv_cases() {
   return {{5, conv_shape(9, 8, 3, 7, 3, 3, 1, 1, false)},
           {3, conv_shape(7, 9, 2, 5, 3, 3, 1, 1, true)},
@@ -851,7 +858,10 @@ std::vector<ConvCase> conv_cases() {
           {3, conv_shape(7, 7, 2, 4, 2, 4, 1, 1, true)},
           {2, conv_shape(9, 11, 3, 5, 3, 2, 2, 3, false)},
           {7, conv_shape(28, 28, 1, 32, 3, 3, 1, 1, false)},
-          {7, conv_shape(13, 13, 32, 64, 3, 3, 1, 1, false)}};
+          {7, conv_shape(13, 13, 32, 64, 3, 3, 1, 1, false)},
+          {3, conv_shape(9, 11, 3, 4, 3, 3, 1, 1, false, 2, 3)},
+          {3, conv_shape(8, 7, 2, 5, 3, 3, 1, 1, true, 2, 2)},
+          {2, conv_shape(7, 6, 3, 4, 3, 2, 1, 1, true, 2, 3)}};
 }
 
 TEST_F(CudaConvTest, Conv2dForwardMatchesCpuWithBiasAndFusedRelu) {

@@ -73,10 +73,13 @@ Span keras_span(int64_t in, int64_t k, int64_t s, Padding p) {
 }
 
 // h: one sample, channels last, of shape `shape` (height, width, channels); becomes the output.
+// A dilated kernel's taps are dilation_rate apart; Keras sizes and pads for the span they cover,
+// (kernel - 1) * dilation + 1.
 void conv_reference(Vec& h, Shape& shape, const ConvArgs& l, const Vec& kernel, const Vec* bias) {
   const int64_t ih = shape[0], iw = shape[1], ic = shape[2], oc = l.filters;
-  const Span sh = keras_span(ih, l.kernel_size.h, l.strides.h, l.padding);
-  const Span sw = keras_span(iw, l.kernel_size.w, l.strides.w, l.padding);
+  const int64_t dh = l.dilation_rate.h, dw = l.dilation_rate.w;
+  const Span sh = keras_span(ih, (l.kernel_size.h - 1) * dh + 1, l.strides.h, l.padding);
+  const Span sw = keras_span(iw, (l.kernel_size.w - 1) * dw + 1, l.strides.w, l.padding);
   Vec out(static_cast<std::size_t>(sh.out * sw.out * oc), 0.0);
   for (int64_t oy = 0; oy < sh.out; ++oy)
     for (int64_t ox = 0; ox < sw.out; ++ox)
@@ -84,8 +87,8 @@ void conv_reference(Vec& h, Shape& shape, const ConvArgs& l, const Vec& kernel, 
         double v = bias ? (*bias)[static_cast<std::size_t>(o)] : 0.0;
         for (int64_t ky = 0; ky < l.kernel_size.h; ++ky)
           for (int64_t kx = 0; kx < l.kernel_size.w; ++kx) {
-            const int64_t iy = oy * l.strides.h - sh.before + ky;
-            const int64_t ix = ox * l.strides.w - sw.before + kx;
+            const int64_t iy = oy * l.strides.h - sh.before + ky * dh;
+            const int64_t ix = ox * l.strides.w - sw.before + kx * dw;
             if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) continue;  // zero padding
             for (int64_t c = 0; c < ic; ++c)
               v +=
@@ -101,28 +104,29 @@ void conv_reference(Vec& h, Shape& shape, const ConvArgs& l, const Vec& kernel, 
 
 // Keras's Conv2DTranspose with output_padding None, from its definition: each input position
 // (iy, ix) spreads x * kernel over the output from (iy * stride - before, ix * stride - before),
-// the output 'valid' (in - 1) * stride + max(kernel, stride) long, 'same' in * stride with
-// before = max(kernel - stride, 0) / 2 (TensorFlow's conv2d_transpose); kernel (kh, kw, filters,
+// the kernel's taps dilation_rate apart, the output 'valid' (in - 1) * stride + max(span, stride)
+// long, 'same' in * stride with before = max(span - stride, 0) / 2 (TensorFlow's
+// conv2d_transpose), where span = (kernel - 1) * dilation + 1; kernel (kh, kw, filters,
 // in_channels).
 void conv_transpose_reference(Vec& h, Shape& shape, const ConvArgs& l, const Vec& kernel,
                               const Vec* bias) {
   const int64_t ih = shape[0], iw = shape[1], ic = shape[2], f = l.filters;
+  const int64_t dh = l.dilation_rate.h, dw = l.dilation_rate.w;
+  const int64_t span_h = (l.kernel_size.h - 1) * dh + 1, span_w = (l.kernel_size.w - 1) * dw + 1;
   const auto length = [&](int64_t in, int64_t k, int64_t s) {
     return l.padding == Padding::same ? in * s : (in - 1) * s + std::max(k, s);
   };
   const auto before = [&](int64_t k, int64_t s) {
     return l.padding == Padding::same ? std::max<int64_t>(k - s, 0) / 2 : 0;
   };
-  const int64_t oh = length(ih, l.kernel_size.h, l.strides.h),
-                ow = length(iw, l.kernel_size.w, l.strides.w);
-  const int64_t bh = before(l.kernel_size.h, l.strides.h),
-                bw = before(l.kernel_size.w, l.strides.w);
+  const int64_t oh = length(ih, span_h, l.strides.h), ow = length(iw, span_w, l.strides.w);
+  const int64_t bh = before(span_h, l.strides.h), bw = before(span_w, l.strides.w);
   Vec out(static_cast<std::size_t>(oh * ow * f), 0.0);
   for (int64_t iy = 0; iy < ih; ++iy)
     for (int64_t ix = 0; ix < iw; ++ix)
       for (int64_t ky = 0; ky < l.kernel_size.h; ++ky)
         for (int64_t kx = 0; kx < l.kernel_size.w; ++kx) {
-          const int64_t oy = iy * l.strides.h - bh + ky, ox = ix * l.strides.w - bw + kx;
+          const int64_t oy = iy * l.strides.h - bh + ky * dh, ox = ix * l.strides.w - bw + kx * dw;
           if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
           for (int64_t o = 0; o < f; ++o)
             for (int64_t c = 0; c < ic; ++c)
@@ -937,6 +941,40 @@ TEST(Gradients, Conv2DAfterConv2DPassesItsInputGradientMatchFiniteDifferences) {
                    {7, 7, 2}});
 }
 
+TEST(Gradients, DilatedConv2DMatchesFiniteDifferences) {
+  // dilation_rate 2: a 3x3 kernel spans 5x5, so 'valid' leaves 3x3 of the 7x7 input.
+  check_gradients({"conv valid dilation 2 relu",
+                   {Input({7, 7, 2}), Conv2D(3, 3, "relu", 1, "valid", true, 2), Flatten(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {7, 7, 2}});
+  // (2, 3): a 2x3 kernel spans 3x7; after a first convolution, so its input gradient is taken.
+  check_gradients(
+      {"conv -> conv valid dilation (2, 3)",
+       {Input({7, 9, 2}), Conv2D(3, 2, "tanh"), Conv2D(2, {2, 3}, "tanh", 1, "valid", true, {2, 3}),
+        Flatten(), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {7, 9, 2}});
+}
+
+TEST(Gradients, DilatedConv2DWithSamePaddingMatchesFiniteDifferences) {
+  // 'same' pads for the dilated span as TensorFlow does: a 3x3 kernel at dilation 2 spans 5x5,
+  // two rows and columns on each side.
+  check_gradients({"conv -> conv same dilation 2 no bias",
+                   {Input({6, 6, 2}), Conv2D(3, 2, "tanh"),
+                    Conv2D(4, 3, "linear", 1, "same", false, 2), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {6, 6, 2}});
+  // A 3x2 kernel at (2, 3) spans 5x4: rows padded 2 and 2, columns 1 and 2 (the odd one at the
+  // right); first layer and after another.
+  check_gradients(
+      {"conv same dilation (2, 3) -> conv same dilation (2, 3)",
+       {Input({5, 6, 2}), Conv2D(3, {3, 2}, "tanh", 1, "same", true, {2, 3}),
+        Conv2D(2, {3, 2}, "relu", 1, "same", true, {2, 3}), Flatten(), Dense(3, "softmax")},
+       "categorical_crossentropy",
+       {5, 6, 2}});
+}
+
 TEST(Gradients, MaxPooling2DMatchesFiniteDifferences) {
   check_gradients(
       {"max pool 2 valid",
@@ -1105,6 +1143,23 @@ TEST(Gradients, Conv2DTransposeMatchesFiniteDifferences) {
                    {3, 3, 1}});
 }
 
+TEST(Gradients, DilatedConv2DTransposeMatchesFiniteDifferences) {
+  // dilation_rate 2, 'valid': a 3x3 kernel spans 5x5, (3, 3) -> (7, 7).
+  check_gradients({"conv transpose valid dilation 2 tanh",
+                   {Input({3, 3, 2}), Conv2DTranspose(3, 3, "tanh", 1, "valid", true, 2), Flatten(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {3, 3, 2}});
+  // (2, 3), 'same', after a Conv2D (its input gradient): a 3x2 kernel spans 5x4, padded 2 and 2
+  // rows, 1 and 2 columns; no bias.
+  check_gradients({"conv -> conv transpose same dilation (2, 3)",
+                   {Input({5, 6, 2}), Conv2D(3, 2, "tanh"),
+                    Conv2DTranspose(2, {3, 2}, "linear", 1, "same", false, {2, 3}), Flatten(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {5, 6, 2}});
+}
+
 TEST(Gradients, ASmallConvnetMatchesFiniteDifferences) {
   // The reference convnet's structure, small: conv, pool, conv, pool, flatten, dropout, dense.
   check_gradients({"small convnet",
@@ -1198,23 +1253,28 @@ TEST(CpuBackend, Conv2DForwardMatchesTheFloat64Loop) {
   };
   for (const Setup& c : {Setup{Conv2D(5, 3, "relu"), {9, 8, 3}},
                          Setup{Conv2D(4, {2, 3}, "linear", {2, 1}, "same"), {7, 6, 2}},
-                         Setup{Conv2D(32, 3, "relu", 1, "valid", false), {28, 28, 1}}}) {
+                         Setup{Conv2D(32, 3, "relu", 1, "valid", false), {28, 28, 1}},
+                         Setup{Conv2D(3, 3, "relu", 1, "valid", true, 2), {9, 8, 3}},
+                         Setup{Conv2D(4, {3, 2}, "linear", 1, "same", true, {2, 3}), {7, 6, 2}}}) {
     const ConvArgs& l = c.layer.args<ConvArgs>();
     SCOPED_TRACE(shape_to_string(c.in) + " kernel " + std::to_string(l.kernel_size.h) + "x" +
-                 std::to_string(l.kernel_size.w) + " " + std::string(padding_name(l.padding)));
+                 std::to_string(l.kernel_size.w) + " dilation " +
+                 std::to_string(l.dilation_rate.h) + "x" + std::to_string(l.dilation_rate.w) + " " +
+                 std::string(padding_name(l.padding)));
     const int64_t m = 3, in_size = c.in[0] * c.in[1] * c.in[2];
-    const Span sh = keras_span(c.in[0], l.kernel_size.h, l.strides.h, l.padding);
-    const Span sw = keras_span(c.in[1], l.kernel_size.w, l.strides.w, l.padding);
+    const int64_t span_h = (l.kernel_size.h - 1) * l.dilation_rate.h + 1,
+                  span_w = (l.kernel_size.w - 1) * l.dilation_rate.w + 1;
+    const Span sh = keras_span(c.in[0], span_h, l.strides.h, l.padding);
+    const Span sw = keras_span(c.in[1], span_w, l.strides.w, l.padding);
     ConvShape s;
     s.in_h = c.in[0], s.in_w = c.in[1], s.in_c = c.in[2];
     s.out_h = sh.out, s.out_w = sw.out, s.out_c = l.filters;
     s.kernel_h = l.kernel_size.h, s.kernel_w = l.kernel_size.w;
     s.stride_h = l.strides.h, s.stride_w = l.strides.w;
+    s.dilation_h = l.dilation_rate.h, s.dilation_w = l.dilation_rate.w;
     s.pad_top = sh.before, s.pad_left = sw.before;
-    s.pad_bottom =
-        std::max<int64_t>((sh.out - 1) * l.strides.h + l.kernel_size.h - c.in[0], 0) - sh.before;
-    s.pad_right =
-        std::max<int64_t>((sw.out - 1) * l.strides.w + l.kernel_size.w - c.in[1], 0) - sw.before;
+    s.pad_bottom = std::max<int64_t>((sh.out - 1) * l.strides.h + span_h - c.in[0], 0) - sh.before;
+    s.pad_right = std::max<int64_t>((sw.out - 1) * l.strides.w + span_w - c.in[1], 0) - sw.before;
     const Tensor x = random_tensor({m, c.in[0], c.in[1], c.in[2]}, ++seed);
     const Tensor k = random_tensor({l.kernel_size.h, l.kernel_size.w, c.in[2], l.filters}, ++seed);
     const Tensor b = random_tensor({l.filters}, ++seed);

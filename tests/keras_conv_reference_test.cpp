@@ -71,6 +71,9 @@ std::vector<Case> cases() {
       {"maxpool_ties", MaxPooling2D(2)},
       {"maxpool_3s2_same", MaxPooling2D(3, Size2{2}, "same")},
       {"avgpool_2_same", AveragePooling2D(2, std::nullopt, "same")},
+      {"conv_dilated_2", Conv2D(4, 3, "relu", 1, "valid", true, 2)},
+      {"conv_dilated_same", Conv2D(3, {3, 2}, "linear", 1, "same", true, {2, 3})},
+      {"conv_dilated_rect", Conv2D(2, {2, 3}, "linear", 1, "valid", false, {3, 2})},
   };
 }
 
@@ -84,7 +87,8 @@ TEST_P(KerasConvReference, ForwardOutputIsKerasOwn) {
   EXPECT_LE(max_abs_diff(y, want), 1e-5 * std::max(1.0, max_abs(want)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, KerasConvReference, testing::Range(0, 8),
+INSTANTIATE_TEST_SUITE_P(Cases, KerasConvReference,
+                         testing::Range(0, static_cast<int>(cases().size())),
                          [](const testing::TestParamInfo<int>& i) {
                            return std::string(cases()[static_cast<std::size_t>(i.param)].name);
                          });

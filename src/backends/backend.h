@@ -119,16 +119,24 @@ struct MemoryAvailable {
 
 // A 2-D convolution, channels last: x (m, in_h, in_w, in_c), kernel (kernel_h, kernel_w, in_c,
 // out_c) as Keras stores it, bias (out_c), y (m, out_h, out_w, out_c). Padding is given per side
-// (TensorFlow's 'same' puts the odd row and column at the bottom and right); out_h = (in_h +
-// pad_top + pad_bottom - kernel_h) / stride_h + 1, and the same for the width.
+// (TensorFlow's 'same' puts the odd row and column at the bottom and right). Dilation (Keras's
+// dilation_rate, atrous convolution) spaces the kernel's taps dilation_h rows apart: output row
+// oy reads input rows oy * stride_h - pad_top + ky * dilation_h, so the kernel spans an effective
+// (kernel_h - 1) * dilation_h + 1 rows; out_h = (in_h + pad_top + pad_bottom - effective
+// kernel_h) / stride_h + 1, and the same for the width.
 struct ConvShape {
   int64_t in_h = 0, in_w = 0, in_c = 0;
   int64_t out_h = 0, out_w = 0, out_c = 0;
   int64_t kernel_h = 0, kernel_w = 0;
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
   auto operator<=>(const ConvShape&) const = default;
 };
+// The rows (columns) a kernel of `kernel` taps `dilation` apart spans: (kernel - 1) * dilation + 1.
+inline int64_t dilated_extent(int64_t kernel, int64_t dilation) {
+  return (kernel - 1) * dilation + 1;
+}
 
 enum class PoolKind { max, average };
 

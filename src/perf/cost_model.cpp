@@ -174,7 +174,8 @@ struct OpBuilder {
 };
 
 // ---- convolution: priced from its own measurements (conv_pool_seconds). m, k, n: the
-// convolution as a GEMM, (m * out_h * out_w, kernel_h * kernel_w * in_c) . (.., out_c). ----
+// convolution as a GEMM, (m * out_h * out_w, kernel_h * kernel_w * in_c) . (.., out_c); a dilated
+// kernel has as many taps, so as many FLOPs, as a dense one. ----
 void price_conv(OpBuilder& b) {
   const BackendCall& c = b.c;
   Op& o = b.o;
@@ -187,12 +188,15 @@ void price_conv(OpBuilder& b) {
   o.flops = 2 * o.m * o.k * o.n;
   o.kernel = call_name(c.call);
   o.batch = m, o.conv = s, o.bias = c.bias, o.act = c.act;
-  const std::string shapes =
-      fmt::format("{}x{}x{}->{}x{}x{}", s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c);
+  const std::string dilation = s.dilation_h == 1 && s.dilation_w == 1
+                                   ? ""
+                                   : fmt::format(" dilation {}x{}", s.dilation_h, s.dilation_w);
+  const std::string shapes = fmt::format("{}x{}x{}->{}x{}x{}{}", s.in_h, s.in_w, s.in_c, s.out_h,
+                                         s.out_w, s.out_c, dilation);
   // A transposed convolution's calls are those of the convolution s it transposes (forward and
   // backward input exchanged), named by its own shapes, out -> in.
-  const std::string transposed =
-      fmt::format("{}x{}x{}->{}x{}x{}", s.out_h, s.out_w, s.out_c, s.in_h, s.in_w, s.in_c);
+  const std::string transposed = fmt::format("{}x{}x{}->{}x{}x{}{}", s.out_h, s.out_w, s.out_c,
+                                             s.in_h, s.in_w, s.in_c, dilation);
   if (c.call == Call::conv2d_transpose_forward) {
     o.name = b.at + "conv transpose forward " + transposed;
     o.bytes_read = kFloat * (y + w + (c.bias ? s.in_c : 0));

@@ -134,18 +134,21 @@ class FileLock {
   int fd_ = -1;
 };
 
+// "dilation" only where the kernel is dilated: the profiles written before it stay as they were.
 json conv_to_json(const ConvSample& c) {
   const ConvShape& s = c.shape;
-  return {{"op", c.op},
-          {"batch", c.batch},
-          {"input", {s.in_h, s.in_w, s.in_c}},
-          {"output", {s.out_h, s.out_w, s.out_c}},
-          {"kernel", {s.kernel_h, s.kernel_w}},
-          {"strides", {s.stride_h, s.stride_w}},
-          {"padding", {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right}},
-          {"bias", c.bias},
-          {"activation", c.relu ? "relu" : "linear"},
-          {"seconds", c.seconds}};
+  json j = {{"op", c.op},
+            {"batch", c.batch},
+            {"input", {s.in_h, s.in_w, s.in_c}},
+            {"output", {s.out_h, s.out_w, s.out_c}},
+            {"kernel", {s.kernel_h, s.kernel_w}},
+            {"strides", {s.stride_h, s.stride_w}},
+            {"padding", {s.pad_top, s.pad_left, s.pad_bottom, s.pad_right}}};
+  if (s.dilation_h != 1 || s.dilation_w != 1) j["dilation"] = {s.dilation_h, s.dilation_w};
+  j["bias"] = c.bias;
+  j["activation"] = c.relu ? "relu" : "linear";
+  j["seconds"] = c.seconds;
+  return j;
 }
 
 json pool_to_json(const PoolSample& c) {
@@ -206,9 +209,15 @@ ConvSample conv_from_json(const Reader& r, const json& e, const std::string& f) 
   read_ints(r, e, "kernel", f, {&s.kernel_h, &s.kernel_w});
   read_ints(r, e, "strides", f, {&s.stride_h, &s.stride_w});
   read_ints(r, e, "padding", f, {&s.pad_top, &s.pad_left, &s.pad_bottom, &s.pad_right}, true);
-  if (!follows(s.in_h, s.pad_top, s.pad_bottom, s.kernel_h, s.stride_h, s.out_h) ||
-      !follows(s.in_w, s.pad_left, s.pad_right, s.kernel_w, s.stride_w, s.out_w))
-    r.fail(f + ".output", "does not follow from its input, kernel, strides and padding");
+  if (e.contains("dilation")) read_ints(r, e, "dilation", f, {&s.dilation_h, &s.dilation_w});
+  constexpr int64_t kMaxSpan = int64_t{1} << 40;  // (kernel - 1) * dilation must not overflow
+  if (s.kernel_h - 1 > kMaxSpan / s.dilation_h || s.kernel_w - 1 > kMaxSpan / s.dilation_w)
+    r.fail(f + ".dilation", "spans an absurdly large window with its kernel");
+  if (!follows(s.in_h, s.pad_top, s.pad_bottom, dilated_extent(s.kernel_h, s.dilation_h),
+               s.stride_h, s.out_h) ||
+      !follows(s.in_w, s.pad_left, s.pad_right, dilated_extent(s.kernel_w, s.dilation_w),
+               s.stride_w, s.out_w))
+    r.fail(f + ".output", "does not follow from its input, kernel, dilation, strides and padding");
   c.bias = read_bool(r, e, "bias", f);
   const std::string act =
       r.string(r.member(e, "activation", f + ".activation"), f + ".activation", true);

@@ -57,7 +57,6 @@ def test_keras_defaults_and_int_or_tuple_arguments():
 @pytest.mark.parametrize(
     "make, argument",
     [
-        (lambda: layers.Conv2D(8, 3, dilation_rate=2), "dilation_rate"),
         (lambda: layers.Conv2D(8, 3, groups=2), "groups"),
         (lambda: layers.Conv2D(8, 3, data_format="channels_first"), "data_format"),
         (lambda: layers.Conv2D(8, 3, kernel_regularizer="l2"), "kernel_regularizer"),
@@ -75,3 +74,66 @@ def test_a_keras_convnet_round_trips_through_to_json():
     again = keras.models.model_from_json(model.to_json())
     assert again.to_json() == model.to_json()
     assert [type(layer).__name__ for layer in again.layers][:2] == ["Conv2D", "MaxPooling2D"]
+
+
+# ---- dilation_rate (atrous convolution) ----
+
+
+def dilated_model() -> keras.Sequential:
+    return keras.Sequential(
+        [
+            keras.Input(shape=(9, 10, 2)),
+            layers.Conv2D(4, 3, dilation_rate=2, activation="relu"),  # spans 5x5: (5, 6, 4)
+            layers.Conv2D(3, (3, 2), dilation_rate=(2, 3), padding="same"),  # (5, 6, 3)
+            layers.Flatten(),
+            layers.Dense(2, activation="softmax"),
+        ]
+    )
+
+
+def test_a_dilated_conv2d_has_keras_shapes_and_parameter_count(capsys):
+    model = dilated_model()
+    model.summary()
+    out = capsys.readouterr().out
+    # Keras 3.15's summary of the same model: (None, 5, 6, 4), (None, 5, 6, 3), 333 parameters.
+    assert "(None, 5, 6, 4)" in out and "(None, 5, 6, 3)" in out and "Total params: 333" in out
+    assert model.count_params() == (3 * 3 * 2 * 4 + 4) + (3 * 2 * 4 * 3 + 3) + (90 * 2 + 2)
+    assert model.layers[0].dilation_rate == (2, 2) and model.layers[1].dilation_rate == (2, 3)
+    assert layers.Conv2D(8, 3).dilation_rate == (1, 1)
+    small = keras.Sequential([keras.Input((5, 6, 2)), layers.Conv2D(3, 3, dilation_rate=2)])
+    assert small.output_shape == (None, 1, 2, 3)  # Keras's
+    too_small = keras.Sequential([keras.Input((4, 9, 1)), layers.Conv2D(3, 3, dilation_rate=2)])
+    with pytest.raises(ValueError, match="dilation_rate .2, 2. spans 5x5, which does not fit"):
+        too_small.summary()
+
+
+def test_a_dilated_conv2ds_config_holds_its_dilation_rate_and_rebuilds_it():
+    layer = layers.Conv2D(3, (3, 2), dilation_rate=(2, 3), padding="same")
+    config = layer.get_config()
+    assert list(config["dilation_rate"]) == [2, 3] and list(config["strides"]) == [1, 1]
+    again = layers.Conv2D.from_config(config)
+    assert again.dilation_rate == (2, 3) and again.get_config() == config
+    model = dilated_model()
+    back = keras.models.model_from_json(model.to_json())
+    assert back.to_json() == model.to_json()
+    assert [layer.dilation_rate for layer in back.layers[:2]] == [(2, 2), (2, 3)]
+
+
+def test_strides_above_one_with_a_dilation_above_one_is_kerass_value_error():
+    for strides, dilation in [(2, 2), ((1, 2), (2, 1))]:
+        with pytest.raises(ValueError, match="`strides > 1` not supported in conjunction with"):
+            layers.Conv2D(8, 3, strides=strides, dilation_rate=dilation)
+    with pytest.raises(ValueError, match="dilation_rate"):
+        layers.Conv2D(8, 3, dilation_rate=0)
+    assert layers.Conv2D(8, 3, strides=2, dilation_rate=1).strides == (2, 2)
+
+
+def test_a_dilated_convnet_trains():
+    rs = np.random.RandomState(0)
+    x = rs.rand(64, 9, 10, 2).astype(np.float32)
+    y = (x[:, 2:7, 2:8, 0].mean(axis=(1, 2)) > x[:, 2:7, 2:8, 1].mean(axis=(1, 2))).astype(int)
+    model = dilated_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    history = model.fit(x, y, batch_size=16, epochs=5, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert model.predict(x, verbose=0).shape == (64, 2)

@@ -34,7 +34,7 @@ def test_defaults_alias_shapes_and_weights() -> None:
     "kwargs, name",
     [
         ({"output_padding": 1}, "output_padding"),
-        ({"dilation_rate": 2}, "dilation_rate"),
+        ({"strides": 2, "dilation_rate": 2}, "dilation_rate"),  # Keras refuses it too
         ({"kernel_regularizer": "l2"}, "kernel_regularizer"),
     ],
 )

@@ -1030,8 +1030,6 @@ class _Convolution2D(Layer):
         unsupported: dict[str, tuple[Any, Any]],
     ) -> None:
         _channels_last(name, data_format)
-        if _pair(dilation_rate, name, "dilation_rate") != [1, 1]:
-            reject_unsupported(name, dilation_rate=(dilation_rate, (1, 1)))
         reject_unsupported(name, **unsupported)
         try:
             self.filters = operator.index(filters)
@@ -1039,6 +1037,8 @@ class _Convolution2D(Layer):
             raise TypeError(f"{name}: filters must be an integer, got {filters!r}") from None
         self.kernel_size = tuple(_pair(kernel_size, name, "kernel_size"))
         self.strides = tuple(_pair(strides, name, "strides"))
+        # Above 1 only with strides 1: the engine refuses the rest in Keras's words.
+        self.dilation_rate = tuple(_pair(dilation_rate, name, "dilation_rate"))
         self.padding = str(padding).lower()
         activation = _deserialized_activation(activation)  # a model file's dict
         self.activation = _activation_name(activation)
@@ -1049,6 +1049,7 @@ class _Convolution2D(Layer):
             kernel_size=list(self.kernel_size),
             strides=list(self.strides),
             padding=self.padding,
+            dilation_rate=list(self.dilation_rate),
             activation=_activation_config(activation),
             use_bias=self.use_bias,
             **_initializer_config(
@@ -1115,8 +1116,9 @@ class Conv2D(_Convolution2D):
 
 class Conv2DTranspose(_Convolution2D):
     """Keras's Conv2DTranspose (channels_last): the transposed convolution, kernel (kernel_h,
-    kernel_w, filters, in_channels); output_padding None (Keras's output size: 'valid' (in - 1) *
-    stride + max(kernel, stride), 'same' in * stride) and dilation_rate 1 only."""
+    kernel_w, filters, in_channels); output_padding None only (Keras's output size: 'valid' (in -
+    1) * stride + max(span, stride), 'same' in * stride, span the kernel's dilated extent,
+    (kernel - 1) * dilation_rate + 1)."""
 
     def __init__(
         self,

@@ -142,7 +142,7 @@ struct DnnlConv::State {
 
   struct ConvDescs {
     memory::desc x, w_user, w_any, b, y;
-    memory::dims strides, pad_l, pad_r;
+    memory::dims strides, dilates, pad_l, pad_r;
   };
   static ConvDescs conv_descs(const ConvShape& s, int64_t m) {
     ConvDescs d;
@@ -153,6 +153,7 @@ struct DnnlConv::State {
     d.w_any = memory::desc(wd, kF32, Tag::any);
     d.b = memory::desc({s.out_c}, kF32, Tag::x);
     d.strides = {s.stride_h, s.stride_w};
+    d.dilates = {s.dilation_h - 1, s.dilation_w - 1};  // oneDNN counts the gaps: 0 is dense
     d.pad_l = {s.pad_top, s.pad_left};
     d.pad_r = {s.pad_bottom, s.pad_right};
     return d;
@@ -164,10 +165,10 @@ struct DnnlConv::State {
     const dnnl::convolution_forward::desc desc =
         bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                                dnnl::algorithm::convolution_direct, d.x, d.w_any,
-                                               d.b, d.y, d.strides, d.pad_l, d.pad_r)
+                                               d.b, d.y, d.strides, d.dilates, d.pad_l, d.pad_r)
              : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                                dnnl::algorithm::convolution_direct, d.x, d.w_any,
-                                               d.y, d.strides, d.pad_l, d.pad_r);
+                                               d.y, d.strides, d.dilates, d.pad_l, d.pad_r);
     return {desc, attr(relu), engine};
   }
 
@@ -209,7 +210,7 @@ struct DnnlConv::State {
     const ConvDescs d = conv_descs(s, m);
     const auto hint = forward_pd(s, m, false, false);
     dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.x, d.w_any,
-                                               d.y, d.strides, d.pad_l, d.pad_r);
+                                               d.y, d.strides, d.dilates, d.pad_l, d.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(desc, attr(false), engine, hint);
     ConvBackwardInput b;
     b.reorder = pd.weights_desc() != d.w_user;
@@ -236,10 +237,11 @@ struct DnnlConv::State {
     const auto hint = forward_pd(s, m, bias, false);
     const dnnl::convolution_backward_weights::desc desc =
         bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.x,
-                                                        d.w_any, d.b, d.y, d.strides, d.pad_l,
-                                                        d.pad_r)
+                                                        d.w_any, d.b, d.y, d.strides, d.dilates,
+                                                        d.pad_l, d.pad_r)
              : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.x,
-                                                        d.w_any, d.y, d.strides, d.pad_l, d.pad_r);
+                                                        d.w_any, d.y, d.strides, d.dilates, d.pad_l,
+                                                        d.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, attr(false), engine, hint);
     ConvBackwardWeights b;
     b.bias = bias;

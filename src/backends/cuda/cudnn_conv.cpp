@@ -19,8 +19,12 @@ std::string shape_text(const ConvShape& s, int64_t m) {
   auto hwc = [](int64_t h, int64_t w, int64_t c) {
     return std::to_string(h) + "x" + std::to_string(w) + "x" + std::to_string(c);
   };
+  const std::string dilation =
+      s.dilation_h == 1 && s.dilation_w == 1
+          ? ""
+          : " dilation=" + std::to_string(s.dilation_h) + "x" + std::to_string(s.dilation_w);
   return "m=" + std::to_string(m) + " in=" + hwc(s.in_h, s.in_w, s.in_c) +
-         " kernel=" + std::to_string(s.kernel_h) + "x" + std::to_string(s.kernel_w) +
+         " kernel=" + std::to_string(s.kernel_h) + "x" + std::to_string(s.kernel_w) + dilation +
          " out=" + hwc(s.out_h, s.out_w, s.out_c);
 }
 
@@ -79,8 +83,8 @@ ConvPlan CudnnConv::make_plan(const ConvShape& s, int64_t m) {
   const int64_t x_elements = m * xh * xw * s.in_c;
   const int64_t y_elements = m * s.out_h * s.out_w * s.out_c;
   const int64_t w_elements = s.out_c * s.kernel_h * s.kernel_w * s.in_c;
-  for (const int64_t v :
-       {m, xh, xw, s.in_c, s.out_c, s.out_h, s.out_w, x_elements, y_elements, w_elements})
+  for (const int64_t v : {m, xh, xw, s.in_c, s.out_c, s.out_h, s.out_w, x_elements, y_elements,
+                          w_elements, s.dilation_h, s.dilation_w, s.pad_top + 1, s.pad_left + 1})
     if (v <= 0 || v > INT_MAX)
       throw Error(where_, what + ": a dimension or tensor size cuDNN cannot take (" +
                               std::to_string(v) + ")");
@@ -123,9 +127,10 @@ void CudnnConv::set_descriptors(ConvPlan& p, const ConvShape& s, int64_t m, int6
                                    i(s.kernel_h), i(s.kernel_w)),
         "cudnnSetFilter4dDescriptor");
   check(cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor");
-  check(cudnnSetConvolution2dDescriptor(
-            p.conv, p.explicit_padding ? 0 : i(s.pad_top), p.explicit_padding ? 0 : i(s.pad_left),
-            i(s.stride_h), i(s.stride_w), 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+  check(cudnnSetConvolution2dDescriptor(p.conv, p.explicit_padding ? 0 : i(s.pad_top),
+                                        p.explicit_padding ? 0 : i(s.pad_left), i(s.stride_h),
+                                        i(s.stride_w), i(s.dilation_h), i(s.dilation_w),
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
         "cudnnSetConvolution2dDescriptor");
   check(cudnnSetConvolutionMathType(
             p.conv, precision_ == Precision::fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH),

@@ -15,6 +15,8 @@
 //   uneven 'same' (the extra row/column at the bottom/right) cannot be said to cuDNN, so then the
 //   input is copied into a zero-padded buffer (exact), the convolution runs unpadded on it, and
 //   backward data writes the padded gradient there and a kernel crops it into dx.
+// - Dilation (Keras's dilation_rate) is the convolution descriptor's own; the padding above is
+//   that of the kernel's dilated span.
 // - Bias and ReLU: one elementwise kernel after the convolution (bias_activation, as for a dense
 //   layer whose epilogue cuBLASLt cannot fuse); the bias gradient is column_sums of dy viewed as
 //   (m * out_h * out_w, out_c).

@@ -10,9 +10,9 @@
 namespace crossover {
 
 Layer Conv2D(int64_t filters, Size2 kernel_size, std::string_view activation, Size2 strides,
-             std::string_view padding, bool use_bias) {
+             std::string_view padding, bool use_bias, Size2 dilation_rate) {
   return convolution_layer(LayerType::conv2d, "Conv2D", filters, kernel_size, activation, strides,
-                           padding, use_bias);
+                           padding, use_bias, dilation_rate);
 }
 
 namespace {
@@ -27,21 +27,21 @@ class Conv2DKind final : public ConvolutionKind {
   std::string_view base_name() const override { return "conv2d"; }
   std::string_view cli_name() const override { return "conv"; }
   std::string_view cli_syntax() const override {
-    return "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]";
+    return "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES[:DILATION]]]]";
   }
 
   // ---- engine ----
 
-  // kernel (kernel_h, kernel_w, in_channels, filters), bias (filters); NHWC samples.
+  // kernel (kernel_h, kernel_w, in_channels, filters), bias (filters); NHWC samples. The output
+  // size and padding are those of the kernel's dilated span (place_kernel).
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
     const ConvArgs& a = l.args<ConvArgs>();
     require_image(l, b.shape);
     ConvShape& c = b.state.conv;
-    place_window(l, a.kernel_size, a.strides, a.padding, b.shape, c);
+    place_kernel(l, b.shape, c);
     c.in_c = b.shape[2];
     c.out_c = a.filters;
-    c.kernel_h = a.kernel_size.h, c.kernel_w = a.kernel_size.w;
     b.state.kernel = b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, c.in_c, a.filters},
                                  a.kernel_initializer);
     if (a.use_bias) b.state.bias = b.add_param("bias", {a.filters}, a.bias_initializer);

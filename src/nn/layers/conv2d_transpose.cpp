@@ -14,9 +14,9 @@
 namespace crossover {
 
 Layer Conv2DTranspose(int64_t filters, Size2 kernel_size, std::string_view activation,
-                      Size2 strides, std::string_view padding, bool use_bias) {
+                      Size2 strides, std::string_view padding, bool use_bias, Size2 dilation_rate) {
   return convolution_layer(LayerType::conv2d_transpose, "Conv2DTranspose", filters, kernel_size,
-                           activation, strides, padding, use_bias);
+                           activation, strides, padding, use_bias, dilation_rate);
 }
 
 namespace {
@@ -24,7 +24,8 @@ namespace {
 using namespace keras_config;
 
 // Keras's output length with output_padding None (compute_conv_transpose_output_length):
-// 'valid' in * stride + max(kernel - stride, 0), 'same' in * stride.
+// 'valid' in * stride + max(kernel - stride, 0), 'same' in * stride, where kernel is the
+// kernel's dilated span, (kernel - 1) * dilation + 1.
 int64_t transposed_length(int64_t in, int64_t kernel, int64_t stride, Padding padding) {
   return in * stride + (padding == Padding::valid ? std::max<int64_t>(kernel - stride, 0) : 0);
 }
@@ -37,7 +38,7 @@ class Conv2DTransposeKind final : public ConvolutionKind {
   std::string_view base_name() const override { return "conv2d_transpose"; }
   std::string_view cli_name() const override { return "conv_transpose"; }
   std::string_view cli_syntax() const override {
-    return "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES]]]";
+    return "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES[:DILATION]]]]";
   }
 
   // ---- engine ----
@@ -50,20 +51,20 @@ class Conv2DTransposeKind final : public ConvolutionKind {
     const ConvArgs& a = l.args<ConvArgs>();
     require_image(l, b.shape);
     const int64_t in_h = b.shape[0], in_w = b.shape[1], in_c = b.shape[2];
-    const int64_t out_h = transposed_length(in_h, a.kernel_size.h, a.strides.h, a.padding);
-    const int64_t out_w = transposed_length(in_w, a.kernel_size.w, a.strides.w, a.padding);
+    const Size2 span = dilated_span(l);
+    const int64_t out_h = transposed_length(in_h, span.h, a.strides.h, a.padding);
+    const int64_t out_w = transposed_length(in_w, span.w, a.strides.w, a.padding);
     if (out_h > kMaxElements / std::max<int64_t>(out_w, 1) / a.filters)
       throw Error(l.name, fmt::format("the output of {}x{}x{} values is absurdly large", out_h,
                                       out_w, a.filters));
     ConvShape& c = b.state.conv;
-    place_window(l, a.kernel_size, a.strides, a.padding, {out_h, out_w, a.filters}, c);
+    place_kernel(l, {out_h, out_w, a.filters}, c);
     if (c.out_h != in_h || c.out_w != in_w)
       throw Error(l.name, fmt::format("internal: the transposed {}x{} output maps back to {}x{}, "
                                       "not the {}x{} input",
                                       out_h, out_w, c.out_h, c.out_w, in_h, in_w));
     c.in_c = a.filters;
     c.out_c = in_c;
-    c.kernel_h = a.kernel_size.h, c.kernel_w = a.kernel_size.w;
     b.state.kernel = b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, a.filters, in_c},
                                  a.kernel_initializer);
     if (a.use_bias) b.state.bias = b.add_param("bias", {a.filters}, a.bias_initializer);

@@ -30,6 +30,19 @@ Cases (the layer and its arguments are in the header's __metadata__, as JSON):
     avgpool_2_same    AveragePooling2D(2, padding="same")                   x (1, 5, 5, 2)
                       (windows at the edge average only the real cells, as TensorFlow does)
 
+and, drawn after the convnet's tensors from a generator of their own (adding them changed no
+earlier input or weight; the committed file keeps the earlier tensors of the run before them, as
+a rerun moves Keras's outputs in the last bits), dilated convolutions (atrous: the kernel's taps
+dilation_rate apart, spanning (kernel - 1) * dilation + 1, which TensorFlow pads for):
+
+    conv_dilated_2     Conv2D(4, 3, dilation_rate=2, activation="relu")     x (2, 9, 8, 3)
+                       (spans 5x5: 5x4 outputs)
+    conv_dilated_same  Conv2D(3, (3, 2), dilation_rate=(2, 3), padding="same")
+                                                                           x (2, 7, 6, 2)
+                       (spans 5x4: rows padded 2 and 2, columns 1 and 2)
+    conv_dilated_rect  Conv2D(2, (2, 3), dilation_rate=(3, 2), use_bias=False)
+                                                                           x (1, 8, 9, 2)
+
 and the convnet (Keras's example: Input(28, 28, 1), Conv2D(32, 3, relu), MaxPooling2D(2),
 Conv2D(64, 3, relu), MaxPooling2D(2), Flatten, Dropout(0.5), Dense(10, softmax); 34,826
 parameters), with weights drawn from the generator, on the first 8 images of
@@ -88,15 +101,22 @@ def reference(x, m, kernel=None, bias=None):
     n, h, w, c = x.shape
     kh, kw = m["kernel_size"] if m["layer"] == "Conv2D" else m["pool_size"]
     sh, sw = m["strides"]
-    pt, _, oh = same_padding(h, kh, sh, m["padding"])
-    pl, _, ow = same_padding(w, kw, sw, m["padding"])
+    dh, dw = m.get("dilation_rate", [1, 1])
+    pt, _, oh = same_padding(h, (kh - 1) * dh + 1, sh, m["padding"])
+    pl, _, ow = same_padding(w, (kw - 1) * dw + 1, sw, m["padding"])
     y = np.zeros((n, oh, ow, kernel.shape[3] if kernel is not None else c))
     for i in range(oh):
         for j in range(ow):
             r0, c0 = i * sh - pt, j * sw - pl
             rows, cols = slice(max(r0, 0), min(r0 + kh, h)), slice(max(c0, 0), min(c0 + kw, w))
             win = x[:, rows, cols, :].astype(np.float64)
-            if m["layer"] == "Conv2D":
+            if (dh, dw) != (1, 1):  # each tap on its own, dilation apart; padding reads 0
+                for ki in range(kh):
+                    for kj in range(kw):
+                        r, q = r0 + ki * dh, c0 + kj * dw
+                        if 0 <= r < h and 0 <= q < w:
+                            y[:, i, j, :] += x[:, r, q, :].astype(np.float64) @ kernel[ki, kj]
+            elif m["layer"] == "Conv2D":
                 k = kernel[rows.start - r0:rows.stop - r0, cols.start - c0:cols.stop - c0]
                 y[:, i, j, :] = np.tensordot(win, k.astype(np.float64), axes=([1, 2, 3], [0, 1, 2]))
             elif m["layer"] == "MaxPooling2D":
@@ -186,6 +206,20 @@ def main() -> None:
         tensors[f"convnet/grad/{n}"] = g.numpy()
     meta["convnet"] = {"keras": keras.__version__, "tensorflow": tf.__version__,
                        "parameters": int(model.count_params())}
+
+    # Dilated convolutions, from a generator of their own.
+    rng = np.random.default_rng(20261207)
+    case("conv_dilated_2", L.Conv2D(4, 3, dilation_rate=2, activation="relu"), (2, 9, 8, 3),
+         {"filters": 4, "kernel_size": [3, 3], "strides": [1, 1], "padding": "valid",
+          "dilation_rate": [2, 2], "activation": "relu", "use_bias": True})
+    case("conv_dilated_same", L.Conv2D(3, (3, 2), dilation_rate=(2, 3), padding="same"),
+         (2, 7, 6, 2),
+         {"filters": 3, "kernel_size": [3, 2], "strides": [1, 1], "padding": "same",
+          "dilation_rate": [2, 3], "activation": "linear", "use_bias": True})
+    case("conv_dilated_rect", L.Conv2D(2, (2, 3), dilation_rate=(3, 2), use_bias=False),
+         (1, 8, 9, 2),
+         {"filters": 2, "kernel_size": [2, 3], "strides": [1, 1], "padding": "valid",
+          "dilation_rate": [3, 2], "activation": "linear", "use_bias": False})
     model.save_weights(HERE / "convnet.weights.h5")  # Keras 3's own layout, the same weights
     out = HERE / "conv_reference.safetensors"
     write_safetensors(out, tensors, meta)
