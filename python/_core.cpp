@@ -206,20 +206,22 @@ void bind_traced_ops_and_registry(nb::module_& m) {
 
 // The optimizers' constructors (crossover.keras.optimizers calls them with Keras's defaults).
 void bind_optimizer_constructors(nb::module_& m) {
-  nb::class_<OptimizerConfig>(m, "Optimizer").def_prop_ro("name", [](const OptimizerConfig& o) {
-    return std::string(optimizer_name(o.kind));
-  });
+  nb::class_<OptimizerConfig>(m, "Optimizer")
+      .def_prop_ro("name",
+                   [](const OptimizerConfig& o) { return std::string(optimizer_name(o.kind)); })
+      .def_prop_ro("amsgrad", [](const OptimizerConfig& o) { return o.amsgrad; });
   m.def("optimizer_from_name", &optimizer_from_name, nb::arg("name"));
   m.def("with_tensor_clipnorm", &with_tensor_clipnorm, nb::arg("optimizer"), nb::arg("clipnorm"));
   m.def(
       "Adam",
       [](double lr, double b1, double b2, double eps, double wd, double clipnorm, double clipvalue,
-         bool decoupled_default) {
-        AdamOptions o{lr, b1, b2, eps, wd, clipnorm, clipvalue};
+         bool decoupled_default, bool amsgrad) {
+        AdamOptions o{lr, b1, b2, eps, wd, clipnorm, clipvalue, amsgrad};
         return decoupled_default ? AdamW(o) : Adam(o);
       },
       nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
-      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"), nb::arg("adamw"));
+      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"), nb::arg("adamw"),
+      nb::arg("amsgrad") = false);
   m.def(
       "SGD",
       [](double lr, double momentum, bool nesterov, double wd, double clipnorm, double clipvalue) {
@@ -502,6 +504,15 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
       // For callbacks.
       .def("stop_training", &Sequential::stop_training)
       .def_prop_ro("optimizer_steps", &Sequential::optimizer_steps)
+      .def_prop_ro("optimizer", [](const Sequential& s) { return s.optimizer(); })
+      // The names of the optimizer's state tensors the engine holds ("dense/kernel/slot1", ...,
+      // "optimizer/step"): which slots it keeps per weight.
+      .def("optimizer_state_names",
+           [](const Sequential& s) {
+             std::vector<std::string> names;
+             for (const NamedTensor& t : s.get_optimizer_state()) names.push_back(t.name);
+             return names;
+           })
       .def_prop_ro("learning_rate", &Sequential::learning_rate)
       .def("set_learning_rate", &Sequential::set_learning_rate, nb::arg("learning_rate"))
       .def("get_weights",

@@ -19,6 +19,7 @@
 #include "backends/backend.h"
 #include "backends/cuda_info.h"
 #include "core/error.h"
+#include "keras_adam_reference.h"
 #include "nn/layers.h"  // activation_name
 #include "nn/optimizers.h"
 
@@ -567,6 +568,12 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
   // start.step = 4 and nadam_step 0: the kernel recomputes u_product once, then carries it.
   cases.push_back({"nadam", Nadam({.learning_rate = 0.01})});
   cases.push_back({"adamax + weight decay", Adamax({.learning_rate = 0.01, .weight_decay = 0.01})});
+  // Slot 3 (v_hat) starts at random values, above v in some elements and below it in others.
+  cases.push_back({"adam amsgrad", Adam({.learning_rate = 0.01, .amsgrad = true})});
+  cases.push_back(
+      {"adamw amsgrad + per-tensor clipnorm",
+       with_tensor_clipnorm(AdamW({.learning_rate = 0.01, .weight_decay = 0.01, .amsgrad = true}),
+                            0.05)});
   // Sizes that cross the kernel's chunk boundaries inside and between slots.
   const int64_t sizes[] = {97 * 13, 13, 300007, 1};
   uint32_t seed = 800;
@@ -588,6 +595,11 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
                  s2 = random_values(n, ++seed, 0.0f, 0.1f);
       ParamSlot a{c.values(w), c.values(grad), c.values(s1), c.values(s2), n, i % 2 == 0};
       ParamSlot b{g.values(w), g.values(grad), g.values(s1), g.values(s2), n, i % 2 == 0};
+      if (k.config.amsgrad) {
+        const auto s3 = random_values(n, ++seed, 0.0f, 0.1f);
+        a.slot3 = c.values(s3);
+        b.slot3 = g.values(s3);
+      }
       pc.push_back(a);
       pg.push_back(b);
     }
@@ -606,6 +618,8 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
       expect_close(g.get(pg[i].value, n), c.get(pc[i].value, n), 1e-5, 1e-6, "value");
       expect_close(g.get(pg[i].slot1, n), c.get(pc[i].slot1, n), 1e-5, 1e-7, "slot1");
       expect_close(g.get(pg[i].slot2, n), c.get(pc[i].slot2, n), 1e-5, 1e-7, "slot2");
+      if (k.config.amsgrad)
+        expect_close(g.get(pg[i].slot3, n), c.get(pc[i].slot3, n), 1e-5, 1e-7, "slot3");
     }
     const StepCounters want = c.get_counters(cc), got = g.get_counters(gc);
     EXPECT_EQ(got.step, want.step);
@@ -614,6 +628,46 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     EXPECT_NEAR(got.grad_scale, want.grad_scale, 1e-6);
     EXPECT_EQ(got.nadam_step, want.nadam_step);
     EXPECT_FLOAT_EQ(got.nadam_u_product, want.nadam_u_product);
+  }
+}
+
+// Keras's AMSGrad on the GPU against the float64 evaluation of adam.py that the CPU's test uses
+// (optimizer_test.cpp, keras_adam_reference.h): eight steps of a gradient that falls after two,
+// so that v decreases and v_hat, its maximum, divides the step.
+TEST_F(CudaBackendTest, AdamAmsgradFollowsKerasOverSeveralSteps) {
+  const std::vector<double> w0{1.0, -2.0, 0.5, 0.0}, g0{0.1, -0.2, 0.3, 1e-3};
+  for (const double beta_2 : {0.9, 0.999}) {
+    SCOPED_TRACE("beta_2 " + std::to_string(beta_2));
+    const OptimizerConfig config = Adam({.learning_rate = 0.1, .beta_2 = beta_2, .amsgrad = true});
+    Memory g(*gpu_);
+    const std::vector<float> zeros(4, 0.0f);
+    const ParamSlot slot{g.values({1.0f, -2.0f, 0.5f, 0.0f}),
+                         g.values(zeros),
+                         g.values(zeros),
+                         g.values(zeros),
+                         4,
+                         true,
+                         g.values(zeros)};
+    StepCounters* counters = g.counters(StepCounters{});
+    testing_util::KerasAdamReference want{.lr = 0.1, .beta_2 = beta_2, .amsgrad = true, .w = w0};
+    for (int t = 1; t <= 8; ++t) {
+      std::vector<double> gt(4);
+      std::vector<float> gf(4);
+      for (std::size_t i = 0; i < 4; ++i)
+        gf[i] = static_cast<float>(gt[i] = testing_util::falling_gradient(g0[i], t));
+      gpu_->upload(slot.grad, gf.data(), gf.size() * sizeof(float));
+      gpu_->optimizer_step(config, {&slot, 1}, counters);
+      want.step(t, gt);
+      const std::vector<float> w = g.get(slot.value, 4), v = g.get(slot.slot2, 4),
+                               v_hat = g.get(slot.slot3, 4);
+      for (std::size_t i = 0; i < 4; ++i) {
+        SCOPED_TRACE("step " + std::to_string(t) + ", element " + std::to_string(i));
+        EXPECT_NEAR(w[i], want.w[i], 3e-6);
+        EXPECT_NEAR(v_hat[i], want.v_hat[i], 1e-5 * want.v_hat[i]);
+        EXPECT_GE(v_hat[i], v[i]);
+      }
+    }
+    EXPECT_EQ(g.get_counters(counters).step, 8);
   }
 }
 

@@ -60,6 +60,12 @@ TEST(FusedMlpRules, SmallIsEligibleAsTwoDenseLayersWithItsDropout) {
   EXPECT_FLOAT_EQ(step.layers[1].dropout, 0.0f);
   // Parameters, gradients and two optimizer slots: 101,770 floats, 4 times.
   EXPECT_EQ(fused_mlp_state_bytes(step), 101770 * 16);
+  // Adam's amsgrad is fused too (update_one reads its third slot), which takes a fifth float.
+  FusedModelView amsgrad = s.view();
+  amsgrad.optimizer = Adam({.amsgrad = true});
+  ASSERT_EQ(fused_mlp_chain(amsgrad, step), "");
+  EXPECT_TRUE(step.optimizer.amsgrad);
+  EXPECT_EQ(fused_mlp_state_bytes(step), 101770 * 20);
 }
 
 TEST(FusedMlpRules, RefusesWhatItCannotComputeExactlyWithOneReason) {
@@ -265,6 +271,33 @@ TEST(CudaFusedMlp, ShortRaggedRunMatchesTheResidentPath) {
   ASSERT_EQ(wr.size(), wf.size());
   for (std::size_t i = 0; i < wr.size(); ++i)
     EXPECT_LE(testing_util::relative_difference(wf[i].value, wr[i].value), 1e-3) << wr[i].name;
+}
+
+// Adam with amsgrad: the fused kernel updates the third slot as the resident path's optimizer
+// kernel does (both update_one), from the same weights, batches and dropout.
+TEST(CudaFusedMlp, AmsgradFollowsTheResidentGpuPath) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the fused step needs a GPU";
+  const testing_util::Mnist10k& d = testing_util::Mnist10k::get();
+  const Tensor x = d.x_train.rows(0, 640), y = d.y_train.rows(0, 640);
+  const OptimizerConfig amsgrad = Adam({.amsgrad = true});
+  Sequential ref = small_model(), fused = small_model();
+  ref.compile(amsgrad, "sparse_categorical_crossentropy", {"accuracy"},
+              {.device = "cuda", .seed = 6});
+  fused.compile(amsgrad, "sparse_categorical_crossentropy", {"accuracy"},
+                {.device = "cuda", .seed = 6, .fused_step = true});
+  ref.fit(x, y, {.epochs = 2, .verbose = 0});
+  fused.fit(x, y, {.epochs = 2, .verbose = 0});
+  ASSERT_EQ(fused.fused_step_note(), "");
+  EXPECT_EQ(fused.optimizer_steps(), 40);
+  const auto wr = ref.get_weights(), wf = fused.get_weights();
+  ASSERT_EQ(wr.size(), wf.size());
+  for (std::size_t i = 0; i < wr.size(); ++i)
+    EXPECT_LE(testing_util::relative_difference(wf[i].value, wr[i].value), 1e-3) << wr[i].name;
+  const auto sr = ref.get_optimizer_state(), sf = fused.get_optimizer_state();
+  ASSERT_EQ(sr.size(), sf.size());
+  ASSERT_EQ(sr.size(), 4 * 3 + 1u);  // slot3 too
+  for (std::size_t i = 0; i + 1 < sr.size(); ++i)
+    EXPECT_LE(testing_util::relative_difference(sf[i].value, sr[i].value), 1e-3) << sr[i].name;
 }
 
 TEST(CudaFusedMlp, SmallFollowsTheResidentGpuPath) { check_fused_against("cuda", false, 0); }

@@ -596,7 +596,12 @@ TEST(ModelIoKerasJson, CompileConfigRefusesWhatCrossoverCannotTrainWith) {
     j["compile_config"]["optimizer"]["config"][field] = v;
     return j.dump();
   };
-  EXPECT_ERROR_HAS(training_config_from_json(with_opt("amsgrad", true), "o"), "field amsgrad");
+  // Adam's amsgrad is read (and so AdamW's); Nadam and Adamax have none in Keras.
+  EXPECT_TRUE(training_config_from_json(with_opt("amsgrad", true), "o")->optimizer.amsgrad);
+  EXPECT_FALSE(training_config_from_json(with_opt("amsgrad", false), "o")->optimizer.amsgrad);
+  json nadam = json::parse(with_opt("amsgrad", true));
+  nadam["compile_config"]["optimizer"]["class_name"] = "Nadam";
+  EXPECT_ERROR_HAS(training_config_from_json(nadam.dump(), "o"), "field amsgrad");
   EXPECT_EQ(training_config_from_json(with_opt("clipnorm", 1.0), "o")->optimizer.tensor_clipnorm,
             1.0f);
   json ftrl = json::parse(slurp(keras_file("small_keras3.json")));
@@ -738,7 +743,15 @@ TEST(ModelIoKerasJson, NewOptimizersRoundTripThroughTheCompileConfig) {
       {Adamax({.learning_rate = 0.002, .beta_2 = 0.99, .clipnorm = 1.0}),
        "Adamax",
        "adamax",
-       {"beta_1", "beta_2", "epsilon"}}};
+       {"beta_1", "beta_2", "epsilon"}},
+      {Adam({.learning_rate = 0.002, .amsgrad = true}),
+       "Adam",
+       "adam",
+       {"beta_1", "beta_2", "epsilon", "amsgrad"}},
+      {AdamW({.learning_rate = 0.002, .weight_decay = 0.004, .amsgrad = true}),
+       "Adam",
+       "adam",
+       {"beta_1", "beta_2", "epsilon", "amsgrad"}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.cls);
     Sequential m({Input({4}), Dense(3, "softmax")});
@@ -767,6 +780,10 @@ TEST(ModelIoKerasJson, NewOptimizersRoundTripThroughTheCompileConfig) {
     EXPECT_EQ(b.clipnorm, a.clipnorm);
     EXPECT_EQ(b.clipvalue, a.clipvalue);
     EXPECT_EQ(b.tensor_clipnorm, a.tensor_clipnorm);
+    EXPECT_EQ(b.amsgrad, a.amsgrad);
+    if (a.kind == OptimizerKind::adam) {
+      EXPECT_EQ(opt["config"]["amsgrad"], a.amsgrad);
+    }
   }
   // Keras 3.15's own get_config of Adadelta(learning_rate=1.0, rho=0.9), and the string names.
   json k = json::parse(slurp(keras_file("small_keras3.json")));
@@ -1170,6 +1187,30 @@ void check_resume(OptimizerConfig opt, const char* label) {
 
 TEST(ModelIoCheckpoint, ResumingContinuesTheSameTrajectoryBitForBitAdam) {
   check_resume(Adam(), "adam");
+}
+
+// Adam's amsgrad: the checkpoint keeps its third slot (velocity_hat), so the resumed run is the
+// uninterrupted one; a model compiled without amsgrad (or with it, for a plain Adam checkpoint)
+// is refused by name.
+TEST(ModelIoCheckpoint, ResumingContinuesTheSameTrajectoryBitForBitAdamAmsgrad) {
+  check_resume(Adam({.learning_rate = 0.01, .amsgrad = true}), "adam-amsgrad");
+  const std::string dir = temp_folder("ckpt-amsgrad");
+  Sequential m = tiny_model();
+  compile_cpu(m, 5, Adam({.amsgrad = true}));
+  const Tensor x = random_tensor({20, 4, 4}, 2, 0.0f, 1.0f);
+  Tensor y({20});
+  m.fit(x, y, {.epochs = 1, .batch_size = 8, .verbose = 0});
+  save_checkpoint(m, dir + "/c.ckpt", 1);
+  const SafetensorsFile f = read_safetensors(dir + "/c.ckpt");
+  EXPECT_NE(f.find("optimizer/dense/kernel/slot3"), nullptr);
+  EXPECT_TRUE(read_checkpoint_info(dir + "/c.ckpt").training.optimizer.amsgrad);
+  Sequential plain = tiny_model();
+  compile_cpu(plain, 5, Adam());
+  EXPECT_ERROR_HAS(load_checkpoint(plain, dir + "/c.ckpt"),
+                   "trained with adam (amsgrad=True) but the model is compiled with amsgrad=False");
+  save_checkpoint(plain, dir + "/p.ckpt", 0);
+  EXPECT_EQ(read_safetensors(dir + "/p.ckpt").find("optimizer/dense/kernel/slot3"), nullptr);
+  EXPECT_ERROR_HAS(load_checkpoint(m, dir + "/p.ckpt"), "amsgrad=False) but the model");
 }
 
 TEST(ModelIoCheckpoint, ResumingContinuesTheSameTrajectoryBitForBitSgdMomentumWithDecay) {

@@ -11,6 +11,7 @@
 #include "backends/backend.h"
 #include "backends/kernel_math.h"
 #include "core/error.h"
+#include "keras_adam_reference.h"
 #include "nn/layers.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
@@ -344,6 +345,157 @@ TEST(Optimizers, AdamaxFollowsKerasOverSeveralSteps) {
   }
 }
 
+// Keras's AMSGrad (Adam(amsgrad=True), and AdamW's): eight steps against a float64 evaluation of
+// keras/src/optimizers/adam.py (keras_adam_reference.h), with a gradient that falls a
+// hundredfold after two steps, so that v decreases and v_hat, its running maximum, divides the
+// step instead. With beta_2 = 0.9 v falls fast and the weights end 1e-3 away from plain Adam's;
+// with Keras's default 0.999 only ~1e-5, but the update must be Keras's there too.
+TEST(Optimizers, AdamAmsgradFollowsKerasOverSeveralStepsAsVFalls) {
+  constexpr int kAmsgradSteps = 8;
+  constexpr double kTol = 3e-6;
+  const std::vector<double> w0{1.0, -2.0, 0.5, 0.0}, g0{0.1, -0.2, 0.3, 1e-3};
+  struct Case {
+    const char* name;
+    double beta_2, epsilon, weight_decay;
+  };
+  for (const Case& k : {Case{"adam, beta_2 0.9", 0.9, 1e-7, 0.0}, Case{"adam", 0.999, 1e-7, 0.0},
+                        Case{"adamw, beta_2 0.9, epsilon 0.01", 0.9, 0.01, 0.1}}) {
+    SCOPED_TRACE(k.name);
+    const AdamOptions o{.learning_rate = 0.1,
+                        .beta_2 = k.beta_2,
+                        .epsilon = k.epsilon,
+                        .weight_decay = k.weight_decay,
+                        .amsgrad = true};
+    const OptimizerConfig config = k.weight_decay > 0 ? AdamW(o) : Adam(o);
+    ASSERT_TRUE(config.amsgrad);
+    auto be = make_cpu_backend(1);
+    std::vector<float> w(w0.begin(), w0.end()), g(4), m(4, 0.0f), v(4, 0.0f), v_hat(4, 0.0f);
+    const ParamSlot slot{w.data(), g.data(), m.data(), v.data(), 4, true, v_hat.data()};
+    testing_util::KerasAdamReference want{.lr = 0.1,
+                                          .beta_2 = k.beta_2,
+                                          .epsilon = k.epsilon,
+                                          .weight_decay = k.weight_decay,
+                                          .amsgrad = true,
+                                          .w = w0};
+    testing_util::KerasAdamReference plain = want;
+    plain.amsgrad = false;
+    StepCounters c;
+    bool v_fell = false;
+    for (int t = 1; t <= kAmsgradSteps; ++t) {
+      std::vector<double> gt(4);
+      for (std::size_t i = 0; i < 4; ++i)
+        g[i] = static_cast<float>(gt[i] = testing_util::falling_gradient(g0[i], t));
+      be->optimizer_step(config, {&slot, 1}, &c);
+      want.step(t, gt);
+      plain.step(t, gt);
+      for (std::size_t i = 0; i < 4; ++i) {
+        SCOPED_TRACE("step " + std::to_string(t) + ", element " + std::to_string(i));
+        v_fell = v_fell || want.v[i] < want.v_hat[i];
+        EXPECT_NEAR(w[i], want.w[i], kTol);
+        EXPECT_NEAR(v[i], want.v[i], 1e-5 * want.v[i]);
+        EXPECT_NEAR(v_hat[i], want.v_hat[i], 1e-5 * want.v_hat[i]);
+        EXPECT_GE(v_hat[i], v[i]);
+      }
+    }
+    EXPECT_TRUE(v_fell) << "v never fell below its maximum: the case tests nothing";
+    if (k.beta_2 < 0.99) {
+      double apart = 0;
+      for (std::size_t i = 0; i < 4; ++i)
+        apart = std::max(apart, std::fabs(want.w[i] - plain.w[i]));
+      EXPECT_GT(apart, 100 * kTol) << "amsgrad barely changed the weights";
+    }
+  }
+}
+
+TEST(Optimizers, AmsgradIsAdamsThirdSlotAndOnlyAdams) {
+  EXPECT_EQ(optimizer_slot_count(Adam()), 2);
+  EXPECT_EQ(optimizer_slot_count(Adam({.amsgrad = true})), 3);
+  EXPECT_EQ(optimizer_slot_names(AdamW({.weight_decay = 0.004, .amsgrad = true}))[2],
+            "velocity_hat");
+  EXPECT_EQ(optimizer_slot_names(Adam())[2], "");
+  EXPECT_FALSE(optimizer_from_name("adam").amsgrad);
+  EXPECT_THROW(Nadam({.amsgrad = true}), Error);
+  EXPECT_THROW(Adamax({.amsgrad = true}), Error);
+  // A caller that gives the update no third slot is refused, not run on a null pointer.
+  auto be = make_cpu_backend(1);
+  std::vector<float> w(2, 1.0f), g(2, 0.5f), m(2), v(2), x(4, 1.0f), dy(2, 1.0f);
+  const ParamSlot two{w.data(), g.data(), m.data(), v.data(), 2, true};
+  StepCounters c;
+  EXPECT_THROW(be->optimizer_step(Adam({.amsgrad = true}), {&two, 1}, &c), Error);
+  EXPECT_THROW(be->dense_backward_weights_update(x.data(), dy.data(), two, nullptr, 1, 2, 1,
+                                                 Adam({.amsgrad = true}), &c),
+               Error);
+  EXPECT_EQ(c.step, 0);
+}
+
+// The model keeps amsgrad's third slot per weight in its parameter block: fit updates it (v_hat
+// >= v everywhere), get/set_optimizer_state carry it (slot3), and a model given the state
+// continues exactly as the one it came from. use_optimizer adds or drops the slot and keeps the
+// weights.
+TEST(Optimizers, AmsgradKeepsAThirdSlotInTheModel) {
+  const OptimizerConfig amsgrad = Adam({.learning_rate = 0.01, .amsgrad = true});
+  const Tensor x = testing_util::random_tensor({8, 3}, 1),
+               y = testing_util::random_tensor({8, 2}, 2);
+  auto model = [&](const OptimizerConfig& opt) {
+    Sequential m({Input({3}), Dense(4, "relu"), Dense(2)});
+    m.compile(opt, "mean_squared_error", {}, {.threads = 1, .seed = 7});
+    return m;
+  };
+  auto values = [](const NamedTensor& t) {
+    return std::vector<float>(t.value.values().begin(), t.value.values().end());
+  };
+  const FitOptions fit{.epochs = 2, .batch_size = 2, .shuffle = false, .verbose = 0};
+  Sequential a = model(amsgrad);
+  a.fit(x, y, fit);
+  const std::vector<NamedTensor> state = a.get_optimizer_state();
+  ASSERT_EQ(state.size(), 4 * 3 + 1u);  // two kernels, two biases: slot1..slot3 each; the step
+  for (std::size_t p = 0; p < 4; ++p) {
+    const NamedTensor &v = state[3 * p + 1], &v_hat = state[3 * p + 2];
+    EXPECT_TRUE(v_hat.name.ends_with("/slot3")) << v_hat.name;
+    bool moved = false;
+    for (int64_t i = 0; i < v.value.size(); ++i) {
+      EXPECT_GE(v_hat.value[i], v.value[i]) << v_hat.name << "[" << i << "]";
+      moved = moved || v_hat.value[i] > 0.0f;
+    }
+    EXPECT_TRUE(moved) << v_hat.name;
+  }
+  // The state into a fresh model: the same next epoch, to the bit.
+  Sequential b = model(amsgrad);
+  b.fit(x, y, {.epochs = 0, .verbose = 0});  // builds it
+  b.set_weights(a.get_weights());
+  b.set_optimizer_state(state);
+  b.set_optimizer_steps(a.optimizer_steps());
+  a.fit(x, y, {.epochs = 1, .batch_size = 2, .shuffle = false, .verbose = 0});
+  b.fit(x, y, {.epochs = 1, .batch_size = 2, .shuffle = false, .verbose = 0});
+  const std::vector<NamedTensor> wa = a.get_weights(), wb = b.get_weights();
+  for (std::size_t i = 0; i < wa.size(); ++i) EXPECT_EQ(values(wa[i]), values(wb[i])) << wa[i].name;
+  // A two-slot state does not fit it, nor its state a plain Adam model.
+  Sequential plain = model(Adam({.learning_rate = 0.01}));
+  plain.fit(x, y, {.epochs = 0, .verbose = 0});
+  EXPECT_EQ(plain.get_optimizer_state().size(), 4 * 2 + 1u);
+  EXPECT_THROW(b.set_optimizer_state(plain.get_optimizer_state()), Error);
+  EXPECT_THROW(plain.set_optimizer_state(state), Error);
+  // use_optimizer to amsgrad and back: the weights stay, the state starts afresh with its slots.
+  const std::vector<NamedTensor> before = plain.get_weights();
+  plain.use_optimizer(amsgrad);
+  const std::vector<NamedTensor> after = plain.get_weights();
+  for (std::size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(values(before[i]), values(after[i])) << before[i].name;
+  const std::vector<NamedTensor> fresh = plain.get_optimizer_state();
+  ASSERT_EQ(fresh.size(), 4 * 3 + 1u);
+  for (const NamedTensor& t : fresh)
+    for (float v : t.value.values()) EXPECT_EQ(v, 0.0f) << t.name;
+  plain.fit(x, y, fit);  // trains with it
+  EXPECT_EQ(plain.optimizer_steps(), 8);
+  const std::vector<NamedTensor> trained = plain.get_weights();
+  EXPECT_NE(values(trained[0]), values(before[0]));
+  plain.use_optimizer(SGD());
+  EXPECT_EQ(plain.get_optimizer_state().size(), 4 * 2 + 1u);
+  const std::vector<NamedTensor> kept = plain.get_weights();
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    EXPECT_EQ(values(kept[i]), values(trained[i])) << kept[i].name;
+}
+
 TEST(Optimizers, AdagradAccumulatorsStartAtTheInitialValueInAModel) {
   // Keras builds the accumulators with Constant(initial_accumulator_value); a recompile with
   // another optimizer starts from zeros again.
@@ -391,7 +543,10 @@ struct FusedCase {
 TEST(Optimizers, TheCpuFusedUpdateGivesTheBitsOfTheGradientThenTheStep) {
   const std::vector<FusedCase> cases = {
       {"adam", Adam({.learning_rate = 0.01})},
+      {"adam amsgrad", Adam({.learning_rate = 0.01, .amsgrad = true})},
       {"adamw clipvalue", AdamW({.learning_rate = 0.01, .weight_decay = 0.1, .clipvalue = 0.02})},
+      {"adamw amsgrad clipvalue",
+       AdamW({.learning_rate = 0.01, .weight_decay = 0.1, .clipvalue = 0.02, .amsgrad = true})},
       {"sgd nesterov", SGD({.learning_rate = 0.1, .momentum = 0.9, .nesterov = true})},
       {"rmsprop momentum", RMSprop({.learning_rate = 0.01, .momentum = 0.5})},
       {"adam decayed lr", with_exponential_decay(Adam(), 2, 0.5)},
@@ -413,13 +568,14 @@ TEST(Optimizers, TheCpuFusedUpdateGivesTheBitsOfTheGradientThenTheStep) {
         const Tensor x = testing_util::random_tensor({s.m, s.k}, 1);
         const Tensor dy = testing_util::random_tensor({s.m, s.n}, 2, -0.1f, 0.1f);
         struct State {
-          std::vector<float> w, g, m, v, b, gb, bm, bv;
+          std::vector<float> w, g, m, v, b, gb, bm, bv, vh, bvh;  // vh: amsgrad's velocity_hat
         };
         auto fresh = [&] {
           const Tensor w = testing_util::random_tensor({kn}, 3);
           const Tensor m =
               testing_util::random_tensor({kn}, 4, 0.0f, 0.01f);  // RMSprop: a mean square
           const Tensor v = testing_util::random_tensor({kn}, 5, 0.0f, 0.01f);
+          const Tensor vh = testing_util::random_tensor({kn}, 6, 0.0f, 0.01f);
           State st{{w.values().begin(), w.values().end()},
                    std::vector<float>(static_cast<std::size_t>(kn)),
                    {m.values().begin(), m.values().end()},
@@ -427,14 +583,16 @@ TEST(Optimizers, TheCpuFusedUpdateGivesTheBitsOfTheGradientThenTheStep) {
                    std::vector<float>(static_cast<std::size_t>(s.n), 0.5f),
                    std::vector<float>(static_cast<std::size_t>(s.n)),
                    std::vector<float>(static_cast<std::size_t>(s.n), 0.001f),
-                   std::vector<float>(static_cast<std::size_t>(s.n), 0.002f)};
+                   std::vector<float>(static_cast<std::size_t>(s.n), 0.002f),
+                   {vh.values().begin(), vh.values().end()},
+                   std::vector<float>(static_cast<std::size_t>(s.n), 0.0015f)};
           return st;
         };
         State a = fresh(), b = fresh();
         auto slots = [&](State& st) {
           return std::vector<ParamSlot>{
-              {st.w.data(), st.g.data(), st.m.data(), st.v.data(), kn, true},
-              {st.b.data(), st.gb.data(), st.bm.data(), st.bv.data(), s.n, false}};
+              {st.w.data(), st.g.data(), st.m.data(), st.v.data(), kn, true, st.vh.data()},
+              {st.b.data(), st.gb.data(), st.bm.data(), st.bv.data(), s.n, false, st.bvh.data()}};
         };
         StepCounters ca, cb;
         ca.step = cb.step = 3;
@@ -456,6 +614,8 @@ TEST(Optimizers, TheCpuFusedUpdateGivesTheBitsOfTheGradientThenTheStep) {
         EXPECT_EQ(a.v, b.v);
         EXPECT_EQ(a.b, b.b);
         EXPECT_EQ(a.bm, b.bm);
+        EXPECT_EQ(a.vh, b.vh);
+        EXPECT_EQ(a.bvh, b.bvh);
       }
 }
 

@@ -104,11 +104,15 @@ struct ParamSlot {
   // The optimizer's state, Keras's variables by kind (slot1, slot2): Adam, Nadam (momentum,
   // velocity); SGD (momentum, -); RMSprop (velocity, momentum: only with momentum > 0);
   // Adagrad (accumulator, -); Adadelta (accumulated_grad, accumulated_delta_var); Adamax
-  // (momentum, norm). See optimizer_slot_names in nn/optimizers.h.
+  // (momentum, norm); Adam with amsgrad also slot3 (velocity_hat). See optimizer_slot_names in
+  // nn/optimizers.h.
   float* slot1 = nullptr;
   float* slot2 = nullptr;  // may be null
   int64_t n = 0;
   bool decay = true;  // weight decay applies (kernels); not to biases
+  // Adam's velocity_hat with OptimizerConfig::amsgrad (null otherwise); last, so that the
+  // positional initialisations of the two-slot optimizers stay as they are.
+  float* slot3 = nullptr;
 };
 
 // Memory a device can still allocate, and where that number comes from (for messages).

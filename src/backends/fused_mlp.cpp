@@ -99,7 +99,9 @@ std::string fused_mlp_chain(const FusedModelView& model, FusedMlpStep& step) {
 int64_t fused_mlp_state_bytes(const FusedMlpStep& step) {
   int64_t floats = 0;
   for (const FusedDense& d : step.layers) floats += d.kernel.n + d.bias.n;
-  return floats * 4 * static_cast<int64_t>(sizeof(float));
+  // Values, gradients and two slots; Adam's amsgrad a third (velocity_hat).
+  const int64_t per_parameter = step.optimizer.amsgrad ? 5 : 4;
+  return floats * per_parameter * static_cast<int64_t>(sizeof(float));
 }
 
 int64_t fused_mlp_work_items(const FusedMlpStep& step) {

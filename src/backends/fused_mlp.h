@@ -77,8 +77,8 @@ struct FusedModelView {
 // line saying why not (the first rule it breaks). The data fields of `step` are left alone.
 std::string fused_mlp_chain(const FusedModelView& model, FusedMlpStep& step);
 
-// Bytes the step's parameters, their gradients and the optimizer's two slots take: what must stay
-// in the L2 cache for the fused step to pay.
+// Bytes the step's parameters, their gradients and the optimizer's two slots take (three with
+// Adam's amsgrad): what must stay in the L2 cache for the fused step to pay.
 int64_t fused_mlp_state_bytes(const FusedMlpStep& step);
 
 // The most independent work items any stage of the step has (32 x 32 tiles of a product, or

@@ -258,9 +258,28 @@ CROSSOVER_HD void adam_update(float one_minus_beta1, float one_minus_beta2, floa
   w -= m * alpha / (std::sqrt(v) + epsilon);
 }
 
+// Keras's amsgrad (adam.py): after v's update, v_hat = maximum(v_hat, v), and v_hat takes v's
+// place in the step: w -= m * alpha / (sqrt(v_hat) + epsilon). alpha is Adam's, unchanged.
+CROSSOVER_HD void adam_amsgrad_update(float one_minus_beta1, float one_minus_beta2, float epsilon,
+                                      float alpha, float decay, float& w, float g, float& m,
+                                      float& v, float& v_hat) {
+  w -= w * decay;
+  m += (g - m) * one_minus_beta1;
+  v += (g * g - v) * one_minus_beta2;
+  v_hat = v_hat < v ? v : v_hat;
+  w -= m * alpha / (std::sqrt(v_hat) + epsilon);
+}
+
 CROSSOVER_HD void adam_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
                                float& w, float g, float& m, float& v) {
   adam_update(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, w, g, m, v);
+}
+
+CROSSOVER_HD void adam_amsgrad_element(const OptimizerConfig& c, const UpdateConstants& u,
+                                       float decay, float& w, float g, float& m, float& v,
+                                       float& v_hat) {
+  adam_amsgrad_update(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, w, g, m,
+                      v, v_hat);
 }
 
 CROSSOVER_HD void sgd_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
@@ -344,15 +363,19 @@ CROSSOVER_HD float decay_factor(const OptimizerConfig& c, const UpdateConstants&
   return decay ? c.weight_decay * u.lr : 0.0f;
 }
 
-// One element of any optimizer (device code calls this; the CPU loops per kind).
+// One element of any optimizer (device code calls this; the CPU loops per kind). slot3 is read
+// only by Adam with amsgrad.
 CROSSOVER_HD void update_one(const OptimizerConfig& c, const UpdateConstants& u, float grad_scale,
                              bool decay, float& w, float g_raw, float* slot1, float* slot2,
-                             int64_t i) {
+                             float* slot3, int64_t i) {
   const float g = clipped_gradient(c, g_raw, grad_scale);
   const float d = decay_factor(c, u, decay);
   switch (c.kind) {
     case OptimizerKind::adam:
-      adam_element(c, u, d, w, g, slot1[i], slot2[i]);
+      if (c.amsgrad)
+        adam_amsgrad_element(c, u, d, w, g, slot1[i], slot2[i], slot3[i]);
+      else
+        adam_element(c, u, d, w, g, slot1[i], slot2[i]);
       return;
     case OptimizerKind::sgd:
       sgd_element(c, u, d, w, g, slot1 + i);

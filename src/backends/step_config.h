@@ -41,6 +41,9 @@ struct OptimizerConfig {
   // > 0 (tensor_clip_divisor in kernel_math.h). At most one of the clippings is set, as in Keras.
   float tensor_clipnorm = 0.0f;
   float clipvalue = 0.0f;  // clip each element to [-clipvalue, clipvalue] when > 0
+  // Adam (and so AdamW): Keras's amsgrad, a third slot per parameter (ParamSlot::slot3, Keras's
+  // velocity_hat = max(velocity_hat, v)) whose root divides the step instead of v's.
+  bool amsgrad = false;
 };
 
 enum class LossKind {

@@ -56,6 +56,7 @@ std::string compile_description(const Sequential& model) {
   if (opt.kind != OptimizerKind::adam && opt.momentum > 0)
     s += fmt::format(", momentum {:g}", opt.momentum);
   if (opt.weight_decay > 0) s += fmt::format(", weight decay {:g}", opt.weight_decay);
+  if (opt.kind == OptimizerKind::adam && opt.amsgrad) s += ", amsgrad";
   return s + "), loss " + model.loss_name();
 }
 

@@ -61,6 +61,12 @@ void restore(Sequential& model, const SafetensorsFile& file, const CheckpointInf
                                   "with {}: compile it with the same optimizer",
                                   optimizer_name(info.training.optimizer.kind),
                                   optimizer_name(model.optimizer().kind)));
+  if (model.optimizer().amsgrad != info.training.optimizer.amsgrad)
+    throw Error(path, fmt::format("the checkpoint was trained with {} (amsgrad={}) but the model "
+                                  "is compiled with amsgrad={}: compile it with the same optimizer",
+                                  optimizer_name(info.training.optimizer.kind),
+                                  info.training.optimizer.amsgrad ? "True" : "False",
+                                  model.optimizer().amsgrad ? "True" : "False"));
   load_weights(model, file, path);  // checks names and shapes, warns about NaN/Inf
   std::vector<NamedTensor> state = model.get_optimizer_state();
   for (NamedTensor& s : state) {

@@ -9,10 +9,11 @@
 //   fresh.fit(x, y, {.epochs = 2, .initial_epoch = epoch});  // the same trajectory
 //
 // A checkpoint is a safetensors file (formats/weights_io.h) holding the weights ("dense/kernel",
-// ...), the optimizer's state ("optimizer/dense/kernel/slot1", ...: Adam's m and v, SGD's
-// velocity, RMSprop's mean square) and, in __metadata__, "contents": "checkpoint", the epoch, the
-// exact optimizer step count, the optimizer settings (Keras's compile_config), the architecture
-// and any extra entries the caller adds. Written atomically, like save_weights.
+// ...), the optimizer's state ("optimizer/dense/kernel/slot1", ...: Adam's m and v (and
+// velocity_hat, slot3, with amsgrad), SGD's velocity, RMSprop's mean square) and, in __metadata__,
+// "contents": "checkpoint", the epoch, the exact optimizer step count, the optimizer settings
+// (Keras's compile_config), the architecture and any extra entries the caller adds. Written
+// atomically, like save_weights.
 //
 // Shuffling and dropout depend on the seed, the epoch and the step only, so a model compiled with
 // the same seed (and, for bit-identical results on the CPU, the same thread count) continues

@@ -615,7 +615,8 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
     auto it = cfg.find(key);
     return it != cfg.end() && !flag_is_false(*it) && !(it->is_number() && it->get<double>() == 0);
   };
-  refuse_if("amsgrad", truthy("amsgrad"), "AMSGrad is not supported");
+  const bool adam = low == "adam" || low == "adamw";
+  refuse_if("amsgrad", truthy("amsgrad") && !adam, "AMSGrad is Adam's and AdamW's only");
   refuse_if("use_ema", truthy("use_ema"), "EMA of the weights is not supported");
   refuse_if("centered", truthy("centered"), "centered RMSprop is not supported");
   refuse_if("gradient_accumulation_steps", truthy("gradient_accumulation_steps"),
@@ -654,7 +655,7 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
   const double clipvalue = number_field(cfg, "clipvalue", 0, where, who);
   OptimizerConfig out;
   try {
-    if (low == "adam" || low == "adamw") {
+    if (adam) {
       AdamOptions o;
       if (lr >= 0) o.learning_rate = lr;
       o.beta_1 = number_field(cfg, "beta_1", o.beta_1, where, who);
@@ -663,6 +664,7 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
       o.weight_decay = low == "adamw" ? number_field(cfg, "weight_decay", 0.004, where, who) : wd;
       o.clipnorm = clip;
       o.clipvalue = clipvalue;
+      o.amsgrad = truthy("amsgrad");
       out = Adam(o);
     } else if (low == "sgd") {
       SGDOptions o;
@@ -910,7 +912,7 @@ ojson optimizer_json(const OptimizerConfig& o) {
       c["beta_1"] = o.beta1;
       c["beta_2"] = o.beta2;
       c["epsilon"] = keras_config::decimal(o.epsilon);
-      c["amsgrad"] = false;
+      c["amsgrad"] = o.amsgrad;
       break;
     case OptimizerKind::sgd:
       c["momentum"] = keras_config::decimal(o.momentum);

@@ -21,8 +21,11 @@ OptimizerConfig adam_like(const char* who, OptimizerKind kind, const AdamOptions
   if (!(o.beta_1 >= 0 && o.beta_1 < 1 && o.beta_2 >= 0 && o.beta_2 < 1))
     throw Error(who, "beta_1 and beta_2 must be in [0, 1)");
   if (!(o.epsilon > 0)) throw Error(who, "epsilon must be positive");
+  if (o.amsgrad && kind != OptimizerKind::adam)
+    throw Error(who, "amsgrad is Adam's and AdamW's (Keras's " + std::string(who) + " has none)");
   OptimizerConfig c;
   c.kind = kind;
+  c.amsgrad = o.amsgrad;
   c.schedule.base = static_cast<float>(o.learning_rate);
   c.beta1 = o.beta_1;
   c.beta2 = o.beta_2;
@@ -160,23 +163,24 @@ std::string_view optimizer_name(OptimizerKind kind) {
   return "adam";
 }
 
-std::array<std::string_view, 2> optimizer_slot_names(const OptimizerConfig& c) {
+std::array<std::string_view, 3> optimizer_slot_names(const OptimizerConfig& c) {
   switch (c.kind) {
     case OptimizerKind::adam:
+      return {"momentum", "velocity", c.amsgrad ? "velocity_hat" : ""};
     case OptimizerKind::nadam:
-      return {"momentum", "velocity"};
+      return {"momentum", "velocity", ""};
     case OptimizerKind::sgd:
-      return {c.momentum > 0 ? "momentum" : "", ""};
+      return {c.momentum > 0 ? "momentum" : "", "", ""};
     case OptimizerKind::rmsprop:
-      return {"velocity", c.momentum > 0 ? "momentum" : ""};
+      return {"velocity", c.momentum > 0 ? "momentum" : "", ""};
     case OptimizerKind::adagrad:
-      return {"accumulator", ""};
+      return {"accumulator", "", ""};
     case OptimizerKind::adadelta:
-      return {"accumulated_grad", "accumulated_delta_var"};
+      return {"accumulated_grad", "accumulated_delta_var", ""};
     case OptimizerKind::adamax:
-      return {"momentum", "norm"};
+      return {"momentum", "norm", ""};
   }
-  return {"", ""};
+  return {"", "", ""};
 }
 
 int optimizer_slot_count(const OptimizerConfig& c) {

@@ -17,6 +17,9 @@ struct AdamOptions {
   double weight_decay = 0;  // decoupled, as in Keras 3 and AdamW
   double clipnorm = 0;      // clip the global gradient norm to this (0: off)
   double clipvalue = 0;     // clip each gradient element to [-clipvalue, clipvalue] (0: off)
+  // Keras's AMSGrad variant (Adam and AdamW only): a third slot per weight, velocity_hat, the
+  // running maximum of v, divides the step in v's place.
+  bool amsgrad = false;
 };
 struct SGDOptions {
   double learning_rate = 0.01;
@@ -52,7 +55,7 @@ struct AdadeltaOptions {
   double clipnorm = 0;
   double clipvalue = 0;
 };
-// Nadam and Adamax take Adam's options (the same names and defaults; no AMSGrad).
+// Nadam and Adamax take Adam's options (the same names and defaults); amsgrad is refused.
 
 OptimizerConfig Adam(const AdamOptions& options = {});
 // Adam with decoupled weight decay, Keras's AdamW defaults (weight_decay 0.004).
@@ -79,10 +82,11 @@ OptimizerConfig with_tensor_clipnorm(OptimizerConfig optimizer, double clipnorm)
 OptimizerConfig optimizer_from_name(std::string_view name);
 std::string_view optimizer_name(OptimizerKind kind);
 
-// Keras's names of the optimizer's variables per weight held in ParamSlot's slot1 and slot2
-// ("momentum", "velocity" for Adam), empty where that slot is unused by `config`.
-std::array<std::string_view, 2> optimizer_slot_names(const OptimizerConfig& config);
-// The number of state slots `config` uses per weight (0, 1 or 2).
+// Keras's names of the optimizer's variables per weight held in ParamSlot's slot1, slot2 and
+// slot3 ("momentum", "velocity" for Adam, and "velocity_hat" with amsgrad), empty where that slot
+// is unused by `config`.
+std::array<std::string_view, 3> optimizer_slot_names(const OptimizerConfig& config);
+// The number of state slots `config` uses per weight (0 to 3).
 int optimizer_slot_count(const OptimizerConfig& config);
 
 }  // namespace crossover

@@ -221,7 +221,9 @@ struct Sequential::Impl {
   int extra_metrics = 0;
   CompileOptions copts;
   std::unique_ptr<Backend> backend;
-  DeviceBlock arena;             // values | grads | slot1 | slot2, each arena_floats
+  // values | grads | slot1 | slot2 (| slot3: Adam's amsgrad, arena_slot3), each arena_floats
+  DeviceBlock arena;
+  bool arena_slot3 = false;
   DeviceBlock counters;          // StepCounters for training, then one for evaluation
   std::vector<ParamSlot> slots;  // every parameter, in params' order
   // What optimizer_step updates: the trainable parameters (not the moving statistics, nor a
@@ -485,9 +487,17 @@ struct Sequential::Impl {
   // ---- parameters ----
   float* value(const Param& p) const { return arena.as<float>() + p.offset; }
   float* grad(const Param& p) const { return arena.as<float>() + arena_floats + p.offset; }
+  // Slot k (1, 2, or 3 where the arena has it: null otherwise) of p.
   float* slot(const Param& p, int k) const {
+    if (k == 3 && !arena_slot3) return nullptr;
     return arena.as<float>() + arena_floats * (1 + k) + p.offset;
   }
+  // Whether optimizer `o` keeps a third slot per parameter (Adam's amsgrad: velocity_hat).
+  static bool uses_slot3(const OptimizerConfig& o) {
+    return o.kind == OptimizerKind::adam && o.amsgrad;
+  }
+  // The optimizer's state slots per parameter the arena holds: 2, or 3 with arena_slot3.
+  int state_slots() const { return arena_slot3 ? 3 : 2; }
 
   // trainable_only: Keras's "Trainable params", which follow layer.trainable at once.
   int64_t param_count(bool trainable_only = false) const {
@@ -517,10 +527,13 @@ struct Sequential::Impl {
     ++passes;
     plans.clear();
     arena.reset();
-    const double arena_bytes = 4 * float_bytes(arena_floats);
+    arena_slot3 = uses_slot3(opt);
+    const int blocks = 2 + state_slots();
+    const double arena_bytes = blocks * float_bytes(arena_floats);
     check_fits(arena_bytes,
                "the parameters, their gradients and the optimizer's state (" +
-                   std::to_string(param_count()) + " parameters, 4 floats each)",
+                   std::to_string(param_count()) + " parameters, " + std::to_string(blocks) +
+                   " floats each)",
                ": use fewer or smaller layers");
     arena = DeviceBlock(*backend, static_cast<std::size_t>(arena_bytes));
     const std::vector<StepCounters> zero(2 * static_cast<std::size_t>(tallies()));
@@ -533,7 +546,8 @@ struct Sequential::Impl {
     trainable_slots.clear();
     unfused_slots.clear();
     for (const Param& p : params) {
-      slots.push_back({value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1});
+      slots.push_back(
+          {value(p), grad(p), slot(p, 1), slot(p, 2), p.n, p.shape.size() > 1, slot(p, 3)});
       if (!updates(p)) continue;  // moving statistics, frozen layers
       trainable_slots.push_back(slots.back());
       // A shared layer's gradient is the sum over its calls: updated once, after them all.
@@ -2453,10 +2467,20 @@ void Sequential::use_optimizer(OptimizerConfig optimizer) {
   m.graphs_dirty = true;             // a captured step holds the optimizer's settings
   if (m.arena.bytes() == 0) return;  // allocate_parameters starts the state for it
   m.backend->synchronize();
+  if (Impl::uses_slot3(m.opt) != m.arena_slot3) {
+    // To or from Adam's amsgrad: a new arena with (or without) the third slot, the weights kept.
+    std::vector<float> values(static_cast<std::size_t>(m.arena_floats));
+    m.backend->download(values.data(), m.arena.as<float>(), values.size() * sizeof(float));
+    m.allocate_parameters();  // a fresh state (Adagrad's start included), new counters
+    m.backend->upload(m.arena.as<float>(), values.data(), values.size() * sizeof(float));
+    return;
+  }
   // Keras's accumulators of Adagrad start at its initial value, every other slot at zero.
   const float first = m.opt.kind == OptimizerKind::adagrad ? m.opt.initial_accumulator_value : 0;
   m.backend->fill(m.arena.as<float>() + 2 * m.arena_floats, first, m.arena_floats);
   m.backend->fill(m.arena.as<float>() + 3 * m.arena_floats, 0.0f, m.arena_floats);
+  if (m.arena_slot3)
+    m.backend->fill(m.arena.as<float>() + 4 * m.arena_floats, 0.0f, m.arena_floats);
   m.write_counters(m.train_counters(), StepCounters{});
 }
 
@@ -2615,10 +2639,10 @@ std::vector<NamedTensor> Sequential::get_optimizer_state() const {
   if (!m.built || m.arena.bytes() == 0) return out;
   m.backend->synchronize();
   for (const auto& p : m.params)
-    for (int k = 1; k <= 2; ++k) {
+    for (int k = 1; k <= m.state_slots(); ++k) {
       Tensor t(p.shape);
       m.backend->download(t.data(), m.slot(p, k), static_cast<std::size_t>(p.n) * 4);
-      out.push_back({p.name + (k == 1 ? "/slot1" : "/slot2"), std::move(t)});
+      out.push_back({p.name + "/slot" + std::to_string(k), std::move(t)});
     }
   StepCounters c = m.read_counters(m.train_counters());
   out.push_back({"optimizer/step", Tensor({1}, {static_cast<float>(c.step)})});
@@ -2630,11 +2654,15 @@ void Sequential::set_optimizer_state(const std::vector<NamedTensor>& state) {
   m.require_compiled("set_optimizer_state");
   if (!m.built) throw Error("set_optimizer_state", "the model's input shape is not known yet");
   if (m.arena.bytes() == 0) m.allocate_parameters();
-  if (state.size() != m.params.size() * 2 + 1)
-    throw Error("set_optimizer_state", "the optimizer state does not match this model");
+  const auto slots = static_cast<std::size_t>(m.state_slots());
+  if (state.size() != m.params.size() * slots + 1)
+    throw Error("set_optimizer_state",
+                fmt::format("the optimizer state does not match this model: {} tensors, expected "
+                            "{} ({} slots per weight and the step)",
+                            state.size(), m.params.size() * slots + 1, slots));
   std::size_t i = 0;
   for (const auto& p : m.params)
-    for (int k = 1; k <= 2; ++k, ++i) {
+    for (int k = 1; k <= m.state_slots(); ++k, ++i) {
       if (state[i].value.shape() != p.shape)
         throw Error("set_optimizer_state", "state '" + state[i].name + "' has shape " +
                                                shape_to_string(state[i].value.shape()) +

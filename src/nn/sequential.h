@@ -324,7 +324,8 @@ class Sequential {
   std::vector<NamedTensor> get_weights() const;
   // Requires the same names and shapes as get_weights(); throws Error naming the first mismatch.
   void set_weights(const std::vector<NamedTensor>& weights);
-  // Optimizer state ("dense/kernel/m", ...) and step counter, for checkpoints.
+  // Optimizer state ("dense/kernel/slot1", "dense/kernel/slot2", and "dense/kernel/slot3" with
+  // Adam's amsgrad, per parameter) and the step counter ("optimizer/step"), for checkpoints.
   std::vector<NamedTensor> get_optimizer_state() const;
   void set_optimizer_state(const std::vector<NamedTensor>& state);
   int64_t optimizer_steps() const;

@@ -246,5 +246,7 @@ def optimizer_variable_count(optimizer_name: str, trainable: int, config: dict[s
         slots = 2
     if optimizer_name == "rmsprop" and config.get("centered", False):
         slots += 1
+    if optimizer_name in ("adam", "adamw") and config.get("amsgrad", False):
+        slots = 3  # + velocity_hat
     scalars = 3 if optimizer_name == "nadam" else 2  # + Nadam's u_product
     return slots * trainable + scalars

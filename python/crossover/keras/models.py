@@ -942,7 +942,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
             opt = self.optimizer
             name = type(opt).__name__.lower() if opt is not None else ""
             optimizer_params = _summary.optimizer_variable_count(
-                name, trainable, {k: getattr(opt, k, 0) for k in ("momentum", "centered")}
+                name,
+                trainable,
+                {k: getattr(opt, k, 0) for k in ("momentum", "centered", "amsgrad")},
             )
         text = _summary.summary_text(self, optimizer_params, line_length, positions)
         (print_fn or print)(text)

@@ -340,12 +340,14 @@ class Adam(Optimizer):
         **kwargs: Any,
     ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
-        reject_unsupported(type(self).__name__, amsgrad=(amsgrad, False))
         self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
+        # Keras's AMSGrad: a third slot per variable, velocity_hat = maximum(velocity_hat, v),
+        # divides the step in v's place (kept as given, as Keras's get_config returns it).
+        self.amsgrad = amsgrad
 
     def _own_config(self) -> dict[str, Any]:
         return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                "amsgrad": False}  # fmt: skip
+                "amsgrad": self.amsgrad}  # fmt: skip
 
     def _core_optimizer(self) -> "_core.Optimizer":
         return _core.Adam(
@@ -357,6 +359,7 @@ class Adam(Optimizer):
             self.global_clipnorm,
             self.clipvalue,
             adamw=isinstance(self, AdamW),
+            amsgrad=bool(self.amsgrad),
         )
 
 

@@ -54,6 +54,28 @@ __attribute__((noinline)) void adam_range(float one_minus_beta1, float one_minus
   }
 }
 
+// The same with amsgrad: v_hat, the running maximum of v, in v's place in the step.
+__attribute__((noinline)) void adam_amsgrad_range(float one_minus_beta1, float one_minus_beta2,
+                                                  float epsilon, float alpha, float decay,
+                                                  float grad_scale, float lo, float hi,
+                                                  float* __restrict w, const float* __restrict g,
+                                                  float* __restrict m, float* __restrict v,
+                                                  float* __restrict v_hat, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = std::min(std::max(g[i] * grad_scale, lo), hi);
+    adam_amsgrad_update(one_minus_beta1, one_minus_beta2, epsilon, alpha, decay, w[i], gi, m[i],
+                        v[i], v_hat[i]);
+  }
+}
+
+// Adam with amsgrad needs its third slot: a caller that gives none is an internal error.
+void require_amsgrad_slots(const OptimizerConfig& config, std::span<const ParamSlot> params) {
+  if (config.kind != OptimizerKind::adam || !config.amsgrad) return;
+  for (const ParamSlot& p : params)
+    if (p.n > 0 && p.slot3 == nullptr)
+      throw Error("cpu", "optimizer_step: Adam with amsgrad needs a third slot (velocity_hat)");
+}
+
 // The high and low 32 bits of each lane's product with m (32 x 32 -> 64 bits, eight lanes):
 // AVX2 multiplies the even lanes; the odd lanes are shifted down, multiplied, and blended back.
 inline void mul_hi_lo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
@@ -431,6 +453,8 @@ class CpuBackend final : public Backend {
                                      const StepCounters* counters) override {
     if (config.clipnorm > 0.0f || config.tensor_clipnorm > 0.0f)
       throw Error("cpu", "dense_backward_weights_update: clipnorm needs the gradient's norm first");
+    require_amsgrad_slots(config, {&kernel, 1});
+    if (bias) require_amsgrad_slots(config, {bias, 1});
     const float lr = scheduled_learning_rate(config.schedule, counters->step);
     const int64_t t = counters->step + 1;
     const BlockUpdate update{
@@ -960,6 +984,7 @@ class CpuBackend final : public Backend {
 
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {
+    require_amsgrad_slots(config, params);
     const int64_t t = counters->step + 1;
     const float lr = scheduled_learning_rate(config.schedule, counters->step);
     counters->learning_rate = lr;
@@ -1035,15 +1060,26 @@ class CpuBackend final : public Backend {
     const float* __restrict g = p.grad;
     float* __restrict s1 = p.slot1;
     float* __restrict s2 = p.slot2;
+    float* __restrict s3 = p.slot3;
     if (c.tensor_clipnorm > 0.0f && c.kind == OptimizerKind::adam) {
-      for (int64_t i = begin; i < end; ++i)
-        adam_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
+      for (int64_t i = begin; i < end; ++i) {
+        const float gi = clipped_gradient(c, g[i], grad_scale);
+        if (c.amsgrad)
+          adam_amsgrad_element(c, u, decay, w[i], gi, s1[i], s2[i], s3[i]);
+        else
+          adam_element(c, u, decay, w[i], gi, s1[i], s2[i]);
+      }
       return;
     }
     switch (c.kind) {
       case OptimizerKind::adam:
-        adam_range(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, grad_scale,
-                   lo, hi, w + begin, g + begin, s1 + begin, s2 + begin, end - begin);
+        if (c.amsgrad)
+          adam_amsgrad_range(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay,
+                             grad_scale, lo, hi, w + begin, g + begin, s1 + begin, s2 + begin,
+                             s3 + begin, end - begin);
+        else
+          adam_range(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay,
+                     grad_scale, lo, hi, w + begin, g + begin, s1 + begin, s2 + begin, end - begin);
         return;
       case OptimizerKind::sgd:
         for (int64_t i = begin; i < end; ++i)

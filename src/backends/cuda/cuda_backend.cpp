@@ -41,7 +41,7 @@ bool same_slots(std::span<const ParamSlot> a, const std::vector<ParamSlot>& b) {
     const ParamSlot& x = a[i];
     const ParamSlot& y = b[i];
     if (x.value != y.value || x.grad != y.grad || x.slot1 != y.slot1 || x.slot2 != y.slot2 ||
-        x.n != y.n || x.decay != y.decay)
+        x.slot3 != y.slot3 || x.n != y.n || x.decay != y.decay)
       return false;
   }
   return true;
@@ -574,6 +574,11 @@ class CudaBackend final : public Backend {
   // ---- optimizer ----
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {
+    if (config.kind == OptimizerKind::adam && config.amsgrad)
+      for (const ParamSlot& p : params)
+        if (p.n > 0 && p.slot3 == nullptr)
+          throw Error(where_,
+                      "optimizer_step: Adam with amsgrad needs a third slot (velocity_hat)");
     activate();
     const SlotTable& table = slot_table(params);
     if (planning_) return;
@@ -648,7 +653,7 @@ class CudaBackend final : public Backend {
     std::vector<cuda::SlotDescriptor> host(params.size());
     for (std::size_t i = 0; i < params.size(); ++i) {
       const ParamSlot& p = params[i];
-      host[i] = {p.value, p.grad, p.slot1, p.slot2, p.n, t.total, p.decay ? 1 : 0, 1.0f};
+      host[i] = {p.value, p.grad, p.slot1, p.slot2, p.slot3, p.n, t.total, p.decay ? 1 : 0, 1.0f};
       t.total += p.n;
     }
     if (!host.empty()) {

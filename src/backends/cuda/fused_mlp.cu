@@ -36,6 +36,7 @@ struct FusedLayerArgs {
   int forward_slices;                          // split-K of the forward product (fused_mlp_slices)
   int backward_slices;                         // and of the input gradient's (depth: out)
   float *w, *b, *dw, *db, *w1, *w2, *b1, *b2;  // values, gradients, optimizer slots
+  float *w3, *b3;                              // Adam's velocity_hat with amsgrad, else null
   float* h;                                    // (rows, out): output after Dropout; last: logits
   uint8_t* mask;                               // (rows, out) when rate > 0
 };
@@ -251,13 +252,13 @@ __global__ void __launch_bounds__(kFusedThreads) fused_mlp_kernel(FusedArgs a) {
     const int64_t nw = L.in * L.out;
     for (int64_t i = thread; i < nw; i += threads) {
       float w = L.w[i];
-      update_one(a.opt, u, 1.0f, L.w_decay != 0, w, L.dw[i], L.w1, L.w2, i);
+      update_one(a.opt, u, 1.0f, L.w_decay != 0, w, L.dw[i], L.w1, L.w2, L.w3, i);
       L.w[i] = w;
     }
     if (L.b)
       for (int64_t i = thread; i < L.out; i += threads) {
         float w = L.b[i];
-        update_one(a.opt, u, 1.0f, L.b_decay != 0, w, L.db[i], L.b1, L.b2, i);
+        update_one(a.opt, u, 1.0f, L.b_decay != 0, w, L.db[i], L.b1, L.b2, L.b3, i);
         L.b[i] = w;
       }
   }
@@ -352,12 +353,14 @@ cudaError_t launch_fused_mlp(cudaStream_t stream, const FusedMlpStep& s, StepCou
     L.dw = d.kernel.grad;
     L.w1 = d.kernel.slot1;
     L.w2 = d.kernel.slot2;
+    L.w3 = d.kernel.slot3;
     L.w_decay = d.kernel.decay ? 1 : 0;
     if (d.bias.n > 0) {
       L.b = d.bias.value;
       L.db = d.bias.grad;
       L.b1 = d.bias.slot1;
       L.b2 = d.bias.slot2;
+      L.b3 = d.bias.slot3;
       L.b_decay = d.bias.decay ? 1 : 0;
     }
     const int64_t row_tiles = (rows + kT - 1) / kT, in_tiles = (d.in + kT - 1) / kT,

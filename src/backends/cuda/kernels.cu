@@ -532,7 +532,7 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
       for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         float w = d.value[i];
         update_one(config, u, config.tensor_clipnorm > 0.0f ? d.clip_divisor : grad_scale,
-                   d.decay != 0, w, d.grad[i], d.slot1, d.slot2, i);
+                   d.decay != 0, w, d.grad[i], d.slot1, d.slot2, d.slot3, i);
         d.value[i] = w;
       }
     }

@@ -35,6 +35,7 @@ struct SlotDescriptor {
   const float* grad;
   float* slot1;
   float* slot2;
+  float* slot3;  // Adam's velocity_hat with amsgrad, else null
   int64_t n;
   int64_t offset;
   int32_t decay;
