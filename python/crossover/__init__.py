@@ -53,6 +53,7 @@ from ._tensor import (  # noqa: E402
     argmax,
     argmin,
     as_dtype,
+    broadcast_to,
     cast,
     clip_by_value,
     concat,
@@ -63,30 +64,39 @@ from ._tensor import (  # noqa: E402
     equal,
     exp,
     expand_dims,
+    fill,
     float16,
     float32,
     float64,
+    gather,
     greater,
+    greater_equal,
     half,
+    identity,
     int8,
     int16,
     int32,
     int64,
     less,
+    less_equal,
     log,
     matmul,
     maximum,
     minimum,
     multiply,
+    negative,
     not_equal,
     one_hot,
     ones,
+    ones_like,
+    pow,
     reduce_max,
     reduce_mean,
     reduce_min,
     reduce_sum,
     reshape,
     shape,
+    sign,
     sqrt,
     square,
     squeeze,
@@ -98,6 +108,7 @@ from ._tensor import (  # noqa: E402
     uint32,
     uint64,
     zeros,
+    zeros_like,
 )
 from ._tensor import bool_ as bool  # noqa: E402  (tf.bool)
 from ._tensor import range_ as range  # noqa: E402  (tf.range)
@@ -106,6 +117,8 @@ newaxis = None
 
 __all__ += ["data", "distribute", "math", "nn", "Tensor", "TensorShape", "newaxis", "bool", "range"]
 __all__ += ["saved_model"]
+__all__ += ["broadcast_to", "fill", "gather", "greater_equal", "identity", "less_equal"]
+__all__ += ["negative", "ones_like", "pow", "sign", "zeros_like"]
 __all__ += [
     "abs",
     "add",
@@ -186,7 +199,10 @@ __all__ += ["get_logger", "executing_eagerly", "autograph", "compat"]
 
 # Custom training loops: tf.GradientTape over the engine's split step (_tape.py), and tf.function,
 # which has nothing to compile (the step is C++): the function itself.
-from ._tape import GradientTape  # noqa: E402
+from ._tape import GradientTape, UnconnectedGradients  # noqa: E402
+from ._tensor import InvalidArgumentError as _InvalidArgumentError  # noqa: E402
+
+errors = _Namespace("errors", InvalidArgumentError=_InvalidArgumentError)
 
 
 def function(
@@ -209,7 +225,7 @@ def function(
     return func
 
 
-__all__ += ["GradientTape", "function"]
+__all__ += ["GradientTape", "UnconnectedGradients", "errors", "function"]
 
 # tf.Variable: a float32 variable (a custom layer's weight when set as its attribute), and
 # TensorFlow's initializer classes, Keras's (keras/layers.py, keras/initializers.py).
