@@ -20,6 +20,13 @@ from typing import Any
 # is kept; where another package loaded libgomp earlier, its setting stays.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "2000"
+# numpy's OpenBLAS, which computes TensorFlow's eager ops here (_tensor.py): one thread. Its
+# worker threads busy-wait as libgomp's do; an MNIST-size matmul (32 x 784 x 128) is too small
+# to share, and on this project's 2-core machine, busy with other work, two threads made a
+# from-scratch MLP's epoch 5-40x slower (docs/PYTHON.md, "Eager tensors"). Set when numpy is
+# not loaded yet (python -m crossover, or crossover imported first); a value the user set stays.
+if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 # The engine's compiled floor (x86-64-v3), said as an ImportError before its code is loaded.
 from ._cpu import require_floor  # noqa: E402
