@@ -101,6 +101,13 @@ def loss_of(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any) -> Optional
     """A keras loss object applied to recorded outputs: the engine's loss and backward pass
     (None when y_pred is not a recorded model output: the loss is computed as usual)."""
     call = getattr(y_pred, "_crossover_call", None)
+    if call is None and any(id(y_pred) in t._ids for t in _tensor._recording):
+        # Eager ops' output under a tape: numpy's loss would not be recorded (a None gradient).
+        raise _refuse(
+            f"{type(loss).__name__} on the result of TensorFlow's eager ops under a "
+            f"GradientTape (its gradient is not recorded: use tf.nn's losses, e.g. "
+            f"tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)))"
+        )
     if call is None or not any(t._recording for t in call.tapes):
         return None  # not recorded (a tape records only inside its `with`): numpy's value
     from .keras import losses as losses_module

@@ -351,3 +351,13 @@ def test_random_draws_follow_the_seed() -> None:
     )
     with pytest.raises(ValueError, match="maxval"):
         tf.random.uniform([2], dtype=tf.int32)
+
+
+def test_a_keras_loss_object_on_recorded_eager_ops_is_refused_not_a_none_gradient() -> None:
+    w = tf.Variable(tf.ones([3, 2]))
+    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    with tf.GradientTape():
+        logits = tf.matmul(tf.ones([4, 3]), w)
+        with pytest.raises(NotImplementedError, match="eager ops under a GradientTape"):
+            loss_object(np.array([0, 1, 1, 0]), logits)
+    assert float(loss_object(np.array([0, 1, 1, 0]), logits)) > 0  # outside a tape: its value
