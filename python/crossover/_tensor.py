@@ -199,7 +199,10 @@ def convert_to_tensor(
     if trace is not None:  # an op that has no node on symbolic tensors
         import sys
 
-        op = sys._getframe(1).f_code.co_name
+        frame = sys._getframe(1)  # the public op that was called, past the helpers (_arr)
+        while frame.f_code.co_name.startswith("_") and frame.f_back is not None:
+            frame = frame.f_back
+        op = frame.f_code.co_name
         raise trace.not_supported(f"the op '{op}'" if op != "op" else "this op")
     if hasattr(value, "_eager_read"):  # a tf.Variable: its value read now (recorded)
         read = identity(value)
