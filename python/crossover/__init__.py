@@ -20,6 +20,13 @@ from typing import Any
 # is kept; where another package loaded libgomp earlier, its setting stays.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "2000"
+# numpy's OpenBLAS, which computes TensorFlow's eager ops here (_tensor.py): one thread. Its
+# worker threads busy-wait as libgomp's do; an MNIST-size matmul (32 x 784 x 128) is too small
+# to share, and on this project's 2-core machine, busy with other work, two threads made a
+# from-scratch MLP's epoch 5-40x slower (docs/PYTHON.md, "Eager tensors"). Set when numpy is
+# not loaded yet (python -m crossover, or crossover imported first); a value the user set stays.
+if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 # The engine's compiled floor (x86-64-v3), said as an ImportError before its code is loaded.
 from ._cpu import require_floor  # noqa: E402
@@ -65,6 +72,7 @@ from ._tensor import (  # noqa: E402
     argmax,
     argmin,
     as_dtype,
+    broadcast_to,
     cast,
     clip_by_value,
     concat,
@@ -75,30 +83,39 @@ from ._tensor import (  # noqa: E402
     equal,
     exp,
     expand_dims,
+    fill,
     float16,
     float32,
     float64,
+    gather,
     greater,
+    greater_equal,
     half,
+    identity,
     int8,
     int16,
     int32,
     int64,
     less,
+    less_equal,
     log,
     matmul,
     maximum,
     minimum,
     multiply,
+    negative,
     not_equal,
     one_hot,
     ones,
+    ones_like,
+    pow,
     reduce_max,
     reduce_mean,
     reduce_min,
     reduce_sum,
     reshape,
     shape,
+    sign,
     sqrt,
     square,
     squeeze,
@@ -110,6 +127,7 @@ from ._tensor import (  # noqa: E402
     uint32,
     uint64,
     zeros,
+    zeros_like,
 )
 from ._tensor import bool_ as bool  # noqa: E402  (tf.bool)
 from ._tensor import range_ as range  # noqa: E402  (tf.range)
@@ -118,6 +136,8 @@ newaxis = None
 
 __all__ += ["data", "distribute", "math", "nn", "Tensor", "TensorShape", "newaxis", "bool", "range"]
 __all__ += ["saved_model"]
+__all__ += ["broadcast_to", "fill", "gather", "greater_equal", "identity", "less_equal"]
+__all__ += ["negative", "ones_like", "pow", "sign", "zeros_like"]
 __all__ += [
     "abs",
     "add",
@@ -198,7 +218,10 @@ __all__ += ["get_logger", "executing_eagerly", "autograph", "compat"]
 
 # Custom training loops: tf.GradientTape over the engine's split step (_tape.py), and tf.function,
 # which has nothing to compile (the step is C++): the function itself.
-from ._tape import GradientTape  # noqa: E402
+from ._tape import GradientTape, UnconnectedGradients  # noqa: E402
+from ._tensor import InvalidArgumentError as _InvalidArgumentError  # noqa: E402
+
+errors = _Namespace("errors", InvalidArgumentError=_InvalidArgumentError)
 
 
 def function(
@@ -221,7 +244,7 @@ def function(
     return func
 
 
-__all__ += ["GradientTape", "function"]
+__all__ += ["GradientTape", "UnconnectedGradients", "errors", "function"]
 
 # tf.Variable: a float32 variable (a custom layer's weight when set as its attribute), and
 # TensorFlow's initializer classes, Keras's (keras/layers.py, keras/initializers.py).

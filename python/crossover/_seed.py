@@ -28,11 +28,19 @@ def check(seed: object, who: str) -> int:
     return value
 
 
+_generation = 0  # set_seed calls so far: tf.random's draws restart at each (random.py)
+
+
 def set_seed(seed: int) -> None:
-    global _seed, _drawn, _weights_drawn
+    global _seed, _drawn, _weights_drawn, _generation
     _seed = seed
     _drawn = 0
     _weights_drawn = 0
+    _generation += 1
+
+
+def generation() -> int:
+    return _generation
 
 
 def get() -> int:

@@ -101,6 +101,13 @@ def loss_of(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any) -> Optional
     """A keras loss object applied to recorded outputs: the engine's loss and backward pass
     (None when y_pred is not a recorded model output: the loss is computed as usual)."""
     call = getattr(y_pred, "_crossover_call", None)
+    if call is None and any(id(y_pred) in t._ids for t in _tensor._recording):
+        # Eager ops' output under a tape: numpy's loss would not be recorded (a None gradient).
+        raise _refuse(
+            f"{type(loss).__name__} on the result of TensorFlow's eager ops under a "
+            f"GradientTape (its gradient is not recorded: use tf.nn's losses, e.g. "
+            f"tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)))"
+        )
     if call is None or not any(t._recording for t in call.tapes):
         return None  # not recorded (a tape records only inside its `with`): numpy's value
     from .keras import losses as losses_module
@@ -156,8 +163,43 @@ class _LossValue(_tensor.Tensor):
     __radd__ = __add__
 
 
+class UnconnectedGradients:
+    """tf.UnconnectedGradients: what gradient gives for a source the target does not depend
+    on, None (TensorFlow's default) or zeros."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _flatten(structure: Any) -> list[Any]:
+    if isinstance(structure, dict):
+        return [v for k in structure for v in _flatten(structure[k])]
+    if isinstance(structure, (list, tuple)):
+        return [v for item in structure for v in _flatten(item)]
+    return [structure]
+
+
+def _pack(structure: Any, flat: Iterator[Any]) -> Any:
+    if isinstance(structure, dict):
+        return {k: _pack(v, flat) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_pack(v, flat) for v in structure)
+    return next(flat)
+
+
+def _is_watchable(value: Any) -> bool:
+    return isinstance(value, _tensor.Tensor) or _tensor._is_var(value)
+
+
 class GradientTape:
-    """tf.GradientTape over the engine's split step (see the module's text)."""
+    """tf.GradientTape. Two kinds of computation are differentiated:
+
+    - TensorFlow's eager ops (_tensor.py: tf.matmul, tf.nn.*, arithmetic on tensors and
+      tf.Variables, ...), each recorded with its backward while the tape records, as
+      TensorFlow's tape does (persistent and nested tapes, watch, stop_recording);
+    - a keras loss object applied to model(x, training=True), differentiated with respect to
+      model.trainable_variables by the engine's split training step (see the module's text).
+    """
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._persistent = bool(persistent)
@@ -165,47 +207,154 @@ class GradientTape:
         self._calls: list[_Call] = []
         self._recording = False
         self._used = False
+        self._ids: set[int] = set()  # what the tape sees: watched, or made by a recorded op
+        self._watched: list[Any] = []  # keeps them alive, so that their ids stay theirs
+        self._records: list[tuple[Any, Any, Any]] = []  # (operands, output, backward)
 
     def __enter__(self) -> "GradientTape":
-        self._recording = True
-        _active.append(self)
+        self._start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop()
+
+    def _start(self) -> None:
+        self._recording = True
+        _active.append(self)
+        _tensor._recording.append(self)
+
+    def _stop(self) -> None:
         self._recording = False
         if self in _active:
             _active.remove(self)
+        if self in _tensor._recording:
+            _tensor._recording.remove(self)
+
+    def _watch_one(self, value: Any) -> None:
+        if id(value) not in self._ids:
+            self._ids.add(id(value))
+            self._watched.append(value)
 
     def watch(self, tensor: Any) -> None:
-        """The model's trainable variables are watched already; nothing else can be."""
-        for value in tensor if isinstance(tensor, (list, tuple)) else [tensor]:
-            if _variable_of(value) is None:
-                raise _refuse("GradientTape.watch of a tensor that is not a model's variable")
+        """Records the ops on `tensor` (a tensor or variable, or a list or dict of them) from now
+        on, as TensorFlow's watch."""
+        for value in _flatten(tensor):
+            if not _is_watchable(value):
+                raise ValueError(
+                    f"GradientTape.watch: passed in object of type {type(value).__name__}, "
+                    f"not a tf.Tensor or tf.Variable (tf.constant(value) makes one)"
+                )
+            self._watch_one(value)
+
+    def watched_variables(self) -> tuple[Any, ...]:
+        return tuple(v for v in self._watched if _tensor._is_var(v))
 
     @contextlib.contextmanager
     def stop_recording(self) -> Iterator[None]:
-        was = self._recording
-        self._recording = False
+        """Ops inside are not recorded (by this tape)."""
+        if not self._recording:
+            raise RuntimeError("Tape.stop_recording: the tape is not recording")
+        self._stop()
         try:
             yield
         finally:
-            self._recording = was
+            self._start()
 
     def reset(self) -> None:
         self._calls = []
+        self._ids = set()
+        self._watched = []
+        self._records = []
 
     def gradient(
         self,
         target: Any,
         sources: Any,
         output_gradients: Any = None,
-        unconnected_gradients: Any = None,
+        unconnected_gradients: Any = UnconnectedGradients.NONE,
     ) -> Any:
         if self._used and not self._persistent:
             raise RuntimeError(
                 "A non-persistent GradientTape can only be used to compute one set of gradients "
                 "(or jacobians)"
             )
+        if getattr(target, "_crossover_loss", None) is not None:
+            return self._model_gradient(target, sources, output_gradients)
+        self._used = True
+        flat = _flatten(sources)
+        for i, source in enumerate(flat):
+            if getattr(source, "_crossover_variable", None) is not None and id(source) not in (
+                self._ids
+            ):
+                raise _refuse(
+                    f"GradientTape.gradient with respect to a model's trainable variable (source "
+                    f"{i}) of a target that is not the value of a loss object applied to a "
+                    f"model's outputs on this tape (eager arithmetic on a model's outputs, or a "
+                    f"loss function called as a function, before the loss)"
+                )
+            if not _is_watchable(source):
+                raise ValueError(
+                    f"GradientTape.gradient: source {i} is a {type(source).__name__}, not a "
+                    f"tf.Tensor or tf.Variable"
+                )
+        grads = self._backward(target, output_gradients)
+        if self._calls and any(grads.get(id(s)) is None for s in flat):
+            # A model ran on this tape: its weights' gradients come from the engine's step,
+            # which sees a loss object applied to its outputs only; None would be wrong.
+            raise _refuse(
+                "GradientTape.gradient of a target that is not the value of a loss object "
+                "applied to a model's outputs on this tape (arithmetic on a loss or on the "
+                "outputs, a loss function called as a function, a custom computation), with "
+                "respect to sources it does not reach by TensorFlow's eager ops"
+            )
+        zero = str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower()
+        out = []
+        for source in flat:
+            g = grads.get(id(source))
+            if g is not None and _tensor._arr(source).dtype.kind != "f":
+                g = None  # integer sources have no gradient (TensorFlow's)
+            if g is None and zero == "zero":
+                g = _tensor.zeros_like(source)
+            out.append(g if g is None or isinstance(g, _tensor.Tensor) else _tensor.tensor(g))
+        return _pack(sources, iter(out))
+
+    def _backward(self, target: Any, output_gradients: Any) -> dict[int, Any]:
+        """The gradient of the target(s), summed, with respect to everything the tape saw, by
+        id: the records in reverse, each op's backward (recorded by the tapes that record)."""
+        targets = _flatten(target)
+        if output_gradients is None:
+            seeds = [None] * len(targets)
+        elif isinstance(target, (list, tuple, dict)):
+            seeds = _flatten(output_gradients)
+        else:
+            seeds = [output_gradients]
+        if len(seeds) != len(targets):
+            raise ValueError(
+                "GradientTape.gradient: output_gradients must have one gradient per target"
+            )
+        ids = self._ids
+        grads: dict[int, Any] = {}
+        for t, seed in zip(targets, seeds):
+            if not _is_watchable(t) or id(t) not in ids:
+                continue  # not computed from what the tape watched: every gradient is None
+            a = _tensor._arr(t)
+            g = _tensor.ones_like(a) if seed is None else _tensor.cast(seed, a.dtype)
+            grads[id(t)] = g if id(t) not in grads else _tensor.add(grads[id(t)], g)
+        for inputs, out, backward in reversed(list(self._records)):
+            g = grads.get(id(out))
+            if g is None:
+                continue
+            need = [id(x) in ids for x in inputs]
+            if not any(need):
+                continue
+            for x, gx, wanted in zip(inputs, backward(g, need), need):
+                if gx is None or not wanted:
+                    continue
+                k = id(x)
+                grads[k] = gx if k not in grads else _tensor.add(grads[k], gx)
+        return grads
+
+    def _model_gradient(self, target: Any, sources: Any, output_gradients: Any) -> Any:
         if output_gradients is not None:
             raise _refuse("GradientTape.gradient(output_gradients=)")
         call = getattr(target, "_crossover_loss", None)
@@ -244,6 +393,21 @@ def apply_gradients(optimizer: Any, grads_and_vars: Any) -> None:
     pairs = list(grads_and_vars)
     if not pairs:
         raise ValueError("apply_gradients: no gradients given")
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(
+                f"apply_gradients: expected (gradient, variable) pairs, got {type(pair).__name__} "
+                f"at {i}"
+            )
+    eager = [_tensor._is_var(v) for _, v in pairs]
+    if all(eager):
+        optimizer._apply_to_variables(pairs)
+        return
+    if any(eager):
+        raise _refuse(
+            "apply_gradients on tf.Variables and a model's trainable variables in one call "
+            "(apply each set with its own call)"
+        )
     from .keras.models import Sequential
 
     model = None

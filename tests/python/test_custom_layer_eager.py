@@ -319,8 +319,8 @@ def test_variables_set_as_attributes_are_the_layers_weights_as_keras_tracks_them
     seeded = keras.initializers.RandomNormal(seed=3)
     np.testing.assert_array_equal(seeded((50,)), seeded((50,)))
     assert tf.zeros(2, 1).dtype == np.float32  # TensorFlow's DataType number 1: float32
-    with pytest.raises(NotImplementedError, match="Variable of dtype int64"):
-        tf.Variable(np.arange(3))
+    counter = tf.Variable(np.arange(3))  # TensorFlow's: an int64 variable (not in a model)
+    assert counter.dtype == np.int64 and counter.assign_add([1, 1, 1]).numpy().tolist() == [1, 2, 3]
 
 
 def test_a_subclassed_model_not_compiled_runs_its_call_on_data_when_it_cannot_be_traced():

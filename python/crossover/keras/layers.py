@@ -584,8 +584,17 @@ class Weight:
     def value(self) -> _tensor.Tensor:
         return _tensor.tensor(self.numpy())
 
+    def _eager_read(self) -> np.ndarray:
+        """The values as TensorFlow's ops read them (_tensor.py), not a copy: an update
+        replaces the array (assign, apply_gradients), so a value read before keeps its own."""
+        array = self._array
+        return array if self._op is None and array is not None else self._drawn()
+
     def _checked(self, value: Any) -> np.ndarray:
-        array = np.asarray(_tensor._plain(value), dtype=np.float32)
+        dtype = np.dtype(self.dtype)
+        if _tensor._is_var(value):
+            value = value._eager_read()
+        array = np.asarray(_tensor._plain(value), dtype=dtype)
         if array.shape != self.shape:
             if array.size == int(np.prod(self.shape)) and array.ndim <= len(self.shape):
                 array = np.broadcast_to(array, self.shape)
@@ -595,7 +604,7 @@ class Weight:
                     f"`variable.assign(value)` must match. variable.shape={self.shape}, "
                     f"Received: value.shape={array.shape}. Target variable: {self!r}"
                 )
-        return np.array(array, dtype=np.float32)
+        return np.array(array, dtype=dtype)
 
     def assign(self, value: Any) -> "Weight":
         """Keras's assign: new values of the same shape (float32)."""
@@ -619,9 +628,8 @@ class Weight:
     def _op2(self, op: str, other: Any, first: bool) -> Any:
         if _trace.symbolic(other):
             return _trace.binary(op, self, other) if first else _trace.binary(op, other, self)
-        mine, theirs = self.numpy(), np.asarray(_tensor._plain(other))
-        f = getattr(np, _NUMPY_OPS[op])
-        return _tensor.tensor(f(mine, theirs) if first else f(theirs, mine))
+        f = getattr(_tensor, op)  # TensorFlow's op on the values, recorded by tapes
+        return f(self, other) if first else f(other, self)
 
     def __add__(self, o: Any) -> Any:
         return self._op2("add", o, True)
@@ -650,29 +658,35 @@ class Weight:
     def __pow__(self, o: Any) -> Any:
         if _trace.symbolic(o):
             raise _trace.not_supported("a weight to the power of a symbolic tensor")
-        return _tensor.tensor(np.power(self.numpy(), np.asarray(_tensor._plain(o))))
+        return _tensor.pow(self, o)
+
+    def __rpow__(self, o: Any) -> Any:
+        return _tensor.pow(o, self)
 
     def __neg__(self) -> Any:
-        return _tensor.tensor(np.negative(self.numpy()))
+        return _tensor.negative(self)
 
     def __getitem__(self, index: Any) -> Any:
-        return _tensor.tensor(self.numpy()[index])
+        return _tensor._getitem(self, index)
 
     def __matmul__(self, o: Any) -> Any:
         if _trace.symbolic(o):
             raise _trace.not_supported("matmul of a weight by a symbolic tensor (w @ x)")
-        return _tensor.tensor(np.matmul(self.numpy(), np.asarray(_tensor._plain(o))))
+        return _tensor.matmul(self, o)
 
     def __rmatmul__(self, o: Any) -> Any:
         if _trace.symbolic(o):
             return _trace.matmul(o, self)
-        return _tensor.tensor(np.matmul(np.asarray(_tensor._plain(o)), self.numpy()))
+        return _tensor.matmul(o, self)
 
 
 class Variable(Weight):
-    """keras.Variable, keras.backend.Variable and tf.Variable: a float32 variable made from its
-    initial values (or an initializer and a shape). Set as an attribute of a custom layer, it
-    is one of that layer's weights, as Keras tracks it (layers.py's Layer.__setattr__)."""
+    """keras.Variable, keras.backend.Variable and tf.Variable: a variable made from its initial
+    values (or an initializer and a shape), of their dtype as TensorFlow's (Python floats
+    float32, ints int32, numpy arrays their own). Read by TensorFlow's ops (_tensor.py) and
+    watched by the tapes that read it when trainable. Set as an attribute of a custom layer, it
+    is one of that layer's weights, as Keras tracks it (layers.py's Layer.__setattr__); a
+    model's graph holds it as float32."""
 
     def __init__(
         self,
@@ -694,22 +708,52 @@ class Variable(Weight):
         if isinstance(value, (str, initializers.Initializer)):
             init = initializers.get(value)
             value = init(tuple(int(d) for d in shape or ()))
-        array = np.asarray(_tensor._plain(value))
+        if callable(value) and not isinstance(value, (np.ndarray, Weight)):
+            value = value()  # TensorFlow's initial_value may be a function of no arguments
+        if _tensor._is_var(value):
+            value = value._eager_read()
+        array = np.asarray(_tensor.convert_to_tensor(value)).view(np.ndarray)
         if dtype is not None:
             array = array.astype(_tensor.as_dtype(dtype))
-        if array.dtype.kind != "f":
+        if array.dtype.kind not in "fiub":
             raise NotImplementedError(
-                f"Variable of dtype {array.dtype} is not supported (yet): crossover's variables "
-                f"are float32 (a layer's weights); {SEE_SUPPORTED}"
+                f"Variable of dtype {array.dtype} is not supported (yet); {SEE_SUPPORTED}"
             )
-        shape = tuple(array.shape)
+        shape = _tensor.TensorShape(array.shape)
         init = init or initializers.Zeros()
         trainable = True if trainable is None else bool(trainable)
         super().__init__(None, name or _names.uniquify("variable"), shape, init, trainable)
-        self._array = np.array(array, dtype=np.float32)
+        self.dtype = array.dtype  # type: ignore[assignment]  (== "float32" as Keras's name)
+        self._array = np.array(array)
 
+    def _attach(self, op: Any) -> None:
+        """A model's graph holds its weights as float32 (a float variable is converted)."""
+        if np.dtype(self.dtype).kind != "f":
+            raise NotImplementedError(
+                f"a Variable of dtype {np.dtype(self.dtype).name} in a model's graph is not "
+                f"supported (yet): the engine's weights are float32; {SEE_SUPPORTED}"
+            )
+        if self._array is not None:
+            self._array = self._array.astype(np.float32)
+        self.dtype = np.dtype("float32")
+        super()._attach(op)
 
-_NUMPY_OPS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "true_divide"}
+    def read_value(self) -> _tensor.Tensor:
+        return _tensor.identity(self)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = np.array(self._eager_read())
+        return value if dtype is None else value.astype(dtype)
+
+    def __repr__(self) -> str:
+        value = self._eager_read()
+        return (
+            f"<tf.Variable '{self.name}:0' shape={tuple(self.shape)} "
+            f"dtype={np.dtype(self.dtype).name}, numpy={value!r}>"
+        )
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
 
 
 class _OpLayer(Layer):
@@ -809,15 +853,17 @@ def Input(
     Sequential list, the model's input shape."""
     from . import functional
 
-    return functional.input_tensor(InputLayer(
-        shape=shape,
-        batch_size=batch_size,
-        dtype=dtype,
-        sparse=sparse,
-        batch_shape=batch_shape,
-        name=name,
-        input_tensor=tensor,
-    ))
+    return functional.input_tensor(
+        InputLayer(
+            shape=shape,
+            batch_size=batch_size,
+            dtype=dtype,
+            sparse=sparse,
+            batch_shape=batch_shape,
+            name=name,
+            input_tensor=tensor,
+        )
+    )
 
 
 class Flatten(Layer):

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _core
+from .._tensor import _plain as _plain_tensor
 from . import schedules
 from ._args import reject_unknown, reject_unsupported
 
@@ -105,6 +106,10 @@ def _snake_case(name: str) -> str:
     """Keras's naming.to_snake_case: 'RMSprop' -> 'rm_sprop', 'AdamW' -> 'adam_w'."""
     name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _plain_array(value: Any) -> np.ndarray:
+    return np.asarray(_plain_tensor(value))
 
 
 class Optimizer:
@@ -291,6 +296,71 @@ class Optimizer:
         reject_unknown(f"{type(self).__name__}.apply_gradients", kwargs, like="signature")
         _tape.apply_gradients(self, grads_and_vars)
         return self.iterations
+
+    def _apply_to_variables(self, pairs: list[tuple[Any, Any]]) -> None:
+        """apply_gradients on tf.Variables (a from-scratch loop): the CPU backend's own update
+        (the one fit runs, _core.ArrayOptimizer) on the variables' float32 values, with this
+        optimizer's state per variable (Keras's slots, made at a variable's first update) and
+        its iteration count. A None gradient skips its variable, as Keras's does."""
+        import warnings
+
+        given = [(g, v) for g, v in pairs if g is not None]
+        if len(given) < len(pairs):
+            if not given:
+                raise ValueError(
+                    f"No gradients provided for any variable. Variables: "
+                    f"{[getattr(v, 'name', '?') for _, v in pairs]}"
+                )
+            warnings.warn(
+                "Gradients do not exist for variables "
+                f"{[getattr(v, 'name', '?') for g, v in pairs if g is None]} when minimizing "
+                "the loss. If using `model.compile()`, did you forget to provide a `loss` "
+                "argument?",
+                stacklevel=3,
+            )
+        state = getattr(self, "_array_state", None)
+        if state is None:
+            state = self._array_state = (_core.ArrayOptimizer(get(self)), {})
+            self._array_state_steps = int(self._iterations)
+        engine, slots = state
+        if self._schedule is None and engine.learning_rate != np.float32(self._learning_rate):
+            engine.set_learning_rate(self._learning_rate)
+        owner = type(self).__name__
+        batch = []
+        for i, (grad, var) in enumerate(given):
+            value = var._eager_read()
+            if getattr(var, "_op", None) is not None:
+                raise NotImplementedError(
+                    f"{owner}.apply_gradients on {var.name}, a weight of a model's graph (the "
+                    f"model's engine holds and updates it: train the model, or apply the "
+                    f"gradients of model.trainable_variables)"
+                )
+            if value.dtype != np.float32:
+                raise NotImplementedError(
+                    f"{owner}.apply_gradients on {var.name} of dtype {value.dtype.name} is not "
+                    f"supported (yet): crossover's optimizers update float32 variables"
+                )
+            g = np.asarray(_plain_array(grad), dtype=np.float32, order="C")
+            if g.shape != value.shape:
+                raise ValueError(
+                    f"{owner}.apply_gradients: the gradient of {var.name} has shape {g.shape}, "
+                    f"the variable {value.shape}"
+                )
+            if id(var) not in slots:
+                first = engine.initial_accumulator_value
+                shape = value.shape
+                slots[id(var)] = (
+                    var,
+                    np.full(shape, first, np.float32),
+                    np.zeros(shape, np.float32),
+                )
+            _, slot1, slot2 = slots[id(var)]
+            new = np.array(value, dtype=np.float32, order="C")  # earlier reads keep theirs
+            batch.append((new, g, slot1, slot2, True))
+        engine.step(batch)
+        for (grad, var), (new, *_rest) in zip(given, batch):
+            var._array = new
+        self._iterations = self._array_state_steps + int(engine.steps)
 
     def apply(self, grads: Any, trainable_variables: Any = None) -> np.int64:
         """Keras 3's apply(grads, trainable_variables): apply_gradients of the pairs."""
