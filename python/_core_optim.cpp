@@ -31,15 +31,19 @@ struct ArrayOptimizer {
   std::unique_ptr<Backend> backend = make_cpu_backend(1);
 };
 
-// (value, grad, slot1, slot2, decay) per variable, all of the same size, float32.
-using Slot = std::tuple<MutableArray, ConstArray, MutableArray, MutableArray, bool>;
+// (value, grad, slot1, slot2, slot3, decay) per variable, float32, all of the same size but slot3,
+// which is empty unless the optimizer keeps a third slot (Adam's amsgrad: velocity_hat).
+using Slot = std::tuple<MutableArray, ConstArray, MutableArray, MutableArray, MutableArray, bool>;
+
+bool third_slot(const OptimizerConfig& c) { return !optimizer_slot_names(c)[2].empty(); }
 
 void step(ArrayOptimizer& o, const std::vector<Slot>& slots) {
   std::vector<ParamSlot> params;
   params.reserve(slots.size());
-  for (const auto& [value, grad, slot1, slot2, decay] : slots) {
+  const bool third = third_slot(o.config);
+  for (const auto& [value, grad, slot1, slot2, slot3, decay] : slots) {
     const std::size_t n = value.size();
-    if (grad.size() != n || slot1.size() != n || slot2.size() != n)
+    if (grad.size() != n || slot1.size() != n || slot2.size() != n || (third && slot3.size() != n))
       throw Error("apply_gradients", "a variable's gradient or optimizer state has " +
                                          std::to_string(grad.size()) + " values, not " +
                                          std::to_string(n));
@@ -48,6 +52,7 @@ void step(ArrayOptimizer& o, const std::vector<Slot>& slots) {
     p.grad = const_cast<float*>(grad.data());  // optimizer_step reads the gradient only
     p.slot1 = slot1.data();
     p.slot2 = slot2.data();
+    p.slot3 = third ? slot3.data() : nullptr;
     p.n = static_cast<int64_t>(n);
     p.decay = decay;
     params.push_back(p);
@@ -76,6 +81,7 @@ void bind_optim(nb::module_& m) {
           nb::arg("optimizer"))
       .def("step", &step, nb::arg("slots"))
       .def_prop_ro("steps", [](const ArrayOptimizer& o) { return o.counters.step; })
+      .def_prop_ro("third_slot", [](const ArrayOptimizer& o) { return third_slot(o.config); })
       .def_prop_ro("initial_accumulator_value",
                    [](const ArrayOptimizer& o) {
                      return o.config.kind == OptimizerKind::adagrad

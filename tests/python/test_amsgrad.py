@@ -161,3 +161,22 @@ def test_a_custom_loop_switching_to_amsgrad_gets_its_slot() -> None:
     want, _, _ = keras_adam(weights, [grads], 0.01)
     for mine, theirs in zip(model.get_weights(), want):
         np.testing.assert_allclose(mine, theirs, rtol=0, atol=2e-6)
+
+
+def test_apply_gradients_on_tf_variables_keeps_velocity_hat() -> None:
+    # A from-scratch loop's tf.Variables (no model): the CPU backend's update with a third slot.
+    import crossover as tf
+
+    w0 = [np.array([[0.1, -0.2], [0.3, 0.4]], np.float32), np.array([0.5, -0.5], np.float32)]
+    variables = [tf.Variable(w) for w in w0]
+    opt = keras.optimizers.Adam(learning_rate=0.1, beta_2=0.9, amsgrad=True)
+    g0 = [np.array([[0.1, -0.2], [0.3, 1e-3]]), np.array([0.1, -0.3])]
+    grads = [[falling(g, t) for g in g0] for t in range(1, 9)]
+    for step in grads:
+        opt.apply_gradients(zip([g.astype(np.float32) for g in step], variables))
+    assert int(opt.iterations) == 8
+    want, _, _ = keras_adam(w0, grads, 0.1, beta_2=0.9)
+    plain, _, _ = keras_adam(w0, grads, 0.1, beta_2=0.9, amsgrad=False)
+    for var, theirs, adam in zip(variables, want, plain):
+        np.testing.assert_allclose(var.numpy(), theirs, rtol=0, atol=3e-6)
+        assert np.abs(theirs - adam).max() > 1e-4

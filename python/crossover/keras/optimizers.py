@@ -353,10 +353,11 @@ class Optimizer:
                     var,
                     np.full(shape, first, np.float32),
                     np.zeros(shape, np.float32),
+                    np.zeros(shape if engine.third_slot else (0,), np.float32),  # velocity_hat
                 )
-            _, slot1, slot2 = slots[id(var)]
+            _, slot1, slot2, slot3 = slots[id(var)]
             new = np.array(value, dtype=np.float32, order="C")  # earlier reads keep theirs
-            batch.append((new, g, slot1, slot2, True))
+            batch.append((new, g, slot1, slot2, slot3, True))
         engine.step(batch)
         for (grad, var), (new, *_rest) in zip(given, batch):
             var._array = new
