@@ -353,11 +353,48 @@ def test_random_draws_follow_the_seed() -> None:
         tf.random.uniform([2], dtype=tf.int32)
 
 
-def test_a_keras_loss_object_on_recorded_eager_ops_is_refused_not_a_none_gradient() -> None:
+def test_keras_loss_functions_and_objects_on_recorded_eager_ops_are_differentiated() -> None:
+    # keras.losses on eager ops' results under a tape (a from-scratch model's softmax, as
+    # Deep Learning with Python's chapter 2 writes it): Keras's formula in the eager ops.
+    losses = tf.keras.losses
+    logits = r(5, 4)
+    labels = np.array([0, 3, 1, 1, 2])
+    onehot = np.eye(4)[labels]
+    probs = lambda x: tf.nn.softmax(x)  # noqa: E731
+    check(lambda x: losses.sparse_categorical_crossentropy(labels, probs(x)), logits)
+    check(lambda x: losses.sparse_categorical_crossentropy(labels, x, from_logits=True), logits)
+    check(lambda x: losses.categorical_crossentropy(onehot, probs(x)), logits)
+    check(lambda x: losses.categorical_crossentropy(onehot, x, from_logits=True), logits)
+    check(lambda x: losses.categorical_crossentropy(onehot, probs(x), label_smoothing=0.1), logits)
+    targets = RS.uniform(0, 1, (5, 4))
+    check(lambda x: losses.binary_crossentropy(targets, tf.nn.sigmoid(x)), logits)
+    check(lambda x: losses.binary_crossentropy(targets, x, from_logits=True), logits)
+    check(lambda x: losses.mean_squared_error(targets, x), logits)
+    check(lambda x: losses.mean_absolute_error(targets, x), logits)
+    check(lambda x: losses.mean_squared_error(targets[:, 0], x[:, :1]), logits)  # (n,) vs (n, 1)
+    # A loss object: the function's losses in float32 (Keras's loss dtype), reduced.
+    x32 = tf.constant(logits.astype(np.float32))
+    for make, fn, scale in [
+        (losses.SparseCategoricalCrossentropy(), losses.sparse_categorical_crossentropy, 1 / 5),
+        (losses.BinaryCrossentropy(), losses.binary_crossentropy, 1 / 5),
+        (losses.MeanSquaredError(reduction="sum"), losses.mean_squared_error, 1.0),
+    ]:
+        y = labels if fn is losses.sparse_categorical_crossentropy else targets
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x32)
+            p = probs(x32) if fn is not losses.mean_squared_error else x32
+            whole, per_sample = make(y, p), fn(y, p)
+        np.testing.assert_allclose(
+            tape.gradient(whole, x32),
+            np.asarray(tape.gradient(per_sample, x32)) * scale,
+            1e-5,
+            1e-8,
+        )
+    # The values are numpy's (outside a tape).
     w = tf.Variable(tf.ones([3, 2]))
-    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    with tf.GradientTape():
-        logits = tf.matmul(tf.ones([4, 3]), w)
-        with pytest.raises(NotImplementedError, match="eager ops under a GradientTape"):
-            loss_object(np.array([0, 1, 1, 0]), logits)
-    assert float(loss_object(np.array([0, 1, 1, 0]), logits)) > 0  # outside a tape: its value
+    loss_object = losses.SparseCategoricalCrossentropy(from_logits=True)
+    with tf.GradientTape() as tape:
+        out = tf.matmul(tf.constant(RS.uniform(-1, 1, (4, 3)).astype(np.float32)), w)
+        taped = loss_object(np.array([0, 1, 1, 0]), out)
+    assert tape.gradient(taped, w) is not None
+    assert float(taped) == pytest.approx(float(loss_object(np.array([0, 1, 1, 0]), out)), 1e-6)

@@ -46,6 +46,62 @@ def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
     return np.squeeze(top, axis) + np.log(np.sum(np.exp(x - top), axis=axis))
 
 
+def _on_tape(y_pred: Any) -> bool:
+    """Whether a recording GradientTape sees y_pred (a result of eager ops on watched variables):
+    the loss is then computed with the eager ops themselves (_eager_loss), which the tape
+    differentiates, instead of numpy's (the same values)."""
+    return any(id(y_pred) in t._ids for t in _tensor._recording)
+
+
+def _eager_loss(name: str, y_true: Any, y_pred: Any, **kwargs: Any) -> _tensor.Tensor:
+    """The per-sample loss `name` of recorded y_pred, Keras's formula in the eager ops (the values
+    numpy's path gives, and their gradients): probabilities clipped to [1e-7, 1 - 1e-7] before
+    their log, as Keras's backend does."""
+    T = _tensor
+    if not np.issubdtype(y_pred.dtype, np.floating):
+        y_pred = T.cast(y_pred, np.float32)
+    from_logits = kwargs.get("from_logits", False)
+    if name == "sparse_categorical_crossentropy":
+        target = np.asarray(_tensor._plain(y_true)).astype(np.int64)
+        if target.ndim == y_pred.ndim and target.shape[-1] == 1:
+            target = target[..., 0]
+        logits = y_pred if from_logits else T.log(T.clip_by_value(y_pred, EPSILON, 1 - EPSILON))
+        return T.sparse_softmax_cross_entropy_with_logits(target, logits)
+    target = np.asarray(_tensor._plain(y_true)).astype(y_pred.dtype)
+    if name in ("mean_squared_error", "mean_absolute_error"):
+        if target.ndim == y_pred.ndim + 1 and target.shape[-1] == 1:
+            target = target[..., 0] if y_pred.ndim > 1 else target
+            y_pred = y_pred if y_pred.ndim > 1 else T.expand_dims(y_pred, -1)
+        elif y_pred.ndim == target.ndim + 1 and y_pred.shape[-1] == 1:
+            y_pred = T.squeeze(y_pred, -1) if target.ndim > 1 else y_pred
+            target = target if target.ndim > 1 else target[..., None]
+        error = T.subtract(target, y_pred)
+        per_value = T.square(error) if name == "mean_squared_error" else T.abs(error)
+        return T.reduce_mean(per_value, axis=-1)
+    _check_same_shape(target, np.asarray(y_pred))
+    smoothing = kwargs.get("label_smoothing", 0.0)
+    axis = kwargs.get("axis", -1)
+    if name == "categorical_crossentropy":
+        if smoothing:
+            target = target * (1.0 - smoothing) + smoothing / target.shape[-1]
+        if from_logits:
+            return T.softmax_cross_entropy_with_logits(target.astype(y_pred.dtype), y_pred, axis)
+        p = T.divide(y_pred, T.reduce_sum(y_pred, axis=axis, keepdims=True))
+        p = T.clip_by_value(p, EPSILON, 1.0 - EPSILON)
+        return T.negative(T.reduce_sum(T.multiply(target.astype(y_pred.dtype), T.log(p)), axis))
+    if smoothing:
+        target = target * (1.0 - smoothing) + 0.5 * smoothing
+    target = target.astype(y_pred.dtype)
+    if from_logits:
+        bce = T.sigmoid_cross_entropy_with_logits(target, y_pred)
+    else:
+        p = T.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON)
+        bce = T.negative(
+            T.add(T.multiply(target, T.log(p)), T.multiply(1 - target, T.log(T.subtract(1.0, p))))
+        )
+    return T.reduce_mean(bce, axis=axis)
+
+
 def _check_same_shape(y_true: np.ndarray, y_pred: np.ndarray) -> None:
     if y_true.shape != y_pred.shape:
         raise ValueError(
@@ -60,6 +116,10 @@ def sparse_categorical_crossentropy(
     """Per sample: -log of the probability of the true class (Keras: probabilities clipped to
     [1e-7, 1 - 1e-7], then log-softmax of their logs, i.e. renormalised)."""
     reject_unsupported("sparse_categorical_crossentropy", ignore_class=(ignore_class, None))
+    if _on_tape(y_pred):
+        return _eager_loss(
+            "sparse_categorical_crossentropy", y_true, y_pred, from_logits=from_logits
+        )
     output = _pred(y_pred)
     if axis not in (-1, output.ndim - 1):
         raise ValueError(f"Only axis=-1 is currently supported. Received: axis={axis}")
@@ -90,6 +150,15 @@ def categorical_crossentropy(
     axis: int = -1,
 ) -> _tensor.Tensor:
     """Per sample: -sum(y_true * log(p)), p renormalised and clipped to [1e-7, 1 - 1e-7]."""
+    if _on_tape(y_pred):
+        return _eager_loss(
+            "categorical_crossentropy",
+            y_true,
+            y_pred,
+            from_logits=from_logits,
+            label_smoothing=label_smoothing,
+            axis=axis,
+        )
     output = _pred(y_pred)
     target = np.asarray(_tensor._plain(y_true)).astype(output.dtype)
     _check_same_shape(target, output)
@@ -113,6 +182,15 @@ def binary_crossentropy(
     axis: int = -1,
 ) -> _tensor.Tensor:
     """Per sample: the mean over `axis` of -(y log p + (1 - y) log(1 - p)), p clipped."""
+    if _on_tape(y_pred):
+        return _eager_loss(
+            "binary_crossentropy",
+            y_true,
+            y_pred,
+            from_logits=from_logits,
+            label_smoothing=label_smoothing,
+            axis=axis,
+        )
     output = _pred(y_pred)
     target = np.asarray(_tensor._plain(y_true)).astype(output.dtype)
     _check_same_shape(target, output)
@@ -128,6 +206,8 @@ def binary_crossentropy(
 
 def mean_squared_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
     """Per sample: the mean over the last axis of (y_true - y_pred)**2."""
+    if _on_tape(y_pred):
+        return _eager_loss("mean_squared_error", y_true, y_pred)
     output = _pred(y_pred)
     target, output = _same_rank(np.asarray(_tensor._plain(y_true)).astype(output.dtype), output)
     return _tensor.tensor(np.mean(np.square(target - output), axis=-1))
@@ -135,6 +215,8 @@ def mean_squared_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
 
 def mean_absolute_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
     """Per sample: the mean over the last axis of |y_true - y_pred|."""
+    if _on_tape(y_pred):
+        return _eager_loss("mean_absolute_error", y_true, y_pred)
     output = _pred(y_pred)
     target, output = _same_rank(np.asarray(_tensor._plain(y_true)).astype(output.dtype), output)
     return _tensor.tensor(np.mean(np.abs(target - output), axis=-1))
@@ -159,6 +241,22 @@ def _reduce(values: np.ndarray, reduction: Optional[str], sample_weight: Any) ->
         return _tensor.tensor(total)
     count = values.dtype.type(values.size)
     return _tensor.tensor(total / count if values.size else values.dtype.type(0))
+
+
+def _eager_reduce(values: Any, reduction: Optional[str], sample_weight: Any) -> _tensor.Tensor:
+    """_reduce in the eager ops, for recorded per-sample losses."""
+    T = _tensor
+    if sample_weight is not None:
+        w = np.asarray(_tensor._plain(sample_weight)).astype(values.dtype)
+        while w.ndim > values.ndim and w.shape[-1] == 1:
+            w = w[..., 0]
+        values = T.multiply(values, w)
+    if reduction in (None, "none") or values.ndim == 0:
+        return values
+    total = T.reduce_sum(values)
+    if reduction == "sum":
+        return total
+    return T.divide(total, values.dtype.type(max(values.size, 1)))
 
 
 # Keras's names of each loss (function names and aliases) -> the library's name.
@@ -214,6 +312,10 @@ class Loss:
         model(x, training=True) under a GradientTape: the engine's loss and gradients (_tape)."""
         from .. import _tape
 
+        if _on_tape(y_pred):  # eager ops' result under a tape: the loss in eager ops, recorded
+            y_pred = _tensor.cast(y_pred, np.float32)  # Keras's loss dtype, as below
+            values = _FUNCTIONS[self._library_name](y_true, y_pred, **self._fn_kwargs)
+            return _eager_reduce(values, self.reduction, sample_weight)
         recorded = _tape.loss_of(self, y_true, y_pred, sample_weight)
         if recorded is not None:
             return recorded
