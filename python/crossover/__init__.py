@@ -115,12 +115,14 @@ from ._tensor import (  # noqa: E402
     reduce_sum,
     reshape,
     shape,
+    sigmoid,
     sign,
     sqrt,
     square,
     squeeze,
     stack,
     subtract,
+    tanh,
     transpose,
     uint8,
     uint16,
@@ -138,6 +140,7 @@ __all__ += ["data", "distribute", "math", "nn", "Tensor", "TensorShape", "newaxi
 __all__ += ["saved_model"]
 __all__ += ["broadcast_to", "fill", "gather", "greater_equal", "identity", "less_equal"]
 __all__ += ["negative", "ones_like", "pow", "sign", "zeros_like"]
+__all__ += ["sigmoid", "tanh"]  # TensorFlow 2's root has them (tf.math.sigmoid, tf.nn.tanh too)
 __all__ += [
     "abs",
     "add",

@@ -398,3 +398,10 @@ def test_keras_loss_functions_and_objects_on_recorded_eager_ops_are_differentiat
         taped = loss_object(np.array([0, 1, 1, 0]), out)
     assert tape.gradient(taped, w) is not None
     assert float(taped) == pytest.approx(float(loss_object(np.array([0, 1, 1, 0]), out)), 1e-6)
+
+
+def test_the_root_has_tensorflows_sigmoid_and_tanh() -> None:
+    # tf.sigmoid and tf.tanh are TensorFlow 2's root names for tf.math's (and tf.nn's) ops.
+    assert tf.sigmoid is tf.nn.sigmoid is tf.math.sigmoid
+    assert tf.tanh is tf.nn.tanh is tf.math.tanh
+    check(lambda x: tf.sigmoid(tf.tanh(x)), r(3, 4))
