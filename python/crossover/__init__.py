@@ -77,6 +77,7 @@ from ._tensor import (  # noqa: E402
     clip_by_value,
     concat,
     constant,
+    cos,
     convert_to_tensor,
     divide,
     double,
@@ -85,6 +86,7 @@ from ._tensor import (  # noqa: E402
     expand_dims,
     fill,
     float16,
+    floor,
     float32,
     float64,
     gather,
@@ -109,26 +111,34 @@ from ._tensor import (  # noqa: E402
     ones,
     ones_like,
     pow,
+    rank,
+    reduce_all,
+    reduce_any,
     reduce_max,
     reduce_mean,
     reduce_min,
     reduce_sum,
     reshape,
+    round,
     shape,
     sigmoid,
     sign,
+    sin,
+    size,
     sqrt,
     square,
     squeeze,
     stack,
     subtract,
     tanh,
+    tile,
     transpose,
     uint8,
     uint16,
     uint32,
     uint64,
     zeros,
+    where,
     zeros_like,
 )
 from ._tensor import bool_ as bool  # noqa: E402  (tf.bool)
@@ -141,6 +151,8 @@ __all__ += ["saved_model"]
 __all__ += ["broadcast_to", "fill", "gather", "greater_equal", "identity", "less_equal"]
 __all__ += ["negative", "ones_like", "pow", "sign", "zeros_like"]
 __all__ += ["sigmoid", "tanh"]  # TensorFlow 2's root has them (tf.math.sigmoid, tf.nn.tanh too)
+__all__ += ["sin", "cos", "floor", "round", "tile", "where", "reduce_any", "reduce_all"]
+__all__ += ["size", "rank"]
 __all__ += [
     "abs",
     "add",

@@ -723,6 +723,90 @@ def _unary_float(name: str, f: Any, grad: Any) -> Any:
 
 
 exp = _unary_float("exp", np.exp, lambda x, out, g: multiply(g, out))
+sin = _unary_float("sin", np.sin, lambda x, out, g: multiply(g, cos(x)))
+cos = _unary_float("cos", np.cos, lambda x, out, g: negative(multiply(g, sin(x))))
+
+
+def _stepwise(name: str, f: Any) -> Any:
+    """An element-wise op of a float tensor whose gradient TensorFlow leaves undefined (None):
+    floor and round (half to even, as TensorFlow's)."""
+
+    def op(x: Any, name: Any = None) -> Tensor:
+        return _out(f(_float_arg(x, op.__name__)), (x,), lambda g, need: (None,))
+
+    op.__name__ = name
+    return op
+
+
+floor = _stepwise("floor", np.floor)
+round = _stepwise("round", np.round)
+
+
+def tile(input: Any, multiples: Any, name: Any = None) -> Tensor:
+    """The tensor repeated multiples[i] times along axis i; its gradient the sum of the copies."""
+    x = _arr(input)
+    reps = tuple(int(m) for m in np.asarray(_plain(multiples)).reshape(-1))
+    if len(reps) != x.ndim or any(m < 0 for m in reps):
+        raise InvalidArgumentError(
+            f"tile: multiples {list(reps)} must have one value >= 0 per axis of the input, "
+            f"which has shape {list(x.shape)}"
+        )
+
+    def backward(g: Any, need: Any) -> Any:
+        # g of shape (m0 * s0, m1 * s1, ...) as (m0, s0, m1, s1, ...), summed over the copies.
+        interleaved = [d for pair in zip(reps, x.shape) for d in pair]
+        return (reduce_sum(reshape(g, interleaved), axis=tuple(range(0, 2 * x.ndim, 2))),)
+
+    return _out(np.tile(x, reps), (input,), backward)
+
+
+def where(condition: Any, x: Any = None, y: Any = None, name: Any = None) -> Tensor:
+    """tf.where: x where condition holds, else y (broadcast together); with neither, the
+    coordinates of the true elements (int64, one row each). The gradient goes to the chosen
+    operand."""
+    c = _arr(condition) if _is_tf(condition) else np.asarray(_plain(condition))
+    if c.dtype != np.bool_:
+        raise InvalidArgumentError(f"where: condition must be bool, got dtype {c.dtype.name}")
+    if x is None and y is None:
+        return tensor(np.argwhere(c).astype(int64))
+    if x is None or y is None:
+        raise ValueError("x and y must both be non-None or both be None.")
+    a, b = _pair(x, y, "SelectV2")
+
+    def backward(g: Any, need: Any) -> Any:
+        to_x = _mask(np.broadcast_to(c, np.shape(g)), a.dtype)
+        return (
+            None,
+            _sum_to(multiply(g, to_x), a.shape) if need[1] else None,
+            _sum_to(multiply(g, 1 - to_x), b.shape) if need[2] else None,
+        )
+
+    return _out(np.where(c, a, b), (condition, x, y), backward)
+
+
+def _reduce_bool(f: Any, name: str) -> Any:
+    def op(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: Any = None) -> Tensor:
+        x = _arr(input_tensor)
+        if x.dtype != np.bool_:
+            raise InvalidArgumentError(f"{op.__name__}: expects a bool tensor, got {x.dtype.name}")
+        return tensor(f(x, axis=_axis(axis), keepdims=keepdims))
+
+    op.__name__ = name
+    return op
+
+
+reduce_any = _reduce_bool(np.any, "reduce_any")
+reduce_all = _reduce_bool(np.all, "reduce_all")
+
+
+def size(input: Any, out_type: Any = int32, name: Any = None) -> Tensor:
+    """The number of elements, as a scalar of out_type (int32 by default, as TensorFlow's)."""
+    return tensor(np.asarray(_arr(input).size, dtype=as_dtype(out_type)))
+
+
+def rank(input: Any, name: Any = None) -> Tensor:
+    """The number of axes, as an int32 scalar."""
+    return tensor(np.asarray(_arr(input).ndim, dtype=int32))
 log = _unary_float("log", np.log, lambda x, out, g: divide(g, x))
 sqrt = _unary_float("sqrt", np.sqrt, lambda x, out, g: divide(g, multiply(out, 2)))
 log1p = _unary_float("log1p", np.log1p, lambda x, out, g: divide(g, add(x, 1)))

@@ -405,3 +405,36 @@ def test_the_root_has_tensorflows_sigmoid_and_tanh() -> None:
     assert tf.sigmoid is tf.nn.sigmoid is tf.math.sigmoid
     assert tf.tanh is tf.nn.tanh is tf.math.tanh
     check(lambda x: tf.sigmoid(tf.tanh(x)), r(3, 4))
+
+
+def test_sin_cos_tile_and_where_gradients() -> None:
+    check(lambda x: tf.sin(tf.cos(x)), r(3, 4))
+    check(lambda x: tf.tile(x, [2, 3]), r(2, 3))
+    check(lambda x: tf.tile(x, [3, 1, 2]), r(1, 2, 2))
+    condition = RS.uniform(size=(3, 4)) > 0.5
+    check(lambda x, y: tf.where(condition, x, y), r(3, 4), r(1, 4))  # y broadcast
+    assert tf.math.sin is tf.sin and tf.math.floor is tf.floor
+
+
+def test_floor_and_round_have_no_gradient_as_in_tensorflow() -> None:
+    x = tf.Variable([0.4, 1.5, 2.5, -1.5])
+    with tf.GradientTape(persistent=True) as tape:
+        f, r_ = tf.floor(x), tf.round(x)
+    assert tape.gradient(f, x) is None and tape.gradient(r_, x) is None
+    np.testing.assert_array_equal(r_, [0.0, 2.0, 2.0, -2.0])  # half to even
+    np.testing.assert_array_equal(f, [0.0, 1.0, 2.0, -2.0])
+
+
+def test_where_tile_reductions_size_and_rank_values() -> None:
+    c = np.array([[True, False], [False, True]])
+    np.testing.assert_array_equal(tf.where(c), [[0, 0], [1, 1]])
+    assert tf.where(c).dtype == tf.int64
+    with pytest.raises(ValueError, match="both be non-None"):
+        tf.where(c, x=np.ones((2, 2), np.float32))
+    np.testing.assert_array_equal(tf.tile(tf.constant([[1, 2]]), [2, 2]), [[1, 2, 1, 2]] * 2)
+    assert bool(tf.reduce_any(c)) and not bool(tf.reduce_all(c))
+    np.testing.assert_array_equal(tf.reduce_all(c, axis=1), [False, False])
+    assert int(tf.size(tf.zeros([2, 3]))) == 6 and tf.size(tf.zeros([2])).dtype == tf.int32
+    assert int(tf.rank(tf.zeros([2, 3, 4]))) == 3
+    with pytest.raises(ValueError, match="one value >= 0 per axis"):  # InvalidArgumentError
+        tf.tile(tf.zeros([2, 2]), [2])
