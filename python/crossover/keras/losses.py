@@ -69,12 +69,7 @@ def _eager_loss(name: str, y_true: Any, y_pred: Any, **kwargs: Any) -> _tensor.T
         return T.sparse_softmax_cross_entropy_with_logits(target, logits)
     target = np.asarray(_tensor._plain(y_true)).astype(y_pred.dtype)
     if name in ("mean_squared_error", "mean_absolute_error"):
-        if target.ndim == y_pred.ndim + 1 and target.shape[-1] == 1:
-            target = target[..., 0] if y_pred.ndim > 1 else target
-            y_pred = y_pred if y_pred.ndim > 1 else T.expand_dims(y_pred, -1)
-        elif y_pred.ndim == target.ndim + 1 and y_pred.shape[-1] == 1:
-            y_pred = T.squeeze(y_pred, -1) if target.ndim > 1 else y_pred
-            target = target if target.ndim > 1 else target[..., None]
+        target, y_pred = _same_rank(target, y_pred)  # a tensor's indexing is recorded
         error = T.subtract(target, y_pred)
         per_value = T.square(error) if name == "mean_squared_error" else T.abs(error)
         return T.reduce_mean(per_value, axis=-1)
