@@ -12,9 +12,13 @@ import pytest
 
 from crossover import keras
 from crossover.keras import layers
-from test_keras_archive_peers import run_keras
+from test_keras_archive_peers import (
+    KERAS_TRAINS_ONE_EPOCH,
+    predicts_and_trains_as_keras_did,
+    run_keras,
+)
 
-LAYERS = """[keras.Input((7, 6, 2)),
+LAYERS = """keras.Input((7, 6, 2)),
              layers.ZeroPadding2D(((1, 2), (0, 3))),
              layers.Conv2D(4, 3, activation="tanh"),
              layers.Cropping2D(((2, 0), (1, 2))),
@@ -22,11 +26,11 @@ LAYERS = """[keras.Input((7, 6, 2)),
              layers.Conv2D(3, 2, activation="relu"),
              layers.Cropping2D(1),
              layers.Flatten(),
-             layers.Dense(5, activation="softmax")]"""
+             layers.Dense(5, activation="softmax")"""
 
 # ZeroPadding1D and Cropping1D on (steps, features) samples, around weights (Dense on flat
 # samples, reshaped back into steps).
-LAYERS_1D = """[keras.Input((9, 4)),
+LAYERS_1D = """keras.Input((9, 4)),
                 layers.ZeroPadding1D((1, 2)),
                 layers.Cropping1D((2, 0)),
                 layers.ZeroPadding1D(1),
@@ -36,24 +40,7 @@ LAYERS_1D = """[keras.Input((9, 4)),
                 layers.Cropping1D(1),
                 layers.ZeroPadding1D((0, 3)),
                 layers.Flatten(),
-                layers.Dense(5, activation="softmax")]"""
-
-KERAS = """
-    import json
-    import numpy as np
-    import keras
-    from keras import layers
-    keras.utils.set_random_seed(1)
-    x, y = np.load("x.npy"), np.load("y.npy")
-    model = keras.Sequential({layers})
-    model.save_weights("keras.weights.h5")
-    predicted = model.predict(x, verbose=0)
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
-    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
-    print(json.dumps({{"predicted": predicted.tolist(), "loss": h["loss"][0],
-                      "weights": [w.tolist() for w in model.get_weights()],
-                      "json": model.to_json()}}))
-"""
+                layers.Dense(5, activation="softmax")"""
 
 
 @pytest.mark.parametrize(
@@ -72,17 +59,9 @@ def test_keras_weights_give_keras_values_and_train_as_keras_does(
     y = rs.randint(0, 5, 12)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
-    theirs = run_keras(KERAS.format(layers=stack), tmp_path)
-    model = keras.Sequential(eval(stack, {"keras": keras, "layers": layers}))
-    model.load_weights(str(tmp_path / "keras.weights.h5"))
-    np.testing.assert_allclose(
-        model.predict(x, verbose=0), np.array(theirs["predicted"]), rtol=1e-5, atol=1e-6
-    )
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
-    h = model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0).history
-    assert h["loss"][0] == pytest.approx(theirs["loss"], abs=1e-5)
-    for ours, keras_w in zip(model.get_weights(), theirs["weights"]):
-        np.testing.assert_allclose(ours, np.array(keras_w), atol=1e-4)
+    theirs = run_keras(KERAS_TRAINS_ONE_EPOCH.format(layers=stack), tmp_path)
+    model = keras.Sequential(eval(f"[{stack}]", {"keras": keras, "layers": layers}))
+    predicts_and_trains_as_keras_did(model, tmp_path, x, y, theirs)
 
     def configs(text: str, cls: str) -> list:
         layer_list = json.loads(text)["config"]["layers"]
