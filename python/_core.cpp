@@ -559,6 +559,21 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
             return std::make_pair(g.loss, grads);
           },
           nb::arg("y"), nb::arg("loss"), nb::arg("from_logits"))
+      .def(
+          "training_backward_outputs",
+          [](Sequential& s, FloatArray output_gradient) {
+            const Tensor g = view_of(output_gradient);
+            std::vector<NamedTensor> named;
+            {
+              nb::gil_scoped_release release;
+              named = s.training_backward_outputs(g);
+            }
+            std::vector<std::pair<std::string, NumpyArray>> grads;
+            for (NamedTensor& t : named)
+              grads.emplace_back(t.name, to_numpy_owning(std::move(t.value)));
+            return grads;
+          },
+          nb::arg("output_gradient"))
       .def("trainable_gradient_names", &Sequential::trainable_gradient_names)
       .def(
           "apply_gradients",

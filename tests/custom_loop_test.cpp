@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -168,11 +169,21 @@ TEST(CustomLoop, RefusesWhatItCannotDifferentiate) {
   model.training_backward(y, sparse);
   EXPECT_NE(error_of([&] { model.training_backward(y, sparse); }).find("no training pass"),
             std::string::npos);
-  model.training_forward(x);
+  Sequential relu_out({Input({5}), Dense(8, "relu"), Dense(3, "relu")});
+  relu_out.compile(Adam(), "sparse_categorical_crossentropy", {}, kOneThread);
+  relu_out.training_forward(x);
   EXPECT_NE(error_of([&] {
-              model.training_backward(y, {"sparse_categorical_crossentropy", true});
+              relu_out.training_backward(y, {"sparse_categorical_crossentropy", true});
             }).find("needs logits"),
             std::string::npos);
+  relu_out.training_backward(y, sparse);  // a refused loss leaves the pass to differentiate
+  // A final softmax under from_logits: its input taken back as the logits (fit's, Keras's).
+  model.training_forward(x);
+  const auto taken_back = model.training_backward(y, {"sparse_categorical_crossentropy", true});
+  model.training_forward(x);
+  const auto plain = model.training_backward(y, sparse);
+  EXPECT_EQ(taken_back.loss, plain.loss);
+  model.training_forward(x);
   model.training_forward(x);
   EXPECT_NE(error_of([&] { model.training_backward(labels(5, 3), sparse); }).find("y must hold"),
             std::string::npos);
@@ -181,6 +192,68 @@ TEST(CustomLoop, RefusesWhatItCannotDifferentiate) {
             std::string::npos);
   std::vector<NamedTensor> swapped = {g[1], g[0], g[2], g[3]};
   EXPECT_NE(error_of([&] { model.apply_gradients(swapped); }).find("expected 'dense/kernel'"),
+            std::string::npos);
+}
+
+// training_backward_outputs with the gradient of a loss with respect to the outputs gives that
+// loss's training_backward gradients (up to rounding: the activation's gradient and the loss's
+// are then two ops, not the fused one), for a deferred softmax, a deferred tanh (mse) and a
+// linear output.
+void expect_outputs_gradient_matches(const std::vector<Layer>& layers, const LossSpec& loss,
+                                     const Tensor& y) {
+  const Tensor x = random_tensor({6, 5}, 12);
+  Sequential a(layers), b(layers);
+  a.compile(SGD(), "mean_squared_error", {}, kOneThread);
+  b.compile(SGD(), "mean_squared_error", {}, kOneThread);
+  b.set_weights(a.get_weights());
+  const Tensor out = a.training_forward(x);
+  const auto want = a.training_backward(y, loss).gradients;
+  ASSERT_TRUE(same_bits(out, b.training_forward(x)));
+  const int64_t n = out.dim(0), c = out.size() / n;
+  Tensor dy(out.shape());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < c; ++j) {
+      const int64_t i = r * c + j;
+      if (loss.name == "sparse_categorical_crossentropy")
+        dy[i] = static_cast<int64_t>(y[r]) == j ? -1.0f / (static_cast<float>(n) * out[i]) : 0.0f;
+      else
+        dy[i] = 2.0f * (out[i] - y[i]) / static_cast<float>(n * c);
+    }
+  const auto got = b.training_backward_outputs(dy);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(got[k].name, want[k].name);
+    for (int64_t i = 0; i < want[k].value.size(); ++i)
+      EXPECT_NEAR(got[k].value[i], want[k].value[i], 1e-5f + 1e-4f * std::abs(want[k].value[i]))
+          << want[k].name << " [" << i << "]";
+  }
+}
+
+TEST(CustomLoop, OutputGradientsGiveTheLossGradients) {
+  expect_outputs_gradient_matches(mlp(), {"sparse_categorical_crossentropy", false}, labels(6, 3));
+  expect_outputs_gradient_matches({Input({5}), Dense(8, "relu"), Dense(3, "tanh")},
+                                  {"mean_squared_error", false}, random_tensor({6, 3}, 13));
+  expect_outputs_gradient_matches({Input({5}), Dense(8, "sigmoid"), Dense(3)},
+                                  {"mean_squared_error", false}, random_tensor({6, 3}, 14));
+}
+
+TEST(CustomLoop, OutputGradientsOfAnotherShapeAreRefusedAndThePassKept) {
+  const Tensor x = random_tensor({6, 5}, 15);
+  Sequential model(mlp());
+  model.compile(Adam(), "sparse_categorical_crossentropy", {}, kOneThread);
+  EXPECT_NE(error_of([&] {
+              model.training_backward_outputs(Tensor({6, 3}));
+            }).find("no training pass"),
+            std::string::npos);
+  model.training_forward(x);
+  EXPECT_NE(error_of([&] {
+              model.training_backward_outputs(Tensor({6, 4}));
+            }).find("have shape (6, 3)"),
+            std::string::npos);
+  EXPECT_EQ(model.training_backward_outputs(Tensor({6, 3})).size(), 4u);
+  EXPECT_NE(error_of([&] {
+              model.training_backward_outputs(Tensor({6, 3}));
+            }).find("no training pass"),
             std::string::npos);
 }
 

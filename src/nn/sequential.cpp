@@ -2368,9 +2368,12 @@ Tensor Sequential::training_forward(const Tensor& x) {
   return out;
 }
 
-Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, const LossSpec& spec) {
-  Impl& m = *impl_;
-  const char* who = "training_backward";
+namespace {
+
+// The rows of the last training_forward's pass, which one backward pass may differentiate (it
+// reuses the pass's buffers: the caller sets tape.ready to false before it runs). Throws Error
+// when there is none.
+int64_t training_pass_rows(Sequential::Impl& m, const char* who) {
   m.require_compiled(who);
   require_one_process(m.ranks(), who);
   if (!m.tape.ready || m.tape.pass != m.passes || !m.plans.count(m.tape.rows))
@@ -2378,22 +2381,76 @@ Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, con
                 "no training pass to differentiate: the model ran or its weights changed since "
                 "its last training_forward (or it had none), so its outputs then are not what "
                 "the gradients would be of; call training_forward again");
-  m.tape.ready = false;  // the backward pass reuses the pass's buffers
+  return m.tape.rows;
+}
+
+// The gradients of a backward pass just run: one per parameter a training step updates.
+std::vector<NamedTensor> updated_gradients(Sequential::Impl& m) {
+  std::vector<NamedTensor> out;
+  for (const Sequential::Impl::Param& p : m.params) {
+    if (!m.updates(p)) continue;
+    Tensor t(p.shape);
+    m.backend->download(t.data(), m.grad(p), static_cast<std::size_t>(p.n) * 4);
+    out.push_back({p.name, std::move(t)});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> Sequential::training_backward_outputs(const Tensor& output_gradient) {
+  Impl& m = *impl_;
+  const char* who = "training_backward_outputs";
+  const int64_t n = training_pass_rows(m, who), c = m.output_width();
+  Shape want = {n};
+  want.insert(want.end(), m.layers_output_shape().begin(), m.layers_output_shape().end());
+  if (output_gradient.shape() != want)
+    throw Error(who, "the gradient has shape " + shape_to_string(output_gradient.shape()) +
+                         ", but the outputs it is the gradient of have shape " +
+                         shape_to_string(want));
+  m.tape.ready = false;
+  Impl::Plan& plan = m.plans.at(n);
+  float* g = plan.grads[0].as<float>();
+  m.backend->upload(g, output_gradient.data(), static_cast<std::size_t>(n * c) * sizeof(float));
+  m.write_counters(m.eval_counters(), StepCounters{});
+  m.backend->fill(m.arena.as<float>() + m.arena_floats, 0.0f, m.arena_floats);
+  m.backend->set_scope("outputs");
+  if (const int f = m.final_activation_layer(); f >= 0) {
+    // The final layer left its activation to the loss, which training_forward applied into
+    // plan.activated: its gradient here, from the pre-activation and the activated outputs.
+    const LayerActivation& a = m.info[static_cast<std::size_t>(f)].activation;
+    if (a.kind != ActivationKind::linear)
+      m.backend->activation_backward(a.kind, a.alpha, m.final_output(plan, true),
+                                     plan.activated.as<float>(), g, g, n, c);
+  }
+  m.backward(&plan, n);
+  m.backend->set_scope("");
+  return updated_gradients(m);
+}
+
+Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, const LossSpec& spec) {
+  Impl& m = *impl_;
+  const char* who = "training_backward";
+  const int64_t n = training_pass_rows(m, who);
   const LossKind kind = parse_loss(spec.name);
   const std::string name = spec.name == "mse" ? "mean_squared_error" : spec.name;
   ActivationKind act = m.final_activation();
   if (spec.from_logits) {
     if (kind == LossKind::mean_squared_error)
       throw Error(who, "from_logits applies to the cross-entropies, not " + spec.name);
-    if (act != ActivationKind::linear)
+    const ActivationKind own =
+        kind == LossKind::binary_crossentropy ? ActivationKind::sigmoid : ActivationKind::softmax;
+    // A final softmax (sigmoid) under from_logits: its input is taken back as the logits, as
+    // fit's step and Keras 3 on TensorFlow take it.
+    if (act != ActivationKind::linear && act != own)
       throw Error(who, fmt::format("{} with from_logits=True needs logits, but the last layer "
                                    "({}) has activation '{}'",
                                    spec.name, m.layers.back().name, activation_name(act)));
-    act = kind == LossKind::binary_crossentropy ? ActivationKind::sigmoid : ActivationKind::softmax;
+    act = own;
   }
   m.check_output_for_loss(kind, name, {});
-  const int64_t n = m.tape.rows;
   m.check_targets(y, n, who, kind, name);
+  m.tape.ready = false;  // the backward pass reuses the pass's buffers
   Impl::Plan& plan = m.plans.at(n);
   m.backend->upload(plan.targets.as<void>(), y.data(), static_cast<std::size_t>(y.size()) * 4);
   m.write_counters(m.eval_counters(), StepCounters{});
@@ -2408,12 +2465,7 @@ Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, con
   const StepCounters c = m.read_counters(m.eval_counters());
   TrainingGradients out;
   out.loss = c.loss_sum / static_cast<double>(n);
-  for (const Impl::Param& p : m.params) {
-    if (!m.updates(p)) continue;
-    Tensor t(p.shape);
-    m.backend->download(t.data(), m.grad(p), static_cast<std::size_t>(p.n) * 4);
-    out.gradients.push_back({p.name, std::move(t)});
-  }
+  out.gradients = updated_gradients(m);
   return out;
 }
 

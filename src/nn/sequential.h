@@ -384,6 +384,14 @@ class Sequential {
     std::vector<NamedTensor> gradients;
   };
   TrainingGradients training_backward(const Tensor& y, const LossSpec& loss);
+  // training_backward for a loss the caller computed from the outputs (a custom loop's own
+  // arithmetic on them): `output_gradient` is that loss's gradient with respect to the last
+  // training_forward's outputs as it returned them (the final activation applied), of their
+  // shape; backpropagated through the final activation and the layers to every parameter a
+  // training step updates (named and ordered as training_backward's). Once per
+  // training_forward; throws Error as training_backward does, and for a gradient of another
+  // shape.
+  std::vector<NamedTensor> training_backward_outputs(const Tensor& output_gradient);
   // The compiled optimizer's update (or use_optimizer's) with these gradients, one per parameter
   // a training step updates, in trainable_gradient_names()' order and shapes (a caller may have
   // changed their values, e.g. clipped them): the same update as fit's step (the step counter,
