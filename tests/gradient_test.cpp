@@ -539,11 +539,14 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
     // from_logits: the loss's own softmax (sigmoid for binary) of the logits.
     if (from_logits)
       apply(loss == "binary_crossentropy" ? ActivationKind::sigmoid : ActivationKind::softmax, h);
+    // Keras's cross-entropies of probabilities renormalise them (a sigmoid's do not sum to 1).
+    double sum = 0;
+    for (double v : h) sum += v;
     if (loss == "sparse_categorical_crossentropy") {
-      total -= std::log(h[static_cast<std::size_t>(y[r])]);
+      total -= std::log(h[static_cast<std::size_t>(y[r])] / sum);
     } else if (loss == "categorical_crossentropy") {
       for (int64_t j = 0; j < c; ++j)
-        total -= y[r * c + j] * std::log(h[static_cast<std::size_t>(j)]);
+        total -= y[r * c + j] * std::log(h[static_cast<std::size_t>(j)] / sum);
     } else if (loss == "binary_crossentropy") {
       double l = 0;
       for (int64_t j = 0; j < c; ++j) {
@@ -783,6 +786,16 @@ TEST(Gradients, EachLossMatchesFiniteDifferences) {
   check_gradients({"MSE", {Input({5}), Dense(4, "relu"), Dense(3)}, "mean_squared_error"});
   check_gradients({"MSE after tanh", {Input({5}), Dense(4), Dense(3, "tanh")}, "mse"});
   check_gradients({"MSE after softmax", {Input({5}), Dense(4), Dense(3, "softmax")}, "mse"});
+  // Probabilities that are no softmax's: Keras renormalises them before the log.
+  check_gradients({"sparse CE after sigmoid",
+                   {Input({5}), Dense(4, "tanh"), Dense(3, "sigmoid")},
+                   "sparse_categorical_crossentropy"});
+  check_gradients({"categorical CE after sigmoid",
+                   {Input({5}), Dense(4, "tanh"), Dense(3, "sigmoid")},
+                   "categorical_crossentropy"});
+  check_gradients({"sparse CE after an Activation sigmoid",
+                   {Input({5}), Dense(3), Activation("sigmoid")},
+                   "sparse_categorical_crossentropy"});
 }
 
 TEST(Gradients, EachCrossEntropyFromLogitsMatchesFiniteDifferences) {

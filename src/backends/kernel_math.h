@@ -499,6 +499,43 @@ CROSSOVER_HD T activation_derivative(ActivationKind a, T x, T y, T alpha) {
 // Keras's clipping of probabilities in binary cross-entropy.
 inline constexpr float kProbabilityEpsilon = 1e-7f;
 
+// A cross-entropy of probabilities p given directly (c values; not a softmax the loss applies),
+// as Keras's TensorFlow backend computes it: sparse (label), -log of p's values clipped to
+// [eps, 1 - eps] under their log-softmax, i.e. renormalised after the clipping; categorical
+// (targets t), -sum t log q with q = p / sum(p) clipped to [eps, 1 - eps]. The gradient of
+// (loss * inv_m) with respect to p into d (when not null); clipping passes none outside its
+// range, as tf.clip_by_value's.
+CROSSOVER_HD double probability_crossentropy(bool sparse, int64_t label, const float* t,
+                                             const float* p, float* d, int64_t c, float inv_m) {
+  const float lo = kProbabilityEpsilon, hi = 1.0f - kProbabilityEpsilon;
+  double sum = 0.0;
+  if (sparse) {
+    for (int64_t j = 0; j < c; ++j) sum += fminf(fmaxf(p[j], lo), hi);
+    const double py = fminf(fmaxf(p[label], lo), hi);
+    if (d)
+      for (int64_t j = 0; j < c; ++j) {
+        const bool inside = p[j] >= lo && p[j] <= hi;
+        const double g = 1.0 / sum - (j == label ? 1.0 / py : 0.0);
+        d[j] = inside ? static_cast<float>(g) * inv_m : 0.0f;
+      }
+    return std::log(sum) - std::log(py);
+  }
+  for (int64_t j = 0; j < c; ++j) sum += p[j];
+  double loss = 0.0, gq = 0.0;  // gq: sum_j (d loss / d q_j) q_j
+  for (int64_t j = 0; j < c; ++j) {
+    const double q = p[j] / sum, qc = fmin(fmax(q, lo), hi);
+    loss -= t[j] * std::log(qc);
+    if (q >= lo && q <= hi) gq -= t[j] / qc * q;
+  }
+  if (d)
+    for (int64_t j = 0; j < c; ++j) {
+      const double q = p[j] / sum, qc = fmin(fmax(q, lo), hi);
+      const double g = q >= lo && q <= hi ? -t[j] / qc : 0.0;
+      d[j] = static_cast<float>((g - gq) / sum) * inv_m;
+    }
+  return loss;
+}
+
 // One sample (row r): activation `act` of the logits z (c values) into p, the loss and whether it
 // is right, and the gradient of (loss / m) with respect to z into d (when d is not null).
 // Softmax with a cross-entropy and sigmoid with binary cross-entropy use the fused gradient
@@ -538,15 +575,7 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
           for (int64_t j = 0; j < c; ++j)
             d[j] = (p[j] - (sparse ? (j == label ? 1.0f : 0.0f) : t[j])) * inv_m;
       } else {
-        // Probabilities given directly (Keras clips them): loss = -sum t log p.
-        double l = 0.0;
-        for (int64_t j = 0; j < c; ++j) {
-          const float tj = sparse ? (j == label ? 1.0f : 0.0f) : t[j];
-          const float pj = fminf(fmaxf(p[j], kProbabilityEpsilon), 1.0f - kProbabilityEpsilon);
-          l -= tj * std::log(static_cast<double>(pj));
-          if (d) d[j] = -tj / pj * inv_m;
-        }
-        out.loss = l;
+        out.loss = probability_crossentropy(sparse, label, t, p, d, c, inv_m);
       }
       const int64_t truth = sparse ? label : argmax_row(t, c);
       out.correct = argmax_row(p, c) == truth ? 1.0 : 0.0;
