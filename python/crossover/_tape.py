@@ -1,19 +1,27 @@
 """tf.GradientTape for custom training loops, over the engine's split training step.
 
-crossover has no general autograd: a model is a fixed graph of layers with its backward pass in
-C++. A tape therefore records the one thing the engine differentiates, fit's step taken apart:
+A model is a graph of layers with its backward pass in C++; TensorFlow's eager ops (_tensor.py)
+carry their own backward in Python. A tape records both and joins them at the model's outputs:
 
     with tf.GradientTape() as tape:
         predictions = model(x, training=True)   # Sequential::training_forward (dropout on)
-        loss = loss_object(y, predictions)      # Sequential::training_backward (loss + backward)
-    grads = tape.gradient(loss, model.trainable_variables)   # those gradients, as arrays
+        loss = loss_object(y, predictions)      # eager ops, recorded on the outputs
+    grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))   # the engine's update
 
-The values are the engine's: `predictions` are the outputs of the training pass, `loss` the
-batch's mean loss, the gradients those of the backward pass. Anything else (arithmetic on the
-outputs before the loss, a target other than a loss object's value, sources other than the
-model's trainable variables, two calls of the model under one loss) raises NotImplementedError
-naming it, never a wrong number.
+- When the target is a keras loss object's value on the outputs (the loop above), its gradient
+  is the engine's loss op and backward pass (Sequential::training_backward): fit's step split in
+  three, the same numbers.
+- Otherwise (a loss function called as a function, tf.reduce_mean of tf.nn ops on the outputs,
+  a penalty added to the loss, a custom loss), the eager ops' backward gives the target's
+  gradient with respect to the outputs, and the engine's backward pass takes it to the weights
+  (Sequential::training_backward_outputs); eager ops on model.trainable_variables themselves (a
+  weight penalty) add theirs.
+
+One backward pass per model call: a second gradient through the same call (a persistent tape),
+one after the model ran again in training, and a gradient through a model's inputs (a model
+applied to another's outputs, as a GAN's generator under its discriminator) raise
+NotImplementedError naming it, never a wrong number.
 """
 
 from __future__ import annotations
@@ -31,23 +39,64 @@ _active: list["GradientTape"] = []
 
 def _refuse(what: str) -> NotImplementedError:
     return NotImplementedError(
-        f"{what} is not supported (yet): crossover's GradientTape differentiates a keras loss "
-        f"object applied to a model's outputs, model(x, training=True), with respect to "
-        f"model.trainable_variables; {SEE_SUPPORTED}"
+        f"{what} is not supported (yet): crossover's GradientTape differentiates TensorFlow's "
+        f"eager ops, and a model's outputs, model(x, training=True), with respect to "
+        f"model.trainable_variables by one backward pass of the engine per call; {SEE_SUPPORTED}"
     )
 
 
 class _Call:
     """One model(x, training=True): the engine's training pass, its loss and gradients once a
-    loss object was applied to its outputs."""
+    loss object was applied to its outputs, or once the gradient of a loss computed from them
+    by eager ops reached them (`backward`)."""
 
     def __init__(self, model: Any, core: Any, rows: int) -> None:
         self.model = model
         self.core = core
         self.rows = rows
-        self.loss: Optional[str] = None  # the loss object's name, once applied
         self.tapes: list["GradientTape"] = []  # those that recorded the call
-        self.gradients: dict[str, np.ndarray] = {}
+        # What a tape's gradient() computation reached this call with, by engine name (summed
+        # over the paths to it), and whether a gradient with respect to its inputs was asked for
+        # (the engine gives none: a model applied to another model's outputs).
+        self.reached: dict[str, np.ndarray] = {}
+        self.input_gradient_asked = False
+        self.differentiated = False  # the engine's pass was used by a backward pass
+        # Stands for the call's weights among a record's operands (the tapes see it).
+        self.weights = _tensor.tensor(np.zeros((), np.float32))
+
+    def reach(self, gradients: Any) -> None:
+        for name, g in gradients:
+            g = np.asarray(g, dtype=np.float32)
+            self.reached[name] = g if name not in self.reached else self.reached[name] + g
+
+    def backward_outputs(self, g: Any, need: list[bool]) -> list[Any]:
+        """The record's backward for the call's outputs: the engine's backward pass from the
+        gradient g of the target with respect to them (training_backward_outputs)."""
+        if need[0]:
+            self.input_gradient_asked = True
+        if self.differentiated or getattr(self.model, "_latest_training_call", None) is not self:
+            raise _refuse(
+                "a second gradient through one model(x, training=True) call, or one after the "
+                "model ran again in training since that call (call the model again under a new "
+                "tape for each gradient)"
+            )
+        grad = np.ascontiguousarray(np.asarray(_tensor._plain(g), dtype=np.float32))
+        try:
+            gradients = self.core.training_backward_outputs(grad)
+        except ValueError as e:
+            if "no training pass" in str(e):
+                raise _refuse(
+                    "a gradient through a model call's outputs after the model ran again (or "
+                    "its weights changed) since that call"
+                ) from None
+            raise
+        self.differentiated = True
+        self.reach(gradients)
+        return [None, None]
+
+    def gradient_of(self, layer: Any, index: int) -> Optional[np.ndarray]:
+        name = _engine_name(self.model, self.core, layer, index)
+        return None if name is None else self.reached.get(name)
 
 
 def _variable_of(value: Any) -> Optional[tuple[Any, int]]:
@@ -86,6 +135,13 @@ def training_call(model: Any, inputs: Any) -> _tensor.Tensor:
     # The engine keeps one training pass: this one, from now on (an earlier call's outputs can
     # no longer be differentiated; the engine refuses the rest: another run, new weights).
     model._latest_training_call = None
+    # Keras's softmax and sigmoid keep their input on their outputs (_keras_logits), which a
+    # cross-entropy with from_logits=True takes back (keras/losses.py, _takes_logits).
+    leaves = model._leaves() if hasattr(model, "_leaves") else []
+    last = leaves[-1] if leaves else None
+    activation = "softmax" if type(last).__name__ == "Softmax" else getattr(last, "activation", "")
+    if activation in ("softmax", "sigmoid"):
+        out._keras_logits_of = activation
     tapes = [t for t in _active if t._recording]
     if tapes:
         call = _Call(model, core, len(x))
@@ -93,74 +149,100 @@ def training_call(model: Any, inputs: Any) -> _tensor.Tensor:
         out._crossover_call = call
         for tape in tapes:
             tape._calls.append(call)
+            # Eager ops on the outputs are recorded (the tape sees them); their gradient reaches
+            # the engine's backward pass through this record.
+            tape._ids.add(id(call.weights))
+            tape._ids.add(id(out))
+            tape._records.append(((inputs, call.weights), out, call.backward_outputs))
         call.tapes = tapes
     return out
 
 
-def loss_of(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any) -> Optional[_tensor.Tensor]:
-    """A keras loss object applied to recorded outputs: the engine's loss and backward pass
-    (None when y_pred is not a recorded model output: the loss is computed as usual)."""
-    call = getattr(y_pred, "_crossover_call", None)
-    if call is None and any(id(y_pred) in t._ids for t in _tensor._recording):
-        # Eager ops' output under a tape: numpy's loss would not be recorded (a None gradient).
+# Layers whose training pass differs from their inference (Keras's `training` argument).
+_TRAINING_LAYERS = (
+    "Dropout",
+    "SpatialDropout1D",
+    "SpatialDropout2D",
+    "GaussianNoise",
+    "GaussianDropout",
+    "AlphaDropout",
+    "BatchNormalization",
+)
+
+
+def inference_call(model: Any, inputs: Any) -> _tensor.Tensor:
+    """model(x) (training not True) under a recording tape: TensorFlow differentiates the
+    inference pass. Where no layer depends on training, that is the training pass (recorded);
+    otherwise the inference outputs, whose gradient is refused (the engine differentiates its
+    training pass only)."""
+    leaves = model._leaves() if hasattr(model, "_leaves") else []
+    dependent = [type(l).__name__ for l in leaves if type(l).__name__ in _TRAINING_LAYERS]
+    if not dependent:
+        return training_call(model, inputs)
+    out = _tensor.tensor(model.predict(inputs, verbose=0))
+    what = ", ".join(sorted(set(dependent)))
+
+    def backward(g: Any, need: list[bool]) -> list[Any]:
         raise _refuse(
-            f"{type(loss).__name__} on the result of TensorFlow's eager ops under a "
-            f"GradientTape (its gradient is not recorded: use tf.nn's losses, e.g. "
-            f"tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)))"
+            f"a gradient through model(x) in inference mode (training not True) of a model with "
+            f"{what} (its inference pass is not the training pass the engine differentiates: "
+            f"call model(x, training=True) under the tape)"
         )
-    if call is None or not any(t._recording for t in call.tapes):
-        return None  # not recorded (a tape records only inside its `with`): numpy's value
+
+    marker = _tensor.tensor(np.zeros((), np.float32))
+    for tape in _active:
+        if tape._recording:
+            tape._ids.add(id(marker))
+            tape._ids.add(id(out))
+            tape._records.append(((marker,), out, backward))
+    return out
+
+
+def engine_loss(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any, value: Any) -> Any:
+    """A keras loss object applied to a recorded model output, its value `value` computed by
+    eager ops (recorded on the outputs): returned as a _LossValue that tape.gradient
+    differentiates with the engine's loss op and backward pass, as fit's step does, when it is
+    the target itself; through the eager ops otherwise (a penalty added to it, a second loss).
+    `value` itself where the engine has no such loss op."""
+    call = getattr(y_pred, "_crossover_call", None)
+    if call is None or sample_weight is not None or np.ndim(value) != 0:
+        return value
     from .keras import losses as losses_module
 
-    owner = type(loss).__name__
-    if sample_weight is not None:
-        raise _refuse(f"{owner}(..., sample_weight=) on a model's outputs under a GradientTape")
-    if call.loss is not None:
-        raise _refuse(
-            f"a second loss ({owner}) of the same model call under a GradientTape (the first was "
-            f"{call.loss})"
-        )
     try:
         name = losses_module.library_name(loss)
-    except (ValueError, TypeError) as e:
-        raise _refuse(f"{owner} on a model's outputs under a GradientTape ({e})") from None
+    except (ValueError, TypeError):
+        return value
     y = np.ascontiguousarray(np.asarray(_tensor._plain(y_true), dtype=np.float32))
     if y.ndim == 1 and name in ("mean_squared_error", "binary_crossentropy"):
         y = y.reshape(-1, 1)
-    if getattr(call.model, "_latest_training_call", None) is not call:
-        raise _refuse(
-            f"{owner} of a model call's outputs after the model ran again in training since "
-            f"that call"
-        )
-    try:
-        value, gradients = call.core.training_backward(y, name, losses_module.from_logits(loss))
-    except ValueError as e:
-        if "no training pass" in str(e):
-            raise _refuse(
-                f"{owner} of a model call's outputs after the model ran again (or its weights "
-                f"changed) since that call"
-            ) from None
-        if "needs logits" in str(e) or "from_logits applies" in str(e):
-            raise _refuse(f"{owner} with these outputs ({e})") from None
-        raise
-    call.loss = owner
-    call.gradients = dict(gradients)
     out = _LossValue(np.float32(value))
-    out._crossover_loss = call
+    out._crossover_loss = (call, y, name, losses_module.from_logits(loss), type(loss).__name__)
+    for tape in call.tapes:
+        if tape._recording and id(value) in tape._ids:
+            tape._ids.add(id(out))
+            tape._records.append(((value,), out, _identity))
     return out
+
+
+def _identity(g: Any, need: list[bool]) -> list[Any]:
+    return [g]
 
 
 class _LossValue(_tensor.Tensor):
     """A recorded loss's value. `loss + sum(model.losses)` keeps it the recorded loss when that
-    sum is 0 (crossover's layers have no regularization losses); any other arithmetic gives a
-    plain tensor, which tape.gradient refuses."""
+    sum is 0 (crossover's layers have no regularization losses); other arithmetic is eager ops,
+    recorded (the loss's gradients reach the model through its record)."""
 
     def __add__(self, other: Any) -> Any:
         if isinstance(other, (int, float, np.number)) and float(other) == 0.0:
             return self
-        return _tensor.tensor(np.asarray(self) + np.asarray(_tensor._plain(other)))
+        return _tensor.Tensor.__add__(self, other)
 
-    __radd__ = __add__
+    def __radd__(self, other: Any) -> Any:
+        if isinstance(other, (int, float, np.number)) and float(other) == 0.0:
+            return self
+        return _tensor.Tensor.__radd__(self, other)
 
 
 class UnconnectedGradients:
@@ -278,39 +360,58 @@ class GradientTape:
                 "A non-persistent GradientTape can only be used to compute one set of gradients "
                 "(or jacobians)"
             )
-        if getattr(target, "_crossover_loss", None) is not None:
-            return self._model_gradient(target, sources, output_gradients)
+        if getattr(target, "_crossover_loss", None) is not None and output_gradients is None:
+            fast = self._model_gradient(target, sources)
+            if fast is not None:
+                return fast
         self._used = True
         flat = _flatten(sources)
         for i, source in enumerate(flat):
-            if getattr(source, "_crossover_variable", None) is not None and id(source) not in (
-                self._ids
-            ):
-                raise _refuse(
-                    f"GradientTape.gradient with respect to a model's trainable variable (source "
-                    f"{i}) of a target that is not the value of a loss object applied to a "
-                    f"model's outputs on this tape (eager arithmetic on a model's outputs, or a "
-                    f"loss function called as a function, before the loss)"
-                )
-            if not _is_watchable(source):
+            if _variable_of(source) is None and not _is_watchable(source):
                 raise ValueError(
                     f"GradientTape.gradient: source {i} is a {type(source).__name__}, not a "
                     f"tf.Tensor or tf.Variable"
                 )
+        for call in self._calls:
+            call.reached = {}
+            call.input_gradient_asked = False
         grads = self._backward(target, output_gradients)
-        if self._calls and any(grads.get(id(s)) is None for s in flat):
-            # A model ran on this tape: its weights' gradients come from the engine's step,
-            # which sees a loss object applied to its outputs only; None would be wrong.
-            raise _refuse(
-                "GradientTape.gradient of a target that is not the value of a loss object "
-                "applied to a model's outputs on this tape (arithmetic on a loss or on the "
-                "outputs, a loss function called as a function, a custom computation), with "
-                "respect to sources it does not reach by TensorFlow's eager ops"
-            )
+        # Eager ops on a model's trainable variables (a weight penalty): by variable, since
+        # each model.trainable_variables gives new tensors of the same variables.
+        by_tag: dict[tuple[int, int], Any] = {}
+        for w in self._watched:
+            tag = _variable_of(w)
+            if tag is not None and grads.get(id(w)) is not None:
+                key = (id(tag[0]), tag[1])
+                g = grads[id(w)]
+                by_tag[key] = g if key not in by_tag else _tensor.add(by_tag[key], g)
         zero = str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower()
         out = []
-        for source in flat:
+        for i, source in enumerate(flat):
             g = grads.get(id(source))
+            tag = _variable_of(source)
+            if tag is not None:
+                # A model's trainable variable: what the engine's backward passes of the model
+                # calls on this tape gave it, plus what eager ops on it gave.
+                g = by_tag.get((id(tag[0]), tag[1]))
+                for call in self._calls:
+                    if call.reached and _engine_name(call.model, call.core, *tag) is not None:
+                        gc = call.gradient_of(*tag)
+                        if gc is None:
+                            raise _refuse(
+                                f"GradientTape.gradient with respect to source {i}, which the "
+                                f"model's training step does not update (a frozen layer since "
+                                f"its last compile)"
+                            )
+                        g = _tensor.tensor(gc) if g is None else _tensor.add(g, gc)
+                if g is None and any(c.input_gradient_asked for c in self._calls):
+                    raise _refuse(
+                        f"GradientTape.gradient with respect to a model's trainable variable "
+                        f"(source {i}) through another model's inputs (a model applied to the "
+                        f"outputs of a model or of eager ops on watched tensors, as a GAN's "
+                        f"generator under its discriminator: the engine gives no gradient with "
+                        f"respect to a model's inputs)"
+                    )
             if g is not None and _tensor._arr(source).dtype.kind != "f":
                 g = None  # integer sources have no gradient (TensorFlow's)
             if g is None and zero == "zero":
@@ -354,35 +455,44 @@ class GradientTape:
                 grads[k] = gx if k not in grads else _tensor.add(grads[k], gx)
         return grads
 
-    def _model_gradient(self, target: Any, sources: Any, output_gradients: Any) -> Any:
-        if output_gradients is not None:
-            raise _refuse("GradientTape.gradient(output_gradients=)")
-        call = getattr(target, "_crossover_loss", None)
-        if call is None or not any(c is call for c in self._calls):
+    def _model_gradient(self, target: Any, sources: Any) -> Any:
+        """The gradient of a loss object's value on a model's outputs with respect to that
+        model's trainable variables: the engine's loss op and backward pass (fit's step split:
+        the same numbers). None where that is not what was asked (the generic path then)."""
+        call, y, name, logits, owner = target._crossover_loss
+        items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
+        names = [_engine_name(call.model, call.core, *_variable_of(s)) if _variable_of(s)
+                 else None for s in items]  # fmt: skip
+        if call.differentiated or call not in self._calls or None in names:
+            return None
+        if getattr(call.model, "_latest_training_call", None) is not call:
             raise _refuse(
-                "GradientTape.gradient of a target that is not the value of a loss object "
-                "applied to a model's outputs on this tape (arithmetic on a loss or on the "
-                "outputs, a loss function called as a function, a custom computation)"
+                f"{owner} of a model call's outputs after the model ran again in training since "
+                f"that call"
             )
-        self._used = True
-        single = not isinstance(sources, (list, tuple))
-        items = [sources] if single else list(sources)
+        try:
+            _, gradients = call.core.training_backward(y, name, logits)
+        except ValueError as e:
+            if "no training pass" in str(e):
+                raise _refuse(
+                    f"{owner} of a model call's outputs after the model ran again (or its "
+                    f"weights changed) since that call"
+                ) from None
+            if "needs logits" in str(e) or "from_logits applies" in str(e):
+                return None  # Keras computes it as asked: the eager ops do (the pass is kept)
+            raise
+        call.differentiated = True
+        gradients = dict(gradients)
         grads = []
-        for i, source in enumerate(items):
-            tag = _variable_of(source)
-            name = None if tag is None else _engine_name(call.model, call.core, *tag)
-            if name is None:
+        for n in names:
+            if n not in gradients:
                 raise _refuse(
-                    f"GradientTape.gradient with respect to source {i}, which is not one of "
-                    f"the trainable_variables of the model called on this tape"
-                )
-            if name not in call.gradients:
-                raise _refuse(
-                    f"GradientTape.gradient with respect to {name}, which the model's training "
+                    f"GradientTape.gradient with respect to {n}, which the model's training "
                     f"step does not update (a frozen layer since its last compile)"
                 )
-            grads.append(_tensor.tensor(call.gradients[name]))
-        if single:
+            grads.append(_tensor.tensor(gradients[n]))
+        self._used = True
+        if not isinstance(sources, (list, tuple)):
             return grads[0]
         return tuple(grads) if isinstance(sources, tuple) else grads
 

@@ -274,7 +274,11 @@ def _record(inputs: tuple[Any, ...], out: "Tensor", backward: Any) -> None:
         for x in inputs:
             if id(x) in ids:
                 seen = True
-            elif tape._watch_accessed and _is_var(x) and x.trainable:
+            elif tape._watch_accessed and (
+                (_is_var(x) and x.trainable) or getattr(x, "_crossover_variable", None)
+            ):
+                # A tf.Variable read, or one of a model's trainable_variables: watched, as
+                # TensorFlow's tapes watch the variables they access.
                 tape._watch_one(x)
                 seen = True
         if seen:
@@ -1006,6 +1010,8 @@ def broadcast_to(input: Any, shape: Any, name: Any = None) -> Tensor:
 
 
 def reshape(tensor_: Any, shape: Sequence[int], name: Any = None) -> Tensor:
+    if (trace := _traced(tensor_)) is not None:
+        return trace.reshape(tensor_, shape)
     x = _arr(tensor_)
     return _out(np.reshape(x, _dims(shape)), (tensor_,), lambda g, need: (reshape(g, x.shape),))
 

@@ -46,6 +46,7 @@ class Dataset:
         self._drop_remainder = drop_remainder
         self._shuffled = shuffled
         self._seed = seed
+        self._infinite = False  # repeat() without a count: passes without end
 
     @staticmethod
     def from_tensor_slices(tensors: Any, name: Any = None) -> "Dataset":
@@ -81,6 +82,7 @@ class Dataset:
             self._shuffled,
             self._seed,
         )
+        d._infinite = self._infinite
         d.__dict__.update({f"_{k}": v for k, v in changes.items()})
         return d
 
@@ -121,11 +123,20 @@ class Dataset:
 
     def repeat(self, count: Optional[int] = None, name: Any = None) -> "Dataset":
         if count is None or count == -1:
-            return self  # fit runs epochs over the data itself
+            # Passes without end when iterated (take(n) reads as many as it needs); fit runs its
+            # epochs over one pass of the data itself.
+            return self._copy(infinite=True)
         idx = np.tile(np.arange(self._size()), int(count))
         return self._copy(arrays=tuple(a[idx] for a in self._arrays))
 
     def take(self, count: int, name: Any = None) -> "Dataset":
+        if self._infinite and count >= 0:
+            # The first `count` elements (batches) of the endless stream: the data's elements
+            # in turn, pass after pass, batched across the passes' ends as TensorFlow's
+            # repeat().batch() batches them.
+            need, n = count * (self._batch_size or 1), self._size()
+            idx = np.resize(np.arange(n), need) if n else np.arange(0)
+            return self._copy(arrays=tuple(a[idx] for a in self._arrays), infinite=False)
         return self._slice(0, count)
 
     def skip(self, count: int, name: Any = None) -> "Dataset":
@@ -179,13 +190,20 @@ class Dataset:
             idx = order[start : start + b]
             yield tuple(a[idx] for a in self._arrays)
 
+    def _stream(self) -> Iterator[tuple[np.ndarray, ...]]:
+        """One pass of the elements; pass after pass for repeat() without a count."""
+        while True:
+            yield from self._elements()
+            if not self._infinite or self._size() == 0:
+                return
+
     def __iter__(self) -> Iterator[Any]:
-        for element in self._elements():
+        for element in self._stream():
             values = tuple(_tensor.tensor(v) for v in element)
             yield values[0] if self._single else values
 
     def as_numpy_iterator(self) -> Iterator[Any]:
-        for element in self._elements():
+        for element in self._stream():
             yield element[0] if self._single else element
 
     def __len__(self) -> int:

@@ -171,3 +171,30 @@ def test_the_element_wise_merging_layers_broadcast_and_round_trip_through_json()
     assert [type(l).__name__ for l in again.layers][-2:] == ["Minimum", "Average"]
     with pytest.raises(NotImplementedError, match="Subtract with 3 inputs"):
         layers.Subtract()([a, b, a])
+
+
+def test_tf_reshape_in_a_subclassed_models_call_keeps_the_batch_axis():
+    """tf.reshape(x, [-1, ...]) on the traced input is a Reshape layer (a -1 among the others
+    inferred); another first axis than -1 says so."""
+    import crossover as tf
+
+    class Net(keras.Model):
+        def __init__(self, shape):
+            super().__init__()
+            self.shape_to = shape
+            self.flatten = layers.Flatten()
+            self.dense = layers.Dense(3)
+
+        def call(self, x):
+            return self.dense(self.flatten(tf.reshape(x, self.shape_to)))
+
+    x = np.random.default_rng(5).random((4, 2, 6)).astype(np.float32)
+    for shape in ([-1, 12], (-1, 4, -1)):
+        model = Net(shape)
+        out = model.predict(x, verbose=0)
+        kernel, bias = model.get_weights()
+        np.testing.assert_allclose(out, x.reshape(4, 12) @ kernel + bias, atol=1e-5)
+    with pytest.raises(NotImplementedError, match="first axis is not -1"):
+        Net([4, 12]).predict(x, verbose=0)
+    with pytest.raises(ValueError, match="cannot reshape samples of shape"):
+        Net([-1, 5]).predict(x, verbose=0)

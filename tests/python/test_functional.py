@@ -211,3 +211,21 @@ def test_a_sublayer_a_custom_layer_calls_twice_is_shared() -> None:
     model.fit(np.ones((8, 4), np.float32), np.ones((8, 2), np.float32), verbose=0)
     assert [w.shape for w in model.get_weights()] == [(4, 4), (4,), (4, 2), (2,)]
     assert [w.shape for w in last.get_weights()] == [(4, 2), (2,)]
+
+
+def test_a_subclassed_model_compiled_with_positional_arguments():
+    """compile(optimizer, loss) before the model's trace keeps both for it (Keras's order)."""
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.dense(x)
+
+    model = Net()
+    model.compile("sgd", "mse", metrics=["mae"])
+    history = model.fit(np.ones((4, 3), "float32"), np.ones((4, 2), "float32"), verbose=0)
+    assert sorted(history.history) == ["loss", "mae"]
+    assert model.loss == "mse"

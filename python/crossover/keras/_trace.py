@@ -420,3 +420,26 @@ def dropout(x: Any, rate: Any) -> Any:
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
     shape = tuple(x.shape[1:])
     return _node(lambda: _engine("Dropout", rate=rate), ("dropout", rate), "dropout", [x], shape)
+
+
+def reshape(x: Any, shape: Any) -> Any:
+    """tf.reshape of a symbolic tensor to (-1, ...): the batch axis kept, the sample reshaped (a
+    Reshape layer); one other -1 is inferred, as TensorFlow infers it."""
+    if not _is_tensor(x):
+        raise not_supported(f"reshape of {type(x).__name__}")
+    dims = [-1 if d is None else int(d) for d in np.asarray(shape).reshape(-1).tolist()]
+    if not dims or dims[0] != -1:
+        raise not_supported(
+            f"tf.reshape of a symbolic tensor to {dims}, whose first axis is not -1 (the batch: "
+            f"the model's samples keep it)"
+        )
+    size, target = int(np.prod(x.shape[1:])), dims[1:]
+    known = int(np.prod([d for d in target if d != -1]))
+    if target.count(-1) > 1 or (target.count(-1) == 0 and known != size) or size % max(known, 1):
+        raise ValueError(
+            f"reshape: cannot reshape samples of shape {tuple(x.shape[1:])} ({size} values) to "
+            f"{tuple(target)}"
+        )
+    target = [size // known if d == -1 else d for d in target]
+    sig = ("reshape", tuple(target))
+    return _node(lambda: _engine("Reshape", target_shape=target), sig, "reshape", [x], tuple(target))

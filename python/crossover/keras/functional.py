@@ -797,10 +797,13 @@ class Subclassed(Functional):
             return
         from . import optimizers as optimizers_module
 
-        optimizer = kwargs.get("optimizer", args[0] if args else "rmsprop")
-        self.optimizer = optimizers_module.from_identifier(optimizer)
-        self._compile_args = (args[1:], {**kwargs, "optimizer": self.optimizer})
-        self.loss = kwargs.get("loss", args[1] if len(args) > 1 else None)
+        # compile's arguments by name (positional ones too: compile(optimizer, loss, ...)).
+        given = inspect.signature(Sequential.compile).bind(self, *args, **kwargs).arguments
+        given.pop("self")
+        given.update(given.pop("kwargs", {}))
+        self.optimizer = optimizers_module.from_identifier(given.get("optimizer", "rmsprop"))
+        self._compile_args = ((), {**given, "optimizer": self.optimizer})
+        self.loss = given.get("loss")
 
     def fit(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
         if x is not None:

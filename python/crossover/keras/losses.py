@@ -8,6 +8,7 @@ does not run, by name. The cross-entropies' from_logits=True goes to the engine 
 the softmax or sigmoid itself, as Keras's does, to the model's output, or to the input of a final
 sigmoid or softmax, which Keras takes back as the logits)."""
 
+import re
 from typing import Any, Optional
 
 import numpy as np
@@ -51,6 +52,14 @@ def _on_tape(y_pred: Any) -> bool:
     the loss is then computed with the eager ops themselves (_eager_loss), which the tape
     differentiates, instead of numpy's (the same values)."""
     return any(id(y_pred) in t._ids for t in _tensor._recording)
+
+
+def _takes_logits(y_pred: Any, name: str, from_logits: bool) -> bool:
+    """Keras 3 on TensorFlow: a cross-entropy with from_logits=True of a model's final softmax
+    (sigmoid) output takes that activation's input back as the logits, which gives the loss of
+    the probabilities themselves (from_logits=False)."""
+    own = "sigmoid" if name == "binary_crossentropy" else "softmax"
+    return bool(from_logits) and getattr(y_pred, "_keras_logits_of", None) != own
 
 
 def _eager_loss(name: str, y_true: Any, y_pred: Any, **kwargs: Any) -> _tensor.Tensor:
@@ -113,7 +122,10 @@ def sparse_categorical_crossentropy(
     reject_unsupported("sparse_categorical_crossentropy", ignore_class=(ignore_class, None))
     if _on_tape(y_pred):
         return _eager_loss(
-            "sparse_categorical_crossentropy", y_true, y_pred, from_logits=from_logits
+            "sparse_categorical_crossentropy",
+            y_true,
+            y_pred,
+            from_logits=_takes_logits(y_pred, "sparse_categorical_crossentropy", from_logits),
         )
     output = _pred(y_pred)
     if axis not in (-1, output.ndim - 1):
@@ -150,7 +162,7 @@ def categorical_crossentropy(
             "categorical_crossentropy",
             y_true,
             y_pred,
-            from_logits=from_logits,
+            from_logits=_takes_logits(y_pred, "categorical_crossentropy", from_logits),
             label_smoothing=label_smoothing,
             axis=axis,
         )
@@ -182,7 +194,7 @@ def binary_crossentropy(
             "binary_crossentropy",
             y_true,
             y_pred,
-            from_logits=from_logits,
+            from_logits=_takes_logits(y_pred, "binary_crossentropy", from_logits),
             label_smoothing=label_smoothing,
             axis=axis,
         )
@@ -290,7 +302,8 @@ class Loss:
             raise ValueError(
                 f"{owner}: dtype {dtype!r} is not supported: crossover computes in float32"
             )
-        self.name = name or self._library_name
+        # A subclass of the user's has no library name: Keras's name, the class's in snake case.
+        self.name = name or getattr(self, "_library_name", None) or _snake_case(owner)
         self.reduction = reduction
         self._fn_kwargs: dict[str, Any] = {}
 
@@ -307,13 +320,23 @@ class Loss:
         model(x, training=True) under a GradientTape: the engine's loss and gradients (_tape)."""
         from .. import _tape
 
-        if _on_tape(y_pred):  # eager ops' result under a tape: the loss in eager ops, recorded
-            y_pred = _tensor.cast(y_pred, np.float32)  # Keras's loss dtype, as below
-            values = _FUNCTIONS[self._library_name](y_true, y_pred, **self._fn_kwargs)
-            return _eager_reduce(values, self.reduction, sample_weight)
-        recorded = _tape.loss_of(self, y_true, y_pred, sample_weight)
-        if recorded is not None:
-            return recorded
+        own_call = type(self).call is not Loss.call  # a subclass's own call()
+        if own_call or _on_tape(y_pred):
+            # In eager ops (recorded under a tape: a model's outputs, or eager ops' results):
+            # Keras's __call__, y_true and y_pred float32 tensors, call(), the reduction.
+            kwargs = dict(self._fn_kwargs)
+            if "from_logits" in kwargs:
+                kwargs["from_logits"] = _takes_logits(
+                    y_pred, self._library_name, kwargs["from_logits"]
+                )
+            y_pred = _tensor.cast(_tensor.convert_to_tensor(y_pred), np.float32)
+            if own_call:
+                y_true = _tensor.cast(_tensor.convert_to_tensor(y_true), np.float32)
+                values = _tensor.convert_to_tensor(self.call(y_true, y_pred))
+            else:
+                values = _FUNCTIONS[self._library_name](y_true, y_pred, **kwargs)
+            loss = _eager_reduce(values, self.reduction, sample_weight)
+            return _tape.engine_loss(self, y_true, y_pred, sample_weight, loss)
         y_pred = np.asarray(_tensor._plain(y_pred), dtype=np.float32)
         y_true = np.asarray(_tensor._plain(y_true), dtype=np.float32)
         values = self.call(y_true, y_pred).view(np.ndarray).astype(np.float32)
@@ -412,10 +435,16 @@ def from_logits(loss: Any) -> bool:
     return isinstance(loss, Loss) and bool(getattr(loss, "from_logits", False))
 
 
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
 def library_name(loss: Any) -> str:
     """The library's loss name for a Keras loss name or object; ValueError/TypeError otherwise."""
     if isinstance(loss, Loss):
         owner = type(loss).__name__
+        if type(loss).call is not Loss.call or not hasattr(loss, "_library_name"):
+            raise TypeError(f"compile: loss {owner} computes its own call(): no engine loss op")
         if loss._library_name not in _ENGINE_LOSSES:
             raise ValueError(
                 f"compile: loss {owner} is not supported (yet) in training: crossover's engine "

@@ -17,7 +17,7 @@ from . import losses as losses_module
 from . import metrics as metrics_module
 from . import mixed_precision
 from . import optimizers as optimizers_module
-from . import saving
+from . import _python_step, saving
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from .callbacks import CallbackList, History
 from .layers import Flatten, InputLayer, Layer, _engine_layer
@@ -184,6 +184,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         self._metric_name = "accuracy"
         self._metric_order: list[str] = []
         self._loss_name = ""  # the library's name of the compiled loss
+        self._eager_loss: Any = None  # a loss with no engine op: fit steps in Python with it
         # Keras's: the model's own policy is the global one when it is made. What the engine
         # trains in comes from its layers' policies (_precision).
         self._dtype_policy = mixed_precision.dtype_policy()
@@ -241,7 +242,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         """(None, ...) of the last layer's output, once the input shape is known."""
         from . import _summary
 
-        shape = self._input_shape
+        shape = self._known_input_shape()
         if shape is None:
             return None
         out = tuple(shape)
@@ -271,6 +272,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
     def _input_shape(self) -> Optional[list[int]]:
         leaves = self._leaves()
         return leaves[0]._input_shape if leaves else None
+
+    def _known_input_shape(self) -> Optional[list[int]]:
+        """The input shape given, else the one the data fit, evaluate or predict ran on gave
+        the engine (Keras builds a model on its first data)."""
+        shape = self._input_shape
+        if shape is None and self._core is not None and self._core.input_shape:
+            shape = list(self._core.input_shape)
+        return shape
 
     def _model(self) -> "_core.Sequential":
         """The library's model for the current layers (uncompiled when new)."""
@@ -479,13 +488,22 @@ class Sequential(mixed_precision.HasDTypePolicy):
             return
         if loss is None:
             raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
+        self._eager_loss = None
         if several:
             heads = _output_heads(self.output_names, loss, loss_weights, metrics)
             loss_name = heads[0][0]
         else:
-            loss_name = losses_module.library_name(loss)
+            try:
+                loss_name = losses_module.library_name(loss)
+            except (ValueError, TypeError):
+                # A loss the engine has no op for: fit and evaluate step in Python with it
+                # (_python_step); the engine is compiled for its optimizer and passes.
+                self._eager_loss = _python_step.eager_loss(loss)
+                if self._eager_loss is None:
+                    raise
+                loss_name = "mean_squared_error"
             metric_kinds, metric_names, metric_parameters = metrics_module.resolve(
-                metrics, loss_name
+                metrics if self._eager_loss is None else None, loss_name
             )
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
@@ -559,7 +577,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if isinstance(optimizer, optimizers_module.Optimizer):
             optimizer._attach(self)
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
-        self._loss_name = loss_name
+        self._loss_name = "" if self._eager_loss is not None else loss_name
 
     def _use_measured_threads(self, x: np.ndarray, y: np.ndarray, batch: int, say: bool) -> None:
         """The CLI's --threads 0 for a CPU model without a count asked for, once: the fastest
@@ -638,9 +656,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
         validation_freq: int = 1,
     ) -> History:
         reject_unsupported("fit", validation_batch_size=(validation_batch_size, None))
-        if _overrides(self, "train_step"):
+        if _overrides(self, "train_step") or self._steps_in_python():
+            who = "fit with the model's own train_step"
+            if not _overrides(self, "train_step"):
+                who = "fit with a loss the engine has no op for"
             reject_unsupported(
-                "fit with the model's own train_step",
+                who,
                 class_weight=(class_weight, None),
                 sample_weight=(sample_weight, None),
                 steps_per_epoch=(steps_per_epoch, None),
@@ -736,7 +757,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         return_dict: bool = False,
     ) -> Union[float, list[float], dict[str, float]]:
         reject_unsupported("evaluate", steps=(steps, None))
-        if _overrides(self, "test_step"):
+        if _overrides(self, "test_step") or self._steps_in_python():
             x, y, batch_size, _ = _from_dataset(x, y, batch_size, False, "evaluate")
             logs = self._evaluate_by_steps(x, y, batch_size or 32, _verbosity(verbose))
             values = list(logs.values())
@@ -796,6 +817,11 @@ class Sequential(mixed_precision.HasDTypePolicy):
         if training is not None and bool(training):
             self._check_scope("Sequential.__call__")
             return _tape.training_call(self, inputs)
+        if _tape.recording():
+            # Under a tape, model(x) is differentiable in inference mode too (TensorFlow's):
+            # the training pass, which is the same function where no layer depends on training.
+            self._check_scope("Sequential.__call__")
+            return _tape.inference_call(self, inputs)
         out = self.predict(inputs, verbose=0)
         if isinstance(out, dict):
             return {k: _tensor.tensor(v) for k, v in out.items()}
@@ -905,9 +931,25 @@ class Sequential(mixed_precision.HasDTypePolicy):
         loss = self.loss if self._user_compiled else None
         if loss is None:
             raise ValueError("No loss to compute. Provide a `loss` argument in `compile()`.")
+        if getattr(self, "_eager_loss", None) is not None:
+            return self._eager_loss(y, y_pred, sample_weight)
         if not isinstance(loss, losses_module.Loss):
             loss = _LOSS_CLASSES[losses_module.library_name(loss)]()
         return loss(y, y_pred, sample_weight)
+
+    def train_step(self, data: Any) -> dict[str, Any]:
+        """Keras's default train_step (a subclass's calls it as super().train_step(data)): one
+        batch's update through a GradientTape, then the metrics (_python_step). fit's own step
+        is the engine's, unless the loss has no engine op."""
+        return _python_step.train_step(self, data)
+
+    def test_step(self, data: Any) -> dict[str, Any]:
+        """Keras's default test_step: one batch's loss and metrics in inference."""
+        return _python_step.test_step(self, data)
+
+    def _steps_in_python(self) -> bool:
+        """fit and evaluate run Keras's steps in Python (the loss has no engine op)."""
+        return self._user_compiled and getattr(self, "_eager_loss", None) is not None
 
     @property
     def metrics(self) -> list[Any]:
@@ -1103,7 +1145,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     @property
     def input_shape(self) -> Optional[tuple[Optional[int], ...]]:
-        shape = self._input_shape
+        shape = self._known_input_shape()
         return None if shape is None else (None, *shape)
 
     def set_weights(self, weights: list[Any]) -> None:
@@ -1290,6 +1332,9 @@ class _CompileMetrics:
         self._metrics: list[Any] = []
         for metric in given if isinstance(given, (list, tuple)) else [given]:
             if isinstance(metric, str) and metric.lower() in ("accuracy", "acc"):
+                if not loss_name:  # a loss the engine has no op for: by the shapes, later
+                    self._metrics.append(metric)
+                    continue
                 if loss_name not in accuracy:
                     raise ValueError(f"compile: metric {metric!r} with loss {loss_name}")
                 self._metrics.append(accuracy[loss_name](name=metric))
@@ -1303,15 +1348,20 @@ class _CompileMetrics:
             self._metrics.append(made)
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        self._metrics = [
+            _python_step.accuracy_for(m, y_true, y_pred) if isinstance(m, str) else m
+            for m in self._metrics
+        ]
         for metric in self._metrics:
             metric.update_state(y_true, y_pred, sample_weight)
 
     def result(self) -> dict[str, Any]:
-        return {m.name: m.result() for m in self._metrics}
+        return {m.name: m.result() for m in self._metrics if not isinstance(m, str)}
 
     def reset_state(self) -> None:
         for metric in self._metrics:
-            metric.reset_state()
+            if not isinstance(metric, str):
+                metric.reset_state()
 
     def __repr__(self) -> str:
         return "<CompileMetrics name=compile_metrics>"
