@@ -64,6 +64,7 @@ __all__ += ["config", "random", "device", "DeviceNotFoundError"]
 # Tensors: what calling a model returns, and the ops scripts apply to it (numpy underneath).
 from . import data, distribute, math, nn  # noqa: E402
 from . import saved_model  # noqa: E402  (a folder with a .keras archive: saved_model.py)
+from . import train  # noqa: E402  (tf.train.Checkpoint, in crossover's own files: train.py)
 from ._tensor import (  # noqa: E402
     Tensor,
     TensorShape,
@@ -147,7 +148,7 @@ from ._tensor import range_ as range  # noqa: E402  (tf.range)
 newaxis = None
 
 __all__ += ["data", "distribute", "math", "nn", "Tensor", "TensorShape", "newaxis", "bool", "range"]
-__all__ += ["saved_model"]
+__all__ += ["saved_model", "train"]
 __all__ += ["broadcast_to", "fill", "gather", "greater_equal", "identity", "less_equal"]
 __all__ += ["negative", "ones_like", "pow", "sign", "zeros_like"]
 __all__ += ["sigmoid", "tanh"]  # TensorFlow 2's root has them (tf.math.sigmoid, tf.nn.tanh too)
@@ -236,7 +237,12 @@ __all__ += ["get_logger", "executing_eagerly", "autograph", "compat"]
 from ._tape import GradientTape, UnconnectedGradients  # noqa: E402
 from ._tensor import InvalidArgumentError as _InvalidArgumentError  # noqa: E402
 
-errors = _Namespace("errors", InvalidArgumentError=_InvalidArgumentError)
+errors = _Namespace(
+    "errors",
+    InvalidArgumentError=_InvalidArgumentError,
+    NotFoundError=train.NotFoundError,
+    DataLossError=train.DataLossError,
+)
 
 
 def function(
