@@ -504,7 +504,12 @@ def one_hot(
     gives a row of off_value, as TensorFlow's does."""
     idx = np.asarray(_plain(indices))
     if not (np.issubdtype(idx.dtype, np.integer)):
-        raise TypeError(f"one_hot: indices must be integers, got dtype {idx.dtype}")
+        if _is_tf(indices) or not np.issubdtype(idx.dtype, np.floating):
+            raise InvalidArgumentError(
+                f"one_hot: indices must be uint8, int8, int32 or int64, got dtype {idx.dtype}"
+            )
+        # A numpy array or list of floats: TensorFlow converts it to integers (truncating).
+        idx = np.trunc(idx).astype(np.int64)
     out_dtype = as_dtype(dtype) if dtype is not None else float32
     on = 1 if on_value is None else on_value
     off = 0 if off_value is None else off_value

@@ -690,3 +690,14 @@ def test_a_mirrored_strategy_is_one_replica_whose_scope_models_are_made_in():
         strategy.run(lambda: None)
     with pytest.raises(AttributeError, match="distribute.TPUStrategy is not supported"):
         tf.distribute.TPUStrategy
+
+
+def test_one_hot_of_floats_as_tensorflow_takes_them():
+    """A numpy array of floats is converted (truncated) as TensorFlow converts it; a float
+    tensor is TensorFlow's InvalidArgumentError."""
+    np.testing.assert_array_equal(
+        tf.one_hot(np.array([1.0, 2.7, -1.0], np.float32), depth=3),
+        [[0, 1, 0], [0, 0, 1], [0, 0, 0]],
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="int32 or int64"):
+        tf.one_hot(tf.constant([1.0, 2.0]), depth=3)
