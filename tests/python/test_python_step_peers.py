@@ -1,7 +1,8 @@
 """Losses the engine has no op for, against Keras 3.15 on TensorFlow 2.21, from the same initial
 weights and batches in order (no shuffling, no dropout):
-- compile(loss=<a Python function>) / a keras.losses.Loss subclass / "mae", then fit and
-  evaluate: fit steps in Python (keras/_python_step.py) through the engine's passes;
+- compile(loss=<a Python function>) / a keras.losses.Loss subclass / "mae", or metrics of the
+  user's (a Metric subclass with add_weight, a function), then fit and evaluate: fit steps in
+  Python (keras/_python_step.py) through the engine's passes;
 - a GradientTape loop whose loss is eager ops on the model's outputs (tf.reduce_mean,
   tf.square, keras.losses functions), differentiated through training_backward_outputs.
 The same code runs on both sides (executed here with crossover as `tf` and `keras`); the weights
@@ -32,8 +33,25 @@ class Weighted(keras.losses.Loss):
     def call(self, y_true, y_pred):
         return tf.reduce_sum(tf.square(y_true - y_pred) * [1.0, 2.0, 3.0], axis=-1)
 
-loss = {"function": cubed_error, "subclass": Weighted(), "mae": "mae"}[KIND]
-model.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss, metrics=["accuracy"])
+class Hits(keras.metrics.Metric):
+    def __init__(self, name="hits", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.hits = self.add_weight(name="hits", initializer="zeros")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        right = tf.argmax(y_true, axis=1) == tf.argmax(y_pred, axis=1)
+        self.hits.assign_add(tf.reduce_sum(tf.cast(right, "float32")))
+
+    def result(self):
+        return self.hits
+
+def top_probability(y_true, y_pred):
+    return tf.reduce_max(y_pred, axis=-1)
+
+loss = {"function": cubed_error, "subclass": Weighted(), "mae": "mae",
+        "metrics": "categorical_crossentropy"}[KIND]
+metrics = ["accuracy"] + ([Hits(), top_probability] if KIND == "metrics" else [])
+model.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss, metrics=metrics)
 history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
                     validation_data=(x[:16], y[:16]))
 evaluated = model.evaluate(x, y, batch_size=8, verbose=0)
@@ -92,7 +110,7 @@ def assert_same_weights(ours: list, theirs: list) -> None:
         np.testing.assert_allclose(np.asarray(o, np.float32), np.asarray(t, np.float32), atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["function", "subclass", "mae"])
+@pytest.mark.parametrize("kind", ["function", "subclass", "mae", "metrics"])
 def test_fit_with_a_loss_the_engine_has_no_op_for(kind: str, tmp_path: Path) -> None:
     ours, theirs = both(FIT.replace("KIND", repr(kind)), tmp_path)
     assert_same_weights(ours["weights"], theirs["weights"])

@@ -11,6 +11,7 @@ the top-k accuracies by their Keras names (src/nn/metrics.h), with TopKCategoric
 SparseTopKCategoricalAccuracy's k and BinaryAccuracy's threshold. Any other metric is refused by
 name (Precision, Recall, AUC, ... are not computed)."""
 
+import re
 from typing import Any, Optional
 
 import numpy as np
@@ -116,9 +117,39 @@ class Metric:
 
     def __init__(self, name: Optional[str] = None, dtype: Any = None, **kwargs: Any) -> None:
         reject_unknown(type(self).__name__, kwargs, like="signature")
-        self.name = name or self._kind
+        # A subclass of the user's has no kind: Keras's name, the class's in snake case.
+        self.name = name or getattr(self, "_kind", None) or _snake_case(type(self).__name__)
         self.dtype = dtype
+        self._variables: list[Any] = []
         self.reset_state()
+
+    def add_weight(
+        self,
+        shape: Any = (),
+        initializer: Any = "zeros",
+        dtype: Any = None,
+        aggregation: str = "sum",
+        name: Optional[str] = None,
+    ) -> Any:
+        """Keras's Metric.add_weight (add_variable): a state variable (assign, assign_add, read
+        by TensorFlow's ops), not trained; reset_state() sets each back to its initializer's."""
+        from .layers import Variable
+
+        variable = Variable(
+            initializer, shape=shape, dtype=dtype or "float32", trainable=False, name=name
+        )
+        self._variables.append((variable, initializer, shape))
+        return variable
+
+    add_variable = add_weight
+
+    @property
+    def variables(self) -> list[Any]:
+        return [v for v, _, _ in getattr(self, "_variables", [])]
+
+    def _is_users(self) -> bool:
+        """A subclass of the user's, computing its own update_state (no engine kind)."""
+        return not hasattr(self, "_kind")
 
     def _values(self, y_true: Any, y_pred: Any) -> np.ndarray:
         return _plain(_FUNCTIONS[self._kind](y_true, y_pred, **self._arguments())).astype(
@@ -134,8 +165,14 @@ class Metric:
         return {"name": self.name, "dtype": self.dtype or "float32", **self._arguments()}
 
     def reset_state(self) -> None:
+        """The state at the start (Keras's: each variable add_weight made back to its
+        initializer's values)."""
         self._total = np.float32(0)
         self._count = np.float32(0)
+        from .layers import Variable
+
+        for variable, initializer, shape in getattr(self, "_variables", []):
+            variable.assign(Variable(initializer, shape=shape, dtype=variable.dtype)._array)
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         values = self._values(y_true, y_pred)
@@ -157,6 +194,22 @@ class Metric:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}>"
+
+
+class MeanMetricWrapper(Metric):
+    """Keras's MeanMetricWrapper: the mean of fn(y_true, y_pred, **kwargs) over the samples seen
+    (a metric function of the user's given to compile is one)."""
+
+    def __init__(
+        self, fn: Any, name: Optional[str] = None, dtype: Any = None, **kwargs: Any
+    ) -> None:
+        self._fn, self._fn_kwargs = fn, kwargs
+        super().__init__(name=name or getattr(fn, "__name__", "mean_metric_wrapper"), dtype=dtype)
+
+    def _values(self, y_true: Any, y_pred: Any) -> np.ndarray:
+        y_true = _tensor.cast(_tensor.convert_to_tensor(y_true), np.float32)
+        y_pred = _tensor.cast(_tensor.convert_to_tensor(y_pred), np.float32)
+        return _plain(self._fn(y_true, y_pred, **self._fn_kwargs)).astype(np.float32)
 
 
 class SparseCategoricalAccuracy(Metric):
@@ -318,6 +371,24 @@ def _kind_of(metric: Any) -> tuple[str, str, Optional[float]]:
         f"accuracies (by their Keras names or keras.metrics classes), not Precision, Recall, AUC "
         f"or the others; {SEE_SUPPORTED}"
     )
+
+
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def computed_in_python(metrics: Any) -> bool:
+    """Whether compile's metrics hold one the engine has no kind for (a Metric subclass of the
+    user's, or the user's own function): fit then steps in Python (keras/_python_step.py)."""
+    if not isinstance(metrics, (list, tuple)):
+        return False
+    for metric in metrics:
+        if isinstance(metric, Metric) and metric._is_users():
+            return True
+        if callable(metric) and not isinstance(metric, (Metric, type)):
+            if not any(metric is f for f in _FUNCTIONS.values()):
+                return True
+    return False
 
 
 def resolve(metrics: Any, loss: str) -> tuple[list[str], list[str], list[Optional[float]]]:

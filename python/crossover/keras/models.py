@@ -185,6 +185,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         self._metric_order: list[str] = []
         self._loss_name = ""  # the library's name of the compiled loss
         self._eager_loss: Any = None  # a loss with no engine op: fit steps in Python with it
+        self._python_metrics = False  # a metric with no engine kind: the same
         # Keras's: the model's own policy is the global one when it is made. What the engine
         # trains in comes from its layers' policies (_precision).
         self._dtype_policy = mixed_precision.dtype_policy()
@@ -502,8 +503,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 if self._eager_loss is None:
                     raise
                 loss_name = "mean_squared_error"
+            # A metric the engine has no kind for (the user's Metric subclass or function):
+            # Python steps too, the metrics Keras's objects (_CompileMetrics).
+            self._python_metrics = metrics_module.computed_in_python(metrics)
+            in_python = self._eager_loss is not None or self._python_metrics
             metric_kinds, metric_names, metric_parameters = metrics_module.resolve(
-                metrics if self._eager_loss is None else None, loss_name
+                None if in_python else metrics, loss_name
             )
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
@@ -875,13 +880,14 @@ class Sequential(mixed_precision.HasDTypePolicy):
             if level:
                 print(f"Epoch {epoch + 1}/{epochs}", flush=True)
             bar = _core.ProgressBar(steps, interactive)
-            start, logs, done = time.monotonic(), {}, 0
+            start, logs, done, raw = time.monotonic(), {}, 0, {}
             batches = callback_list.wants_batches("train")
             for step in range(steps):
                 rows = order[step * batch : (step + 1) * batch]
                 if batches:
                     callback_list.on_train_batch_begin(step)
-                logs = _float_logs(self.train_step((xs[rows], ys[rows])), "train_step")
+                raw = self.train_step((xs[rows], ys[rows]))
+                logs = _float_logs(raw, "train_step")
                 done = step + 1
                 if batches:
                     callback_list.on_train_batch_end(step, logs)
@@ -892,6 +898,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
             seconds = time.monotonic() - start
             if vx is not None:
                 val = self._evaluate_by_steps(vx, vy, batch, 0)
+                # Keras reads the epoch's logs after validation: a metric whose result() is its
+                # variable itself shows the value validation left in it, as in Keras.
+                logs = _float_logs(raw, "train_step") if done else logs
                 logs.update({"val_" + k: v for k, v in val.items()})
             if level:
                 bar.finish(done, seconds, list(logs.items()))
@@ -948,8 +957,10 @@ class Sequential(mixed_precision.HasDTypePolicy):
         return _python_step.test_step(self, data)
 
     def _steps_in_python(self) -> bool:
-        """fit and evaluate run Keras's steps in Python (the loss has no engine op)."""
-        return self._user_compiled and getattr(self, "_eager_loss", None) is not None
+        """fit and evaluate run Keras's steps in Python (the loss, or a metric, has no engine
+        op)."""
+        python = getattr(self, "_eager_loss", None) is not None
+        return self._user_compiled and (python or getattr(self, "_python_metrics", False))
 
     @property
     def metrics(self) -> list[Any]:
@@ -1340,6 +1351,10 @@ class _CompileMetrics:
                 self._metrics.append(accuracy[loss_name](name=metric))
                 continue
             made = metrics_module.get(metric)
+            if metrics_module.computed_in_python([made]) and not isinstance(
+                made, metrics_module.Metric
+            ):
+                made = metrics_module.MeanMetricWrapper(made)  # the user's own function
             if not isinstance(made, metrics_module.Metric):
                 kind = metrics_module._kind_of(metric)[0]
                 made = metrics_module._CLASSES[kind](name=getattr(metric, "__name__", kind))
