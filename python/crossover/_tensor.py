@@ -570,6 +570,8 @@ def relu(features: Any, name: Any = None) -> Tensor:
 
 
 def leaky_relu(features: Any, alpha: float = 0.2, name: Any = None) -> Tensor:
+    if (trace := _traced(features)) is not None:
+        return trace.leaky_relu(features, alpha)
     v = _float_arg(features, "leaky_relu")
     slope = np.where(v > 0, 1, alpha).astype(v.dtype)
     return _out(v * slope, (features,), lambda g, need: (multiply(g, slope),))
@@ -1006,6 +1008,8 @@ def broadcast_to(input: Any, shape: Any, name: Any = None) -> Tensor:
 
 
 def reshape(tensor_: Any, shape: Sequence[int], name: Any = None) -> Tensor:
+    if (trace := _traced(tensor_)) is not None:
+        return trace.reshape(tensor_, shape)
     x = _arr(tensor_)
     return _out(np.reshape(x, _dims(shape)), (tensor_,), lambda g, need: (reshape(g, x.shape),))
 

@@ -377,6 +377,46 @@ def activation(name: str, x: Any, axis: int = -1) -> Any:
     return _node(made, ("activation", name), name, [x], shape)
 
 
+def leaky_relu(x: Any, alpha: Any) -> Any:
+    """tf.nn.leaky_relu: the engine's LeakyReLU of that slope."""
+    if not _is_tensor(x):
+        raise not_supported(f"leaky_relu of {type(x).__name__}")
+    slope = float(alpha)
+    made = lambda: _engine("LeakyReLU", negative_slope=slope)  # noqa: E731
+    return _node(made, ("leaky_relu", slope), "leaky_relu", [x], tuple(x.shape[1:]))
+
+
+def reshape(x: Any, shape: Any) -> Any:
+    """tf.reshape(x, [-1, ...]): each sample reshaped (the engine's Reshape); the batch axis
+    stays first (-1 or None), one other axis may be -1."""
+    dims = [None if d is None else int(d) for d in np.asarray(shape, dtype=object).tolist()]
+    if not dims or dims[0] not in (-1, None):
+        raise not_supported(
+            f"reshape to {list(shape)} (crossover reshapes each sample: the batch axis first, "
+            "as -1)"
+        )
+    rest = list(dims[1:])
+    size = int(np.prod(x.shape[1:], dtype=np.int64))
+    if any(d is None or d == 0 or d < -1 for d in rest) or rest.count(-1) > 1:
+        raise ValueError(f"reshape: invalid shape {list(shape)} for a tensor of shape {x.shape}")
+    if -1 in rest:
+        known = int(np.prod([d for d in rest if d != -1], dtype=np.int64))
+        if known == 0 or size % known:
+            raise ValueError(
+                f"Cannot reshape a tensor of shape {x.shape} to {list(shape)}: {size} values "
+                "per sample"
+            )
+        rest[rest.index(-1)] = size // known
+    if int(np.prod(rest, dtype=np.int64)) != size:
+        raise ValueError(
+            f"Cannot reshape a tensor of shape {x.shape} to {list(shape)}: {size} values per "
+            "sample"
+        )
+    target = tuple(int(d) for d in rest)
+    made = lambda: _engine("Reshape", target_shape=list(target))  # noqa: E731
+    return _node(made, ("reshape", target), "reshape", [x], target)
+
+
 def _last_axis(x: Any, axis: Any, op: str) -> None:
     if isinstance(axis, (list, tuple)) and len(axis) == 1:
         axis = axis[0]
@@ -410,6 +450,13 @@ def concat(values: Any, axis: Any) -> Any:
     shape = (*first[:-1], sum(int(v.shape[-1]) for v in values))
     sig = ("concatenate", len(values))
     return _node(lambda: _engine("Concatenate", axis=-1), sig, "concatenate", values, shape)
+
+
+def identity(x: Any) -> Any:
+    """x unchanged, as its own node (functional.py: a model's output that a layer also reads)."""
+    shape = tuple(x.shape[1:])
+    made = lambda: _engine("Activation", activation="linear")  # noqa: E731
+    return _node(made, ("identity",), "output_identity", [x], shape)
 
 
 def dropout(x: Any, rate: Any) -> Any:
