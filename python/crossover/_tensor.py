@@ -579,6 +579,8 @@ def relu(features: Any, name: Any = None) -> Tensor:
 
 
 def leaky_relu(features: Any, alpha: float = 0.2, name: Any = None) -> Tensor:
+    if (trace := _traced(features)) is not None:
+        return trace.leaky_relu(features, alpha)
     v = _float_arg(features, "leaky_relu")
     slope = np.where(v > 0, 1, alpha).astype(v.dtype)
     return _out(v * slope, (features,), lambda g, need: (multiply(g, slope),))

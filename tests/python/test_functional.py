@@ -143,6 +143,24 @@ def test_a_layer_called_twice_is_one_layer_with_one_set_of_weights(tmp_path: Pat
         shared(layers.Dense(3)(inp))
 
 
+def test_inner_outputs_predict() -> None:
+    """Outputs that other layers read, or an input, as Keras allows them (each layer's
+    activations): predicted through an identity op after each, which model.layers, the weights
+    and summary do not show."""
+    inp = keras.Input(shape=(4,))
+    a = layers.Dense(3, activation="relu")(inp)
+    b = layers.Dense(2)(a)
+    model = keras.Model(inp, [inp, a, b])
+    assert [l.name for l in model.layers] == ["input_layer", "dense", "dense_1"]
+    assert model.output_names == ["input_layer", "dense", "dense_1"]
+    assert model.count_params() == 4 * 3 + 3 + 3 * 2 + 2
+    x = np.random.RandomState(0).rand(5, 4).astype(np.float32)
+    got_x, got_a, got_b = model.predict(x, verbose=0)
+    np.testing.assert_allclose(got_x, x)
+    np.testing.assert_allclose(got_a, keras.Model(inp, a).predict(x, verbose=0), rtol=1e-6)
+    np.testing.assert_allclose(got_b, keras.Model(inp, b).predict(x, verbose=0), rtol=1e-6)
+
+
 def test_what_is_not_supported_yet_says_so() -> None:
     inp = keras.Input(shape=(4,))
     a = layers.Dense(3)(inp)
@@ -152,8 +170,11 @@ def test_what_is_not_supported_yet_says_so() -> None:
         layers.Add()([a, layers.Dense(2)(inp)])
     with pytest.raises(ValueError, match="do not depend on the input"):
         keras.Model([inp, keras.Input(shape=(2,))], a)  # Keras takes it (an unused input)
-    with pytest.raises(NotImplementedError, match="read by another layer"):
-        keras.Model(inp, [a, layers.Dense(2)(a)])  # an output that another layer reads
+    inner = keras.Model(inp, [a, layers.Dense(2)(a)])  # an output that another layer reads
+    with pytest.raises(NotImplementedError, match=r"outputs what other layers of it read.*\(de"):
+        inner.compile("adam", "mse")  # it predicts (test_inner_outputs_predict), not trains
+    with pytest.raises(NotImplementedError, match="does not write such a model"):
+        inner.to_json()
     with pytest.raises(NotImplementedError, match="called on a list of arrays"):
         layers.Add()([np.zeros((1, 4), np.float32), np.zeros((1, 4), np.float32)])
     with pytest.raises(NotImplementedError, match=r"indexing a symbolic tensor .* not supported"):

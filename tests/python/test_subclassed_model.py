@@ -94,8 +94,8 @@ def test_compile_waits_for_the_first_data_and_the_graph_is_its_layer_calls() -> 
     keras.utils.set_random_seed(1)
     model = Autoencoder(8)
     assert not model.built
-    with pytest.raises(ValueError, match="has not yet been built"):
-        model.summary()
+    model.summary(print_fn=lambda text: None)  # Keras's table of unbuilt layers (no error)
+    assert not model.built
     model.compile(optimizer="adam", loss="mse")  # before the model knows its input
     x = np.random.RandomState(0).rand(64, 4, 4).astype(np.float32)
     h = model.fit(x, x.reshape(64, 16), epochs=2, batch_size=16, verbose=0).history

@@ -217,12 +217,18 @@ def _held_layers(model: Any) -> list[Any]:
 _TRACE_STATE = ("_output_tensor", "_calls", "_op_layers", "_traced_shapes")
 
 
-def model_call(model: Any, inputs: Any, training: Any, trace: Any) -> Any:
-    """model(x) on data for a subclassed model not compiled yet: traced into the engine's graph
-    when its call() can be (trace() succeeds: None is returned and the engine runs it), else
-    its call() run in Python on the values, as Keras runs it (the layers it applies compute as
-    above); what the failed trace left on its layers is undone, so that a later fit says why it
-    cannot trace."""
+def model_call(
+    model: Any,
+    inputs: Any,
+    training: Any,
+    trace: Any,
+    kwargs: Optional[dict[str, Any]] = None,
+) -> Any:
+    """model(x) (or model(x, **kwargs): keywords of call()'s own, passed on to it) on data for a
+    subclassed model not compiled yet: traced into the engine's graph when its call() can be
+    (trace() succeeds: None is returned and the engine runs it), else its call() run in Python
+    on the values, as Keras runs it (the layers it applies compute as above); what the failed
+    trace left on its layers is undone, so that a later fit says why it cannot trace."""
     held = _held_layers(model)
     kept = [(layer, {k: layer.__dict__[k] for k in _TRACE_STATE if k in layer.__dict__})
             for layer in held]  # fmt: skip
@@ -238,8 +244,11 @@ def model_call(model: Any, inputs: Any, training: Any, trace: Any) -> Any:
         layer._clear_losses()
     params = _parameters(model)
     x = _converted(inputs)
+    kwargs = dict(kwargs or {})
+    if "training" in params:
+        kwargs["training"] = training
     _calls.append((model, training))
     try:
-        return model.call(x, training=training) if "training" in params else model.call(x)
+        return model.call(x, **kwargs)
     finally:
         _calls.pop()

@@ -158,6 +158,10 @@ def summary_text(
     positions: Optional[Sequence[float]] = None,
 ) -> str:
     """The text Keras 3 prints for model.summary()."""
+    from .functional import Subclassed
+
+    if isinstance(model, Subclassed) and not getattr(model, "_functional", False):
+        return subclassed_summary_text(model, optimizer_params, line_length, positions)
     if hasattr(model, "_graph"):
         return functional_summary_text(model, optimizer_params, line_length, positions)
     widths = column_widths(line_length, positions)
@@ -215,6 +219,83 @@ def functional_summary_text(
             row.append(", ".join(f"{p._layer.name}[{p._node}][0]" for p in reads) or "-")
         rows.append(row)
     lines = _table(model.name, widths, header, rows)
+    return "\n".join(lines + _totals(trainable, fixed, optimizer_params))
+
+
+# Keras's layers without a build() of their own: built when made, their shape not recorded by a
+# build, so a subclassed model's summary shows "?" for their output and 0 (not "unbuilt") params.
+_BUILT_WHEN_MADE = (
+    "Dropout", "GaussianNoise", "GaussianDropout", "SpatialDropout2D", "Activation",
+    "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D",
+    "Reshape", "Softmax", "ReLU", "LeakyReLU", "ELU",
+)  # fmt: skip
+
+
+def _built_when_made(layer: Any) -> bool:
+    from . import _trace
+
+    if _trace.is_custom(layer):  # a custom layer without a build() of its own
+        return not any("build" in vars(c) for c in _trace._user_classes(layer))
+    return any(
+        getattr(L, name, None) is not None and isinstance(layer, getattr(L, name))
+        for name in _BUILT_WHEN_MADE
+    )
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def subclassed_summary_text(
+    model: Any,
+    optimizer_params: Optional[int],
+    line_length: Optional[int] = None,
+    positions: Optional[Sequence[float]] = None,
+) -> str:
+    """What Keras 3 prints for a subclassed model: a row per layer it holds (its model.layers:
+    the attributes' layers in the order set, a model among them one row), built or not. A
+    layer's output shape is the one its build recorded (its first call's in the traced
+    graph), "?" for a layer Keras builds when made (Dropout, pooling, activations: no build of
+    their own) and for one not built; its parameter count "0 (unbuilt)" when not built."""
+    from .models import Sequential
+
+    widths = column_widths(line_length, positions)
+    calls: dict[int, Any] = {}  # layer -> the first call's tensor in the traced graph
+    for t in getattr(model, "_tensors", []):
+        calls.setdefault(id(t._layer), t)
+    trainable = fixed = 0
+    rows = []
+    for layer in model._tracked_layers():
+        name = f"{layer.name} ({type(layer).__name__})"
+        shapes: Optional[list[tuple[int, ...]]] = None  # its build's input shapes, once built
+        out: Optional[tuple[Any, ...]] = None
+        if isinstance(layer, Sequential):
+            leaves = [l for l in layer._leaves() if id(l) in calls]
+            if leaves:
+                first, last = calls[id(leaves[0])], calls[id(leaves[-1])]
+                shapes = [tuple(p.shape[1:]) for p in first._inputs]
+                out = tuple(last.shape)
+            elif layer.built and layer._input_shape:
+                shapes = [tuple(layer._input_shape)]
+                out = tuple(layer.output_shape or ())
+        elif id(layer) in calls:
+            call = calls[id(layer)]
+            shapes = [tuple(p.shape[1:]) for p in call._inputs]
+            out = tuple(call.shape)
+        elif getattr(layer, "_traced_shapes", None) is not None and any(
+            getattr(t._layer, "_owner", None) is layer for t in getattr(model, "_tensors", [])
+        ):
+            shapes = [tuple(layer._traced_shapes[0])]
+            out = (None, *layer._traced_shapes[1])
+        made = _built_when_made(layer)
+        if shapes is None and not made:
+            rows.append([name, "?", "0 (unbuilt)"])
+            continue
+        t, f = weight_counts(layer, *shapes) if shapes is not None else (0, 0)
+        trainable, fixed = trainable + t, fixed + f
+        shown = "?" if made or out is None else _shape_text(out)
+        rows.append([name, shown, f"{t + f:,}"])
+    lines = _table(model.name, widths, ["Layer (type)", "Output Shape", "Param #"], rows)
     return "\n".join(lines + _totals(trainable, fixed, optimizer_params))
 
 

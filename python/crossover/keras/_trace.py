@@ -377,6 +377,15 @@ def activation(name: str, x: Any, axis: int = -1) -> Any:
     return _node(made, ("activation", name), name, [x], shape)
 
 
+def leaky_relu(x: Any, alpha: Any) -> Any:
+    """tf.nn.leaky_relu: the engine's LeakyReLU of that slope."""
+    if not _is_tensor(x):
+        raise not_supported(f"leaky_relu of {type(x).__name__}")
+    slope = float(alpha)
+    made = lambda: _engine("LeakyReLU", negative_slope=slope)  # noqa: E731
+    return _node(made, ("leaky_relu", slope), "leaky_relu", [x], tuple(x.shape[1:]))
+
+
 def _last_axis(x: Any, axis: Any, op: str) -> None:
     if isinstance(axis, (list, tuple)) and len(axis) == 1:
         axis = axis[0]
@@ -410,6 +419,13 @@ def concat(values: Any, axis: Any) -> Any:
     shape = (*first[:-1], sum(int(v.shape[-1]) for v in values))
     sig = ("concatenate", len(values))
     return _node(lambda: _engine("Concatenate", axis=-1), sig, "concatenate", values, shape)
+
+
+def identity(x: Any) -> Any:
+    """x unchanged, as its own node (functional.py: a model's output that a layer also reads)."""
+    shape = tuple(x.shape[1:])
+    made = lambda: _engine("Activation", activation="linear")  # noqa: E731
+    return _node(made, ("identity",), "output_identity", [x], shape)
 
 
 def dropout(x: Any, rate: Any) -> Any:

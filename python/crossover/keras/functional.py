@@ -140,15 +140,66 @@ def is_symbolic(value: Any) -> bool:
 _tracing = [0]
 
 
+class _Modes:
+    """A subclassed model's call() traced for keyword arguments of its own (Subclassed.
+    _call_variant): the training mode Keras would run each layer that training changes in
+    (Dropout, the noise layers, BatchNormalization, a custom layer's dropout): the `training=`
+    given to its call, else the enclosing call's, else inference (`seen`: the modes met). The
+    engine runs a graph in one mode."""
+
+    def __init__(self, training: Optional[bool], seen: Optional[set[bool]] = None) -> None:
+        self.training = training
+        self.seen: set[bool] = set() if seen is None else seen
+
+
+_modes: list[_Modes] = []
+
+
+def _changed_by_training(layer: Any) -> bool:
+    from .layers import (
+        BatchNormalization,
+        Dropout,
+        GaussianDropout,
+        GaussianNoise,
+        SpatialDropout2D,
+    )
+
+    if isinstance(layer, (Dropout, GaussianNoise, GaussianDropout, SpatialDropout2D)):
+        return True
+    if isinstance(layer, BatchNormalization):
+        return True
+    ops = getattr(layer, "_op_layers", None) or []
+    return any(getattr(op, "_signature", ("",))[0] == "dropout" for op in ops)
+
+
+def _as_mode(training: Any) -> Optional[bool]:
+    return None if training is None else bool(training)
+
+
 def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
     """layer(inputs) on symbolic tensors: the output tensor of the call, recorded."""
+    if not _modes:
+        return _call(layer, inputs, kwargs)
+    # Inside a call() traced for keywords of its own: the mode this call runs in, which the
+    # layers it calls inherit (a model's, a custom layer's).
+    given = _as_mode(kwargs.get("training"))
+    mode = _Modes(given if given is not None else _modes[-1].training, _modes[-1].seen)
+    _modes.append(mode)
+    try:
+        out = _call(layer, inputs, kwargs)
+    finally:
+        _modes.pop()
+    if _changed_by_training(layer):
+        mode.seen.add(bool(mode.training))
+    return out
+
+
+def _call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
     owner = type(layer).__name__
     reject_unsupported(f"{owner}.__call__", mask=(kwargs.pop("mask", None), None))
     training = kwargs.pop("training", None)
     if isinstance(layer, Subclassed):
-        if kwargs:
-            raise TypeError(f"{owner}.__call__ got unexpected keyword arguments {sorted(kwargs)}")
-        return layer._call_symbolic(inputs)
+        return layer._call_symbolic(inputs, training, kwargs)
     if training is not None and not _tracing[0]:
         raise NotImplementedError(
             f"{owner}.__call__: training={training!r} is not supported (yet): in a crossover "
@@ -301,6 +352,21 @@ def _model_inputs(value: Any) -> tuple[list[KerasTensor], list[str]]:
     return tensors, names or [t._layer.name for t in tensors]
 
 
+def _as_sinks(outputs: list[KerasTensor]) -> list[KerasTensor]:
+    """Several outputs as the engine takes them, each read by no layer (LayerGraph's
+    output_layers): an output that another layer of the model reads, or an input, is given
+    through an identity op after it (an engine node that is no Keras layer: model.layers, the
+    weights and summary do not show it), so that a model may output inner tensors as Keras's
+    does (keras.Model(model.inputs, [layer.output for layer in model.layers]))."""
+    read = {id(p) for t in _ordered(outputs) for p in t._inputs}
+    ends = []
+    for t in outputs:
+        if id(t) in read or isinstance(t._layer, InputLayer):
+            t = _trace.identity(t)
+        ends.append(t)
+    return ends
+
+
 def _ordered(outputs: list[KerasTensor]) -> list[KerasTensor]:
     """The tensors the outputs depend on, in Keras's order of its layers (Functional's
     _operations: by decreasing depth from the outputs, ties in depth-first order)."""
@@ -408,7 +474,13 @@ class Functional(Sequential):
         # Keras lists a dict's outputs' losses in the dict's own order (compile's _metric_order).
         self._output_given_keys = [str(k) for k in outputs] if isinstance(outputs, dict) else None
         self._output_tensor = self._output_tensors[0]
-        tensors = _ordered(self._output_tensors)
+        ends = _as_sinks(self._output_tensors) if len(self._output_tensors) > 1 else None
+        ends = ends or self._output_tensors
+        # Outputs that another layer reads (or inputs): predicted through an identity op.
+        self._inner_outputs = [
+            t._layer.name for t, end in zip(self._output_tensors, ends) if t is not end
+        ]
+        tensors = _ordered(ends)
         given = {id(t) for t in self._input_tensors}
         names = ", ".join(f"'{t._layer.name}'" for t in self._input_tensors)
         for t in tensors:
@@ -427,17 +499,7 @@ class Functional(Sequential):
         # A layer called more than once: each later call is the first's layer (shared weights).
         self._shared = shared_with(self._layers)
         self._input_order = [position[id(t)] for t in self._input_tensors]
-        self._output_order = [position[id(t)] for t in self._output_tensors]
-        if len(self._output_tensors) > 1:
-            for t in self._output_tensors:
-                if isinstance(t._layer, InputLayer) or any(
-                    id(t) in {id(p) for p in other._inputs} for other in tensors
-                ):
-                    raise NotImplementedError(
-                        f"Model: output '{t._layer.name}' is an input or read by another layer "
-                        f"of the model: crossover's models of several outputs take outputs that "
-                        f"no layer reads (yet); {SEE_SUPPORTED}"
-                    )
+        self._output_order = [position[id(t)] for t in ends]
         for layer in self._layers:
             layer._home = self
 
@@ -664,6 +726,41 @@ def _sample_shape(x: Any, who: str) -> Any:
     return shape[1:]
 
 
+def _check_traced_outputs(model: Any, inputs: Any, outputs: Any) -> None:
+    if not isinstance(outputs, KerasTensor) and not (
+        isinstance(outputs, (list, tuple, dict)) and outputs
+    ):
+        raise TypeError(
+            f"{type(model).__name__}.call returned {type(outputs).__name__}, not the output "
+            "of a layer: crossover traces call() into a graph of its layers"
+        )
+    if outputs is inputs:
+        raise TypeError(
+            f"{type(model).__name__}.call returned its input: it applies no layer, and "
+            "crossover's models are graphs of layers"
+        )
+
+
+def _keyword_value(model: Any, name: str, value: Any) -> Any:
+    """A keyword argument of call()'s own as a key of its trace: a Python value (bool, number,
+    string, None, or a tuple of them; a 0-d array or tensor by its value)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return tuple(_keyword_value(model, name, v) for v in value)
+    raise NotImplementedError(
+        f"{type(model).__name__}(x, {name}=<{type(value).__name__}>): a keyword argument of "
+        "call()'s own that is not a Python value (a bool, number or string) is not supported "
+        f"(yet): crossover traces call() once per distinct set of their values; {SEE_SUPPORTED}"
+    )
+
+
+def _keyword_values(model: Any, kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted((k, _keyword_value(model, k, v)) for k, v in kwargs.items()))
+
+
 class Subclassed(Functional):
     """A subclassed keras.Model: layers made in __init__, applied in call(); traced into the
     graph of its layer calls when it first meets data or a shape (see the module's text)."""
@@ -709,19 +806,44 @@ class Subclassed(Functional):
         )
 
     # --- tracing ------------------------------------------------------------------------------
-    def _call_symbolic(self, inputs: Any) -> Any:
-        """call() on symbolic tensors, inside a trace (its layer calls are recorded)."""
+    def _call_parameters(self) -> Any:
         try:
-            takes_training = "training" in inspect.signature(self.call).parameters
+            return inspect.signature(self.call).parameters
         except (TypeError, ValueError):
-            takes_training = False
+            return {}
+
+    def _call_symbolic(
+        self, inputs: Any, training: Any = None, kwargs: Optional[dict[str, Any]] = None
+    ) -> Any:
+        """call() on symbolic tensors, inside a trace (its layer calls are recorded)."""
+        params = self._call_parameters()
+        kwargs = dict(kwargs or {})
+        unknown = (
+            sorted(k for k in kwargs if k not in params)
+            if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+            else []
+        )
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.call() got an unexpected keyword argument '{unknown[0]}'"
+            )
         if _eager.adds_loss(self):
             raise _eager.not_in_a_model(self)
+        if "training" in params:
+            if _modes:  # traced for keywords of its own: the mode Keras would call it in
+                mode = _modes[-1].training
+                if mode is None:
+                    default = params["training"].default
+                    mode = None if default is inspect.Parameter.empty else default
+                if mode is not None:
+                    kwargs["training"] = mode
+            else:
+                # Training mode: the graph holds every layer (Dropout included), and the engine
+                # runs each in fit's mode or in inference's.
+                kwargs["training"] = True
         _tracing[0] += 1
         try:
-            # Training mode: the graph holds every layer (Dropout included), and the engine runs
-            # each in fit's mode or in inference's.
-            return self.call(inputs, training=True) if takes_training else self.call(inputs)
+            return self.call(inputs, **kwargs)
         finally:
             _tracing[0] -= 1
 
@@ -742,18 +864,7 @@ class Subclassed(Functional):
         else:
             inputs = input_tensor(InputLayer(shape=sample_shape))
         outputs = self._call_symbolic(inputs)
-        if not isinstance(outputs, KerasTensor) and not (
-            isinstance(outputs, (list, tuple, dict)) and outputs
-        ):
-            raise TypeError(
-                f"{type(self).__name__}.call returned {type(outputs).__name__}, not the output "
-                "of a layer: crossover traces call() into a graph of its layers"
-            )
-        if outputs is inputs:
-            raise TypeError(
-                f"{type(self).__name__}.call returned its input: it applies no layer, and "
-                "crossover's models are graphs of layers"
-            )
+        _check_traced_outputs(self, inputs, outputs)
         self._set_graph(inputs, outputs)
         if self._compile_args is not None:
             args, kwargs = self._compile_args
@@ -797,10 +908,9 @@ class Subclassed(Functional):
             return
         from . import optimizers as optimizers_module
 
-        # compile's arguments by name (positional ones too: compile(optimizer, loss, ...)).
+        # Keyword arguments from here on (compile("adam", "mse") waits as optimizer=, loss=).
         given = inspect.signature(Sequential.compile).bind(self, *args, **kwargs).arguments
         given.pop("self")
-        given.update(given.pop("kwargs", {}))
         self.optimizer = optimizers_module.from_identifier(given.get("optimizer", "rmsprop"))
         self._compile_args = ((), {**given, "optimizer": self.optimizer})
         self.loss = given.get("loss")
@@ -822,10 +932,16 @@ class Subclassed(Functional):
         self._trace_for(x, "predict")
         return Sequential.predict(self, x, *args, **kwargs)
 
-    def __call__(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:
+    def __call__(self, inputs: Any, training: Any = None, mask: Any = None, **kwargs: Any) -> Any:
         if is_symbolic(inputs):
-            return call(self, inputs, {"training": training, "mask": mask})
-        compiled = self._user_compiled or self._compile_args or getattr(self, "_step_compiled", 0)
+            shape = tuple(inputs.shape[1:]) if isinstance(inputs, KerasTensor) else (None,)
+            if not self._traced and not _tracing[0] and None not in shape:
+                self._trace(shape)  # Keras builds a model at its first call
+            return call(self, inputs, {"training": training, "mask": mask, **kwargs})
+        if kwargs:  # keywords of call()'s own (is_training=True): a trace per their values
+            reject_unsupported("Model.__call__", mask=(mask, None))
+            return self._call_variant(inputs, training, kwargs)
+        compiled = self._compiled()
         if not self._traced and not compiled and not training:  # Keras's eager call (_eager.py)
             trace = lambda: self._trace_for(inputs, "Model.__call__")  # noqa: E731
             out = _eager.model_call(self, inputs, training, trace)
@@ -834,9 +950,94 @@ class Subclassed(Functional):
         self._trace_for(inputs, "Model.__call__")
         return Sequential.__call__(self, inputs, training=training, mask=mask)
 
+    def _compiled(self) -> bool:
+        return bool(self._user_compiled or self._compile_args or getattr(self, "_step_compiled", 0))
+
+    # --- call() with keyword arguments of its own ----------------------------------------------
+    def _call_variant(self, inputs: Any, training: Any, kwargs: dict[str, Any]) -> Any:
+        """model(x, is_training=True): Keras passes the keywords to call(), whose Python code may
+        branch on them (`if not is_training: x = tf.nn.softmax(x)`). call() is traced once per
+        distinct set of their values (and of `training`, and input shape) into a graph model of
+        the same layers (their weights shared: models.py), each layer that training changes in
+        the mode Keras would run it in; that graph runs in the engine: its training pass where
+        those layers train (dropout on, batch statistics; recorded by a GradientTape), else
+        inference (predict), or where it has none, the training pass under a recording tape
+        (the same values) and predict elsewhere. A call() that cannot be traced runs in Python
+        on the values while the model is not compiled (as model(x) does, _eager.py)."""
+        from .. import _tape
+
+        shape = _sample_shape(inputs, "Model.__call__")
+        if not isinstance(shape, tuple):
+            raise NotImplementedError(
+                f"{type(self).__name__}: several inputs with keyword arguments of call()'s own "
+                f"are not supported (yet); {SEE_SUPPORTED}"
+            )
+        key = (_keyword_values(self, kwargs), _as_mode(training), shape)
+        variants = self.__dict__.setdefault("_variants", {})
+        variant = variants.get(key)
+        if variant is None:
+            made: list[Any] = []
+
+            def trace() -> None:
+                if not self._traced:
+                    self._trace(shape)  # the model's own graph (fit, predict, weights)
+                made.append(self._trace_variant(shape, training, kwargs))
+
+            if self._compiled():
+                trace()
+            else:
+                out = _eager.model_call(self, inputs, training, trace, kwargs)
+                if out is not None:
+                    return out  # call() run in Python on the values
+            variant = variants[key] = made[0]
+        if len(variant._modes) > 1:
+            raise NotImplementedError(
+                f"{type(self).__name__}.call({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+                " runs some layers in training mode and others in inference mode: crossover's "
+                f"engine runs a model's layers in one mode; {SEE_SUPPORTED}"
+            )
+        train = next(iter(variant._modes)) if variant._modes else _tape.recording()
+        if train:
+            return Sequential.__call__(variant, inputs, training=True)
+        return Sequential.__call__(variant, inputs)
+
+    def _trace_variant(self, shape: tuple[int, ...], training: Any, kwargs: dict[str, Any]) -> Any:
+        """call(x, **kwargs) traced on a symbolic input: a graph model of the model's layers
+        (hidden: the model's own graph stays fit's), with the engine mode it runs in."""
+        inputs = input_tensor(InputLayer(shape=shape))
+        homes = [(layer, layer.__dict__.get("_home")) for layer in self._layers]
+        _modes.append(_Modes(_as_mode(training), set()))
+        try:
+            mode = _modes[-1]
+            outputs = self._call_symbolic(inputs, training, kwargs)
+        finally:
+            _modes.pop()
+        _check_traced_outputs(self, inputs, outputs)
+        variant = Functional(inputs, outputs, name=self.name)
+        variant._given_name = self._given_name
+        for layer, home in homes:  # the model's own graph stays the layers' home
+            if home is not None:
+                layer._home = home
+        # True, False, None (no layer that training changes), or both: refused when called.
+        variant._modes = set(mode.seen)
+        return variant
+
     def summary(self, *args: Any, **kwargs: Any) -> None:
-        self._require_traced("summary")
+        """Keras 3's table for a subclassed model, built or not (_summary.py)."""
         Sequential.summary(self, *args, **kwargs)
+
+    def _tracked_layers(self) -> list[Any]:
+        """Keras's model.layers of a subclassed model: the layers (and models) held in its
+        attributes, directly or in lists, tuples and dicts, in the order they were set."""
+        found: list[Any] = []
+        for name, value in vars(self).items():
+            if name.startswith("_"):
+                continue
+            values = list(value.values()) if isinstance(value, dict) else value
+            for v in values if isinstance(values, (list, tuple)) else [values]:
+                if isinstance(v, (Layer, Sequential)) and not any(v is f for f in found):
+                    found.append(v)
+        return found
 
     def _model(self) -> Any:
         self._require_traced(type(self).__name__)

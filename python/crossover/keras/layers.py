@@ -480,21 +480,34 @@ class Layer(mixed_precision.HasDTypePolicy):
 
         return _eager.builtin_call(self, inputs, kwargs)  # on data: the engine computes it
 
-    @property
-    def output(self) -> Any:
-        """The symbolic tensor of its call in a functional model."""
+    def _first_call(self, what: str) -> Any:
+        """The output tensor of the layer's first call on symbolic tensors: in a functional
+        model, or in the graph of the Sequential it is in once that knows its input shape (made
+        now if need be, as Keras 3 has made it); else Keras's AttributeError."""
+        from .models import Sequential
+
         out = getattr(self, "_output_tensor", None)
+        home = self.__dict__.get("_home")
+        if out is None and isinstance(home, Sequential) and home is not self:
+            home._symbolic_graph()
+            out = getattr(self, "_output_tensor", None)
         if out is None:
-            raise AttributeError(f"Layer {self.name} has no inbound nodes.")
+            raise AttributeError(
+                f"The layer {self.name} has never been called and thus has no defined {what}."
+            )
         return out
 
     @property
+    def output(self) -> Any:
+        """The symbolic tensor of its first call (Keras's node 0): in a functional model, or in
+        the graph of a Sequential that knows its input shape."""
+        return self._first_call("output")
+
+    @property
     def input(self) -> Any:
-        """The symbolic tensor its call in a functional model read (a list for a merging
-        layer's several); an InputLayer's is its own output, as in Keras."""
-        out = getattr(self, "_output_tensor", None)
-        if out is None:
-            raise AttributeError(f"Layer {self.name} is not connected, no input to return.")
+        """The symbolic tensor its first call read (a list for a merging layer's several); an
+        InputLayer's is its own output, as in Keras."""
+        out = self._first_call("input")
         if not out._inputs:
             return out
         return list(out._inputs) if len(out._inputs) > 1 else out._inputs[0]

@@ -473,6 +473,12 @@ class Sequential(mixed_precision.HasDTypePolicy):
         auto_scale_loss: bool = True,
     ) -> None:
         several = self._output_count() > 1
+        if getattr(self, "_inner_outputs", None):
+            raise NotImplementedError(
+                f"compile: model '{self.name}' outputs what other layers of it read, or an "
+                f"input ({', '.join(self._inner_outputs)}): crossover predicts with such a model "
+                f"but does not train it (yet); {SEE_SUPPORTED}"
+            )
         reject_unsupported(
             "compile",
             loss_weights=(None if several else loss_weights, None),
@@ -1193,6 +1199,81 @@ class Sequential(mixed_precision.HasDTypePolicy):
         and metadata.json; keras.models.load_model (crossover's or Keras's) reads it."""
         saving.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
 
+    # --- Keras 3's graph of a Sequential whose input shape is known ---------------------------
+    def _symbolic_graph(self) -> Optional[tuple[Any, Any]]:
+        """(input, output) of the model's layers called one after the other on a symbolic input
+        of its input shape, as Keras 3 makes a Sequential's graph once it knows that shape (an
+        Input first, input_shape= on the first layer, build(), or fit and evaluate on data):
+        each layer's `input` and `output` are then its call's (the activation-visualisation
+        idiom: keras.Model(model.inputs, [layer.output for layer in model.layers])). None while
+        the shape is unknown. Made when first asked for, and again after the layers changed (a
+        layer's `output` stays its first call's, as Keras's)."""
+        from . import functional
+
+        if isinstance(self, functional.Functional) or "_eager_shape" in self.__dict__:
+            return None  # a graph already; or the one-layer model of a layer called on data
+        shape = self._input_shape
+        if not shape and self._core is not None and self._core.input_shape:
+            shape = list(self._core.input_shape)  # learnt from the data fit or evaluate took
+        if not shape or not self.layers:
+            return None
+        key = (tuple(id(l) for l in self._layers), tuple(shape))
+        made = self.__dict__.get("_chain")
+        if made is not None and made[0] == key:
+            return made[1], made[2]
+        first = self._layers[0]
+        if isinstance(first, InputLayer):
+            entry = first
+        else:  # input_shape= on the first layer, or a shape from data: Keras's own InputLayer
+            entry = self.__dict__.get("_chain_input")
+            if entry is None or list(entry._input_shape) != list(shape):
+                entry = InputLayer(shape=tuple(shape))
+                self._chain_input = entry
+        x = getattr(entry, "_output_tensor", None)
+        x = functional.input_tensor(entry) if x is None else x
+        inputs = x
+        functional._tracing[0] += 1  # a model among the layers adds its layers in its place
+        try:
+            for item in self._layers:
+                if not isinstance(item, InputLayer):
+                    x = functional.call(item, x, {})
+        finally:
+            functional._tracing[0] -= 1
+        self._chain = (key, inputs, x)
+        return inputs, x
+
+    def _graph_attribute_error(self, name: str) -> AttributeError:
+        """Keras 3's error for model.input / output (a Sequential never called as a layer: they
+        are a node's, and Keras's Sequential has none) and for inputs / outputs while the input
+        shape is unknown."""
+        if name in ("input", "output"):
+            return AttributeError(
+                f"The layer {self.name} has never been called and thus has no defined {name}."
+            )
+        return AttributeError(f"Sequential model '{self.name}' has no defined {name} yet.")
+
+    @property
+    def inputs(self) -> list[Any]:
+        graph = self._symbolic_graph()
+        if graph is None:
+            raise self._graph_attribute_error("inputs")
+        return [graph[0]]
+
+    @property
+    def outputs(self) -> list[Any]:
+        graph = self._symbolic_graph()
+        if graph is None:
+            raise self._graph_attribute_error("outputs")
+        return [graph[1]]
+
+    @property
+    def input(self) -> Any:
+        raise self._graph_attribute_error("input")
+
+    @property
+    def output(self) -> Any:
+        raise self._graph_attribute_error("output")
+
     # --- what Keras has and crossover does not (api block) ----------------------------------
     def __getattr__(self, name: str) -> Any:
         if name in _UNSUPPORTED_METHODS:
@@ -1200,6 +1281,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 f"Sequential.{name} is not supported (yet): {_UNSUPPORTED_METHODS[name]}; "
                 f"{SEE_SUPPORTED}"
             )
+        if name in ("input", "output", "inputs", "outputs"):
+            raise self._graph_attribute_error(name)  # (their property raised it first)
         raise AttributeError(f"'Sequential' object has no attribute {name!r}")
 
 

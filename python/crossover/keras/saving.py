@@ -66,6 +66,13 @@ def load_weights(model: "Sequential", filepath: Any, skip_mismatch: bool = False
 def to_json(model: "Sequential", **kwargs: Any) -> str:
     """Keras 3's model JSON (the library's model_to_json), with compile_config only once the
     user compiled; keyword arguments go to json.dumps, as in Keras."""
+    inner = getattr(model, "_inner_outputs", None)
+    if inner:
+        raise NotImplementedError(
+            f"model '{model.name}' outputs what other layers of it read, or an input "
+            f"({', '.join(inner)}): crossover does not write such a model as Keras's (yet); "
+            f"save_weights writes its weights; {SEE_SUPPORTED}"
+        )
     config = json.loads(_core.model_to_json(model._model()))
     if not model._user_compiled:  # the library's placeholder compile is not the user's
         config.pop("compile_config", None)
