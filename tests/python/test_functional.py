@@ -250,3 +250,20 @@ def test_a_subclassed_model_compiled_with_positional_arguments():
     history = model.fit(np.ones((4, 3), "float32"), np.ones((4, 2), "float32"), verbose=0)
     assert sorted(history.history) == ["loss", "mae"]
     assert model.loss == "mse"
+
+
+def test_models_called_as_layers_of_a_functional_model_share_their_weights():
+    """Model(x, decoder(encoder(x))): the inner models' layers applied to the outer input (one
+    set of weights each), so the trained autoencoder is its two models composed."""
+    rng = np.random.default_rng(7)
+    x = rng.random((64, 12)).astype("float32")
+    inputs = keras.Input((12,))
+    encoder = keras.Model(inputs, layers.Dense(4, activation="relu")(inputs))
+    decoder = keras.Sequential([keras.Input((4,)), layers.Dense(12, activation="sigmoid")])
+    outer = keras.Input((12,))
+    autoencoder = keras.Model(outer, decoder(encoder(outer)))
+    autoencoder.compile(optimizer="adam", loss="mse")
+    history = autoencoder.fit(x, x, epochs=3, batch_size=16, verbose=0).history
+    assert history["loss"][-1] < history["loss"][0]
+    composed = decoder.predict(encoder.predict(x, verbose=0), verbose=0)
+    np.testing.assert_allclose(autoencoder.predict(x, verbose=0), composed, atol=1e-6)

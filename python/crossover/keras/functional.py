@@ -221,7 +221,7 @@ def _call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
         layer._refuse_python_code()
     if isinstance(layer, InputLayer):
         raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
-    if isinstance(layer, Sequential) and _tracing[0]:
+    if isinstance(layer, Sequential):
         out = tensors[0] if len(tensors) == 1 else tensors
         if not layer.built and len(tensors) == 1:
             layer.build(tensors[0].shape)  # as Keras builds a model at its first call
