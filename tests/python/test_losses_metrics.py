@@ -166,3 +166,32 @@ def test_metrics_must_be_a_list_and_other_metric_classes_are_not_there():
         model().compile(optimizer="sgd", loss="mse", metrics="accuracy")
     with pytest.raises(AttributeError, match="AUC is not supported"):
         metrics.AUC
+
+
+def test_a_metric_of_the_users_makes_its_variables_after_the_base_init():
+    """Keras's Metric.__init__ resets nothing: a subclass's reset_state may read the variables
+    its __init__ makes after super().__init__ (Deep Learning with Python's RootMeanSquaredError)."""
+    import crossover as tf
+
+    class Rmse(keras.metrics.Metric):
+        def __init__(self, name="rmse", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.total = self.add_weight(name="total", initializer="zeros")
+            self.count = self.add_weight(name="count", initializer="zeros", dtype="int32")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.total.assign_add(tf.reduce_sum(tf.square(tf.one_hot(y_true, 2) - y_pred)))
+            self.count.assign_add(tf.shape(y_pred)[0])
+
+        def result(self):
+            return tf.sqrt(self.total / tf.cast(self.count, tf.float32))
+
+        def reset_state(self):
+            self.total.assign(0.0)
+            self.count.assign(0)
+
+    metric = Rmse()
+    metric.update_state(np.array([0, 1]), np.array([[1.0, 0.0], [0.5, 0.5]], np.float32))
+    assert float(metric.result()) == pytest.approx(0.5)
+    metric.reset_state()
+    assert [float(v.numpy()) for v in metric.variables] == [0.0, 0.0]

@@ -121,7 +121,9 @@ class Metric:
         self.name = name or getattr(self, "_kind", None) or _snake_case(type(self).__name__)
         self.dtype = dtype
         self._variables: list[Any] = []
-        self.reset_state()
+        # Crossover's own metrics start their state here; a subclass of the user's makes its
+        # variables after this (Keras's __init__ resets nothing: its reset_state may read them).
+        Metric.reset_state(self) if self._is_users() else self.reset_state()
 
     def add_weight(
         self,
