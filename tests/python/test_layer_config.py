@@ -69,3 +69,18 @@ def test_conv2d_spells_out_its_defaults():
     assert config["kernel_size"] == [3, 3] or config["kernel_size"] == (3, 3)
     assert config["strides"] in ([1, 1], (1, 1)) and config["padding"] == "valid"
     assert config["data_format"] == "channels_last" and config["groups"] == 1
+
+
+def test_a_layers_variables_have_keras_names_and_trainable():
+    """homl3 chapter 11 lists [(var.name, var.trainable) for var in layer.variables]."""
+    from crossover import keras
+
+    norm = keras.layers.BatchNormalization()
+    keras.Sequential([keras.Input((3,)), norm])
+    assert [(v.name, v.trainable) for v in norm.variables] == [
+        ("gamma", True),
+        ("beta", True),
+        ("moving_mean", False),
+        ("moving_variance", False),
+    ]
+    assert norm.variables[0].path == f"{norm.name}/gamma"

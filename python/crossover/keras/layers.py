@@ -380,7 +380,14 @@ class Layer(mixed_precision.HasDTypePolicy):
     @property
     def weights(self) -> list[Any]:
         if not self._keeps_python_weights():
-            return [_tensor.tensor(w) for w in self.get_weights()]
+            # The engine's arrays, named as Keras names its variables (name "kernel", path
+            # "dense/kernel", trainable).
+            values, kinds = self.get_weights(), self._weight_kinds()
+            out = [_tensor.tensor(w) for w in values]
+            if len(kinds) == len(out):
+                for t, (name, trainable) in zip(out, kinds):
+                    t.name, t.path, t.trainable = name, f"{self.name}/{name}", trainable
+            return out
         return self._gathered("weights", self._own_weights())
 
     @property
