@@ -438,3 +438,17 @@ def test_where_tile_reductions_size_and_rank_values() -> None:
     assert int(tf.rank(tf.zeros([2, 3, 4]))) == 3
     with pytest.raises(ValueError, match="one value >= 0 per axis"):  # InvalidArgumentError
         tf.tile(tf.zeros([2, 2]), [2])
+
+
+def test_keras_ops_on_tensors_are_recorded_as_tensorflows_ops():
+    """keras.ops on the TensorFlow backend are TensorFlow's ops: a tape differentiates them
+    (Keras 3's demo_custom_tf_workflow sums its loss with ops.sum)."""
+    from crossover.keras import ops
+
+    v = tf.Variable(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    y = np.ones((2, 2), np.float32)
+    with tf.GradientTape() as tape:
+        loss = ops.sum((y - ops.matmul(v, ops.ones((2, 2)))) ** 2) + ops.mean(ops.square(v))
+    pred = np.asarray(v.numpy()) @ np.ones((2, 2), np.float32)
+    want = -2 * (y - pred) @ np.ones((2, 2), np.float32).T + 2 * np.asarray(v.numpy()) / 4
+    np.testing.assert_allclose(tape.gradient(loss, v), want, rtol=1e-6)

@@ -37,12 +37,33 @@ def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> _tensor.Tensor:
     return _tensor.tensor(np.argmin(_a(x), axis=axis, keepdims=keepdims).astype(np.int32))
 
 
+# keras.ops on the TensorFlow backend are TensorFlow's ops: on tensors they are the eager ops
+# (_tensor.py), which a GradientTape records; where _tensor has no such op, numpy (not recorded).
+_RECORDED_REDUCTIONS = {
+    "sum": "reduce_sum", "mean": "reduce_mean", "amax": "reduce_max", "amin": "reduce_min",
+}  # fmt: skip
+
+
+def _same_dtype(x1: Any, x2: Any) -> tuple[Any, Any]:
+    """Keras's dtype promotion before a binary op: operands of different dtypes cast to their
+    result type (TensorFlow's own ops would refuse them)."""
+    a, b = _tensor._plain(x1), _tensor._plain(x2)
+    da, db = np.asarray(a).dtype, np.asarray(b).dtype
+    if da == db or not (_tensor._is_tf(x1) and _tensor._is_tf(x2)):
+        return x1, x2
+    common = np.result_type(da, db)
+    return _tensor.cast(x1, common), _tensor.cast(x2, common)
+
+
 def _reduction(f: Any) -> Any:
     traced = {"sum": "sum", "mean": "mean"}.get(f.__name__)
+    recorded = _RECORDED_REDUCTIONS.get(f.__name__)
 
     def op(x: Any, axis: Any = None, keepdims: bool = False) -> _tensor.Tensor:
         if traced is not None and _trace.symbolic(x):
             return _trace.reduce(traced, x, axis, keepdims)
+        if recorded is not None:
+            return getattr(_tensor, recorded)(_tensor.convert_to_tensor(x), axis, keepdims)
         return _tensor.tensor(f(_a(x), axis=_tensor._axis(axis), keepdims=keepdims))
 
     op.__name__ = f.__name__.replace("amax", "max").replace("amin", "min")
@@ -79,9 +100,13 @@ def one_hot(x: Any, num_classes: int, axis: int = -1, dtype: Any = None) -> _ten
 
 
 def _unary(f: Any) -> Any:
+    recorded = f.__name__ if f.__name__ in ("exp", "log", "sqrt", "square", "abs") else None
+
     def op(x: Any) -> _tensor.Tensor:
         if _trace.symbolic(x):
             raise _trace.not_supported(f"keras.ops.{f.__name__}")
+        if recorded is not None and np.asarray(_tensor._plain(x)).dtype.kind == "f":
+            return getattr(_tensor, recorded)(x)
         return _tensor.tensor(f(_a(x)))
 
     op.__name__ = f.__name__
@@ -101,6 +126,7 @@ _TRACED = {
 
 def _binary(f: Any) -> Any:
     traced = _TRACED.get(f.__name__)
+    recorded = {**_TRACED, "matmul": "matmul"}.get(f.__name__)
 
     def op(x1: Any, x2: Any) -> _tensor.Tensor:
         if _trace.symbolic(x1, x2):  # a node of the model's graph (keras/_trace.py)
@@ -109,6 +135,8 @@ def _binary(f: Any) -> Any:
             if traced is None:
                 raise _trace.not_supported(f"keras.ops.{f.__name__}")
             return _trace.binary(traced, x1, x2)
+        if recorded is not None and (_tensor._is_tf(x1) or _tensor._is_tf(x2)):
+            return getattr(_tensor, recorded)(*_same_dtype(x1, x2))
         return _tensor.tensor(f(_a(x1), _a(x2)))
 
     op.__name__ = f.__name__
@@ -132,25 +160,25 @@ add, subtract, multiply, divide, equal, not_equal, maximum, minimum, matmul = (
 
 
 def reshape(x: Any, newshape: Any) -> _tensor.Tensor:
-    return _tensor.tensor(np.reshape(_a(x), newshape))
+    return _tensor.reshape(x, newshape)
 
 
 def expand_dims(x: Any, axis: int) -> _tensor.Tensor:
-    return _tensor.tensor(np.expand_dims(_a(x), axis))
+    return _tensor.expand_dims(x, axis)
 
 
 def squeeze(x: Any, axis: Any = None) -> _tensor.Tensor:
-    return _tensor.tensor(np.squeeze(_a(x), axis=axis))
+    return _tensor.squeeze(x, axis=axis)
 
 
 def stack(x: Any, axis: int = 0) -> _tensor.Tensor:
-    return _tensor.tensor(np.stack([_a(v) for v in x], axis=axis))
+    return _tensor.stack(list(x), axis=axis)
 
 
 def concatenate(xs: Any, axis: int = 0) -> _tensor.Tensor:
     if _trace.symbolic(xs):
         return _trace.concat(xs, axis)
-    return _tensor.tensor(np.concatenate([_a(v) for v in xs], axis=axis))
+    return _tensor.concat(list(xs), axis=axis)
 
 
 def zeros(shape: Any, dtype: Any = "float32") -> _tensor.Tensor:
