@@ -230,6 +230,23 @@ def test_fit_arguments_a_train_step_loop_does_not_run_are_refused() -> None:
     x, y = batch(16)
     trainer = Trainer(mlp())
     trainer.compile(optimizer="adam")
-    for kwargs in ({"steps_per_epoch": 2}, {"class_weight": {0: 2.0}}, {"sample_weight": y}):
+    for kwargs in ({"steps_per_epoch": 2}, {"class_weight": {0: 2.0}}):
         with pytest.raises(ValueError, match="not supported"):
             trainer.fit(x, y, verbose=0, **kwargs)
+
+
+def test_sample_weights_reach_a_models_own_train_step() -> None:
+    """Keras's data: (x, y, sample_weight) for each batch, the weights of its rows."""
+    x, y = batch(16)
+    seen = []
+
+    class Weighted(Trainer):
+        def train_step(self, data):
+            seen.append(np.asarray(data[2]).copy() if len(data) == 3 else None)
+            return super().train_step(data[:2])
+
+    trainer = Weighted(mlp())
+    trainer.compile(optimizer="adam")
+    weights = np.arange(16, dtype=np.float32)
+    trainer.fit(x, y, batch_size=8, shuffle=False, sample_weight=weights, verbose=0)
+    np.testing.assert_array_equal(np.concatenate(seen), weights)

@@ -674,14 +674,13 @@ class Sequential(mixed_precision.HasDTypePolicy):
             reject_unsupported(
                 who,
                 class_weight=(class_weight, None),
-                sample_weight=(sample_weight, None),
                 steps_per_epoch=(steps_per_epoch, None),
                 validation_steps=(validation_steps, None),
                 validation_freq=(validation_freq, 1),
             )
             return self._fit_by_steps(
                 x, y, batch_size, epochs, verbose, callbacks, validation_split,
-                validation_data, shuffle, initial_epoch,
+                validation_data, shuffle, initial_epoch, sample_weight,
             )  # fmt: skip
         if isinstance(validation_freq, bool) or not isinstance(validation_freq, int):
             raise ValueError(
@@ -853,22 +852,27 @@ class Sequential(mixed_precision.HasDTypePolicy):
         validation_data: Any,
         shuffle: bool,
         initial_epoch: int,
+        sample_weight: Any = None,
     ) -> History:
-        """fit for a model whose class defines train_step: per batch, train_step((x, y)) and the
-        logs it returns; fit's progress line, callbacks and History; validation through
-        test_step after each epoch."""
+        """fit for a model whose class defines train_step: per batch, train_step((x, y)) (with
+        sample weights, (x, y, sample_weight), as Keras gives them) and the logs it returns;
+        fit's progress line, callbacks and History; validation through test_step after each
+        epoch."""
         if not getattr(self, "_step_compiled", False) and not self._user_compiled:
             raise ValueError("You must call `compile()` before using the model (fit).")
+        sample_weight = _dataset_weights(x, sample_weight, "fit")
         x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
         if x is None or y is None:
             raise ValueError("fit: give both x and y (numpy arrays)")
         xs, ys = np.asarray(_tensor._plain(x)), np.asarray(_tensor._plain(y))
+        ws = _sample_weights(sample_weight, len(xs), "sample_weight")
         vx = vy = None
         if validation_data is not None:
             vx, vy, _ = _validation_arrays(validation_data)
         elif validation_split:
             n_train = math.ceil(len(xs) * (1.0 - validation_split))
             xs, vx, ys, vy = xs[:n_train], xs[n_train:], ys[:n_train], ys[n_train:]
+            ws = None if ws is None else ws[:n_train]
         batch = 32 if batch_size is None else int(batch_size)
         n, level = len(xs), _verbosity(verbose)
         steps = math.ceil(n / batch)
@@ -892,7 +896,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 rows = order[step * batch : (step + 1) * batch]
                 if batches:
                     callback_list.on_train_batch_begin(step)
-                raw = self.train_step((xs[rows], ys[rows]))
+                data = (xs[rows], ys[rows]) if ws is None else (xs[rows], ys[rows], ws[rows])
+                raw = self.train_step(data)
                 logs = _float_logs(raw, "train_step")
                 done = step + 1
                 if batches:
