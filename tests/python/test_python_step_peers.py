@@ -49,7 +49,7 @@ def top_probability(y_true, y_pred):
     return tf.reduce_max(y_pred, axis=-1)
 
 loss = {"function": cubed_error, "subclass": Weighted(), "mae": "mae",
-        "metrics": "categorical_crossentropy"}[KIND]
+        "metrics": "categorical_crossentropy", "kld": keras.losses.KLDivergence()}[KIND]
 metrics = ["accuracy"] + ([Hits(), top_probability] if KIND == "metrics" else [])
 model.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss, metrics=metrics)
 history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
@@ -110,7 +110,7 @@ def assert_same_weights(ours: list, theirs: list) -> None:
         np.testing.assert_allclose(np.asarray(o, np.float32), np.asarray(t, np.float32), atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["function", "subclass", "mae", "metrics"])
+@pytest.mark.parametrize("kind", ["function", "subclass", "mae", "metrics", "kld"])
 def test_fit_with_a_loss_the_engine_has_no_op_for(kind: str, tmp_path: Path) -> None:
     ours, theirs = both(FIT.replace("KIND", repr(kind)), tmp_path)
     assert_same_weights(ours["weights"], theirs["weights"])

@@ -229,8 +229,20 @@ def mean_absolute_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
     return _tensor.tensor(np.mean(np.abs(target - output), axis=-1))
 
 
+def kl_divergence(y_true: Any, y_pred: Any) -> _tensor.Tensor:
+    """Per sample: the sum over the last axis of t log(t / p), t and p clipped to [1e-7, 1], as
+    Keras computes it; in the eager ops (a tape records them: knowledge distillation's loss)."""
+    T = _tensor
+    p = T.convert_to_tensor(y_pred)
+    p = p if p.dtype.kind == "f" else T.cast(p, np.float32)
+    t = T.clip_by_value(T.cast(T.convert_to_tensor(y_true), p.dtype), EPSILON, 1.0)
+    p = T.clip_by_value(p, EPSILON, 1.0)
+    return T.reduce_sum(T.multiply(t, T.log(T.divide(t, p))), axis=-1)
+
+
 mse = MSE = mean_squared_error
 mae = MAE = mean_absolute_error
+kld = KLD = kullback_leibler_divergence = kl_divergence
 
 
 def _reduce(values: np.ndarray, reduction: Optional[str], sample_weight: Any) -> _tensor.Tensor:
@@ -415,12 +427,20 @@ class MeanAbsoluteError(Loss):
     _library_name = "mean_absolute_error"
 
 
+class KLDivergence(Loss):
+    """Keras's Kullback-Leibler divergence: trained with Keras's steps in Python (the engine has
+    no such loss op)."""
+
+    _library_name = "kl_divergence"
+
+
 _FUNCTIONS: dict[str, Any] = {
     "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
     "categorical_crossentropy": categorical_crossentropy,
     "binary_crossentropy": binary_crossentropy,
     "mean_squared_error": mean_squared_error,
     "mean_absolute_error": mean_absolute_error,
+    "kl_divergence": kl_divergence,
 }
 _ENGINE_LOSSES = (
     "sparse_categorical_crossentropy",
@@ -484,7 +504,7 @@ def get(identifier: Any) -> Any:
     if isinstance(identifier, str):
         if identifier in _FUNCTIONS:
             return _FUNCTIONS[identifier]
-        if identifier in ("mse", "MSE", "mae", "MAE"):
+        if identifier in ("mse", "MSE", "mae", "MAE", "kld", "KLD", "kullback_leibler_divergence"):
             return globals()[identifier]
         raise ValueError(f"Could not interpret loss identifier: {identifier}")
     return identifier
@@ -506,6 +526,7 @@ __all__ = [
     "BinaryCrossentropy",
     "MeanSquaredError",
     "MeanAbsoluteError",
+    "KLDivergence",
     "sparse_categorical_crossentropy",
     "categorical_crossentropy",
     "binary_crossentropy",
@@ -515,5 +536,9 @@ __all__ = [
     "mae",
     "MSE",
     "MAE",
+    "kl_divergence",
+    "kld",
+    "KLD",
+    "kullback_leibler_divergence",
     "get",
 ]
