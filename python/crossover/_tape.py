@@ -394,7 +394,11 @@ class GradientTape:
                 # A model's trainable variable: what the engine's backward passes of the model
                 # calls on this tape gave it, plus what eager ops on it gave.
                 g = by_tag.get((id(tag[0]), tag[1]))
-                for call in self._calls:
+                layer, index = tag
+                kinds = layer._weight_kinds() if hasattr(layer, "_weight_kinds") else []
+                # A moving statistic has no gradient (TensorFlow's None).
+                moving = index < len(kinds) and not kinds[index][1]
+                for call in [] if moving else self._calls:
                     if call.reached and _engine_name(call.model, call.core, *tag) is not None:
                         gc = call.gradient_of(*tag)
                         if gc is None:

@@ -168,3 +168,26 @@ def test_a_loss_unconnected_to_the_model_gives_none():
     gv, *gm = tape.gradient(loss, [v] + model.trainable_variables)
     np.testing.assert_allclose(gv, 2 * np.ones(3))
     assert gm == [None] * 4
+
+
+def test_gradients_with_respect_to_model_variables_include_none_for_moving_statistics():
+    """tape.gradient(loss, model.variables): the trainable weights' gradients, None for a
+    BatchNormalization's moving mean and variance (not differentiable), as in TensorFlow."""
+    x, y = data(8)
+    model = keras.Sequential(
+        [
+            keras.Input((5,)),
+            keras.layers.Dense(4),
+            keras.layers.BatchNormalization(),
+            keras.layers.Dense(3, activation="softmax"),
+        ]
+    )
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, model(x, True)))
+    grads = tape.gradient(loss, model.variables)
+    assert [v.name for v in model.variables] == [
+        "kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance", "kernel", "bias",
+    ]  # fmt: skip
+    assert [g is None for g in grads] == [False] * 4 + [True, True] + [False] * 2
+    trainable = [g for g in grads if g is not None]
+    keras.optimizers.SGD().apply_gradients(zip(trainable, model.trainable_variables))

@@ -1052,7 +1052,23 @@ class Sequential(mixed_precision.HasDTypePolicy):
 
     @property
     def weights(self) -> list[_tensor.Tensor]:
-        return [w for layer in self.layers for w in layer.weights]
+        """Every weight, the layers' in turn, read from the engine at once; each marked as the
+        engine's parameter (as trainable_weights), named as Keras names its variables, so that a
+        tape differentiates `model.variables` too (None for the non-trainable ones, as TF)."""
+        from .. import _tape
+
+        if not self.built:
+            return [w for layer in self.layers for w in layer.weights]
+        self._compiled_model()
+        read: dict[int, list[np.ndarray]] = {}
+        out = []
+        for layer, a, _ in self._weight_slices():
+            values = _latest_of(layer, self, a, read)
+            for i, (name, trainable) in enumerate(layer._weight_kinds()):
+                t = _tape.tag_variable(_tensor.tensor(values[i]), layer, i)
+                t.name, t.path, t.trainable = name, f"{layer.name}/{name}", trainable
+                out.append(t)
+        return out
 
     @property
     def variables(self) -> list[_tensor.Tensor]:
