@@ -124,3 +124,33 @@ def test_a_tape_loop_with_eager_ops_on_the_outputs(tmp_path: Path) -> None:
     ours, theirs = both(TAPE, tmp_path)
     assert_same_weights(ours["weights"], theirs["weights"])
     assert ours["losses"] == pytest.approx(theirs["losses"], abs=1e-5)
+
+
+COMPUTE_LOSS = """
+class Weighted(keras.Model):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, allow_empty=False):
+        return tf.reduce_mean(tf.reduce_sum(tf.square(y - y_pred) * [1.0, 2.0, 3.0], axis=-1))
+
+    def call(self, x):
+        return self.inner(x)
+
+wrapper = Weighted(model)
+wrapper.compile(optimizer=keras.optimizers.SGD(0.5), metrics=["categorical_accuracy"])
+history = wrapper.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+result = {"weights": [w.tolist() for w in model.get_weights()],
+          "history": {k: [float(v) for v in vs] for k, vs in history.history.items()}}
+"""
+
+
+def test_a_models_own_compute_loss_under_kerass_train_step(tmp_path: Path) -> None:
+    """compile() without a loss for a model that overrides compute_loss (knowledge
+    distillation's pattern): Keras's train_step calls it."""
+    ours, theirs = both(COMPUTE_LOSS, tmp_path)
+    assert_same_weights(ours["weights"], theirs["weights"])
+    assert sorted(ours["history"]) == sorted(theirs["history"])
+    for key, values in theirs["history"].items():
+        assert ours["history"][key] == pytest.approx(values, abs=1e-5), key

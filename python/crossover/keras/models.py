@@ -487,9 +487,9 @@ class Sequential(mixed_precision.HasDTypePolicy):
         )
         self._step_trackers = None  # model.metrics: made again for these settings
         self._compiled_metrics = metrics
-        if loss is None and _overrides(self, "train_step"):
-            # Its own train_step computes the loss: compile keeps the optimizer (and metrics)
-            # for it, as Keras's does.
+        if loss is None and (_overrides(self, "train_step") or _overrides(self, "compute_loss")):
+            # Its own train_step (or compute_loss) computes the loss: compile keeps the
+            # optimizer (and metrics) for it, as Keras's does.
             self.optimizer = optimizers_module.from_identifier(optimizer)
             self._step_compiled = True
             return
@@ -970,6 +970,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
     def _steps_in_python(self) -> bool:
         """fit and evaluate run Keras's steps in Python (the loss, or a metric, has no engine
         op)."""
+        if _overrides(self, "compute_loss"):  # Keras's train_step around the model's own loss
+            return bool(self._user_compiled or getattr(self, "_step_compiled", False))
         python = getattr(self, "_eager_loss", None) is not None
         return self._user_compiled and (python or getattr(self, "_python_metrics", False))
 
