@@ -458,4 +458,5 @@ def reshape(x: Any, shape: Any) -> Any:
         )
     target = [size // known if d == -1 else d for d in target]
     sig = ("reshape", tuple(target))
-    return _node(lambda: _engine("Reshape", target_shape=target), sig, "reshape", [x], tuple(target))
+    made = lambda: _engine("Reshape", target_shape=target)  # noqa: E731
+    return _node(made, sig, "reshape", [x], tuple(target))
