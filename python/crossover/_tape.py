@@ -177,6 +177,12 @@ def inference_call(model: Any, inputs: Any) -> _tensor.Tensor:
     training pass only)."""
     leaves = model._leaves() if hasattr(model, "_leaves") else []
     dependent = [type(l).__name__ for l in leaves if type(l).__name__ in _TRAINING_LAYERS]
+    # A custom layer's traced dropout (keras/_trace.py's op layer) depends on training too.
+    dependent += [
+        "dropout in a custom layer"
+        for l in leaves
+        if (getattr(l, "_signature", None) or (None,))[0] == "dropout"
+    ]
     if not dependent:
         return training_call(model, inputs)
     out = _tensor.tensor(model.predict(inputs, verbose=0))

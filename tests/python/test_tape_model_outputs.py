@@ -191,3 +191,26 @@ def test_gradients_with_respect_to_model_variables_include_none_for_moving_stati
     assert [g is None for g in grads] == [False] * 4 + [True, True] + [False] * 2
     trainable = [g for g in grads if g is not None]
     keras.optimizers.SGD().apply_gradients(zip(trainable, model.trainable_variables))
+
+
+def test_model_x_under_a_tape_with_dropout_is_inference_and_its_gradient_refused():
+    """TensorFlow differentiates the inference pass of model(x); crossover's engine has only its
+    training pass, which differs where dropout runs (a layer, or a custom layer's traced
+    dropout): the outputs are inference's, the gradient refused by name."""
+    from crossover.keras import layers
+
+    class Noisy(layers.Layer):
+        def call(self, x):
+            return keras.random.dropout(x, rate=0.5)
+
+    x, _ = data()
+    for middle in (keras.layers.Dropout(0.5), Noisy()):
+        model = keras.Sequential(
+            [keras.Input((5,)), keras.layers.Dense(7), middle, keras.layers.Dense(3)]
+        )
+        with tf.GradientTape() as tape:
+            out = model(x)
+            loss = tf.reduce_sum(out)
+        np.testing.assert_allclose(out, model.predict(x, verbose=0), rtol=1e-6)
+        with pytest.raises(NotImplementedError, match="inference mode"):
+            tape.gradient(loss, model.trainable_variables)
