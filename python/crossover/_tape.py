@@ -50,7 +50,7 @@ class _Call:
     loss object was applied to its outputs, or once the gradient of a loss computed from them
     by eager ops reached them (`backward`)."""
 
-    def __init__(self, model: Any, core: Any, rows: int) -> None:
+    def __init__(self, model: Any, core: Any, rows: int, weights: _tensor.Tensor) -> None:
         self.model = model
         self.core = core
         self.rows = rows
@@ -62,7 +62,7 @@ class _Call:
         self.input_gradient_asked = False
         self.differentiated = False  # the engine's pass was used by a backward pass
         # Stands for the call's weights among a record's operands (the tapes see it).
-        self.weights = _tensor.tensor(np.zeros((), np.float32))
+        self.weights = weights
 
     def reach(self, gradients: Any) -> None:
         for name, g in gradients:
@@ -144,30 +144,16 @@ def training_call(model: Any, inputs: Any) -> _tensor.Tensor:
         out._keras_logits_of = activation
     tapes = [t for t in _active if t._recording]
     if tapes:
-        call = _Call(model, core, len(x))
+        call = _Call(model, core, len(x), _seen_marker(tapes))
         model._latest_training_call = call
         out._crossover_call = call
         for tape in tapes:
             tape._calls.append(call)
-            # Eager ops on the outputs are recorded (the tape sees them); their gradient reaches
-            # the engine's backward pass through this record.
-            tape._ids.add(id(call.weights))
-            tape._ids.add(id(out))
-            tape._records.append(((inputs, call.weights), out, call.backward_outputs))
+        # Eager ops on the outputs are recorded (the tapes see them); their gradient reaches
+        # the engine's backward pass through this record.
+        _tensor._record((inputs, call.weights), out, call.backward_outputs)
         call.tapes = tapes
     return out
-
-
-# Layers whose training pass differs from their inference (Keras's `training` argument).
-_TRAINING_LAYERS = (
-    "Dropout",
-    "SpatialDropout1D",
-    "SpatialDropout2D",
-    "GaussianNoise",
-    "GaussianDropout",
-    "AlphaDropout",
-    "BatchNormalization",
-)
 
 
 def inference_call(model: Any, inputs: Any) -> _tensor.Tensor:
@@ -175,18 +161,18 @@ def inference_call(model: Any, inputs: Any) -> _tensor.Tensor:
     inference pass. Where no layer depends on training, that is the training pass (recorded);
     otherwise the inference outputs, whose gradient is refused (the engine differentiates its
     training pass only)."""
+    from .keras.functional import _changed_by_training
+
     leaves = model._leaves() if hasattr(model, "_leaves") else []
-    dependent = [type(l).__name__ for l in leaves if type(l).__name__ in _TRAINING_LAYERS]
-    # A custom layer's traced dropout (keras/_trace.py's op layer) depends on training too.
-    dependent += [
-        "dropout in a custom layer"
+    dependent = {
+        "dropout in a custom layer" if hasattr(l, "_signature") else type(l).__name__
         for l in leaves
-        if (getattr(l, "_signature", None) or (None,))[0] == "dropout"
-    ]
+        if _changed_by_training(l)
+    }
     if not dependent:
         return training_call(model, inputs)
     out = _tensor.tensor(model.predict(inputs, verbose=0))
-    what = ", ".join(sorted(set(dependent)))
+    what = ", ".join(sorted(dependent))
 
     def backward(g: Any, need: list[bool]) -> list[Any]:
         raise _refuse(
@@ -195,13 +181,18 @@ def inference_call(model: Any, inputs: Any) -> _tensor.Tensor:
             f"call model(x, training=True) under the tape)"
         )
 
-    marker = _tensor.tensor(np.zeros((), np.float32))
-    for tape in _active:
-        if tape._recording:
-            tape._ids.add(id(marker))
-            tape._ids.add(id(out))
-            tape._records.append(((marker,), out, backward))
+    marker = _seen_marker([t for t in _active if t._recording])
+    _tensor._record((marker,), out, backward)
     return out
+
+
+def _seen_marker(tapes: list["GradientTape"]) -> _tensor.Tensor:
+    """A stand-in operand the tapes see, for a record whose real operands are not tensors they
+    watch (a model call's weights, which live in the engine)."""
+    marker = _tensor.tensor(np.zeros((), np.float32))
+    for tape in tapes:
+        tape._watch_one(marker)
+    return marker
 
 
 def engine_loss(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any, value: Any) -> Any:
@@ -224,10 +215,7 @@ def engine_loss(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any, value: 
         y = y.reshape(-1, 1)
     out = _LossValue(np.float32(value))
     out._crossover_loss = (call, y, name, losses_module.from_logits(loss), type(loss).__name__)
-    for tape in call.tapes:
-        if tape._recording and id(value) in tape._ids:
-            tape._ids.add(id(out))
-            tape._records.append(((value,), out, _identity))
+    _tensor._record((value,), out, _identity)  # by the tapes that see the value
     return out
 
 

@@ -110,14 +110,8 @@ def builtin_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     moves them, so the layer keeps one set of weights wherever it is used). Inference mode:
     training=True is refused for the layers it changes (Dropout and the noise layers,
     BatchNormalization)."""
-    from .layers import (
-        BatchNormalization,
-        Dropout,
-        GaussianDropout,
-        GaussianNoise,
-        InputLayer,
-        SpatialDropout2D,
-    )
+    from .functional import _changed_by_training
+    from .layers import InputLayer
     from .models import Sequential
 
     kwargs = dict(kwargs)
@@ -133,14 +127,7 @@ def builtin_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
             f"layer '{layer.name}' ({type(layer).__name__}) called on a list of arrays is not "
             f"supported (yet): crossover runs merging layers inside a model; {SEE_SUPPORTED}"
         )
-    changed_by_training = (
-        Dropout,
-        GaussianNoise,
-        GaussianDropout,
-        SpatialDropout2D,
-        BatchNormalization,
-    )
-    if training and isinstance(layer, changed_by_training):
+    if training and _changed_by_training(layer):
         raise NotImplementedError(
             f"layer '{layer.name}' ({type(layer).__name__}) called on data with training=True "
             "is not supported (yet): on data crossover runs built-in layers in inference mode; "

@@ -168,8 +168,9 @@ def _changed_by_training(layer: Any) -> bool:
         return True
     if isinstance(layer, BatchNormalization):
         return True
-    ops = getattr(layer, "_op_layers", None) or []
-    return any(getattr(op, "_signature", ("",))[0] == "dropout" for op in ops)
+    # A custom layer's traced dropout: its op layers, or the op layer itself (a model's leaf).
+    ops = (getattr(layer, "_op_layers", None) or []) + [layer]
+    return any((getattr(op, "_signature", None) or ("",))[0] == "dropout" for op in ops)
 
 
 def _as_mode(training: Any) -> Optional[bool]:
