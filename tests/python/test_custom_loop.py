@@ -250,3 +250,20 @@ def test_sample_weights_reach_a_models_own_train_step() -> None:
     weights = np.arange(16, dtype=np.float32)
     trainer.fit(x, y, batch_size=8, shuffle=False, sample_weight=weights, verbose=0)
     np.testing.assert_array_equal(np.concatenate(seen), weights)
+
+
+def test_a_loss_object_on_the_outputs_is_the_engines_split_step() -> None:
+    """The target that is a loss object's value on model(x, training=True) is differentiated by
+    the engine's loss op and backward pass (fit's step split), not through the eager ops: its
+    gradients are the engine's training_backward's, bit for bit."""
+    model, (x, y) = mlp(), batch(16)
+    with tf.GradientTape() as tape:
+        loss = LOSS(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    core = model._device_model()
+    core.training_forward(np.ascontiguousarray(x))
+    _, want = core.training_backward(
+        np.ascontiguousarray(y), "sparse_categorical_crossentropy", True
+    )
+    for g, (_, w) in zip(grads, want):
+        np.testing.assert_array_equal(np.asarray(g), w)

@@ -69,7 +69,7 @@ def _eager_loss(name: str, y_true: Any, y_pred: Any, **kwargs: Any) -> _tensor.T
     T = _tensor
     if not np.issubdtype(y_pred.dtype, np.floating):
         y_pred = T.cast(y_pred, np.float32)
-    from_logits = kwargs.get("from_logits", False)
+    from_logits = _takes_logits(y_pred, name, kwargs.get("from_logits", False))
     if name == "sparse_categorical_crossentropy":
         target = np.asarray(_tensor._plain(y_true)).astype(np.int64)
         if target.ndim == y_pred.ndim and target.shape[-1] == 1:
@@ -125,7 +125,7 @@ def sparse_categorical_crossentropy(
             "sparse_categorical_crossentropy",
             y_true,
             y_pred,
-            from_logits=_takes_logits(y_pred, "sparse_categorical_crossentropy", from_logits),
+            from_logits=from_logits,
         )
     output = _pred(y_pred)
     if axis not in (-1, output.ndim - 1):
@@ -162,7 +162,7 @@ def categorical_crossentropy(
             "categorical_crossentropy",
             y_true,
             y_pred,
-            from_logits=_takes_logits(y_pred, "categorical_crossentropy", from_logits),
+            from_logits=from_logits,
             label_smoothing=label_smoothing,
             axis=axis,
         )
@@ -194,7 +194,7 @@ def binary_crossentropy(
             "binary_crossentropy",
             y_true,
             y_pred,
-            from_logits=_takes_logits(y_pred, "binary_crossentropy", from_logits),
+            from_logits=from_logits,
             label_smoothing=label_smoothing,
             axis=axis,
         )
@@ -336,17 +336,14 @@ class Loss:
         if own_call or _on_tape(y_pred):
             # In eager ops (recorded under a tape: a model's outputs, or eager ops' results):
             # Keras's __call__, y_true and y_pred float32 tensors, call(), the reduction.
-            kwargs = dict(self._fn_kwargs)
-            if "from_logits" in kwargs:
-                kwargs["from_logits"] = _takes_logits(
-                    y_pred, self._library_name, kwargs["from_logits"]
-                )
-            y_pred = _tensor.cast(_tensor.convert_to_tensor(y_pred), np.float32)
+            y_pred = _tensor.convert_to_tensor(y_pred)
+            if y_pred.dtype != np.float32:  # (a cast would drop a model output's marks)
+                y_pred = _tensor.cast(y_pred, np.float32)
             if own_call:
                 y_true = _tensor.cast(_tensor.convert_to_tensor(y_true), np.float32)
                 values = _tensor.convert_to_tensor(self.call(y_true, y_pred))
             else:
-                values = _FUNCTIONS[self._library_name](y_true, y_pred, **kwargs)
+                values = _FUNCTIONS[self._library_name](y_true, y_pred, **self._fn_kwargs)
             loss = _eager_reduce(values, self.reduction, sample_weight)
             return _tape.engine_loss(self, y_true, y_pred, sample_weight, loss)
         y_pred = np.asarray(_tensor._plain(y_pred), dtype=np.float32)
