@@ -8,12 +8,12 @@ does not run, by name. The cross-entropies' from_logits=True goes to the engine 
 the softmax or sigmoid itself, as Keras's does, to the model's output, or to the input of a final
 sigmoid or softmax, which Keras takes back as the logits)."""
 
-import re
 from typing import Any, Optional
 
 import numpy as np
 
 from .. import _tensor
+from . import _names
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
 EPSILON = 1e-7  # keras.backend.epsilon()
@@ -315,7 +315,7 @@ class Loss:
                 f"{owner}: dtype {dtype!r} is not supported: crossover computes in float32"
             )
         # A subclass of the user's has no library name: Keras's name, the class's in snake case.
-        self.name = name or getattr(self, "_library_name", None) or _snake_case(owner)
+        self.name = name or getattr(self, "_library_name", None) or _names.to_snake_case(owner)
         self.reduction = reduction
         self._fn_kwargs: dict[str, Any] = {}
 
@@ -450,10 +450,6 @@ _ENGINE_LOSSES = (
 def from_logits(loss: Any) -> bool:
     """Whether a loss given to compile takes logits (a cross-entropy object's from_logits)."""
     return isinstance(loss, Loss) and bool(getattr(loss, "from_logits", False))
-
-
-def _snake_case(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def library_name(loss: Any) -> str:

@@ -11,12 +11,12 @@ the top-k accuracies by their Keras names (src/nn/metrics.h), with TopKCategoric
 SparseTopKCategoricalAccuracy's k and BinaryAccuracy's threshold. Any other metric is refused by
 name (Precision, Recall, AUC, ... are not computed)."""
 
-import re
 from typing import Any, Optional
 
 import numpy as np
 
 from .. import _tensor
+from . import _names
 from . import losses as _losses
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
@@ -118,7 +118,8 @@ class Metric:
     def __init__(self, name: Optional[str] = None, dtype: Any = None, **kwargs: Any) -> None:
         reject_unknown(type(self).__name__, kwargs, like="signature")
         # A subclass of the user's has no kind: Keras's name, the class's in snake case.
-        self.name = name or getattr(self, "_kind", None) or _snake_case(type(self).__name__)
+        owner = type(self).__name__
+        self.name = name or getattr(self, "_kind", None) or _names.to_snake_case(owner)
         self.dtype = dtype
         self._variables: list[Any] = []
         # Crossover's own metrics start their state here; a subclass of the user's makes its
@@ -373,10 +374,6 @@ def _kind_of(metric: Any) -> tuple[str, str, Optional[float]]:
         f"accuracies (by their Keras names or keras.metrics classes), not Precision, Recall, AUC "
         f"or the others; {SEE_SUPPORTED}"
     )
-
-
-def _snake_case(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def computed_in_python(metrics: Any) -> bool:

@@ -5,7 +5,6 @@ Adamax (the library's formulas, Keras 3's float32 arithmetic).
 them all together, `clipvalue` each element; as in Keras, one of the three at most."""
 
 import math
-import re
 import weakref
 from typing import Any, Optional
 
@@ -13,7 +12,7 @@ import numpy as np
 
 from .. import _core
 from .._tensor import _plain as _plain_tensor
-from . import schedules
+from . import _names, schedules
 from ._args import reject_unknown, reject_unsupported
 
 # Keras 3's TypeError when a schedule's learning rate is set (by the user or by a callback).
@@ -102,12 +101,6 @@ for _op in (
     setattr(Variable, _op, _binary(_op))
 
 
-def _snake_case(name: str) -> str:
-    """Keras's naming.to_snake_case: 'RMSprop' -> 'rm_sprop', 'AdamW' -> 'adam_w'."""
-    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
-
-
 def _plain_array(value: Any) -> np.ndarray:
     return np.asarray(_plain_tensor(value))
 
@@ -173,7 +166,7 @@ class Optimizer:
         self.clipnorm = float(clipnorm or 0.0)
         self.global_clipnorm = float(global_clipnorm or 0.0)
         self.clipvalue = float(clipvalue or 0.0)
-        self.name = name or _snake_case(owner)  # Keras's auto_name, unnumbered
+        self.name = name or _names.to_snake_case(owner)  # Keras's auto_name, unnumbered
         # As given, for get_config (Keras keeps None where an argument was not given).
         self._given = {
             "weight_decay": weight_decay,
