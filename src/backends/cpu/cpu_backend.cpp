@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "backends/backend.h"
@@ -284,7 +285,8 @@ MemoryAvailable host_memory_available() {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, Precision precision) : bf16_(precision == Precision::bf16) {
+  CpuBackend(int threads, Precision precision)
+      : bf16_(precision == Precision::bf16), amx_(bf16_ && cpu_bf16_support().amx_bf16) {
     threads_ = threads > 0 ? threads : omp_get_num_procs();
     omp_set_num_threads(threads_);
     // Flush denormals to zero in every thread that computes (as TensorFlow does): without it,
@@ -1134,10 +1136,18 @@ class CpuBackend final : public Backend {
   // In bf16 the product is one oneDNN matmul first, and the blocks only do the rest.
   void weight_gradient(const float* x, const float* dy, float* dw, float* db, int64_t m, int64_t k,
                        int64_t n, const BlockUpdate* update) {
-    if (bf16_) gemm_bf16(true, false, k, n, m, x, dy, dw);
+    // With AMX, a narrow gradient (a classifier's 10 columns) in float32: its bf16 product and
+    // conversions cost 4x the sgemm (measured 53 against 13 us a step for BIG's 1000 x 10).
+    const bool bf16_product = bf16_ && !(amx_ && n < 64);
+    if (bf16_product && amx_) {
+      weight_gradient_in_blocks(x, dy, dw, db, m, k, n, update);
+      return;
+    }
+    if (bf16_product) gemm_bf16(true, false, k, n, m, x, dy, dw);
     for_blocks_with_index(k, 2 * m * n * k, [&](int64_t r0, int64_t r1, int64_t t, int64_t nt) {
       if (r1 > r0) {
-        if (!bf16_) sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
+        if (!bf16_product)
+          sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
         // The block's update in one go; in bf16 16 rows at a time, each written into the weights'
         // bf16 copies at once, from this thread's cache (instead of a pass over all of the
         // weights before the next product).
@@ -1158,6 +1168,44 @@ class CpuBackend final : public Backend {
 
   // Rows of a kernel updated and then written into its bf16 copies in one go (even: whole pairs).
   static constexpr int64_t kCopyRows = 16;
+
+  // The bf16 weight gradient on a CPU with AMX: blocks of rows of dw (about 256 KB each,
+  // DnnlMatmulBf16::gradient_rows), each thread a run of whole blocks (the same rows every step),
+  // each block updated and written into the weights' bf16 copies right after its product, while
+  // it is in this core's cache: dw never makes a round trip through L3. Measured on a Xeon with
+  // AMX (bench/RESULTS.md, 2026-12-07); CPUs with AVX512_BF16 alone keep the whole product.
+  void weight_gradient_in_blocks(const float* x, const float* dy, float* dw, float* db, int64_t m,
+                                 int64_t k, int64_t n, const BlockUpdate* update) {
+    const int64_t rows = cpu::DnnlMatmulBf16::gradient_block_rows(k, n);
+    const int64_t blocks = (k + rows - 1) / rows;
+    const int nt = static_cast<int>(
+        std::min<int64_t>(2 * m * n * k < kParallelGemmFlops ? 1 : threads_, blocks));
+    matmul_.gradient_operands(m, k, n, x, dy, nt);
+    auto run = [&](int t) {
+      for (int64_t b = blocks * t / nt; b < blocks * (t + 1) / nt; ++b) {
+        const int64_t r0 = b * rows, r1 = std::min(k, r0 + rows);
+        matmul_.gradient_rows(r0, r1, dw, t);
+        for (int64_t c0 = r0; update && c0 < r1; c0 += kCopyRows) {
+          const int64_t c1 = std::min(r1, c0 + kCopyRows);
+          update_range(update->config, update->constants, 1.0f, update->kernel, c0 * n, c1 * n);
+          matmul_.write_rows(update->kernel.value, c0, c1);
+        }
+      }
+      if (db == nullptr) return;
+      const int64_t c0 = n * t / nt, c1 = n * (t + 1) / nt;
+      column_sums(dy, m, n, c0, c1, db);
+      if (update && update->bias)
+        update_range(update->config, update->constants, 1.0f, *update->bias, c0, c1);
+    };
+    if (nt == 1) {
+      omp_set_num_threads(1);  // oneDNN would otherwise open its own parallel region
+      run(0);
+      omp_set_num_threads(threads_);
+      return;
+    }
+#pragma omp parallel num_threads(nt)
+    run(omp_get_thread_num());
+  }
 
   // Below this many flops a GEMM runs on one thread: a fork-join costs a few microseconds.
   static constexpr int64_t kParallelGemmFlops = 1 << 19;
@@ -1259,6 +1307,7 @@ class CpuBackend final : public Backend {
   int threads_ = 1;
   int64_t l2_bytes_ = cpu_info().l2_bytes;  // a core's; 0 where sysfs does not say
   bool bf16_ = false;                       // the dense GEMMs in bf16 (Precision::bf16)
+  bool amx_ = false;                        // bf16 on a CPU with AMX-BF16
   cpu::DnnlConv conv_;
   cpu::DnnlMatmulBf16 matmul_;
   std::unique_ptr<float[], AlignedFree> scratch_;

@@ -50,6 +50,17 @@ class DnnlMatmulBf16 {
   void gemm_weights(bool tw, int64_t m, int64_t n, int64_t k, const float* a, const float* w,
                     float* c, int threads, const float* bias = nullptr, bool relu = false);
 
+  // The weight gradient dw(k, n) = x(m, k)^T . dy(m, n) in blocks of rows, for an update that
+  // takes each block while it is in cache: gradient_operands converts x (transposed) and packs dy
+  // once and plans every block (on the calling thread, outside a parallel region); then
+  // gradient_rows(r0, r1, dw, slot) writes rows [r0, r1) of dw, on the calling thread (inside a
+  // parallel region oneDNN runs serially). r0 is a multiple of gradient_block_rows(k, n), and r1
+  // r0 plus it or k; concurrent calls need distinct slots below gradient_operands' `slots`.
+  static int64_t gradient_block_rows(int64_t k, int64_t n);
+  void gradient_operands(int64_t m, int64_t k, int64_t n, const float* x, const float* dy,
+                         int slots);
+  void gradient_rows(int64_t r0, int64_t r1, float* dw, int slot);
+
   // The float32 memory [begin, begin + bytes) was written: copies of weights in it are remade at
   // their next use. Costs a scan of the copies (a few per layer), no memory work.
   void weights_changed(const void* begin, std::size_t bytes);
@@ -59,9 +70,9 @@ class DnnlMatmulBf16 {
   void forget(const void* begin, std::size_t bytes);
 
   // Rows [r0, r1) of w (as stored, r0 even) into each copy of w our own kernel makes (oneDNN's
-  // BA16a64b2a layout): for the fused optimizer update, right after it wrote those rows, while
-  // they are in cache. Disjoint rows may be written from several threads at once. Then
-  // weights_rewritten(w) once every row is done.
+  // BA16a<nb>b2a layouts, nb as the primitive chose it): for the fused optimizer update, right
+  // after it wrote those rows, while they are in cache. Disjoint rows may be written from several
+  // threads at once. Then weights_rewritten(w) once every row is done.
   void write_rows(const float* w, int64_t r0, int64_t r1) const;
   // All of w was written, and write_rows has brought its copies up to date: those copies are
   // fresh, any other copy of w (made by a oneDNN reorder) is remade at its next use.
