@@ -2,9 +2,11 @@
 // elementwise calls of a step, the weight gradient followed by the optimizer's pass against the
 // two fused in one call (Backend::dense_backward_weights_update), and oneDNN's sgemm on the weight
 // gradient in one block of rows against smaller blocks. Best of many calls (the undisturbed
-// time), so the figures hold up on a shared machine. docs/PERF.md quotes them.
+// time), so the figures hold up on a shared machine. docs/PERF.md quotes them. With bf16 (a CPU
+// with AVX512_BF16 or AMX-BF16), the backend's bf16 products, the fused update writing the
+// weights' bf16 copies as training does (each made first by a forward and an input gradient).
 //
-//   build/bench/cpu_calls [threads]      (default 1)
+//   build/bench/cpu_calls [threads] [fp32|bf16]     (default 1 fp32)
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -12,6 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -70,7 +75,7 @@ void elementwise(Backend& be) {
               }));
 }
 
-void fused_update(Backend& be) {
+void fused_update(Backend& be, bool bf16) {
   struct Shape {
     int64_t m, k, n;
   };
@@ -85,12 +90,27 @@ void fused_update(Backend& be) {
        {Shape{32, 784, 128}, Shape{32, 128, 10}, Shape{32, 784, 1000}, Shape{32, 1000, 1000}}) {
     const auto kn = static_cast<std::size_t>(sh.k * sh.n), n = static_cast<std::size_t>(sh.n);
     std::vector<float> x(static_cast<std::size_t>(sh.m * sh.k)), dy(sh.m * n, 0.01f);
-    std::vector<float> w(kn, 0.1f), g(kn), m1(kn), v(kn), b(n), gb(n), bm(n), bv(n);
+    std::vector<float> g(kn), m1(kn), v(kn), b(n), gb(n), bm(n), bv(n);
+    // The weights in the backend's memory, as a model's are: a bf16 backend forgets the copies of
+    // weights that were where a new block is handed out.
+    const std::unique_ptr<float, std::function<void(float*)>> weights(
+        static_cast<float*>(be.allocate(kn * sizeof(float))), [&](float* p) { be.release(p); });
+    std::span<float> w(weights.get(), kn);
+    std::fill(w.begin(), w.end(), 0.1f);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i % 17) * 0.01f;
     const std::vector<ParamSlot> slots{{w.data(), g.data(), m1.data(), v.data(), sh.k * sh.n, true},
                                        {b.data(), gb.data(), bm.data(), bv.data(), sh.n, false}};
     const OptimizerConfig adam = Adam();
     StepCounters c;
+    if (bf16) {  // the copies the products read, as in training
+      std::vector<float> y(sh.m * n), dx(x.size());
+      be.dense_forward(x.data(), w.data(), b.data(), y.data(), sh.m, sh.k, sh.n,
+                       ActivationKind::linear);
+      be.dense_backward_input(dy.data(), w.data(), dx.data(), sh.m, sh.k, sh.n);
+    }
+    auto gradient = [&] {
+      be.dense_backward_weights(x.data(), dy.data(), g.data(), gb.data(), sh.m, sh.k, sh.n);
+    };
     auto separate = [&] {
       be.dense_backward_weights(x.data(), dy.data(), g.data(), gb.data(), sh.m, sh.k, sh.n);
       be.optimizer_step(adam, slots, &c);
@@ -102,9 +122,11 @@ void fused_update(Backend& be) {
     };
     for (bool cold : {false, true}) {
       const std::function<void()> before = cold ? std::function<void()>(evict) : [] {};
-      const double a = best_us(separate, before, 60), f = best_us(fused, before, 60);
-      std::printf("  %4ld x %-4ld %s: separate %8.1f us, fused %8.1f us (%.2fx)\n", long(sh.k),
-                  long(sh.n), cold ? "cold" : "warm", a, f, a / f);
+      const double gr = best_us(gradient, before, 60), a = best_us(separate, before, 60),
+                   f = best_us(fused, before, 60);
+      std::printf(
+          "  %4ld x %-4ld %s: gradient %8.1f us, separate %8.1f us, fused %8.1f us (%.2fx)\n",
+          long(sh.k), long(sh.n), cold ? "cold" : "warm", gr, a, f, a / f);
     }
   }
 }
@@ -142,10 +164,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cpu_calls: the thread count must be a positive integer\n");
     return 2;
   }
-  auto be = make_cpu_backend(threads);
-  std::printf("cpu_calls: %d thread%s (best of many calls)\n", threads, threads > 1 ? "s" : "");
+  const bool bf16 = argc > 2 && std::string(argv[2]) == "bf16";
+  if (argc > 2 && !bf16 && std::string(argv[2]) != "fp32") {
+    std::fprintf(stderr, "cpu_calls: the precision must be fp32 or bf16, not %s\n", argv[2]);
+    return 2;
+  }
+  auto be = make_cpu_backend(threads, bf16 ? Precision::bf16 : Precision::fp32);
+  std::printf("cpu_calls: %d thread%s, %s (best of many calls)\n", threads, threads > 1 ? "s" : "",
+              bf16 ? "bf16" : "fp32");
   elementwise(*be);
-  fused_update(*be);
+  fused_update(*be, bf16);
   if (threads == 1) row_blocks();  // dnnl_sgemm threads itself; one thread is what each block gets
   return 0;
 }
