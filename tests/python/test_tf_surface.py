@@ -665,6 +665,20 @@ def test_summary_is_keras_3s_table_for_the_quickstart_model():
     )
 
 
+def test_summary_of_a_model_built_by_its_first_fit_shows_the_built_layers():
+    """A Sequential made without an input shape is built by fit's data, as in Keras: summary()
+    then shows each layer's output shape and parameters (Keras 3.15's numbers), not "unbuilt"."""
+    model = keras.Sequential(
+        [layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10)]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(np.zeros((4, 28, 28, 1), np.float32), np.zeros(4), epochs=1, verbose=0)
+    lines = []
+    model.summary(line_length=76, print_fn=lines.append)
+    assert "(None, 784)" in lines[0] and "50,240" in lines[0] and "unbuilt" not in lines[0]
+    assert " Trainable params: 50,890 (198.79 KB)" in lines[0]
+
+
 def test_pop_removes_the_last_layer_and_output_shape_follows():
     model = keras.Sequential([keras.Input(shape=(4,)), layers.Dense(3), layers.Dense(2)])
     kernel = model.get_weights()[0]

@@ -166,8 +166,9 @@ def summary_text(
         return functional_summary_text(model, optimizer_params, line_length, positions)
     widths = column_widths(line_length, positions)
     shape: Optional[tuple[int, ...]] = None
-    if model._input_shape is not None:
-        shape = tuple(model._input_shape)
+    known = model._known_input_shape()  # given, or learnt from the data fit took (Keras builds)
+    if known is not None:
+        shape = tuple(known)
     trainable = fixed = 0
     rows = []
     for layer in model.layers:

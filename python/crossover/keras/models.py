@@ -17,7 +17,7 @@ from . import losses as losses_module
 from . import metrics as metrics_module
 from . import mixed_precision
 from . import optimizers as optimizers_module
-from . import _python_step, saving
+from . import _py_dataset_fit, _python_step, saving
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from .callbacks import CallbackList, History
 from .layers import Flatten, InputLayer, Layer, _engine_layer
@@ -667,6 +667,13 @@ class Sequential(mixed_precision.HasDTypePolicy):
         validation_freq: int = 1,
     ) -> History:
         reject_unsupported("fit", validation_batch_size=(validation_batch_size, None))
+        if _py_dataset_fit.is_py_dataset(x):
+            return _py_dataset_fit.fit_py_dataset(
+                self, x, y, sample_weight, validation_split, steps_per_epoch, epochs,
+                initial_epoch, shuffle, verbose, _verbosity(verbose), callbacks,
+                validation_data=validation_data, class_weight=class_weight,
+                validation_steps=validation_steps, validation_freq=validation_freq,
+            )  # fmt: skip
         if _overrides(self, "train_step") or self._steps_in_python():
             who = "fit with the model's own train_step"
             if not _overrides(self, "train_step"):
@@ -719,7 +726,11 @@ class Sequential(mixed_precision.HasDTypePolicy):
         params = {"verbose": level, "epochs": epochs, "steps": steps_per_epoch or steps}
         # Callbacks (and the History fit returns) are called by the library: between epochs, and
         # between batches for a phase in which one overrides a batch hook.
-        callback_list = CallbackList(callbacks, self, params)
+        callback_list = (
+            callbacks
+            if isinstance(callbacks, CallbackList)
+            else CallbackList(callbacks, self, params)
+        )
         self.stop_training = False
         xf, yf = x, self._targets(y, "y")  # x: converted above (_x_array)
         if vy is not None:
@@ -876,8 +887,11 @@ class Sequential(mixed_precision.HasDTypePolicy):
         batch = 32 if batch_size is None else int(batch_size)
         n, level = len(xs), _verbosity(verbose)
         steps = math.ceil(n / batch)
-        callback_list = CallbackList(callbacks, self, {"verbose": level, "epochs": epochs,
-                                                       "steps": steps})  # fmt: skip
+        callback_list = (
+            callbacks
+            if isinstance(callbacks, CallbackList)
+            else CallbackList(callbacks, self, {"verbose": level, "epochs": epochs, "steps": steps})
+        )
         interactive = level == 1 and _dynamic_display()
         rng = np.random.default_rng(_seed.draw())
         self.stop_training = False
