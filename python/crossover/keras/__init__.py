@@ -11,6 +11,7 @@ from . import datasets, losses, metrics, ops, utils  # api block
 from . import random  # SeedGenerator, dropout (custom layers: keras/_trace.py)
 from . import config, mixed_precision  # dtype policies
 from . import saving  # .keras archives: saving.load_model, saving.save_model
+from . import preprocessing  # preprocessing.image: ImageDataGenerator (legacy augmentation)
 from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
 from ._args import unsupported_attribute
 from .layers import Input, Variable
@@ -40,7 +41,7 @@ __all__ += [
 __all__ += ["History", "Variable"]
 __all__ += ["datasets", "losses", "metrics", "ops", "utils"]
 __all__ += ["config", "mixed_precision", "dtype_policies", "DTypePolicy"]
-__all__ += ["saving", "random"]
+__all__ += ["saving", "random", "preprocessing"]
 
 
 def __getattr__(name: str) -> Any:
@@ -48,5 +49,5 @@ def __getattr__(name: str) -> Any:
         "keras",
         name,
         "Sequential and functional models (layers, models, optimizers, callbacks, initializers, "
-        "losses, metrics, datasets, utils, mixed_precision, config, saving)",
+        "losses, metrics, datasets, utils, mixed_precision, config, saving, preprocessing)",
     )

@@ -1,9 +1,11 @@
-"""keras.utils: set_random_seed, to_categorical, normalize and plot_model."""
+"""keras.utils: set_random_seed, to_categorical, normalize, plot_model and PyDataset (Sequence)."""
 
+import itertools
 import os
 import random
 import sys
-from typing import Any, Optional
+import warnings
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -111,10 +113,110 @@ def plot_model(
     return None
 
 
+class PyDataset:
+    """Keras 3's base class for a dataset written in Python: a subclass gives `__getitem__(i)`
+    (batch i, whole) and `__len__` (the number of batches), and may give `on_epoch_begin` /
+    `on_epoch_end` (called around each epoch, to reshuffle say) or a `num_batches` property
+    (None: endless).
+
+    crossover makes every batch on the calling thread, in order: `workers`,
+    `use_multiprocessing` and `max_queue_size` are kept, as Keras keeps them for fit, and
+    otherwise ignored (no worker threads or processes are started)."""
+
+    def __init__(
+        self, workers: int = 1, use_multiprocessing: bool = False, max_queue_size: int = 10
+    ) -> None:
+        self._workers = workers
+        self._use_multiprocessing = use_multiprocessing
+        self._max_queue_size = max_queue_size
+
+    def _warn_if_super_not_called(self) -> None:
+        """Keras's warning for a subclass whose __init__ skipped PyDataset's (defaults filled)."""
+        missing = False
+        for name, default in (
+            ("_workers", 1),
+            ("_use_multiprocessing", False),
+            ("_max_queue_size", 10),
+        ):
+            if not hasattr(self, name):
+                setattr(self, name, default)
+                missing = True
+        if missing:
+            warnings.warn(
+                "Your `PyDataset` class should call `super().__init__(**kwargs)` in its "
+                "constructor. `**kwargs` can include `workers`, `use_multiprocessing`, "
+                "`max_queue_size`. Do not pass these arguments to `fit()`, as they will be "
+                "ignored.",
+                stacklevel=3,
+            )
+
+    @property
+    def workers(self) -> int:
+        self._warn_if_super_not_called()
+        return self._workers
+
+    @workers.setter
+    def workers(self, value: int) -> None:
+        self._workers = value
+
+    @property
+    def use_multiprocessing(self) -> bool:
+        self._warn_if_super_not_called()
+        return self._use_multiprocessing
+
+    @use_multiprocessing.setter
+    def use_multiprocessing(self, value: bool) -> None:
+        self._use_multiprocessing = value
+
+    @property
+    def max_queue_size(self) -> int:
+        self._warn_if_super_not_called()
+        return self._max_queue_size
+
+    @max_queue_size.setter
+    def max_queue_size(self, value: int) -> None:
+        self._max_queue_size = value
+
+    def __getitem__(self, index: int) -> Any:
+        """Batch `index` (a subclass gives it)."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Any]:
+        """Batches 0, 1, ... num_batches - 1 (endless when num_batches is None or not given)."""
+        try:
+            count = self.num_batches
+        except NotImplementedError:
+            count = None
+        for index in itertools.count() if count is None else range(count):
+            yield self[index]
+
+    @property
+    def num_batches(self) -> Optional[int]:
+        """The number of batches: len(self) where the subclass gives __len__ (None: endless)."""
+        if hasattr(self, "__len__"):
+            return len(self)
+        raise NotImplementedError(
+            "You need to implement the `num_batches` property:\n\n"
+            "@property\ndef num_batches(self):\n  return ..."
+        )
+
+    def on_epoch_begin(self) -> None:
+        """Called at the beginning of every epoch (nothing here)."""
+
+    def on_epoch_end(self) -> None:
+        """Called at the end of every epoch (nothing here)."""
+
+
+# Keras 3 keeps the name of Keras 2's base class for the same thing.
+Sequence = PyDataset
+
+
 def __getattr__(name: str) -> Any:
     raise unsupported_attribute(
-        "keras.utils", name, "set_random_seed, to_categorical, normalize and plot_model"
+        "keras.utils",
+        name,
+        "set_random_seed, to_categorical, normalize, plot_model, PyDataset and Sequence",
     )
 
 
-__all__ = ["set_random_seed", "to_categorical", "normalize", "plot_model"]
+__all__ = ["set_random_seed", "to_categorical", "normalize", "plot_model", "PyDataset", "Sequence"]
