@@ -381,11 +381,19 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
   std::vector<Shape> shapes;
   std::vector<Vec> batch;
   Shape batch_shape;
-  // from_logits after a final sigmoid or softmax (Dense or Activation): Keras's loss takes the
-  // activation's input as the logits; after another activation, its output.
+  // After a final sigmoid or softmax (Dense or Activation), Keras 3 on TensorFlow's
+  // cross-entropies take the activation's input as the logits, from_logits or not (its
+  // _keras_logits); with from_logits after another activation, its output.
+  const Layer& last = model.layers().back();
+  const ActivationKind final_kind =
+      layer_kind(last).defers_activation() ? layer_kind(last).activation(last).kind
+                                            : ActivationKind::linear;
+  const bool keras_logits =
+      loss != "mean_squared_error" && loss != "mse" &&
+      (final_kind == ActivationKind::sigmoid || final_kind == ActivationKind::softmax);
   const auto logits_before = [&](const Layer& l, std::size_t li) {
     const ActivationKind a = layer_kind(l).activation(l).kind;
-    return from_logits && li + 1 == model.layers().size() &&
+    return (from_logits || keras_logits) && li + 1 == model.layers().size() &&
            (a == ActivationKind::sigmoid || a == ActivationKind::softmax);
   };
   for (std::size_t li = 0; li < model.layers().size(); ++li) {
@@ -536,8 +544,9 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
   for (int64_t r = 0; r < n; ++r) {
     Vec& h = batch[static_cast<std::size_t>(r)];
     const int64_t c = static_cast<int64_t>(h.size());
-    // from_logits: the loss's own softmax (sigmoid for binary) of the logits.
-    if (from_logits)
+    // from_logits (or a final sigmoid's or softmax's logits): the loss's own softmax (sigmoid for
+    // binary) of the logits.
+    if (from_logits || keras_logits)
       apply(loss == "binary_crossentropy" ? ActivationKind::sigmoid : ActivationKind::softmax, h);
     // Keras's cross-entropies of probabilities renormalise them (a sigmoid's do not sum to 1).
     double sum = 0;
@@ -786,7 +795,8 @@ TEST(Gradients, EachLossMatchesFiniteDifferences) {
   check_gradients({"MSE", {Input({5}), Dense(4, "relu"), Dense(3)}, "mean_squared_error"});
   check_gradients({"MSE after tanh", {Input({5}), Dense(4), Dense(3, "tanh")}, "mse"});
   check_gradients({"MSE after softmax", {Input({5}), Dense(4), Dense(3, "softmax")}, "mse"});
-  // Probabilities that are no softmax's: Keras renormalises them before the log.
+  // After a final sigmoid (softmax under binary CE), Keras 3 on TensorFlow reads its input as
+  // the logits (_keras_logits): a softmax (sigmoid) cross-entropy of them.
   check_gradients({"sparse CE after sigmoid",
                    {Input({5}), Dense(4, "tanh"), Dense(3, "sigmoid")},
                    "sparse_categorical_crossentropy"});
@@ -796,6 +806,16 @@ TEST(Gradients, EachLossMatchesFiniteDifferences) {
   check_gradients({"sparse CE after an Activation sigmoid",
                    {Input({5}), Dense(3), Activation("sigmoid")},
                    "sparse_categorical_crossentropy"});
+  check_gradients({"binary CE after softmax",
+                   {Input({5}), Dense(4, "tanh"), Dense(3, "softmax")},
+                   "binary_crossentropy"});
+  // Probabilities no sigmoid or softmax made: Keras renormalises them before the log.
+  check_gradients({"sparse CE after softplus",
+                   {Input({5}), Dense(4, "tanh"), Dense(3, "softplus")},
+                   "sparse_categorical_crossentropy"});
+  check_gradients({"categorical CE after softplus",
+                   {Input({5}), Dense(4, "tanh"), Dense(3, "softplus")},
+                   "categorical_crossentropy"});
 }
 
 TEST(Gradients, EachCrossEntropyFromLogitsMatchesFiniteDifferences) {

@@ -410,6 +410,15 @@ CROSSOVER_HD double softmax_row(const float* z, float* p, int64_t n) {
   return static_cast<double>(mx) + std::log(static_cast<double>(sum));
 }
 
+// log(sum_j exp(z_j)) of one row, as softmax_row computes it (without writing the softmax).
+CROSSOVER_HD double logsumexp_row(const float* z, int64_t n) {
+  float mx = z[0];
+  for (int64_t j = 1; j < n; ++j) mx = fmaxf(mx, z[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += std::exp(z[j] - mx);
+  return static_cast<double>(mx) + std::log(static_cast<double>(sum));
+}
+
 CROSSOVER_HD int64_t argmax_row(const float* p, int64_t n) {
   int64_t best = 0;
   for (int64_t j = 1; j < n; ++j)
@@ -561,9 +570,13 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
       const bool sparse = loss == LossKind::sparse_categorical_crossentropy;
       const int64_t label = sparse ? static_cast<int64_t>(targets[r]) : -1;
       const float* t = sparse ? nullptr : targets + r * c;
-      if (act == ActivationKind::softmax) {
+      if (act == ActivationKind::softmax || act == ActivationKind::sigmoid) {
         // loss = logsumexp(z) - sum_j t_j z_j, computed from the logits (the softmax's own
-        // exponentials give the logsumexp).
+        // exponentials give the logsumexp). A final sigmoid's input is taken as the logits too:
+        // Keras 3 on TensorFlow keeps a sigmoid's and a softmax's input on their output
+        // (_keras_logits) and its cross-entropies read it back, from_logits or not; the model's
+        // output stays the sigmoid, p.
+        if (act == ActivationKind::sigmoid) lse = logsumexp_row(z, c);
         if (sparse) {
           out.loss = lse - z[label];
         } else {
@@ -572,8 +585,12 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
           out.loss = tsum * lse - tz;
         }
         if (d)
-          for (int64_t j = 0; j < c; ++j)
-            d[j] = (p[j] - (sparse ? (j == label ? 1.0f : 0.0f) : t[j])) * inv_m;
+          for (int64_t j = 0; j < c; ++j) {
+            const float q = act == ActivationKind::softmax
+                                ? p[j]
+                                : static_cast<float>(std::exp(static_cast<double>(z[j]) - lse));
+            d[j] = (q - (sparse ? (j == label ? 1.0f : 0.0f) : t[j])) * inv_m;
+          }
       } else {
         out.loss = probability_crossentropy(sparse, label, t, p, d, c, inv_m);
       }
@@ -584,16 +601,27 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
     case LossKind::binary_crossentropy: {
       const float* t = targets + r * c;
       double l = 0.0, right = 0.0;
+      // After a final sigmoid or softmax, z is read as the logits (Keras 3 on TensorFlow: the
+      // activation's _keras_logits, as for the cross-entropies above): TensorFlow's
+      // sigmoid_cross_entropy_with_logits, max(z, 0) - z t + log(1 + exp(-|z|)), unclipped.
+      const bool logits = act == ActivationKind::sigmoid || act == ActivationKind::softmax;
       for (int64_t j = 0; j < c; ++j) {
+        right += ((p[j] > 0.5f) == (t[j] > 0.5f)) ? 1.0 : 0.0;
+        if (logits) {
+          const double zj = z[j];
+          l += std::fmax(zj, 0.0) - zj * t[j] + std::log1p(std::exp(-std::fabs(zj)));
+          if (d) {
+            const float s = act == ActivationKind::sigmoid
+                                ? p[j]
+                                : static_cast<float>(1.0 / (1.0 + std::exp(-zj)));
+            d[j] = (s - t[j]) / static_cast<float>(c) * inv_m;
+          }
+          continue;
+        }
         const float pj = fminf(fmaxf(p[j], kProbabilityEpsilon), 1.0f - kProbabilityEpsilon);
         l -= t[j] * std::log(static_cast<double>(pj)) +
              (1.0f - t[j]) * std::log1p(-static_cast<double>(pj));
-        right += ((p[j] > 0.5f) == (t[j] > 0.5f)) ? 1.0 : 0.0;
-        if (d) {
-          d[j] = act == ActivationKind::sigmoid
-                     ? (p[j] - t[j]) / static_cast<float>(c) * inv_m
-                     : (pj - t[j]) / (pj * (1.0f - pj)) / static_cast<float>(c) * inv_m;
-        }
+        if (d) d[j] = (pj - t[j]) / (pj * (1.0f - pj)) / static_cast<float>(c) * inv_m;
       }
       out.loss = l / static_cast<double>(c);
       out.correct = right / static_cast<double>(c);
@@ -612,11 +640,11 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
       break;
     }
   }
-  // Chain the gradient through an activation that is not fused with the loss above.
+  // Chain the gradient through an activation that is not fused with the loss above (the
+  // cross-entropies took a final sigmoid's or softmax's input as the logits: fused).
   const bool fused =
-      (act == ActivationKind::softmax && (loss == LossKind::sparse_categorical_crossentropy ||
-                                          loss == LossKind::categorical_crossentropy)) ||
-      (act == ActivationKind::sigmoid && loss == LossKind::binary_crossentropy);
+      (act == ActivationKind::softmax || act == ActivationKind::sigmoid) &&
+      loss != LossKind::mean_squared_error;
   if (d && !fused && act != ActivationKind::linear) {
     if (act == ActivationKind::softmax) {
       float dot = 0.0f;
