@@ -642,9 +642,8 @@ CROSSOVER_HD LossRow loss_row(LossKind loss, ActivationKind act, const float* z,
   }
   // Chain the gradient through an activation that is not fused with the loss above (the
   // cross-entropies took a final sigmoid's or softmax's input as the logits: fused).
-  const bool fused =
-      (act == ActivationKind::softmax || act == ActivationKind::sigmoid) &&
-      loss != LossKind::mean_squared_error;
+  const bool fused = (act == ActivationKind::softmax || act == ActivationKind::sigmoid) &&
+                     loss != LossKind::mean_squared_error;
   if (d && !fused && act != ActivationKind::linear) {
     if (act == ActivationKind::softmax) {
       float dot = 0.0f;
