@@ -385,9 +385,9 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
   // cross-entropies take the activation's input as the logits, from_logits or not (its
   // _keras_logits); with from_logits after another activation, its output.
   const Layer& last = model.layers().back();
-  const ActivationKind final_kind =
-      layer_kind(last).defers_activation() ? layer_kind(last).activation(last).kind
-                                            : ActivationKind::linear;
+  const ActivationKind final_kind = layer_kind(last).defers_activation()
+                                        ? layer_kind(last).activation(last).kind
+                                        : ActivationKind::linear;
   const bool keras_logits =
       loss != "mean_squared_error" && loss != "mse" &&
       (final_kind == ActivationKind::sigmoid || final_kind == ActivationKind::softmax);
