@@ -602,6 +602,29 @@ def _draw_shift(shift_range: Any, size: int) -> Any:
     return shift
 
 
+def _transformed(
+    x: np.ndarray,
+    axes: tuple[int, int, int],
+    fill_mode: str,
+    cval: float,
+    order: int,
+    **transform: float,
+) -> np.ndarray:
+    """apply_affine_transform of x with the random_* functions' shared arguments: axes are
+    (row_axis, col_axis, channel_axis)."""
+    row_axis, col_axis, channel_axis = axes
+    return apply_affine_transform(
+        x,
+        row_axis=row_axis,
+        col_axis=col_axis,
+        channel_axis=channel_axis,
+        fill_mode=fill_mode,
+        cval=cval,
+        order=order,
+        **transform,
+    )
+
+
 def random_rotation(
     x: np.ndarray,
     rg: float,
@@ -614,16 +637,8 @@ def random_rotation(
 ) -> np.ndarray:
     """x (rank 3) rotated by a uniform random angle in [-rg, rg] degrees."""
     theta = np.random.uniform(-rg, rg)
-    return apply_affine_transform(
-        x,
-        theta=theta,
-        row_axis=row_axis,
-        col_axis=col_axis,
-        channel_axis=channel_axis,
-        fill_mode=fill_mode,
-        cval=cval,
-        order=interpolation_order,
-    )
+    axes = (row_axis, col_axis, channel_axis)
+    return _transformed(x, axes, fill_mode, cval, interpolation_order, theta=theta)
 
 
 def random_shift(
@@ -641,17 +656,8 @@ def random_shift(
     h, w = x.shape[row_axis], x.shape[col_axis]
     tx = np.random.uniform(-hrg, hrg) * h
     ty = np.random.uniform(-wrg, wrg) * w
-    return apply_affine_transform(
-        x,
-        tx=tx,
-        ty=ty,
-        row_axis=row_axis,
-        col_axis=col_axis,
-        channel_axis=channel_axis,
-        fill_mode=fill_mode,
-        cval=cval,
-        order=interpolation_order,
-    )
+    axes = (row_axis, col_axis, channel_axis)
+    return _transformed(x, axes, fill_mode, cval, interpolation_order, tx=tx, ty=ty)
 
 
 def random_shear(
@@ -666,16 +672,8 @@ def random_shear(
 ) -> np.ndarray:
     """x (rank 3) sheared by a uniform random angle in [-intensity, intensity] degrees."""
     shear = np.random.uniform(-intensity, intensity)
-    return apply_affine_transform(
-        x,
-        shear=shear,
-        row_axis=row_axis,
-        col_axis=col_axis,
-        channel_axis=channel_axis,
-        fill_mode=fill_mode,
-        cval=cval,
-        order=interpolation_order,
-    )
+    axes = (row_axis, col_axis, channel_axis)
+    return _transformed(x, axes, fill_mode, cval, interpolation_order, shear=shear)
 
 
 def random_zoom(
@@ -698,17 +696,8 @@ def random_zoom(
         zx, zy = 1, 1
     else:
         zx, zy = np.random.uniform(zoom_range[0], zoom_range[1], 2)
-    return apply_affine_transform(
-        x,
-        zx=zx,
-        zy=zy,
-        row_axis=row_axis,
-        col_axis=col_axis,
-        channel_axis=channel_axis,
-        fill_mode=fill_mode,
-        cval=cval,
-        order=interpolation_order,
-    )
+    axes = (row_axis, col_axis, channel_axis)
+    return _transformed(x, axes, fill_mode, cval, interpolation_order, zx=zx, zy=zy)
 
 
 def apply_channel_shift(x: np.ndarray, intensity: float, channel_axis: int = 0) -> np.ndarray:
