@@ -242,7 +242,8 @@ dnnl::matmul::primitive_desc matmul_pd(const memory::desc& a, const memory::desc
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
-  return {bias ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c), attr, engine};
+  return dnnl::matmul::primitive_desc(
+      bias ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c), attr, engine);
 }
 
 // p's primitive from pd, its own scratchpad, and the arguments: src, weights and dst as p holds
