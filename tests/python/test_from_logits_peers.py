@@ -208,15 +208,12 @@ def test_after_a_final_activation_trains_as_keras_does(from_logits: bool, tmp_pa
     for name, final, cls, _ in cases:
         ours, ref = mine[name], theirs[name]
         assert sorted(ours["history"]) == sorted(ref["history"]), name
-        # Keras 3's "accuracy" of a binary cross-entropy over 10 columns is categorical (it
-        # picks by the output's last axis); crossover counts binary accuracy there (not yet).
-        skip = {"accuracy"} if cls == "BinaryCrossentropy" else set()
+        # (Keras 3's "accuracy" of a binary cross-entropy over 10 columns is categorical: it
+        # picks by the output's last axis.)
         for key, value in ref["history"].items():
-            if key not in skip:
-                assert ours["history"][key] == pytest.approx(value, abs=1e-4), (name, key)
+            assert ours["history"][key] == pytest.approx(value, abs=1e-4), (name, key)
         for key, value in ref["eval"].items():
-            if key not in skip:
-                assert ours["eval"][key] == pytest.approx(value, abs=1e-4), (name, key)
+            assert ours["eval"][key] == pytest.approx(value, abs=1e-4), (name, key)
         for w, keras_w in zip(ours["weights"], ref["weights"]):
             np.testing.assert_allclose(w, np.array(keras_w), atol=1e-4, err_msg=name)
         np.testing.assert_allclose(ours["predict"], ref["predict"], atol=1e-5, err_msg=name)

@@ -4,11 +4,14 @@ names or functions.
 The engine computes, on the device, each step: the accuracy that goes with the loss (Keras's
 rule for 'accuracy': sparse_categorical_accuracy with sparse_categorical_crossentropy,
 categorical_accuracy with categorical_crossentropy, binary_accuracy (threshold 0.5) with
-binary_crossentropy (Keras 3 picks by the output's last axis: binary for one value, as the engine
-counts it, but categorical for several, which the engine does not yet); with mean_squared_error it counts categorical_accuracy (argmax against argmax), which
-Keras's 'accuracy' is not (exact equality), so there only CategoricalAccuracy is taken), and mean_absolute_error, mean_squared_error, root_mean_squared_error, the accuracies and
-the top-k accuracies by their Keras names (src/nn/metrics.h), with TopKCategoricalAccuracy's and
-SparseTopKCategoricalAccuracy's k and BinaryAccuracy's threshold. Any other metric is refused by
+binary_crossentropy for one output column; Keras 3 picks by the output's last axis, so for
+several it is categorical_accuracy, computed as a metric where the output's shape is known at
+compile (models.py, _binary_loss_accuracy); with mean_squared_error it counts
+categorical_accuracy (argmax against argmax), which Keras's 'accuracy' is not (exact equality),
+so there only CategoricalAccuracy is taken), and mean_absolute_error, mean_squared_error,
+root_mean_squared_error, the accuracies and the top-k accuracies by their Keras names
+(src/nn/metrics.h), with TopKCategoricalAccuracy's and SparseTopKCategoricalAccuracy's k and
+BinaryAccuracy's threshold. Any other metric is refused by
 name (Precision, Recall, AUC, ... are not computed)."""
 
 from typing import Any, Optional

@@ -149,7 +149,6 @@ def _dynamic_display() -> bool:
     )
 
 
-
 def shared_with(calls: list[Any]) -> list[int]:
     """The engine's LayerGraph::shared_with for a graph's entries (the layer object of each
     call): the index of the first entry of the same layer object, -1 for a layer's first call."""
@@ -516,6 +515,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
             metric_kinds, metric_names, metric_parameters = metrics_module.resolve(
                 None if in_python else metrics, loss_name
             )
+            if loss_name == "binary_crossentropy":
+                metric_kinds = self._binary_loss_accuracy(metric_kinds, metric_names)
         model = self._model()
         # compile keeps the weights the model has (set_weights before compile), as in Keras.
         kept = model.get_weights() if model.compiled else []
@@ -583,12 +584,29 @@ class Sequential(mixed_precision.HasDTypePolicy):
         else:
             self._metric_name = next(
                 (n for k, n in zip(metric_kinds, metric_names) if k == "accuracy"), "accuracy"
-            )
+            )  # (a categorical "accuracy" of _binary_loss_accuracy keeps its own name)
             self._metric_order = metric_names
         if isinstance(optimizer, optimizers_module.Optimizer):
             optimizer._attach(self)
         self.optimizer, self.loss, self._user_compiled = optimizer, loss, True
         self._loss_name = "" if self._eager_loss is not None else loss_name
+
+    def _binary_loss_accuracy(self, kinds: list[str], names: list[str]) -> list[str]:
+        """Keras 3 picks compile's "accuracy" ('acc') by the output's last axis, not the loss:
+        with binary cross-entropy over several columns it is categorical accuracy (the engine's
+        loss counts binary accuracy, right for one column; an explicit BinaryAccuracy stays
+        that). Where the output's shape is known here."""
+        try:
+            shape = self.output_shape
+        except (AttributeError, ValueError, NotImplementedError):
+            return kinds
+        if not shape or shape[-1] in (None, 1):
+            return kinds
+        auto = ("accuracy", "acc")
+        return [
+            "categorical_accuracy" if k == "accuracy" and n in auto else k
+            for k, n in zip(kinds, names)
+        ]
 
     def _use_measured_threads(self, x: np.ndarray, y: np.ndarray, batch: int, say: bool) -> None:
         """The CLI's --threads 0 for a CPU model without a count asked for, once: the fastest
