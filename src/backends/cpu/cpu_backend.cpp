@@ -1148,22 +1148,33 @@ class CpuBackend final : public Backend {
       if (r1 > r0) {
         if (!bf16_product)
           sgemm('T', 'N', r1 - r0, n, m, 1.0f, x + r0, k, dy, n, 0.0f, dw + r0 * n, n);
-        // The block's update in one go; in bf16 16 rows at a time, each written into the weights'
-        // bf16 copies at once, from this thread's cache (instead of a pass over all of the
-        // weights before the next product).
-        const int64_t rows = bf16_ ? kCopyRows : r1 - r0;
-        for (int64_t c0 = r0; update && c0 < r1; c0 += rows) {
-          const int64_t c1 = std::min(r1, c0 + rows);
-          update_range(update->config, update->constants, 1.0f, update->kernel, c0 * n, c1 * n);
-          if (bf16_) matmul_.write_rows(update->kernel.value, c0, c1);
-        }
+        if (update) update_rows(*update, r0, r1, n);
       }
-      if (db == nullptr) return;
-      const int64_t c0 = n * t / nt, c1 = n * (t + 1) / nt;
-      column_sums(dy, m, n, c0, c1, db);
-      if (update && update->bias)
-        update_range(update->config, update->constants, 1.0f, *update->bias, c0, c1);
+      bias_gradient_part(dy, db, m, n, t, nt, update);
     });
+  }
+
+  // Rows [r0, r1) of a kernel (n columns) updated by the fused step, from this thread's cache; in
+  // bf16 16 rows at a time, each written into the weights' bf16 copies at once (instead of a
+  // pass over all of the weights before the next product).
+  void update_rows(const BlockUpdate& update, int64_t r0, int64_t r1, int64_t n) {
+    const int64_t rows = bf16_ ? kCopyRows : r1 - r0;
+    for (int64_t c0 = r0; c0 < r1; c0 += rows) {
+      const int64_t c1 = std::min(r1, c0 + rows);
+      update_range(update.config, update.constants, 1.0f, update.kernel, c0 * n, c1 * n);
+      if (bf16_) matmul_.write_rows(update.kernel.value, c0, c1);
+    }
+  }
+
+  // Thread t of nt's block of columns of db(n) = column sums of dy(m, n), and its bias update
+  // (nothing without db).
+  static void bias_gradient_part(const float* dy, float* db, int64_t m, int64_t n, int64_t t,
+                                 int64_t nt, const BlockUpdate* update) {
+    if (db == nullptr) return;
+    const int64_t c0 = n * t / nt, c1 = n * (t + 1) / nt;
+    column_sums(dy, m, n, c0, c1, db);
+    if (update && update->bias)
+      update_range(update->config, update->constants, 1.0f, *update->bias, c0, c1);
   }
 
   // Rows of a kernel updated and then written into its bf16 copies in one go (even: whole pairs).
@@ -1185,17 +1196,9 @@ class CpuBackend final : public Backend {
       for (int64_t b = blocks * t / nt; b < blocks * (t + 1) / nt; ++b) {
         const int64_t r0 = b * rows, r1 = std::min(k, r0 + rows);
         matmul_.gradient_rows(r0, r1, dw, t);
-        for (int64_t c0 = r0; update && c0 < r1; c0 += kCopyRows) {
-          const int64_t c1 = std::min(r1, c0 + kCopyRows);
-          update_range(update->config, update->constants, 1.0f, update->kernel, c0 * n, c1 * n);
-          matmul_.write_rows(update->kernel.value, c0, c1);
-        }
+        if (update) update_rows(*update, r0, r1, n);
       }
-      if (db == nullptr) return;
-      const int64_t c0 = n * t / nt, c1 = n * (t + 1) / nt;
-      column_sums(dy, m, n, c0, c1, db);
-      if (update && update->bias)
-        update_range(update->config, update->constants, 1.0f, *update->bias, c0, c1);
+      bias_gradient_part(dy, db, m, n, t, nt, update);
     };
     if (nt == 1) {
       omp_set_num_threads(1);  // oneDNN would otherwise open its own parallel region

@@ -260,6 +260,21 @@ void finish_plan(Plan& p, const dnnl::matmul::primitive_desc& pd, const dnnl::en
             {DNNL_ARG_SCRATCHPAD, p.scratchpad.get()}};
 }
 
+// oneDNN's reorder of float32 `from` (plain, or transposed by strides) into a bf16 layout a
+// primitive picked that our packing kernels do not know, with its arguments.
+struct Reorder {
+  dnnl::primitive primitive;
+  memory from, to;
+  std::vector<dnnl_exec_arg_t> args;
+  Reorder() = default;
+  Reorder(const dnnl::engine& engine, const memory::desc& from_md, const float* src,
+          const memory::desc& to_md, void* dst)
+      : primitive(dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_md, engine, to_md))),
+        from(from_md, engine, const_cast<float*>(src)),
+        to(to_md, engine, dst),
+        args{{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}} {}
+};
+
 // A bf16 copy of one weights matrix in the layout `desc` a plan's primitive reads B in, and the
 // reorder that makes it from the float32 weights (plain row-major, or transposed by strides).
 struct WeightCopy {
@@ -271,9 +286,7 @@ struct WeightCopy {
   std::unique_ptr<unsigned char[], AlignedFree> data;  // zero-filled: the padding stays zero
   std::optional<BlockedLayout> ours;  // desc is one of them: made by pack_rows; else the reorder
   bool plain = false;  // w as stored, in bf16 (by to_bf16), read as a product's A (as_a_plan)
-  dnnl::primitive reorder;
-  memory from, to;
-  std::vector<dnnl_exec_arg_t> args;
+  Reorder reorder;     // where neither ours nor plain
   bool fresh = false;  // made from w's current values
 };
 
@@ -324,8 +337,7 @@ struct DnnlMatmulBf16::State {
     memory::desc desc;
     std::optional<BlockedLayout> ours;
     std::unique_ptr<unsigned char[], AlignedFree> data;  // zero-filled: the padding stays zero
-    dnnl::primitive reorder;
-    memory from, to;
+    Reorder reorder;                                     // where not ours (its source set per call)
   };
   int64_t grad_m = 0, grad_k = 0, grad_n = 0, grad_rows = 0;
   std::unique_ptr<uint16_t[], AlignedFree> xt16;
@@ -356,12 +368,9 @@ struct DnnlMatmulBf16::State {
     PackedB b{.desc = desc,
               .ours = blocked_layout(desc, m, n),
               .data = make_aligned<unsigned char>(std::max<std::size_t>(desc.get_size(), 64))};
-    if (!b.ours) {
-      const memory::desc from_md({m, n}, kF32, memory::dims{n, 1});
-      b.from = memory(from_md, engine, nullptr);
-      b.to = memory(desc, engine, b.data.get());
-      b.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_md, engine, desc));
-    }
+    if (!b.ours)
+      b.reorder = Reorder(engine, memory::desc({m, n}, kF32, memory::dims{n, 1}), nullptr, desc,
+                          b.data.get());
     packed_dy.push_back(std::move(b));
     return packed_dy.back();
   }
@@ -419,13 +428,10 @@ struct DnnlMatmulBf16::State {
                  .data = make_aligned<unsigned char>(std::max<std::size_t>(desc.get_size(), 64)),
                  .ours = blocked_layout(desc, k, n),
                  .plain = tw && desc == plain_transposed(k, n)};
-    if (!c.ours && !c.plain) {
-      const memory::desc from_md({k, n}, kF32, tw ? memory::dims{1, k} : memory::dims{n, 1});
-      c.from = memory(from_md, engine, const_cast<float*>(w));
-      c.to = memory(desc, engine, c.data.get());
-      c.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from_md, engine, desc));
-      c.args = {{DNNL_ARG_FROM, c.from.get()}, {DNNL_ARG_TO, c.to.get()}};
-    }
+    if (!c.ours && !c.plain)
+      c.reorder =
+          Reorder(engine, memory::desc({k, n}, kF32, tw ? memory::dims{1, k} : memory::dims{n, 1}),
+                  w, desc, c.data.get());
     copies.push_back(std::move(c));
     return copies.back();
   }
@@ -530,13 +536,12 @@ void DnnlMatmulBf16::gemm_weights(bool tw, int64_t m, int64_t n, int64_t k, cons
     if (copy.ours || copy.plain)
       pack_copy(copy, threads);
     else
-      execute(copy.reorder, s.stream, copy.args, "reorder to bf16 weights");
+      execute(copy.reorder.primitive, s.stream, copy.reorder.args, "reorder to bf16 weights");
     copy.fresh = true;
     ++s.reorders;
   }
-  if (as_a) {  // c^T = w . a^T, then transposed into c
-    split_aligned(m * k, 32, threads, m * k < (1 << 15),
-                  [&](int64_t b0, int64_t b1) { to_bf16(a + b0, p.b16.get() + b0, b1 - b0); });
+  if (as_a) {                                  // c^T = w . a^T, then transposed into c
+    convert_operands(p, nullptr, a, threads);  // a, the B operand here, into the plan's b16
     check(dnnl_memory_set_data_handle(p.src.get(), copy.data.get()), "set_data_handle");
     execute(p.primitive, s.stream, p.args, "matmul execute");
     transpose<false>(p.out.get(), n, m, c);
@@ -579,10 +584,9 @@ void DnnlMatmulBf16::gradient_operands(int64_t m, int64_t k, int64_t n, const fl
       if (b.ours) {
         pack_rows(dy, m, n, 0, m, *b.ours, reinterpret_cast<uint16_t*>(b.data.get()));
       } else {
-        check(dnnl_memory_set_data_handle(b.from.get(), const_cast<float*>(dy)), "set_data_handle");
-        const std::vector<dnnl_exec_arg_t> args{{DNNL_ARG_FROM, b.from.get()},
-                                                {DNNL_ARG_TO, b.to.get()}};
-        execute(b.reorder, s.stream, args, "reorder of dy to bf16");
+        check(dnnl_memory_set_data_handle(b.reorder.from.get(), const_cast<float*>(dy)),
+              "set_data_handle");
+        execute(b.reorder.primitive, s.stream, b.reorder.args, "reorder of dy to bf16");
       }
     }
 }
