@@ -113,6 +113,21 @@ def plot_model(
     return None
 
 
+def _setting(name: str) -> property:
+    """One of PyDataset's constructor settings as Keras exposes it: read (Keras's warning first
+    where a subclass skipped PyDataset's __init__) and set."""
+    attr = "_" + name
+
+    def get(self: Any) -> Any:
+        self._warn_if_super_not_called()
+        return getattr(self, attr)
+
+    def put(self: Any, value: Any) -> None:
+        setattr(self, attr, value)
+
+    return property(get, put)
+
+
 class PyDataset:
     """Keras 3's base class for a dataset written in Python: a subclass gives `__getitem__(i)`
     (batch i, whole) and `__len__` (the number of batches), and may give `on_epoch_begin` /
@@ -150,32 +165,9 @@ class PyDataset:
                 stacklevel=3,
             )
 
-    @property
-    def workers(self) -> int:
-        self._warn_if_super_not_called()
-        return self._workers
-
-    @workers.setter
-    def workers(self, value: int) -> None:
-        self._workers = value
-
-    @property
-    def use_multiprocessing(self) -> bool:
-        self._warn_if_super_not_called()
-        return self._use_multiprocessing
-
-    @use_multiprocessing.setter
-    def use_multiprocessing(self, value: bool) -> None:
-        self._use_multiprocessing = value
-
-    @property
-    def max_queue_size(self) -> int:
-        self._warn_if_super_not_called()
-        return self._max_queue_size
-
-    @max_queue_size.setter
-    def max_queue_size(self, value: int) -> None:
-        self._max_queue_size = value
+    workers = _setting("workers")
+    use_multiprocessing = _setting("use_multiprocessing")
+    max_queue_size = _setting("max_queue_size")
 
     def __getitem__(self, index: int) -> Any:
         """Batch `index` (a subclass gives it)."""
