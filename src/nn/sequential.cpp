@@ -784,8 +784,10 @@ struct Sequential::Impl {
       lv.shared = called_again(i);
       lv.in_width = li.in_width;
       lv.out_width = li.out_width;
-      if (li.kernel >= 0) lv.kernel = &slots[static_cast<std::size_t>(li.kernel)];
-      if (li.bias >= 0) lv.bias = &slots[static_cast<std::size_t>(li.bias)];
+      // A Dense's kernel is its first parameter, whatever its name (a traced custom layer's).
+      if (lv.kind == FusedLayerView::Kind::dense && !li.params.empty())
+        lv.kernel = &slots[static_cast<std::size_t>(li.params.front().index)];
+      if (const int b = li.param("bias"); b >= 0) lv.bias = &slots[static_cast<std::size_t>(b)];
       v.layers.push_back(lv);
     }
     FusedMlpStep step;

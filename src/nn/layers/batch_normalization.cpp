@@ -133,39 +133,39 @@ class BatchNormalizationKind final : public LayerKind {
                                       a.axis, shape_to_string(b.shape)));
     const int64_t channels = b.shape.back();
     LayerState& li = b.state;
-    li.norm = {.spatial = li.in_width / channels,
-               .channels = channels,
-               .epsilon = static_cast<float>(a.epsilon),
-               .scale = a.scale,
-               .center = a.center};
-    if (a.scale) li.kernel = b.add_param("gamma", {channels}, a.gamma_initializer);
-    if (a.center) li.bias = b.add_param("beta", {channels}, a.beta_initializer);
-    li.moving_mean = b.add_param("moving_mean", {channels}, a.moving_mean_initializer, false);
-    li.moving_variance =
-        b.add_param("moving_variance", {channels}, a.moving_variance_initializer, false);
+    li.own<BatchNormShape>() = {.spatial = li.in_width / channels,
+                                .channels = channels,
+                                .epsilon = static_cast<float>(a.epsilon),
+                                .scale = a.scale,
+                                .center = a.center};
+    if (a.scale) b.add_param("gamma", {channels}, a.gamma_initializer);
+    if (a.center) b.add_param("beta", {channels}, a.beta_initializer);
+    b.add_param("moving_mean", {channels}, a.moving_mean_initializer, false);
+    b.add_param("moving_variance", {channels}, a.moving_variance_initializer, false);
   }
   // The batch's mean and variance (channels each), which the backward pass reads; frozen, a
   // channel of zeros (the backward pass's mean).
   std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend& backend,
                               int64_t batch) const override {
-    backend.batchnorm_prepare(li.norm, batch);
-    if (!l.trainable) backend.batchnorm_prepare(frozen_gradient_shape(li.norm), batch);
-    return 2 * static_cast<std::size_t>(li.norm.channels) * sizeof(float);
+    const BatchNormShape& norm = li.own<BatchNormShape>();
+    backend.batchnorm_prepare(norm, batch);
+    if (!l.trainable) backend.batchnorm_prepare(frozen_gradient_shape(norm), batch);
+    return 2 * static_cast<std::size_t>(norm.channels) * sizeof(float);
   }
 
   // Training: normalized by the batch's statistics (saved); otherwise, and in training when the
   // layer is frozen (Keras's inference mode of a BatchNormalization with trainable=False), by
   // the moving ones.
   void forward(const ForwardStep& s) const override {
-    const LayerState& li = s.state;
+    const BatchNormShape& norm = s.state.own<BatchNormShape>();
     if (s.training && s.trainable) {
       auto* stats = static_cast<float*>(s.workspace);
-      s.backend.batchnorm_forward_training(li.norm, s.x, s.value(li.kernel), s.value(li.bias), s.y,
-                                           stats, stats + li.norm.channels, s.m);
+      s.backend.batchnorm_forward_training(norm, s.x, s.value("gamma"), s.value("beta"), s.y, stats,
+                                           stats + norm.channels, s.m);
     } else {
-      s.backend.batchnorm_forward_inference(li.norm, s.x, s.value(li.kernel), s.value(li.bias),
-                                            s.value(li.moving_mean), s.value(li.moving_variance),
-                                            s.y, s.m);
+      s.backend.batchnorm_forward_inference(norm, s.x, s.value("gamma"), s.value("beta"),
+                                            s.value("moving_mean"), s.value("moving_variance"), s.y,
+                                            s.m);
     }
   }
   // moving = moving * momentum + batch * (1 - momentum), after the training forward pass (Keras
@@ -173,10 +173,10 @@ class BatchNormalizationKind final : public LayerKind {
   bool has_moving_statistics() const override { return true; }
   void update_moving_statistics(const LayerStep& s) const override {
     if (!s.trainable) return;  // frozen: inference mode, the statistics kept
-    const LayerState& li = s.state;
+    const BatchNormShape& norm = s.state.own<BatchNormShape>();
     const auto* stats = static_cast<const float*>(s.workspace);
-    s.backend.batchnorm_update_moving(li.norm, stats, stats + li.norm.channels,
-                                      s.value(li.moving_mean), s.value(li.moving_variance),
+    s.backend.batchnorm_update_moving(norm, stats, stats + norm.channels, s.value("moving_mean"),
+                                      s.value("moving_variance"),
                                       s.layer.args<BatchNormArgs>().momentum);
   }
   // dx, dgamma, dbeta from the saved batch statistics; dx even for the first layer with
@@ -185,21 +185,20 @@ class BatchNormalizationKind final : public LayerKind {
   // gamma / sqrt(moving_variance + epsilon), which is the inference pass applied to g with a
   // zero mean and no beta; no dgamma or dbeta.
   void backward(BackwardStep& s) const override {
-    const LayerState& li = s.state;
+    const BatchNormShape& norm = s.state.own<BatchNormShape>();
     if (!s.trainable) {
       auto* zeros = static_cast<float*>(s.workspace);
-      s.backend.fill(zeros, 0.0f, li.norm.channels);
-      s.backend.batchnorm_forward_inference(frozen_gradient_shape(li.norm), s.g, s.value(li.kernel),
-                                            nullptr, zeros, s.value(li.moving_variance), s.spare,
+      s.backend.fill(zeros, 0.0f, norm.channels);
+      s.backend.batchnorm_forward_inference(frozen_gradient_shape(norm), s.g, s.value("gamma"),
+                                            nullptr, zeros, s.value("moving_variance"), s.spare,
                                             s.m);
       s.swap();
       s.activation_done = false;
       return;
     }
     const auto* stats = static_cast<const float*>(s.workspace);
-    s.backend.batchnorm_backward(li.norm, s.x, s.g, s.value(li.kernel), stats,
-                                 stats + li.norm.channels, s.spare, s.grad(li.kernel),
-                                 s.grad(li.bias), s.m);
+    s.backend.batchnorm_backward(norm, s.x, s.g, s.value("gamma"), stats, stats + norm.channels,
+                                 s.spare, s.grad("gamma"), s.grad("beta"), s.m);
     s.swap();
     s.activation_done = false;
   }

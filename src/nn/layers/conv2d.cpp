@@ -38,13 +38,13 @@ class Conv2DKind final : public ConvolutionKind {
     const Layer& l = b.layer;
     const ConvArgs& a = l.args<ConvArgs>();
     require_image(l, b.shape);
-    ConvShape& c = b.state.conv;
+    ConvShape& c = b.state.own<ConvShape>();
     place_kernel(l, b.shape, c);
     c.in_c = b.shape[2];
     c.out_c = a.filters;
-    b.state.kernel = b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, c.in_c, a.filters},
-                                 a.kernel_initializer);
-    if (a.use_bias) b.state.bias = b.add_param("bias", {a.filters}, a.bias_initializer);
+    b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, c.in_c, a.filters},
+                a.kernel_initializer);
+    if (a.use_bias) b.add_param("bias", {a.filters}, a.bias_initializer);
     b.shape = {c.out_h, c.out_w, c.out_c};
   }
 
@@ -54,7 +54,7 @@ class Conv2DKind final : public ConvolutionKind {
     const ActivationKind act = s.state.activation.kind;
     const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
-    s.backend.conv2d_forward(s.state.conv, s.x, s.value(s.state.kernel), s.value(s.state.bias), z,
+    s.backend.conv2d_forward(s.state.own<ConvShape>(), s.x, s.value("kernel"), s.value("bias"), z,
                              s.m, fused ? act : ActivationKind::linear);
     if (!fused)
       s.backend.activation_forward(act, s.state.activation.alpha, z, s.y, s.m, s.state.out_width);
@@ -67,9 +67,11 @@ class Conv2DKind final : public ConvolutionKind {
       s.backend.activation_backward(li.activation.kind, li.activation.alpha,
                                     static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
                                     li.out_width);
-    if (!s.first) s.backend.conv2d_backward_input(li.conv, s.g, s.value(li.kernel), s.spare, s.m);
+    if (!s.first)
+      s.backend.conv2d_backward_input(li.own<ConvShape>(), s.g, s.value("kernel"), s.spare, s.m);
     if (s.trainable)
-      s.backend.conv2d_backward_weights(li.conv, s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m);
+      s.backend.conv2d_backward_weights(li.own<ConvShape>(), s.x, s.g, s.grad("kernel"),
+                                        s.grad("bias"), s.m);
     if (!s.first) s.swap();
     s.activation_done = false;
   }

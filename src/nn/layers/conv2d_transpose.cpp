@@ -57,7 +57,7 @@ class Conv2DTransposeKind final : public ConvolutionKind {
     if (out_h > kMaxElements / std::max<int64_t>(out_w, 1) / a.filters)
       throw Error(l.name, fmt::format("the output of {}x{}x{} values is absurdly large", out_h,
                                       out_w, a.filters));
-    ConvShape& c = b.state.conv;
+    ConvShape& c = b.state.own<ConvShape>();
     place_kernel(l, {out_h, out_w, a.filters}, c);
     if (c.out_h != in_h || c.out_w != in_w)
       throw Error(l.name, fmt::format("internal: the transposed {}x{} output maps back to {}x{}, "
@@ -65,9 +65,9 @@ class Conv2DTransposeKind final : public ConvolutionKind {
                                       out_h, out_w, c.out_h, c.out_w, in_h, in_w));
     c.in_c = a.filters;
     c.out_c = in_c;
-    b.state.kernel = b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, a.filters, in_c},
-                                 a.kernel_initializer);
-    if (a.use_bias) b.state.bias = b.add_param("bias", {a.filters}, a.bias_initializer);
+    b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, a.filters, in_c},
+                a.kernel_initializer);
+    if (a.use_bias) b.add_param("bias", {a.filters}, a.bias_initializer);
     b.shape = {out_h, out_w, a.filters};
   }
 
@@ -76,8 +76,8 @@ class Conv2DTransposeKind final : public ConvolutionKind {
     // Its activation is never deferred (the loss op applies only a Dense's or Activation's).
     const ActivationKind act = s.state.activation.kind;
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
-    s.backend.conv2d_transpose_forward(s.state.conv, s.x, s.value(s.state.kernel),
-                                       s.value(s.state.bias), z, s.m);
+    s.backend.conv2d_transpose_forward(s.state.own<ConvShape>(), s.x, s.value("kernel"),
+                                       s.value("bias"), z, s.m);
     if (act != ActivationKind::linear)
       s.backend.activation_forward(act, s.state.activation.alpha, z, s.y, s.m, s.state.out_width);
   }
@@ -90,10 +90,11 @@ class Conv2DTransposeKind final : public ConvolutionKind {
                                     static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
                                     li.out_width);
     if (!s.first)
-      s.backend.conv2d_transpose_backward_input(li.conv, s.g, s.value(li.kernel), s.spare, s.m);
+      s.backend.conv2d_transpose_backward_input(li.own<ConvShape>(), s.g, s.value("kernel"),
+                                                s.spare, s.m);
     if (s.trainable)
-      s.backend.conv2d_transpose_backward_weights(li.conv, s.x, s.g, s.grad(li.kernel),
-                                                  s.grad(li.bias), s.m);
+      s.backend.conv2d_transpose_backward_weights(li.own<ConvShape>(), s.x, s.g, s.grad("kernel"),
+                                                  s.grad("bias"), s.m);
     if (!s.first) s.swap();
     s.activation_done = false;
   }

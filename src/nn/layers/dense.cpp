@@ -93,10 +93,9 @@ class DenseKind final : public LayerKind {
     if (b.shape.size() != 1)
       throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
                               shape_to_string(b.shape) + ": add Flatten() before it");
-    b.state.kernel =
-        b.add_param(a.weight_name.empty() ? "kernel" : a.weight_name, {b.state.in_width, a.units},
-                    a.kernel_initializer, a.weight_trainable);
-    if (a.use_bias) b.state.bias = b.add_param("bias", {a.units}, a.bias_initializer);
+    b.add_param(a.weight_name.empty() ? "kernel" : a.weight_name, {b.state.in_width, a.units},
+                a.kernel_initializer, a.weight_trainable);
+    if (a.use_bias) b.add_param("bias", {a.units}, a.bias_initializer);
     b.shape = {a.units};
   }
 
@@ -106,14 +105,21 @@ class DenseKind final : public LayerKind {
     return pre_activation_bytes(li, batch);
   }
 
+  // The kernel's variable name: "kernel", or a custom layer's add_weight name (Python's tracing).
+  static int kernel(const LayerStep& s) {
+    const std::string& custom = s.layer.args<DenseArgs>().weight_name;
+    return s.state.param(custom.empty() ? "kernel" : custom);
+  }
+
   // y(m, units) = act(x(m, in) . kernel(in, units) + bias): bias and relu fused into the GEMM,
   // other activations as a call of their own (in place, or from the workspace's z).
   void forward(const ForwardStep& s) const override {
     const LayerState& li = s.state;
+    const int kernel_index = kernel(s), bias_index = li.param("bias");
     const ActivationKind act = forward_activation(s);
     const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
-    s.backend.dense_forward(s.x, s.value(li.kernel), s.value(li.bias), z, s.m, li.in_width,
+    s.backend.dense_forward(s.x, s.value(kernel_index), s.value(bias_index), z, s.m, li.in_width,
                             li.out_width, fused ? act : ActivationKind::linear);
     if (!fused) s.backend.activation_forward(act, li.activation.alpha, z, s.y, s.m, li.out_width);
   }
@@ -123,23 +129,25 @@ class DenseKind final : public LayerKind {
   // (not trainable), dx only.
   void backward(BackwardStep& s) const override {
     const LayerState& li = s.state;
+    const int kernel_index = kernel(s), bias_index = li.param("bias");
     if (backward_applies_activation(s))
       s.backend.activation_backward(li.activation.kind, li.activation.alpha,
                                     static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
                                     li.out_width);
     // The input gradient first: it needs the kernel before this step's update.
     if (!s.first)
-      s.backend.dense_backward_input(s.g, s.value(li.kernel), s.spare, s.m, li.in_width,
+      s.backend.dense_backward_input(s.g, s.value(kernel_index), s.spare, s.m, li.in_width,
                                      li.out_width);
     if (!s.trainable) {
       // no weight gradient, no update
     } else if (s.update) {
-      const ParamSlot* bias = li.bias >= 0 ? &s.slots[static_cast<std::size_t>(li.bias)] : nullptr;
+      const ParamSlot* bias =
+          bias_index >= 0 ? &s.slots[static_cast<std::size_t>(bias_index)] : nullptr;
       s.backend.dense_backward_weights_update(s.x, s.g,
-                                              s.slots[static_cast<std::size_t>(li.kernel)], bias,
+                                              s.slots[static_cast<std::size_t>(kernel_index)], bias,
                                               s.m, li.in_width, li.out_width, *s.opt, s.update);
     } else {
-      s.backend.dense_backward_weights(s.x, s.g, s.grad(li.kernel), s.grad(li.bias), s.m,
+      s.backend.dense_backward_weights(s.x, s.g, s.grad(kernel_index), s.grad(bias_index), s.m,
                                        li.in_width, li.out_width);
     }
     if (!s.first) s.swap();

@@ -32,7 +32,7 @@ int64_t rows_of(const Shape& s) {
 // (rows per sample) and returns the output's.
 Shape broadcast_two(const Shape& a, const Shape& b, LayerState& st, const std::string& where,
                     std::string_view what) {
-  BinaryShape& s = st.binary;
+  BinaryShape& s = st.own<BinaryShape>();
   s = {};
   const bool same_rest =
       a.size() == b.size() && !a.empty() && std::equal(a.begin(), a.end() - 1, b.begin());
@@ -56,7 +56,7 @@ Shape broadcast_two(const Shape& a, const Shape& b, LayerState& st, const std::s
 
 // The step's shape: rows of every sample.
 BinaryShape step_shape(const LayerStep& s) {
-  BinaryShape shape = s.state.binary;
+  BinaryShape shape = s.state.own<BinaryShape>();
   shape.rows *= s.m;
   return shape;
 }
@@ -150,7 +150,7 @@ class UnaryOpKind final : public LayerKind {
     const Layer& l = b.layer;
     const UnaryOpArgs& a = l.args<UnaryOpArgs>();
     if (b.shape.empty()) throw Error(l.name, "an element-wise op needs samples of rank 1 or more");
-    BinaryShape& s = b.state.binary;
+    BinaryShape& s = b.state.own<BinaryShape>();
     s = {};
     s.rows = rows_of(b.shape);
     s.cols = b.shape.back();
@@ -165,14 +165,14 @@ class UnaryOpKind final : public LayerKind {
                                 " with samples of " + "shape " + shape_to_string(b.shape) +
                                 " is not supported (yet): crossover broadcasts a scalar weight "
                                 "or one of the last axis's size (a bias)");
-      b.state.kernel = b.add_param(variable(l), a.weight_shape, a.initializer, a.weight_trainable);
+      b.add_param(variable(l), a.weight_shape, a.initializer, a.weight_trainable);
     }
     (a.operand_first ? s.a : s.b) = other;
     (a.operand_first ? s.b : s.a) = Broadcast::full;
     (a.operand_first ? s.a_value : s.b_value) = static_cast<float>(a.constant);
   }
   void forward(const ForwardStep& s) const override {
-    const float* w = s.value(s.state.kernel);  // null: the constant
+    const float* w = s.value(s.state.param(variable(s.layer)));  // null: the constant
     const UnaryOpArgs& a = s.layer.args<UnaryOpArgs>();
     const bool first = a.operand_first;
     s.backend.binary_forward(a.op, step_shape(s), first ? w : s.x, first ? s.x : w, s.y);
@@ -180,8 +180,8 @@ class UnaryOpKind final : public LayerKind {
   void backward(BackwardStep& s) const override {
     const UnaryOpArgs& a = s.layer.args<UnaryOpArgs>();
     const bool first = a.operand_first;
-    const float* w = s.value(s.state.kernel);
-    float* dw = s.trainable ? s.grad(s.state.kernel) : nullptr;
+    const float* w = s.value(s.state.param(variable(s.layer)));
+    float* dw = s.trainable ? s.grad(s.state.param(variable(s.layer))) : nullptr;
     float* dx = s.first ? nullptr : s.spare;
     if (dw || dx)
       s.backend.binary_backward(a.op, step_shape(s), first ? w : s.x, first ? s.x : w, s.g,

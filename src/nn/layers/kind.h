@@ -9,6 +9,7 @@
 // nn/layers.h), and one unit implementing LayerKind (docs/ARCHITECTURE.md, "Adding a layer").
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -68,18 +69,52 @@ struct LayerParam {
 struct LayerState {
   int64_t in_width = 0, out_width = 0;  // values per sample
   Shape out_shape;                      // per sample
-  int kernel = -1, bias = -1;           // indices into the model's parameters
   bool aliases_input = false;           // the output is the input's buffer (Flatten, Reshape)
-  ConvShape conv;                       // conv2d
-  PoolShape pool;                       // pooling layers
-  BatchNormShape norm;  // batch_normalization, layer_normalization: kernel is gamma, bias beta
-  int moving_mean = -1, moving_variance = -1;
-  std::vector<Shape> in_shapes;  // per sample, one per input (several for Add, Concatenate)
-  BinaryShape binary;            // element-wise ops (layers/elementwise.cpp): rows per sample
-  PermuteShape permute;          // permute, repeat_vector's backward (layers/permute.cpp)
+  std::vector<Shape> in_shapes;         // per sample, one per input (several for Add, Concatenate)
   // The activation the layer applies (LayerKind::activation), set by the model after build():
   // what a step reads, so that no step looks into the layer's arguments for it.
   LayerActivation activation;
+
+  // One of the layer's parameters: its Keras variable name ("kernel", "gamma", "moving_mean")
+  // and its index into the model's parameters.
+  struct Param {
+    std::string variable;
+    int index = -1;
+  };
+  // The layer's own parameters, in the order its build() added them (LayerBuilder::add_param);
+  // those of the layers it holds are in `inner`.
+  std::vector<Param> params;
+  // The index of the parameter named `variable`; -1 when the layer has none (Dense without a
+  // bias).
+  int param(std::string_view variable) const {
+    for (const Param& p : params)
+      if (p.variable == variable) return p.index;
+    return -1;
+  }
+
+  // What the kind's build() derives for its steps, of the kind's own type (ConvShape for Conv2D,
+  // PoolShape for pooling, BatchNormShape, ...), held by value and reached by type as Layer's
+  // arguments are. Mutable: made (S{}) when the state holds none yet.
+  template <class S>
+  S& own() {
+    if (!own_.has_value()) return own_.emplace<S>();
+    if (S* s = std::any_cast<S>(&own_)) return *s;
+    wrong_own();
+  }
+  // Throws Error when the state holds none of type S (a step before build(): internal).
+  template <class S>
+  const S& own() const {
+    if (const S* s = std::any_cast<S>(&own_)) return *s;
+    wrong_own();
+  }
+
+  // The states of the layers this one holds (Layer::inner), in order: each built by its own
+  // kind (LayerBuilder::build_inner).
+  std::vector<LayerState> inner;
+
+ private:
+  [[noreturn]] void wrong_own() const;
+  std::any own_;
 };
 
 // Passed to build(): the layer, its input shape (which build() turns into its output shape), and
@@ -95,8 +130,8 @@ class LayerBuilder {
   // are all in state.in_shapes.
   Shape& shape;
   LayerState& state;
-  // Adds "<layer>/<variable>" of `shape`; returns its index. Throws Error for a count past any
-  // machine.
+  // Adds "<layer>/<variable>" of `shape`, listed in state.params under `variable`; returns its
+  // index. Throws Error for a count past any machine.
   int add_param(const std::string& variable, const Shape& shape, const Initializer& initializer,
                 bool trainable = true);
   // A layer called again (a shared layer): add_param hands back these parameters of its first
@@ -132,6 +167,9 @@ struct LayerStep {
   bool trainable = true;
   float* value(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].value; }
   float* grad(int p) const { return p < 0 ? nullptr : slots[static_cast<std::size_t>(p)].grad; }
+  // The layer's parameter named `variable` (LayerState::param); null when it has none.
+  float* value(std::string_view variable) const { return value(state.param(variable)); }
+  float* grad(std::string_view variable) const { return grad(state.param(variable)); }
 };
 
 struct ForwardStep : LayerStep {

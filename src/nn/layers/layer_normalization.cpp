@@ -94,37 +94,36 @@ class LayerNormalizationKind final : public LayerKind {
     const int64_t n = b.shape.back();
     LayerState& li = b.state;
     // norm.spatial: the rows of n features per sample.
-    li.norm = {.spatial = li.in_width / n,
-               .channels = n,
-               .epsilon = static_cast<float>(a.epsilon),
-               .scale = a.scale,
-               .center = a.center};
-    if (a.scale) li.kernel = b.add_param("gamma", {n}, a.gamma_initializer);
-    if (a.center) li.bias = b.add_param("beta", {n}, a.beta_initializer);
+    li.own<BatchNormShape>() = {.spatial = li.in_width / n,
+                                .channels = n,
+                                .epsilon = static_cast<float>(a.epsilon),
+                                .scale = a.scale,
+                                .center = a.center};
+    if (a.scale) b.add_param("gamma", {n}, a.gamma_initializer);
+    if (a.center) b.add_param("beta", {n}, a.beta_initializer);
   }
   // Each row's mean and 1 / sqrt(variance + epsilon), which the backward pass reads.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,
                               int64_t batch) const override {
-    return 2 * static_cast<std::size_t>(batch * li.norm.spatial) * sizeof(float);
+    return 2 * static_cast<std::size_t>(batch * li.own<BatchNormShape>().spatial) * sizeof(float);
   }
 
   // x, y: (m * spatial, n). Training keeps the rows' statistics for the backward pass.
   void forward(const ForwardStep& s) const override {
-    const LayerState& li = s.state;
-    const int64_t rows = s.m * li.norm.spatial;
+    const BatchNormShape& norm = s.state.own<BatchNormShape>();
+    const int64_t rows = s.m * norm.spatial;
     auto* stats = s.training ? static_cast<float*>(s.workspace) : nullptr;
-    s.backend.layernorm_forward(s.x, s.value(li.kernel), s.value(li.bias), s.y, stats,
-                                stats ? stats + rows : nullptr, rows, li.norm.channels,
-                                li.norm.epsilon);
+    s.backend.layernorm_forward(s.x, s.value("gamma"), s.value("beta"), s.y, stats,
+                                stats ? stats + rows : nullptr, rows, norm.channels, norm.epsilon);
   }
   // dx (into the spare buffer), dgamma, dbeta (not when frozen) from the saved row statistics.
   void backward(BackwardStep& s) const override {
-    const LayerState& li = s.state;
-    const int64_t rows = s.m * li.norm.spatial;
+    const BatchNormShape& norm = s.state.own<BatchNormShape>();
+    const int64_t rows = s.m * norm.spatial;
     const auto* stats = static_cast<const float*>(s.workspace);
-    s.backend.layernorm_backward(s.x, s.g, s.value(li.kernel), stats, stats + rows, s.spare,
-                                 s.trainable ? s.grad(li.kernel) : nullptr,
-                                 s.trainable ? s.grad(li.bias) : nullptr, rows, li.norm.channels);
+    s.backend.layernorm_backward(s.x, s.g, s.value("gamma"), stats, stats + rows, s.spare,
+                                 s.trainable ? s.grad("gamma") : nullptr,
+                                 s.trainable ? s.grad("beta") : nullptr, rows, norm.channels);
     s.swap();
     s.activation_done = false;
   }

@@ -108,7 +108,7 @@ class PermuteKind final : public LayerKind {
                               "samples of shape {} ({} axes)",
                               fmt::join(dims, ", "), dims.size(), shape_to_string(b.shape),
                               b.shape.size()));
-    PermuteShape& p = b.state.permute;
+    PermuteShape& p = b.state.own<PermuteShape>();
     p.rank = static_cast<int>(dims.size());
     Shape out(dims.size());
     for (int i = 0; i < p.rank; ++i) {
@@ -120,11 +120,11 @@ class PermuteKind final : public LayerKind {
   }
   // y (m, permuted shape) = x with each sample's axes permuted.
   void forward(const ForwardStep& s) const override {
-    s.backend.permute(s.state.permute, s.x, s.y, s.m);
+    s.backend.permute(s.state.own<PermuteShape>(), s.x, s.y, s.m);
   }
   // dx (into the spare buffer): the gradient permuted back.
   void backward(BackwardStep& s) const override {
-    s.backend.permute(inverse_permutation(s.state.permute), s.g, s.spare, s.m);
+    s.backend.permute(inverse_permutation(s.state.own<PermuteShape>()), s.g, s.spare, s.m);
     s.swap();
     s.activation_done = false;
   }
@@ -168,7 +168,7 @@ class RepeatVectorKind final : public LayerKind {
       throw Error(l.name,
                   fmt::format("RepeatVector({}) of {} features is past 2^40 values", n, features));
     // The backward's view of the gradient: (n, features) -> (features, n).
-    PermuteShape& p = b.state.permute;
+    PermuteShape& p = b.state.own<PermuteShape>();
     p.rank = 2;
     p.in[0] = n, p.in[1] = features;
     p.perm[0] = 1, p.perm[1] = 0;
@@ -177,7 +177,7 @@ class RepeatVectorKind final : public LayerKind {
   // y (m, n, features): x copied into the first features columns, then the copies made so far
   // copied after them (1, 2, 4, ... copies a call) until there are n.
   void forward(const ForwardStep& s) const override {
-    const int64_t n = s.state.permute.in[0], f = s.state.permute.in[1];
+    const int64_t n = s.state.own<PermuteShape>().in[0], f = s.state.own<PermuteShape>().in[1];
     s.backend.copy_columns(s.x, f, 0, s.y, n * f, 0, s.m, f);
     for (int64_t made = 1; made < n;) {
       const int64_t more = std::min(made, n - made);
@@ -188,8 +188,8 @@ class RepeatVectorKind final : public LayerKind {
   // dx (m, features) = the sum over the n copies of g (m, n, features): g permuted to (m,
   // features, n) in the spare buffer, each row of n summed back into g.
   void backward(BackwardStep& s) const override {
-    const int64_t n = s.state.permute.in[0], f = s.state.permute.in[1];
-    s.backend.permute(s.state.permute, s.g, s.spare, s.m);
+    const int64_t n = s.state.own<PermuteShape>().in[0], f = s.state.own<PermuteShape>().in[1];
+    s.backend.permute(s.state.own<PermuteShape>(), s.g, s.spare, s.m);
     s.backend.row_sum(s.spare, s.g, s.m * f, n, 1.0f);
     s.activation_done = false;
   }

@@ -91,7 +91,7 @@ class Pooling2DKind final : public PoolingKind {
   void build(LayerBuilder& b) const override {
     const PoolingArgs& a = b.layer.args<PoolingArgs>();
     require_image(b.layer, b.shape);
-    PoolShape& p = b.state.pool;
+    PoolShape& p = b.state.own<PoolShape>();
     p.kind = pool_kind();
     place_window(b.layer, a.pool_size, a.strides, a.padding, b.shape, p);
     p.channels = b.shape[2];

@@ -19,14 +19,14 @@ class PoolingKind : public LayerKind {
   // sizes it; asking also has it prepare that shape). Average pooling needs none.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend& backend,
                               int64_t batch) const override {
-    return max_ ? backend.pool2d_workspace_bytes(li.pool, batch) : 0;
+    return max_ ? backend.pool2d_workspace_bytes(li.own<PoolShape>(), batch) : 0;
   }
   void forward(const ForwardStep& s) const override {
-    s.backend.pool2d_forward(s.state.pool, s.x, s.y, max_ && s.training ? s.workspace : nullptr,
-                             s.m);
+    s.backend.pool2d_forward(s.state.own<PoolShape>(), s.x, s.y,
+                             max_ && s.training ? s.workspace : nullptr, s.m);
   }
   void backward(BackwardStep& s) const override {
-    s.backend.pool2d_backward(s.state.pool, s.g, s.workspace, s.spare, s.m);
+    s.backend.pool2d_backward(s.state.own<PoolShape>(), s.g, s.workspace, s.spare, s.m);
     s.swap();
     s.activation_done = false;
   }

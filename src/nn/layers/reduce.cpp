@@ -38,25 +38,28 @@ class ReduceKind final : public LayerKind {
 
   void build(LayerBuilder& b) const override {
     if (b.shape.empty()) throw Error(b.layer.name, "a reduction needs samples of rank 1 or more");
-    b.state.binary = {};
-    b.state.binary.cols = b.shape.back();
-    b.state.binary.rows =
+    b.state.own<BinaryShape>() = {};
+    b.state.own<BinaryShape>().cols = b.shape.back();
+    b.state.own<BinaryShape>().rows =
         b.shape.back() == 0 ? 0 : shape_size(b.shape, b.layer.name) / b.shape.back();
     b.shape.back() = 1;
   }
   float scale(const LayerStep& s) const {
-    return s.layer.args<ReduceArgs>().mean ? 1.0f / static_cast<float>(s.state.binary.cols) : 1.0f;
+    return s.layer.args<ReduceArgs>().mean
+               ? 1.0f / static_cast<float>(s.state.own<BinaryShape>().cols)
+               : 1.0f;
   }
   // y (rows) = scale * the row sums of x (rows, cols).
   void forward(const ForwardStep& s) const override {
-    s.backend.row_sum(s.x, s.y, s.m * s.state.binary.rows, s.state.binary.cols, scale(s));
+    s.backend.row_sum(s.x, s.y, s.m * s.state.own<BinaryShape>().rows,
+                      s.state.own<BinaryShape>().cols, scale(s));
   }
   // dx (rows, cols) = scale * dy (rows, 1), each row's value over its columns.
   void backward(BackwardStep& s) const override {
     if (!s.first) {
       BinaryShape shape;
-      shape.rows = s.m * s.state.binary.rows;
-      shape.cols = s.state.binary.cols;
+      shape.rows = s.m * s.state.own<BinaryShape>().rows;
+      shape.cols = s.state.own<BinaryShape>().cols;
       shape.a = Broadcast::column;
       shape.b = Broadcast::scalar;
       shape.b_value = scale(s);

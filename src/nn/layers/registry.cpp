@@ -26,6 +26,10 @@ std::span<const LayerKind* const> kinds() {
 
 std::span<const LayerKind* const> layer_kinds() { return kinds(); }
 
+void LayerState::wrong_own() const {
+  throw Error("layer", "internal: a step read a layer's state before its build() made it");
+}
+
 const LayerKind& layer_kind(LayerType type) {
   const auto i = static_cast<std::size_t>(type);
   if (i >= kinds().size() || kinds()[i]->type() != type)
@@ -99,6 +103,7 @@ int LayerBuilder::add_param(const std::string& variable, const Shape& param_shap
                   "first");
     const int p = reuse_[next_reuse_++];
     const LayerParam& first = params_[static_cast<std::size_t>(p)];
+    state.params.push_back({variable, p});
     if (first.shape != param_shape)
       throw Error(layer.name, "is called again on an input of shape " +
                                   shape_to_string(state.in_shapes.front()) +
@@ -116,7 +121,9 @@ int LayerBuilder::add_param(const std::string& variable, const Shape& param_shap
   params_.push_back(
       {layer.name + "/" + variable, param_shape, n, offset_, index, trainable, initializer, draw});
   offset_ += (n + 15) / 16 * 16;
-  return static_cast<int>(params_.size()) - 1;
+  const int p = static_cast<int>(params_.size()) - 1;
+  state.params.push_back({variable, p});
+  return p;
 }
 
 std::size_t pre_activation_bytes(const LayerState& state, int64_t batch) {

@@ -86,7 +86,7 @@ class UpSampling2DKind final : public LayerKind {
   // Plain copies and sums: every backend has them, convolutions or not.
   void build(LayerBuilder& b) const override {
     require_image(b.layer, b.shape);
-    PoolShape& p = b.state.pool;
+    PoolShape& p = b.state.own<PoolShape>();
     p.in_h = b.shape[0], p.in_w = b.shape[1], p.channels = b.shape[2];
     const Size2 size = b.layer.args<UpSamplingArgs>().size;
     p.window_h = p.stride_h = size.h;
@@ -100,11 +100,11 @@ class UpSampling2DKind final : public LayerKind {
   }
   // x (m, in_h, in_w, c) -> y (m, in_h * size_h, in_w * size_w, c).
   void forward(const ForwardStep& s) const override {
-    s.backend.upsample2d_forward(s.state.pool, s.x, s.y, s.m);
+    s.backend.upsample2d_forward(s.state.own<PoolShape>(), s.x, s.y, s.m);
   }
   // dx (into the spare buffer): each input value's gradient is the sum of its block's.
   void backward(BackwardStep& s) const override {
-    s.backend.upsample2d_backward(s.state.pool, s.g, s.spare, s.m);
+    s.backend.upsample2d_backward(s.state.own<PoolShape>(), s.g, s.spare, s.m);
     s.swap();
     s.activation_done = false;
   }

@@ -154,17 +154,17 @@ class MarginsKind : public LayerKind {
   // Cropping: y is the window of x.
   void forward(const ForwardStep& s) const override {
     if (grows())
-      pad(s.backend, s.state.pool, s.x, s.y, s.m);
+      pad(s.backend, s.state.own<PoolShape>(), s.x, s.y, s.m);
     else
-      crop(s.backend, s.state.pool, s.x, s.y, s.m);
+      crop(s.backend, s.state.own<PoolShape>(), s.x, s.y, s.m);
   }
   // dx (into the spare buffer): padding's, the gradient's window where x sits; cropping's, the
   // gradient in the window with zeros around it.
   void backward(BackwardStep& s) const override {
     if (grows())
-      crop(s.backend, s.state.pool, s.g, s.spare, s.m);
+      crop(s.backend, s.state.own<PoolShape>(), s.g, s.spare, s.m);
     else
-      pad(s.backend, s.state.pool, s.g, s.spare, s.m);
+      pad(s.backend, s.state.own<PoolShape>(), s.g, s.spare, s.m);
     s.swap();
     s.activation_done = false;
   }
@@ -206,7 +206,7 @@ class MarginsKind : public LayerKind {
   }
   static void place(LayerBuilder& b, const Margins2& mg, bool grows) {
     require_image(b.layer, b.shape);
-    PoolShape& p = b.state.pool;
+    PoolShape& p = b.state.own<PoolShape>();
     p.in_h = b.shape[0], p.in_w = b.shape[1], p.channels = b.shape[2];
     place_window(b, mg, grows);
   }
@@ -217,7 +217,7 @@ class MarginsKind : public LayerKind {
                   fmt::format("{} needs (steps, features) samples (a 3D input with the batch), but "
                               "receives samples of shape {}",
                               grows ? "ZeroPadding1D" : "Cropping1D", shape_to_string(b.shape)));
-    PoolShape& p = b.state.pool;
+    PoolShape& p = b.state.own<PoolShape>();
     p.in_h = b.shape[0], p.in_w = 1, p.channels = b.shape[1];
     if (!grows && mg.top + mg.bottom >= p.in_h)
       throw Error(
@@ -231,7 +231,7 @@ class MarginsKind : public LayerKind {
 
  private:
   static void place_window(LayerBuilder& b, const Margins2& mg, bool grows) {
-    PoolShape& p = b.state.pool;
+    PoolShape& p = b.state.own<PoolShape>();
     const int64_t dh = mg.top + mg.bottom, dw = mg.left + mg.right;
     if (grows) {
       if (p.in_h > kMaxDim - dh || p.in_w > kMaxDim - dw)
