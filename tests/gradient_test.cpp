@@ -509,6 +509,26 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         shape = {shape_size(shape)};
       } else if (l.type == LayerType::reshape) {
         shape = l.args<ReshapeArgs>().target_shape;  // no -1 in these tests
+      } else if (l.type == LayerType::time_distributed) {
+        // A Dense on each time step: T rows of (steps, features) samples.
+        const Layer& inner = l.inner.at(0);
+        const DenseArgs& d = inner.args<DenseArgs>();
+        const std::string prefix = l.name + "/" + inner.name + "/";
+        const auto& k = w.at(prefix + "kernel");
+        const auto f = static_cast<std::size_t>(shape.back());
+        const auto units = static_cast<std::size_t>(d.units);
+        Vec out;
+        for (std::size_t t = 0; t < h.size() / f; ++t) {
+          Vec row(units, 0.0);
+          for (std::size_t j = 0; j < units; ++j) {
+            for (std::size_t i = 0; i < f; ++i) row[j] += h[t * f + i] * k[i * units + j];
+            if (d.use_bias) row[j] += w.at(prefix + "bias")[j];
+          }
+          apply(d.activation.kind, row, d.activation.alpha);
+          out.insert(out.end(), row.begin(), row.end());
+        }
+        h = out;
+        shape.back() = d.units;
       } else if (l.type == LayerType::dense) {
         const DenseArgs& d = l.args<DenseArgs>();
         const auto& k = w.at(l.name + "/" + (d.weight_name.empty() ? "kernel" : d.weight_name));
@@ -775,6 +795,16 @@ TEST(Gradients, Conv2DWithGeluAndEluMatchFiniteDifferences) {
                      {Input({5, 5, 2}), Conv2D(3, 3, a), Flatten(), Dense(4, "softmax")},
                      "sparse_categorical_crossentropy",
                      {5, 5, 2}});
+}
+
+// TimeDistributed(Dense) first (no input gradient) and inside (its input gradient passed down),
+// each with the Dense's activation applied per time step.
+TEST(Gradients, TimeDistributedDenseMatchesFiniteDifferences) {
+  check_gradients({"TimeDistributed first and inside",
+                   {Input({4, 3}), TimeDistributed(Dense(5, "tanh")),
+                    TimeDistributed(Dense(2, "sigmoid", false)), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {4, 3}});
 }
 
 TEST(Gradients, DenseWithoutBiasAndZeroRateDropoutMatchFiniteDifferences) {

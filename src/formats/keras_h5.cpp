@@ -292,6 +292,29 @@ KerasH5Layer read_layer(Reader& r, hid_t layer, const std::string& key, const st
   return out;
 }
 
+// A layer's group: its own variables, then each group below it other than vars (an inner
+// layer's: time_distributed/layer), as entries of their own keyed by their path below /layers.
+// At most kMaxInnerDepth levels and kMaxLinksPerGroup entries in all.
+constexpr int kMaxInnerDepth = 6;
+void read_layer_groups(Reader& r, hid_t layer, const std::string& key, const std::string& path,
+                       int depth, KerasH5Weights& out) {
+  if (out.layers.size() >= kMaxLinksPerGroup)
+    throw Error(r.where, fmt::format("more than {} layer groups under /layers: not a model's "
+                                     "weights file",
+                                     kMaxLinksPerGroup));
+  out.layers.push_back(read_layer(r, layer, key, path));
+  for (const std::string& child : link_names(r, layer, path)) {
+    if (child == "vars") continue;
+    const std::string child_path = path + "/" + child;
+    if (depth + 1 > kMaxInnerDepth)
+      throw Error(r.where, fmt::format("/{} is nested more than {} groups below its layer: not a "
+                                       "Keras 3 .weights.h5 file",
+                                       child_path, kMaxInnerDepth));
+    Id inner = open_group(r, layer, child, child_path);
+    read_layer_groups(r, inner.get(), key + "/" + child, child_path, depth + 1, out);
+  }
+}
+
 // A Keras 2 (legacy, tf.keras's model.save_weights("x.h5")) file has its layers at the root,
 // listed in the root attribute "layer_names".
 bool looks_like_keras2(hid_t root) {
@@ -361,8 +384,9 @@ std::string snake_case(std::string_view class_name) {
 // the crossover names of its variables in Keras's order.
 struct LayerSlot {
   const Layer* layer;
-  int number;  // 1-based, among model.layers as Keras counts them
-  std::string key;
+  int number;        // 1-based, among model.layers as Keras counts them
+  std::string key;   // "dense"; an inner layer's group below its layer's: "time_distributed/layer"
+  std::string name;  // the layer whose variables they are (its vars' name)
   std::vector<std::string> variables;  // "dense/kernel", "dense/bias"
 };
 
@@ -377,10 +401,12 @@ std::vector<LayerSlot> layer_slots(const Sequential& model) {
     const std::string base = snake_case(layer_type_name(layer.type));
     auto [it, fresh] = used.try_emplace(base, 0);
     const std::string key = fresh ? base : fmt::format("{}_{}", base, ++it->second);
-    LayerSlot s{&layer, ++number, key, {}};
-    // Keras saves a layer's trainable variables, then its non-trainable ones.
-    s.variables = layer_kind(layer).weight_names(layer);
-    slots.push_back(std::move(s));
+    ++number;
+    // Its own variables, then each inner layer's in a group of its own below it (Keras saves a
+    // layer's trainable variables, then its non-trainable ones).
+    for (KerasWeightGroup& g : keras_weight_groups(layer))
+      slots.push_back({&layer, number, g.group.empty() ? key : key + "/" + g.group,
+                       std::move(g.layer_name), std::move(g.names)});
   }
   return slots;
 }
@@ -448,7 +474,7 @@ KerasH5Weights parse_in_process(std::span<const uint8_t> file, const std::string
   for (const std::string& key : link_names(r, layers.get(), layers_key)) {
     const std::string path = layers_key + "/" + key;
     Id layer = open_group(r, layers.get(), key, path);
-    out.layers.push_back(read_layer(r, layer.get(), key, path));
+    read_layer_groups(r, layer.get(), key, path, 0, out);
   }
   return out;
 }
@@ -719,7 +745,7 @@ KerasH5Weights keras_weights_of(const Sequential& model) {
   KerasH5Weights w;
   w.model_name = model.name();
   for (const LayerSlot& s : layer_slots(model)) {
-    KerasH5Layer l{s.key, s.layer->name, {}};
+    KerasH5Layer l{s.key, s.name, {}};
     for (const std::string& v : s.variables) l.vars.push_back(find(v));
     w.layers.push_back(std::move(l));
   }

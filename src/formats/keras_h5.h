@@ -43,14 +43,14 @@ namespace crossover {
 
 // One layer's entry of a .weights.h5 file: /layers/<key>/vars.
 struct KerasH5Layer {
-  std::string key;           // "dense_1": the group under /layers
+  std::string key;  // "dense_1": the group under /layers; an inner layer's "time_distributed/layer"
   std::string name;          // its vars group's "name" attribute (the layer's name), or ""
   std::vector<Tensor> vars;  // vars/0, vars/1, ... in order
 };
 
 struct KerasH5Weights {
   std::string model_name;            // /vars's "name" attribute, or ""
-  std::vector<KerasH5Layer> layers;  // sorted by key
+  std::vector<KerasH5Layer> layers;  // by key; each layer's group, then the groups below it
 };
 
 // Parses a .weights.h5 file held in memory (`where` names it in messages). Throws Error(where,

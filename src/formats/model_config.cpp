@@ -52,47 +52,6 @@ json parse_json(std::string_view text, const std::string& where) {
 
 // ---- reading ---------------------------------------------------------------------------------
 
-// A layer's "dtype", as Keras writes it: Keras 3.4 on {"module": "keras", "class_name":
-// "DTypePolicy" (3.4-3.6 also "FloatDTypePolicy"), "config": {"name": "mixed_bfloat16"},
-// "registered_name": null}; tf.keras 2 {"class_name": "Policy", "config": {"name": ...}} (2.13 on
-// with "module": "keras.mixed_precision"), or the plain name "float32" for a float policy; Keras
-// 3.0-3.3 the plain name of any policy. null: float32 (Keras's global policy, unless set).
-// Quantized policies (QuantizedDTypePolicy, ..., and a DTypePolicyMap of them) carry a "mode"
-// instead of a name, and are refused as such.
-DTypePolicy parse_dtype_field(const json& v, const LayerRef& ref) {
-  if (v.is_null()) return DTypePolicy::float32;
-  std::string name;
-  if (v.is_string()) {
-    name = v.get<std::string>();
-  } else if (v.is_object()) {
-    auto c = v.find("config");
-    if (c != v.end() && c->is_object()) {
-      if (auto n = c->find("name"); n != c->end() && n->is_string()) {
-        name = n->get<std::string>();
-      } else if (auto m = c->find("mode"); m != c->end() && m->is_string()) {
-        name = m->get<std::string>();  // a quantized policy: refused below, by its mode
-        if (name.empty()) name = "int8";
-      }
-    }
-    if (name.empty()) ref.fail("dtype", "unreadable dtype policy " + brief(v));
-  } else {
-    ref.fail("dtype", "expected a dtype policy, got " + brief(v));
-  }
-  if (name.empty()) ref.fail("dtype", "an empty dtype policy name");
-  const std::string why = dtype_policy_problem(name);
-  if (!why.empty())
-    ref.fail("dtype",
-             "the dtype policy '" + printable(name) + "' is not supported by crossover: " + why);
-  return parse_dtype_policy(name, ref.where);  // one of the two: why is empty
-}
-
-// What one layer entry of the JSON declares.
-struct ParsedLayer {
-  Layer layer;
-  Shape declared_input;  // batch_input_shape / batch_shape, when given
-  bool is_input = false;
-};
-
 // A model config's "trainable" (true when absent). Keras's model.trainable = False freezes every
 // layer of the model (its setter sets each layer's, and its trainable_weights are none).
 bool model_trainable_field(const json& cfg, const std::string& where) {
@@ -105,95 +64,6 @@ bool model_trainable_field(const json& cfg, const std::string& where) {
 void freeze_unless(bool model_trainable, std::vector<Layer>& layers) {
   if (model_trainable) return;
   for (Layer& l : layers) l.trainable = false;
-}
-
-void read_layer_config(const LayerKind& kind, const json& cfg, const LayerRef& ref,
-                       ParsedLayer& out);
-
-ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string& where,
-                        std::set<std::string>& names) {
-  if (!entry.is_object())
-    throw Error(where, fmt::format("layer {} is not a JSON object: {}", index, brief(entry)));
-  auto cn = entry.find("class_name");
-  if (cn == entry.end() || !cn->is_string())
-    throw Error(where, fmt::format("layer {} has no class_name", index));
-  const std::string cls = cn->get<std::string>();
-  const json empty = json::object();
-  const json* cfgp = &empty;
-  if (auto c = entry.find("config"); c != entry.end()) {
-    if (!c->is_object())
-      throw Error(where,
-                  fmt::format("layer {} ({}): config is not an object", index, printable(cls)));
-    cfgp = &*c;
-  }
-  const json& cfg = *cfgp;
-  std::string name;
-  if (auto n = cfg.find("name"); n != cfg.end() && !n->is_null()) {
-    if (!n->is_string())
-      throw Error(where, fmt::format("layer {} ({}): name is not a string", index, printable(cls)));
-    name = n->get<std::string>();
-  } else if (auto n2 = entry.find("name"); n2 != entry.end() && n2->is_string()) {
-    name = n2->get<std::string>();
-  }
-  LayerRef ref{where, index, printable(name), printable(cls)};
-
-  std::string supported = "crossover reads";
-  for (const LayerKind* k : layer_kinds())
-    supported +=
-        std::string(k == layer_kinds().front() ? " " : ", ") + std::string(k->class_name());
-  const LayerKind* kind = find_keras_layer_kind(cls);
-  const std::string who = name.empty()
-                              ? fmt::format("layer {} ({})", index, ref.cls)
-                              : fmt::format("layer {} '{}' ({})", index, ref.name, ref.cls);
-  if (!kind) throw Error(where, who + " is not supported: " + supported);
-  if (auto rn = entry.find("registered_name"); rn != entry.end() && !rn->is_null()) {
-    if (!rn->is_string() || rn->get<std::string>() != cls)
-      throw Error(where,
-                  who + " is a custom class (registered_name " + brief(*rn) + "): " + supported);
-  }
-  if (auto mod = entry.find("module"); mod != entry.end() && !mod->is_null()) {
-    const std::string m = mod->is_string() ? mod->get<std::string>() : std::string();
-    if (m.rfind("keras", 0) != 0 && m.rfind("tf_keras", 0) != 0 && m.rfind("tensorflow", 0) != 0)
-      throw Error(where, who + " comes from module " + brief(*mod) + ", not Keras: " + supported);
-  }
-  if (name.find('/') != std::string::npos)
-    throw Error(where,
-                who + ": a layer name must not contain '/' (weights are named layer/kernel)");
-  if (!name.empty() && !names.insert(name).second)
-    throw Error(where, "layer name '" + ref.name + "' is used twice");
-
-  ParsedLayer out;
-  out.layer.name = name;
-  read_layer_config(*kind, cfg, ref, out);
-  return out;
-}
-
-// A layer's config, as its kind reads it, after the fields every layer may carry.
-void read_layer_config(const LayerKind& kind, const json& cfg, const LayerRef& ref,
-                       ParsedLayer& out) {
-  Layer& l = out.layer;
-  l.type = kind.type();
-  Reader reader(cfg, ref);
-  if (const json* t = reader.find("trainable")) {
-    if (!t->is_boolean()) ref.fail("trainable", "expected true or false, got " + brief(*t));
-    l.trainable = t->get<bool>();
-  }
-  reader.accept({"name", "dtype", "batch_size"});
-  if (auto d = cfg.find("dtype"); d != cfg.end()) l.dtype_policy = parse_dtype_field(*d, ref);
-  if (const json* b = reader.find("batch_input_shape"))
-    out.declared_input = parse_shape(*b, true, ref, "batch_input_shape");
-  else if (const json* s = reader.find("input_shape"))
-    out.declared_input = parse_shape(*s, false, ref, "input_shape");
-  else if (const json* dim = reader.find("input_dim"))
-    out.declared_input = parse_shape(json::array({*dim}), false, ref, "input_dim");
-  reader.accept({"input_shape", "input_dim"});
-  reader.declared_input = out.declared_input;
-  kind.from_keras(reader, l);
-  reader.refuse_unread();
-  if (kind.is_model_input()) {
-    out.is_input = true;
-    out.declared_input = l.input_shape;
-  }
 }
 
 // Validates shapes as the model would build them, before Sequential multiplies anything.
@@ -839,20 +709,6 @@ void collect_metrics(const json& v, std::vector<MetricSpec>& out, const std::str
 
 // ---- writing ---------------------------------------------------------------------------------
 
-// Keras 3's form of a layer's dtype policy (parse_dtype_field reads it and the older ones).
-ojson dtype_policy_json(DTypePolicy p) {
-  return ojson{{"module", "keras"},
-               {"class_name", "DTypePolicy"},
-               {"config", {{"name", std::string(dtype_policy_name(p))}}},
-               {"registered_name", nullptr}};
-}
-
-ojson batch_shape(const Shape& s) {
-  ojson a = ojson::array({nullptr});
-  for (int64_t d : s) a.push_back(d);
-  return a;
-}
-
 ojson optimizer_json(const OptimizerConfig& o) {
   // Keras's class and its default name (SGD's is "SGD", the others' the snake-case class).
   const char* cls = "Adam";
@@ -996,18 +852,6 @@ ojson compile_config_json(const Sequential& model) {
 }  // namespace
 
 namespace {
-// One layer's Keras "config": its name, trainable and dtype policy, then its kind's arguments (an
-// InputLayer's is its shape and name only: its dtype is its input's, not a policy).
-ojson layer_config(const Layer& l) {
-  const LayerKind& kind = layer_kind(l);
-  ojson c;
-  if (!kind.is_model_input())
-    c = ojson{
-        {"name", l.name}, {"trainable", l.trainable}, {"dtype", dtype_policy_json(l.dtype_policy)}};
-  kind.to_keras(l, c);
-  return c;
-}
-
 // Keras 3's input_layers and output_layers: ["name", node, 0] for one call, [["a", 0, 0], ["b",
 // 0, 0]] for several.
 ojson layer_refs_json(const Sequential& model, const std::vector<int>& order,

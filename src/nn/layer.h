@@ -73,6 +73,11 @@ struct Layer {
   // and no update in fit, and count as non-trainable; a BatchNormalization runs in inference mode
   // in fit (its moving statistics used, not updated). The order of the weights is unchanged.
   bool trainable = true;
+  // The layers this one is built from, each of its own kind (LayerBuilder::build_inner): a
+  // wrapper's layer (TimeDistributed), a recurrent layer's cell. Their parameters count as this
+  // layer's, each named "<layer>/<inner>/<variable>" and kept in Keras's weights files under the
+  // attribute Keras holds it in (LayerKind::inner_attribute).
+  std::vector<Layer> inner;
 
   // The arguments, of type A: the kind's defaults (A{}) while the layer holds none. Throws
   // Error(name, ...) when it holds another kind's.

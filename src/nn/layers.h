@@ -28,5 +28,6 @@
 #include "nn/layers/reduce.h"
 #include "nn/layers/rescaling.h"
 #include "nn/layers/reshape.h"
+#include "nn/layers/time_distributed.h"
 #include "nn/layers/up_sampling2d.h"
 #include "nn/layers/zero_padding2d.h"

@@ -270,18 +270,25 @@ struct Sequential::Impl {
   void name_layers() {
     std::map<std::string, int> counts;
     std::set<std::string> given;  // a name made here skips those given (Python's, a file's)
-    for (const Layer& l : layers) given.insert(l.name);
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      Layer& l = layers[i];
-      if (shared_with[i] >= 0) continue;  // its first call's (take_shared)
-      if (!l.name.empty()) continue;
+    const auto gather = [&](const auto& self, const Layer& l) -> void {
+      given.insert(l.name);
+      for (const Layer& inner : l.inner) self(self, inner);
+    };
+    for (const Layer& l : layers) gather(gather, l);
+    // Inner layers first, as Keras names them (the Dense given to a TimeDistributed is made
+    // before it).
+    const auto name = [&](const auto& self, Layer& l) -> void {
+      for (Layer& inner : l.inner) self(self, inner);
+      if (!l.name.empty()) return;
       const std::string base(layer_kind(l).base_name());
       int& c = counts[base];
       do {
         l.name = c == 0 ? base : base + "_" + std::to_string(c);
         ++c;
       } while (given.count(l.name));
-    }
+    };
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (shared_with[i] < 0) name(name, layers[i]);  // a shared one: its first call's
   }
 
   // Keras's (N, 28, 28) images for a model declared with Input((28, 28, 1)): the same values, one
@@ -692,8 +699,8 @@ struct Sequential::Impl {
   // The output of layer i in `plan` during a pass (dropout aliases its input outside training).
   float* layer_output(const Plan& plan, std::size_t i, bool training) const {
     for (;;) {
-      const bool alias =
-          info[i].aliases_input || (layer_kind(layers[i]).identity_outside_training() && !training);
+      const bool alias = info[i].aliases_input ||
+                         (layer_kind(layers[i]).identity_outside_training(layers[i]) && !training);
       if (!alias) return plan.outputs[i].as<float>();
       if (inputs[i].empty()) return plan.input.as<float>();
       i = static_cast<std::size_t>(inputs[i].front());

@@ -33,6 +33,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "Rescaling": {"scale": 0.5},
     "Permute": {"dims": [1]},
     "RepeatVector": {"n": 3},
+    "TimeDistributed": {"layer": {"class_name": "Dense", "config": {"units": 3}}},
 }
 
 # Public classes that are not kinds of their own: what each makes.
@@ -58,6 +59,7 @@ EXPANDED = {
 
 # Kinds that take (steps, features) samples.
 SEQUENCE_INPUT = {"ZeroPadding1D": [None, 8, 4], "Cropping1D": [None, 8, 4]}
+SEQUENCE_INPUT["TimeDistributed"] = [None, 8, 4]
 
 
 def engine_config(kind: dict) -> dict:

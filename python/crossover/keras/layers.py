@@ -2,8 +2,8 @@
 GaussianDropout, SpatialDropout2D, Activation,
 Conv2D, Conv2DTranspose, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape,
 UpSampling2D (channels_last),
-BatchNormalization and LayerNormalization (over the last axis), and Add and Concatenate for
-functional models.
+BatchNormalization and LayerNormalization (over the last axis), TimeDistributed (a layer applied
+to each time step), and Add and Concatenate for functional models.
 
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
@@ -1407,6 +1407,53 @@ class RepeatVector(Layer):
         return {**self._base_config(), "n": self.n}
 
 
+class TimeDistributed(Layer):
+    """Keras's TimeDistributed: `layer` applied to each time step of (steps, ...) samples, with
+    the same weights. The engine's kind holds the layer (its weights are kept under the wrapper's
+    attribute "layer" in Keras's files); `layer` takes one input, and a BatchNormalization is
+    refused (Keras computes its statistics per time step)."""
+
+    def __init__(self, layer: Any, **kwargs: Any) -> None:
+        if isinstance(layer, dict):  # a model file's config: the layer serialized
+            layer = _layer_from_serialized(layer, "TimeDistributed")
+        if not isinstance(layer, Layer):
+            raise ValueError(
+                "Please initialize `TimeDistributed` layer with a `keras.layers.Layer` instance. "
+                f"Received: {layer}"
+            )
+        super().__init__(**kwargs)
+        self.layer = layer
+        self._layer = _engine_layer("TimeDistributed", layer=_serialized(layer))
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        return self.layer._weight_kinds()
+
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), "layer": _serialized(self.layer)}
+
+
+def _serialized(layer: Layer) -> dict[str, Any]:
+    """A layer as Keras serializes one inside another's config."""
+    return {
+        "module": "keras.layers",
+        "class_name": type(layer).__name__,
+        "config": layer.get_config(),
+        "registered_name": None,
+    }
+
+
+def _layer_from_serialized(value: dict[str, Any], owner: str) -> Layer:
+    """The layer a serialized one ({"class_name", "config"}) names, made by its class's
+    from_config; one of crossover's classes only."""
+    name = value.get("class_name")
+    cls = globals().get(name) if isinstance(name, str) and name in __all__ else None
+    if not (isinstance(cls, type) and issubclass(cls, Layer)):
+        raise ValueError(
+            f"{owner}: argument layer: cannot make the layer {value!r}: {SEE_SUPPORTED}"
+        )
+    return cls.from_config(dict(value.get("config") or {}))
+
+
 def _margins1d(value: Any, owner: str, argument: str) -> list[int]:
     """The 1D layers' padding / cropping: an int, or (left, right), each a whole number >= 0, as
     Keras's standardize_tuple(value, 2, allow_zero=True) takes it."""
@@ -1875,6 +1922,7 @@ __all__ = [
     "Cropping1D",
     "Permute",
     "RepeatVector",
+    "TimeDistributed",
     "BatchNormalization",
     "LayerNormalization",
     "Softmax",

@@ -61,7 +61,7 @@ class DropoutKind final : public LayerKind {
   }
 
   // ---- engine ----
-  bool identity_outside_training() const override { return true; }
+  bool identity_outside_training(const Layer&) const override { return true; }
   void describe_fused(const Layer& l, FusedLayerView& v) const override {
     v.kind = FusedLayerView::Kind::dropout;
     v.rate = l.args<DropoutArgs>().rate;

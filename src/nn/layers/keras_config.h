@@ -14,6 +14,10 @@
 #include "nn/initializers.h"
 #include "nn/layer.h"
 
+namespace crossover {
+class LayerKind;  // nn/layers/kind.h
+}
+
 namespace crossover::keras_config {
 
 using json = nlohmann::json;
@@ -99,6 +103,11 @@ class Reader {
   // Refuses the fields no accessor read that are set.
   void refuse_unread() const;
 
+  // The layer a field holds, as Keras serializes one ({"class_name", "config", "module",
+  // "registered_name", "build_config"}): a wrapper's "layer", a recurrent layer's "cell". Its
+  // messages name this layer and the field; `key` missing or null is fail(key, missing).
+  Layer layer(const char* key, const std::string& missing);
+
   // The input shape the entry declares through the fields any layer may carry
   // (batch_input_shape, input_shape, input_dim), read by the model's reader; empty when none.
   Shape declared_input;
@@ -108,6 +117,39 @@ class Reader {
   const LayerRef& ref_;
   std::set<std::string> read_;
 };
+
+// A layer's "dtype", as Keras writes it (Keras 3.4 on {"module": "keras", "class_name":
+// "DTypePolicy", "config": {"name": ...}}, tf.keras 2's Policy, or a plain name); null is
+// float32. A policy the engine has not is ref.fail("dtype", why).
+DTypePolicy parse_dtype_field(const json& v, const LayerRef& ref);
+
+// What one layer entry of a model's JSON declares.
+struct ParsedLayer {
+  Layer layer;
+  Shape declared_input;  // batch_input_shape / batch_shape, when given
+  bool is_input = false;
+};
+
+// One layer entry ({"class_name", "config", ...}) of a model's layer list (entry `index`,
+// 1-based, of the model `where`), read by its kind; `names` holds the names read so far (a name
+// used twice is an Error).
+ParsedLayer parse_layer(const json& entry, std::size_t index, const std::string& where,
+                        std::set<std::string>& names);
+// A layer's config as `kind` reads it, after the fields every layer may carry (name, trainable,
+// dtype, the input shape fields), into `out`.
+void read_layer_config(const LayerKind& kind, const json& cfg, const LayerRef& ref,
+                       ParsedLayer& out);
+
+// Keras 3's form of a layer's dtype policy.
+ojson dtype_policy_json(DTypePolicy p);
+// A per-sample shape with Keras's batch dimension first: [null, 28, 28].
+ojson batch_shape(const Shape& s);
+// One layer's Keras "config": its name, trainable and dtype policy, then its kind's arguments
+// (an InputLayer's is its shape and name only: its dtype is its input's, not a policy).
+ojson layer_config(const Layer& l);
+// The layer as Keras serializes it inside another's config ({"module", "class_name", "config",
+// "registered_name"}, and "build_config" where the kind writes one and `input` is known).
+ojson layer_json(const Layer& l, const Shape& input = {});
 
 // refuse_regularizers's counterpart: each of those fields written null.
 void write_null_regularizers(ojson& c, std::initializer_list<const char*> weights, bool activity);

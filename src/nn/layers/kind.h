@@ -63,6 +63,10 @@ struct LayerParam {
   bool trainable = true;
   Initializer initializer;  // how its initial values are drawn
   uint32_t draw = 0;        // its place among its layer's parameters (its initializer's draws)
+  // Where Keras's weights files keep it below its layer's group: "" its layer's own variables
+  // (layers/<layer>/vars), else the path of the inner layer that holds it ("layer":
+  // layers/time_distributed/layer/vars; "forward_layer/cell").
+  std::string group;
 };
 
 // What a layer's build() derives from its input shape; the model keeps one per layer.
@@ -123,7 +127,13 @@ class LayerBuilder {
  public:
   LayerBuilder(const Layer& layer, int index, Shape& shape, LayerState& state,
                std::vector<LayerParam>& params, int64_t& offset)
-      : layer(layer), index(index), shape(shape), state(state), params_(params), offset_(offset) {}
+      : layer(layer),
+        index(index),
+        shape(shape),
+        state(state),
+        params_(params),
+        offset_(offset),
+        path_(layer.name) {}
   const Layer& layer;
   const int index;  // in the model
   // Per sample: the (first) input's on entry, the output's on return. A merging layer's inputs
@@ -134,6 +144,11 @@ class LayerBuilder {
   // index. Throws Error for a count past any machine.
   int add_param(const std::string& variable, const Shape& shape, const Initializer& initializer,
                 bool trainable = true);
+  // Builds the layer's inner layer i (Layer::inner) on per-sample input `in`, by its own kind,
+  // into state.inner[i]: its parameters are added as this layer's, named
+  // "<layer>/<inner>/<variable>" and kept under inner_attribute(i) in the weights files. Returns
+  // its output shape. A kind with inner layers builds each once, in order.
+  Shape build_inner(std::size_t i, const Shape& in);
   // A layer called again (a shared layer): add_param hands back these parameters of its first
   // call, in order, instead of adding new ones, each of the shape it asks for or Error.
   void reuse(std::vector<int> first_call_params) { reuse_ = std::move(first_call_params); }
@@ -141,10 +156,20 @@ class LayerBuilder {
   bool reused_all() const { return next_reuse_ == reuse_.size(); }
 
  private:
+  // An inner layer's builder: its parameters go through `outer`.
+  LayerBuilder(LayerBuilder& outer, const Layer& inner, std::string group, Shape& shape,
+               LayerState& state);
+  // Adds (or, called again, reuses) the parameter named `name`, kept under `group`.
+  int add(const std::string& name, const std::string& group, const Shape& shape,
+          const Initializer& initializer, bool trainable);
+
   std::vector<LayerParam>& params_;
   int64_t& offset_;
   std::vector<int> reuse_;
   std::size_t next_reuse_ = 0;
+  LayerBuilder* outer_ = nullptr;  // an inner layer's: the model layer's builder
+  std::string path_;               // its name path: "time_distributed/dense"
+  std::string group_;              // its weights group below the model layer's: "layer"
 };
 
 // What one layer's calls in a step get from the model: the backend, the layer's buffers in the
@@ -225,6 +250,10 @@ class LayerKind {
   virtual std::vector<std::string_view> aliases() const { return {}; }
   // Keras's automatic layer name: "dense", then "dense_1", ... (also the .weights.h5 group).
   virtual std::string_view base_name() const = 0;
+  // The attribute Keras keeps inner layer i (Layer::inner) in, the name of its weights group
+  // below the layer's: TimeDistributed's "layer"; a recurrent layer's "cell". Only for kinds with
+  // inner layers.
+  virtual std::string_view inner_attribute(const Layer&, std::size_t /*i*/) const { return {}; }
 
   // ---- the command line's layer list ----
   // The item's first field ("dense"); empty: not in the layer list.
@@ -284,7 +313,7 @@ class LayerKind {
   // FusedLayerView::Kind::other, which that step refuses.
   virtual void describe_fused(const Layer&, FusedLayerView&) const {}
   // Dropout: the identity outside training (its output is then its input's buffer).
-  virtual bool identity_outside_training() const { return false; }
+  virtual bool identity_outside_training(const Layer&) const { return false; }
   // Dropout at a rate above 0: a training pass draws random numbers.
   virtual bool random_in_training(const Layer&) const { return false; }
   // Refuses a backend (or a number of ranks) the layer cannot run on, naming the layer.
@@ -332,6 +361,17 @@ std::span<const LayerKind* const> layer_kinds();
 // needs other shapes.
 void build_layer_state(const Layer& layer, int index, LayerState& state,
                        std::vector<LayerParam>& params, int64_t& offset, int first_call = -1);
+
+// The variables Keras's weights files keep for a layer, one group after another: its own
+// (group "": layers/<layer>/vars), then each inner layer's, under its attribute ("layer":
+// layers/<layer>/layer/vars), recursively. Each group lists its variables in Keras's order
+// (LayerKind::weight_names), named as the model's parameters are ("time_distributed/dense/kernel").
+struct KerasWeightGroup {
+  std::string group;
+  std::string layer_name;  // the layer whose variables they are
+  std::vector<std::string> names;
+};
+std::vector<KerasWeightGroup> keras_weight_groups(const Layer& l);
 
 // One layer built alone, as a model's build() builds it: its output shape and its parameters for
 // these per-sample input shapes (one per input; several for a merging layer). What Python's

@@ -48,6 +48,7 @@ CROSSOVER_LAYER_KIND(gaussian_dropout)  // nn/layers/noise.cpp
 CROSSOVER_LAYER_KIND(spatial_dropout2d)  // nn/layers/noise.cpp
 CROSSOVER_LAYER_KIND(permute)  // nn/layers/permute.cpp
 CROSSOVER_LAYER_KIND(repeat_vector)  // nn/layers/permute.cpp
+CROSSOVER_LAYER_KIND(time_distributed)  // nn/layers/time_distributed.cpp
 // clang-format on
 
 #undef CROSSOVER_LAYER_KIND

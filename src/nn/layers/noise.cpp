@@ -70,7 +70,7 @@ float read_fraction(Reader& cfg, const char* key, bool one_allowed, const char* 
 // What the three share: training-only noise, the identity outside training.
 class NoiseKindBase : public LayerKind {
  public:
-  bool identity_outside_training() const override { return true; }
+  bool identity_outside_training(const Layer&) const override { return true; }
   bool random_in_training(const Layer& l) const override { return amount(l) > 0.0f; }
   // The factors the backward multiplies by (none for additive noise, none at 0).
   std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend&,

@@ -95,6 +95,16 @@ namespace crossover {
 
 int LayerBuilder::add_param(const std::string& variable, const Shape& param_shape,
                             const Initializer& initializer, bool trainable) {
+  const int p = outer_ ? outer_->add(path_ + "/" + variable, group_, param_shape, initializer,
+                                     trainable && layer.trainable)
+                       : add(path_ + "/" + variable, "", param_shape, initializer, trainable);
+  state.params.push_back({variable, p});
+  return p;
+}
+
+int LayerBuilder::add(const std::string& name, const std::string& group, const Shape& param_shape,
+                      const Initializer& initializer, bool trainable) {
+  if (outer_) return outer_->add(name, group, param_shape, initializer, trainable);
   const int64_t n = shape_size(param_shape, layer.name);
   if (!reuse_.empty()) {  // a second call of a shared layer: its first call's weights
     if (next_reuse_ >= reuse_.size())
@@ -103,7 +113,6 @@ int LayerBuilder::add_param(const std::string& variable, const Shape& param_shap
                   "first");
     const int p = reuse_[next_reuse_++];
     const LayerParam& first = params_[static_cast<std::size_t>(p)];
-    state.params.push_back({variable, p});
     if (first.shape != param_shape)
       throw Error(layer.name, "is called again on an input of shape " +
                                   shape_to_string(state.in_shapes.front()) +
@@ -118,12 +127,54 @@ int LayerBuilder::add_param(const std::string& variable, const Shape& param_shap
                                 std::to_string(offset_) + " overflow a 64-bit count");
   uint32_t draw = 0;
   for (const LayerParam& p : params_) draw += p.layer == index ? 1 : 0;
-  params_.push_back(
-      {layer.name + "/" + variable, param_shape, n, offset_, index, trainable, initializer, draw});
+  params_.push_back({name, param_shape, n, offset_, index, trainable, initializer, draw, group});
   offset_ += (n + 15) / 16 * 16;
-  const int p = static_cast<int>(params_.size()) - 1;
-  state.params.push_back({variable, p});
-  return p;
+  return static_cast<int>(params_.size()) - 1;
+}
+
+LayerBuilder::LayerBuilder(LayerBuilder& outer, const Layer& inner, std::string group, Shape& shape,
+                           LayerState& state)
+    : layer(inner),
+      index(outer.index),
+      shape(shape),
+      state(state),
+      params_(outer.params_),
+      offset_(outer.offset_),
+      outer_(&outer),
+      path_(outer.path_ + "/" +
+            (inner.name.empty() ? std::string(layer_kind(inner).base_name()) : inner.name)),
+      group_(std::move(group)) {}
+
+Shape LayerBuilder::build_inner(std::size_t i, const Shape& in) {
+  if (i >= layer.inner.size())
+    throw Error(layer.name, "internal: the layer holds no inner layer " + std::to_string(i));
+  if (state.inner.size() < layer.inner.size()) state.inner.resize(layer.inner.size());
+  const Layer& inner = layer.inner[i];
+  const std::string attribute(layer_kind(layer).inner_attribute(layer, i));
+  LayerState& st = state.inner[i];
+  st = LayerState{};
+  st.in_shapes = {in};
+  st.in_width = shape_size(in, inner.name);
+  Shape out = in;
+  LayerBuilder b(*this, inner, group_.empty() ? attribute : group_ + "/" + attribute, out, st);
+  layer_kind(inner).build(b);
+  st.activation = layer_kind(inner).activation(inner);
+  st.out_width = shape_size(out, inner.name);
+  st.out_shape = out;
+  return out;
+}
+
+std::vector<KerasWeightGroup> keras_weight_groups(const Layer& l) {
+  std::vector<KerasWeightGroup> groups{{"", l.name, layer_kind(l).weight_names(l)}};
+  for (std::size_t i = 0; i < l.inner.size(); ++i) {
+    const std::string attribute(layer_kind(l).inner_attribute(l, i));
+    for (KerasWeightGroup g : keras_weight_groups(l.inner[i])) {
+      g.group = g.group.empty() ? attribute : attribute + "/" + g.group;
+      for (std::string& n : g.names) n = l.name + "/" + n;
+      groups.push_back(std::move(g));
+    }
+  }
+  return groups;
 }
 
 std::size_t pre_activation_bytes(const LayerState& state, int64_t batch) {
