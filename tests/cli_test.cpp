@@ -97,8 +97,10 @@ TEST(Cli, ConvolutionSpecsBuildKerasLayersAndBadOnesNameTheSyntax) {
   expect_usage_error("train --model conv:8:3:relu:full,flatten,dense:10 --data mnist-10k",
                      "padding must be 'valid' or 'same'");
   expect_usage_error("train --model conv:8:3x0,flatten,dense:10 --data mnist-10k", "kernel_size");
-  // No flatten before Dense: the model says so, naming the layer.
-  expect_usage_error("train --model conv:8:3,dense:10:softmax --data mnist-10k", "dense");
+  // No flatten before Dense: as in Keras, the Dense applies at each pixel, and the classes at each
+  // position are what the loss cannot read, said in one line.
+  expect_usage_error("train --model conv:8:3,dense:10:softmax --data mnist-10k",
+                     "on an output of shape (26, 26, 10) reads the last axis as classes");
   // Grey 28x28 digits feed the named convnet as (28, 28, 1); epochs 0: built, summarised,
   // evaluated.
   auto r = run_crossover("train --model convnet --data mnist-10k --epochs 0 --threads 2");

@@ -530,20 +530,34 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         h = out;
         shape.back() = d.units;
       } else if (l.type == LayerType::dense) {
+        // On the last axis: each position of the others a row (one for flat samples).
         const DenseArgs& d = l.args<DenseArgs>();
         const auto& k = w.at(l.name + "/" + (d.weight_name.empty() ? "kernel" : d.weight_name));
-        Vec out(static_cast<std::size_t>(d.units), 0.0);
-        for (std::size_t j = 0; j < out.size(); ++j) {
-          for (std::size_t i = 0; i < h.size(); ++i) out[j] += h[i] * k[i * out.size() + j];
-          if (d.use_bias) out[j] += w.at(l.name + "/bias")[j];
+        const auto f = static_cast<std::size_t>(shape.back());
+        const auto units = static_cast<std::size_t>(d.units);
+        Vec out;
+        for (std::size_t r = 0; r < h.size() / f; ++r) {
+          Vec row(units, 0.0);
+          for (std::size_t j = 0; j < units; ++j) {
+            for (std::size_t i = 0; i < f; ++i) row[j] += h[r * f + i] * k[i * units + j];
+            if (d.use_bias) row[j] += w.at(l.name + "/bias")[j];
+          }
+          if (!logits_before(l, li)) apply(d.activation.kind, row, d.activation.alpha);
+          out.insert(out.end(), row.begin(), row.end());
         }
-        if (!logits_before(l, li)) apply(d.activation.kind, out, d.activation.alpha);
         h = out;
-        shape = {d.units};
+        shape.back() = d.units;
       } else if (l.type == LayerType::activation || l.type == LayerType::leaky_relu ||
                  l.type == LayerType::elu) {
         const LayerActivation& a = l.args<ActivationArgs>().activation;
-        if (!logits_before(l, li)) apply(a.kind, h, a.alpha);
+        if (!logits_before(l, li)) {  // over the last axis, as Keras's softmax
+          const auto cols = static_cast<std::ptrdiff_t>(shape.back());
+          for (auto row = h.begin(); row != h.end(); row += cols) {
+            Vec part(row, row + cols);
+            apply(a.kind, part, a.alpha);
+            std::copy(part.begin(), part.end(), row);
+          }
+        }
       } else if (l.type == LayerType::rescaling) {
         const RescalingArgs& a = l.args<RescalingArgs>();
         for (double& v : h) v = v * a.scale + a.offset;
@@ -805,6 +819,25 @@ TEST(Gradients, TimeDistributedDenseMatchesFiniteDifferences) {
                     TimeDistributed(Dense(2, "sigmoid", false)), Flatten(), Dense(3, "softmax")},
                    "sparse_categorical_crossentropy",
                    {4, 3}});
+}
+
+// Dense on (steps, features) samples, as Keras's: on the last axis, first (no input gradient) and
+// inside, with a softmax per position.
+TEST(Gradients, DenseOnTheLastAxisOfSequenceSamplesMatchesFiniteDifferences) {
+  check_gradients(
+      {"Dense on (steps, features)",
+       {Input({3, 4}), Dense(5, "tanh"), Dense(4, "softmax"), Flatten(), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {3, 4}});
+}
+
+// A softmax on samples of several axes normalizes each position's last axis, as Keras's.
+TEST(Gradients, SoftmaxOverTheLastAxisOfSequenceSamplesMatchesFiniteDifferences) {
+  check_gradients({"Activation softmax on (steps, features)",
+                   {Input({3, 4}), TimeDistributed(Dense(4)), Activation("softmax"), Flatten(),
+                    Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {3, 4}});
 }
 
 TEST(Gradients, DenseWithoutBiasAndZeroRateDropoutMatchFiniteDifferences) {

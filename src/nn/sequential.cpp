@@ -425,13 +425,19 @@ struct Sequential::Impl {
   // activation, except sigmoid and softmax: Keras takes their input back as the logits (and
   // warns), which is the deferred output.
   int final_activation_layer() const {
-    return deferred_layer(static_cast<int>(layers.size()) - 1, from_logits);
+    return deferred_layer(static_cast<int>(layers.size()) - 1, from_logits, loss);
   }
   // The same for the output layer `out` under a loss with or without from_logits: `out`, or -1.
-  int deferred_layer(int out, bool logits) const {
+  int deferred_layer(int out, bool logits, LossKind kind) const {
     const Layer& l = layers[static_cast<std::size_t>(out)];
     if (!layer_kind(l).defers_activation()) return -1;
     const ActivationKind a = layer_kind(l).activation(l).kind;
+    // A softmax over the last axis of samples of several axes is the layer's own: the loss ops
+    // apply theirs over the whole sample. (Binary cross-entropy reads its input as sigmoid
+    // logits, element by element, as Keras 3 does.)
+    if (a == ActivationKind::softmax && kind != LossKind::binary_crossentropy && built &&
+        info[static_cast<std::size_t>(out)].out_shape.size() > 1)
+      return -1;
     if (logits && a != ActivationKind::linear && a != ActivationKind::sigmoid &&
         a != ActivationKind::softmax)
       return -1;
@@ -442,7 +448,7 @@ struct Sequential::Impl {
     if (heads.empty()) return static_cast<int>(i) == final_activation_layer();
     for (const Head& h : heads)
       if (static_cast<std::size_t>(h.layer) == i)
-        return deferred_layer(h.layer, h.from_logits) >= 0;
+        return deferred_layer(h.layer, h.from_logits, h.loss) >= 0;
     return false;
   }
   // A head's loss_activation and metrics_activate.
@@ -450,12 +456,12 @@ struct Sequential::Impl {
     if (h.from_logits)
       return h.loss == LossKind::binary_crossentropy ? ActivationKind::sigmoid
                                                      : ActivationKind::softmax;
-    if (deferred_layer(h.layer, false) < 0) return ActivationKind::linear;
+    if (deferred_layer(h.layer, false, h.loss) < 0) return ActivationKind::linear;
     const Layer& l = layers[static_cast<std::size_t>(h.layer)];
     return layer_kind(l).activation(l).kind;
   }
   bool head_metrics_activate(const Head& h) const {
-    if (!h.from_logits || deferred_layer(h.layer, true) < 0) return false;
+    if (!h.from_logits || deferred_layer(h.layer, true, h.loss) < 0) return false;
     const Layer& l = layers[static_cast<std::size_t>(h.layer)];
     return layer_kind(l).activation(l).kind != ActivationKind::linear;
   }
@@ -785,6 +791,9 @@ struct Sequential::Impl {
                              : inputs[i].size() == 1 && inputs[i][0] + 1 == static_cast<int>(i));
       FusedLayerView lv;
       layer_kind(l).describe_fused(l, lv);
+      // The fused step's Dense takes flat samples: one on several axes is another kind to it.
+      if (lv.kind == FusedLayerView::Kind::dense && li.in_shapes.front().size() > 1)
+        lv.kind = FusedLayerView::Kind::other;
       lv.name = l.name;
       lv.activation = li.activation.kind;
       lv.trainable = trains[i] != 0;
@@ -848,7 +857,7 @@ struct Sequential::Impl {
     }
     for (const Head& h : heads) {
       pending[static_cast<std::size_t>(h.layer)] = pool.take();
-      done[static_cast<std::size_t>(h.layer)] = deferred_layer(h.layer, h.from_logits) >= 0;
+      done[static_cast<std::size_t>(h.layer)] = deferred_layer(h.layer, h.from_logits, h.loss) >= 0;
     }
     std::vector<float*>& input_grads = pass.input_grads;
     for (std::size_t i = n; i-- > 0;) {

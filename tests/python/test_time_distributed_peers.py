@@ -2,7 +2,8 @@
 builds a model with TimeDistributed(Dense) layers first and in the middle and saves its
 .weights.h5 (the inner Dense's variables under layers/time_distributed/layer/vars); crossover
 loads that file into the same model, predicts the same values, trains one epoch to the same loss
-and weights, reads Keras's JSON and writes one Keras reads back. Keras runs in a subprocess with
+and weights, reads Keras's JSON and writes one Keras reads back. Dense on (steps, features)
+samples (Keras's Dense on the last axis) and a softmax per position, likewise. Keras runs in a subprocess with
 the peers' Python ($CROSSOVER_PEERS_PYTHON, else bench/peers/.venv/bin/python); without one,
 skipped with a message saying so."""
 
@@ -95,3 +96,26 @@ def test_what_it_cannot_apply_is_refused_as_keras_would() -> None:
         layers.TimeDistributed("dense")
     with pytest.raises(ValueError, match="statistics per time step"):
         layers.TimeDistributed(layers.BatchNormalization())
+
+
+DENSE_ON_STEPS = (
+    "keras.Input((5, 4)), layers.Dense(6, activation='tanh'), "
+    "layers.Dense(3, activation='softmax'), layers.Flatten(), "
+    "layers.Dense(3, activation='softmax')"
+)
+
+
+def test_dense_on_the_last_axis_and_a_softmax_per_step_are_keras(tmp_path: Path) -> None:
+    x, y = data(tmp_path)
+    theirs = run_keras(KERAS_TRAINS_ONE_EPOCH.format(layers=DENSE_ON_STEPS), tmp_path)
+    ours = keras.Sequential(
+        [
+            keras.Input((5, 4)),
+            layers.Dense(6, activation="tanh"),
+            layers.Dense(3, activation="softmax"),
+            layers.Flatten(),
+            layers.Dense(3, activation="softmax"),
+        ]
+    )
+    assert ours.layers[1].output.shape == (None, 5, 3)
+    predicts_and_trains_as_keras_did(ours, tmp_path, x, y, theirs)

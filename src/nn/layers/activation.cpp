@@ -14,8 +14,8 @@ Layer Activation(std::string_view activation) {
 }
 
 void AppliesActivationKind::forward(const ForwardStep& s) const {
-  s.backend.activation_forward(forward_activation(s), s.state.activation.alpha, s.x, s.y, s.m,
-                               s.state.out_width);
+  s.backend.activation_forward(forward_activation(s), s.state.activation.alpha, s.x, s.y,
+                               activation_rows(s.state, s.m), activation_cols(s.state));
 }
 
 // In place on g, unless the loss op (or a fused dropout) applied it; from the layer's input x
@@ -23,7 +23,7 @@ void AppliesActivationKind::forward(const ForwardStep& s) const {
 void AppliesActivationKind::backward(BackwardStep& s) const {
   if (backward_applies_activation(s))
     s.backend.activation_backward(s.state.activation.kind, s.state.activation.alpha, s.x, s.y, s.g,
-                                  s.g, s.m, s.state.out_width);
+                                  s.g, activation_rows(s.state, s.m), activation_cols(s.state));
   s.activation_done = false;
 }
 

@@ -57,7 +57,8 @@ class Conv2DKind final : public ConvolutionKind {
     s.backend.conv2d_forward(s.state.own<ConvShape>(), s.x, s.value("kernel"), s.value("bias"), z,
                              s.m, fused ? act : ActivationKind::linear);
     if (!fused)
-      s.backend.activation_forward(act, s.state.activation.alpha, z, s.y, s.m, s.state.out_width);
+      s.backend.activation_forward(act, s.state.activation.alpha, z, s.y,
+                                   activation_rows(s.state, s.m), activation_cols(s.state));
   }
 
   // dx (not for the first layer with parameters), dkernel and dbias from g (frozen: dx only).
@@ -65,8 +66,8 @@ class Conv2DKind final : public ConvolutionKind {
     const LayerState& li = s.state;
     if (backward_applies_activation(s))
       s.backend.activation_backward(li.activation.kind, li.activation.alpha,
-                                    static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
-                                    li.out_width);
+                                    static_cast<const float*>(s.workspace), s.y, s.g, s.g,
+                                    activation_rows(s.state, s.m), activation_cols(s.state));
     if (!s.first)
       s.backend.conv2d_backward_input(li.own<ConvShape>(), s.g, s.value("kernel"), s.spare, s.m);
     if (s.trainable)

@@ -86,18 +86,22 @@ class DenseKind final : public LayerKind {
     return l.args<DenseArgs>().activation;
   }
 
-  // kernel (inputs, units), bias (units)
+  // kernel (inputs, units), bias (units). On samples of several axes, as Keras's Dense: on the
+  // last one, (..., inputs) -> (..., units), each position a row of the product.
   void build(LayerBuilder& b) const override {
     const Layer& l = b.layer;
     const DenseArgs& a = l.args<DenseArgs>();
-    if (b.shape.size() != 1)
-      throw Error(l.name, "Dense needs flat input, but receives samples of shape " +
-                              shape_to_string(b.shape) + ": add Flatten() before it");
-    b.add_param(a.weight_name.empty() ? "kernel" : a.weight_name, {b.state.in_width, a.units},
+    if (b.shape.empty()) throw Error(l.name, "Dense needs samples of at least one axis");
+    b.add_param(a.weight_name.empty() ? "kernel" : a.weight_name, {b.shape.back(), a.units},
                 a.kernel_initializer, a.weight_trainable);
     if (a.use_bias) b.add_param("bias", {a.units}, a.bias_initializer);
-    b.shape = {a.units};
+    b.shape.back() = a.units;
   }
+  // The rows of the products for a batch of m samples (m times the positions of a sample's last
+  // axis), and the kernel's inputs.
+  static int64_t rows(const LayerState& li, int64_t m) { return m * (li.in_width / inputs(li)); }
+  static int64_t inputs(const LayerState& li) { return li.in_shapes.front().back(); }
+  static int64_t units(const LayerState& li) { return li.out_shape.back(); }
 
   // gelu's and swish's pre-activation output (m, units), which their gradient needs.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,
@@ -119,9 +123,11 @@ class DenseKind final : public LayerKind {
     const ActivationKind act = forward_activation(s);
     const bool fused = act == ActivationKind::linear || act == ActivationKind::relu;
     float* z = activation_needs_input(act) ? static_cast<float*>(s.workspace) : s.y;
-    s.backend.dense_forward(s.x, s.value(kernel_index), s.value(bias_index), z, s.m, li.in_width,
-                            li.out_width, fused ? act : ActivationKind::linear);
-    if (!fused) s.backend.activation_forward(act, li.activation.alpha, z, s.y, s.m, li.out_width);
+    s.backend.dense_forward(s.x, s.value(kernel_index), s.value(bias_index), z, rows(li, s.m),
+                            inputs(li), units(li), fused ? act : ActivationKind::linear);
+    if (!fused)
+      s.backend.activation_forward(act, li.activation.alpha, z, s.y, activation_rows(s.state, s.m),
+                                   activation_cols(s.state));
   }
 
   // dx(m, in) = g(m, units) . kernel^T (not for the first layer with parameters); dkernel(in,
@@ -132,23 +138,23 @@ class DenseKind final : public LayerKind {
     const int kernel_index = kernel(s), bias_index = li.param("bias");
     if (backward_applies_activation(s))
       s.backend.activation_backward(li.activation.kind, li.activation.alpha,
-                                    static_cast<const float*>(s.workspace), s.y, s.g, s.g, s.m,
-                                    li.out_width);
+                                    static_cast<const float*>(s.workspace), s.y, s.g, s.g,
+                                    activation_rows(s.state, s.m), activation_cols(s.state));
     // The input gradient first: it needs the kernel before this step's update.
     if (!s.first)
-      s.backend.dense_backward_input(s.g, s.value(kernel_index), s.spare, s.m, li.in_width,
-                                     li.out_width);
+      s.backend.dense_backward_input(s.g, s.value(kernel_index), s.spare, rows(li, s.m), inputs(li),
+                                     units(li));
     if (!s.trainable) {
       // no weight gradient, no update
     } else if (s.update) {
       const ParamSlot* bias =
           bias_index >= 0 ? &s.slots[static_cast<std::size_t>(bias_index)] : nullptr;
-      s.backend.dense_backward_weights_update(s.x, s.g,
-                                              s.slots[static_cast<std::size_t>(kernel_index)], bias,
-                                              s.m, li.in_width, li.out_width, *s.opt, s.update);
+      s.backend.dense_backward_weights_update(
+          s.x, s.g, s.slots[static_cast<std::size_t>(kernel_index)], bias, rows(li, s.m),
+          inputs(li), units(li), *s.opt, s.update);
     } else {
-      s.backend.dense_backward_weights(s.x, s.g, s.grad(kernel_index), s.grad(bias_index), s.m,
-                                       li.in_width, li.out_width);
+      s.backend.dense_backward_weights(s.x, s.g, s.grad(kernel_index), s.grad(bias_index),
+                                       rows(li, s.m), inputs(li), units(li));
     }
     if (!s.first) s.swap();
     s.activation_done = false;

@@ -233,6 +233,17 @@ inline ActivationKind forward_activation(const ForwardStep& s) {
 inline bool backward_applies_activation(const BackwardStep& s) {
   return !s.activation_done || !loss_applies_activation(s.state.activation.kind);
 }
+// The columns and rows an activation of the layer runs over in a batch of m samples: the last axis
+// of its output samples, which Keras's softmax normalizes over (a Conv2D's channels at each pixel,
+// an Activation's last axis), as columns; the element-wise activations are the same over any
+// split.
+inline int64_t activation_cols(const LayerState& state) {
+  return state.out_shape.empty() ? state.out_width : state.out_shape.back();
+}
+inline int64_t activation_rows(const LayerState& state, int64_t m) {
+  return m * (state.out_width / activation_cols(state));
+}
+
 // Where a Dense or Conv2D layer keeps its pre-activation output for an activation whose
 // gradient needs it (activation_needs_input: gelu, swish): its workspace, of
 // pre_activation_bytes; else null (the activation is applied in place on y).
