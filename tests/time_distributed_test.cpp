@@ -183,5 +183,60 @@ TEST(TimeDistributed, TrainsAndItsDropoutIsTheIdentityOutsideTraining) {
   for (int64_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
 }
 
+// Keras's softmax normalizes the last axis: each time step of an Activation's (steps, features)
+// samples, each pixel of a Conv2D's channels; with MSE on such an output the layer applies it
+// (the loss ops' softmax is over a whole sample).
+TEST(Softmax, NormalizesTheLastAxisOfSamplesOfSeveralAxes) {
+  Sequential seq({Input({3, 4}), Activation("softmax")});
+  Sequential image({Input({4, 4, 1}), Conv2D(3, 1, "softmax")});
+  for (Sequential* m : {&seq, &image}) {
+    m->compile(Adam(), "mse", {}, {.threads = 1, .seed = 3});
+    const Shape in = m->input_shape();
+    Shape batch{2};
+    batch.insert(batch.end(), in.begin(), in.end());
+    const Tensor y = m->predict(random_tensor(batch, 4));
+    const int64_t c = m->layer_output_shapes().back().back();
+    for (int64_t r = 0; r < y.size() / c; ++r) {
+      double sum = 0;
+      for (int64_t j = 0; j < c; ++j) sum += y[r * c + j];
+      EXPECT_NEAR(sum, 1.0, 1e-5) << r;
+    }
+  }
+  const Tensor x = random_tensor({8, 3, 4}, 6);
+  const Tensor before = seq.predict(x);
+  seq.fit(x, random_tensor({8, 3, 4}, 7, 0.0f, 1.0f), {.epochs = 1, .verbose = 0});
+  EXPECT_EQ(seq.predict(x).shape(), before.shape());
+}
+
+// A functional model as Keras 3.15 writes it: the Dropout node's recorded {"training": false} and
+// the BatchNormalization node's {"mask": null} read as the plain calls they are (fit's and
+// predict's own flag replaces a recorded one); one that changes the computation is refused.
+TEST(KerasFunctional, RecordedCallArgumentsReadAsKerasRunsThem) {
+  Sequential m = model_from_json(text_of(kKerasData + "functional_dropout_keras3.json"), "f.json");
+  compile_cpu(m);
+  load_weights(m, kKerasData + "functional_dropout.weights.h5");
+  const Tensor& x = keras_fixture_tensor("functional_dropout_reference.safetensors", "x");
+  const Tensor& want = keras_fixture_tensor("functional_dropout_reference.safetensors", "y");
+  const Tensor y = m.predict(x);
+  ASSERT_EQ(y.shape(), want.shape());
+  for (int64_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+
+  const std::string keras = text_of(kKerasData + "functional_dropout_keras3.json");
+  const auto with = [&](const std::string& recorded) {
+    std::string text = keras;
+    const std::string from = R"("kwargs": {"training": false})";
+    text.replace(text.find(from), from.size(), R"("kwargs": )" + recorded);
+    return text;
+  };
+  EXPECT_NE(error_of([&] { model_from_json(with(R"({"training": true})"), "f.json"); })
+                .find("a layer called with training=true (a layer kept in training mode in "
+                      "inference, as Monte Carlo dropout does) is not supported (yet)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              model_from_json(with(R"({"noise_shape": [1, 8]})"), "f.json");
+            }).find("the keyword argument noise_shape=[1,8] is not supported (yet)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace crossover

@@ -209,6 +209,27 @@ CallRef call_ref(const json& h, const std::string& who) {
 // The calls one inbound node reads, from Keras 3's {"args": [tensor or [tensors...]],
 // "kwargs": {}} (a tensor {"class_name": "__keras_tensor__", "config": {"keras_history":
 // [name, node, index]}}) or tf.keras 2's [[name, node, index, kwargs], ...].
+// The keyword arguments Keras 3 records for a call of a layer in a functional model. Keras 3.15
+// writes {"training": false} for every plain call of a layer that takes a training argument
+// (Dropout(0.1)(x)) and {"mask": null} for one that takes a mask (BatchNormalization): when the
+// model runs, fit's, evaluate's and predict's own training flag replaces the recorded one
+// (Functional's operation_fn), so false and null read as the call without them. A recorded
+// training=True applies only to a model(x) with no training flag (Monte Carlo dropout), and a
+// mask or any other argument changes the computation: each refused, naming it.
+void check_call_kwargs(const json& kwargs, const std::string& who) {
+  for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
+    const json& v = it.value();
+    if (it.key() == "training" && (v.is_null() || (v.is_boolean() && !v.get<bool>()))) continue;
+    if (it.key() == "mask" && v.is_null()) continue;
+    if (it.key() == "training")
+      throw Error(who, "a layer called with training=" + brief(v) +
+                           " (a layer kept in training mode in inference, as Monte Carlo "
+                           "dropout does) is not supported (yet)");
+    throw Error(who, "a layer called with the keyword argument " + printable(it.key()) + "=" +
+                         brief(v) + " is not supported (yet)");
+  }
+}
+
 std::vector<CallRef> inbound_calls(const json& node, const std::string& who) {
   std::vector<CallRef> names;
   auto history = [&](const json& h) { names.push_back(call_ref(h, who)); };
@@ -228,9 +249,8 @@ std::vector<CallRef> inbound_calls(const json& node, const std::string& who) {
     }
   };
   if (node.is_object()) {  // Keras 3
-    if (auto kw = node.find("kwargs"); kw != node.end() && kw->is_object() && !kw->empty())
-      throw Error(who,
-                  "a layer called with keyword arguments (" + brief(*kw) + ") is not supported");
+    if (auto kw = node.find("kwargs"); kw != node.end() && kw->is_object())
+      check_call_kwargs(*kw, who);
     auto args = node.find("args");
     if (args == node.end() || !args->is_array() || args->size() != 1)
       throw Error(who, "an inbound node's args is not one tensor or one list of tensors: " +
