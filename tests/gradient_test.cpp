@@ -471,6 +471,23 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       if (l.type == LayerType::conv2d) {
         conv_reference(h, shape, l.args<ConvArgs>(), w.at(l.name + "/kernel"),
                        l.args<ConvArgs>().use_bias ? &w.at(l.name + "/bias") : nullptr);
+      } else if (l.type == LayerType::conv1d) {  // one row of an image: (1, steps, channels)
+        shape = {1, shape[0], shape[1]};
+        conv_reference(h, shape, l.args<ConvArgs>(), w.at(l.name + "/kernel"),
+                       l.args<ConvArgs>().use_bias ? &w.at(l.name + "/bias") : nullptr);
+        shape = {shape[1], shape[2]};
+      } else if (l.type == LayerType::max_pooling1d || l.type == LayerType::average_pooling1d) {
+        const PoolingArgs& p = l.args<PoolingArgs>();
+        shape = {1, shape[0], shape[1]};
+        pool_reference(h, shape, p.pool_size, p.strides, p.padding,
+                       l.type == LayerType::max_pooling1d);
+        shape = {shape[1], shape[2]};
+      } else if (l.type == LayerType::global_average_pooling1d ||
+                 l.type == LayerType::global_max_pooling1d) {
+        shape = {1, shape[0], shape[1]};
+        pool_reference(h, shape, {1, shape[1]}, {1, shape[1]}, Padding::valid,
+                       l.type == LayerType::global_max_pooling1d);
+        shape = {shape[2]};
       } else if (l.type == LayerType::conv2d_transpose) {
         conv_transpose_reference(h, shape, l.args<ConvArgs>(), w.at(l.name + "/kernel"),
                                  l.args<ConvArgs>().use_bias ? &w.at(l.name + "/bias") : nullptr);
@@ -829,6 +846,30 @@ TEST(Gradients, DenseOnTheLastAxisOfSequenceSamplesMatchesFiniteDifferences) {
        {Input({3, 4}), Dense(5, "tanh"), Dense(4, "softmax"), Flatten(), Dense(3, "softmax")},
        "sparse_categorical_crossentropy",
        {3, 4}});
+}
+
+// Conv1D first (no input gradient), strided with 'same' padding, and dilated, as Keras's.
+TEST(Gradients, Conv1DMatchesFiniteDifferences) {
+  check_gradients({"Conv1D first, strided, dilated",
+                   {Input({9, 3}), Conv1D(4, 3, "tanh"), Conv1D(3, 2, "linear", 2, "same"),
+                    Conv1D(2, 2, "elu", 1, "same", false, 2), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {9, 3}});
+}
+
+// The 1-D poolings over (steps, channels): windows of steps, 'same' padding, the global forms.
+TEST(Gradients, Pooling1DMatchesFiniteDifferences) {
+  check_gradients({"max and average 1-D pooling",
+                   {Input({9, 2}), Conv1D(3, 2, "tanh"), MaxPooling1D(2),
+                    AveragePooling1D(3, 1, "same"), Flatten(), Dense(3, "softmax")},
+                   "sparse_categorical_crossentropy",
+                   {9, 2}});
+  for (const bool max : {false, true})
+    check_gradients({max ? "global max 1-D pooling" : "global average 1-D pooling",
+                     {Input({5, 3}), Conv1D(4, 2, "tanh"),
+                      max ? GlobalMaxPooling1D() : GlobalAveragePooling1D(), Dense(3, "softmax")},
+                     "sparse_categorical_crossentropy",
+                     {5, 3}});
 }
 
 // A softmax on samples of several axes normalizes each position's last axis, as Keras's.

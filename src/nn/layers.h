@@ -24,6 +24,7 @@
 #include "nn/layers/layer_normalization.h"
 #include "nn/layers/noise.h"
 #include "nn/layers/permute.h"
+#include "nn/layers/pooling1d.h"
 #include "nn/layers/pooling2d.h"
 #include "nn/layers/reduce.h"
 #include "nn/layers/rescaling.h"

@@ -14,6 +14,7 @@ REQUIRED = {
     "InputLayer": {"shape": (4, 4, 1)},
     "Dense": {"units": 3},
     "Dropout": {"rate": 0.5},
+    "Conv1D": {"filters": 2, "kernel_size": (3,)},
     "Conv2D": {"filters": 2, "kernel_size": (3, 3)},
     "Conv2DTranspose": {"filters": 2, "kernel_size": (3, 3)},
     "Reshape": {"target_shape": (4, 4, 1)},

@@ -27,6 +27,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "GaussianDropout": {"rate": 0.5},
     "SpatialDropout2D": {"rate": 0.5},
     "Activation": {"activation": "relu"},
+    "Conv1D": {"filters": 2, "kernel_size": [3]},
     "Conv2D": {"filters": 2, "kernel_size": [3, 3]},
     "Conv2DTranspose": {"filters": 2, "kernel_size": [3, 3]},
     "Reshape": {"target_shape": [4, 4, 1]},
@@ -60,6 +61,9 @@ EXPANDED = {
 # Kinds that take (steps, features) samples.
 SEQUENCE_INPUT = {"ZeroPadding1D": [None, 8, 4], "Cropping1D": [None, 8, 4]}
 SEQUENCE_INPUT["TimeDistributed"] = [None, 8, 4]
+for _name in ("Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalAveragePooling1D",
+              "GlobalMaxPooling1D"):
+    SEQUENCE_INPUT[_name] = [None, 8, 4]
 
 
 def engine_config(kind: dict) -> dict:

@@ -12,7 +12,7 @@ from crossover import keras
 @pytest.mark.parametrize(
     "get,name",
     [
-        (lambda: keras.layers.Conv1D, "keras.layers.Conv1D"),
+        (lambda: keras.layers.Conv3D, "keras.layers.Conv3D"),
         (lambda: keras.layers.LSTM, "keras.layers.LSTM"),
         (lambda: tf.keras.layers.Embedding, "keras.layers.Embedding"),
         (lambda: keras.layers.NoSuchLayer, "keras.layers.NoSuchLayer"),
@@ -43,9 +43,9 @@ def test_a_subclassed_model_computing_with_tf_ops_says_only_layers_are_traced():
         Mine().build((None, 4))
 
 
-def test_a_1d_conv_layer_says_1d_convolutions_are_not_in_the_engine():
-    with pytest.raises(AttributeError, match="1-D convolutions are not in the engine"):
-        keras.layers.Conv1D
+def test_a_3d_conv_layer_says_3d_convolutions_are_not_in_the_engine():
+    with pytest.raises(AttributeError, match="3-D convolutions are not in the engine"):
+        keras.layers.Conv3D
 
 
 def test_an_export_is_refused_clearly(tmp_path):

@@ -1,6 +1,6 @@
 """Keras's layers that crossover runs: Input, InputLayer, Flatten, Dense, Dropout, GaussianNoise,
 GaussianDropout, SpatialDropout2D, Activation,
-Conv2D, Conv2DTranspose, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape,
+Conv1D, Conv2D, Conv2DTranspose, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape,
 UpSampling2D (channels_last),
 BatchNormalization and LayerNormalization (over the last axis), TimeDistributed (a layer applied
 to each time step), and Add and Concatenate for functional models.
@@ -1094,6 +1094,7 @@ class _Convolution2D(Layer):
         kernel_initializer: Any,
         bias_initializer: Any,
         unsupported: dict[str, tuple[Any, Any]],
+        sizes: Callable[[Any, str, str], list[int]] = None,  # type: ignore[assignment]
     ) -> None:
         _channels_last(name, data_format)
         reject_unsupported(name, **unsupported)
@@ -1101,10 +1102,11 @@ class _Convolution2D(Layer):
             self.filters = operator.index(filters)
         except TypeError:
             raise TypeError(f"{name}: filters must be an integer, got {filters!r}") from None
-        self.kernel_size = tuple(_pair(kernel_size, name, "kernel_size"))
-        self.strides = tuple(_pair(strides, name, "strides"))
+        sizes = sizes or _pair  # Conv1D's: one number each (_single)
+        self.kernel_size = tuple(sizes(kernel_size, name, "kernel_size"))
+        self.strides = tuple(sizes(strides, name, "strides"))
         # Above 1 only with strides 1: the engine refuses the rest in Keras's words.
-        self.dilation_rate = tuple(_pair(dilation_rate, name, "dilation_rate"))
+        self.dilation_rate = tuple(sizes(dilation_rate, name, "dilation_rate"))
         self.padding = str(padding).lower()
         activation = _deserialized_activation(activation)  # a model file's dict
         self.activation = _activation_name(activation)
@@ -1121,6 +1123,33 @@ class _Convolution2D(Layer):
             **_initializer_config(
                 self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
             ),
+        )
+
+    def _set_up_convolution(
+        self, name: str, sizes: Callable[[Any, str, str], list[int]], given: dict[str, Any]
+    ) -> None:
+        """Conv2D's and Conv1D's: _set_up from their arguments (`given`, the __init__'s locals),
+        refusing groups other than 1, regularizers and constraints."""
+        self._set_up(
+            name,
+            *(given[k] for k in ("filters", "kernel_size", "strides", "padding", "data_format")),
+            *(given[k] for k in ("dilation_rate", "activation", "use_bias")),
+            given["kernel_initializer"],
+            given["bias_initializer"],
+            dict(
+                groups=(given["groups"], 1),
+                **{
+                    k: (given[k], None)
+                    for k in (
+                        "kernel_regularizer",
+                        "bias_regularizer",
+                        "activity_regularizer",
+                        "kernel_constraint",
+                        "bias_constraint",
+                    )
+                },
+            ),
+            sizes=sizes,
         )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
@@ -1157,27 +1186,45 @@ class Conv2D(_Convolution2D):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._set_up(
-            "Conv2D",
-            filters,
-            kernel_size,
-            strides,
-            padding,
-            data_format,
-            dilation_rate,
-            activation,
-            use_bias,
-            kernel_initializer,
-            bias_initializer,
-            dict(
-                groups=(groups, 1),
-                kernel_regularizer=(kernel_regularizer, None),
-                bias_regularizer=(bias_regularizer, None),
-                activity_regularizer=(activity_regularizer, None),
-                kernel_constraint=(kernel_constraint, None),
-                bias_constraint=(bias_constraint, None),
-            ),
+        self._set_up_convolution("Conv2D", _pair, locals())
+
+
+def _single(value: Any, owner: str, argument: str) -> list[int]:
+    """A 1-D layer's size argument as Keras takes it: an int or a sequence of one int."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if len(items) != 1 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise ValueError(
+            f"The `{argument}` argument must be a tuple of 1 integers. Received {argument}={value}"
         )
+    return items
+
+
+class Conv1D(_Convolution2D):
+    """Keras's Conv1D (channels_last) over (steps, channels) samples: kernel (kernel_size,
+    in_channels, filters); padding 'valid' or 'same' ('causal' is not supported)."""
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: Any,
+        strides: Any = 1,
+        padding: str = "valid",
+        data_format: Optional[str] = None,
+        dilation_rate: Any = 1,
+        groups: int = 1,
+        activation: ActivationArg = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        kernel_regularizer: Any = None,
+        bias_regularizer: Any = None,
+        activity_regularizer: Any = None,
+        kernel_constraint: Any = None,
+        bias_constraint: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._set_up_convolution("Conv1D", _single, locals())
 
 
 class Conv2DTranspose(_Convolution2D):
@@ -1231,6 +1278,7 @@ class Conv2DTranspose(_Convolution2D):
         self.output_padding = None
 
 
+Convolution1D = Conv1D
 Convolution2D = Conv2D
 Convolution2DTranspose = Conv2DTranspose
 
@@ -1287,6 +1335,53 @@ class GlobalAveragePooling2D(_GlobalPooling2D):
 
 class GlobalMaxPooling2D(_GlobalPooling2D):
     pass
+
+
+class _Pooling1D(Layer):
+    """What MaxPooling1D and AveragePooling1D share over (steps, channels) samples: one number
+    each for the window and its strides (the engine's 2-D pooling over one row)."""
+
+    def __init__(
+        self,
+        pool_size: Any = 2,
+        strides: Any = None,
+        padding: str = "valid",
+        data_format: Optional[str] = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        owner = type(self).__name__
+        _channels_last(owner, data_format)
+        self.pool_size = tuple(_single(pool_size, owner, "pool_size"))
+        self.strides = (
+            self.pool_size if strides is None else tuple(_single(strides, owner, "strides"))
+        )
+        self.padding = str(padding).lower()
+        self._layer = _engine_layer(
+            owner, pool_size=list(self.pool_size), strides=list(self.strides), padding=self.padding
+        )
+
+
+class MaxPooling1D(_Pooling1D):
+    """Keras's MaxPooling1D: each window of steps' maximum."""
+
+
+class AveragePooling1D(_Pooling1D):
+    """Keras's AveragePooling1D: each window of steps' mean."""
+
+
+class GlobalAveragePooling1D(_GlobalPooling2D):
+    """(steps, channels) -> (channels): each channel's mean over the steps."""
+
+
+class GlobalMaxPooling1D(_GlobalPooling2D):
+    """(steps, channels) -> (channels): each channel's maximum over the steps."""
+
+
+MaxPool1D = MaxPooling1D
+AvgPool1D = AveragePooling1D
+GlobalAvgPool1D = GlobalAveragePooling1D
+GlobalMaxPool1D = GlobalMaxPooling1D
 
 
 class Reshape(Layer):
@@ -1859,19 +1954,22 @@ GlobalMaxPool2D = GlobalMaxPooling2D
 
 # Keras's other names for the classes above.
 _ALIASES = (
+    "MaxPool1D",
+    "AvgPool1D",
+    "GlobalAvgPool1D",
+    "GlobalMaxPool1D",
     "MaxPool2D",
     "AvgPool2D",
     "GlobalAvgPool2D",
     "GlobalMaxPool2D",
+    "Convolution1D",
     "Convolution2D",
     "Convolution2DTranspose",
 )
 
 # Layers a Keras user reaches for next, and what to do instead (api block).
 _NOT_YET = {
-    "Conv1D": "1-D convolutions",
     "Conv3D": "3-D convolutions",
-    "MaxPooling1D": "1-D pooling",
     "Embedding": "embeddings",
     "LSTM": "recurrent layers",
     "PReLU": "parametric ReLU activations",
@@ -1906,10 +2004,16 @@ __all__ = [
     "GaussianDropout",
     "SpatialDropout2D",
     "Activation",
+    "Conv1D",
     "Conv2D",
     "Conv2DTranspose",
+    "Convolution1D",
     "Convolution2D",
     "Convolution2DTranspose",
+    "MaxPooling1D",
+    "AveragePooling1D",
+    "GlobalAveragePooling1D",
+    "GlobalMaxPooling1D",
     "MaxPooling2D",
     "AveragePooling2D",
     "GlobalAveragePooling2D",
@@ -1948,4 +2052,8 @@ __all__ = [
     "AvgPool2D",
     "GlobalAvgPool2D",
     "GlobalMaxPool2D",
+    "MaxPool1D",
+    "AvgPool1D",
+    "GlobalAvgPool1D",
+    "GlobalMaxPool1D",
 ]

@@ -1,4 +1,5 @@
-// Conv2D: y = activation(conv(x, kernel) + bias) on (height, width, channels) samples.
+// Conv2D: y = activation(conv(x, kernel) + bias) on (height, width, channels) samples; and Conv1D,
+// the same on (steps, channels) samples taken as one row of an image.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,11 +16,17 @@ Layer Conv2D(int64_t filters, Size2 kernel_size, std::string_view activation, Si
                            padding, use_bias, dilation_rate);
 }
 
+Layer Conv1D(int64_t filters, int64_t kernel_size, std::string_view activation, int64_t strides,
+             std::string_view padding, bool use_bias, int64_t dilation_rate) {
+  return convolution_layer(LayerType::conv1d, "Conv1D", filters, Size2(1, kernel_size), activation,
+                           Size2(1, strides), padding, use_bias, Size2(1, dilation_rate));
+}
+
 namespace {
 
 using namespace keras_config;
 
-class Conv2DKind final : public ConvolutionKind {
+class Conv2DKind : public ConvolutionKind {
  public:
   LayerType type() const override { return LayerType::conv2d; }
   std::string_view class_name() const override { return "Conv2D"; }
@@ -78,7 +85,46 @@ class Conv2DKind final : public ConvolutionKind {
   }
 };
 
+// Conv1D: a Conv2D over one row. Its arguments are held as (1, n) (ConvolutionKind reads and
+// writes them as one number each), its kernel (kernel_size, in_channels, filters) is Conv2D's (1,
+// kernel_size, in_channels, filters) in the same memory, and the 2-D calls see (1, steps,
+// channels) samples: Keras's 'valid' and 'same' along the steps ('causal' is refused).
+class Conv1DKind final : public Conv2DKind {
+ public:
+  LayerType type() const override { return LayerType::conv1d; }
+  std::string_view class_name() const override { return "Conv1D"; }
+  std::vector<std::string_view> aliases() const override { return {"Convolution1D"}; }
+  std::string_view base_name() const override { return "conv1d"; }
+  std::string_view cli_name() const override { return {}; }
+  std::string_view cli_syntax() const override { return {}; }
+  bool takes_images() const override { return false; }
+
+  // kernel (kernel_size, in_channels, filters), bias (filters); (steps, channels) samples.
+  void build(LayerBuilder& b) const override {
+    const Layer& l = b.layer;
+    const ConvArgs& a = l.args<ConvArgs>();
+    if (b.shape.size() != 2)
+      throw Error(l.name, "Conv1D needs (steps, channels) samples, but receives samples of shape " +
+                              shape_to_string(b.shape));
+    ConvShape& c = b.state.own<ConvShape>();
+    place_kernel(l, {1, b.shape[0], b.shape[1]}, c);
+    c.in_c = b.shape[1];
+    c.out_c = a.filters;
+    b.add_param("kernel", {a.kernel_size.w, c.in_c, a.filters}, a.kernel_initializer);
+    if (a.use_bias) b.add_param("bias", {a.filters}, a.bias_initializer);
+    b.shape = {c.out_w, c.out_c};
+  }
+
+ protected:
+  bool one_d() const override { return true; }
+};
+
 }  // namespace
+
+const LayerKind& conv1d_layer_kind() {
+  static const Conv1DKind kind;
+  return kind;
+}
 
 const LayerKind& conv2d_layer_kind() {
   static const Conv2DKind kind;

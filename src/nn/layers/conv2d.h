@@ -33,6 +33,12 @@ struct ConvArgs {
 Layer Conv2D(int64_t filters, Size2 kernel_size, std::string_view activation = "linear",
              Size2 strides = 1, std::string_view padding = "valid", bool use_bias = true,
              Size2 dilation_rate = 1);
+// Keras's Conv1D (channels_last) over (steps, channels) samples: the 2-D convolution of one row,
+// kernel (kernel_size, in_channels, filters), bias (filters); padding "valid" or "same" (Keras's
+// "causal" is not supported); the output (steps', filters), steps' as Conv2D's width.
+Layer Conv1D(int64_t filters, int64_t kernel_size, std::string_view activation = "linear",
+             int64_t strides = 1, std::string_view padding = "valid", bool use_bias = true,
+             int64_t dilation_rate = 1);
 // Keras's Conv2DTranspose (channels_last): the transposed 2-D convolution, y = activation(
 // conv_transpose(x, kernel) + bias), the input gradient of the Conv2D that would map y's shape to
 // x's; kernel (kernel_h, kernel_w, filters, in_channels) as Keras keeps it, glorot-uniform with

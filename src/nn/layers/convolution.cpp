@@ -62,13 +62,21 @@ std::optional<Layer> ConvolutionKind::from_cli(const CliFields& f) const {
                            f.size() > 6 ? f.size2(6) : Size2(1));
 }
 
+namespace {
+// A (height, width) argument as a config writes it: [h, w], or [w] for a 1-D layer's.
+template <class J>
+J sizes(Size2 s, bool one_d) {
+  return one_d ? J::array({s.w}) : J::array({s.h, s.w});
+}
+}  // namespace
+
 void ConvolutionKind::describe(const Layer& l, nlohmann::json& j) const {
   const ConvArgs& a = l.args<ConvArgs>();
   j["filters"] = a.filters;
-  j["kernel_size"] = {a.kernel_size.h, a.kernel_size.w};
-  j["strides"] = {a.strides.h, a.strides.w};
+  j["kernel_size"] = sizes<json>(a.kernel_size, one_d());
+  j["strides"] = sizes<json>(a.strides, one_d());
   j["padding"] = padding_name(a.padding);
-  j["dilation_rate"] = {a.dilation_rate.h, a.dilation_rate.w};
+  j["dilation_rate"] = sizes<json>(a.dilation_rate, one_d());
   j["activation"] = activation_name(a.activation.kind);
   j["use_bias"] = a.use_bias;
 }
@@ -77,16 +85,22 @@ void ConvolutionKind::from_keras(Reader& cfg, Layer& l) const {
   const std::string cls(class_name());
   ConvArgs& a = l.args<ConvArgs>();
   a.filters = cfg.count("filters", cls + " needs filters");
-  const std::optional<Size2> kernel = cfg.pair("kernel_size");
+  // Conv1D's are one number each, held as one row: (1, n).
+  const auto sizes_of = [&](const char* key) -> std::optional<Size2> {
+    if (!one_d()) return cfg.pair(key);
+    const std::optional<int64_t> n = cfg.single(key);
+    return n ? std::optional<Size2>(Size2(1, *n)) : std::nullopt;
+  };
+  const std::optional<Size2> kernel = sizes_of("kernel_size");
   if (!kernel) cfg.fail("kernel_size", cls + " needs a kernel_size");
   a.kernel_size = *kernel;
-  a.strides = cfg.pair("strides").value_or(Size2(1));
+  a.strides = sizes_of("strides").value_or(Size2(1));
   a.padding = cfg.padding();
   if (transposed())
     cfg.refuse_set("output_padding",
                    "output_padding is not supported: only None (Keras's default output size)");
   cfg.channels_last();
-  a.dilation_rate = cfg.pair("dilation_rate").value_or(Size2(1));
+  a.dilation_rate = sizes_of("dilation_rate").value_or(Size2(1));
   if (const std::optional<std::string> why = strides_with_dilation(a.strides, a.dilation_rate))
     cfg.fail("dilation_rate", *why);
   if (const json* g = transposed() ? nullptr : cfg.find("groups"))
@@ -99,12 +113,12 @@ void ConvolutionKind::from_keras(Reader& cfg, Layer& l) const {
 void ConvolutionKind::to_keras(const Layer& l, ojson& c) const {
   const ConvArgs& a = l.args<ConvArgs>();
   c["filters"] = a.filters;
-  c["kernel_size"] = ojson::array({a.kernel_size.h, a.kernel_size.w});
-  c["strides"] = ojson::array({a.strides.h, a.strides.w});
+  c["kernel_size"] = sizes<ojson>(a.kernel_size, one_d());
+  c["strides"] = sizes<ojson>(a.strides, one_d());
   c["padding"] = std::string(padding_name(a.padding));
   if (transposed()) c["output_padding"] = nullptr;
   c["data_format"] = "channels_last";
-  c["dilation_rate"] = ojson::array({a.dilation_rate.h, a.dilation_rate.w});
+  c["dilation_rate"] = sizes<ojson>(a.dilation_rate, one_d());
   if (!transposed()) c["groups"] = 1;
   c["activation"] = activation_json(a.activation);
   write_kernel_and_bias(c, a.use_bias, a.kernel_initializer, a.bias_initializer, true);

@@ -43,6 +43,8 @@ class ConvolutionKind : public LayerKind {
                               int64_t batch) const override;
 
  protected:
+  // Conv1D: its arguments are one number each (kernel_size [3], strides [1]), held as (1, n).
+  virtual bool one_d() const { return false; }
   // The rows and columns the kernel spans, (kernel - 1) * dilation + 1 (an Error where absurd).
   Size2 dilated_span(const Layer& l) const;
   // The convolution's window on `in` (height, width, channels) into c: its output size and

@@ -120,6 +120,15 @@ std::optional<Size2> Reader::pair(const char* key) {
   return Size2(one(v));
 }
 
+std::optional<int64_t> Reader::single(const char* key) {
+  const json* p = find(key);
+  if (!p) return std::nullopt;
+  const json& v = p->is_array() && p->size() == 1 ? (*p)[0] : *p;
+  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxDim)
+    fail(key, "expected a whole number from 1 to 2^31, or a list of one, got " + brief(*p));
+  return v.get<int64_t>();
+}
+
 Padding Reader::padding() {
   const json* p = find("padding");
   if (!p) return Padding::valid;

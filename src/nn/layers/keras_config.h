@@ -72,6 +72,8 @@ class Reader {
   int64_t count(const char* key, const std::string& missing);
   // An int or a pair of ints, each from 1 to 2^31 (kernel_size, strides, pool_size).
   std::optional<Size2> pair(const char* key);
+  // An int or a list of one int, each from 1 to 2^31 (a 1-D layer's kernel_size, strides).
+  std::optional<int64_t> single(const char* key);
   // "padding": valid (the default) or same, any case.
   Padding padding();
   // "axis" of a normalization layer: the last axis only. Keras 3 writes -1 (or [-1] once

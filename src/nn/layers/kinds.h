@@ -49,6 +49,11 @@ CROSSOVER_LAYER_KIND(spatial_dropout2d)  // nn/layers/noise.cpp
 CROSSOVER_LAYER_KIND(permute)  // nn/layers/permute.cpp
 CROSSOVER_LAYER_KIND(repeat_vector)  // nn/layers/permute.cpp
 CROSSOVER_LAYER_KIND(time_distributed)  // nn/layers/time_distributed.cpp
+CROSSOVER_LAYER_KIND(conv1d)  // nn/layers/conv2d.cpp
+CROSSOVER_LAYER_KIND(max_pooling1d)  // nn/layers/pooling1d.cpp
+CROSSOVER_LAYER_KIND(average_pooling1d)  // nn/layers/pooling1d.cpp
+CROSSOVER_LAYER_KIND(global_average_pooling1d)  // nn/layers/pooling1d.cpp
+CROSSOVER_LAYER_KIND(global_max_pooling1d)  // nn/layers/pooling1d.cpp
 // clang-format on
 
 #undef CROSSOVER_LAYER_KIND
