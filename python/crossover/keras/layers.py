@@ -1298,14 +1298,17 @@ class _Pooling2D(Layer):
         super().__init__(**kwargs)
         owner = type(self).__name__
         _channels_last(owner, data_format)
-        self.pool_size = tuple(_pair(pool_size, owner, "pool_size"))
+        sizes = type(self)._sizes  # _pair; the 1-D poolings' _single
+        self.pool_size = tuple(sizes(pool_size, owner, "pool_size"))
         self.strides = (
-            self.pool_size if strides is None else tuple(_pair(strides, owner, "strides"))
+            self.pool_size if strides is None else tuple(sizes(strides, owner, "strides"))
         )
         self.padding = str(padding).lower()
         self._layer = _engine_layer(
             owner, pool_size=list(self.pool_size), strides=list(self.strides), padding=self.padding
         )
+
+    _sizes = staticmethod(lambda value, owner, argument: _pair(value, owner, argument))
 
 
 class MaxPooling2D(_Pooling2D):
@@ -1337,7 +1340,7 @@ class GlobalMaxPooling2D(_GlobalPooling2D):
     pass
 
 
-class _Pooling1D(Layer):
+class _Pooling1D(_Pooling2D):
     """What MaxPooling1D and AveragePooling1D share over (steps, channels) samples: one number
     each for the window and its strides (the engine's 2-D pooling over one row)."""
 
@@ -1349,17 +1352,9 @@ class _Pooling1D(Layer):
         data_format: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        owner = type(self).__name__
-        _channels_last(owner, data_format)
-        self.pool_size = tuple(_single(pool_size, owner, "pool_size"))
-        self.strides = (
-            self.pool_size if strides is None else tuple(_single(strides, owner, "strides"))
-        )
-        self.padding = str(padding).lower()
-        self._layer = _engine_layer(
-            owner, pool_size=list(self.pool_size), strides=list(self.strides), padding=self.padding
-        )
+        super().__init__(pool_size, strides, padding, data_format, **kwargs)
+
+    _sizes = staticmethod(lambda value, owner, argument: _single(value, owner, argument))
 
 
 class MaxPooling1D(_Pooling1D):
