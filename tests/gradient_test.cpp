@@ -59,6 +59,26 @@ void apply(ActivationKind a, Vec& row, double alpha = 0) {
   for (double& v : row) v /= s;
 }
 
+// Keras's Dense on the last axis of a sample of `shape`: each position of the other axes a row
+// (one for flat samples), its activation applied where `activate`.
+void dense_reference(Vec& h, Shape& shape, const DenseArgs& d, const Vec& kernel, const Vec* bias,
+                     bool activate) {
+  const auto f = static_cast<std::size_t>(shape.back());
+  const auto units = static_cast<std::size_t>(d.units);
+  Vec out;
+  for (std::size_t r = 0; r < h.size() / f; ++r) {
+    Vec row(units, 0.0);
+    for (std::size_t j = 0; j < units; ++j) {
+      for (std::size_t i = 0; i < f; ++i) row[j] += h[r * f + i] * kernel[i * units + j];
+      if (bias) row[j] += (*bias)[j];
+    }
+    if (activate) apply(d.activation.kind, row, d.activation.alpha);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  h = out;
+  shape.back() = d.units;
+}
+
 // Keras's output length and leading padding for one spatial dimension, written out again here
 // (not taken from the library): 'valid' floor((in - k) / s) + 1; 'same' ceil(in / s), with
 // TensorFlow's padding, the odd one at the end.
@@ -525,45 +545,18 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       } else if (l.type == LayerType::flatten) {
         shape = {shape_size(shape)};
       } else if (l.type == LayerType::reshape) {
-        shape = l.args<ReshapeArgs>().target_shape;  // no -1 in these tests
-      } else if (l.type == LayerType::time_distributed) {
-        // A Dense on each time step: T rows of (steps, features) samples.
+        shape = l.args<ReshapeArgs>().target_shape;        // no -1 in these tests
+      } else if (l.type == LayerType::time_distributed) {  // a Dense on each time step
         const Layer& inner = l.inner.at(0);
-        const DenseArgs& d = inner.args<DenseArgs>();
         const std::string prefix = l.name + "/" + inner.name + "/";
-        const auto& k = w.at(prefix + "kernel");
-        const auto f = static_cast<std::size_t>(shape.back());
-        const auto units = static_cast<std::size_t>(d.units);
-        Vec out;
-        for (std::size_t t = 0; t < h.size() / f; ++t) {
-          Vec row(units, 0.0);
-          for (std::size_t j = 0; j < units; ++j) {
-            for (std::size_t i = 0; i < f; ++i) row[j] += h[t * f + i] * k[i * units + j];
-            if (d.use_bias) row[j] += w.at(prefix + "bias")[j];
-          }
-          apply(d.activation.kind, row, d.activation.alpha);
-          out.insert(out.end(), row.begin(), row.end());
-        }
-        h = out;
-        shape.back() = d.units;
+        const DenseArgs& d = inner.args<DenseArgs>();
+        dense_reference(h, shape, d, w.at(prefix + "kernel"),
+                        d.use_bias ? &w.at(prefix + "bias") : nullptr, true);
       } else if (l.type == LayerType::dense) {
-        // On the last axis: each position of the others a row (one for flat samples).
         const DenseArgs& d = l.args<DenseArgs>();
-        const auto& k = w.at(l.name + "/" + (d.weight_name.empty() ? "kernel" : d.weight_name));
-        const auto f = static_cast<std::size_t>(shape.back());
-        const auto units = static_cast<std::size_t>(d.units);
-        Vec out;
-        for (std::size_t r = 0; r < h.size() / f; ++r) {
-          Vec row(units, 0.0);
-          for (std::size_t j = 0; j < units; ++j) {
-            for (std::size_t i = 0; i < f; ++i) row[j] += h[r * f + i] * k[i * units + j];
-            if (d.use_bias) row[j] += w.at(l.name + "/bias")[j];
-          }
-          if (!logits_before(l, li)) apply(d.activation.kind, row, d.activation.alpha);
-          out.insert(out.end(), row.begin(), row.end());
-        }
-        h = out;
-        shape.back() = d.units;
+        dense_reference(h, shape, d,
+                        w.at(l.name + "/" + (d.weight_name.empty() ? "kernel" : d.weight_name)),
+                        d.use_bias ? &w.at(l.name + "/bias") : nullptr, !logits_before(l, li));
       } else if (l.type == LayerType::activation || l.type == LayerType::leaky_relu ||
                  l.type == LayerType::elu) {
         const LayerActivation& a = l.args<ActivationArgs>().activation;

@@ -42,15 +42,23 @@ void compile_cpu(Sequential& m) {
   m.compile(Adam(), "sparse_categorical_crossentropy", {}, {.threads = 1, .seed = 3});
 }
 
-TEST(TimeDistributed, AKerasModelLoadsWithItsWeightsAndPredictsAsKerasDid) {
-  Sequential m = model_from_json(text_of(kKerasData + "time_distributed_keras3.json"), "td.json");
+// tests/data/keras/<name>_keras3.json with Keras's <name>.weights.h5 predicts, for the x of
+// <name>_reference.safetensors, its y (what Keras predicted) within `tolerance`.
+void predicts_as_keras_did(const std::string& name, double tolerance) {
+  SCOPED_TRACE(name);
+  Sequential m = model_from_json(text_of(kKerasData + name + "_keras3.json"), name + ".json");
   compile_cpu(m);
-  load_weights(m, kKerasData + "time_distributed.weights.h5");
-  const Tensor& x = keras_fixture_tensor("time_distributed_reference.safetensors", "x");
-  const Tensor& want = keras_fixture_tensor("time_distributed_reference.safetensors", "y");
+  load_weights(m, kKerasData + name + ".weights.h5");
+  const std::string reference = name + "_reference.safetensors";
+  const Tensor& x = keras_fixture_tensor(reference, "x");
+  const Tensor& want = keras_fixture_tensor(reference, "y");
   const Tensor y = m.predict(x);
   ASSERT_EQ(y.shape(), want.shape());
-  for (int64_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+  for (int64_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], tolerance) << i;
+}
+
+TEST(TimeDistributed, AKerasModelLoadsWithItsWeightsAndPredictsAsKerasDid) {
+  predicts_as_keras_did("time_distributed", 1e-6);
 }
 
 TEST(TimeDistributed, NamesParametersAndShapesAreKerass) {
@@ -212,14 +220,7 @@ TEST(Softmax, NormalizesTheLastAxisOfSamplesOfSeveralAxes) {
 // the BatchNormalization node's {"mask": null} read as the plain calls they are (fit's and
 // predict's own flag replaces a recorded one); one that changes the computation is refused.
 TEST(KerasFunctional, RecordedCallArgumentsReadAsKerasRunsThem) {
-  Sequential m = model_from_json(text_of(kKerasData + "functional_dropout_keras3.json"), "f.json");
-  compile_cpu(m);
-  load_weights(m, kKerasData + "functional_dropout.weights.h5");
-  const Tensor& x = keras_fixture_tensor("functional_dropout_reference.safetensors", "x");
-  const Tensor& want = keras_fixture_tensor("functional_dropout_reference.safetensors", "y");
-  const Tensor y = m.predict(x);
-  ASSERT_EQ(y.shape(), want.shape());
-  for (int64_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  predicts_as_keras_did("functional_dropout", 1e-5);
 
   const std::string keras = text_of(kKerasData + "functional_dropout_keras3.json");
   const auto with = [&](const std::string& recorded) {

@@ -61,16 +61,7 @@ class GlobalPooling2DKind final : public PoolingKind {
   void build(LayerBuilder& b) const override {
     require_image(b.layer, b.shape);
     const Shape& in = b.shape;
-    b.state.own<PoolShape>() = {.kind = pool_kind(),
-                                .in_h = in[0],
-                                .in_w = in[1],
-                                .channels = in[2],
-                                .out_h = 1,
-                                .out_w = 1,
-                                .window_h = in[0],
-                                .window_w = in[1],
-                                .stride_h = in[0],
-                                .stride_w = in[1]};
+    b.state.own<PoolShape>() = whole_sample(in[0], in[1], in[2]);
     b.shape = {in[2]};
   }
 };

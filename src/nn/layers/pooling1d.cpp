@@ -135,16 +135,7 @@ class GlobalPooling1DKind final : public PoolingKind {
   void build(LayerBuilder& b) const override {
     require_steps(b.layer, b.shape);
     const int64_t steps = b.shape[0], channels = b.shape[1];
-    b.state.own<PoolShape>() = {.kind = pool_kind(),
-                                .in_h = 1,
-                                .in_w = steps,
-                                .channels = channels,
-                                .out_h = 1,
-                                .out_w = 1,
-                                .window_h = 1,
-                                .window_w = steps,
-                                .stride_h = 1,
-                                .stride_w = steps};
+    b.state.own<PoolShape>() = whole_sample(1, steps, channels);
     b.shape = {channels};
   }
 };

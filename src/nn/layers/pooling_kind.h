@@ -33,6 +33,19 @@ class PoolingKind : public LayerKind {
 
  protected:
   PoolKind pool_kind() const { return max_ ? PoolKind::max : PoolKind::average; }
+  // The global poolings' window: all of an (h, w, channels) sample, one output per channel.
+  PoolShape whole_sample(int64_t h, int64_t w, int64_t channels) const {
+    return {.kind = pool_kind(),
+            .in_h = h,
+            .in_w = w,
+            .channels = channels,
+            .out_h = 1,
+            .out_w = 1,
+            .window_h = h,
+            .window_w = w,
+            .stride_h = h,
+            .stride_w = w};
+  }
   bool max_;
 };
 
