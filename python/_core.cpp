@@ -204,69 +204,71 @@ void bind_traced_ops_and_registry(nb::module_& m) {
   });
 }
 
-// The optimizers' constructors (crossover.keras.optimizers calls them with Keras's defaults).
+const char* argument_type(OptimizerArgumentValue::Type t) {
+  switch (t) {
+    case OptimizerArgumentValue::Type::number:
+      return "number";
+    case OptimizerArgumentValue::Type::float32:
+      return "float32";
+    case OptimizerArgumentValue::Type::flag:
+      return "flag";
+    case OptimizerArgumentValue::Type::refused:
+      break;
+  }
+  return "refused";
+}
+
+// The optimizers (crossover.keras.optimizers makes its classes from optimizer_classes).
 void bind_optimizer_constructors(nb::module_& m) {
   nb::class_<OptimizerConfig>(m, "Optimizer")
-      .def_prop_ro("name",
-                   [](const OptimizerConfig& o) { return std::string(optimizer_name(o.kind)); })
-      .def_prop_ro("amsgrad", [](const OptimizerConfig& o) { return o.amsgrad; });
+      .def_prop_ro("name", [](const OptimizerConfig& o) { return optimizer_name(o.kind); })
+      // Its own arguments by Keras name, as it holds them (flags as bool).
+      .def_prop_ro("arguments",
+                   [](const OptimizerConfig& o) {
+                     nb::dict d;
+                     for (const OptimizerArgumentValue& a : optimizer_arguments(o)) {
+                       const std::string key(a.name);
+                       if (a.type == OptimizerArgumentValue::Type::flag ||
+                           a.type == OptimizerArgumentValue::Type::refused)
+                         d[key.c_str()] = a.value != 0;
+                       else
+                         d[key.c_str()] = a.value;
+                     }
+                     return d;
+                   })
+      .def_prop_ro("amsgrad", [](const OptimizerConfig& o) { return optimizer_third_slot(o); })
+      .def_prop_ro("slot_count", &optimizer_slot_count)
+      .def_prop_ro("carries_value", &optimizer_carries_value);
   m.def("optimizer_from_name", &optimizer_from_name, nb::arg("name"));
   m.def("with_tensor_clipnorm", &with_tensor_clipnorm, nb::arg("optimizer"), nb::arg("clipnorm"));
+  // Any optimizer by Keras's class name and arguments (crossover.keras.optimizers builds each
+  // class from optimizer_classes).
   m.def(
-      "Adam",
-      [](double lr, double b1, double b2, double eps, double wd, double clipnorm, double clipvalue,
-         bool decoupled_default, bool amsgrad) {
-        AdamOptions o{lr, b1, b2, eps, wd, clipnorm, clipvalue, amsgrad};
-        return decoupled_default ? AdamW(o) : Adam(o);
+      "make_optimizer",
+      [](const std::string& class_name, const OptimizerArgumentValues& arguments) {
+        return make_optimizer(class_name, arguments);
       },
-      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
-      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"), nb::arg("adamw"),
-      nb::arg("amsgrad") = false);
-  m.def(
-      "SGD",
-      [](double lr, double momentum, bool nesterov, double wd, double clipnorm, double clipvalue) {
-        return SGD({lr, momentum, nesterov, wd, clipnorm, clipvalue});
-      },
-      nb::arg("learning_rate"), nb::arg("momentum"), nb::arg("nesterov"), nb::arg("weight_decay"),
-      nb::arg("clipnorm"), nb::arg("clipvalue"));
-  m.def(
-      "RMSprop",
-      [](double lr, double rho, double momentum, double eps, double wd, double clipnorm,
-         double clipvalue) {
-        return RMSprop({lr, rho, momentum, eps, wd, clipnorm, clipvalue});
-      },
-      nb::arg("learning_rate"), nb::arg("rho"), nb::arg("momentum"), nb::arg("epsilon"),
-      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
-  m.def(
-      "Adagrad",
-      [](double lr, double initial, double eps, double wd, double clipnorm, double clipvalue) {
-        return Adagrad({lr, initial, eps, wd, clipnorm, clipvalue});
-      },
-      nb::arg("learning_rate"), nb::arg("initial_accumulator_value"), nb::arg("epsilon"),
-      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
-  m.def(
-      "Adadelta",
-      [](double lr, double rho, double eps, double wd, double clipnorm, double clipvalue) {
-        return Adadelta({lr, rho, eps, wd, clipnorm, clipvalue});
-      },
-      nb::arg("learning_rate"), nb::arg("rho"), nb::arg("epsilon"), nb::arg("weight_decay"),
-      nb::arg("clipnorm"), nb::arg("clipvalue"));
-  m.def(
-      "Nadam",
-      [](double lr, double b1, double b2, double eps, double wd, double clipnorm,
-         double clipvalue) {
-        return Nadam({lr, b1, b2, eps, wd, clipnorm, clipvalue});
-      },
-      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
-      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
-  m.def(
-      "Adamax",
-      [](double lr, double b1, double b2, double eps, double wd, double clipnorm,
-         double clipvalue) {
-        return Adamax({lr, b1, b2, eps, wd, clipnorm, clipvalue});
-      },
-      nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"),
-      nb::arg("weight_decay"), nb::arg("clipnorm"), nb::arg("clipvalue"));
+      nb::arg("class_name"), nb::arg("arguments"));
+  // Each Keras optimizer class the engine has: its name, default name, learning rate and weight
+  // decay defaults, and its own arguments [(name, default, type)] in Keras's order, type one of
+  // "number", "float32", "flag", "refused".
+  m.def("optimizer_classes", [] {
+    nb::list out;
+    for (const OptimizerClass& c : optimizer_classes()) {
+      nb::list args;
+      for (const OptimizerArgumentValue& a : c.arguments)
+        args.append(nb::make_tuple(std::string(a.name), a.default_value, argument_type(a.type)));
+      nb::dict d;
+      d["class_name"] = c.class_name;
+      d["name"] = c.default_name;
+      d["alias_of"] = c.alias_of;
+      d["learning_rate"] = c.learning_rate;
+      d["weight_decay"] = c.weight_decay;
+      d["arguments"] = args;
+      out.append(d);
+    }
+    return out;
+  });
 }
 
 // Sequential's fit (Keras's arguments as crossover.keras passes them).

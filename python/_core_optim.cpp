@@ -35,12 +35,10 @@ struct ArrayOptimizer {
 // which is empty unless the optimizer keeps a third slot (Adam's amsgrad: velocity_hat).
 using Slot = std::tuple<MutableArray, ConstArray, MutableArray, MutableArray, MutableArray, bool>;
 
-bool third_slot(const OptimizerConfig& c) { return !optimizer_slot_names(c)[2].empty(); }
-
 void step(ArrayOptimizer& o, const std::vector<Slot>& slots) {
   std::vector<ParamSlot> params;
   params.reserve(slots.size());
-  const bool third = third_slot(o.config);
+  const bool third = optimizer_third_slot(o.config);
   for (const auto& [value, grad, slot1, slot2, slot3, decay] : slots) {
     const std::size_t n = value.size();
     if (grad.size() != n || slot1.size() != n || slot2.size() != n || (third && slot3.size() != n))
@@ -81,13 +79,10 @@ void bind_optim(nb::module_& m) {
           nb::arg("optimizer"))
       .def("step", &step, nb::arg("slots"))
       .def_prop_ro("steps", [](const ArrayOptimizer& o) { return o.counters.step; })
-      .def_prop_ro("third_slot", [](const ArrayOptimizer& o) { return third_slot(o.config); })
-      .def_prop_ro("initial_accumulator_value",
-                   [](const ArrayOptimizer& o) {
-                     return o.config.kind == OptimizerKind::adagrad
-                                ? o.config.initial_accumulator_value
-                                : 0.0f;
-                   })
+      .def_prop_ro("third_slot",
+                   [](const ArrayOptimizer& o) { return optimizer_third_slot(o.config); })
+      .def_prop_ro("initial_slot_value",
+                   [](const ArrayOptimizer& o) { return initial_slot_value(o.config); })
       .def_prop_ro("learning_rate", [](const ArrayOptimizer& o) { return o.config.schedule.base; })
       .def("set_learning_rate", [](ArrayOptimizer& o, float lr) {
         if (!(lr > 0.0f)) throw Error("learning_rate", "must be positive");

@@ -531,41 +531,21 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     c.schedule = {1e-2f, 0.5f, 2, true};
     cases.push_back({"adam + weight decay + clipnorm + staircase schedule", c});
   }
-  {
-    OptimizerConfig c;
-    c.kind = OptimizerKind::sgd;
-    c.schedule.base = 0.1f;
-    c.schedule.decay_rate = 0.9f;
-    c.schedule.decay_steps = 3;
-    cases.push_back({"sgd + smooth schedule", c});
-  }
-  {
-    OptimizerConfig c;
-    c.kind = OptimizerKind::sgd;
-    c.schedule.base = 0.05f;
-    c.momentum = 0.9f;
-    c.nesterov = true;
-    c.clipvalue = 0.3f;
-    cases.push_back({"sgd nesterov + clipvalue", c});
-  }
-  {
-    OptimizerConfig c;
-    c.kind = OptimizerKind::rmsprop;
-    cases.push_back({"rmsprop", c});
-  }
-  {
-    OptimizerConfig c;
-    c.kind = OptimizerKind::rmsprop;
-    c.momentum = 0.5f;
-    c.clipnorm = 1e3f;  // larger than the norm: factor 1
-    cases.push_back({"rmsprop + momentum", c});
-  }
+  cases.push_back(
+      {"sgd + smooth schedule", with_exponential_decay(SGD({.learning_rate = 0.1}), 3, 0.9)});
+  cases.push_back(
+      {"sgd nesterov + clipvalue",
+       SGD({.learning_rate = 0.05, .momentum = 0.9, .nesterov = true, .clipvalue = 0.3})});
+  cases.push_back({"rmsprop", RMSprop()});
+  // clipnorm larger than the norm: factor 1.
+  cases.push_back({"rmsprop + momentum", RMSprop({.momentum = 0.5, .clipnorm = 1e3})});
+  cases.push_back({"lion + weight decay", Lion({.learning_rate = 0.01, .weight_decay = 0.1})});
   cases.push_back({"adam + per-tensor clipnorm", with_tensor_clipnorm(Adam({}), 0.05)});
   cases.push_back({"sgd momentum + per-tensor clipnorm",
                    with_tensor_clipnorm(SGD({.learning_rate = 0.1, .momentum = 0.9}), 0.05)});
   cases.push_back({"adagrad", Adagrad({.learning_rate = 0.01})});
   cases.push_back({"adadelta + clipvalue", Adadelta({.learning_rate = 1.0, .clipvalue = 0.5})});
-  // start.step = 4 and nadam_step 0: the kernel recomputes u_product once, then carries it.
+  // start.step = 4 and carried.step 0: the kernel recomputes u_product once, then carries it.
   cases.push_back({"nadam", Nadam({.learning_rate = 0.01})});
   cases.push_back({"adamax + weight decay", Adamax({.learning_rate = 0.01, .weight_decay = 0.01})});
   // Slot 3 (v_hat) starts at random values, above v in some elements and below it in others.
@@ -595,7 +575,7 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
                  s2 = random_values(n, ++seed, 0.0f, 0.1f);
       ParamSlot a{c.values(w), c.values(grad), c.values(s1), c.values(s2), n, i % 2 == 0};
       ParamSlot b{g.values(w), g.values(grad), g.values(s1), g.values(s2), n, i % 2 == 0};
-      if (k.config.amsgrad) {
+      if (optimizer_third_slot(k.config)) {
         const auto s3 = random_values(n, ++seed, 0.0f, 0.1f);
         a.slot3 = c.values(s3);
         b.slot3 = g.values(s3);
@@ -618,7 +598,7 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
       expect_close(g.get(pg[i].value, n), c.get(pc[i].value, n), 1e-5, 1e-6, "value");
       expect_close(g.get(pg[i].slot1, n), c.get(pc[i].slot1, n), 1e-5, 1e-7, "slot1");
       expect_close(g.get(pg[i].slot2, n), c.get(pc[i].slot2, n), 1e-5, 1e-7, "slot2");
-      if (k.config.amsgrad)
+      if (optimizer_third_slot(k.config))
         expect_close(g.get(pg[i].slot3, n), c.get(pc[i].slot3, n), 1e-5, 1e-7, "slot3");
     }
     const StepCounters want = c.get_counters(cc), got = g.get_counters(gc);
@@ -626,8 +606,8 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {
     EXPECT_EQ(got.batch_index, want.batch_index);
     EXPECT_FLOAT_EQ(got.learning_rate, want.learning_rate);
     EXPECT_NEAR(got.grad_scale, want.grad_scale, 1e-6);
-    EXPECT_EQ(got.nadam_step, want.nadam_step);
-    EXPECT_FLOAT_EQ(got.nadam_u_product, want.nadam_u_product);
+    EXPECT_EQ(got.carried.step, want.carried.step);
+    EXPECT_FLOAT_EQ(got.carried.value, want.carried.value);
   }
 }
 

@@ -64,7 +64,7 @@ TEST(FusedMlpRules, SmallIsEligibleAsTwoDenseLayersWithItsDropout) {
   FusedModelView amsgrad = s.view();
   amsgrad.optimizer = Adam({.amsgrad = true});
   ASSERT_EQ(fused_mlp_chain(amsgrad, step), "");
-  EXPECT_TRUE(step.optimizer.amsgrad);
+  EXPECT_TRUE(step.optimizer.args.adam.amsgrad);
   EXPECT_EQ(fused_mlp_state_bytes(step), 101770 * 20);
 }
 

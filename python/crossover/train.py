@@ -829,7 +829,7 @@ def _set_slots(opt: Any, per_variable: dict[int, tuple[Any, dict[str, np.ndarray
     names = _slot_names(opt)
     for var, values in per_variable.values():
         shape = tuple(np.shape(var._eager_read()))
-        first = np.float32(engine.initial_accumulator_value)
+        first = np.float32(engine.initial_slot_value)
         arrays = [
             np.full(shape, first, np.float32),
             np.zeros(shape, np.float32),

@@ -84,12 +84,9 @@ struct StepCounters {
   int64_t batch_index = 0;  // batch within the current epoch
   float learning_rate = 0;  // the schedule's value for this step, written by update_learning_rate
   float grad_scale = 1;     // 1, or the clip-by-global-norm factor computed this step
-  // Nadam's u_product (Keras's optimizer variable of that name): the product of its momentum
-  // schedule over steps 1..nadam_step, accumulated in float32 as Keras does. A step count set
-  // from outside (a checkpoint) leaves nadam_step behind; the product is then recomputed from
-  // the step (nadam_u_product_before in kernel_math.h).
-  int64_t nadam_step = 0;
-  float nadam_u_product = 1;
+  // The value the optimizer carries between steps besides its slots (Nadam's u_product), with
+  // the step it was brought to (optimizers/unit.h, CarriedValue).
+  CarriedValue carried;
   // Running sums for the epoch's loss and metrics, read by the progress line asynchronously.
   double loss_sum = 0;                   // sum over samples of the per-sample loss
   double correct_sum = 0;                // number of correctly classified samples

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "backends/optimizers/visit.h"
+
 namespace crossover {
 
 namespace {
@@ -100,7 +102,7 @@ int64_t fused_mlp_state_bytes(const FusedMlpStep& step) {
   int64_t floats = 0;
   for (const FusedDense& d : step.layers) floats += d.kernel.n + d.bias.n;
   // Values, gradients and two slots; Adam's amsgrad a third (velocity_hat).
-  const int64_t per_parameter = step.optimizer.amsgrad ? 5 : 4;
+  const int64_t per_parameter = optimizer_third_slot(step.optimizer) ? 5 : 4;
   return floats * per_parameter * static_cast<int64_t>(sizeof(float));
 }
 

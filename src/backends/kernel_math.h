@@ -123,110 +123,34 @@ CROSSOVER_HD void batchnorm_moving_update(int64_t channels, const float* mean,
   }
 }
 
-// Per-step constants, computed once per step, in the float32 arithmetic Keras 3 uses. A plain
-// aggregate (no default member initializers), so that CUDA can keep one in shared memory.
-struct UpdateConstants {
-  float lr;
-  float adam_alpha;       // lr * sqrt(1 - b2^t) / (1 - b1^t)
-  float one_minus_beta1;  // Adam, Adamax: 1 - beta_1 (and 1 - beta_2), in double, then float;
-  float one_minus_beta2;  // Nadam: 1 - float(beta), in float32 (see nadam_element)
-  float one_minus_rho;    // RMSprop, Adadelta: 1 - rho, likewise
-  // Nadam (keras/src/optimizers/nadam.py), with u(s) = beta_1 (1 - 0.5 * 0.96^s):
-  float nadam_u_next;                  // u(t + 1)
-  float nadam_one_minus_u;             // 1 - u(t)
-  float nadam_one_minus_product;       // 1 - u_product(t), the product through step t
-  float nadam_one_minus_product_next;  // 1 - u_product(t) * u(t + 1)
-  float nadam_u_product;               // u_product(t): the state after this step
-  float one_minus_beta2_power;         // Nadam: 1 - beta_2^t
-  float one_minus_beta1_power;         // Adamax: 1 - beta_1^t
-};
-
-// Keras's float32 b^t: b cast to float32, raised to the float32 step (here in double from the
-// float32 base, correctly rounded once).
-CROSSOVER_HD float float_power(double b, int64_t t) {
-  return static_cast<float>(
-      std::pow(static_cast<double>(static_cast<float>(b)), static_cast<double>(t)));
-}
-
-// Nadam's momentum schedule factor 1 - 0.5 * 0.96^s (float32, as Keras computes it).
-CROSSOVER_HD float nadam_schedule(int64_t s) { return 1.0f - 0.5f * float_power(0.96, s); }
-
-// Nadam's u_product after `steps` steps, accumulated as Keras's _backend_update_step does each
-// step: u_product = u_product * beta_1 * (1 - 0.5 * 0.96^s), left to right in float32.
-CROSSOVER_HD float nadam_u_product_after(double beta1, int64_t steps) {
-  const auto b1 = static_cast<float>(beta1);
-  float p = 1.0f;
-  for (int64_t s = 1; s <= steps; ++s) p = p * b1 * nadam_schedule(s);
-  return p;
-}
-
-// u_product through step t - 1, before step t: the counters' running value when it is current,
-// else recomputed from the step (after a restored step count: once, then current again).
-CROSSOVER_HD float nadam_u_product_before(const OptimizerConfig& c, const StepCounters& counters,
-                                          int64_t t) {
-  if (c.kind != OptimizerKind::nadam) return 1.0f;
-  return counters.nadam_step == t - 1 ? counters.nadam_u_product
-                                      : nadam_u_product_after(c.beta1, t - 1);
-}
-
-// After step t: the running Nadam state the next step starts from.
-CROSSOVER_HD void record_nadam_step(const OptimizerConfig& c, const UpdateConstants& u,
-                                    StepCounters& counters, int64_t t) {
-  if (c.kind != OptimizerKind::nadam) return;
-  counters.nadam_step = t;
-  counters.nadam_u_product = u.nadam_u_product;
-}
-
-// Keras's Adam (keras/src/optimizers/adam.py) in float32: beta is cast to float32 and raised to the
-// step t (b^t rounded to float32; here from double, correctly rounded), then alpha = lr *
-// sqrt(1 - b2^t) / (1 - b1^t) in float32 operations. The moments' coefficient 1 - beta is Python
-// arithmetic on the double beta, rounded to float32 once: 0.001f for beta_2 = 0.999, where
-// 1 - 0.999f would be 1.3e-5 smaller, a systematic 6.4e-6 in every step that alone moves a
-// run away from Keras's (bench/RESULTS.md, "Adam against Keras, op by op").
-// `u_product_before`: Nadam's u_product through step t - 1 (nadam_u_product_before); 1 otherwise.
+// The optimizer's per-step constants (its unit's constants(), after the learning rate), with the
+// value it carries between steps (counters.carried) as it stood before step t.
 CROSSOVER_HD UpdateConstants update_constants(const OptimizerConfig& c, float lr, int64_t t,
-                                              float u_product_before = 1.0f) {
+                                              const StepCounters& counters) {
   UpdateConstants u{};
   u.lr = lr;
-  u.nadam_u_product = 1.0f;
   switch (c.kind) {
-    case OptimizerKind::adam: {
-      const float b1t = float_power(c.beta1, t), b2t = float_power(c.beta2, t);
-      u.adam_alpha = lr * std::sqrt(1.0f - b2t) / (1.0f - b1t);
-      u.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
-      u.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
-      break;
-    }
-    case OptimizerKind::rmsprop:
-    case OptimizerKind::adadelta:
-      u.one_minus_rho = static_cast<float>(1.0 - c.rho);
-      break;
-    case OptimizerKind::nadam: {
-      // nadam.py casts beta_1 and beta_2 to float32 first, so 1 - beta is float32 arithmetic
-      // here (unlike Adam's). u_product(t) = u_product(t - 1) * beta_1 * schedule(t) is what
-      // _backend_update_step assigns before update_step reads it.
-      const auto b1 = static_cast<float>(c.beta1), b2 = static_cast<float>(c.beta2);
-      const float u_t = b1 * nadam_schedule(t), u_next = b1 * nadam_schedule(t + 1);
-      const float product = u_product_before * b1 * nadam_schedule(t);
-      u.nadam_u_next = u_next;
-      u.nadam_one_minus_u = 1.0f - u_t;
-      u.nadam_one_minus_product = 1.0f - product;
-      u.nadam_one_minus_product_next = 1.0f - product * u_next;
-      u.nadam_u_product = product;
-      u.one_minus_beta1 = 1.0f - b1;
-      u.one_minus_beta2 = 1.0f - b2;
-      u.one_minus_beta2_power = 1.0f - float_power(c.beta2, t);
-      break;
-    }
-    case OptimizerKind::adamax:
-      u.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);  // 1 - self.beta_1: Python's
-      u.one_minus_beta1_power = 1.0f - float_power(c.beta1, t);
-      break;
-    case OptimizerKind::sgd:
-    case OptimizerKind::adagrad:
-      break;
+#define CROSSOVER_CONSTANTS(kind, Unit)                               \
+  case OptimizerKind::kind:                                           \
+    optimizers::Unit::constants(c.args.kind, t, counters.carried, u); \
+    break;
+    CROSSOVER_OPTIMIZERS(CROSSOVER_CONSTANTS)
+#undef CROSSOVER_CONSTANTS
   }
   return u;
+}
+
+// After step t: the value the optimizer carries into the next step.
+CROSSOVER_HD void record_step(const OptimizerConfig& c, const UpdateConstants& u,
+                              StepCounters& counters, int64_t t) {
+  switch (c.kind) {
+#define CROSSOVER_CARRY(kind, Unit)                               \
+  case OptimizerKind::kind:                                       \
+    optimizers::Unit::carry(c.args.kind, u, counters.carried, t); \
+    break;
+    CROSSOVER_OPTIMIZERS(CROSSOVER_CARRY)
+#undef CROSSOVER_CARRY
+  }
 }
 
 // Keras's clipnorm (base_optimizer._clip_by_norm), one parameter tensor at a time: g * clipnorm /
@@ -237,10 +161,8 @@ CROSSOVER_HD float tensor_clip_divisor(float clipnorm, double sum_squares) {
   return norm > clipnorm ? norm : clipnorm;
 }
 
-// One element of one parameter, one function per optimizer, branch-free so that a loop over
-// elements vectorises. g is the raw gradient; grad_scale is 1 or clipnorm's factor, or with
-// tensor_clipnorm the tensor's tensor_clip_divisor; decay is lr * weight_decay for kernels and 0
-// for biases (decoupled, applied after clipping and before the step as Keras 3 does).
+// The gradient one element's update sees: g is the raw gradient; grad_scale is 1 or clipnorm's
+// factor, or with tensor_clipnorm the tensor's tensor_clip_divisor; then clipvalue's clamp.
 CROSSOVER_HD float clipped_gradient(const OptimizerConfig& c, float g, float grad_scale) {
   if (c.tensor_clipnorm > 0.0f) return g * c.tensor_clipnorm / grad_scale;
   g *= grad_scale;
@@ -248,153 +170,26 @@ CROSSOVER_HD float clipped_gradient(const OptimizerConfig& c, float g, float gra
   return g < -c.clipvalue ? -c.clipvalue : (g > c.clipvalue ? c.clipvalue : g);
 }
 
-// Keras's order: m += (g - m) * (1 - beta_1); v += (g^2 - v) * (1 - beta_2);
-// w -= m * alpha / (sqrt(v) + epsilon) (epsilon outside the root, after the bias correction).
-CROSSOVER_HD void adam_update(float one_minus_beta1, float one_minus_beta2, float epsilon,
-                              float alpha, float decay, float& w, float g, float& m, float& v) {
-  w -= w * decay;
-  m += (g - m) * one_minus_beta1;
-  v += (g * g - v) * one_minus_beta2;
-  w -= m * alpha / (std::sqrt(v) + epsilon);
-}
-
-// Keras's amsgrad (adam.py): after v's update, v_hat = maximum(v_hat, v), and v_hat takes v's
-// place in the step: w -= m * alpha / (sqrt(v_hat) + epsilon). alpha is Adam's, unchanged.
-CROSSOVER_HD void adam_amsgrad_update(float one_minus_beta1, float one_minus_beta2, float epsilon,
-                                      float alpha, float decay, float& w, float g, float& m,
-                                      float& v, float& v_hat) {
-  w -= w * decay;
-  m += (g - m) * one_minus_beta1;
-  v += (g * g - v) * one_minus_beta2;
-  v_hat = v_hat < v ? v : v_hat;
-  w -= m * alpha / (std::sqrt(v_hat) + epsilon);
-}
-
-CROSSOVER_HD void adam_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
-                               float& w, float g, float& m, float& v) {
-  adam_update(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, w, g, m, v);
-}
-
-CROSSOVER_HD void adam_amsgrad_element(const OptimizerConfig& c, const UpdateConstants& u,
-                                       float decay, float& w, float g, float& m, float& v,
-                                       float& v_hat) {
-  adam_amsgrad_update(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay, w, g, m,
-                      v, v_hat);
-}
-
-CROSSOVER_HD void sgd_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
-                              float& w, float g, float* velocity) {
-  w -= w * decay;
-  if (c.momentum == 0.0f) {
-    w -= u.lr * g;
-    return;
-  }
-  const float vel = *velocity = c.momentum * *velocity - u.lr * g;
-  w += c.nesterov ? c.momentum * vel - u.lr * g : vel;
-}
-
-// Keras 3's RMSprop (keras/src/optimizers/rmsprop.py): ms = rho ms + (1 - rho) g^2;
-// step = lr g / sqrt(ms + epsilon) (epsilon inside the root); with momentum, mom = momentum mom +
-// step and w -= mom.
-CROSSOVER_HD void rmsprop_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
-                                  float& w, float g, float& mean_square, float* momentum) {
-  w -= w * decay;
-  mean_square = static_cast<float>(c.rho) * mean_square + u.one_minus_rho * (g * g);
-  const float step = u.lr * g / std::sqrt(mean_square + c.epsilon);
-  if (c.momentum > 0.0f) {
-    *momentum = c.momentum * *momentum + step;
-    w -= *momentum;
-  } else {
-    w -= step;
-  }
-}
-
-// Keras 3's Adagrad (keras/src/optimizers/adagrad.py): acc += g^2 (acc starts at
-// initial_accumulator_value); w -= lr g / sqrt(acc + epsilon).
-CROSSOVER_HD void adagrad_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
-                                  float& w, float g, float& accumulator) {
-  w -= w * decay;
-  accumulator += g * g;
-  w -= u.lr * g / std::sqrt(accumulator + c.epsilon);
-}
-
-// Keras 3's Adadelta (keras/src/optimizers/adadelta.py), with rms(x) = sqrt(x + epsilon):
-// ag = rho ag + (1 - rho) g^2; delta = -(rms(ad) g) / rms(ag); ad = rho ad + (1 - rho) delta^2;
-// w += lr delta. rho is float32 where it multiplies a tensor, 1 - rho is Python's (double).
-CROSSOVER_HD void adadelta_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
-                                   float& w, float g, float& accumulated_grad,
-                                   float& accumulated_delta_var) {
-  w -= w * decay;
-  const auto rho = static_cast<float>(c.rho);
-  accumulated_grad = rho * accumulated_grad + u.one_minus_rho * (g * g);
-  const float delta =
-      -(std::sqrt(accumulated_delta_var + c.epsilon) * g / std::sqrt(accumulated_grad + c.epsilon));
-  accumulated_delta_var = rho * accumulated_delta_var + u.one_minus_rho * (delta * delta);
-  w += u.lr * delta;
-}
-
-// Keras 3's Nadam (keras/src/optimizers/nadam.py): m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2);
-// m_hat = u(t+1) m / (1 - u_product(t) u(t+1)) + (1 - u(t)) g / (1 - u_product(t));
-// v_hat = v / (1 - b2^t); w -= m_hat lr / (sqrt(v_hat) + epsilon).
-CROSSOVER_HD void nadam_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
-                                float& w, float g, float& m, float& v) {
-  w -= w * decay;
-  m += (g - m) * u.one_minus_beta1;
-  v += (g * g - v) * u.one_minus_beta2;
-  const float m_hat = u.nadam_u_next * m / u.nadam_one_minus_product_next +
-                      u.nadam_one_minus_u * g / u.nadam_one_minus_product;
-  const float v_hat = v / u.one_minus_beta2_power;
-  w -= m_hat * u.lr / (std::sqrt(v_hat) + c.epsilon);
-}
-
-// Keras 3's Adamax (keras/src/optimizers/adamax.py): m += (g - m)(1 - b1);
-// norm = max(b2 norm, |g|); w -= lr m / ((1 - b1^t)(norm + epsilon)).
-CROSSOVER_HD void adamax_element(const OptimizerConfig& c, const UpdateConstants& u, float decay,
-                                 float& w, float g, float& m, float& norm) {
-  w -= w * decay;
-  m += (g - m) * u.one_minus_beta1;
-  const float decayed = static_cast<float>(c.beta2) * norm, a = std::fabs(g);
-  norm = decayed > a ? decayed : a;
-  w -= u.lr * m / (u.one_minus_beta1_power * (norm + c.epsilon));
-}
-
-// The decay factor of one parameter tensor for this step.
+// The decay factor of one parameter tensor for this step: lr * weight_decay for kernels and 0 for
+// biases (decoupled, applied after clipping and before the step as Keras 3 does).
 CROSSOVER_HD float decay_factor(const OptimizerConfig& c, const UpdateConstants& u, bool decay) {
   return decay ? c.weight_decay * u.lr : 0.0f;
 }
 
-// One element of any optimizer (device code calls this; the CPU loops per kind). slot3 is read
-// only by Adam with amsgrad.
+// One element i of one parameter tensor, by its optimizer's unit (device code calls this; the CPU
+// loops per unit, update_elements). slot3 is read only by Adam with amsgrad.
 CROSSOVER_HD void update_one(const OptimizerConfig& c, const UpdateConstants& u, float grad_scale,
                              bool decay, float& w, float g_raw, float* slot1, float* slot2,
                              float* slot3, int64_t i) {
   const float g = clipped_gradient(c, g_raw, grad_scale);
   const float d = decay_factor(c, u, decay);
   switch (c.kind) {
-    case OptimizerKind::adam:
-      if (c.amsgrad)
-        adam_amsgrad_element(c, u, d, w, g, slot1[i], slot2[i], slot3[i]);
-      else
-        adam_element(c, u, d, w, g, slot1[i], slot2[i]);
-      return;
-    case OptimizerKind::sgd:
-      sgd_element(c, u, d, w, g, slot1 + i);
-      return;
-    case OptimizerKind::rmsprop:
-      rmsprop_element(c, u, d, w, g, slot1[i], slot2 + i);
-      return;
-    case OptimizerKind::adagrad:
-      adagrad_element(c, u, d, w, g, slot1[i]);
-      return;
-    case OptimizerKind::adadelta:
-      adadelta_element(c, u, d, w, g, slot1[i], slot2[i]);
-      return;
-    case OptimizerKind::nadam:
-      nadam_element(c, u, d, w, g, slot1[i], slot2[i]);
-      return;
-    case OptimizerKind::adamax:
-      adamax_element(c, u, d, w, g, slot1[i], slot2[i]);
-      return;
+#define CROSSOVER_ELEMENT(kind, Unit)                                           \
+  case OptimizerKind::kind:                                                     \
+    optimizers::Unit::element(c.args.kind, u, d, w, g, slot1, slot2, slot3, i); \
+    return;
+    CROSSOVER_OPTIMIZERS(CROSSOVER_ELEMENT)
+#undef CROSSOVER_ELEMENT
   }
 }
 

@@ -1,11 +1,13 @@
-// What one training step computes, as settings: the optimizer (Keras's kinds and arguments, the
-// learning-rate schedule) and the loss. The backends' kernels compute them (kernel_math.h) and the
-// model and the file formats describe them; neither needs the kernel interface (backend.h) for
-// that, so they live here, in a header with no device code. (They are not in nn/: the backends
-// sit below nn and may not include it.)
+// What one training step computes, as settings: the optimizer (its kind, one of the units of
+// backends/optimizers/, with its arguments, and the learning-rate schedule) and the loss. The
+// backends' kernels compute them (kernel_math.h) and the model and the file formats describe them;
+// neither needs the kernel interface (backend.h) for that, so they live here, in a header with no
+// device code. (They are not in nn/: the backends sit below nn and may not include it.)
 #pragma once
 
 #include <cstdint>
+
+#include "backends/optimizers/list.h"
 
 namespace crossover {
 
@@ -20,30 +22,31 @@ struct LearningRateSchedule {
   bool staircase = false;
 };
 
-enum class OptimizerKind { sgd, adam, rmsprop, adagrad, adadelta, nadam, adamax };
+#define CROSSOVER_OPTIMIZER_KIND(kind, Unit) kind,
+enum class OptimizerKind { CROSSOVER_OPTIMIZERS(CROSSOVER_OPTIMIZER_KIND) };
+#undef CROSSOVER_OPTIMIZER_KIND
+
+// The arguments of the optimizer a config holds: its unit's Options (the member named by its kind
+// is the one in use). Device code reads them as its unit's element() takes them.
+union OptimizerArguments {
+#define CROSSOVER_OPTIMIZER_MEMBER(kind, Unit) optimizers::Unit::Options kind;
+  CROSSOVER_OPTIMIZERS(CROSSOVER_OPTIMIZER_MEMBER)
+#undef CROSSOVER_OPTIMIZER_MEMBER
+  constexpr OptimizerArguments() : adam() {}
+};
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adam;
+  OptimizerArguments args;  // args.<kind>: Keras's arguments (Adam's defaults unless set)
   LearningRateSchedule schedule;
-  // Adam's betas and RMSprop's rho as given, in double: Keras takes 1 - beta in double (Python)
-  // and rounds it to float32 once, which a float32 beta cannot reproduce (1 - 0.999f is 1.3e-5
-  // from 0.001f). See update_constants.
-  double beta1 = 0.9;                      // Adam, Nadam, Adamax
-  double beta2 = 0.999;                    // Adam, Nadam, Adamax
-  float epsilon = 1e-7f;                   // all but SGD (Keras's default)
-  float momentum = 0.0f;                   // SGD, RMSprop
-  bool nesterov = false;                   // SGD
-  double rho = 0.9;                        // RMSprop, Adadelta
-  float initial_accumulator_value = 0.1f;  // Adagrad: slot1's value before the first step
-  float weight_decay = 0.0f;               // decoupled (AdamW-style; Keras's weight_decay argument)
-  float clipnorm = 0.0f;                   // clip by global norm when > 0 (Keras's global_clipnorm)
+  // The base optimizer's arguments, as the step applies them (the options' copies are what was
+  // given; these are what the kernels read):
+  float weight_decay = 0.0f;  // decoupled (AdamW-style; Keras's weight_decay argument)
+  float clipnorm = 0.0f;      // clip by global norm when > 0 (Keras's global_clipnorm)
   // Keras's clipnorm: each parameter tensor's gradient clipped to this L2 norm on its own when
   // > 0 (tensor_clip_divisor in kernel_math.h). At most one of the clippings is set, as in Keras.
   float tensor_clipnorm = 0.0f;
   float clipvalue = 0.0f;  // clip each element to [-clipvalue, clipvalue] when > 0
-  // Adam (and so AdamW): Keras's amsgrad, a third slot per parameter (ParamSlot::slot3, Keras's
-  // velocity_hat = max(velocity_hat, v)) whose root divides the step instead of v's.
-  bool amsgrad = false;
 };
 
 enum class LossKind {

@@ -53,10 +53,18 @@ std::string compile_description(const Sequential& model) {
   if (opt.schedule.decay_steps > 0)
     s += fmt::format(" decaying by {:g} every {} steps", opt.schedule.decay_rate,
                      opt.schedule.decay_steps);
-  if (opt.kind != OptimizerKind::adam && opt.momentum > 0)
-    s += fmt::format(", momentum {:g}", opt.momentum);
+  // The optimizer's own arguments where not Keras's defaults ("momentum 0.9", "amsgrad").
+  for (const OptimizerArgumentValue& a : optimizer_arguments(opt)) {
+    const bool f32 = a.type == OptimizerArgumentValue::Type::float32;
+    if (a.value == (f32 ? static_cast<float>(a.default_value) : a.default_value) ||
+        a.type == OptimizerArgumentValue::Type::refused)
+      continue;
+    if (a.type == OptimizerArgumentValue::Type::flag)
+      s += a.value != 0 ? fmt::format(", {}", a.name) : fmt::format(", no {}", a.name);
+    else
+      s += fmt::format(", {} {:g}", a.name, a.value);
+  }
   if (opt.weight_decay > 0) s += fmt::format(", weight decay {:g}", opt.weight_decay);
-  if (opt.kind == OptimizerKind::adam && opt.amsgrad) s += ", amsgrad";
   return s + "), loss " + model.loss_name();
 }
 

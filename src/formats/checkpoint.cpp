@@ -61,12 +61,26 @@ void restore(Sequential& model, const SafetensorsFile& file, const CheckpointInf
                                   "with {}: compile it with the same optimizer",
                                   optimizer_name(info.training.optimizer.kind),
                                   optimizer_name(model.optimizer().kind)));
-  if (model.optimizer().amsgrad != info.training.optimizer.amsgrad)
-    throw Error(path, fmt::format("the checkpoint was trained with {} (amsgrad={}) but the model "
-                                  "is compiled with amsgrad={}: compile it with the same optimizer",
-                                  optimizer_name(info.training.optimizer.kind),
-                                  info.training.optimizer.amsgrad ? "True" : "False",
-                                  model.optimizer().amsgrad ? "True" : "False"));
+  // The same kind with other slots (Adam with and without amsgrad): the arguments that differ.
+  const OptimizerConfig& now = model.optimizer();
+  const OptimizerConfig& then = info.training.optimizer;
+  if (optimizer_slot_names(now) != optimizer_slot_names(then)) {
+    std::string was, is;
+    const auto a = optimizer_arguments(then), b = optimizer_arguments(now);
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      if (a[i].value == b[i].value) continue;
+      const auto shown = [](const OptimizerArgumentValue& v) {
+        if (v.type == OptimizerArgumentValue::Type::flag)
+          return std::string(v.value ? "True" : "False");
+        return fmt::format("{:g}", v.value);
+      };
+      was += fmt::format("{}{}={}", was.empty() ? "" : ", ", a[i].name, shown(a[i]));
+      is += fmt::format("{}{}={}", is.empty() ? "" : ", ", b[i].name, shown(b[i]));
+    }
+    throw Error(path, fmt::format("the checkpoint was trained with {} ({}) but the model is "
+                                  "compiled with {}: compile it with the same optimizer",
+                                  optimizer_name(then.kind), was, is));
+  }
   load_weights(model, file, path);  // checks names and shapes, warns about NaN/Inf
   std::vector<NamedTensor> state = model.get_optimizer_state();
   for (NamedTensor& s : state) {

@@ -491,9 +491,6 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
   if (!v.is_object() || !v.contains("class_name") || !v["class_name"].is_string())
     throw Error(where, "compile_config field optimizer: unreadable optimizer " + brief(v));
   std::string cls = v["class_name"].get<std::string>();
-  std::string low = cls;
-  std::transform(low.begin(), low.end(), low.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
   const json empty = json::object();
   const json& cfg = v.contains("config") && v["config"].is_object() ? v["config"] : empty;
   const std::string who = "optimizer " + printable(cls);
@@ -505,27 +502,43 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
     auto it = cfg.find(key);
     return it != cfg.end() && !flag_is_false(*it) && !(it->is_number() && it->get<double>() == 0);
   };
-  const bool adam = low == "adam" || low == "adamw";
-  refuse_if("amsgrad", truthy("amsgrad") && !adam, "AMSGrad is Adam's and AdamW's only");
+  const OptimizerClass* unit = find_optimizer_class(cls);
+  if (!unit) {
+    std::string known;
+    for (const OptimizerClass& c : optimizer_classes())
+      known += (known.empty() ? "" : ", ") + c.class_name;
+    throw Error(where, "compile_config field optimizer: " + printable(cls) +
+                           " is not supported: crossover runs " + known);
+  }
   refuse_if("use_ema", truthy("use_ema"), "EMA of the weights is not supported");
-  refuse_if("centered", truthy("centered"), "centered RMSprop is not supported");
   refuse_if("gradient_accumulation_steps", truthy("gradient_accumulation_steps"),
             "gradient accumulation is not supported");
   refuse_if("decay", truthy("decay"), "the legacy decay argument is not supported");
+  // Another optimizer's argument, set: this one has no such thing (Nadam's amsgrad).
+  for (const OptimizerClass& other : optimizer_classes())
+    for (const OptimizerArgumentValue& a : other.arguments) {
+      const std::string key(a.name);
+      const bool own = std::any_of(unit->arguments.begin(), unit->arguments.end(),
+                                   [&](const OptimizerArgumentValue& b) { return b.name == key; });
+      refuse_if(key.c_str(), !own && truthy(key.c_str()),
+                fmt::format("{} is {}'s argument; Keras's {} has none", key, other.class_name,
+                            unit->class_name)
+                    .c_str());
+    }
 
-  double lr = -1;
+  OptimizerArgumentValues args;
   int64_t decay_steps = 0;
   double decay_rate = 1;
   bool staircase = false;
   if (auto it = cfg.find("learning_rate"); it != cfg.end() && !it->is_null()) {
     if (it->is_number()) {
-      lr = it->get<double>();
+      args["learning_rate"] = it->get<double>();
     } else if (it->is_object() && it->contains("class_name") &&
                (*it)["class_name"] == "ExponentialDecay" && it->contains("config") &&
                (*it)["config"].is_object()) {
       const json& s = (*it)["config"];
       const std::string sw = who + " learning_rate";
-      lr = number_field(s, "initial_learning_rate", -1, where, sw);
+      args["learning_rate"] = number_field(s, "initial_learning_rate", -1, where, sw);
       const double ds = number_field(s, "decay_steps", 0, where, sw);
       if (!(ds >= 1 && ds <= 9e15 && ds == std::floor(ds)))
         throw Error(where, sw + " field decay_steps: must be a whole number >= 1");
@@ -540,78 +553,25 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
                       brief(*it));
     }
   }
-  const double wd = number_field(cfg, "weight_decay", 0, where, who);
-  const double clip = number_field(cfg, "global_clipnorm", 0, where, who);
-  const double clipvalue = number_field(cfg, "clipvalue", 0, where, who);
+  // The base optimizer's numbers and the optimizer's own arguments, where given (null: Keras's
+  // default).
+  for (const char* key : {"weight_decay", "global_clipnorm", "clipvalue", "clipnorm"})
+    if (auto it = cfg.find(key); it != cfg.end() && !it->is_null())
+      args[key] = number_field(cfg, key, 0, where, who);
+  for (const OptimizerArgumentValue& a : unit->arguments) {
+    const std::string key(a.name);
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) continue;
+    if (a.type == OptimizerArgumentValue::Type::flag ||
+        a.type == OptimizerArgumentValue::Type::refused)
+      args[key] = truthy(key.c_str()) ? 1 : 0;
+    else
+      args[key] = number_field(cfg, key.c_str(), 0, where, who);
+  }
   OptimizerConfig out;
   try {
-    if (adam) {
-      AdamOptions o;
-      if (lr >= 0) o.learning_rate = lr;
-      o.beta_1 = number_field(cfg, "beta_1", o.beta_1, where, who);
-      o.beta_2 = number_field(cfg, "beta_2", o.beta_2, where, who);
-      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
-      o.weight_decay = low == "adamw" ? number_field(cfg, "weight_decay", 0.004, where, who) : wd;
-      o.clipnorm = clip;
-      o.clipvalue = clipvalue;
-      o.amsgrad = truthy("amsgrad");
-      out = Adam(o);
-    } else if (low == "sgd") {
-      SGDOptions o;
-      if (lr >= 0) o.learning_rate = lr;
-      o.momentum = number_field(cfg, "momentum", 0, where, who);
-      if (auto n = cfg.find("nesterov"); n != cfg.end() && n->is_boolean())
-        o.nesterov = n->get<bool>();
-      o.weight_decay = wd;
-      o.clipnorm = clip;
-      o.clipvalue = clipvalue;
-      out = SGD(o);
-    } else if (low == "rmsprop") {
-      RMSpropOptions o;
-      if (lr >= 0) o.learning_rate = lr;
-      o.rho = number_field(cfg, "rho", o.rho, where, who);
-      o.momentum = number_field(cfg, "momentum", 0, where, who);
-      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
-      o.weight_decay = wd;
-      o.clipnorm = clip;
-      o.clipvalue = clipvalue;
-      out = RMSprop(o);
-    } else if (low == "nadam" || low == "adamax") {
-      AdamOptions o;
-      if (lr >= 0) o.learning_rate = lr;
-      o.beta_1 = number_field(cfg, "beta_1", o.beta_1, where, who);
-      o.beta_2 = number_field(cfg, "beta_2", o.beta_2, where, who);
-      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
-      o.weight_decay = wd;
-      o.clipnorm = clip;
-      o.clipvalue = clipvalue;
-      out = low == "nadam" ? Nadam(o) : Adamax(o);
-    } else if (low == "adagrad") {
-      AdagradOptions o;
-      if (lr >= 0) o.learning_rate = lr;
-      o.initial_accumulator_value =
-          number_field(cfg, "initial_accumulator_value", o.initial_accumulator_value, where, who);
-      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
-      o.weight_decay = wd;
-      o.clipnorm = clip;
-      o.clipvalue = clipvalue;
-      out = Adagrad(o);
-    } else if (low == "adadelta") {
-      AdadeltaOptions o;
-      if (lr >= 0) o.learning_rate = lr;
-      o.rho = number_field(cfg, "rho", o.rho, where, who);
-      o.epsilon = number_field(cfg, "epsilon", o.epsilon, where, who);
-      o.weight_decay = wd;
-      o.clipnorm = clip;
-      o.clipvalue = clipvalue;
-      out = Adadelta(o);
-    } else {
-      throw Error(where, "compile_config field optimizer: " + printable(cls) +
-                             " is not supported: crossover runs Adam, AdamW, SGD, RMSprop, "
-                             "Adagrad, Adadelta, Nadam and Adamax");
-    }
+    out = make_optimizer(cls, args);
     if (decay_steps > 0) out = with_exponential_decay(out, decay_steps, decay_rate, staircase);
-    out = with_tensor_clipnorm(out, number_field(cfg, "clipnorm", 0, where, who));
   } catch (const Error& e) {
     const std::string m = e.what();
     if (m.rfind(where, 0) == 0) throw;
@@ -731,30 +691,11 @@ void collect_metrics(const json& v, std::vector<MetricSpec>& out, const std::str
 
 ojson optimizer_json(const OptimizerConfig& o) {
   // Keras's class and its default name (SGD's is "SGD", the others' the snake-case class).
-  const char* cls = "Adam";
-  const char* name = "adam";
-  switch (o.kind) {
-    case OptimizerKind::adam:
-      break;
-    case OptimizerKind::sgd:
-      cls = name = "SGD";
-      break;
-    case OptimizerKind::rmsprop:
-      cls = "RMSprop", name = "rmsprop";
-      break;
-    case OptimizerKind::adagrad:
-      cls = "Adagrad", name = "adagrad";
-      break;
-    case OptimizerKind::adadelta:
-      cls = "Adadelta", name = "adadelta";
-      break;
-    case OptimizerKind::nadam:
-      cls = "Nadam", name = "nadam";
-      break;
-    case OptimizerKind::adamax:
-      cls = "Adamax", name = "adamax";
-      break;
-  }
+  std::string cls, name;
+  visit_optimizer(o.kind, [&]<class Unit>() {
+    cls = Unit::class_name;
+    name = Unit::name;
+  });
   ojson lr;
   if (o.schedule.decay_steps > 0) {
     lr = ojson{{"module", "keras.optimizers.schedules"},
@@ -783,37 +724,22 @@ ojson optimizer_json(const OptimizerConfig& o) {
           {"ema_overwrite_frequency", nullptr},
           {"loss_scale_factor", nullptr},
           {"gradient_accumulation_steps", nullptr}};
-  switch (o.kind) {
-    case OptimizerKind::adam:
-      c["beta_1"] = o.beta1;
-      c["beta_2"] = o.beta2;
-      c["epsilon"] = keras_config::decimal(o.epsilon);
-      c["amsgrad"] = o.amsgrad;
-      break;
-    case OptimizerKind::sgd:
-      c["momentum"] = keras_config::decimal(o.momentum);
-      c["nesterov"] = o.nesterov;
-      break;
-    case OptimizerKind::rmsprop:
-      c["rho"] = o.rho;
-      c["momentum"] = keras_config::decimal(o.momentum);
-      c["epsilon"] = keras_config::decimal(o.epsilon);
-      c["centered"] = false;
-      break;
-    case OptimizerKind::adagrad:
-      c["initial_accumulator_value"] = keras_config::decimal(o.initial_accumulator_value);
-      c["epsilon"] = keras_config::decimal(o.epsilon);
-      break;
-    case OptimizerKind::adadelta:
-      c["rho"] = o.rho;
-      c["epsilon"] = keras_config::decimal(o.epsilon);
-      break;
-    case OptimizerKind::nadam:
-    case OptimizerKind::adamax:
-      c["beta_1"] = o.beta1;
-      c["beta_2"] = o.beta2;
-      c["epsilon"] = keras_config::decimal(o.epsilon);
-      break;
+  for (const OptimizerArgumentValue& a : optimizer_arguments(o)) {
+    const std::string key(a.name);
+    switch (a.type) {
+      case OptimizerArgumentValue::Type::number:
+        c[key] = a.value;
+        break;
+      case OptimizerArgumentValue::Type::float32:
+        c[key] = keras_config::decimal(static_cast<float>(a.value));
+        break;
+      case OptimizerArgumentValue::Type::flag:
+        c[key] = a.value != 0;
+        break;
+      case OptimizerArgumentValue::Type::refused:
+        c[key] = false;
+        break;
+    }
   }
   return ojson{{"module", "keras.optimizers"},
                {"class_name", cls},

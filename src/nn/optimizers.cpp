@@ -1,5 +1,9 @@
 #include "nn/optimizers.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -8,35 +12,190 @@
 namespace crossover {
 namespace {
 
-void check_common(const char* who, double lr, double weight_decay, double clipnorm,
-                  double clipvalue) {
-  if (!(lr > 0.0)) throw Error(who, "learning_rate must be positive, got " + std::to_string(lr));
-  if (weight_decay < 0.0 || clipnorm < 0.0 || clipvalue < 0.0)
-    throw Error(who, "weight_decay, clipnorm and clipvalue must not be negative");
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
 }
 
-// Adam, Nadam and Adamax: the same settings, checks and defaults.
-OptimizerConfig adam_like(const char* who, OptimizerKind kind, const AdamOptions& o) {
-  check_common(who, o.learning_rate, o.weight_decay, o.clipnorm, o.clipvalue);
-  if (!(o.beta_1 >= 0 && o.beta_1 < 1 && o.beta_2 >= 0 && o.beta_2 < 1))
-    throw Error(who, "beta_1 and beta_2 must be in [0, 1)");
-  if (!(o.epsilon > 0)) throw Error(who, "epsilon must be positive");
-  if (o.amsgrad && kind != OptimizerKind::adam)
-    throw Error(who, "amsgrad is Adam's and AdamW's (Keras's " + std::string(who) + " has none)");
+// "must be positive", "must not be negative" or "must be in [0, 1)": where a range lets a number
+// lie.
+std::string range_text(const optimizers::Range& r) {
+  const bool open_above = r.high >= 1e300;
+  if (r.low == 0 && open_above) return r.low_open ? "must be positive" : "must not be negative";
+  return fmt::format("must be in {}{:g}, {:g}{}", r.low_open ? "(" : "[", r.low, r.high,
+                     r.high_open ? ")" : "]");
+}
+
+bool in_range(double v, const optimizers::Range& r) {
+  if (!std::isfinite(v)) return false;
+  if (r.low_open ? !(v > r.low) : !(v >= r.low)) return false;
+  return r.high_open ? v < r.high : v <= r.high;
+}
+
+template <class Unit>
+std::vector<OptimizerArgumentValue> arguments_of(const typename Unit::Options& o) {
+  using Type = OptimizerArgumentValue::Type;
+  static constexpr typename Unit::Options defaults{};
+  std::vector<OptimizerArgumentValue> out;
+  for (const auto& a : Unit::arguments) {
+    OptimizerArgumentValue v{.name = a.name};
+    if (a.number) {
+      v.value = o.*a.number;
+      v.default_value = defaults.*a.number;  // Keras's (1e-7, not the float it rounds to)
+      v.type = a.float32 ? Type::float32 : Type::number;
+    } else if (a.flag) {
+      v.value = o.*a.flag ? 1 : 0;
+      v.default_value = defaults.*a.flag ? 1 : 0;
+      v.type = Type::flag;
+    } else {
+      v.type = Type::refused;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+// An argument given by Keras name to `o`: true when the unit (or the base optimizer) has it.
+template <class Unit>
+bool set_argument(typename Unit::Options& o, std::string_view key, double v) {
+  if (key == "learning_rate") return o.learning_rate = v, true;
+  if (key == "weight_decay") return o.weight_decay = v, true;
+  if (key == "global_clipnorm") return o.clipnorm = v, true;
+  if (key == "clipvalue") return o.clipvalue = v, true;
+  for (const auto& a : Unit::arguments) {
+    if (a.name != key) continue;
+    if (a.number) {
+      o.*a.number = v;
+    } else if (a.flag) {
+      o.*a.flag = v != 0;
+    } else if (v != 0) {
+      throw Error(std::string(Unit::class_name), fmt::format("{}: {}", key, a.refusal));
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+template <class Unit>
+OptimizerConfig make_optimizer(const typename Unit::Options& given) {
+  const std::string who(Unit::class_name);
+  typename Unit::Options o = given;
+  if (!(o.learning_rate > 0.0) || !std::isfinite(o.learning_rate))
+    throw Error(who, fmt::format("learning_rate must be positive, got {:g}", o.learning_rate));
+  if (!(o.weight_decay >= 0.0 && o.clipnorm >= 0.0 && o.clipvalue >= 0.0))
+    throw Error(who, "weight_decay, clipnorm and clipvalue must not be negative");
+  for (const auto& a : Unit::arguments) {
+    if (!a.number) continue;
+    double& v = o.*a.number;
+    if (!in_range(v, a.range))
+      throw Error(who, fmt::format("{} {}, got {:g}", a.name, range_text(a.range), v));
+    if (a.float32) v = static_cast<float>(v);  // what Keras's float32 variable holds
+  }
   OptimizerConfig c;
-  c.kind = kind;
-  c.amsgrad = o.amsgrad;
+  set_options(c, o);
   c.schedule.base = static_cast<float>(o.learning_rate);
-  c.beta1 = o.beta_1;
-  c.beta2 = o.beta_2;
-  c.epsilon = static_cast<float>(o.epsilon);
   c.weight_decay = static_cast<float>(o.weight_decay);
   c.clipnorm = static_cast<float>(o.clipnorm);
   c.clipvalue = static_cast<float>(o.clipvalue);
   return c;
 }
 
-}  // namespace
+#define CROSSOVER_INSTANTIATE(kind, Unit) \
+  template OptimizerConfig make_optimizer<optimizers::Unit>(const optimizers::Unit::Options&);
+CROSSOVER_OPTIMIZERS(CROSSOVER_INSTANTIATE)
+#undef CROSSOVER_INSTANTIATE
+
+OptimizerConfig Adam(const AdamOptions& o) { return make_optimizer<optimizers::Adam>(o); }
+OptimizerConfig AdamW(AdamOptions o) { return Adam(o); }
+OptimizerConfig SGD(const SGDOptions& o) { return make_optimizer<optimizers::SGD>(o); }
+OptimizerConfig RMSprop(const RMSpropOptions& o) { return make_optimizer<optimizers::RMSprop>(o); }
+OptimizerConfig Adagrad(const AdagradOptions& o) { return make_optimizer<optimizers::Adagrad>(o); }
+OptimizerConfig Adadelta(const AdadeltaOptions& o) {
+  return make_optimizer<optimizers::Adadelta>(o);
+}
+OptimizerConfig Nadam(const NadamOptions& o) { return make_optimizer<optimizers::Nadam>(o); }
+OptimizerConfig Adamax(const AdamaxOptions& o) { return make_optimizer<optimizers::Adamax>(o); }
+OptimizerConfig Lion(const LionOptions& o) { return make_optimizer<optimizers::Lion>(o); }
+
+std::vector<OptimizerArgumentValue> optimizer_arguments(const OptimizerConfig& c) {
+  return visit_optimizer(c.kind,
+                         [&]<class Unit>() { return arguments_of<Unit>(options_of<Unit>(c)); });
+}
+
+std::vector<OptimizerClass> optimizer_classes() {
+  std::vector<OptimizerClass> out;
+  const auto add = [&]<class Unit>(OptimizerKind kind) {
+    const typename Unit::Options o{};
+    out.push_back({.class_name = std::string(Unit::class_name),
+                   .default_name = std::string(Unit::name),
+                   .kind = kind,
+                   .learning_rate = o.learning_rate,
+                   .weight_decay = o.weight_decay,
+                   .arguments = arguments_of<Unit>(o)});
+  };
+#define CROSSOVER_CLASS(kind, Unit) add.template operator()<optimizers::Unit>(OptimizerKind::kind);
+  CROSSOVER_OPTIMIZERS(CROSSOVER_CLASS)
+#undef CROSSOVER_CLASS
+  // Keras's AdamW: Adam's kind and arguments, its own default weight decay and name.
+  OptimizerClass adamw =
+      *std::find_if(out.begin(), out.end(), [](const auto& c) { return c.class_name == "Adam"; });
+  adamw.class_name = "AdamW";
+  adamw.default_name = "adamw";
+  adamw.alias_of = "Adam";
+  adamw.weight_decay = optimizers::kAdamWWeightDecay;
+  out.push_back(std::move(adamw));
+  return out;
+}
+
+const OptimizerClass* find_optimizer_class(std::string_view name) {
+  static const std::vector<OptimizerClass> classes = optimizer_classes();
+  const std::string low = lower(name);
+  for (const OptimizerClass& c : classes)
+    if (lower(c.class_name) == low) return &c;
+  return nullptr;
+}
+
+OptimizerConfig make_optimizer(std::string_view class_name,
+                               const OptimizerArgumentValues& arguments) {
+  const OptimizerClass* cls = find_optimizer_class(class_name);
+  if (!cls) {
+    std::string known;
+    for (const OptimizerClass& c : optimizer_classes())
+      known += (known.empty() ? "" : ", ") + c.class_name;
+    throw Error("optimizer",
+                fmt::format("unknown optimizer '{}': crossover runs {}", class_name, known));
+  }
+  double tensor_clipnorm = 0;
+  OptimizerConfig out = visit_optimizer(cls->kind, [&]<class Unit>() {
+    typename Unit::Options o{};
+    o.weight_decay = cls->weight_decay;
+    for (const auto& [key, value] : arguments) {
+      if (key == "clipnorm") {
+        tensor_clipnorm = value;
+      } else if (!set_argument<Unit>(o, key, value)) {
+        throw Error(cls->class_name, fmt::format("unknown argument '{}'", key));
+      }
+    }
+    return make_optimizer<Unit>(o);
+  });
+  return with_tensor_clipnorm(out, tensor_clipnorm);
+}
+
+OptimizerConfig optimizer_from_name(std::string_view name) {
+  if (find_optimizer_class(name)) return make_optimizer(name);
+  std::string known;
+  for (const OptimizerClass& c : optimizer_classes())
+    known += (known.empty() ? "" : ", ") + lower(c.class_name);
+  throw Error("optimizer", fmt::format("unknown optimizer '{}': expected one of {}", name, known));
+}
+
+std::string optimizer_name(OptimizerKind kind) {
+  return visit_optimizer(kind, []<class Unit>() { return lower(Unit::class_name); });
+}
 
 OptimizerConfig with_tensor_clipnorm(OptimizerConfig optimizer, double clipnorm) {
   if (!(clipnorm >= 0.0) || !std::isfinite(clipnorm))
@@ -48,77 +207,6 @@ OptimizerConfig with_tensor_clipnorm(OptimizerConfig optimizer, double clipnorm)
   return optimizer;
 }
 
-OptimizerConfig Adam(const AdamOptions& o) { return adam_like("Adam", OptimizerKind::adam, o); }
-
-OptimizerConfig AdamW(AdamOptions o) { return Adam(o); }
-
-OptimizerConfig SGD(const SGDOptions& o) {
-  check_common("SGD", o.learning_rate, o.weight_decay, o.clipnorm, o.clipvalue);
-  if (o.momentum < 0 || o.momentum >= 1) throw Error("SGD", "momentum must be in [0, 1)");
-  OptimizerConfig c;
-  c.kind = OptimizerKind::sgd;
-  c.schedule.base = static_cast<float>(o.learning_rate);
-  c.momentum = static_cast<float>(o.momentum);
-  c.nesterov = o.nesterov;
-  c.weight_decay = static_cast<float>(o.weight_decay);
-  c.clipnorm = static_cast<float>(o.clipnorm);
-  c.clipvalue = static_cast<float>(o.clipvalue);
-  return c;
-}
-
-OptimizerConfig RMSprop(const RMSpropOptions& o) {
-  check_common("RMSprop", o.learning_rate, o.weight_decay, o.clipnorm, o.clipvalue);
-  if (o.rho < 0 || o.rho >= 1) throw Error("RMSprop", "rho must be in [0, 1)");
-  if (o.momentum < 0 || o.momentum >= 1) throw Error("RMSprop", "momentum must be in [0, 1)");
-  OptimizerConfig c;
-  c.kind = OptimizerKind::rmsprop;
-  c.schedule.base = static_cast<float>(o.learning_rate);
-  c.rho = o.rho;
-  c.momentum = static_cast<float>(o.momentum);
-  c.epsilon = static_cast<float>(o.epsilon);
-  c.weight_decay = static_cast<float>(o.weight_decay);
-  c.clipnorm = static_cast<float>(o.clipnorm);
-  c.clipvalue = static_cast<float>(o.clipvalue);
-  return c;
-}
-
-OptimizerConfig Adagrad(const AdagradOptions& o) {
-  check_common("Adagrad", o.learning_rate, o.weight_decay, o.clipnorm, o.clipvalue);
-  if (!(o.initial_accumulator_value >= 0))
-    throw Error("Adagrad", "initial_accumulator_value must not be negative");
-  if (!(o.epsilon > 0)) throw Error("Adagrad", "epsilon must be positive");
-  OptimizerConfig c;
-  c.kind = OptimizerKind::adagrad;
-  c.schedule.base = static_cast<float>(o.learning_rate);
-  c.initial_accumulator_value = static_cast<float>(o.initial_accumulator_value);
-  c.epsilon = static_cast<float>(o.epsilon);
-  c.weight_decay = static_cast<float>(o.weight_decay);
-  c.clipnorm = static_cast<float>(o.clipnorm);
-  c.clipvalue = static_cast<float>(o.clipvalue);
-  return c;
-}
-
-OptimizerConfig Adadelta(const AdadeltaOptions& o) {
-  check_common("Adadelta", o.learning_rate, o.weight_decay, o.clipnorm, o.clipvalue);
-  if (!(o.rho >= 0 && o.rho < 1)) throw Error("Adadelta", "rho must be in [0, 1)");
-  if (!(o.epsilon > 0)) throw Error("Adadelta", "epsilon must be positive");
-  OptimizerConfig c;
-  c.kind = OptimizerKind::adadelta;
-  c.schedule.base = static_cast<float>(o.learning_rate);
-  c.rho = o.rho;
-  c.epsilon = static_cast<float>(o.epsilon);
-  c.weight_decay = static_cast<float>(o.weight_decay);
-  c.clipnorm = static_cast<float>(o.clipnorm);
-  c.clipvalue = static_cast<float>(o.clipvalue);
-  return c;
-}
-
-OptimizerConfig Nadam(const AdamOptions& o) { return adam_like("Nadam", OptimizerKind::nadam, o); }
-
-OptimizerConfig Adamax(const AdamOptions& o) {
-  return adam_like("Adamax", OptimizerKind::adamax, o);
-}
-
 OptimizerConfig with_exponential_decay(OptimizerConfig optimizer, int64_t decay_steps,
                                        double decay_rate, bool staircase) {
   if (decay_steps < 1) throw Error("ExponentialDecay", "decay_steps must be at least 1");
@@ -127,66 +215,6 @@ OptimizerConfig with_exponential_decay(OptimizerConfig optimizer, int64_t decay_
   optimizer.schedule.decay_rate = static_cast<float>(decay_rate);
   optimizer.schedule.staircase = staircase;
   return optimizer;
-}
-
-OptimizerConfig optimizer_from_name(std::string_view name) {
-  if (name == "adam") return Adam();
-  if (name == "adamw") return AdamW();
-  if (name == "sgd") return SGD();
-  if (name == "rmsprop") return RMSprop();
-  if (name == "adagrad") return Adagrad();
-  if (name == "adadelta") return Adadelta();
-  if (name == "nadam") return Nadam();
-  if (name == "adamax") return Adamax();
-  throw Error("optimizer",
-              "unknown optimizer '" + std::string(name) +
-                  "': expected adam, adamw, sgd, rmsprop, adagrad, adadelta, nadam or adamax");
-}
-
-std::string_view optimizer_name(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::adam:
-      return "adam";
-    case OptimizerKind::sgd:
-      return "sgd";
-    case OptimizerKind::rmsprop:
-      return "rmsprop";
-    case OptimizerKind::adagrad:
-      return "adagrad";
-    case OptimizerKind::adadelta:
-      return "adadelta";
-    case OptimizerKind::nadam:
-      return "nadam";
-    case OptimizerKind::adamax:
-      return "adamax";
-  }
-  return "adam";
-}
-
-std::array<std::string_view, 3> optimizer_slot_names(const OptimizerConfig& c) {
-  switch (c.kind) {
-    case OptimizerKind::adam:
-      return {"momentum", "velocity", c.amsgrad ? "velocity_hat" : ""};
-    case OptimizerKind::nadam:
-      return {"momentum", "velocity", ""};
-    case OptimizerKind::sgd:
-      return {c.momentum > 0 ? "momentum" : "", "", ""};
-    case OptimizerKind::rmsprop:
-      return {"velocity", c.momentum > 0 ? "momentum" : "", ""};
-    case OptimizerKind::adagrad:
-      return {"accumulator", "", ""};
-    case OptimizerKind::adadelta:
-      return {"accumulated_grad", "accumulated_delta_var", ""};
-    case OptimizerKind::adamax:
-      return {"momentum", "norm", ""};
-  }
-  return {"", "", ""};
-}
-
-int optimizer_slot_count(const OptimizerConfig& c) {
-  int n = 0;
-  for (std::string_view s : optimizer_slot_names(c)) n += s.empty() ? 0 : 1;
-  return n;
 }
 
 }  // namespace crossover

@@ -506,9 +506,7 @@ struct Sequential::Impl {
     return arena.as<float>() + arena_floats * (1 + k) + p.offset;
   }
   // Whether optimizer `o` keeps a third slot per parameter (Adam's amsgrad: velocity_hat).
-  static bool uses_slot3(const OptimizerConfig& o) {
-    return o.kind == OptimizerKind::adam && o.amsgrad;
-  }
+  static bool uses_slot3(const OptimizerConfig& o) { return optimizer_third_slot(o); }
   // The optimizer's state slots per parameter the arena holds: 2, or 3 with arena_slot3.
   int state_slots() const { return arena_slot3 ? 3 : 2; }
 
@@ -552,9 +550,8 @@ struct Sequential::Impl {
     const std::vector<StepCounters> zero(2 * static_cast<std::size_t>(tallies()));
     counters = DeviceBlock(*backend, zero.size() * sizeof(StepCounters));
     backend->upload(counters.as<void>(), zero.data(), zero.size() * sizeof(StepCounters));
-    if (opt.kind == OptimizerKind::adagrad)  // Keras's accumulators start at this value
-      backend->fill(arena.as<float>() + 2 * arena_floats, opt.initial_accumulator_value,
-                    arena_floats);
+    if (const float first = initial_slot_value(opt); first != 0.0f)  // Adagrad's accumulators
+      backend->fill(arena.as<float>() + 2 * arena_floats, first, arena_floats);
     slots.clear();
     trainable_slots.clear();
     unfused_slots.clear();
@@ -2546,8 +2543,8 @@ void Sequential::use_optimizer(OptimizerConfig optimizer) {
     return;
   }
   // Keras's accumulators of Adagrad start at its initial value, every other slot at zero.
-  const float first = m.opt.kind == OptimizerKind::adagrad ? m.opt.initial_accumulator_value : 0;
-  m.backend->fill(m.arena.as<float>() + 2 * m.arena_floats, first, m.arena_floats);
+  m.backend->fill(m.arena.as<float>() + 2 * m.arena_floats, initial_slot_value(m.opt),
+                  m.arena_floats);
   m.backend->fill(m.arena.as<float>() + 3 * m.arena_floats, 0.0f, m.arena_floats);
   if (m.arena_slot3)
     m.backend->fill(m.arena.as<float>() + 4 * m.arena_floats, 0.0f, m.arena_floats);

@@ -256,11 +256,15 @@ void upload_random(Backend& be, float* dst, int64_t n, uint64_t seed, float scal
 }
 
 const OptimizerConfig* optimizer_for(const std::string& name) {
-  static const OptimizerConfig adam = Adam(), sgd = SGD(), rmsprop = RMSprop(), adagrad = Adagrad(),
-                               adadelta = Adadelta(), nadam = Nadam(), adamax = Adamax();
-  for (const OptimizerConfig* c : {&adam, &sgd, &rmsprop, &adagrad, &adadelta, &nadam, &adamax})
-    if (name == optimizer_name(c->kind)) return c;
-  return nullptr;
+  // Each optimizer unit with Keras's defaults, by its kind's name ("adam"; AdamW is Adam's kind).
+  static const std::map<std::string, OptimizerConfig> by_name = [] {
+    std::map<std::string, OptimizerConfig> m;
+    for (const OptimizerClass& c : optimizer_classes())
+      m.emplace(optimizer_name(c.kind), make_optimizer(c.class_name));
+    return m;
+  }();
+  const auto it = by_name.find(name);
+  return it == by_name.end() ? nullptr : &it->second;
 }
 
 // The elementwise kernels of a training step, each timed as training calls it (docs/PROFILE.md):

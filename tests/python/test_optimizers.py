@@ -1,4 +1,4 @@
-"""keras.optimizers' Adagrad, Adadelta, Nadam and Adamax without Keras at hand: Keras's
+"""keras.optimizers' Adagrad, Adadelta, Nadam, Adamax and Lion without Keras at hand: Keras's
 arguments and defaults, get_config/from_config, their string names in compile(), the compile
 settings written to and read from a model's JSON, and training that moves the weights (the
 comparison with Keras itself is test_optimizers_peers.py)."""
@@ -11,13 +11,14 @@ import pytest
 from crossover import keras
 from crossover.keras import layers
 
-NEW = ["Adagrad", "Adadelta", "Nadam", "Adamax"]
+NEW = ["Adagrad", "Adadelta", "Nadam", "Adamax", "Lion"]
 
 DEFAULTS = {
     "Adagrad": {"learning_rate": 0.001, "initial_accumulator_value": 0.1, "epsilon": 1e-7},
     "Adadelta": {"learning_rate": 0.001, "rho": 0.95, "epsilon": 1e-7},
     "Nadam": {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
     "Adamax": {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
+    "Lion": {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.99},
 }
 
 
@@ -84,3 +85,30 @@ def test_clipnorm_is_taken_and_only_one_clipping_may_be_set() -> None:
         keras.optimizers.Adagrad(clipnorm=1.0, global_clipnorm=1.0)
     with pytest.raises(ValueError, match="Only one of"):
         keras.optimizers.SGD(clipnorm=1.0, clipvalue=0.5)
+
+
+def test_classes_take_kerass_signature_from_the_engine() -> None:
+    """Each class is made from the engine's unit: Keras's positional order, its defaults in the
+    signature, one clear error for an argument it does not take or a value out of range."""
+    import inspect
+
+    sig = inspect.signature(keras.optimizers.Adam)
+    assert list(sig.parameters)[:5] == ["learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad"]
+    assert sig.parameters["epsilon"].default == 1e-7
+    adam = keras.optimizers.Adam(0.01, 0.8)
+    assert (adam.get_config()["learning_rate"], adam.beta_1) == (pytest.approx(0.01), 0.8)
+    sgd = keras.optimizers.SGD(0.1, 0.9, True)
+    assert (sgd.momentum, sgd.nesterov, sgd.name) == (0.9, True, "sgd")
+    assert isinstance(keras.optimizers.AdamW(), keras.optimizers.Adam)
+    assert keras.optimizers.AdamW().get_config()["weight_decay"] == 0.004
+    with pytest.raises(TypeError, match="multiple values for argument 'learning_rate'"):
+        keras.optimizers.Lion(0.1, learning_rate=0.2)
+    with pytest.raises(TypeError, match="at most 3 positional"):
+        keras.optimizers.Lion(0.1, 0.9, 0.99, 0.5)
+    with pytest.raises(ValueError, match="not recognized.*epsilon"):
+        keras.optimizers.Lion(epsilon=1e-7)
+    with pytest.raises(ValueError, match="centered"):
+        keras.optimizers.RMSprop(centered=True)
+    # The engine checks the ranges (Keras's Lion refuses this beta_1 too).
+    with pytest.raises(ValueError, match=r"beta_1 must be in \(0, 1\], got 0"):
+        keras.optimizers.Lion(beta_1=0.0)

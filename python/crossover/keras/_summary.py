@@ -315,20 +315,8 @@ def _totals(trainable: int, fixed: int, optimizer_params: Optional[int]) -> list
     return lines
 
 
-def optimizer_variable_count(optimizer_name: str, trainable: int, config: dict[str, Any]) -> int:
-    """How many numbers Keras's optimizer keeps once built: its slots per trainable weight, plus
-    its iteration count and learning rate."""
-    slots = {
-        "adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0, "adagrad": 1, "adadelta": 2, "nadam": 2,
-        "adamax": 2,
-    }.get(optimizer_name, 0)  # fmt: skip
-    if optimizer_name == "sgd" and config.get("momentum", 0.0):
-        slots = 1
-    if optimizer_name == "rmsprop" and config.get("momentum", 0.0):
-        slots = 2
-    if optimizer_name == "rmsprop" and config.get("centered", False):
-        slots += 1
-    if optimizer_name in ("adam", "adamw") and config.get("amsgrad", False):
-        slots = 3  # + velocity_hat
-    scalars = 3 if optimizer_name == "nadam" else 2  # + Nadam's u_product
-    return slots * trainable + scalars
+def optimizer_variable_count(optimizer: Any, trainable: int) -> int:
+    """How many numbers Keras's optimizer keeps once built, as the engine's optimizer (a
+    _core.Optimizer) says: its slots per trainable weight, plus its iteration count and
+    learning rate, and the value it carries between steps (Nadam's u_product)."""
+    return optimizer.slot_count * trainable + 2 + (1 if optimizer.carries_value else 0)

@@ -1037,13 +1037,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
         model = self._core
         if self._user_compiled and model is not None and model.optimizer_steps > 0:
             trainable = sum(w.size for layer in self.layers for w in layer.trainable_weights)
-            opt = self.optimizer
-            name = type(opt).__name__.lower() if opt is not None else ""
-            optimizer_params = _summary.optimizer_variable_count(
-                name,
-                trainable,
-                {k: getattr(opt, k, 0) for k in ("momentum", "centered", "amsgrad")},
-            )
+            optimizer_params = _summary.optimizer_variable_count(model.optimizer, trainable)
         text = _summary.summary_text(self, optimizer_params, line_length, positions)
         (print_fn or print)(text)
 

@@ -1,9 +1,11 @@
-"""Keras's optimizers that crossover runs: Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam and
-Adamax (the library's formulas, Keras 3's float32 arithmetic).
+"""Keras's optimizers that crossover runs (Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam,
+Adamax, Lion): one class per unit of the engine (backends/optimizers/), made from its registry,
+with the library's formulas in Keras 3's float32 arithmetic.
 
 `clipnorm` clips each variable's gradient to that norm on its own, `global_clipnorm` the norm of
 them all together, `clipvalue` each element; as in Keras, one of the three at most."""
 
+import inspect
 import math
 import weakref
 from typing import Any, Optional
@@ -340,7 +342,7 @@ class Optimizer:
                     f"the variable {value.shape}"
                 )
             if id(var) not in slots:
-                first = engine.initial_accumulator_value
+                first = engine.initial_slot_value
                 shape = value.shape
                 slots[id(var)] = (
                     var,
@@ -393,204 +395,83 @@ class Optimizer:
         return _core.with_exponential_decay(core, s.decay_steps, s.decay_rate, s.staircase)
 
 
-class Adam(Optimizer):
-    def __init__(
-        self,
-        learning_rate: float = 0.001,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-7,
-        amsgrad: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
-        # Keras's AMSGrad: a third slot per variable, velocity_hat = maximum(velocity_hat, v),
-        # divides the step in v's place (kept as given, as Keras's get_config returns it).
-        self.amsgrad = amsgrad
+def _optimizer_class(spec: dict[str, Any], base: type) -> type:
+    """A Keras optimizer class made from the engine's unit of it (_core.optimizer_classes): its
+    signature (learning_rate, then its own arguments, in Keras's order, by position or keyword),
+    its defaults, its get_config and the library optimizer it builds. Nothing about a kind is
+    written here: a unit added to the engine is a class here."""
+    class_name = spec["class_name"]
+    own = [(n, d, t) for n, d, t in spec["arguments"]]
+    names = ["learning_rate"] + [n for n, _, _ in own]
+    defaults: dict[str, Any] = {"learning_rate": spec["learning_rate"]}
+    for n, d, t in own:
+        defaults[n] = bool(d) if t in ("flag", "refused") else d
 
-    def _own_config(self) -> dict[str, Any]:
-        return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                "amsgrad": self.amsgrad}  # fmt: skip
+    def __init__(self: Optimizer, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(names):
+            raise TypeError(
+                f"{class_name}() takes at most {len(names)} positional arguments "
+                f"({', '.join(names)}), got {len(args)}"
+            )
+        for n, value in zip(names, args):
+            if n in kwargs:
+                raise TypeError(f"{class_name}() got multiple values for argument '{n}'")
+            kwargs[n] = value
+        values = {n: kwargs.pop(n, defaults[n]) for n in names}
+        if spec["weight_decay"]:
+            kwargs.setdefault("weight_decay", spec["weight_decay"])  # AdamW's
+        Optimizer.__init__(self, learning_rate=values["learning_rate"], **kwargs)
+        for n, _, t in own:
+            if t == "refused":
+                reject_unsupported(class_name, **{n: (values[n], False)})
+                setattr(self, n, False)
+            elif t == "flag":
+                setattr(self, n, values[n])  # as given, as Keras's get_config returns it
+            else:
+                setattr(self, n, float(values[n]))
+        self._core_optimizer()  # the engine checks each argument's range now, as Keras's init
 
-    def _core_optimizer(self) -> "_core.Optimizer":
-        return _core.Adam(
-            self._rate(),
-            self.beta_1,
-            self.beta_2,
-            self.epsilon,
-            self.weight_decay,
-            self.global_clipnorm,
-            self.clipvalue,
-            adamw=isinstance(self, AdamW),
-            amsgrad=bool(self.amsgrad),
+    def _own_config(self: Optimizer) -> dict[str, Any]:
+        return {n: getattr(self, n) for n, _, _ in own}
+
+    def _core_optimizer(self: Optimizer) -> "_core.Optimizer":
+        arguments = {n: float(getattr(self, n)) for n, _, _ in own}
+        arguments.update(
+            learning_rate=self._rate(),
+            weight_decay=self.weight_decay,
+            global_clipnorm=self.global_clipnorm,
+            clipvalue=self.clipvalue,
         )
+        return _core.make_optimizer(class_name, arguments)
+
+    parameters = [
+        inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[n])
+        for n in names
+    ] + [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
+    __init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + parameters
+    )
+    return type(
+        class_name,
+        (base,),
+        {
+            "__init__": __init__,
+            "_own_config": _own_config,
+            "_core_optimizer": _core_optimizer,
+            "__module__": __name__,
+            "__qualname__": class_name,
+            "__doc__": f"Keras's {class_name}, run by the engine's unit of it.",
+        },
+    )
 
 
-class AdamW(Adam):
-    def __init__(
-        self, learning_rate: float = 0.001, weight_decay: float = 0.004, **kwargs: Any
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, **kwargs)
-
-
-class SGD(Optimizer):
-    def __init__(
-        self,
-        learning_rate: float = 0.01,
-        momentum: float = 0.0,
-        nesterov: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        self.momentum, self.nesterov = float(momentum), bool(nesterov)
-
-    def _own_config(self) -> dict[str, Any]:
-        return {"momentum": self.momentum, "nesterov": self.nesterov}
-
-    def _core_optimizer(self) -> "_core.Optimizer":
-        return _core.SGD(
-            self._rate(),
-            self.momentum,
-            self.nesterov,
-            self.weight_decay,
-            self.global_clipnorm,
-            self.clipvalue,
-        )
-
-
-class RMSprop(Optimizer):
-    def __init__(
-        self,
-        learning_rate: float = 0.001,
-        rho: float = 0.9,
-        momentum: float = 0.0,
-        epsilon: float = 1e-7,
-        centered: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        reject_unsupported("RMSprop", centered=(centered, False))
-        self.rho, self.momentum, self.epsilon = float(rho), float(momentum), float(epsilon)
-
-    def _own_config(self) -> dict[str, Any]:
-        return {"rho": self.rho, "momentum": self.momentum, "epsilon": self.epsilon,
-                "centered": False}  # fmt: skip
-
-    def _core_optimizer(self) -> "_core.Optimizer":
-        return _core.RMSprop(
-            self._rate(),
-            self.rho,
-            self.momentum,
-            self.epsilon,
-            self.weight_decay,
-            self.global_clipnorm,
-            self.clipvalue,
-        )
-
-
-class Adagrad(Optimizer):
-    def __init__(
-        self,
-        learning_rate: float = 0.001,
-        initial_accumulator_value: float = 0.1,
-        epsilon: float = 1e-7,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        self.initial_accumulator_value = float(initial_accumulator_value)
-        self.epsilon = float(epsilon)
-
-    def _own_config(self) -> dict[str, Any]:
-        return {"initial_accumulator_value": self.initial_accumulator_value,
-                "epsilon": self.epsilon}  # fmt: skip
-
-    def _core_optimizer(self) -> "_core.Optimizer":
-        return _core.Adagrad(
-            self._rate(),
-            self.initial_accumulator_value,
-            self.epsilon,
-            self.weight_decay,
-            self.global_clipnorm,
-            self.clipvalue,
-        )
-
-
-class Adadelta(Optimizer):
-    def __init__(
-        self,
-        learning_rate: float = 0.001,
-        rho: float = 0.95,
-        epsilon: float = 1e-7,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        self.rho, self.epsilon = float(rho), float(epsilon)
-
-    def _own_config(self) -> dict[str, Any]:
-        return {"rho": self.rho, "epsilon": self.epsilon}
-
-    def _core_optimizer(self) -> "_core.Optimizer":
-        return _core.Adadelta(
-            self._rate(),
-            self.rho,
-            self.epsilon,
-            self.weight_decay,
-            self.global_clipnorm,
-            self.clipvalue,
-        )
-
-
-class Nadam(Optimizer):
-    def __init__(
-        self,
-        learning_rate: float = 0.001,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-7,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
-
-    def _own_config(self) -> dict[str, Any]:
-        return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
-
-    def _core_optimizer(self) -> "_core.Optimizer":
-        return _core.Nadam(
-            self._rate(),
-            self.beta_1,
-            self.beta_2,
-            self.epsilon,
-            self.weight_decay,
-            self.global_clipnorm,
-            self.clipvalue,
-        )
-
-
-class Adamax(Nadam):
-    def _core_optimizer(self) -> "_core.Optimizer":
-        return _core.Adamax(
-            self._rate(),
-            self.beta_1,
-            self.beta_2,
-            self.epsilon,
-            self.weight_decay,
-            self.global_clipnorm,
-            self.clipvalue,
-        )
-
-
-_BY_NAME = {
-    "adam": Adam,
-    "adamw": AdamW,
-    "sgd": SGD,
-    "rmsprop": RMSprop,
-    "adagrad": Adagrad,
-    "adadelta": Adadelta,
-    "nadam": Nadam,
-    "adamax": Adamax,
-}
+_CLASSES: dict[str, type] = {}
+for _spec in _core.optimizer_classes():
+    _CLASSES[_spec["class_name"]] = _optimizer_class(
+        _spec, _CLASSES.get(_spec["alias_of"], Optimizer)
+    )
+globals().update(_CLASSES)
+_BY_NAME = {name.lower(): cls for name, cls in _CLASSES.items()}
 
 
 def from_identifier(identifier: Any) -> Any:
@@ -612,19 +493,13 @@ def get(identifier: Any) -> "_core.Optimizer":
     )
 
 
-__all__ = [
-    "Variable", "Optimizer", "Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Nadam",
-    "Adamax", "get", "schedules",
-]  # fmt: skip
+__all__ = ["Variable", "Optimizer", *_CLASSES, "get", "schedules"]
 
 
 def __getattr__(name: str) -> Any:
     from ._args import unsupported_attribute
 
-    what = (
-        "Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Nadam and Adamax "
-        "(and schedules.ExponentialDecay)"
-    )
-    if name in ("Ftrl", "Lion", "Adafactor", "Lamb"):
+    what = ", ".join(_CLASSES) + " (and schedules.ExponentialDecay)"
+    if name in ("Ftrl", "Adafactor", "Lamb", "Muon"):
         what += f"; {name} is not in the engine"
     raise unsupported_attribute("keras.optimizers", name, what)

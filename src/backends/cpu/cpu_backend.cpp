@@ -51,7 +51,8 @@ __attribute__((noinline)) void adam_range(float one_minus_beta1, float one_minus
                                           float* __restrict v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = std::min(std::max(g[i] * grad_scale, lo), hi);
-    adam_update(one_minus_beta1, one_minus_beta2, epsilon, alpha, decay, w[i], gi, m[i], v[i]);
+    optimizers::adam_update(one_minus_beta1, one_minus_beta2, epsilon, alpha, decay, w[i], gi, m[i],
+                            v[i]);
   }
 }
 
@@ -64,14 +65,14 @@ __attribute__((noinline)) void adam_amsgrad_range(float one_minus_beta1, float o
                                                   float* __restrict v_hat, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = std::min(std::max(g[i] * grad_scale, lo), hi);
-    adam_amsgrad_update(one_minus_beta1, one_minus_beta2, epsilon, alpha, decay, w[i], gi, m[i],
-                        v[i], v_hat[i]);
+    optimizers::adam_amsgrad_update(one_minus_beta1, one_minus_beta2, epsilon, alpha, decay, w[i],
+                                    gi, m[i], v[i], v_hat[i]);
   }
 }
 
 // Adam with amsgrad needs its third slot: a caller that gives none is an internal error.
 void require_amsgrad_slots(const OptimizerConfig& config, std::span<const ParamSlot> params) {
-  if (config.kind != OptimizerKind::adam || !config.amsgrad) return;
+  if (config.kind != OptimizerKind::adam || !config.args.adam.amsgrad) return;
   for (const ParamSlot& p : params)
     if (p.n > 0 && p.slot3 == nullptr)
       throw Error("cpu", "optimizer_step: Adam with amsgrad needs a third slot (velocity_hat)");
@@ -459,9 +460,7 @@ class CpuBackend final : public Backend {
     if (bias) require_amsgrad_slots(config, {bias, 1});
     const float lr = scheduled_learning_rate(config.schedule, counters->step);
     const int64_t t = counters->step + 1;
-    const BlockUpdate update{
-        config, update_constants(config, lr, t, nadam_u_product_before(config, *counters, t)),
-        kernel, bias};
+    const BlockUpdate update{config, update_constants(config, lr, t, *counters), kernel, bias};
     weight_gradient(x, dy, kernel.grad, bias ? bias->grad : nullptr, m, k, n, &update);
     if (bf16_) matmul_.weights_rewritten(kernel.value);  // the update wrote the bf16 copies too
   }
@@ -998,8 +997,7 @@ class CpuBackend final : public Backend {
       grad_scale = clipnorm_scale(config.clipnorm, sum_squares);
     }
     counters->grad_scale = grad_scale;
-    const UpdateConstants uc =
-        update_constants(config, lr, t, nadam_u_product_before(config, *counters, t));
+    const UpdateConstants uc = update_constants(config, lr, t, *counters);
     for (const ParamSlot& p : params) {
       // Keras's clipnorm: the tensor's own norm, one more pass over its gradient.
       const float scale = config.tensor_clipnorm > 0.0f
@@ -1008,7 +1006,7 @@ class CpuBackend final : public Backend {
       update_tensor(config, uc, scale, p);
       weights_changed(p.value, static_cast<std::size_t>(p.n) * sizeof(float));
     }
-    record_nadam_step(config, uc, *counters, t);
+    record_step(config, uc, *counters, t);
     counters->step += 1;
     counters->batch_index += 1;
   }
@@ -1063,50 +1061,29 @@ class CpuBackend final : public Backend {
     float* __restrict s1 = p.slot1;
     float* __restrict s2 = p.slot2;
     float* __restrict s3 = p.slot3;
-    if (c.tensor_clipnorm > 0.0f && c.kind == OptimizerKind::adam) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float gi = clipped_gradient(c, g[i], grad_scale);
-        if (c.amsgrad)
-          adam_amsgrad_element(c, u, decay, w[i], gi, s1[i], s2[i], s3[i]);
-        else
-          adam_element(c, u, decay, w[i], gi, s1[i], s2[i]);
-      }
+    if (c.kind == OptimizerKind::adam && c.tensor_clipnorm <= 0.0f) {
+      // Adam's own loop: the clamp is branch-free, so it vectorises (the optimizer most run).
+      using optimizers::Adam;
+      const auto eps = static_cast<float>(c.args.adam.epsilon);
+      if (c.args.adam.amsgrad)
+        adam_amsgrad_range(u.k[Adam::one_minus_beta1], u.k[Adam::one_minus_beta2], eps,
+                           u.k[Adam::alpha], decay, grad_scale, lo, hi, w + begin, g + begin,
+                           s1 + begin, s2 + begin, s3 + begin, end - begin);
+      else
+        adam_range(u.k[Adam::one_minus_beta1], u.k[Adam::one_minus_beta2], eps, u.k[Adam::alpha],
+                   decay, grad_scale, lo, hi, w + begin, g + begin, s1 + begin, s2 + begin,
+                   end - begin);
       return;
     }
     switch (c.kind) {
-      case OptimizerKind::adam:
-        if (c.amsgrad)
-          adam_amsgrad_range(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay,
-                             grad_scale, lo, hi, w + begin, g + begin, s1 + begin, s2 + begin,
-                             s3 + begin, end - begin);
-        else
-          adam_range(u.one_minus_beta1, u.one_minus_beta2, c.epsilon, u.adam_alpha, decay,
-                     grad_scale, lo, hi, w + begin, g + begin, s1 + begin, s2 + begin, end - begin);
-        return;
-      case OptimizerKind::sgd:
-        for (int64_t i = begin; i < end; ++i)
-          sgd_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1 + i);
-        return;
-      case OptimizerKind::rmsprop:
-        for (int64_t i = begin; i < end; ++i)
-          rmsprop_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2 + i);
-        return;
-      case OptimizerKind::adagrad:
-        for (int64_t i = begin; i < end; ++i)
-          adagrad_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i]);
-        return;
-      case OptimizerKind::adadelta:
-        for (int64_t i = begin; i < end; ++i)
-          adadelta_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
-        return;
-      case OptimizerKind::nadam:
-        for (int64_t i = begin; i < end; ++i)
-          nadam_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
-        return;
-      case OptimizerKind::adamax:
-        for (int64_t i = begin; i < end; ++i)
-          adamax_element(c, u, decay, w[i], clipped_gradient(c, g[i], grad_scale), s1[i], s2[i]);
-        return;
+#define CROSSOVER_RANGE(kind, Unit)                                                    \
+  case OptimizerKind::kind:                                                            \
+    for (int64_t i = begin; i < end; ++i)                                              \
+      optimizers::Unit::element(c.args.kind, u, decay, w[i],                           \
+                                clipped_gradient(c, g[i], grad_scale), s1, s2, s3, i); \
+    return;
+      CROSSOVER_OPTIMIZERS(CROSSOVER_RANGE)
+#undef CROSSOVER_RANGE
     }
   }
 

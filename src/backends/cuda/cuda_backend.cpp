@@ -26,6 +26,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda_info.h"
+#include "backends/optimizers/visit.h"
 #include "core/error.h"
 
 namespace crossover {
@@ -574,7 +575,7 @@ class CudaBackend final : public Backend {
   // ---- optimizer ----
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {
-    if (config.kind == OptimizerKind::adam && config.amsgrad)
+    if (optimizer_third_slot(config))
       for (const ParamSlot& p : params)
         if (p.n > 0 && p.slot3 == nullptr)
           throw Error(where_,

@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kFusedThreads) fused_mlp_kernel(FusedArgs a) {
   const int64_t step = ctr->step, batch_index = ctr->batch_index;
   if (threadIdx.x == 0) {
     const float lr = scheduled_learning_rate(a.opt.schedule, step);
-    s_u = update_constants(a.opt, lr, step + 1, nadam_u_product_before(a.opt, *ctr, step + 1));
+    s_u = update_constants(a.opt, lr, step + 1, *ctr);
   }
   const int32_t* idx = a.indices + batch_index * a.batch;
   const int64_t m = a.rows;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kFusedThreads) fused_mlp_kernel(FusedArgs a) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     ctr->learning_rate = u.lr;
     ctr->grad_scale = 1.0f;
-    record_nadam_step(a.opt, u, *ctr, step + 1);
+    record_step(a.opt, u, *ctr, step + 1);
     ctr->step = step + 1;
     ctr->batch_index = batch_index + 1;
   }

@@ -514,8 +514,7 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
   if (threadIdx.x == 0) {
     const int64_t step = counters->step;
     const float lr = scheduled_learning_rate(config.schedule, step);
-    s_u =
-        update_constants(config, lr, step + 1, nadam_u_product_before(config, *counters, step + 1));
+    s_u = update_constants(config, lr, step + 1, *counters);
     s_scale = config.clipnorm > 0.0f ? counters->grad_scale : 1.0f;
   }
   __syncthreads();
@@ -543,7 +542,7 @@ __global__ void optimizer_update_kernel(OptimizerConfig config,
   if (last && threadIdx.x == 0) {
     counters->learning_rate = u.lr;
     if (!(config.clipnorm > 0.0f)) counters->grad_scale = 1.0f;
-    record_nadam_step(config, u, *counters, counters->step + 1);
+    record_step(config, u, *counters, counters->step + 1);
     counters->step += 1;
     counters->batch_index += 1;
     *ticket = 0;
