@@ -837,7 +837,7 @@ class CallLog final : public perf::ForwardingBackend {
     log("relu_dropout_backward", m, 0, n);
     inner().relu_dropout_backward(y, mask, dy, dz, m, n, rate);
   }
-  void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
+  void loss_forward_backward(LossConfig loss, ActivationKind act, const float* out,
                              const float* targets, const float* weights, float* probs, float* d_out,
                              int64_t m, int64_t c, StepCounters* counters,
                              int64_t mean_rows) override {

@@ -209,7 +209,7 @@ CROSSOVER_BACKEND_OP(noise_forward, (NoiseKind kind, const float* x, float* y, f
 // batch): each row's loss and gradient are multiplied by it and the sum is still divided by
 // mean_rows (Keras's "sum_over_batch_size"); the counters get the weighted loss sum, the
 // unweighted count of correct predictions (Keras's plain metrics ignore sample weights) and m.
-CROSSOVER_BACKEND_OP(loss_forward_backward, (LossKind loss, ActivationKind act, const float* out, const float* targets, const float* weights, float* probs, float* d_out, int64_t m, int64_t c, StepCounters* counters, int64_t mean_rows), (loss, act, out, targets, weights, probs, d_out, m, c, counters, mean_rows), pure, elementwise)
+CROSSOVER_BACKEND_OP(loss_forward_backward, (LossConfig loss, ActivationKind act, const float* out, const float* targets, const float* weights, float* probs, float* d_out, int64_t m, int64_t c, StepCounters* counters, int64_t mean_rows), (loss, act, out, targets, weights, probs, d_out, m, c, counters, mean_rows), pure, elementwise)
 
 // ---- metrics (MetricKind in backend.h) ----
 // Adds to *sum the sum over m rows of the metric's per-sample value (metric_row in kernel_math.h)

@@ -49,11 +49,24 @@ struct OptimizerConfig {
   float clipvalue = 0.0f;  // clip each element to [-clipvalue, clipvalue] when > 0
 };
 
-enum class LossKind {
-  sparse_categorical_crossentropy,  // targets: class index per row
-  categorical_crossentropy,         // targets: a probability row per row
-  binary_crossentropy,              // targets: 0/1 per element
-  mean_squared_error,               // targets: a value per element
+// X(kind, Unit): LossKind::kind is losses::Unit (backends/losses/, listed in losses/list.h).
+#define CROSSOVER_LOSSES(X)                                         \
+  X(sparse_categorical_crossentropy, SparseCategoricalCrossentropy) \
+  X(categorical_crossentropy, CategoricalCrossentropy)              \
+  X(binary_crossentropy, BinaryCrossentropy)                        \
+  X(mean_squared_error, MeanSquaredError)
+
+#define CROSSOVER_LOSS_KIND(kind, Unit) kind,
+enum class LossKind { CROSSOVER_LOSSES(CROSSOVER_LOSS_KIND) };
+#undef CROSSOVER_LOSS_KIND
+
+// A loss as the kernels take it: its kind and its one argument (the unit's LossRules::parameter,
+// Huber's delta; 0 where it has none).
+struct LossConfig {
+  LossKind kind = LossKind::sparse_categorical_crossentropy;
+  float parameter = 0.0f;
+  constexpr LossConfig() = default;
+  constexpr LossConfig(LossKind k, float p = 0.0f) : kind(k), parameter(p) {}  // NOLINT: implicit
 };
 
 }  // namespace crossover

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "backends/losses/list.h"
 #include "core/error.h"
 #include "nn/layers.h"
 #include "nn/layers/keras_config.h"
@@ -595,26 +596,23 @@ std::string parse_loss_name(const json& v, const std::string& where, bool& from_
                                brief(*f));
       from_logits = f->get<bool>();
     }
-    if (cls == "SparseCategoricalCrossentropy")
-      name = "sparse_categorical_crossentropy";
-    else if (cls == "CategoricalCrossentropy")
-      name = "categorical_crossentropy";
-    else if (cls == "BinaryCrossentropy")
-      name = "binary_crossentropy";
-    else if (cls == "MeanSquaredError")
-      name = "mean_squared_error";
-    else
-      name = cls;
+    name = cls;
+    for (const LossKind kind : all_loss_kinds())
+      if (loss_rules(kind).class_name == cls) name = loss_rules(kind).name;
   } else {
     throw Error(where, "compile_config field loss: unreadable loss " + brief(v));
   }
-  if (name == "mse") name = "mean_squared_error";
-  if (name != "sparse_categorical_crossentropy" && name != "categorical_crossentropy" &&
-      name != "binary_crossentropy" && name != "mean_squared_error")
-    throw Error(where,
-                "compile_config field loss: loss '" + printable(name) +
-                    "' is not supported: crossover trains with sparse_categorical_crossentropy, "
-                    "categorical_crossentropy, binary_crossentropy or mean_squared_error");
+  std::string known;
+  bool found = false;
+  for (const LossKind kind : all_loss_kinds()) {
+    const losses::LossRules& r = loss_rules(kind);
+    known += (known.empty() ? "" : ", ") + std::string(r.name);
+    if (name == r.alias) name = r.name;
+    found = found || name == r.name;
+  }
+  if (!found)
+    throw Error(where, "compile_config field loss: loss '" + printable(name) +
+                           "' is not supported: crossover trains with " + known);
   return name;
 }
 
@@ -1004,10 +1002,13 @@ std::optional<TrainingConfig> training_config_from_doc(const json& doc, const st
   if (loss == cc->end() || loss->is_null())
     throw Error(where, "compile_config field loss: the model was compiled without a loss");
   t.loss = parse_loss_name(*loss, where, t.from_logits);
-  if (t.from_logits && t.loss == "mean_squared_error")
-    throw Error(where,
-                "compile_config field loss: from_logits applies to the cross-entropies, "
-                "not mean_squared_error");
+  for (const LossKind kind : all_loss_kinds())
+    if (t.from_logits && t.loss == loss_rules(kind).name &&
+        loss_rules(kind).logits == ActivationKind::linear)
+      throw Error(where,
+                  "compile_config field loss: from_logits applies to the cross-entropies, "
+                  "not " +
+                      t.loss);
   if (auto m = cc->find("metrics"); m != cc->end()) collect_metrics(*m, t.metrics, where, 0);
   for (const char* f : {"loss_weights", "weighted_metrics"})
     if (!is_null_or_absent(*cc, f))

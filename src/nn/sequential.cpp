@@ -22,6 +22,7 @@
 
 #include "backends/cuda_info.h"
 #include "backends/fused_mlp.h"
+#include "backends/losses/list.h"
 #include "core/aligned.h"
 #include "core/error.h"
 #include "core/launcher.h"
@@ -38,14 +39,29 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-LossKind parse_loss(std::string_view name) {
-  if (name == "sparse_categorical_crossentropy") return LossKind::sparse_categorical_crossentropy;
-  if (name == "categorical_crossentropy") return LossKind::categorical_crossentropy;
-  if (name == "binary_crossentropy") return LossKind::binary_crossentropy;
-  if (name == "mean_squared_error" || name == "mse") return LossKind::mean_squared_error;
-  throw Error("compile", "unknown loss '" + std::string(name) +
-                             "': expected sparse_categorical_crossentropy, "
-                             "categorical_crossentropy, binary_crossentropy or mean_squared_error");
+// The loss compile's spec names (a unit's name or alias, losses/list.h), with its argument
+// (Keras's default where the spec has none); from_logits only where the unit reads logits.
+LossConfig parse_loss(const LossSpec& spec, const char* who) {
+  std::string known;
+  for (const LossKind kind : all_loss_kinds()) {
+    const losses::LossRules& rules = loss_rules(kind);
+    known += (known.empty() ? "" : ", ") + std::string(rules.name);
+    if (spec.name != rules.name && (rules.alias.empty() || spec.name != rules.alias)) continue;
+    if (spec.from_logits && rules.logits == ActivationKind::linear)
+      throw Error(who, "from_logits applies to the cross-entropies, not " + spec.name);
+    LossConfig c(kind);
+    if (!rules.parameter.empty()) {
+      const double v = std::isnan(spec.parameter) ? rules.parameter_default : spec.parameter;
+      if (!(v > 0.0) || !std::isfinite(v))
+        throw Error(who,
+                    fmt::format("{}: {} must be positive, got {}", rules.name, rules.parameter, v));
+      c.parameter = static_cast<float>(v);
+    } else if (!std::isnan(spec.parameter)) {
+      throw Error(who, fmt::format("{} takes no argument", rules.name));
+    }
+    return c;
+  }
+  throw Error(who, "unknown loss '" + spec.name + "': expected " + known);
 }
 
 // compile()'s metrics (nn/metrics.h) for a model trained with `loss`: each name once, at most
@@ -54,7 +70,7 @@ LossKind parse_loss(std::string_view name) {
 std::vector<MetricSpec> compile_metrics(std::vector<MetricSpec> given, LossKind loss) {
   std::vector<MetricSpec> specs;
   int extra = 0;
-  const bool sparse = loss == LossKind::sparse_categorical_crossentropy;
+  const bool sparse = loss_rules(loss).class_index_targets;
   for (MetricSpec& spec : given) {
     const std::string name = spec.name;
     const std::string key = spec.loss_accuracy ? "accuracy" : spec.name;
@@ -196,7 +212,7 @@ struct Sequential::Impl {
   // Each head's sums go to its own StepCounters after the model's (tallies()).
   struct Head {
     int layer = 0;
-    LossKind loss = LossKind::sparse_categorical_crossentropy;
+    LossConfig loss;
     std::string loss_name;
     bool from_logits = false;
     float weight = 1.0f;
@@ -212,7 +228,7 @@ struct Sequential::Impl {
   bool is_compiled = false;
   OptimizerConfig opt;
   std::string loss_name;
-  LossKind loss = LossKind::sparse_categorical_crossentropy;
+  LossConfig loss;
   bool from_logits = false;
   bool accuracy = false;
   // The compiled metrics in compile's order (nn/metrics.h); those other than the loss's accuracy
@@ -364,9 +380,9 @@ struct Sequential::Impl {
   }
   // Each output's loss and metrics on its shape.
   void check_losses() const {
-    if (heads.empty()) return check_output_for_loss(loss, loss_name, metrics);
+    if (heads.empty()) return check_output_for_loss(loss.kind, loss_name, metrics);
     for (const Head& h : heads)
-      check_output_for_loss(h.loss, h.loss_name, h.metrics,
+      check_output_for_loss(h.loss.kind, h.loss_name, h.metrics,
                             info[static_cast<std::size_t>(h.layer)].out_shape);
   }
   void check_output_for_loss(LossKind kind, const std::string& what,
@@ -379,13 +395,11 @@ struct Sequential::Impl {
                                     "binary_crossentropy",
                                     thing, shape_to_string(out)));
     };
-    if (kind == LossKind::sparse_categorical_crossentropy ||
-        kind == LossKind::categorical_crossentropy)
-      refuse("the loss " + what);
+    if (loss_rules(kind).classes_on_last_axis) refuse("the loss " + what);
     // "accuracy" is the loss kernel's count: element by element (Keras's binary accuracy) only
     // for binary_crossentropy; mean_squared_error's compares each sample's argmax.
     for (const MetricSpec& spec : specs)
-      if (spec.loss_accuracy && kind != LossKind::binary_crossentropy)
+      if (spec.loss_accuracy && !loss_rules(kind).elementwise)
         refuse("the metric " + spec.name + " with the loss " + what);
     for (const MetricSpec& spec : specs)
       if (!spec.loss_accuracy && spec.kind != MetricKind::mean_absolute_error &&
@@ -425,7 +439,7 @@ struct Sequential::Impl {
   // activation, except sigmoid and softmax: Keras takes their input back as the logits (and
   // warns), which is the deferred output.
   int final_activation_layer() const {
-    return deferred_layer(static_cast<int>(layers.size()) - 1, from_logits, loss);
+    return deferred_layer(static_cast<int>(layers.size()) - 1, from_logits, loss.kind);
   }
   // The same for the output layer `out` under a loss with or without from_logits: `out`, or -1.
   int deferred_layer(int out, bool logits, LossKind kind) const {
@@ -435,7 +449,7 @@ struct Sequential::Impl {
     // A softmax over the last axis of samples of several axes is the layer's own: the loss ops
     // apply theirs over the whole sample. (Binary cross-entropy reads its input as sigmoid
     // logits, element by element, as Keras 3 does.)
-    if (a == ActivationKind::softmax && kind != LossKind::binary_crossentropy && built &&
+    if (a == ActivationKind::softmax && !loss_rules(kind).elementwise && built &&
         info[static_cast<std::size_t>(out)].out_shape.size() > 1)
       return -1;
     if (logits && a != ActivationKind::linear && a != ActivationKind::sigmoid &&
@@ -448,20 +462,18 @@ struct Sequential::Impl {
     if (heads.empty()) return static_cast<int>(i) == final_activation_layer();
     for (const Head& h : heads)
       if (static_cast<std::size_t>(h.layer) == i)
-        return deferred_layer(h.layer, h.from_logits, h.loss) >= 0;
+        return deferred_layer(h.layer, h.from_logits, h.loss.kind) >= 0;
     return false;
   }
   // A head's loss_activation and metrics_activate.
   ActivationKind head_loss_activation(const Head& h) const {
-    if (h.from_logits)
-      return h.loss == LossKind::binary_crossentropy ? ActivationKind::sigmoid
-                                                     : ActivationKind::softmax;
-    if (deferred_layer(h.layer, false, h.loss) < 0) return ActivationKind::linear;
+    if (h.from_logits) return loss_rules(h.loss.kind).logits;
+    if (deferred_layer(h.layer, false, h.loss.kind) < 0) return ActivationKind::linear;
     const Layer& l = layers[static_cast<std::size_t>(h.layer)];
     return layer_kind(l).activation(l).kind;
   }
   bool head_metrics_activate(const Head& h) const {
-    if (!h.from_logits || deferred_layer(h.layer, true, h.loss) < 0) return false;
+    if (!h.from_logits || deferred_layer(h.layer, true, h.loss.kind) < 0) return false;
     const Layer& l = layers[static_cast<std::size_t>(h.layer)];
     return layer_kind(l).activation(l).kind != ActivationKind::linear;
   }
@@ -470,7 +482,7 @@ struct Sequential::Impl {
   }
   // Its columns of the packed targets: one (a class index) for the sparse loss, else the output's.
   int64_t head_target_width(const Head& h) const {
-    return h.loss == LossKind::sparse_categorical_crossentropy ? 1 : head_width(h);
+    return loss_rules(h.loss.kind).class_index_targets ? 1 : head_width(h);
   }
   int64_t head_target_column(std::size_t j) const {
     int64_t c = 0;
@@ -487,8 +499,7 @@ struct Sequential::Impl {
   // softmax or sigmoid of the logits (final_activation_layer).
   ActivationKind loss_activation() const {
     if (!from_logits) return final_activation();
-    return loss == LossKind::binary_crossentropy ? ActivationKind::sigmoid
-                                                 : ActivationKind::softmax;
+    return loss_rules(loss.kind).logits;
   }
 
   // Whether the metrics read the final sigmoid or softmax of the deferred output: with
@@ -773,7 +784,7 @@ struct Sequential::Impl {
       return;
     }
     FusedModelView v;
-    v.loss = loss;
+    v.loss = loss.kind;
     v.from_logits = from_logits;
     v.optimizer = opt;
     v.ranks = ranks();
@@ -854,7 +865,8 @@ struct Sequential::Impl {
     }
     for (const Head& h : heads) {
       pending[static_cast<std::size_t>(h.layer)] = pool.take();
-      done[static_cast<std::size_t>(h.layer)] = deferred_layer(h.layer, h.from_logits, h.loss) >= 0;
+      done[static_cast<std::size_t>(h.layer)] =
+          deferred_layer(h.layer, h.from_logits, h.loss.kind) >= 0;
     }
     std::vector<float*>& input_grads = pass.input_grads;
     for (std::size_t i = n; i-- > 0;) {
@@ -1149,7 +1161,7 @@ struct Sequential::Impl {
   // The columns of a sample's targets: the packed row's with several outputs.
   int64_t target_columns() const {
     if (!heads.empty()) return head_target_column(heads.size());
-    return loss == LossKind::sparse_categorical_crossentropy ? 1 : output_width();
+    return loss_rules(loss.kind).class_index_targets ? 1 : output_width();
   }
 
   void check_xy(const Tensor& x, const Tensor& y, const char* who) const {
@@ -1157,7 +1169,7 @@ struct Sequential::Impl {
       throw Error(who,
                   "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
     if (!heads.empty()) return check_packed_targets(y, x.dim(0), who);
-    check_targets(y, x.dim(0), who, loss, loss_name);
+    check_targets(y, x.dim(0), who, loss.kind, loss_name);
   }
 
   // Several outputs: y holds each sample's targets as one packed row (LayerGraph::output_layers);
@@ -1170,7 +1182,7 @@ struct Sequential::Impl {
                                    heads.size(), n, cols, shape_to_string(y.shape())));
     for (std::size_t j = 0; j < heads.size(); ++j) {
       const Head& h = heads[j];
-      if (h.loss != LossKind::sparse_categorical_crossentropy) continue;
+      if (!loss_rules(h.loss.kind).class_index_targets) continue;
       const int64_t c = head_width(h), col = head_target_column(j);
       for (int64_t i = 0; i < n; ++i) {
         const float v = y[i * cols + col];
@@ -1187,7 +1199,7 @@ struct Sequential::Impl {
   void check_targets(const Tensor& y, int64_t n, const char* who, LossKind kind,
                      const std::string& kind_name) const {
     const int64_t c = output_width();
-    if (kind == LossKind::sparse_categorical_crossentropy) {
+    if (loss_rules(kind).class_index_targets) {
       if (!(y.rank() == 1 || (y.rank() == 2 && y.dim(1) == 1)) || y.dim(0) != n)
         throw Error(who, "y must hold one class index per sample, shape (" + std::to_string(n) +
                              ",), got " + shape_to_string(y.shape()));
@@ -1949,15 +1961,12 @@ void refuse_during_fit(const Sequential::Impl& m) {
 void compile_model(Sequential::Impl& m, OptimizerConfig optimizer, const LossSpec& spec,
                    std::vector<MetricSpec> metrics, CompileOptions options) {
   refuse_during_fit(m);
-  const std::string_view loss = spec.name;
-  const LossKind kind = parse_loss(loss);
   // from_logits with a final activation is Keras's too (final_activation_layer).
-  if (spec.from_logits && kind == LossKind::mean_squared_error)
-    throw Error("compile", "from_logits applies to the cross-entropies, not " + spec.name);
-  const std::string loss_name = loss == "mse" ? "mean_squared_error" : std::string(loss);
-  std::vector<MetricSpec> compiled_metrics = compile_metrics(std::move(metrics), kind);
-  if (m.built && m.heads.empty()) m.check_output_for_loss(kind, loss_name, compiled_metrics);
-  m.loss = kind;
+  const LossConfig loss = parse_loss(spec, "compile");
+  const std::string loss_name(loss_rules(loss.kind).name);
+  std::vector<MetricSpec> compiled_metrics = compile_metrics(std::move(metrics), loss.kind);
+  if (m.built && m.heads.empty()) m.check_output_for_loss(loss.kind, loss_name, compiled_metrics);
+  m.loss = loss;
   m.from_logits = spec.from_logits;
   m.loss_name = loss_name;
   m.metrics = std::move(compiled_metrics);
@@ -2048,16 +2057,14 @@ void Sequential::compile_outputs(OptimizerConfig optimizer, std::vector<OutputLo
     Impl::Head h;
     h.layer = m.model_outputs[j];
     const std::string& out_name = m.layers[static_cast<std::size_t>(h.layer)].name;
-    h.loss = parse_loss(o.loss.name);
-    if (o.loss.from_logits && h.loss == LossKind::mean_squared_error)
-      throw Error("compile", "from_logits applies to the cross-entropies, not " + o.loss.name);
-    h.loss_name = o.loss.name == "mse" ? "mean_squared_error" : o.loss.name;
+    h.loss = parse_loss(o.loss, "compile");
+    h.loss_name = loss_rules(h.loss.kind).name;
     h.from_logits = o.loss.from_logits;
     if (!std::isfinite(o.weight))
       throw Error("compile", fmt::format("loss weight {} of output '{}' is not a finite number",
                                          o.weight, out_name));
     h.weight = static_cast<float>(o.weight);
-    h.metrics = compile_metrics(std::move(o.metrics), h.loss);
+    h.metrics = compile_metrics(std::move(o.metrics), h.loss.kind);
     h.extra_metrics = static_cast<int>(std::count_if(
         h.metrics.begin(), h.metrics.end(), [](const MetricSpec& s) { return !s.loss_accuracy; }));
     for (const std::string& key : {out_name + "_loss"})
@@ -2067,7 +2074,7 @@ void Sequential::compile_outputs(OptimizerConfig optimizer, std::vector<OutputLo
       if (!keys.insert(s.name).second)
         throw Error("compile", "metric '" + s.name + "' is reported twice: name each apart");
     if (m.built)
-      m.check_output_for_loss(h.loss, h.loss_name, h.metrics,
+      m.check_output_for_loss(h.loss.kind, h.loss_name, h.metrics,
                               m.info[static_cast<std::size_t>(h.layer)].out_shape);
     heads.push_back(std::move(h));
   }
@@ -2279,9 +2286,8 @@ void Sequential::trace_training_step(int64_t rows, const Shape& sample_shape) {
   Shape x_shape = {rows};
   x_shape.insert(x_shape.end(), m.input_shape.begin(), m.input_shape.end());
   const Tensor x(x_shape);
-  const Tensor y(m.loss == LossKind::sparse_categorical_crossentropy
-                     ? Shape{rows}
-                     : Shape{rows, m.output_width()});
+  const Tensor y(loss_rules(m.loss.kind).class_index_targets ? Shape{rows}
+                                                             : Shape{rows, m.output_width()});
   const Impl::DeviceData d = m.upload_data(x, y, 0, rows);
   Impl::Plan& plan = m.plan_for(rows);
   StepCounters c = m.read_counters(m.train_counters());  // as an epoch starts: batch 0
@@ -2447,14 +2453,12 @@ Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, con
   Impl& m = *impl_;
   const char* who = "training_backward";
   const int64_t n = training_pass_rows(m, who);
-  const LossKind kind = parse_loss(spec.name);
-  const std::string name = spec.name == "mse" ? "mean_squared_error" : spec.name;
+  const LossConfig loss = parse_loss(spec, who);
+  const LossKind kind = loss.kind;
+  const std::string name(loss_rules(kind).name);
   ActivationKind act = m.final_activation();
   if (spec.from_logits) {
-    if (kind == LossKind::mean_squared_error)
-      throw Error(who, "from_logits applies to the cross-entropies, not " + spec.name);
-    const ActivationKind own =
-        kind == LossKind::binary_crossentropy ? ActivationKind::sigmoid : ActivationKind::softmax;
+    const ActivationKind own = loss_rules(kind).logits;
     // A final softmax (sigmoid) under from_logits: its input is taken back as the logits, as
     // fit's step and Keras 3 on TensorFlow take it.
     if (act != ActivationKind::linear && act != own)
@@ -2472,7 +2476,7 @@ Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, con
   // A frozen layer's gradients are not computed: zero, as in gradients().
   m.backend->fill(m.arena.as<float>() + m.arena_floats, 0.0f, m.arena_floats);
   m.backend->set_scope("loss");
-  m.backend->loss_forward_backward(kind, act, m.final_output(plan, true), plan.targets.as<float>(),
+  m.backend->loss_forward_backward(loss, act, m.final_output(plan, true), plan.targets.as<float>(),
                                    nullptr, nullptr, plan.grads[0].as<float>(), n, m.output_width(),
                                    m.eval_counters(), n);
   m.backward(&plan, n);

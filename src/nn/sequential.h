@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,6 +120,9 @@ struct FitOptions {
 struct LossSpec {
   std::string name;
   bool from_logits = false;
+  // The loss's one argument (Huber's delta; backends/losses/unit.h, LossRules::parameter); NaN:
+  // Keras's default.
+  double parameter = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One output's loss in a model of several outputs (Keras's compile(loss=[...], loss_weights=[...],

@@ -125,7 +125,7 @@ BackendCall& RecordingBackend::record(Call c) {
 #define RECORD_relu_dropout_backward r.m = m, r.n = n
 #define RECORD_noise_forward r.m = m, r.n = n
 #define RECORD_loss_forward_backward \
-  r.m = m, r.n = c, r.loss = loss, r.act = act, r.gradient = d_out != nullptr
+  r.m = m, r.n = c, r.loss = loss.kind, r.act = act, r.gradient = d_out != nullptr
 #define RECORD_metric_sum r.m = m, r.n = c, r.k = target_cols
 #define RECORD_optimizer_step \
   r.optimizer = config;       \

@@ -20,6 +20,7 @@
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/kernel_math.h"
+#include "backends/losses/list.h"
 #include "core/aligned.h"
 #include "core/bits.h"
 #include "core/error.h"
@@ -952,7 +953,7 @@ class CpuBackend final : public Backend {
         m * n, [&](int64_t b, int64_t e) { positive_scale(y_after_dropout, dy, dz, scale, b, e); });
   }
 
-  void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
+  void loss_forward_backward(LossConfig loss, ActivationKind act, const float* out,
                              const float* targets, const float* weights, float* probs, float* d_out,
                              int64_t m, int64_t c, StepCounters* counters,
                              int64_t mean_rows) override {

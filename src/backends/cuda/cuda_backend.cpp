@@ -550,7 +550,7 @@ class CudaBackend final : public Backend {
   }
 
   // ---- loss ----
-  void loss_forward_backward(LossKind loss, ActivationKind act, const float* out,
+  void loss_forward_backward(LossConfig loss, ActivationKind act, const float* out,
                              const float* targets, const float* weights, float* probs, float* d_out,
                              int64_t m, int64_t c, StepCounters* counters,
                              int64_t mean_rows) override {

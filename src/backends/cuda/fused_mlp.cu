@@ -19,6 +19,7 @@
 #include "backends/cuda/fused_mlp.h"
 #include "backends/cuda_info.h"
 #include "backends/kernel_math.h"
+#include "backends/losses/list.h"
 #include "core/error.h"
 
 namespace crossover::cuda {

@@ -16,6 +16,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/kernels.h"
 #include "backends/kernel_math.h"
+#include "backends/losses/list.h"
 #include "core/philox.h"
 
 namespace crossover::cuda {
@@ -375,7 +376,7 @@ __global__ void relu_dropout_backward_kernel(const float* __restrict__ y,
 // One thread per row runs the shared loss_row; per-block sums, then the last block adds them to
 // the counters in block order.
 constexpr int kLossThreads = 128;
-__global__ void loss_kernel(LossKind loss, ActivationKind act, const float* __restrict__ out,
+__global__ void loss_kernel(LossConfig loss, ActivationKind act, const float* __restrict__ out,
                             const float* __restrict__ targets, const float* __restrict__ weights,
                             float* __restrict__ probs, float* __restrict__ d_out, int64_t m,
                             int64_t c, float inv_m, StepCounters* counters, double* partials,
@@ -1083,7 +1084,7 @@ cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dr
   return cudaGetLastError();
 }
 
-cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
+cudaError_t launch_loss(cudaStream_t s, LossConfig loss, ActivationKind act, const float* out,
                         const float* targets, const float* weights, float* probs, float* d_out,
                         int64_t m, int64_t c, StepCounters* counters,
                         const ReductionScratch& scratch, int64_t mean_rows) {

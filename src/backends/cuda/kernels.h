@@ -109,7 +109,7 @@ cudaError_t launch_relu_dropout_backward(cudaStream_t s, const float* y_after_dr
 
 // probs must not be null (the backend passes scratch when the caller's is). The gradient is of
 // the rows' summed loss divided by mean_rows (Backend::loss_forward_backward).
-cudaError_t launch_loss(cudaStream_t s, LossKind loss, ActivationKind act, const float* out,
+cudaError_t launch_loss(cudaStream_t s, LossConfig loss, ActivationKind act, const float* out,
                         const float* targets, const float* weights, float* probs, float* d_out,
                         int64_t m, int64_t c, StepCounters* counters,
                         const ReductionScratch& scratch, int64_t mean_rows);
