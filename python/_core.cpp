@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <span>
 #include <string>
@@ -335,7 +336,11 @@ void bind_sequential_fit(nb::class_<Sequential>& sequential) {
 }
 
 // Sequential's compile, evaluate and predict (fit: bind_sequential_fit).
-void bind_sequential_training(nb::class_<Sequential>& sequential) {
+// A loss argument Python did not give: the loss's Keras default (LossSpec::parameter).
+constexpr double kNoParameter = std::numeric_limits<double>::quiet_NaN();
+
+// Sequential's compile with one loss, and with a loss per output.
+void bind_sequential_compile(nb::class_<Sequential>& sequential) {
   sequential
       .def(
           "compile",
@@ -343,7 +348,8 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
              std::vector<std::string> metrics, const std::string& device, int threads,
              uint64_t seed, const std::string& precision, bool from_logits,
              std::vector<std::string> metric_names,
-             std::vector<std::optional<double>> metric_parameters) {
+             std::vector<std::optional<double>> metric_parameters,
+             std::optional<double> loss_parameter) {
             CompileOptions o;
             o.device = device;
             o.threads = threads;
@@ -358,12 +364,14 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
               if (i < metric_parameters.size() && metric_parameters[i])
                 set_metric_parameter(specs.back(), *metric_parameters[i], "compile");
             }
-            s.compile_with(opt, LossSpec{loss, from_logits}, std::move(specs), o);
+            s.compile_with(opt, LossSpec{loss, from_logits, loss_parameter.value_or(kNoParameter)},
+                           std::move(specs), o);
           },
           nb::arg("optimizer"), nb::arg("loss"), nb::arg("metrics"), nb::arg("device") = "cpu",
           nb::arg("threads") = 0, nb::arg("seed") = 0, nb::arg("precision") = "",
           nb::arg("from_logits") = false, nb::arg("metric_names") = std::vector<std::string>{},
-          nb::arg("metric_parameters") = std::vector<std::optional<double>>{})
+          nb::arg("metric_parameters") = std::vector<std::optional<double>>{},
+          nb::arg("loss_parameter") = std::nullopt)
       .def(
           "compile_outputs",
           // A loss per output (Sequential::compile_outputs): losses[j], from_logits[j],
@@ -373,7 +381,8 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
              std::vector<std::vector<std::string>> metrics,
              std::vector<std::vector<std::string>> metric_names,
              std::vector<std::vector<std::optional<double>>> metric_parameters,
-             const std::string& device, int threads, uint64_t seed, const std::string& precision) {
+             const std::string& device, int threads, uint64_t seed, const std::string& precision,
+             std::vector<std::optional<double>> loss_parameters) {
             CompileOptions o;
             o.device = device;
             o.threads = threads;
@@ -383,6 +392,8 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
             for (std::size_t j = 0; j < losses.size(); ++j) {
               OutputLoss out;
               out.loss = LossSpec{losses[j], j < from_logits.size() && from_logits[j]};
+              if (j < loss_parameters.size() && loss_parameters[j])
+                out.loss.parameter = *loss_parameters[j];
               if (j < weights.size()) out.weight = weights[j];
               const std::vector<std::string> none;
               const auto& kinds = j < metrics.size() ? metrics[j] : none;
@@ -401,7 +412,12 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
           nb::arg("optimizer"), nb::arg("losses"), nb::arg("from_logits"), nb::arg("weights"),
           nb::arg("metrics"), nb::arg("metric_names"), nb::arg("metric_parameters"),
           nb::arg("device") = "cpu", nb::arg("threads") = 0, nb::arg("seed") = 0,
-          nb::arg("precision") = "")
+          nb::arg("precision") = "",
+          nb::arg("loss_parameters") = std::vector<std::optional<double>>{});
+}
+
+void bind_sequential_training(nb::class_<Sequential>& sequential) {
+  sequential
       .def(
           "use_measured_cpu_threads",
           [](Sequential& s, FloatArray x, FloatArray y, int64_t batch_size, uint64_t seed,
@@ -433,7 +449,7 @@ void bind_sequential_training(nb::class_<Sequential>& sequential) {
               steps = s.optimizer_steps();
             }
             const OptimizerConfig optimizer = s.optimizer();
-            const LossSpec loss{s.loss_name(), s.from_logits()};
+            const LossSpec loss{s.loss_name(), s.from_logits(), s.loss_parameter()};
             const std::vector<MetricSpec> metrics = s.metric_specs();  // copied: compile resets
             s.compile_with(
                 optimizer, loss, metrics,
@@ -548,19 +564,22 @@ void bind_sequential_state(nb::class_<Sequential>& sequential) {
           nb::arg("x"))
       .def(
           "training_backward",
-          [](Sequential& s, FloatArray y, std::string loss, bool from_logits) {
+          [](Sequential& s, FloatArray y, std::string loss, bool from_logits,
+             std::optional<double> loss_parameter) {
             const Tensor ty = view_of(y);
             Sequential::TrainingGradients g;
             {
               nb::gil_scoped_release release;
-              g = s.training_backward(ty, LossSpec{std::move(loss), from_logits});
+              g = s.training_backward(ty, LossSpec{std::move(loss), from_logits,
+                                                   loss_parameter.value_or(kNoParameter)});
             }
             std::vector<std::pair<std::string, NumpyArray>> grads;
             for (NamedTensor& t : g.gradients)
               grads.emplace_back(t.name, to_numpy_owning(std::move(t.value)));
             return std::make_pair(g.loss, grads);
           },
-          nb::arg("y"), nb::arg("loss"), nb::arg("from_logits"))
+          nb::arg("y"), nb::arg("loss"), nb::arg("from_logits"),
+          nb::arg("loss_parameter") = std::nullopt)
       .def(
           "training_backward_outputs",
           [](Sequential& s, FloatArray output_gradient) {
@@ -675,6 +694,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("input_layers", &Sequential::input_layers)
       .def_prop_ro("output_layers", &Sequential::output_layers)
       .def_prop_ro("layer_inputs", &Sequential::layer_inputs);
+  bind_sequential_compile(sequential);
   bind_sequential_training(sequential);
   bind_sequential_fit(sequential);
   bind_sequential_state(sequential);

@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda_info.h"
+#include "backends/losses/list.h"
 #include "core/error.h"
 #include "keras_adam_reference.h"
 #include "nn/layers.h"  // activation_name
@@ -446,7 +447,7 @@ TEST_F(CudaBackendTest, GatherRowsReadsTheBatchIndexOnTheDevice) {
 
 TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
   struct Case {
-    LossKind loss;
+    LossConfig loss;
     ActivationKind act;
     const char* name;
   };
@@ -457,6 +458,8 @@ TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
       {LossKind::mean_squared_error, ActivationKind::linear, "MSE + linear"},
       {LossKind::mean_squared_error, ActivationKind::sigmoid, "MSE + sigmoid"},
       {LossKind::mean_squared_error, ActivationKind::softmax, "MSE + softmax"},
+      {LossKind::huber, ActivationKind::linear, "Huber + linear"},
+      {LossConfig(LossKind::huber, 0.2f), ActivationKind::tanh, "Huber delta 0.2 + tanh"},
       {LossKind::binary_crossentropy, ActivationKind::linear, "BCE + linear (probabilities)"},
       {LossKind::categorical_crossentropy, ActivationKind::linear, "CE + linear (probabilities)"},
       {LossKind::sparse_categorical_crossentropy, ActivationKind::linear, "sparse CE + linear"},
@@ -469,18 +472,18 @@ TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
                      (outputs ? " with probs and d_out" : " without probs or d_out"));
         const std::size_t total = static_cast<std::size_t>(m * c);
         // Probabilities-given cases take values in (0, 1); logits anywhere.
-        const bool probabilities =
-            k.act == ActivationKind::linear && k.loss != LossKind::mean_squared_error;
+        const bool probabilities = k.act == ActivationKind::linear &&
+                                   loss_rules(k.loss.kind).logits != ActivationKind::linear;
         const auto out = probabilities ? random_values(total, ++seed, 0.01f, 0.99f)
                                        : random_values(total, ++seed, -3.0f, 3.0f);
         std::vector<float> targets;
-        if (k.loss == LossKind::sparse_categorical_crossentropy) {
+        if (k.loss.kind == LossKind::sparse_categorical_crossentropy) {
           targets = random_labels(m, c, ++seed);
-        } else if (k.loss == LossKind::categorical_crossentropy) {
+        } else if (k.loss.kind == LossKind::categorical_crossentropy) {
           targets.assign(total, 0.0f);
           const auto lab = random_labels(m, c, ++seed);
           for (int64_t r = 0; r < m; ++r) targets[r * c + static_cast<int64_t>(lab[r])] = 1.0f;
-        } else if (k.loss == LossKind::binary_crossentropy) {
+        } else if (k.loss.kind == LossKind::binary_crossentropy) {
           targets = random_values(total, ++seed, 0.0f, 1.0f);
           for (float& t : targets) t = t > 0.5f ? 1.0f : 0.0f;
         } else {

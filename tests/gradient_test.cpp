@@ -409,7 +409,7 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
                                         ? layer_kind(last).activation(last).kind
                                         : ActivationKind::linear;
   const bool keras_logits =
-      loss != "mean_squared_error" && loss != "mse" &&
+      loss != "mean_squared_error" && loss != "mse" && loss.rfind("huber", 0) != 0 &&
       (final_kind == ActivationKind::sigmoid || final_kind == ActivationKind::softmax);
   const auto logits_before = [&](const Layer& l, std::size_t li) {
     const ActivationKind a = layer_kind(l).activation(l).kind;
@@ -607,6 +607,15 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
         l -= t * std::log(p) + (1 - t) * std::log(1 - p);
       }
       total += l / static_cast<double>(c);
+    } else if (loss.rfind("huber", 0) == 0) {
+      // Keras 3's huber: 0.5 e^2 within delta, delta |e| - 0.5 delta^2 beyond ("huber:0.3").
+      const double delta = loss.size() > 6 ? std::stod(loss.substr(6)) : 1.0;
+      double l = 0;
+      for (int64_t j = 0; j < c; ++j) {
+        const double e = h[static_cast<std::size_t>(j)] - y[r * c + j], a = std::fabs(e);
+        l += a <= delta ? 0.5 * e * e : delta * a - 0.5 * delta * delta;
+      }
+      total += l / static_cast<double>(c);
     } else {
       double l = 0;
       for (int64_t j = 0; j < c; ++j) {
@@ -628,10 +637,17 @@ struct Case {
   std::optional<LayerGraph> graph = std::nullopt;  // a functional model instead of `layers`
 };
 
+// The case's loss as compile takes it: "huber:0.3" is Huber with delta 0.3.
+LossSpec spec_of(const Case& c) {
+  const auto colon = c.loss.find(':');
+  if (colon == std::string::npos) return {c.loss, c.from_logits};
+  return {c.loss.substr(0, colon), c.from_logits, std::stod(c.loss.substr(colon + 1))};
+}
+
 void check_gradients(const Case& c) {
   SCOPED_TRACE(c.name);
   Sequential model = c.graph ? Sequential(*c.graph) : Sequential(c.layers);
-  model.compile(SGD(), LossSpec{c.loss, c.from_logits}, {}, {.threads = 1, .seed = 7});
+  model.compile(SGD(), spec_of(c), {}, {.threads = 1, .seed = 7});
   const int64_t n = 6;
   Shape x_shape = {n};
   x_shape.insert(x_shape.end(), c.sample.begin(), c.sample.end());
@@ -656,9 +672,9 @@ void check_gradients(const Case& c) {
   // (training_forward, training_backward), its draws reproduced by the reference.
   bool noisy = false;
   for (const Layer& l : model.layers()) noisy = noisy || layer_kind(l).random_in_training(l);
-  const auto grads = noisy ? (model.training_forward(x),
-                              model.training_backward(y, LossSpec{c.loss, c.from_logits}).gradients)
-                           : model.gradients(x, y);
+  const auto grads =
+      noisy ? (model.training_forward(x), model.training_backward(y, spec_of(c)).gradients)
+            : model.gradients(x, y);
   if (noisy) g_noise_seed = 7;  // compile's seed
   struct Reset {
     ~Reset() { g_noise_seed.reset(); }
@@ -892,6 +908,10 @@ TEST(Gradients, EachLossMatchesFiniteDifferences) {
   check_gradients({"MSE", {Input({5}), Dense(4, "relu"), Dense(3)}, "mean_squared_error"});
   check_gradients({"MSE after tanh", {Input({5}), Dense(4), Dense(3, "tanh")}, "mse"});
   check_gradients({"MSE after softmax", {Input({5}), Dense(4), Dense(3, "softmax")}, "mse"});
+  // Huber (Keras 3's default delta 1, and 0.3: the random targets put errors on both sides).
+  check_gradients({"Huber", {Input({5}), Dense(4, "relu"), Dense(3)}, "huber"});
+  check_gradients(
+      {"Huber delta 0.3 after tanh", {Input({5}), Dense(4), Dense(3, "tanh")}, "huber:0.3"});
   // After a final sigmoid (softmax under binary CE), Keras 3 on TensorFlow reads its input as
   // the logits (_keras_logits): a softmax (sigmoid) cross-entropy of them.
   check_gradients({"sparse CE after sigmoid",

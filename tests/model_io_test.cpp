@@ -724,6 +724,31 @@ TEST(ModelIoKerasJson, MetricsRoundTripThroughTheCompileConfigAsKerasWritesThem)
   EXPECT_EQ(btc->metrics[1].parameter, 0.25f);
 }
 
+// Keras's Huber loss object in compile_config: its delta read, and written back the same way
+// (Keras's "huber" string where the delta is its default).
+TEST(ModelIoKerasJson, HuberLossAndItsDeltaRoundTripThroughTheCompileConfig) {
+  json j = json::parse(slurp(keras_file("small_keras3.json")));
+  j["compile_config"]["loss"] = json::parse(
+      R"({"module": "keras.losses", "class_name": "Huber", "config": {"name": "huber_loss",
+          "reduction": "sum_over_batch_size", "delta": 0.25}, "registered_name": null})");
+  const auto tc = training_config_from_json(j.dump(), "h");
+  ASSERT_TRUE(tc);
+  EXPECT_EQ(tc->loss, "huber");
+  EXPECT_EQ(tc->loss_parameter, 0.25);
+  Sequential m({Input({4}), Dense(3)});
+  m.compile(SGD(), LossSpec{tc->loss, false, tc->loss_parameter}, {}, {.threads = 1});
+  const json loss = json::parse(model_to_json(m))["compile_config"]["loss"];
+  EXPECT_EQ(loss["class_name"], "Huber");
+  EXPECT_EQ(loss["config"]["delta"], 0.25);
+  Sequential plain({Input({4}), Dense(3)});
+  plain.compile(SGD(), "huber", {}, {.threads = 1});
+  EXPECT_EQ(json::parse(model_to_json(plain))["compile_config"]["loss"], "huber");
+  EXPECT_ERROR_HAS(plain.compile(SGD(), LossSpec{"huber", false, -1.0}, {}, {.threads = 1}),
+                   "huber: delta must be positive, got -1");
+  EXPECT_ERROR_HAS(plain.compile(SGD(), LossSpec{"huber", true}, {}, {.threads = 1}),
+                   "from_logits applies to the cross-entropies, not huber");
+}
+
 TEST(ModelIoKerasJson, NewOptimizersRoundTripThroughTheCompileConfig) {
   struct Case {
     OptimizerConfig config;

@@ -211,10 +211,16 @@ def engine_loss(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any, value: 
     except (ValueError, TypeError):
         return value
     y = np.ascontiguousarray(np.asarray(_tensor._plain(y_true), dtype=np.float32))
-    if y.ndim == 1 and name in ("mean_squared_error", "binary_crossentropy"):
+    if y.ndim == 1 and name in ("mean_squared_error", "binary_crossentropy", "huber"):
         y = y.reshape(-1, 1)
     out = _LossValue(np.float32(value))
-    out._crossover_loss = (call, y, name, losses_module.from_logits(loss), type(loss).__name__)
+    out._crossover_loss = (
+        call,
+        y,
+        (name, losses_module.parameter(loss)),
+        losses_module.from_logits(loss),
+        type(loss).__name__,
+    )
     _tensor._record((value,), out, _identity)  # by the tapes that see the value
     return out
 
@@ -457,7 +463,7 @@ class GradientTape:
         """The gradient of a loss object's value on a model's outputs with respect to that
         model's trainable variables: the engine's loss op and backward pass (fit's step split:
         the same numbers). None where that is not what was asked (the generic path then)."""
-        call, y, name, logits, owner = target._crossover_loss
+        call, y, (name, parameter), logits, owner = target._crossover_loss
         items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
         names = [_engine_name(call.model, call.core, *_variable_of(s)) if _variable_of(s)
                  else None for s in items]  # fmt: skip
@@ -469,7 +475,7 @@ class GradientTape:
                 f"that call"
             )
         try:
-            _, gradients = call.core.training_backward(y, name, logits)
+            _, gradients = call.core.training_backward(y, name, logits, parameter)
         except ValueError as e:
             if "no training pass" in str(e):
                 raise _refuse(

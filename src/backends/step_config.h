@@ -54,7 +54,8 @@ struct OptimizerConfig {
   X(sparse_categorical_crossentropy, SparseCategoricalCrossentropy) \
   X(categorical_crossentropy, CategoricalCrossentropy)              \
   X(binary_crossentropy, BinaryCrossentropy)                        \
-  X(mean_squared_error, MeanSquaredError)
+  X(mean_squared_error, MeanSquaredError)                           \
+  X(huber, Huber)
 
 #define CROSSOVER_LOSS_KIND(kind, Unit) kind,
 enum class LossKind { CROSSOVER_LOSSES(CROSSOVER_LOSS_KIND) };

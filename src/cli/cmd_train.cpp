@@ -208,9 +208,10 @@ class Train {
                      [](const MetricSpec& s) { return s.loss_accuracy; }))
       metrics.insert(metrics.begin(), metric_spec("accuracy"));
     if (file_config_)
-      m.compile_with(file_config_->optimizer,
-                     LossSpec{file_config_->loss, file_config_->from_logits}, std::move(metrics),
-                     co);
+      m.compile_with(
+          file_config_->optimizer,
+          LossSpec{file_config_->loss, file_config_->from_logits, file_config_->loss_parameter},
+          std::move(metrics), co);
     else
       m.compile_with(Adam(), LossSpec{"sparse_categorical_crossentropy", false}, std::move(metrics),
                      co);

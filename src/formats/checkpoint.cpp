@@ -156,9 +156,10 @@ Sequential model_from_checkpoint(const std::string& path, CompileOptions options
   Sequential model = model_from_json(info.architecture, where);
   if (model.input_shape().empty())
     throw Error(where, "the architecture does not declare the model's input shape");
-  model.compile_with(info.training.optimizer,
-                     LossSpec{info.training.loss, info.training.from_logits}, info.training.metrics,
-                     options);
+  model.compile_with(
+      info.training.optimizer,
+      LossSpec{info.training.loss, info.training.from_logits, info.training.loss_parameter},
+      info.training.metrics, options);
   restore(model, file, info, path);
   if (epoch) *epoch = info.epoch;
   return model;

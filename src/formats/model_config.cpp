@@ -581,7 +581,8 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
   return out;
 }
 
-std::string parse_loss_name(const json& v, const std::string& where, bool& from_logits) {
+std::string parse_loss_name(const json& v, const std::string& where, bool& from_logits,
+                            double& parameter) {
   std::string name;
   from_logits = false;
   if (v.is_string()) {
@@ -597,8 +598,19 @@ std::string parse_loss_name(const json& v, const std::string& where, bool& from_
       from_logits = f->get<bool>();
     }
     name = cls;
-    for (const LossKind kind : all_loss_kinds())
-      if (loss_rules(kind).class_name == cls) name = loss_rules(kind).name;
+    for (const LossKind kind : all_loss_kinds()) {
+      const losses::LossRules& r = loss_rules(kind);
+      if (r.class_name != cls) continue;
+      name = r.name;
+      // Its one argument (Huber's delta), where the object's config gives it.
+      if (r.parameter.empty()) continue;
+      if (auto a = cfg.find(std::string(r.parameter)); a != cfg.end() && !a->is_null()) {
+        if (!a->is_number())
+          throw Error(where, fmt::format("compile_config field loss: {} must be a number, got {}",
+                                         r.parameter, brief(*a)));
+        parameter = a->get<double>();
+      }
+    }
   } else {
     throw Error(where, "compile_config field loss: unreadable loss " + brief(v));
   }
@@ -748,6 +760,19 @@ ojson optimizer_json(const OptimizerConfig& o) {
 // The loss as compile was given it: its name, or with from_logits the Keras loss object.
 ojson loss_json(const Sequential& model) {
   const std::string& name = model.loss_name();
+  // A loss with its argument (Huber's delta): Keras's object, with its config's name.
+  for (const LossKind kind : all_loss_kinds()) {
+    const losses::LossRules& r = loss_rules(kind);
+    if (r.name != name || r.parameter.empty()) continue;
+    const double v = model.loss_parameter();
+    if (v == static_cast<double>(static_cast<float>(r.parameter_default))) return name;
+    ojson c{{"name", std::string(r.name) + "_loss"}, {"reduction", "sum_over_batch_size"}};
+    c[std::string(r.parameter)] = keras_config::decimal(static_cast<float>(v));
+    return ojson{{"module", "keras.losses"},
+                 {"class_name", r.class_name},
+                 {"config", c},
+                 {"registered_name", nullptr}};
+  }
   if (!model.from_logits()) return name;
   ojson c{{"name", name}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}};
   std::string cls;
@@ -1001,7 +1026,7 @@ std::optional<TrainingConfig> training_config_from_doc(const json& doc, const st
   auto loss = cc->find("loss");
   if (loss == cc->end() || loss->is_null())
     throw Error(where, "compile_config field loss: the model was compiled without a loss");
-  t.loss = parse_loss_name(*loss, where, t.from_logits);
+  t.loss = parse_loss_name(*loss, where, t.from_logits, t.loss_parameter);
   for (const LossKind kind : all_loss_kinds())
     if (t.from_logits && t.loss == loss_rules(kind).name &&
         loss_rules(kind).logits == ActivationKind::linear)

@@ -13,6 +13,7 @@
 // Flatten, Dense, Dropout, Activation" (layers are counted from 1, in the file's order).
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,6 +59,8 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   std::string loss;
   bool from_logits = false;  // the loss object's config {"from_logits": true}
+  // The loss object's one argument (Huber's "delta"; LossSpec::parameter), NaN when not given.
+  double loss_parameter = std::numeric_limits<double>::quiet_NaN();
   // In the file's order, each under the name Keras reports it by (a metric object's own
   // config "name"), with its k or threshold; Sequential::compile_with takes them.
   std::vector<MetricSpec> metrics;

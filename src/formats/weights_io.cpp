@@ -81,7 +81,8 @@ Sequential load_model(const std::string& path, CompileOptions options) {
     throw Error(where, "the architecture does not declare the model's input shape");
   std::optional<TrainingConfig> tc = training_config_from_json(arch->second, where);
   if (tc)
-    model.compile_with(tc->optimizer, LossSpec{tc->loss, tc->from_logits}, tc->metrics, options);
+    model.compile_with(tc->optimizer, LossSpec{tc->loss, tc->from_logits, tc->loss_parameter},
+                       tc->metrics, options);
   else
     model.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, options);
   load_weights(model, file, path);

@@ -2667,6 +2667,11 @@ const std::string& Sequential::fused_step_note() const { return impl_->fused_not
 const OptimizerConfig& Sequential::optimizer() const { return impl_->opt; }
 const std::string& Sequential::loss_name() const { return impl_->loss_name; }
 bool Sequential::from_logits() const { return impl_->from_logits; }
+double Sequential::loss_parameter() const {
+  if (loss_rules(impl_->loss.kind).parameter.empty())
+    return std::numeric_limits<double>::quiet_NaN();
+  return impl_->loss.parameter;
+}
 
 std::vector<NamedTensor> Sequential::get_weights() const {
   const Impl& m = *impl_;

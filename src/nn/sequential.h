@@ -340,6 +340,8 @@ class Sequential {
   const std::string& loss_name() const;
   // Whether the loss takes the last layer's output as logits (LossSpec::from_logits).
   bool from_logits() const;
+  // The loss's one argument as compile took it (Huber's delta), NaN for a loss without one.
+  double loss_parameter() const;
   // The metrics given to compile(), in order, as compile() takes them back ("acc" normalized to
   // "accuracy"; a renamed spec by its kind's name: metric_identifier).
   std::vector<std::string> metrics() const;

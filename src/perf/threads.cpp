@@ -244,7 +244,7 @@ ThreadsForRun cpu_threads_for_model(const Sequential& model, const Tensor& x, co
   if (!has_shape && !graph)
     layers.insert(layers.begin(), Input(Shape(x.shape().begin() + 1, x.shape().end())));
   const OptimizerConfig optimizer = model.optimizer();
-  const LossSpec loss{model.loss_name(), model.from_logits()};
+  const LossSpec loss{model.loss_name(), model.from_logits(), model.loss_parameter()};
   const std::string name = model.name();
   const std::vector<MetricSpec> metrics = model.metric_specs();
   const std::string precision = model.precision();

@@ -9,6 +9,7 @@ import os
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +30,14 @@ def peers_python() -> str:
             "Python with TensorFlow 2.21 and Keras 3, or run scripts/install-peers)"
         )
     return str(path)
+
+
+def save_arrays(folder: Path, x: Any, y: Any, weights: list) -> None:
+    """x.npy, y.npy and w0.npy, w1.npy, ... in `folder`, for a Keras script to load."""
+    np.save(folder / "x.npy", x)
+    np.save(folder / "y.npy", y)
+    for i, w in enumerate(weights):
+        np.save(folder / f"w{i}.npy", w)
 
 
 def run_keras(code: str, folder: Path) -> dict:

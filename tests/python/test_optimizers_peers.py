@@ -12,7 +12,7 @@ import pytest
 
 from crossover import keras
 from crossover.keras import layers
-from test_keras_archive_peers import run_keras
+from test_keras_archive_peers import run_keras, save_arrays
 
 # Each optimizer with a learning rate that moves the weights well within a few steps (Adadelta's
 # default 0.001 barely does: Keras 2's scripts used 1.0), and one non-default setting.
@@ -69,10 +69,7 @@ def test_optimizer_trains_as_keras_does(cls: str, tmp_path: Path) -> None:
     model.compile(optimizer=opt, loss="sparse_categorical_crossentropy")
     model.build((None, 6))
     initial = model.get_weights()
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y)
-    for i, w in enumerate(initial):
-        np.save(tmp_path / f"w{i}.npy", w)
+    save_arrays(tmp_path, x, y, initial)
     theirs = run_keras(KERAS_TRAIN.format(cls=cls, kwargs=json.dumps(kwargs)), tmp_path)
     h = model.fit(x, y, epochs=2, batch_size=8, shuffle=False, verbose=0).history
     assert int(opt.iterations) == theirs["iterations"] == 10

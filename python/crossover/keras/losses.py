@@ -220,6 +220,36 @@ def mean_squared_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
     return _tensor.tensor(np.mean(np.square(target - output), axis=-1))
 
 
+def huber(y_true: Any, y_pred: Any, delta: float = 1.0) -> _tensor.Tensor:
+    """Per sample: the mean over the last axis of 0.5 e**2 where |e| <= delta, else
+    delta |e| - 0.5 delta**2, with e = y_pred - y_true (Keras 3's huber); in the eager ops on a
+    tape, whose gradient is e inside delta and delta sign(e) beyond."""
+    if _on_tape(y_pred):
+        T = _tensor
+        y_pred = T.cast(y_pred, np.float32) if y_pred.dtype != np.float32 else y_pred
+        target = np.asarray(_tensor._plain(y_true)).astype(np.float32)
+        target, y_pred = _same_rank(target, y_pred)
+        error = T.subtract(y_pred, target)
+        a = T.abs(error)
+        d = np.float32(delta)
+        inside = np.asarray(_tensor._plain(a)) <= d
+        per_value = T.where(
+            inside,
+            T.multiply(np.float32(0.5), T.square(error)),
+            T.subtract(T.multiply(d, a), np.float32(0.5) * d * d),
+        )
+        return T.reduce_mean(per_value, axis=-1)
+    output = _pred(y_pred)
+    target, output = _same_rank(np.asarray(_tensor._plain(y_true)).astype(output.dtype), output)
+    error = output - target
+    a = np.abs(error)
+    d = np.float32(delta)
+    per_value = np.where(
+        a <= d, np.float32(0.5) * np.square(error), d * a - np.float32(0.5) * d * d
+    )
+    return _tensor.tensor(np.mean(per_value, axis=-1).astype(output.dtype))
+
+
 def mean_absolute_error(y_true: Any, y_pred: Any) -> _tensor.Tensor:
     """Per sample: the mean over the last axis of |y_true - y_pred|."""
     if _on_tape(y_pred):
@@ -286,6 +316,7 @@ _NAMES = {
     "mean_squared_error": "mean_squared_error",
     "mse": "mean_squared_error",
     "MSE": "mean_squared_error",
+    "huber": "huber",
 }
 
 
@@ -418,6 +449,25 @@ class MeanSquaredError(Loss):
     _library_name = "mean_squared_error"
 
 
+class Huber(Loss):
+    """Keras 3's Huber(delta=1.0, reduction, name="huber_loss"): trained by the engine's unit of
+    it (src/backends/losses/huber.h), with its delta."""
+
+    _library_name = "huber"
+
+    def __init__(self, delta: float = 1.0, name: str = "huber_loss", **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0:
+            raise ValueError(f"Huber: delta must be a positive number, got {delta!r}")
+        self.delta = float(delta)
+        self._fn_kwargs = {"delta": self.delta}
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras 3.15's: Loss.get_config, without delta (Keras's own Huber leaves it out; the
+        model's compile_config, which crossover writes from the engine, keeps it)."""
+        return {"name": self.name, "reduction": self.reduction}
+
+
 class MeanAbsoluteError(Loss):
     """Called on arrays only: the engine has no mean absolute error loss (compile refuses it)."""
 
@@ -436,6 +486,7 @@ _FUNCTIONS: dict[str, Any] = {
     "categorical_crossentropy": categorical_crossentropy,
     "binary_crossentropy": binary_crossentropy,
     "mean_squared_error": mean_squared_error,
+    "huber": huber,
     "mean_absolute_error": mean_absolute_error,
     "kl_divergence": kl_divergence,
 }
@@ -444,12 +495,19 @@ _ENGINE_LOSSES = (
     "categorical_crossentropy",
     "binary_crossentropy",
     "mean_squared_error",
+    "huber",
 )
 
 
 def from_logits(loss: Any) -> bool:
     """Whether a loss given to compile takes logits (a cross-entropy object's from_logits)."""
     return isinstance(loss, Loss) and bool(getattr(loss, "from_logits", False))
+
+
+def parameter(loss: Any) -> Optional[float]:
+    """The engine loss's one argument a loss object gives (Huber's delta); None: its default."""
+    delta = getattr(loss, "delta", None) if isinstance(loss, Loss) else None
+    return None if delta is None else float(delta)
 
 
 def library_name(loss: Any) -> str:
@@ -507,8 +565,8 @@ def __getattr__(name: str) -> Any:
     raise unsupported_attribute(
         "keras.losses",
         name,
-        "SparseCategoricalCrossentropy, CategoricalCrossentropy, BinaryCrossentropy and "
-        "MeanSquaredError (objects, or their names as strings in compile)",
+        "SparseCategoricalCrossentropy, CategoricalCrossentropy, BinaryCrossentropy, "
+        "MeanSquaredError and Huber (objects, or their names as strings in compile)",
     )
 
 
@@ -518,12 +576,14 @@ __all__ = [
     "CategoricalCrossentropy",
     "BinaryCrossentropy",
     "MeanSquaredError",
+    "Huber",
     "MeanAbsoluteError",
     "KLDivergence",
     "sparse_categorical_crossentropy",
     "categorical_crossentropy",
     "binary_crossentropy",
     "mean_squared_error",
+    "huber",
     "mean_absolute_error",
     "mse",
     "mae",

@@ -90,6 +90,7 @@ _ENGINE_ACCURACY = {
     "categorical_crossentropy": "categorical_accuracy",
     "binary_crossentropy": "binary_accuracy",
     "mean_squared_error": "categorical_accuracy",
+    "huber": "categorical_accuracy",
 }
 
 

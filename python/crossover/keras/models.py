@@ -544,6 +544,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 threads=threads if device == "cpu" else 0,
                 seed=seed,
                 precision=precision,
+                loss_parameters=[h[6] for h in heads],
             )
         else:
             model.compile(
@@ -557,6 +558,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
                 from_logits=losses_module.from_logits(loss),
                 metric_names=metric_names,
                 metric_parameters=metric_parameters,
+                loss_parameter=losses_module.parameter(loss),
             )
         # On the CPU, the thread count: the one asked for, else measured at the first fit or
         # evaluate, when the data's shape and the batch size are known (_use_measured_threads).
@@ -648,7 +650,8 @@ class Sequential(mixed_precision.HasDTypePolicy):
             self._outputs_ran = True
             return self._several_targets(y, what)
         yf = _floats(y, what)
-        if yf.ndim == 1 and self._loss_name in ("mean_squared_error", "binary_crossentropy"):
+        one_column = ("mean_squared_error", "binary_crossentropy", "huber")
+        if yf.ndim == 1 and self._loss_name in one_column:
             yf = yf.reshape(-1, 1)
         return yf
 
@@ -1417,6 +1420,7 @@ def _output_heads(
                 list(kinds),
                 [f"{name}_{n}" for n in metric_names],
                 list(parameters),
+                losses_module.parameter(one_loss),
             )
         )
     return heads
@@ -1457,6 +1461,7 @@ _LOSS_CLASSES = {
     "categorical_crossentropy": losses_module.CategoricalCrossentropy,
     "binary_crossentropy": losses_module.BinaryCrossentropy,
     "mean_squared_error": losses_module.MeanSquaredError,
+    "huber": losses_module.Huber,
 }
 
 

@@ -7,6 +7,7 @@
 
 #include "backends/losses/binary_crossentropy.h"
 #include "backends/losses/crossentropy.h"
+#include "backends/losses/huber.h"
 #include "backends/losses/mean_squared_error.h"
 
 namespace crossover {
