@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "_core_callbacks.h"
+#include "backends/losses/list.h"
 #include "crossover.h"
 #include "nn/layers/kind.h"
 #include "nn/progress.h"
@@ -250,6 +251,25 @@ void bind_optimizer_constructors(nb::module_& m) {
         return make_optimizer(class_name, arguments);
       },
       nb::arg("class_name"), nb::arg("arguments"));
+  // Each loss unit's rules (backends/losses/unit.h), for crossover.keras.losses and metrics.
+  m.def("loss_rules", [] {
+    nb::list out;
+    for (const LossKind kind : all_loss_kinds()) {
+      const losses::LossRules& r = loss_rules(kind);
+      nb::dict d;
+      d["name"] = std::string(r.name);
+      d["class_name"] = std::string(r.class_name);
+      d["alias"] = std::string(r.alias);
+      d["class_index_targets"] = r.class_index_targets;
+      d["classes_on_last_axis"] = r.classes_on_last_axis;
+      d["elementwise"] = r.elementwise;
+      d["from_logits"] = r.logits != ActivationKind::linear;
+      d["parameter"] = std::string(r.parameter);
+      d["parameter_default"] = r.parameter_default;
+      out.append(d);
+    }
+    return out;
+  });
   // Each Keras optimizer class the engine has: its name, default name, learning rate and weight
   // decay defaults, and its own arguments [(name, default, type)] in Keras's order, type one of
   // "number", "float32", "flag", "refused".

@@ -211,7 +211,7 @@ def engine_loss(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any, value: 
     except (ValueError, TypeError):
         return value
     y = np.ascontiguousarray(np.asarray(_tensor._plain(y_true), dtype=np.float32))
-    if y.ndim == 1 and name in ("mean_squared_error", "binary_crossentropy", "huber"):
+    if y.ndim == 1 and losses_module.one_target_column(name):
         y = y.reshape(-1, 1)
     out = _LossValue(np.float32(value))
     out._crossover_loss = (

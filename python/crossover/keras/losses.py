@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .. import _tensor
+from .. import _core, _tensor
 from . import _names
 from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
@@ -309,15 +309,13 @@ def _eager_reduce(values: Any, reduction: Optional[str], sample_weight: Any) -> 
 
 
 # Keras's names of each loss (function names and aliases) -> the library's name.
-_NAMES = {
-    "sparse_categorical_crossentropy": "sparse_categorical_crossentropy",
-    "categorical_crossentropy": "categorical_crossentropy",
-    "binary_crossentropy": "binary_crossentropy",
-    "mean_squared_error": "mean_squared_error",
-    "mse": "mean_squared_error",
-    "MSE": "mean_squared_error",
-    "huber": "huber",
-}
+# The engine's loss units (src/backends/losses/, _core.loss_rules): their names, aliases and
+# rules, read here rather than restated.
+RULES = {r["name"]: r for r in _core.loss_rules()}
+_NAMES = {r["name"]: r["name"] for r in RULES.values()}
+for _r in RULES.values():
+    if _r["alias"]:
+        _NAMES[_r["alias"]] = _NAMES[_r["alias"].upper()] = _r["name"]  # mse, MSE
 
 
 class Loss:
@@ -490,13 +488,15 @@ _FUNCTIONS: dict[str, Any] = {
     "mean_absolute_error": mean_absolute_error,
     "kl_divergence": kl_divergence,
 }
-_ENGINE_LOSSES = (
-    "sparse_categorical_crossentropy",
-    "categorical_crossentropy",
-    "binary_crossentropy",
-    "mean_squared_error",
-    "huber",
-)
+_ENGINE_LOSSES = tuple(RULES)
+
+
+def one_target_column(name: str) -> bool:
+    """Whether the engine's loss `name` takes one target per output element that a 1-D y gives
+    for a one-unit output (mean_squared_error, binary_crossentropy, huber), not a class index
+    or a row of classes."""
+    r = RULES.get(name)
+    return r is not None and not r["class_index_targets"] and not r["classes_on_last_axis"]
 
 
 def from_logits(loss: Any) -> bool:

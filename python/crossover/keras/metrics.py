@@ -84,14 +84,16 @@ def sparse_top_k_categorical_accuracy(y_true: Any, y_pred: Any, k: int = 5) -> _
 mean_squared_error = mse = _losses.mean_squared_error
 mean_absolute_error = mae = _losses.mean_absolute_error
 
-# Which accuracy the engine counts for each loss.
-_ENGINE_ACCURACY = {
-    "sparse_categorical_crossentropy": "sparse_categorical_accuracy",
-    "categorical_crossentropy": "categorical_accuracy",
-    "binary_crossentropy": "binary_accuracy",
-    "mean_squared_error": "categorical_accuracy",
-    "huber": "categorical_accuracy",
-}
+
+# Which accuracy the engine counts for each loss (its unit's rules): the class index's, the
+# element-wise binary one, else the argmax's.
+def _engine_accuracy(rules: dict[str, Any]) -> str:
+    if rules["class_index_targets"]:
+        return "sparse_categorical_accuracy"
+    return "binary_accuracy" if rules["elementwise"] else "categorical_accuracy"
+
+
+_ENGINE_ACCURACY = {name: _engine_accuracy(r) for name, r in _losses.RULES.items()}
 
 
 def _count(owner: str, k: Any) -> int:

@@ -650,8 +650,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             self._outputs_ran = True
             return self._several_targets(y, what)
         yf = _floats(y, what)
-        one_column = ("mean_squared_error", "binary_crossentropy", "huber")
-        if yf.ndim == 1 and self._loss_name in one_column:
+        if yf.ndim == 1 and losses_module.one_target_column(self._loss_name):
             yf = yf.reshape(-1, 1)
         return yf
 
@@ -1457,11 +1456,7 @@ def _float_logs(logs: Any, who: str) -> dict[str, float]:
 
 
 _LOSS_CLASSES = {
-    "sparse_categorical_crossentropy": losses_module.SparseCategoricalCrossentropy,
-    "categorical_crossentropy": losses_module.CategoricalCrossentropy,
-    "binary_crossentropy": losses_module.BinaryCrossentropy,
-    "mean_squared_error": losses_module.MeanSquaredError,
-    "huber": losses_module.Huber,
+    r["name"]: getattr(losses_module, r["class_name"]) for r in losses_module.RULES.values()
 }
 
 
