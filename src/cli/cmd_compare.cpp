@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "backends/cuda_info.h"
+#include "backends/devices.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "perf/cost_model.h"
@@ -130,8 +131,7 @@ class Compare {
         gpu_refusal_.empty() ? all_gpus_ : std::vector<CudaDeviceInfo>{};
     for (const CudaDeviceInfo& g : gpus)
       for (perf::Mode m : {perf::Mode::resident, perf::Mode::naive})
-        runs_.push_back(
-            {.device = "cuda:" + std::to_string(g.ordinal), .device_name = g.name, .mode = m});
+        runs_.push_back({.device = cuda_device_name(g.ordinal), .device_name = g.name, .mode = m});
     if (all_gpus_.empty()) notes_.push_back("no GPU present: the CPU was measured");
   }
 

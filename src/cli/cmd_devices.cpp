@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda_info.h"
+#include "backends/devices.h"
 #include "cli/cli.h"
 #include "core/machine.h"
 
@@ -15,7 +16,7 @@ nlohmann::json devices_json() {
   doc["devices"].push_back(
       {{"device", "cpu"}, {"name", cpu.model}, {"cores", cpu.logical_cores}, {"isa", cpu.isa}});
   for (const CudaDeviceInfo& d : cuda_devices())
-    doc["devices"].push_back({{"device", "cuda:" + std::to_string(d.ordinal)},
+    doc["devices"].push_back({{"device", cuda_device_name(d.ordinal)},
                               {"name", d.name},
                               {"compute_capability", fmt::format("{}.{}", d.major, d.minor)},
                               {"sms", d.sm_count},
@@ -38,8 +39,8 @@ void add_devices(CLI::App& app) {
     fmt::print("cpu     {}, {} cores, {}\n", cpu.model, cpu.logical_cores, isa);
     const auto gpus = cuda_devices();
     for (const CudaDeviceInfo& d : gpus)
-      fmt::print("cuda:{}  {}, compute capability {}.{}, {} SMs, {:.1f} GiB, {}\n", d.ordinal,
-                 d.name, d.major, d.minor, d.sm_count,
+      fmt::print("{}  {}, compute capability {}.{}, {} SMs, {:.1f} GiB, {}\n",
+                 cuda_device_name(d.ordinal), d.name, d.major, d.minor, d.sm_count,
                  static_cast<double>(d.memory_bytes) / (1 << 30), d.host_link);
     if (gpus.empty()) fmt::print("no CUDA device found\n");
     if (!json_path->empty()) write_json_file("--json", *json_path, devices_json());

@@ -2,6 +2,7 @@
 // dominates it (docs/PERF.md).
 #include <fmt/format.h>
 
+#include "backends/devices.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "perf/explain.h"
@@ -278,7 +279,7 @@ void run_explain_cmd(const ExplainCliOptions& o) {
   c.x = &d.x_train;
   c.y = &d.y_train;
   c.batch = o.batch_size;
-  c.device = o.device == "cuda" ? "cuda:0" : o.device;
+  c.device = parse_device(o.device).name();  // "cuda" is cuda:0
   c.mode = mode;
   const ThreadsForRun threads = explain_threads(o, ranks, gpu, d, probe, c.precision);
   c.threads = threads.threads;

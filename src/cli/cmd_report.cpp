@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "backends/cuda_info.h"
+#include "backends/devices.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/machine.h"
@@ -97,7 +98,7 @@ std::vector<std::string> explained_devices(const std::string& device,
                                            const std::vector<CudaDeviceInfo>& gpus) {
   if (device == "all") {
     std::vector<std::string> d{"cpu"};
-    for (const CudaDeviceInfo& g : gpus) d.push_back("cuda:" + std::to_string(g.ordinal));
+    for (const CudaDeviceInfo& g : gpus) d.push_back(cuda_device_name(g.ordinal));
     return d;
   }
   if (device != "cpu" && !perf::is_gpu_device(device))
@@ -163,8 +164,9 @@ class Report {
     }
     in.gpu_profiles = perf::gpu_profiles();
     for (const CudaDeviceInfo& g : gpus_)
-      in.gpus.push_back(fmt::format("cuda:{} {} ({} SMs, {:.0f} GiB)", g.ordinal, g.name,
-                                    g.sm_count, static_cast<double>(g.memory_bytes) / (1 << 30)));
+      in.gpus.push_back(fmt::format("{} {} ({} SMs, {:.0f} GiB)", cuda_device_name(g.ordinal),
+                                    g.name, g.sm_count,
+                                    static_cast<double>(g.memory_bytes) / (1 << 30)));
     write_page(perf::report_html(in));
     if (!o_.quiet)
       for (const std::string& s : perf::report_sentences(in)) out_.say(s);

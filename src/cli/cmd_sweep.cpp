@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backends/cuda_info.h"
+#include "backends/devices.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/machine.h"
@@ -228,7 +229,7 @@ class Sweep {
     const std::vector<CudaDeviceInfo> gpus =
         gpu_refusal_.empty() ? all_gpus : std::vector<CudaDeviceInfo>{};
     for (const CudaDeviceInfo& g : gpus) {
-      const std::string id = "cuda:" + std::to_string(g.ordinal);
+      const std::string id = cuda_device_name(g.ordinal);
       std::string note;
       std::optional<perf::Profile> gp = perf::profile_for_device(id, "", o_.threads, note);
       for (const char* m : {"resident", "naive"}) {

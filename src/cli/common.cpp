@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "backends/cuda_info.h"
+#include "backends/devices.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/launcher.h"
@@ -474,7 +475,7 @@ void place_ranks_on_device(Ranks& ranks, std::string& device) {
                     "(start at most {} rank{} per host)",
                     ranks.local_size, count, count == 1 ? "" : "s", count, count == 1 ? "" : "s"));
   const int ordinal = dist::device_for_local_rank(ranks.local_rank, count);
-  device = "cuda:" + std::to_string(ordinal);
+  device = cuda_device_name(ordinal);
   ranks.collective = dist::nccl_collective(ranks.collective, ordinal);
 }
 

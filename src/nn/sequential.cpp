@@ -21,6 +21,7 @@
 #include <set>
 
 #include "backends/cuda_info.h"
+#include "backends/devices.h"
 #include "backends/fused_mlp.h"
 #include "backends/losses/list.h"
 #include "core/aligned.h"
@@ -105,20 +106,6 @@ std::vector<MetricSpec> compile_metrics(std::vector<MetricSpec> given, LossKind 
     specs.push_back(std::move(spec));
   }
   return specs;
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
-                                      const std::string& precision) {
-  const Precision p = parse_precision(precision, "precision");
-  if (device == "cpu") return make_cpu_backend(threads, p);
-  if (device == "cuda") return make_cuda_backend(0, p);
-  if (device.rfind("cuda:", 0) == 0) {
-    const std::string n = device.substr(5);
-    if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), ::isdigit))
-      throw Error("device '" + device + "'", "expected cpu, cuda or cuda:N");
-    return make_cuda_backend(std::stoi(n), p);
-  }
-  throw Error("device '" + device + "'", "unknown device: expected cpu, cuda or cuda:N");
 }
 
 // Fisher-Yates with Philox draws: the same permutation on every device and thread count.
@@ -1991,7 +1978,8 @@ void compile_model(Sequential::Impl& m, OptimizerConfig optimizer, const LossSpe
                             l.rank, l.size, l.source, l.size, l.size));
   auto backend = options.make_backend
                      ? options.make_backend()
-                     : make_backend(options.device, options.threads, options.precision);
+                     : make_backend(options.device, options.threads,
+                                    parse_precision(options.precision, "precision"));
   if (!backend) throw Error("compile", "make_backend returned no backend");
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   if (ranks > 1 && backend->device_name() != "cpu" && !options.collective->on_device())

@@ -10,11 +10,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
