@@ -700,7 +700,7 @@ void collect_metrics(const json& v, std::vector<MetricSpec>& out, const std::str
 // ---- writing ---------------------------------------------------------------------------------
 
 ojson optimizer_json(const OptimizerConfig& o) {
-  // Keras's class and its default name (SGD's is "SGD", the others' the snake-case class).
+  // Keras's class and the name its get_config writes (the unit's: the snake-case class).
   std::string cls, name;
   visit_optimizer(o.kind, [&]<class Unit>() {
     cls = Unit::class_name;

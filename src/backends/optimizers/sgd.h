@@ -6,7 +6,8 @@
 namespace crossover::optimizers {
 
 struct SGD : Unit {
-  static constexpr std::string_view class_name = "SGD", name = "SGD";
+  // Keras 3.15's SGD().get_config()["name"] is "sgd" (the snake case, as for the others).
+  static constexpr std::string_view class_name = "SGD", name = "sgd";
   struct Options {
     double learning_rate = 0.01;
     double momentum = 0;
