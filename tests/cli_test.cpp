@@ -398,6 +398,31 @@ TEST(Cli, TrainsAKerasFileThatWasNeverCompiledWithTheDefaults) {
   EXPECT_EQ(j["loss"], "sparse_categorical_crossentropy");
 }
 
+// A Keras file's optimizer or loss argument out of its range: one line naming the file, the
+// field and the value, exit code 2.
+TEST(Cli, AKerasFilesOptimizerOrLossArgumentOutOfRangeIsOneLineAndExitCode2) {
+  const std::string dir = temp_folder("keras-bad-arguments");
+  std::ifstream in(crossover::testing_util::source_dir() + "/tests/data/keras/small_keras3.json");
+  const nlohmann::json model = nlohmann::json::parse(in);
+  nlohmann::json lion = model;
+  lion["compile_config"]["optimizer"] = {{"module", "keras.optimizers"},
+                                         {"class_name", "Lion"},
+                                         {"config", {{"beta_1", 0.0}}},
+                                         {"registered_name", nullptr}};
+  std::ofstream(dir + "/lion.json") << lion.dump();
+  expect_usage_error("train --model " + dir + "/lion.json --data mnist-10k --epochs 1",
+                     "lion.json: compile_config field optimizer: Lion: beta_1 must be in (0, 1], "
+                     "got 0");
+  nlohmann::json huber = model;
+  huber["compile_config"]["loss"] = {{"module", "keras.losses"},
+                                     {"class_name", "Huber"},
+                                     {"config", {{"delta", -1}}},
+                                     {"registered_name", nullptr}};
+  std::ofstream(dir + "/huber.json") << huber.dump();
+  expect_usage_error("train --model " + dir + "/huber.json --data mnist-10k --epochs 1",
+                     "huber.json: compile_config field loss: Huber delta must be positive, got -1");
+}
+
 TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
   // The Keras 3 SMALL model, recompiled as SGD(0.05, momentum 0.9) + categorical_crossentropy.
   const std::string dir = temp_folder("keras-sgd");

@@ -505,11 +505,8 @@ OptimizerConfig parse_optimizer(const json& v, const std::string& where) {
   };
   const OptimizerClass* unit = find_optimizer_class(cls);
   if (!unit) {
-    std::string known;
-    for (const OptimizerClass& c : optimizer_classes())
-      known += (known.empty() ? "" : ", ") + c.class_name;
     throw Error(where, "compile_config field optimizer: " + printable(cls) +
-                           " is not supported: crossover runs " + known);
+                           " is not supported: crossover runs " + optimizer_class_names());
   }
   refuse_if("use_ema", truthy("use_ema"), "EMA of the weights is not supported");
   refuse_if("gradient_accumulation_steps", truthy("gradient_accumulation_steps"),
@@ -609,23 +606,20 @@ std::string parse_loss_name(const json& v, const std::string& where, bool& from_
           throw Error(where, fmt::format("compile_config field loss: {} must be a number, got {}",
                                          r.parameter, brief(*a)));
         parameter = a->get<double>();
+        if (!(parameter > 0.0) || !std::isfinite(parameter))
+          throw Error(where,
+                      fmt::format("compile_config field loss: {} {} must be positive, got {}",
+                                  r.class_name, r.parameter, brief(*a)));
       }
     }
   } else {
     throw Error(where, "compile_config field loss: unreadable loss " + brief(v));
   }
-  std::string known;
-  bool found = false;
-  for (const LossKind kind : all_loss_kinds()) {
-    const losses::LossRules& r = loss_rules(kind);
-    known += (known.empty() ? "" : ", ") + std::string(r.name);
-    if (name == r.alias) name = r.name;
-    found = found || name == r.name;
-  }
-  if (!found)
+  const std::optional<LossKind> kind = find_loss(name);
+  if (!kind)
     throw Error(where, "compile_config field loss: loss '" + printable(name) +
-                           "' is not supported: crossover trains with " + known);
-  return name;
+                           "' is not supported: crossover trains with " + loss_names());
+  return std::string(loss_rules(*kind).name);
 }
 
 void collect_metrics(const json& v, std::vector<MetricSpec>& out, const std::string& where,

@@ -163,11 +163,8 @@ OptimizerConfig make_optimizer(std::string_view class_name,
                                const OptimizerArgumentValues& arguments) {
   const OptimizerClass* cls = find_optimizer_class(class_name);
   if (!cls) {
-    std::string known;
-    for (const OptimizerClass& c : optimizer_classes())
-      known += (known.empty() ? "" : ", ") + c.class_name;
-    throw Error("optimizer",
-                fmt::format("unknown optimizer '{}': crossover runs {}", class_name, known));
+    throw Error("optimizer", fmt::format("unknown optimizer '{}': crossover runs {}", class_name,
+                                         optimizer_class_names()));
   }
   double tensor_clipnorm = 0;
   OptimizerConfig out = visit_optimizer(cls->kind, [&]<class Unit>() {
@@ -187,10 +184,15 @@ OptimizerConfig make_optimizer(std::string_view class_name,
 
 OptimizerConfig optimizer_from_name(std::string_view name) {
   if (find_optimizer_class(name)) return make_optimizer(name);
-  std::string known;
+  throw Error("optimizer", fmt::format("unknown optimizer '{}': expected one of {}", name,
+                                       optimizer_class_names(true)));
+}
+
+std::string optimizer_class_names(bool lower_case) {
+  std::string out;
   for (const OptimizerClass& c : optimizer_classes())
-    known += (known.empty() ? "" : ", ") + lower(c.class_name);
-  throw Error("optimizer", fmt::format("unknown optimizer '{}': expected one of {}", name, known));
+    out += (out.empty() ? "" : ", ") + (lower_case ? lower(c.class_name) : c.class_name);
+  return out;
 }
 
 std::string optimizer_name(OptimizerKind kind) {

@@ -78,6 +78,8 @@ struct OptimizerClass {
   std::vector<OptimizerArgumentValue> arguments;
 };
 std::vector<OptimizerClass> optimizer_classes();
+// "Adam, AdamW, SGD, ...": every class's name (lower case: the string identifiers), for errors.
+std::string optimizer_class_names(bool lower_case = false);
 // The class of a name ("Adam", "adamw": case-insensitive), or nullptr.
 const OptimizerClass* find_optimizer_class(std::string_view name);
 

@@ -43,26 +43,22 @@ namespace {
 // The loss compile's spec names (a unit's name or alias, losses/list.h), with its argument
 // (Keras's default where the spec has none); from_logits only where the unit reads logits.
 LossConfig parse_loss(const LossSpec& spec, const char* who) {
-  std::string known;
-  for (const LossKind kind : all_loss_kinds()) {
-    const losses::LossRules& rules = loss_rules(kind);
-    known += (known.empty() ? "" : ", ") + std::string(rules.name);
-    if (spec.name != rules.name && (rules.alias.empty() || spec.name != rules.alias)) continue;
-    if (spec.from_logits && rules.logits == ActivationKind::linear)
-      throw Error(who, "from_logits applies to the cross-entropies, not " + spec.name);
-    LossConfig c(kind);
-    if (!rules.parameter.empty()) {
-      const double v = std::isnan(spec.parameter) ? rules.parameter_default : spec.parameter;
-      if (!(v > 0.0) || !std::isfinite(v))
-        throw Error(who,
-                    fmt::format("{}: {} must be positive, got {}", rules.name, rules.parameter, v));
-      c.parameter = static_cast<float>(v);
-    } else if (!std::isnan(spec.parameter)) {
-      throw Error(who, fmt::format("{} takes no argument", rules.name));
-    }
-    return c;
+  const std::optional<LossKind> kind = find_loss(spec.name);
+  if (!kind) throw Error(who, "unknown loss '" + spec.name + "': expected " + loss_names());
+  const losses::LossRules& rules = loss_rules(*kind);
+  if (spec.from_logits && rules.logits == ActivationKind::linear)
+    throw Error(who, "from_logits applies to the cross-entropies, not " + spec.name);
+  LossConfig c(*kind);
+  if (!rules.parameter.empty()) {
+    const double v = std::isnan(spec.parameter) ? rules.parameter_default : spec.parameter;
+    if (!(v > 0.0) || !std::isfinite(v))
+      throw Error(who,
+                  fmt::format("{}: {} must be positive, got {}", rules.name, rules.parameter, v));
+    c.parameter = static_cast<float>(v);
+  } else if (!std::isnan(spec.parameter)) {
+    throw Error(who, fmt::format("{} takes no argument", rules.name));
   }
-  throw Error(who, "unknown loss '" + spec.name + "': expected " + known);
+  return c;
 }
 
 // compile()'s metrics (nn/metrics.h) for a model trained with `loss`: each name once, at most

@@ -505,9 +505,13 @@ def from_logits(loss: Any) -> bool:
 
 
 def parameter(loss: Any) -> Optional[float]:
-    """The engine loss's one argument a loss object gives (Huber's delta); None: its default."""
-    delta = getattr(loss, "delta", None) if isinstance(loss, Loss) else None
-    return None if delta is None else float(delta)
+    """The engine loss's one argument a loss object gives (its unit's, Huber's delta); None:
+    its default."""
+    rules = RULES.get(getattr(loss, "_library_name", "")) if isinstance(loss, Loss) else None
+    if rules is None or not rules["parameter"]:
+        return None
+    value = getattr(loss, rules["parameter"], None)
+    return None if value is None else float(value)
 
 
 def library_name(loss: Any) -> str:

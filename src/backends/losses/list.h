@@ -4,6 +4,9 @@
 #pragma once
 
 #include <array>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "backends/losses/binary_crossentropy.h"
 #include "backends/losses/crossentropy.h"
@@ -29,6 +32,23 @@ constexpr const losses::LossRules& loss_rules(LossKind kind) {
 #undef CROSSOVER_LOSS_RULES
   }
   return losses::SparseCategoricalCrossentropy::rules;  // not reached
+}
+
+// The kind compile's string names (a unit's name or alias), if any. Host code.
+inline std::optional<LossKind> find_loss(std::string_view name) {
+  for (const LossKind kind : all_loss_kinds()) {
+    const losses::LossRules& r = loss_rules(kind);
+    if (name == r.name || (!r.alias.empty() && name == r.alias)) return kind;
+  }
+  return std::nullopt;
+}
+
+// "sparse_categorical_crossentropy, ..., huber": every loss's name, for an error. Host code.
+inline std::string loss_names() {
+  std::string out;
+  for (const LossKind kind : all_loss_kinds())
+    out += (out.empty() ? "" : ", ") + std::string(loss_rules(kind).name);
+  return out;
 }
 
 // One sample (row r): activation `act` of the logits z (c values) into p, the loss and whether it
