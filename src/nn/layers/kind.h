@@ -1,8 +1,8 @@
 // A layer kind: everything crossover knows about one kind of layer, in one unit
 // (src/nn/layers/<kind>.cpp), found through the registry by its Keras class name, its CLI name
-// or its LayerType. The model (nn/sequential.cpp), the Keras JSON reader and writer
-// (formats/model_config.cpp), the .weights.h5 names (formats/keras_h5.cpp) and the command line go
-// through it; none of them switches on a LayerType.
+// or its LayerType. The model (nn/model/), the Keras JSON reader and writer
+// (formats/model_config*.cpp), the .weights.h5 names (formats/keras_h5_model.cpp) and the command
+// line go through it; none of them switches on a LayerType.
 //
 // Adding a kind: one line in nn/layers/kinds.h (its LayerType and its place in the registry), its
 // arguments (with Keras's defaults) and constructor in nn/layers/<kind>.h (one include in
