@@ -5,7 +5,7 @@
 // Every GEMM of a SMALL (784-128-10) and a BIG (784-1000-1000-10) step at batch 32, row-major,
 // with the transposes the engine uses (gemm_bench.h: y = x.W + b (relu), dW = x^T.dy,
 // dx = dy.W^T), is timed at each thread count in these variants:
-//   <lib>.engine  the engine's call pattern (src/backends/cpu/cpu_backend.cpp, for_blocks): the
+//   <lib>.engine  the engine's call pattern (src/backends/cpu/cpu_backend_impl.h, for_blocks): the
 //                 output split into one block of whole 16-column (dW: 16-row) strips per thread,
 //                 one single-threaded library call per block inside our own OpenMP region, the
 //                 bias and ReLU applied by the same thread right after; one inline call when the
@@ -166,7 +166,7 @@ Sub sub_of(const Problem& p, int b0, int b1) {
   return u;
 }
 
-// The engine's split (cpu_backend.cpp, for_blocks_with_index): blocks of multiples of 16, one
+// The engine's split (cpu_backend_impl.h, for_blocks_with_index): blocks of multiples of 16, one
 // per thread; one inline block when the GEMM is small or narrow.
 constexpr double kParallelGemmFlops = 1 << 19;
 struct Split {

@@ -509,7 +509,7 @@ TEST(BatchNormCost, TheOpListHasEachCallOnceWithItsShapeBytesAndLaunches) {
   EXPECT_EQ(cpu[2].elements, x);
   EXPECT_EQ(cpu[2].bytes_read, 4 * (4 * x + 2 * ch + 2 * ch));
   EXPECT_EQ(cpu[2].bytes_written, 4 * (x + 2 * ch));
-  // On a GPU: the kernels of kernels.cu (two sums and their totals, then y; the moving update;
+  // On a GPU: the kernels of norm_kernels.cu (two sums and their totals, then y; the moving update;
   // the backward's sums, their totals, then dx).
   const auto gpu =
       bn_ops(perf::step_ops(conv_bn_model(), 32, perf::DeviceKind::gpu, perf::Mode::resident));

@@ -162,7 +162,7 @@ TEST(CpuBf16, DenseProductsStayNearFloat32ButAreNotFloat32) {
     const Tensor w = testing_util::random_tensor({s.k, s.n}, 2);
     const Tensor b = testing_util::random_tensor({s.n}, 3);
     const Tensor dy = testing_util::random_tensor({s.m, s.n}, 4);
-    // With AMX, a weight gradient narrower than 64 columns is a float32 product (cpu_backend.cpp).
+    // With AMX, a weight gradient narrower than 64 columns is a float32 product (cpu_dense.cpp).
     const bool fp32_gradient = cpu_bf16_support().amx_bf16 && s.n < 64;
     auto compare = [&](auto run, int64_t size, const char* what, bool bf16_product = true) {
       std::vector<float> want(static_cast<std::size_t>(size)), got(want.size());

@@ -798,7 +798,7 @@ TEST_F(CudaBackendTest, ACallNotSeenWhilePlanningIsAnErrorDuringCapture) {
   gpu_->synchronize();
 }
 
-// ---- convolution and pooling (cuDNN and kernels.cu) against the CPU's oneDNN -----------------
+// ---- convolution and pooling (cuDNN and conv_pool_kernels.cu) against the CPU's oneDNN ------
 
 // The fixture of the convolution and pooling tests (named apart so that a GPU run can pick them).
 class CudaConvTest : public CudaBackendTest {};
@@ -1199,7 +1199,7 @@ TEST_F(CudaConvTest, DropoutAfterTheConvnetsFlattenDrawsTheCpuMask) {
 // ---- batch normalization (crossover's own kernels) against the CPU's oneDNN
 // ----------------------
 
-// ---- layer normalization: a warp per row (kernels.cu) against the CPU's loops ----
+// ---- layer normalization: a warp per row (norm_kernels.cu) against the CPU's loops ----
 
 TEST_F(CudaBackendTest, LayerNormForwardAndBackwardMatchCpu) {
   struct Case {
@@ -1245,7 +1245,7 @@ TEST_F(CudaBackendTest, LayerNormForwardAndBackwardMatchCpu) {
   }
 }
 
-// ---- nearest-neighbour upsampling (kernels.cu) against the CPU's copies and sums ----
+// ---- nearest-neighbour upsampling (conv_pool_kernels.cu) against the CPU's copies and sums ----
 
 TEST_F(CudaBackendTest, UpsampleForwardAndBackwardMatchCpu) {
   uint32_t seed = 7100;

@@ -1,5 +1,5 @@
 // The CPU backend's 2-D convolution and batch normalization: oneDNN primitives on channels-last
-// data (pooling is the CPU backend's own loops, cpu_backend.cpp).
+// data (pooling is the CPU backend's own loops, cpu_pooling.cpp).
 //
 // Each primitive (and the reorders of the kernel between Keras's (kh, kw, in, out) layout and the
 // one oneDNN's convolution prefers, and its scratchpad) is created the first time a shape and a

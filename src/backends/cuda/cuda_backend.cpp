@@ -1,6 +1,6 @@
 // The CUDA backend: one non-blocking stream, a caching device allocator, cuBLASLt products
-// (gemm.h), cuDNN convolutions (cudnn_conv.h) and the kernels of kernels.cu. See docs/CUDA.md for
-// the design.
+// (gemm.h), cuDNN convolutions (cudnn_conv.h) and the kernels of kernels.cu and the
+// *_kernels.cu beside it. See docs/CUDA.md for the design.
 //
 // Execution states. Normally each call enqueues its work on the stream and returns. capture()
 // with use_graph first runs the step's function in a *planning pass*: every call makes what it
@@ -311,7 +311,7 @@ class CudaBackend final : public Backend {
     gemm_->dense_backward_input(dy, w, dx, m, k, n, !planning_, !capturing_);
   }
 
-  // ---- convolution (cuDNN) and pooling (kernels.cu) ----
+  // ---- convolution (cuDNN) and pooling (conv_pool_kernels.cu) ----
   bool has_conv2d() const override { return true; }
   void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
                       int64_t m, ActivationKind act) override {
@@ -376,7 +376,7 @@ class CudaBackend final : public Backend {
           "pool_backward kernel launch");
   }
 
-  // ---- batch normalization (kernels.cu: per-channel sums without atomics) ----
+  // ---- batch normalization (norm_kernels.cu: per-channel sums without atomics) ----
   bool has_batch_norm() const override { return true; }
   void batchnorm_prepare(const BatchNormShape& s, int64_t m) override {
     activate();
@@ -421,7 +421,7 @@ class CudaBackend final : public Backend {
           "batchnorm_update_moving kernel launch");
   }
 
-  // ---- layer normalization (kernels.cu: a warp per row) ----
+  // ---- layer normalization (norm_kernels.cu: a warp per row) ----
   void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
                          float* mean, float* rstd, int64_t rows, int64_t n,
                          float epsilon) override {
@@ -498,7 +498,7 @@ class CudaBackend final : public Backend {
     check(cuda::launch_permute(stream_, s, x, y, m), "permute kernel launch");
   }
 
-  // ---- nearest-neighbour upsampling (kernels.cu) ----
+  // ---- nearest-neighbour upsampling (conv_pool_kernels.cu) ----
   void upsample2d_forward(const PoolShape& s, const float* x, float* y, int64_t m) override {
     if (planning_) return;
     activate();
