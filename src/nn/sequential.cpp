@@ -113,8 +113,9 @@ void Sequential::trace_training_step(int64_t rows, const Shape& sample_shape) {
   Shape x_shape = {rows};
   x_shape.insert(x_shape.end(), m.input_shape.begin(), m.input_shape.end());
   const Tensor x(x_shape);
-  const Tensor y(loss_rules(m.loss.kind).class_index_targets ? Shape{rows}
-                                                             : Shape{rows, m.output_width()});
+  const Tensor y(loss_rules(m.losses.loss.kind).class_index_targets
+                     ? Shape{rows}
+                     : Shape{rows, m.output_width()});
   const Impl::DeviceData d = m.upload_data(x, y, 0, rows);
   Impl::Plan& plan = m.plan_for(rows);
   StepCounters c = m.read_counters(m.train_counters());  // as an epoch starts: batch 0
@@ -146,9 +147,10 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   m.forward(plan, n, true, false, 0, m.eval_counters());
   // A frozen layer's gradients are not computed: they read zero.
   m.backend->fill(m.arena.data() + m.arena.floats, 0.0f, m.arena.floats);
-  m.backend->loss_forward_backward(m.loss, m.loss_activation(), m.final_output(plan, true),
-                                   plan.targets.as<float>(), nullptr, nullptr,
-                                   plan.grads[0].as<float>(), n, m.output_width(), nullptr, n);
+  m.backend->loss_forward_backward(m.losses.loss, m.losses.loss_activation(),
+                                   m.final_output(plan, true), plan.targets.as<float>(), nullptr,
+                                   nullptr, plan.grads[0].as<float>(), n, m.output_width(), nullptr,
+                                   n);
   m.backward(&plan, n);
   m.backend->synchronize();
   std::vector<NamedTensor> out;
@@ -190,7 +192,7 @@ Tensor Sequential::training_forward(const Tensor& x) {
   out_shape.insert(out_shape.end(), m.layers_output_shape().begin(), m.layers_output_shape().end());
   Tensor out(out_shape);
   const float* shown = m.final_output(plan, true);
-  if (const ActivationKind act = m.final_activation(); act != ActivationKind::linear) {
+  if (const ActivationKind act = m.losses.final_activation(); act != ActivationKind::linear) {
     // The final layer left its activation to the loss: the loss op applies it, as it does in
     // fit's step (its loss and gradient are not asked for here).
     if (plan.activated.bytes() == 0)
@@ -256,7 +258,7 @@ std::vector<NamedTensor> Sequential::training_backward_outputs(const Tensor& out
   m.write_counters(m.eval_counters(), StepCounters{});
   m.backend->fill(m.arena.data() + m.arena.floats, 0.0f, m.arena.floats);
   m.backend->set_scope("outputs");
-  if (const int f = m.final_activation_layer(); f >= 0) {
+  if (const int f = m.losses.final_activation_layer(); f >= 0) {
     // The final layer left its activation to the loss, which training_forward applied into
     // plan.activated: its gradient here, from the pre-activation and the activated outputs.
     const LayerActivation& a = m.info[static_cast<std::size_t>(f)].activation;
@@ -276,7 +278,7 @@ Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, con
   const LossConfig loss = parse_loss(spec, who);
   const LossKind kind = loss.kind;
   const std::string name(loss_rules(kind).name);
-  ActivationKind act = m.final_activation();
+  ActivationKind act = m.losses.final_activation();
   if (spec.from_logits) {
     const ActivationKind own = loss_rules(kind).logits;
     // A final softmax (sigmoid) under from_logits: its input is taken back as the logits, as
@@ -287,7 +289,7 @@ Sequential::TrainingGradients Sequential::training_backward(const Tensor& y, con
                                    spec.name, m.graph.layers.back().name, activation_name(act)));
     act = own;
   }
-  m.check_output_for_loss(kind, name, {});
+  m.losses.check_output_for_loss(kind, name, {});
   m.check_targets(y, n, who, kind, name);
   m.tape.ready = false;  // the backward pass reuses the pass's buffers
   Impl::Plan& plan = *m.steps.find(n);
@@ -485,12 +487,12 @@ std::string Sequential::device_name() const {
 const std::string& Sequential::precision() const { return impl_->copts.precision; }
 const std::string& Sequential::fused_step_note() const { return impl_->fused_note; }
 const OptimizerConfig& Sequential::optimizer() const { return impl_->opt; }
-const std::string& Sequential::loss_name() const { return impl_->loss_name; }
-bool Sequential::from_logits() const { return impl_->from_logits; }
+const std::string& Sequential::loss_name() const { return impl_->losses.loss_name; }
+bool Sequential::from_logits() const { return impl_->losses.from_logits; }
 double Sequential::loss_parameter() const {
-  if (loss_rules(impl_->loss.kind).parameter.empty())
+  if (loss_rules(impl_->losses.loss.kind).parameter.empty())
     return std::numeric_limits<double>::quiet_NaN();
-  return impl_->loss.parameter;
+  return impl_->losses.loss.parameter;
 }
 
 std::vector<NamedTensor> Sequential::get_weights() const {
@@ -587,11 +589,11 @@ void Sequential::set_optimizer_steps(int64_t steps) {
   m.write_counters(m.train_counters(), c);
 }
 
-const std::vector<MetricSpec>& Sequential::metric_specs() const { return impl_->metrics; }
+const std::vector<MetricSpec>& Sequential::metric_specs() const { return impl_->losses.metrics; }
 
 std::vector<std::string> Sequential::metrics() const {
   std::vector<std::string> names;
-  for (const MetricSpec& spec : impl_->metrics) names.push_back(metric_identifier(spec));
+  for (const MetricSpec& spec : impl_->losses.metrics) names.push_back(metric_identifier(spec));
   return names;
 }
 

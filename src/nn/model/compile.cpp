@@ -90,20 +90,22 @@ void compile_model(Sequential::Impl& m, OptimizerConfig optimizer, const LossSpe
   const LossConfig loss = parse_loss(spec, "compile");
   const std::string loss_name(loss_rules(loss.kind).name);
   std::vector<MetricSpec> compiled_metrics = compile_metrics(std::move(metrics), loss.kind);
-  if (m.built && m.heads.empty()) m.check_output_for_loss(loss.kind, loss_name, compiled_metrics);
-  m.loss = loss;
-  m.from_logits = spec.from_logits;
-  m.loss_name = loss_name;
-  m.metrics = std::move(compiled_metrics);
-  m.accuracy = std::any_of(m.metrics.begin(), m.metrics.end(),
-                           [](const MetricSpec& s) { return s.loss_accuracy; });
-  m.extra_metrics = static_cast<int>(std::count_if(
-      m.metrics.begin(), m.metrics.end(), [](const MetricSpec& s) { return !s.loss_accuracy; }));
+  if (m.built && m.losses.heads.empty())
+    m.losses.check_output_for_loss(loss.kind, loss_name, compiled_metrics);
+  m.losses.loss = loss;
+  m.losses.from_logits = spec.from_logits;
+  m.losses.loss_name = loss_name;
+  m.losses.metrics = std::move(compiled_metrics);
+  m.losses.accuracy = std::any_of(m.losses.metrics.begin(), m.losses.metrics.end(),
+                                  [](const MetricSpec& s) { return s.loss_accuracy; });
+  m.losses.extra_metrics =
+      static_cast<int>(std::count_if(m.losses.metrics.begin(), m.losses.metrics.end(),
+                                     [](const MetricSpec& s) { return !s.loss_accuracy; }));
   if (options.threads < 0) throw Error("compile", "threads must be 0 (all cores) or positive");
   // The layers' dtype policies decide; an explicit precision must agree (model_precision).
   options.precision = precision_name(model_precision(m.graph.layers, options.precision));
   const int ranks = options.collective ? options.collective->size() : 1;
-  if (ranks > 1 && !m.heads.empty())
+  if (ranks > 1 && !m.losses.heads.empty())
     throw Error("compile", fmt::format("a model of several outputs trains in one process (yet), "
                                        "not over {} ranks",
                                        ranks));
@@ -157,7 +159,7 @@ void Sequential::compile_with(OptimizerConfig optimizer, const LossSpec& spec,
     return compile_outputs(optimizer, std::move(outputs), std::move(options));
   }
   refuse_during_fit(m);
-  m.heads.clear();
+  m.losses.heads.clear();
   compile_model(m, optimizer, spec, std::move(metrics), std::move(options));
 }
 
@@ -172,15 +174,15 @@ void Sequential::compile_outputs(OptimizerConfig optimizer, std::vector<OutputLo
   if (!m.graph.several_outputs()) {
     if (outputs[0].weight != 1.0)
       throw Error("compile", "a loss weight on a model of one output is not supported (yet)");
-    m.heads.clear();
+    m.losses.heads.clear();
     return compile_model(m, optimizer, outputs[0].loss, std::move(outputs[0].metrics),
                          std::move(options));
   }
-  std::vector<Impl::Head> heads;
+  std::vector<LossHead> heads;
   std::set<std::string> keys;
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     OutputLoss& o = outputs[j];
-    Impl::Head h;
+    LossHead h;
     h.layer = m.graph.model_outputs[j];
     const std::string& out_name = m.graph.layers[static_cast<std::size_t>(h.layer)].name;
     h.loss = parse_loss(o.loss, "compile");
@@ -200,11 +202,11 @@ void Sequential::compile_outputs(OptimizerConfig optimizer, std::vector<OutputLo
       if (!keys.insert(s.name).second)
         throw Error("compile", "metric '" + s.name + "' is reported twice: name each apart");
     if (m.built)
-      m.check_output_for_loss(h.loss.kind, h.loss_name, h.metrics,
-                              m.info[static_cast<std::size_t>(h.layer)].out_shape);
+      m.losses.check_output_for_loss(h.loss.kind, h.loss_name, h.metrics,
+                                     m.info[static_cast<std::size_t>(h.layer)].out_shape);
     heads.push_back(std::move(h));
   }
-  m.heads = std::move(heads);
+  m.losses.heads = std::move(heads);
   compile_model(m, optimizer, outputs[0].loss, {}, std::move(options));
 }
 

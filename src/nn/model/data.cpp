@@ -17,20 +17,20 @@ namespace crossover {
 void Sequential::Impl::check_xy(const Tensor& x, const Tensor& y, const char* who) const {
   if (x.rank() < 2)
     throw Error(who, "x must have shape (samples, features...), got " + shape_to_string(x.shape()));
-  if (!heads.empty()) return check_packed_targets(y, x.dim(0), who);
-  check_targets(y, x.dim(0), who, loss.kind, loss_name);
+  if (!losses.heads.empty()) return check_packed_targets(y, x.dim(0), who);
+  check_targets(y, x.dim(0), who, losses.loss.kind, losses.loss_name);
 }
 
 void Sequential::Impl::check_packed_targets(const Tensor& y, int64_t n, const char* who) const {
-  const int64_t cols = target_columns();
+  const int64_t cols = losses.target_columns();
   if (!(y.rank() == 2 && y.dim(0) == n && y.dim(1) == cols))
     throw Error(who, fmt::format("y must hold the targets of the model's {} outputs side by "
                                  "side, shape ({}, {}), got {}",
-                                 heads.size(), n, cols, shape_to_string(y.shape())));
-  for (std::size_t j = 0; j < heads.size(); ++j) {
-    const Head& h = heads[j];
+                                 losses.heads.size(), n, cols, shape_to_string(y.shape())));
+  for (std::size_t j = 0; j < losses.heads.size(); ++j) {
+    const LossHead& h = losses.heads[j];
     if (!loss_rules(h.loss.kind).class_index_targets) continue;
-    const int64_t c = head_width(h), col = head_target_column(j);
+    const int64_t c = losses.head_width(h), col = losses.head_target_column(j);
     for (int64_t i = 0; i < n; ++i) {
       const float v = y[i * cols + col];
       if (!(v >= 0.0f && v < static_cast<float>(c)) || v != std::floor(v))
@@ -80,7 +80,7 @@ Sequential::Impl::DeviceData Sequential::Impl::upload_data(const Tensor& x, cons
   DeviceData d;
   d.n = end - begin;
   d.x_cols = input_width();
-  d.y_cols = target_columns();
+  d.y_cols = losses.target_columns();
   const float* x_src = x.data() + begin * d.x_cols;
   const float* y_src = y.data() + begin * d.y_cols;
   // The CPU reads the caller's rows where they are: no copy of the data set per call.

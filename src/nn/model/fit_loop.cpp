@@ -37,7 +37,7 @@ void shuffled_indices(uint64_t seed, uint64_t epoch, std::vector<int32_t>& idx) 
 EvaluateResult Sequential::Impl::run_evaluation(const DeviceData* d, int64_t batch, bool use_graphs,
                                                 BatchHooks& hooks) {
   hooks.begin_loop();
-  std::vector<StepCounters> c(static_cast<std::size_t>(tallies()));
+  std::vector<StepCounters> c(static_cast<std::size_t>(losses.tallies()));
   const auto t0 = Clock::now();
   if (d && d->n > 0) {
     batch = std::min(batch, d->n);
@@ -57,10 +57,10 @@ EvaluateResult Sequential::Impl::run_evaluation(const DeviceData* d, int64_t bat
     c = read_tally(eval_counters());
   }
   sum_over_ranks(c[0]);
-  EvaluateResult r = result_of(c);
+  EvaluateResult r = losses.result_of(c);
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   Logs logs;
-  for (const auto& [key, value] : values_of(c, "")) logs[key] = value;
+  for (const auto& [key, value] : losses.values_of(c, "")) logs[key] = value;
   hooks.end_loop(logs);
   return r;
 }
@@ -158,10 +158,10 @@ int64_t FitLoop::run_steps(const EpochSteps::Epoch& part, BatchHooks& hooks, Pro
     if (interactive) {
       const auto now = Clock::now();
       if (bar.due(now)) {
-        std::vector<StepCounters> snap(static_cast<std::size_t>(m.tallies()));
+        std::vector<StepCounters> snap(static_cast<std::size_t>(m.losses.tallies()));
         m.backend->download_async(snap.data(), m.train_counters(),
                                   snap.size() * sizeof(StepCounters));
-        bar.update(done + 1, m.values_of(snap, ""), now);
+        bar.update(done + 1, m.losses.values_of(snap, ""), now);
       }
     }
   }
@@ -173,7 +173,7 @@ EpochRecord FitLoop::finish_epoch(int epoch, int64_t done, double seconds, Batch
   Sequential::Impl& m = m_;
   std::vector<StepCounters> end = m.read_tally(m.train_counters());
   m.sum_over_ranks(end[0]);
-  const EvaluateResult r = m.result_of(end);
+  const EvaluateResult r = m.losses.result_of(end);
   EpochRecord rec;
   rec.epoch = epoch + 1;
   rec.steps = done;
@@ -182,7 +182,7 @@ EpochRecord FitLoop::finish_epoch(int epoch, int64_t done, double seconds, Batch
   rec.accuracy = r.accuracy;
   rec.metrics = r.metrics;
   rec.learning_rate = end[0].learning_rate;
-  values = m.values_of(end, "");
+  values = m.losses.values_of(end, "");
   if (data_.validate && (epoch + 1) % o_.validation_freq == 0) {
     EvaluateResult v = m.run_evaluation(data_.val ? &*data_.val : nullptr, data_.batch,
                                         m.copts.graphs, test_hooks);
@@ -190,7 +190,7 @@ EpochRecord FitLoop::finish_epoch(int epoch, int64_t done, double seconds, Batch
     rec.val_accuracy = v.accuracy;
     rec.val_seconds = v.seconds;
     rec.val_metrics = v.metrics;
-    for (auto& value : m.named_values(v.loss, v.accuracy, v.metrics, "val_"))
+    for (auto& value : m.losses.named_values(v.loss, v.accuracy, v.metrics, "val_"))
       values.push_back(std::move(value));
   }
   return rec;
@@ -295,7 +295,7 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
   if (o.verbose > 0) {
     const int64_t steps = (x.dim(0) + batch - 1) / batch;
     ProgressBar bar(o.output ? o.output : stdout_sink(), steps, false, o.metric_name);
-    bar.finish(steps, r.seconds, m.named_values(r.loss, r.accuracy, r.metrics, ""));
+    bar.finish(steps, r.seconds, m.losses.named_values(r.loss, r.accuracy, r.metrics, ""));
   }
   return r;
 }
@@ -303,10 +303,10 @@ EvaluateResult Sequential::evaluate(const Tensor& x, const Tensor& y, EvaluateOp
 void Sequential::Impl::sum_over_ranks(StepCounters& c) const {
   if (ranks() < 2) return;
   double sums[3 + kMaxMetrics] = {c.loss_sum, c.correct_sum, c.sample_count};
-  std::copy_n(c.metric_sums, extra_metrics, sums + 3);
-  exchange->sum(sums, 3 + extra_metrics);
+  std::copy_n(c.metric_sums, losses.extra_metrics, sums + 3);
+  exchange->sum(sums, 3 + losses.extra_metrics);
   c.loss_sum = sums[0], c.correct_sum = sums[1], c.sample_count = sums[2];
-  std::copy_n(sums + 3, extra_metrics, c.metric_sums);
+  std::copy_n(sums + 3, losses.extra_metrics, c.metric_sums);
 }
 
 }  // namespace crossover

@@ -1,5 +1,7 @@
-// The loss heads: which activation the loss applies, the checks of an output against its loss
-// and metrics, the loss and metric sums of a step, and the results they make.
+// The loss heads (nn/model/heads.h): which activation a loss applies, the checks of an output
+// against its loss and metrics, a step's loss and metric sums, and the results they make.
+#include "nn/model/heads.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "core/error.h"
 #include "nn/layers/kind.h"
 #include "nn/metrics.h"
-#include "nn/model/impl.h"
 
 namespace crossover {
 
@@ -35,23 +36,21 @@ LossConfig parse_loss(const LossSpec& spec, const char* who) {
   return c;
 }
 
-// compile()'s metrics (nn/metrics.h) for a model trained with `loss`: each name once, at most
-
-void Sequential::Impl::check_output_for_loss(LossKind kind, const std::string& what,
-                                             const std::vector<MetricSpec>& specs) const {
+void LossHeads::check_output_for_loss(LossKind kind, const std::string& what,
+                                      const std::vector<MetricSpec>& specs) const {
   check_output_for_loss(kind, what, specs, layers_output_shape());
 }
 
-void Sequential::Impl::check_losses() const {
+void LossHeads::check_losses() const {
   if (heads.empty()) return check_output_for_loss(loss.kind, loss_name, metrics);
-  for (const Head& h : heads)
+  for (const LossHead& h : heads)
     check_output_for_loss(h.loss.kind, h.loss_name, h.metrics,
                           info[static_cast<std::size_t>(h.layer)].out_shape);
 }
 
-void Sequential::Impl::check_output_for_loss(LossKind kind, const std::string& what,
-                                             const std::vector<MetricSpec>& specs,
-                                             const Shape& out) const {
+void LossHeads::check_output_for_loss(LossKind kind, const std::string& what,
+                                      const std::vector<MetricSpec>& specs,
+                                      const Shape& out) const {
   if (out.size() == 1) return;
   const auto refuse = [&](const std::string& thing) {
     throw Error(graph.name,
@@ -73,11 +72,11 @@ void Sequential::Impl::check_output_for_loss(LossKind kind, const std::string& w
       refuse("the metric " + spec.name);
 }
 
-int Sequential::Impl::final_activation_layer() const {
+int LossHeads::final_activation_layer() const {
   return deferred_layer(static_cast<int>(graph.layers.size()) - 1, from_logits, loss.kind);
 }
 
-int Sequential::Impl::deferred_layer(int out, bool logits, LossKind kind) const {
+int LossHeads::deferred_layer(int out, bool logits, LossKind kind) const {
   const Layer& l = graph.layers[static_cast<std::size_t>(out)];
   if (!layer_kind(l).defers_activation()) return -1;
   const ActivationKind a = layer_kind(l).activation(l).kind;
@@ -93,79 +92,80 @@ int Sequential::Impl::deferred_layer(int out, bool logits, LossKind kind) const 
   return out;
 }
 
-std::span<const LossOutput> Sequential::Impl::loss_outputs() const {
+std::span<const LossOutput> LossHeads::loss_outputs() const {
   loss_outputs_.clear();
   if (heads.empty())
     loss_outputs_.push_back({static_cast<int>(graph.size()) - 1, final_activation_layer() >= 0});
-  for (const Head& h : heads)
+  for (const LossHead& h : heads)
     loss_outputs_.push_back({h.layer, deferred_layer(h.layer, h.from_logits, h.loss.kind) >= 0});
   return loss_outputs_;
 }
 
-BufferWidths Sequential::Impl::buffer_widths() const {
+BufferWidths LossHeads::buffer_widths(int64_t input_width) const {
   BufferWidths w;
-  w.input = input_width();
+  w.input = input_width;
   w.targets = heads.empty() ? output_width() : target_columns();
   if (extra_metrics > 0 && (!from_logits || metrics_activate())) w.predictions = output_width();
-  for (const Head& h : heads) {
+  for (const LossHead& h : heads) {
     w.head_targets.push_back(head_target_width(h));
     w.head_predictions.push_back(h.extra_metrics > 0 ? head_width(h) : 0);
   }
   return w;
 }
 
-ActivationKind Sequential::Impl::head_loss_activation(const Head& h) const {
+ActivationKind LossHeads::head_loss_activation(const LossHead& h) const {
   if (h.from_logits) return loss_rules(h.loss.kind).logits;
   if (deferred_layer(h.layer, false, h.loss.kind) < 0) return ActivationKind::linear;
   const Layer& l = graph.layers[static_cast<std::size_t>(h.layer)];
   return layer_kind(l).activation(l).kind;
 }
 
-bool Sequential::Impl::head_metrics_activate(const Head& h) const {
+bool LossHeads::head_metrics_activate(const LossHead& h) const {
   if (!h.from_logits || deferred_layer(h.layer, true, h.loss.kind) < 0) return false;
   const Layer& l = graph.layers[static_cast<std::size_t>(h.layer)];
   return layer_kind(l).activation(l).kind != ActivationKind::linear;
 }
 
-int64_t Sequential::Impl::head_width(const Head& h) const {
+int64_t LossHeads::head_width(const LossHead& h) const {
   return info[static_cast<std::size_t>(h.layer)].out_width;
 }
 
-int64_t Sequential::Impl::head_target_width(const Head& h) const {
+int64_t LossHeads::head_target_width(const LossHead& h) const {
   return loss_rules(h.loss.kind).class_index_targets ? 1 : head_width(h);
 }
 
-int64_t Sequential::Impl::head_target_column(std::size_t j) const {
+int64_t LossHeads::head_target_column(std::size_t j) const {
   int64_t c = 0;
   for (std::size_t k = 0; k < j; ++k) c += head_target_width(heads[k]);
   return c;
 }
 
-ActivationKind Sequential::Impl::final_activation() const {
+ActivationKind LossHeads::final_activation() const {
   const int f = final_activation_layer();
   if (f < 0) return ActivationKind::linear;
   const Layer& l = graph.layers[static_cast<std::size_t>(f)];
   return layer_kind(l).activation(l).kind;
 }
 
-ActivationKind Sequential::Impl::loss_activation() const {
+ActivationKind LossHeads::loss_activation() const {
   if (!from_logits) return final_activation();
   return loss_rules(loss.kind).logits;
 }
 
-bool Sequential::Impl::metrics_activate() const {
+bool LossHeads::metrics_activate() const {
   return from_logits && final_activation() != ActivationKind::linear;
 }
 
-void Sequential::Impl::metric_sums(const Plan& plan, int64_t m, bool training, StepCounters* ctr) {
+void LossHeads::metric_sums(Backend& backend, const StepPlan& steps, const StepBuffers& plan,
+                            int64_t m, bool training, StepCounters* ctr) const {
   if (extra_metrics == 0) return;
-  backend->set_scope("metrics");
-  const float* predictions =
-      from_logits ? final_output(plan, training) : plan.predictions.as<float>();
+  backend.set_scope("metrics");
+  const float* predictions = from_logits ? steps.layer_output(plan, graph.size() - 1, training)
+                                         : plan.predictions.as<float>();
   if (metrics_activate()) {  // the model's output, from the logits the loss read
     const LayerActivation& a = info.back().activation;
-    backend->activation_forward(a.kind, a.alpha, predictions, plan.predictions.as<float>(), m,
-                                output_width());
+    backend.activation_forward(a.kind, a.alpha, predictions, plan.predictions.as<float>(), m,
+                               output_width());
     predictions = plan.predictions.as<float>();
   }
   auto* sums =
@@ -173,39 +173,40 @@ void Sequential::Impl::metric_sums(const Plan& plan, int64_t m, bool training, S
   int slot = 0;
   for (const MetricSpec& spec : metrics)
     if (!spec.loss_accuracy)
-      backend->metric_sum(spec.kind, predictions, plan.targets.as<float>(), m, output_width(),
-                          target_columns(), spec.parameter, sums + slot++);
+      backend.metric_sum(spec.kind, predictions, plan.targets.as<float>(), m, output_width(),
+                         target_columns(), spec.parameter, sums + slot++);
 }
 
-void Sequential::Impl::head_losses(Plan& plan, const DeviceData& d, int64_t m, int64_t mean_rows,
-                                   bool training, StepCounters* ctr) {
+void LossHeads::head_losses(Backend& backend, const StepPlan& steps, StepBuffers& plan,
+                            const float* weights, int64_t m, int64_t mean_rows, bool training,
+                            StepCounters* ctr) const {
   const int64_t packed = target_columns();
   for (std::size_t j = 0; j < heads.size(); ++j) {
-    const Head& h = heads[j];
+    const LossHead& h = heads[j];
     const int64_t c = head_width(h), tc = head_target_width(h);
     float* targets = plan.head_targets[j].as<float>();
     float* predictions = plan.head_predictions[j].as<float>();
     float* d_out = training ? plan.grads[j].as<float>() : nullptr;
-    StepCounters* hc = head_counters(ctr, j);
-    const float* out = layer_output(plan, static_cast<std::size_t>(h.layer), training);
-    backend->copy_columns(plan.targets.as<float>(), packed, head_target_column(j), targets, tc, 0,
-                          m, tc);
-    backend->loss_forward_backward(h.loss, head_loss_activation(h), out, targets,
-                                   batch_weights(plan, d), h.from_logits ? nullptr : predictions,
-                                   d_out, m, c, hc, mean_rows);
+    StepCounters* hc = ctr + 1 + j;  // after the model's own
+    const float* out = steps.layer_output(plan, static_cast<std::size_t>(h.layer), training);
+    backend.copy_columns(plan.targets.as<float>(), packed, head_target_column(j), targets, tc, 0, m,
+                         tc);
+    backend.loss_forward_backward(h.loss, head_loss_activation(h), out, targets, weights,
+                                  h.from_logits ? nullptr : predictions, d_out, m, c, hc,
+                                  mean_rows);
     if (d_out && h.weight != 1.0f) {
       BinaryShape s;
       s.rows = m;
       s.cols = c;
       s.b = Broadcast::scalar;
       s.b_value = h.weight;
-      backend->binary_forward(BinaryOp::multiply, s, d_out, nullptr, d_out);
+      backend.binary_forward(BinaryOp::multiply, s, d_out, nullptr, d_out);
     }
     if (h.extra_metrics == 0) continue;
     const float* pred = h.from_logits ? out : predictions;
     if (head_metrics_activate(h)) {
       const LayerActivation& a = info[static_cast<std::size_t>(h.layer)].activation;
-      backend->activation_forward(a.kind, a.alpha, out, predictions, m, c);
+      backend.activation_forward(a.kind, a.alpha, out, predictions, m, c);
       pred = predictions;
     }
     auto* sums = reinterpret_cast<double*>(reinterpret_cast<char*>(hc) +
@@ -213,23 +214,22 @@ void Sequential::Impl::head_losses(Plan& plan, const DeviceData& d, int64_t m, i
     int slot = 0;
     for (const MetricSpec& spec : h.metrics)
       if (!spec.loss_accuracy)
-        backend->metric_sum(spec.kind, pred, targets, m, c, tc, spec.parameter, sums + slot++);
+        backend.metric_sum(spec.kind, pred, targets, m, c, tc, spec.parameter, sums + slot++);
   }
 }
 
-int64_t Sequential::Impl::target_columns() const {
+int64_t LossHeads::target_columns() const {
   if (!heads.empty()) return head_target_column(heads.size());
   return loss_rules(loss.kind).class_index_targets ? 1 : output_width();
 }
 
-std::vector<std::pair<std::string, double>> Sequential::Impl::metric_values(
+std::vector<std::pair<std::string, double>> LossHeads::metric_values(
     const StepCounters& c, const std::string& prefix) const {
   const double n = std::max(c.sample_count, 1.0);
   return named_values(c.loss_sum / n, c.correct_sum / n, extra_results(c), prefix);
 }
 
-std::vector<std::pair<std::string, double>> Sequential::Impl::extra_results(
-    const StepCounters& c) const {
+std::vector<std::pair<std::string, double>> LossHeads::extra_results(const StepCounters& c) const {
   std::vector<std::pair<std::string, double>> v;
   int slot = 0;
   for (const MetricSpec& spec : metrics)
@@ -238,7 +238,7 @@ std::vector<std::pair<std::string, double>> Sequential::Impl::extra_results(
   return v;
 }
 
-EvaluateResult Sequential::Impl::result_of(std::span<const StepCounters> t) const {
+EvaluateResult LossHeads::result_of(std::span<const StepCounters> t) const {
   const StepCounters& c = t[0];
   EvaluateResult r;
   const double n = std::max(c.sample_count, 1.0);
@@ -269,14 +269,14 @@ EvaluateResult Sequential::Impl::result_of(std::span<const StepCounters> t) cons
   return r;
 }
 
-std::vector<std::pair<std::string, double>> Sequential::Impl::values_of(
-    std::span<const StepCounters> t, const std::string& prefix) const {
+std::vector<std::pair<std::string, double>> LossHeads::values_of(std::span<const StepCounters> t,
+                                                                 const std::string& prefix) const {
   if (heads.empty()) return metric_values(t[0], prefix);
   const EvaluateResult r = result_of(t);
   return named_values(r.loss, r.accuracy, r.metrics, prefix);
 }
 
-std::vector<std::pair<std::string, double>> Sequential::Impl::named_values(
+std::vector<std::pair<std::string, double>> LossHeads::named_values(
     double loss_value, double accuracy_value,
     const std::vector<std::pair<std::string, double>>& extra, const std::string& prefix) const {
   std::vector<std::pair<std::string, double>> v;
@@ -295,12 +295,6 @@ std::vector<std::pair<std::string, double>> Sequential::Impl::named_values(
     }
   }
   return v;
-}
-
-Logs Sequential::Impl::logs_of(const StepCounters* c) const {
-  Logs logs;
-  for (const auto& [key, value] : values_of(read_tally(c), "")) logs[key] = value;
-  return logs;
 }
 
 }  // namespace crossover

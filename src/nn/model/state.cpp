@@ -1,5 +1,5 @@
-// The model's structure: its graph (layers, what each reads, shared layers, inputs and outputs)
-// and the layers' states built for an input shape.
+// The model's state: the layers' states built for an input shape, the parameters allocated, the
+// step counters read and written, the ranks' parameters shared.
 
 #include <cstddef>
 
@@ -47,7 +47,7 @@ void Sequential::Impl::build(const Shape& given_shape) {
     if (own_input) li.aliases_input = false;  // its columns of the packed batch, copied
   }
   mark_gradients();
-  if (is_compiled) check_losses();
+  if (is_compiled) losses.check_losses();
   arena.floats = offset;
   built = true;
 }
@@ -92,14 +92,14 @@ void Sequential::Impl::allocate_parameters() {
   ++passes;
   steps.clear();
   arena.allocate(*backend, graph, trains, opt);
-  const std::vector<StepCounters> zero(2 * static_cast<std::size_t>(tallies()));
+  const std::vector<StepCounters> zero(2 * static_cast<std::size_t>(losses.tallies()));
   counters = DeviceBlock(*backend, zero.size() * sizeof(StepCounters));
   backend->upload(counters.as<void>(), zero.data(), zero.size() * sizeof(StepCounters));
   if (copts.initialize_weights) arena.initialize(*backend, copts.seed);
 }
 
 std::vector<StepCounters> Sequential::Impl::read_tally(const StepCounters* c) const {
-  std::vector<StepCounters> t(static_cast<std::size_t>(tallies()));
+  std::vector<StepCounters> t(static_cast<std::size_t>(losses.tallies()));
   backend->synchronize();
   backend->download(t.data(), c, t.size() * sizeof(StepCounters));
   return t;
@@ -127,6 +127,12 @@ void Sequential::Impl::share_parameters() {
   StepCounters c = read_counters(train_counters());
   exchange->share_parameters(*backend, arena.block.as<void>(), arena.block.bytes(), c.step);
   write_counters(train_counters(), c);
+}
+
+Logs Sequential::Impl::logs_of(const StepCounters* c) const {
+  Logs logs;
+  for (const auto& [key, value] : losses.values_of(read_tally(c), "")) logs[key] = value;
+  return logs;
 }
 
 }  // namespace crossover

@@ -21,12 +21,12 @@ void Sequential::Impl::plan_fused_step(const Plan& plan, const DeviceData& d, ui
     return;
   }
   FusedModelView v;
-  v.loss = loss.kind;
-  v.from_logits = from_logits;
+  v.loss = losses.loss.kind;
+  v.from_logits = losses.from_logits;
   v.optimizer = opt;
   v.ranks = ranks();
   v.sample_weights = d.w_rows != nullptr;
-  v.extra_metrics = extra_metrics;
+  v.extra_metrics = losses.extra_metrics;
   v.fp32 = copts.precision == "fp32";
   for (std::size_t i = 0; i < graph.layers.size(); ++i) {
     const Layer& l = graph.layers[i];
@@ -123,14 +123,15 @@ void Sequential::Impl::train_step(Plan& plan, const DeviceData& d, const Shard& 
     backend->set_scope("loss");
     // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
     // gradients add up to the global batch's mean gradient.
-    if (heads.empty()) {
-      backend->loss_forward_backward(loss, loss_activation(), final_output(plan, true),
-                                     plan.targets.as<float>(), batch_weights(plan, d),
-                                     plan.predictions.as<float>(), plan.grads[0].as<float>(),
-                                     s.rows, output_width(), ctr, s.global_rows);
-      metric_sums(plan, s.rows, true, ctr);
+    if (losses.heads.empty()) {
+      backend->loss_forward_backward(
+          losses.loss, losses.loss_activation(), final_output(plan, true), plan.targets.as<float>(),
+          batch_weights(plan, d), plan.predictions.as<float>(), plan.grads[0].as<float>(), s.rows,
+          output_width(), ctr, s.global_rows);
+      losses.metric_sums(*backend, steps, plan, s.rows, true, ctr);
     } else {
-      head_losses(plan, d, s.rows, s.global_rows, true, ctr);
+      losses.head_losses(*backend, steps, plan, batch_weights(plan, d), s.rows, s.global_rows, true,
+                         ctr);
     }
     backward(&plan, s.rows, fused ? ctr : nullptr);
   } else {
@@ -155,13 +156,13 @@ void Sequential::Impl::eval_step(Plan& plan, const DeviceData& d, int64_t m) {
   gather_batch(plan, d, m, ctr);
   forward(plan, m, false, false, 0, ctr);
   backend->set_scope("loss");
-  if (heads.empty()) {
+  if (losses.heads.empty()) {
     backend->loss_forward_backward(
-        loss, loss_activation(), final_output(plan, false), plan.targets.as<float>(),
+        losses.loss, losses.loss_activation(), final_output(plan, false), plan.targets.as<float>(),
         batch_weights(plan, d), plan.predictions.as<float>(), nullptr, m, output_width(), ctr, m);
-    metric_sums(plan, m, false, ctr);
+    losses.metric_sums(*backend, steps, plan, m, false, ctr);
   } else {
-    head_losses(plan, d, m, m, false, ctr);
+    losses.head_losses(*backend, steps, plan, batch_weights(plan, d), m, m, false, ctr);
   }
   backend->set_scope("");
   backend->advance_batch(ctr);
