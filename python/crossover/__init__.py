@@ -49,7 +49,7 @@ except ImportError as _e:
 from . import keras  # noqa: E402
 from . import config, random  # noqa: E402  (api block: tf.config, tf.random)
 from ._device import DeviceNotFoundError, device  # noqa: E402
-from .keras._args import unsupported_attribute  # noqa: E402
+from ._args import unsupported_attribute  # noqa: E402
 
 from . import version  # noqa: E402  (tf.version.VERSION)
 from ._versions import CROSSOVER_VERSION, TENSORFLOW_VERSION  # noqa: E402
@@ -210,7 +210,7 @@ __all__ += [
 # What scripts call to quiet TensorFlow's own logging: TensorFlow's Python logger (crossover logs
 # nothing through it), and set_verbosity calls that set its level.
 import logging as _logging  # noqa: E402
-from .keras._args import Namespace as _Namespace  # noqa: E402
+from ._args import Namespace as _Namespace  # noqa: E402
 
 
 def get_logger() -> _logging.Logger:

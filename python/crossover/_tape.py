@@ -27,12 +27,12 @@ NotImplementedError naming it, never a wrong number.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from . import _tensor
-from .keras._args import SEE_SUPPORTED
+from ._args import SEE_SUPPORTED
 
 _active: list["GradientTape"] = []
 
@@ -156,18 +156,18 @@ def training_call(model: Any, inputs: Any) -> _tensor.Tensor:
     return out
 
 
-def inference_call(model: Any, inputs: Any) -> _tensor.Tensor:
+def inference_call(
+    model: Any, inputs: Any, changed_by_training: Callable[[Any], bool]
+) -> _tensor.Tensor:
     """model(x) (training not True) under a recording tape: TensorFlow differentiates the
-    inference pass. Where no layer depends on training, that is the training pass (recorded);
-    otherwise the inference outputs, whose gradient is refused (the engine differentiates its
-    training pass only)."""
-    from .keras.functional import _changed_by_training
-
+    inference pass. Where no layer depends on training (`changed_by_training(layer)` false for
+    each), that is the training pass (recorded); otherwise the inference outputs, whose gradient
+    is refused (the engine differentiates its training pass only)."""
     leaves = model._leaves() if hasattr(model, "_leaves") else []
     dependent = {
         "dropout in a custom layer" if hasattr(l, "_signature") else type(l).__name__
         for l in leaves
-        if _changed_by_training(l)
+        if changed_by_training(l)
     }
     if not dependent:
         return training_call(model, inputs)
@@ -200,27 +200,19 @@ def engine_loss(loss: Any, y_true: Any, y_pred: Any, sample_weight: Any, value: 
     eager ops (recorded on the outputs): returned as a _LossValue that tape.gradient
     differentiates with the engine's loss op and backward pass, as fit's step does, when it is
     the target itself; through the eager ops otherwise (a penalty added to it, a second loss).
-    `value` itself where the engine has no such loss op."""
+    `value` itself where the engine has no such loss op (`loss._engine_op()` is None)."""
     call = getattr(y_pred, "_crossover_call", None)
     if call is None or sample_weight is not None or np.ndim(value) != 0:
         return value
-    from .keras import losses as losses_module
-
-    try:
-        name = losses_module.library_name(loss)
-    except (ValueError, TypeError):
+    op = loss._engine_op()
+    if op is None:
         return value
+    name, parameter, from_logits, one_target_column = op
     y = np.ascontiguousarray(np.asarray(_tensor._plain(y_true), dtype=np.float32))
-    if y.ndim == 1 and losses_module.one_target_column(name):
+    if y.ndim == 1 and one_target_column:
         y = y.reshape(-1, 1)
     out = _LossValue(np.float32(value))
-    out._crossover_loss = (
-        call,
-        y,
-        (name, losses_module.parameter(loss)),
-        losses_module.from_logits(loss),
-        type(loss).__name__,
-    )
+    out._crossover_loss = (call, y, (name, parameter), from_logits, type(loss).__name__)
     _tensor._record((value,), out, _identity)  # by the tapes that see the value
     return out
 
@@ -522,8 +514,6 @@ def apply_gradients(optimizer: Any, grads_and_vars: Any) -> None:
             "apply_gradients on tf.Variables and a model's trainable variables in one call "
             "(apply each set with its own call)"
         )
-    from .keras.models import Sequential
-
     model = None
     given: dict[str, np.ndarray] = {}
     for i, pair in enumerate(pairs):
@@ -541,7 +531,7 @@ def apply_gradients(optimizer: Any, grads_and_vars: Any) -> None:
             )
         # The model whose engine holds the layer's latest weights: the one the tape ran.
         holder = tag[0]._weights_in
-        if not isinstance(holder, Sequential):
+        if not hasattr(holder, "_device_model"):  # None or arrays: no model has run
             raise _refuse(f"apply_gradients on variable {i} of a model that has not run yet")
         if model is not None and holder is not model:
             raise _refuse("apply_gradients on the variables of two models at once")

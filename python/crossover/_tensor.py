@@ -182,12 +182,22 @@ def tensor(value: Any) -> Tensor:
     return np.asarray(value).view(Tensor)
 
 
+# keras/_trace.py, which registers itself when imported (it imports this module, not the
+# reverse). None before: no symbolic tensor exists until keras is imported, so ops use numpy.
+_tracer: Any = None
+
+
+def register_tracer(tracer: Any) -> None:
+    """Set the module that makes an op on symbolic tensors a graph node (keras/_trace.py)."""
+    global _tracer
+    _tracer = tracer
+
+
 def _traced(*values: Any) -> Any:
     """keras/_trace.py when an op's operands hold a symbolic tensor (a custom layer's call()
     traced, a functional model): the op becomes a node of the model's graph. Else None: numpy."""
-    from .keras import _trace
-
-    return _trace if _trace.symbolic(*values) else None
+    trace = _tracer
+    return trace if trace is not None and trace.symbolic(*values) else None
 
 
 def convert_to_tensor(

@@ -3,8 +3,8 @@
 from typing import Any
 
 from . import _precision, _threads
+from ._args import Namespace, unsupported_attribute
 from ._device import PhysicalDevice, list_physical_devices
-from .keras._args import Namespace, unsupported_attribute
 
 
 def _set_memory_growth(device: PhysicalDevice, enable: bool) -> None:

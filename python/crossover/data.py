@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from . import _tensor
-from .keras._args import unsupported_attribute
+from ._args import unsupported_attribute
 
 AUTOTUNE = -1
 

@@ -10,7 +10,7 @@ import contextlib
 from typing import Any, Iterator, Optional, Sequence
 
 from . import _device
-from .keras._args import SEE_SUPPORTED, unsupported_attribute
+from ._args import SEE_SUPPORTED, unsupported_attribute
 
 
 class Strategy:

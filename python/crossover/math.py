@@ -44,7 +44,7 @@ from ._tensor import (
     subtract,
     tanh,
 )
-from .keras._args import unsupported_attribute
+from ._args import unsupported_attribute
 
 __all__ = [
     "abs",

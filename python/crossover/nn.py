@@ -17,7 +17,7 @@ from ._tensor import (
     sparse_softmax_cross_entropy_with_logits,
     tanh,
 )
-from .keras._args import unsupported_attribute
+from ._args import unsupported_attribute
 
 __all__ = [
     "elu",

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _seed, _tensor
-from .keras._args import unsupported_attribute
+from ._args import unsupported_attribute
 
 _generators: dict[Any, np.random.Generator] = {}
 _generation = [-1]

@@ -11,7 +11,7 @@ model.save('model.keras') under TensorFlow, keras.models.load_model('model.keras
 import os
 from typing import Any
 
-from .keras._args import reject_unsupported, unsupported_attribute
+from ._args import reject_unsupported, unsupported_attribute
 
 # The file save writes in the folder: a `.keras` archive, named so.
 MODEL_FILE = "model.keras"

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from .keras._args import Namespace, unsupported_attribute
+from ._args import Namespace, unsupported_attribute
 
 
 class _State(threading.local):

@@ -46,8 +46,8 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
+from ._args import reject_unsupported, unsupported_attribute
 from ._tensor import InvalidArgumentError
-from .keras._args import reject_unsupported, unsupported_attribute
 
 FORMAT = "crossover tf.train.Checkpoint"
 VERSION = 1

@@ -4,7 +4,7 @@ tf.keras) runs on crossover; graphs and sessions do not."""
 
 from typing import Any
 
-from ..keras._args import unsupported_attribute
+from .._args import unsupported_attribute
 from . import v1
 
 __all__ = ["v1"]

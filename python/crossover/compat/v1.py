@@ -8,8 +8,8 @@ from typing import Any
 
 import crossover as _tf
 
-from ..keras._args import Namespace as _Namespace
-from ..keras._args import unsupported_attribute as _unsupported
+from .._args import Namespace as _Namespace
+from .._args import unsupported_attribute as _unsupported
 
 
 def enable_eager_execution(config: Any = None, device_policy: Any = None,

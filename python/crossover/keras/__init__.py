@@ -6,6 +6,7 @@ from crossover import keras        # in place of: import keras
 
 from typing import Any
 
+from .._args import unsupported_attribute
 from . import activations, backend, callbacks, initializers, layers, models, optimizers
 from . import datasets, losses, metrics, ops, utils  # api block
 from . import random  # SeedGenerator, dropout (custom layers: keras/_trace.py)
@@ -13,7 +14,6 @@ from . import config, mixed_precision  # dtype policies
 from . import saving  # .keras archives: saving.load_model, saving.save_model
 from . import preprocessing  # preprocessing.image: ImageDataGenerator (legacy augmentation)
 from . import mixed_precision as dtype_policies  # keras.dtype_policies: DTypePolicy, get
-from ._args import unsupported_attribute
 from .layers import Input, Variable
 from .mixed_precision import DTypePolicy
 from .models import History, Model, Sequential

@@ -21,7 +21,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _tensor
-from ._args import SEE_SUPPORTED
+from .._args import SEE_SUPPORTED
 
 # The calls on data in progress, outermost first: (layer, training given or inherited).
 _calls: list[tuple[Any, Optional[Any]]] = []

@@ -15,13 +15,14 @@ keras.random.dropout. Anything else (Python control flow on a tensor's values, a
 NotImplementedError naming the op and the layer, never a model that computes something else."""
 
 import inspect
+import sys
 from typing import Any, Optional
 
 import numpy as np
 
-from .. import _core
+from .. import _core, _tensor
+from .._args import SEE_SUPPORTED
 from . import _names, initializers
-from ._args import SEE_SUPPORTED
 
 
 class _Trace:
@@ -460,3 +461,6 @@ def reshape(x: Any, shape: Any) -> Any:
     sig = ("reshape", tuple(target))
     made = lambda: _engine("Reshape", target_shape=target)  # noqa: E731
     return _node(made, sig, "reshape", [x], tuple(target))
+
+
+_tensor.register_tracer(sys.modules[__name__])  # crossover's ops on symbolic tensors: here

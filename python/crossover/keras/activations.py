@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from .. import _tensor
+from .._args import unsupported_attribute
 from .._tensor import relu, sigmoid, tanh
-from ._args import unsupported_attribute
 
 
 def softmax(x: Any, axis: int = -1) -> _tensor.Tensor:

@@ -15,9 +15,9 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _tensor
+from .._args import reject_unsupported, unsupported_attribute
 from . import _names
 from .layers import Variable  # keras.backend.Variable: keras.Variable
-from ._args import reject_unsupported, unsupported_attribute
 
 
 def clear_session(free_memory: bool = True) -> None:

@@ -23,8 +23,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .. import _core
+from .._args import reject_unknown, reject_unsupported
 from . import optimizers
-from ._args import reject_unknown, reject_unsupported
 
 # The batch hooks of each phase: the engine calls a phase's only for a callback overriding one.
 _BATCH_HOOKS = {
@@ -817,7 +817,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    from ._args import unsupported_attribute
+    from .._args import unsupported_attribute
 
     raise unsupported_attribute(
         "keras.callbacks",

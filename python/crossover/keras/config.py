@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from ._args import unsupported_attribute
+from .._args import unsupported_attribute
 from .backend import backend, epsilon, image_data_format, set_floatx, set_image_data_format
 from .mixed_precision import dtype_policy, set_dtype_policy
 

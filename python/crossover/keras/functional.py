@@ -27,8 +27,8 @@ import heapq
 import inspect
 from typing import Any, Optional
 
+from .._args import SEE_SUPPORTED, reject_unsupported
 from . import _eager, _names, _trace
-from ._args import SEE_SUPPORTED, reject_unsupported
 import numpy as np
 
 from .layers import InputLayer, Layer

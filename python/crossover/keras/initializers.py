@@ -12,7 +12,7 @@ import json
 from typing import Any, Optional
 
 from .. import _core, _seed, _tensor
-from ._args import unsupported_attribute
+from .._args import unsupported_attribute
 
 
 class Initializer:

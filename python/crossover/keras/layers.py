@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from .. import _core, _seed, _tensor
+from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from . import _names, _trace, initializers, mixed_precision
-from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
 if TYPE_CHECKING:
     from .models import Sequential

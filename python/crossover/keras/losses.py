@@ -13,8 +13,8 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _core, _tensor
+from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from . import _names
-from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
 EPSILON = 1e-7  # keras.backend.epsilon()
 
@@ -379,6 +379,16 @@ class Loss:
         y_true = np.asarray(_tensor._plain(y_true), dtype=np.float32)
         values = self.call(y_true, y_pred).view(np.ndarray).astype(np.float32)
         return _reduce(values, self.reduction, sample_weight)
+
+    def _engine_op(self) -> Optional[tuple[str, Optional[float], bool, bool]]:
+        """The engine's loss op for this object, for a GradientTape (_tape.engine_loss): its
+        library name, its parameter, from_logits, and whether a 1-D y is one target column;
+        None where the engine has no such op."""
+        try:
+            name = library_name(self)
+        except (ValueError, TypeError):
+            return None
+        return name, parameter(self), from_logits(self), one_target_column(name)
 
     def _engine_problem(self) -> Optional[str]:
         """Why the engine cannot train with this loss as configured (None when it can)."""

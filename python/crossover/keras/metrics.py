@@ -19,9 +19,9 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _tensor
+from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from . import _names
 from . import losses as _losses
-from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 
 
 def _plain(a: Any) -> np.ndarray:

@@ -17,7 +17,7 @@ the engine lacks; a name Keras does not accept is Keras's own ValueError or Type
 from typing import Any, Optional
 
 from .. import _core
-from ._args import SEE_SUPPORTED, unsupported_attribute
+from .._args import SEE_SUPPORTED, unsupported_attribute
 
 # Keras 3.15's ALLOWED_DTYPES (keras/src/backend/common/dtypes.py): the names a policy may carry.
 _KERAS_DTYPES = (

@@ -12,13 +12,13 @@ from typing import Any, Iterable, Optional, Union
 import numpy as np
 
 from .. import _core, _device, _precision, _seed, _tensor, _threads
+from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from . import _names, _trace
 from . import losses as losses_module
 from . import metrics as metrics_module
 from . import mixed_precision
 from . import optimizers as optimizers_module
 from . import _py_dataset_fit, _python_step, saving
-from ._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
 from .callbacks import CallbackList, History
 from .layers import Flatten, InputLayer, Layer, _engine_layer
 
@@ -862,7 +862,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             # Under a tape, model(x) is differentiable in inference mode too (TensorFlow's):
             # the training pass, which is the same function where no layer depends on training.
             self._check_scope("Sequential.__call__")
-            return _tape.inference_call(self, inputs)
+            return _tape.inference_call(self, inputs, functional._changed_by_training)
         out = self.predict(inputs, verbose=0)
         if isinstance(out, dict):
             return {k: _tensor.tensor(v) for k, v in out.items()}

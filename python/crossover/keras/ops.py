@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from .. import _tensor
+from .._args import unsupported_attribute
 from .._tensor import one_hot as _tf_one_hot
 from . import _trace
-from ._args import unsupported_attribute
 
 
 def _a(x: Any) -> np.ndarray:

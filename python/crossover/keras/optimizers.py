@@ -13,9 +13,9 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _core
+from .._args import reject_unknown, reject_unsupported
 from .._tensor import _plain as _plain_tensor
 from . import _names, schedules
-from ._args import reject_unknown, reject_unsupported
 
 # Keras 3's TypeError when a schedule's learning rate is set (by the user or by a callback).
 NOT_SETTABLE = (
@@ -497,7 +497,7 @@ __all__ = ["Variable", "Optimizer", *_CLASSES, "get", "schedules"]
 
 
 def __getattr__(name: str) -> Any:
-    from ._args import unsupported_attribute
+    from .._args import unsupported_attribute
 
     what = ", ".join(_CLASSES) + " (and schedules.ExponentialDecay)"
     if name in ("Ftrl", "Adafactor", "Lamb", "Muon"):

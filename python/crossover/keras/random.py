@@ -8,8 +8,8 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _tensor
+from .._args import unsupported_attribute
 from . import _trace
-from ._args import unsupported_attribute
 
 
 class SeedGenerator:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import numpy as np
 
 from .. import _core
+from .._args import SEE_SUPPORTED, reject_unsupported, unsupported_attribute
 from .._versions import KERAS_VERSION
-from ._args import SEE_SUPPORTED, reject_unsupported, unsupported_attribute
 from . import layers as layers_module
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from 0 at the first update, as in Keras."""
 
 from typing import Any, Optional
 
-from ._args import reject_unknown, unsupported_attribute
+from .._args import reject_unknown, unsupported_attribute
 
 
 class LearningRateSchedule:

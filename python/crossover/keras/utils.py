@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from .. import _seed
-from ._args import unsupported_attribute
+from .._args import unsupported_attribute
 
 
 def set_random_seed(seed: int) -> None:

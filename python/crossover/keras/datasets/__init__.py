@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ... import _core
-from .._args import unsupported_attribute
+from ..._args import unsupported_attribute
 
 
 class DatasetNotFoundError(FileNotFoundError):

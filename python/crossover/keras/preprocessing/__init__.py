@@ -4,7 +4,7 @@ and the *_dataset_from_* functions are not supported (yet)."""
 
 from typing import Any
 
-from .._args import unsupported_attribute
+from ..._args import unsupported_attribute
 from . import image
 
 

@@ -19,8 +19,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ..._args import SEE_SUPPORTED, unsupported_attribute
 from .. import backend
-from .._args import SEE_SUPPORTED, unsupported_attribute
 from ..utils import PyDataset
 
 # Keras's ImportError (its lazy `scipy` module) when a transform needs SciPy and it is missing.

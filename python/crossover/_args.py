@@ -1,4 +1,5 @@
-"""Keras's argument checks, shared by layers, optimizers and models."""
+"""Keras's argument checks, shared by layers, optimizers and models, and by the tf modules beside
+keras (tf.data, tf.train, ...)."""
 
 import types
 from typing import Any, Mapping
