@@ -22,15 +22,7 @@ import numpy as np
 
 from .. import _tensor
 from .._args import SEE_SUPPORTED
-
-# The calls on data in progress, outermost first: (layer, training given or inherited).
-_calls: list[tuple[Any, Optional[Any]]] = []
-
-
-def scope() -> str:
-    """Keras's name scope of a weight made now: the layers being called on data, outermost
-    first ("outer/linear_1/variable" for a weight the inner layer's build makes)."""
-    return "/".join(layer.name for layer, _ in _calls)
+from .layers import _calls
 
 
 def _array_like(value: Any) -> bool:
@@ -110,8 +102,7 @@ def builtin_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     moves them, so the layer keeps one set of weights wherever it is used). Inference mode:
     training=True is refused for the layers it changes (Dropout and the noise layers,
     BatchNormalization)."""
-    from .functional import _changed_by_training
-    from .layers import InputLayer
+    from .layers import InputLayer, _changed_by_training
     from .models import Sequential
 
     kwargs = dict(kwargs)
@@ -153,7 +144,7 @@ def add_loss(layer: Any, loss: Any) -> None:
 
     values = list(loss) if isinstance(loss, (list, tuple)) else [loss]
     if any(_trace.symbolic(v) for v in values) or _trace._traces:
-        raise not_in_a_model(layer)
+        raise _trace.not_in_a_model(layer)
     if not _calls:
         raise ValueError(
             "`add_loss()` can only be called from inside `build()` or `call()`, on a tensor "
@@ -161,28 +152,6 @@ def add_loss(layer: Any, loss: Any) -> None:
         )
     kept = layer.__dict__.setdefault("_eager_losses", [])
     kept.extend(_tensor.convert_to_tensor(v) for v in values)
-
-
-def not_in_a_model(layer: Any) -> NotImplementedError:
-    """add_loss in a call() traced into a model: the engine trains only the compiled loss."""
-    return NotImplementedError(
-        f"add_loss() in the call() of '{layer.name}' ({type(layer).__name__}) in a model that "
-        "fit, evaluate or predict runs is not supported (yet): crossover's engine trains the "
-        "loss given to compile() only (add_loss works in calls on data, where `layer.losses` "
-        f"has it); {SEE_SUPPORTED}"
-    )
-
-
-def adds_loss(obj: Any) -> bool:
-    """Whether a class's own call() calls self.add_loss (looked for before it is traced: the
-    loss's expression would fail first, with a message about its op)."""
-    for cls in type(obj).__mro__:
-        if cls.__module__.startswith("crossover."):
-            break
-        code = getattr(vars(cls).get("call"), "__code__", None)
-        if code is not None and "add_loss" in code.co_names:
-            return True
-    return False
 
 
 # --- a subclassed keras.Model called on data before it is compiled ---------------------------

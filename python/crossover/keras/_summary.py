@@ -10,7 +10,6 @@ import math
 import shutil
 from typing import Any, Optional, Sequence
 
-from .. import _core
 from . import layers as L
 
 
@@ -40,26 +39,18 @@ def column_widths(
     return widths
 
 
-def _built(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[list[int], list[Any]]:
-    """The engine's build of one layer on per-sample input shapes (nn/layers/kind.h,
-    build_layer): its output shape and its parameters (name, shape, trainable). Each kind's shape
-    rule and weights are its unit's, not restated here."""
-    return _core.build_layer(layer._core_layer(), [[int(d) for d in s] for s in shapes])
-
-
 def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
     """A layer's per-sample output shape for a per-sample input shape."""
     from . import _trace
-    from .models import Sequential
 
-    if isinstance(layer, Sequential):
+    if isinstance(layer, L._ModelBase):
         for inner in layer._leaves():
             if not isinstance(inner, L.InputLayer):
                 shape = output_shape(inner, shape)
         return shape
-    if _trace.is_custom(layer):
+    if L._is_custom(layer):
         return _trace.output_shape(layer, shape)
-    return tuple(_built(layer, [shape])[0])
+    return tuple(L._built(layer, [shape])[0])
 
 
 def weight_counts(layer: Any, *shapes: tuple[int, ...]) -> tuple[int, int]:
@@ -71,14 +62,11 @@ def weight_counts(layer: Any, *shapes: tuple[int, ...]) -> tuple[int, int]:
 
 
 def _own_weight_counts(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[int, int]:
-    from . import _trace
-    from .models import Sequential
-
     if "_custom_weights" in vars(layer):  # a custom layer's add_weight (built by its trace)
         sizes = [(math.prod(w.shape), w.trainable) for w in layer._custom_weights]
         return sum(n for n, t in sizes if t), sum(n for n, t in sizes if not t)
 
-    if isinstance(layer, Sequential):
+    if isinstance(layer, L._ModelBase):
         shape = shapes[0]
         trainable = fixed = 0
         for inner in layer._leaves():
@@ -88,10 +76,10 @@ def _own_weight_counts(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[int, 
             trainable, fixed = trainable + t, fixed + f
             shape = output_shape(inner, shape)
         return trainable, fixed
-    if _trace.is_custom(layer):  # no weights of its own (add_weight's are above)
+    if L._is_custom(layer):  # no weights of its own (add_weight's are above)
         return 0, 0
     trainable = fixed = 0
-    for _, weight_shape, is_trainable in _built(layer, shapes)[1]:
+    for _, weight_shape, is_trainable in L._built(layer, shapes)[1]:
         if is_trainable:
             trainable += math.prod(weight_shape)
         else:
@@ -158,9 +146,7 @@ def summary_text(
     positions: Optional[Sequence[float]] = None,
 ) -> str:
     """The text Keras 3 prints for model.summary()."""
-    from .functional import Subclassed
-
-    if isinstance(model, Subclassed) and not getattr(model, "_functional", False):
+    if model._subclassed and not getattr(model, "_functional", False):
         return subclassed_summary_text(model, optimizer_params, line_length, positions)
     if hasattr(model, "_graph"):
         return functional_summary_text(model, optimizer_params, line_length, positions)
@@ -233,10 +219,8 @@ _BUILT_WHEN_MADE = (
 
 
 def _built_when_made(layer: Any) -> bool:
-    from . import _trace
-
-    if _trace.is_custom(layer):  # a custom layer without a build() of its own
-        return not any("build" in vars(c) for c in _trace._user_classes(layer))
+    if L._is_custom(layer):  # a custom layer without a build() of its own
+        return not any("build" in vars(c) for c in L._user_classes(layer))
     return any(
         getattr(L, name, None) is not None and isinstance(layer, getattr(L, name))
         for name in _BUILT_WHEN_MADE
@@ -258,8 +242,6 @@ def subclassed_summary_text(
     layer's output shape is the one its build recorded (its first call's in the traced
     graph), "?" for a layer Keras builds when made (Dropout, pooling, activations: no build of
     their own) and for one not built; its parameter count "0 (unbuilt)" when not built."""
-    from .models import Sequential
-
     widths = column_widths(line_length, positions)
     calls: dict[int, Any] = {}  # layer -> the first call's tensor in the traced graph
     for t in getattr(model, "_tensors", []):
@@ -270,7 +252,7 @@ def subclassed_summary_text(
         name = f"{layer.name} ({type(layer).__name__})"
         shapes: Optional[list[tuple[int, ...]]] = None  # its build's input shapes, once built
         out: Optional[tuple[Any, ...]] = None
-        if isinstance(layer, Sequential):
+        if isinstance(layer, L._ModelBase):
             leaves = [l for l in layer._leaves() if id(l) in calls]
             if leaves:
                 first, last = calls[id(leaves[0])], calls[id(leaves[-1])]

@@ -46,25 +46,6 @@ def _engine(class_name: str, **config: Any) -> Any:
     return _engine_layer(class_name, **config)
 
 
-def is_custom(layer: Any) -> bool:
-    """A user's direct subclass of keras.layers.Layer with its own call()."""
-    from .layers import Layer
-
-    for cls in type(layer).__mro__:
-        if cls.__module__.startswith("crossover."):
-            return cls is Layer and any("call" in vars(c) for c in _user_classes(layer))
-    return False
-
-
-def _user_classes(layer: Any) -> list[type]:
-    out = []
-    for cls in type(layer).__mro__:
-        if cls.__module__.startswith("crossover."):
-            break
-        out.append(cls)
-    return out
-
-
 def _where() -> str:
     """"in layer 'name' (Class)" of the custom layer being traced, for messages."""
     if not _traces:
@@ -82,6 +63,28 @@ def not_supported(what: str) -> NotImplementedError:
     )
 
 
+def not_in_a_model(layer: Any) -> NotImplementedError:
+    """add_loss in a call() traced into a model: the engine trains only the compiled loss."""
+    return NotImplementedError(
+        f"add_loss() in the call() of '{layer.name}' ({type(layer).__name__}) in a model that "
+        "fit, evaluate or predict runs is not supported (yet): crossover's engine trains the "
+        "loss given to compile() only (add_loss works in calls on data, where `layer.losses` "
+        f"has it); {SEE_SUPPORTED}"
+    )
+
+
+def adds_loss(obj: Any) -> bool:
+    """Whether a class's own call() calls self.add_loss (looked for before it is traced: the
+    loss's expression would fail first, with a message about its op)."""
+    for cls in type(obj).__mro__:
+        if cls.__module__.startswith("crossover."):
+            break
+        code = getattr(vars(cls).get("call"), "__code__", None)
+        if code is not None and "add_loss" in code.co_names:
+            return True
+    return False
+
+
 # --- a custom layer called on a symbolic tensor ----------------------------------------------
 def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     """layer(inputs) for a custom layer on a KerasTensor: build() once, then call() traced."""
@@ -95,10 +98,8 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
         )
     if _traces and _traces[-1].layer is layer:
         raise NotImplementedError(f"layer '{layer.name}' calling itself is not supported (yet)")
-    from . import _eager
-
-    if _eager.adds_loss(layer):
-        raise _eager.not_in_a_model(layer)
+    if adds_loss(layer):
+        raise not_in_a_model(layer)
     if not getattr(layer, "_custom_built", False):
         layer.build(tuple(inputs.shape))
         layer._custom_built = True
@@ -168,9 +169,9 @@ def expand(model: Any, leaves: list[Any]) -> list[Any]:
     """The engine's layers of a Sequential's leaves: a custom layer's traced ops in its place,
     in the graph's order (graph_of gives the graph). Unchanged without custom layers, or while
     the input shape is unknown."""
-    from .layers import InputLayer
+    from .layers import InputLayer, _is_custom
 
-    if not any(is_custom(l) for l in leaves):
+    if not any(_is_custom(l) for l in leaves):
         return leaves
     first = leaves[0]
     shape = getattr(first, "_input_shape", None)
@@ -196,7 +197,7 @@ def expand(model: Any, leaves: list[Any]) -> list[Any]:
     for leaf in rest:
         if isinstance(leaf, InputLayer):
             continue
-        if is_custom(leaf):
+        if _is_custom(leaf):
             x = custom_call(leaf, x, {})
         else:
             x = KerasTensor((None, *_summary.output_shape(leaf, tuple(x.shape[1:]))), leaf, [x])

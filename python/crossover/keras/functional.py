@@ -31,7 +31,7 @@ from .._args import SEE_SUPPORTED, reject_unsupported
 from . import _eager, _names, _trace
 import numpy as np
 
-from .layers import InputLayer, Layer
+from .layers import InputLayer, Layer, _built, _changed_by_training, _is_custom
 from .models import Sequential, shared_with
 
 
@@ -155,24 +155,6 @@ class _Modes:
 _modes: list[_Modes] = []
 
 
-def _changed_by_training(layer: Any) -> bool:
-    from .layers import (
-        BatchNormalization,
-        Dropout,
-        GaussianDropout,
-        GaussianNoise,
-        SpatialDropout2D,
-    )
-
-    if isinstance(layer, (Dropout, GaussianNoise, GaussianDropout, SpatialDropout2D)):
-        return True
-    if isinstance(layer, BatchNormalization):
-        return True
-    # A custom layer's traced dropout: its op layers, or the op layer itself (a model's leaf).
-    ops = (getattr(layer, "_op_layers", None) or []) + [layer]
-    return any((getattr(op, "_signature", None) or ("",))[0] == "dropout" for op in ops)
-
-
 def _as_mode(training: Any) -> Optional[bool]:
     return None if training is None else bool(training)
 
@@ -216,7 +198,7 @@ def _call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
                 f"{owner}: a functional model's layer is called on symbolic tensors only "
                 f"(keras.Input(...) or another layer's output), got {type(t).__name__} among them"
             )
-    if isinstance(layer, Layer) and _trace.is_custom(layer):
+    if isinstance(layer, Layer) and _is_custom(layer):
         return _trace.custom_call(layer, inputs, {"training": training, **kwargs})
     if isinstance(layer, Layer):
         layer._refuse_python_code()
@@ -283,14 +265,12 @@ def _call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
 def _check_call_again(layer: Any, first: "KerasTensor", tensors: list["KerasTensor"]) -> None:
     """A layer called again takes its first call's weights: the same shapes, else Keras's
     error for an input that does not fit the layer."""
-    from . import _summary
-
     if not isinstance(layer, Layer) or isinstance(layer, Sequential):
         return
     shapes = [tuple(t.shape[1:]) for t in tensors]
     before = [tuple(t.shape[1:]) for t in first._inputs]
-    want = [tuple(w[1]) for w in _summary._built(layer, before)[1]]
-    got = [tuple(w[1]) for w in _summary._built(layer, shapes)[1]]
+    want = [tuple(w[1]) for w in _built(layer, before)[1]]
+    got = [tuple(w[1]) for w in _built(layer, shapes)[1]]
     if want != got:
         raise ValueError(
             f'Input 0 of layer "{layer.name}" is incompatible with the layer: its weights were '
@@ -766,6 +746,8 @@ class Subclassed(Functional):
     """A subclassed keras.Model: layers made in __init__, applied in call(); traced into the
     graph of its layer calls when it first meets data or a shape (see the module's text)."""
 
+    _subclassed = True
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         name = kwargs.pop("name", None)
         # Keras's: a subclass of Model given (inputs, outputs) is a functional model of that
@@ -828,8 +810,8 @@ class Subclassed(Functional):
             raise TypeError(
                 f"{type(self).__name__}.call() got an unexpected keyword argument '{unknown[0]}'"
             )
-        if _eager.adds_loss(self):
-            raise _eager.not_in_a_model(self)
+        if _trace.adds_loss(self):
+            raise _trace.not_in_a_model(self)
         if "training" in params:
             if _modes:  # traced for keywords of its own: the mode Keras would call it in
                 mode = _modes[-1].training

@@ -16,13 +16,23 @@ import numpy as np
 
 from .. import _core, _seed, _tensor
 from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
-from . import _names, _trace, initializers, mixed_precision
+from . import _names, initializers, mixed_precision
 
 if TYPE_CHECKING:
     from .models import Sequential
 
 ActivationArg = Union[str, Callable[..., Any], None]
 ShapeArg = Optional[Sequence[Optional[int]]]
+
+# The calls on data in progress (keras/_eager.py), outermost first: (layer, training given or
+# inherited).
+_calls: list[tuple[Any, Optional[Any]]] = []
+
+
+def _name_scope() -> str:
+    """Keras's name scope of a weight made now: the layers being called on data, outermost
+    first ("outer/linear_1/variable" for a weight the inner layer's build makes)."""
+    return "/".join(layer.name for layer, _ in _calls)
 
 
 def _shape(shape: ShapeArg, owner: str) -> Optional[list[int]]:
@@ -49,6 +59,30 @@ def _engine_layer(class_name: str, **config: Any) -> "_core.Layer":
                 f"{class_name}: argument {argument}: must hold finite numbers, got {value!r}"
             ) from None
     return _core.layer_from_config(class_name, json.dumps(config))
+
+
+def _built(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[list[int], list[Any]]:
+    """The engine's build of one layer on per-sample input shapes (nn/layers/kind.h,
+    build_layer): its output shape and its parameters (name, shape, trainable). Each kind's shape
+    rule and weights are its unit's, not restated here."""
+    return _core.build_layer(layer._core_layer(), [[int(d) for d in s] for s in shapes])
+
+
+def _is_custom(layer: Any) -> bool:
+    """A user's direct subclass of keras.layers.Layer with its own call()."""
+    for cls in type(layer).__mro__:
+        if cls.__module__.startswith("crossover."):
+            return cls is Layer and any("call" in vars(c) for c in _user_classes(layer))
+    return False
+
+
+def _user_classes(layer: Any) -> list[type]:
+    out = []
+    for cls in type(layer).__mro__:
+        if cls.__module__.startswith("crossover."):
+            break
+        out.append(cls)
+    return out
 
 
 def _deserialized_activation(activation: ActivationArg) -> ActivationArg:
@@ -97,6 +131,14 @@ def _initializer_config(layer: "Layer", **given: Any) -> dict[str, Any]:
         setattr(layer, argument, init)
         config[argument] = json.loads(initializers._to_json(init))
     return config
+
+
+class _ModelBase(mixed_precision.HasDTypePolicy):
+    """What every model class derives from (keras.Sequential, models.py): it lets this module
+    and the ones below models.py tell a model (which can be used as a layer) without importing
+    models.py."""
+
+    _subclassed = False  # a subclassed keras.Model (functional.py's Subclassed)
 
 
 class Layer(mixed_precision.HasDTypePolicy):
@@ -184,9 +226,7 @@ class Layer(mixed_precision.HasDTypePolicy):
         weights = self.__dict__.setdefault("_custom_weights", [])
         # Keras's automatic name: variable, variable_1, ... numbered in the process.
         weight = Weight(self, name or _names.uniquify("variable"), dims, init, bool(trainable))
-        from . import _eager
-
-        weight._scope = _eager.scope()  # Keras's path: the outer layers called on data
+        weight._scope = _name_scope()  # Keras's path: the outer layers called on data
         weights.append(weight)
         return weight
 
@@ -203,7 +243,7 @@ class Layer(mixed_precision.HasDTypePolicy):
 
     def _keeps_python_weights(self) -> bool:
         """A custom layer: its weights are add_weight's (and its sublayers'), as Keras's."""
-        return "_custom_weights" in self.__dict__ or _trace.is_custom(self)
+        return "_custom_weights" in self.__dict__ or _is_custom(self)
 
     def _sublayers(self) -> list["Layer"]:
         """The layers held in this layer's attributes (directly, or in a list, tuple or dict),
@@ -304,7 +344,7 @@ class Layer(mixed_precision.HasDTypePolicy):
         """A user's subclass that computes in Python (its own call(), build() or
         convolution_op()) cannot run: crossover runs its layers in C++. Said in one line, rather
         than training the built-in layer silently in its place."""
-        if _trace.is_custom(self):  # traced where the input shape is known (keras/_trace.py)
+        if _is_custom(self):  # traced where the input shape is known (keras/_trace.py)
             raise NotImplementedError(
                 f"custom layer '{self.name}' ({type(self).__name__}) in a model whose input "
                 "shape is not known yet is not supported (yet): crossover traces its call() on "
@@ -349,16 +389,12 @@ class Layer(mixed_precision.HasDTypePolicy):
     # --- weights, as Keras's layer has them ------------------------------------------------
     def get_weights(self) -> list[np.ndarray]:
         """This layer's weights as numpy, in Keras's order ([] until the model is built)."""
-        from .models import layer_weights
-
         if self._keeps_python_weights():  # add_weight's (Weight), then the sublayers'
             return [np.array(w, dtype=np.float32) for w in self.weights]
-        return layer_weights(self)
+        return _layer_weights(self)
 
     def set_weights(self, weights: Sequence[Any]) -> None:
         """Replaces this layer's weights (same count and shapes as get_weights())."""
-        from .models import set_layer_weights
-
         if self._keeps_python_weights():
             expected = len(self.weights)
             if len(weights) != expected:
@@ -375,7 +411,7 @@ class Layer(mixed_precision.HasDTypePolicy):
                 layer.set_weights(values[:n])
                 del values[:n]
             return
-        set_layer_weights(self, list(weights))
+        _set_layer_weights(self, list(weights))
 
     @property
     def weights(self) -> list[Any]:
@@ -473,7 +509,7 @@ class Layer(mixed_precision.HasDTypePolicy):
         tensor of a functional model's layer."""
         from . import functional
 
-        if _trace.is_custom(self) and not functional.is_symbolic(inputs):
+        if _is_custom(self) and not functional.is_symbolic(inputs):
             from . import _eager
 
             return _eager.call(self, inputs, args, kwargs)  # on data: call() run in Python
@@ -491,11 +527,9 @@ class Layer(mixed_precision.HasDTypePolicy):
         """The output tensor of the layer's first call on symbolic tensors: in a functional
         model, or in the graph of the Sequential it is in once that knows its input shape (made
         now if need be, as Keras 3 has made it); else Keras's AttributeError."""
-        from .models import Sequential
-
         out = getattr(self, "_output_tensor", None)
         home = self.__dict__.get("_home")
-        if out is None and isinstance(home, Sequential) and home is not self:
+        if out is None and isinstance(home, _ModelBase) and home is not self:
             home._symbolic_graph()
             out = getattr(self, "_output_tensor", None)
         if out is None:
@@ -646,8 +680,8 @@ class Weight:
         return f"<Variable path={self.path}, shape={self.shape}, dtype=float32, value={value}>"
 
     def _op2(self, op: str, other: Any, first: bool) -> Any:
-        if _trace.symbolic(other):
-            return _trace.binary(op, self, other) if first else _trace.binary(op, other, self)
+        if (trace := _tensor._traced(other)) is not None:  # keras/_trace.py: a graph node
+            return trace.binary(op, self, other) if first else trace.binary(op, other, self)
         f = getattr(_tensor, op)  # TensorFlow's op on the values, recorded by tapes
         return f(self, other) if first else f(other, self)
 
@@ -676,8 +710,8 @@ class Weight:
         return self._op2("divide", o, False)
 
     def __pow__(self, o: Any) -> Any:
-        if _trace.symbolic(o):
-            raise _trace.not_supported("a weight to the power of a symbolic tensor")
+        if (trace := _tensor._traced(o)) is not None:
+            raise trace.not_supported("a weight to the power of a symbolic tensor")
         return _tensor.pow(self, o)
 
     def __rpow__(self, o: Any) -> Any:
@@ -690,13 +724,13 @@ class Weight:
         return _tensor._getitem(self, index)
 
     def __matmul__(self, o: Any) -> Any:
-        if _trace.symbolic(o):
-            raise _trace.not_supported("matmul of a weight by a symbolic tensor (w @ x)")
+        if (trace := _tensor._traced(o)) is not None:
+            raise trace.not_supported("matmul of a weight by a symbolic tensor (w @ x)")
         return _tensor.matmul(self, o)
 
     def __rmatmul__(self, o: Any) -> Any:
-        if _trace.symbolic(o):
-            return _trace.matmul(o, self)
+        if (trace := _tensor._traced(o)) is not None:
+            return trace.matmul(o, self)
         return _tensor.matmul(o, self)
 
 
@@ -1938,6 +1972,82 @@ def add(inputs: Sequence[Any], **kwargs: Any) -> Any:
 def concatenate(inputs: Sequence[Any], axis: int = -1, **kwargs: Any) -> Any:
     """keras.layers.concatenate([a, b]): Concatenate(axis)([a, b])."""
     return Concatenate(axis=axis, **kwargs)(inputs)
+
+
+# --- a layer's weights wherever they are (models.py keeps them in step) ----------------------
+def _floats(a: Any, what: str) -> np.ndarray:
+    """A C-contiguous float32 array: the same array when it is one already (no copy)."""
+    try:
+        return np.ascontiguousarray(a, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} must be a numeric array: {e}") from None
+
+
+def _place_of(layer: Layer) -> Any:
+    """Where the layer's latest weights are: a model, a list of arrays, or None (not built:
+    its model is built first when it knows its input shape)."""
+    if isinstance(layer._weights_in, (list, _ModelBase)):
+        if isinstance(layer._weights_in, list) or layer._weights_in._core is not None:
+            return layer._weights_in
+    home = layer._home
+    if home is not None and home.built:
+        home._device_model()  # draws the model's weights (Keras builds a model with a shape)
+        return home
+    return None
+
+
+def _layer_weights(layer: Layer) -> list[np.ndarray]:
+    """Layer.get_weights: its latest weights, wherever they are."""
+    if not layer._weight_kinds():
+        return []
+    place = _place_of(layer)
+    if isinstance(place, list):
+        return [np.array(w, dtype=np.float32) for w in place]
+    if isinstance(place, _ModelBase):
+        return place._own_layer_weights(layer) or []
+    return []
+
+
+def _set_layer_weights(layer: Layer, weights: list[Any]) -> None:
+    """Layer.set_weights: Keras's checks (count, then each shape), then into where the layer's
+    weights are."""
+    current = _layer_weights(layer)
+    if len(weights) != len(current):
+        raise ValueError(
+            f"You called `set_weights(weights)` on layer '{layer.name}' with a weight list of "
+            f"length {len(weights)}, but the layer was expecting {len(current)} weights."
+        )
+    arrays = [_floats(w, f"set_weights: weight {i}") for i, w in enumerate(weights)]
+    for ref, new in zip(current, arrays):
+        if ref.shape != new.shape:
+            raise ValueError(
+                f"Layer {layer.name} weight shape {ref.shape} is not compatible with provided "
+                f"weight shape {new.shape}."
+            )
+    place = _place_of(layer)
+    if isinstance(place, list):
+        layer._weights_in = [a.copy() for a in arrays]
+        return
+    assert isinstance(place, _ModelBase) and place._core is not None
+    named = place._core.get_weights()
+    for l, a, _ in place._weight_slices():
+        if l is layer:
+            for i, w in enumerate(arrays):
+                named[a + i] = (named[a + i][0], w)
+    place._core.set_weights(named)
+    layer._weights_in = place
+
+
+def _changed_by_training(layer: Any) -> bool:
+    """Whether the training mode changes what `layer` computes (Dropout, the noise layers,
+    BatchNormalization, a custom layer's traced dropout)."""
+    if isinstance(layer, (Dropout, GaussianNoise, GaussianDropout, SpatialDropout2D)):
+        return True
+    if isinstance(layer, BatchNormalization):
+        return True
+    # A custom layer's traced dropout: its op layers, or the op layer itself (a model's leaf).
+    ops = (getattr(layer, "_op_layers", None) or []) + [layer]
+    return any((getattr(op, "_signature", None) or ("",))[0] == "dropout" for op in ops)
 
 
 # Keras's other names for the same classes.

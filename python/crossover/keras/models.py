@@ -20,15 +20,15 @@ from . import mixed_precision
 from . import optimizers as optimizers_module
 from . import _py_dataset_fit, _python_step, saving
 from .callbacks import CallbackList, History
-from .layers import Flatten, InputLayer, Layer, _engine_layer
-
-
-def _floats(a: Any, what: str) -> np.ndarray:
-    """A C-contiguous float32 array: the same array when it is one already (no copy)."""
-    try:
-        return np.ascontiguousarray(a, dtype=np.float32)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{what} must be a numeric array: {e}") from None
+from .layers import (
+    Flatten,
+    InputLayer,
+    Layer,
+    _ModelBase,
+    _changed_by_training,
+    _engine_layer,
+    _floats,
+)
 
 
 def _verbosity(verbose: Union[str, int]) -> int:
@@ -156,7 +156,7 @@ def shared_with(calls: list[Any]) -> list[int]:
     return [-1 if first.setdefault(id(l), i) == i else first[id(l)] for i, l in enumerate(calls)]
 
 
-class Sequential(mixed_precision.HasDTypePolicy):
+class Sequential(_ModelBase):
     """keras.Sequential: a stack of layers, given as a list or with add(). Its dtype_policy is
     the global one when it was made (Keras's); its layers' own decide what the engine trains in."""
 
@@ -862,7 +862,7 @@ class Sequential(mixed_precision.HasDTypePolicy):
             # Under a tape, model(x) is differentiable in inference mode too (TensorFlow's):
             # the training pass, which is the same function where no layer depends on training.
             self._check_scope("Sequential.__call__")
-            return _tape.inference_call(self, inputs, functional._changed_by_training)
+            return _tape.inference_call(self, inputs, _changed_by_training)
         out = self.predict(inputs, verbose=0)
         if isinstance(out, dict):
             return {k: _tensor.tensor(v) for k, v in out.items()}
@@ -1562,19 +1562,6 @@ def clone_model(
     return clone
 
 
-def _place_of(layer: Layer) -> Any:
-    """Where the layer's latest weights are: a Sequential, a list of arrays, or None (not built:
-    its model is built first when it knows its input shape)."""
-    if isinstance(layer._weights_in, (list, Sequential)):
-        if isinstance(layer._weights_in, list) or layer._weights_in._core is not None:
-            return layer._weights_in
-    home = layer._home
-    if home is not None and home.built:
-        home._device_model()  # draws the model's weights (Keras builds a model with a shape)
-        return home
-    return None
-
-
 def _latest_of(
     layer: Layer, model: Sequential, first: int, read: dict[int, list[np.ndarray]]
 ) -> list[np.ndarray]:
@@ -1591,48 +1578,6 @@ def _latest_of(
     if place is not model:
         first = next(a for l, a, _ in place._weight_slices() if l is layer)
     return read[id(place)][first:]
-
-
-def layer_weights(layer: Layer) -> list[np.ndarray]:
-    """Layer.get_weights: its latest weights, wherever they are."""
-    if not layer._weight_kinds():
-        return []
-    place = _place_of(layer)
-    if isinstance(place, list):
-        return [np.array(w, dtype=np.float32) for w in place]
-    if isinstance(place, Sequential):
-        return place._own_layer_weights(layer) or []
-    return []
-
-
-def set_layer_weights(layer: Layer, weights: list[Any]) -> None:
-    """Layer.set_weights: Keras's checks (count, then each shape), then into where the layer's
-    weights are."""
-    current = layer_weights(layer)
-    if len(weights) != len(current):
-        raise ValueError(
-            f"You called `set_weights(weights)` on layer '{layer.name}' with a weight list of "
-            f"length {len(weights)}, but the layer was expecting {len(current)} weights."
-        )
-    arrays = [_floats(w, f"set_weights: weight {i}") for i, w in enumerate(weights)]
-    for ref, new in zip(current, arrays):
-        if ref.shape != new.shape:
-            raise ValueError(
-                f"Layer {layer.name} weight shape {ref.shape} is not compatible with provided "
-                f"weight shape {new.shape}."
-            )
-    place = _place_of(layer)
-    if isinstance(place, list):
-        layer._weights_in = [a.copy() for a in arrays]
-        return
-    assert isinstance(place, Sequential) and place._core is not None
-    named = place._core.get_weights()
-    for l, a, _ in place._weight_slices():
-        if l is layer:
-            for i, w in enumerate(arrays):
-                named[a + i] = (named[a + i][0], w)
-    place._core.set_weights(named)
-    layer._weights_in = place
 
 
 from .functional import Functional, Model  # noqa: E402 (it builds on Sequential, above)

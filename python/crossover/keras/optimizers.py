@@ -206,8 +206,6 @@ class Optimizer:
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects: Any = None) -> "Optimizer":
-        from .saving import _deserialize  # a serialized learning-rate schedule
-
         return cls(**{k: _deserialize(v) for k, v in config.items()})
 
     # --- the learning rate (Keras's optimizer.learning_rate) ------------------------------
@@ -491,6 +489,38 @@ def get(identifier: Any) -> "_core.Optimizer":
     raise TypeError(
         f"optimizer must be a name such as 'adam' or a keras optimizer, got {identifier!r}"
     )
+
+
+# --- a compile_config's objects (saving.py's load_model; Optimizer.from_config: a schedule) ---
+# keras.* modules of the objects a compile_config names, as Keras serializes them.
+def _modules() -> dict[str, Any]:
+    from . import losses, metrics, optimizers, schedules
+
+    return {
+        "keras.optimizers": optimizers,
+        "keras.optimizers.schedules": schedules,
+        "keras.losses": losses,
+        "keras.metrics": metrics,
+    }
+
+
+def _deserialize(value: Any) -> Any:
+    """A value of a compile_config as Keras's deserialize_keras_object gives it: serialized
+    objects ({"module", "class_name", "config"}) become crossover's objects of that class (its
+    own "not supported (yet)" error for one it lacks), Keras's functions their names."""
+    if isinstance(value, list):
+        return [_deserialize(v) for v in value]
+    if not isinstance(value, dict) or "class_name" not in value:
+        return value
+    module_name, class_name = value.get("module"), value["class_name"]
+    config = value.get("config")
+    if class_name == "function" and isinstance(config, str):
+        return config  # keras.losses.sparse_categorical_crossentropy is saved by its name
+    module = _modules().get(module_name)
+    if module is None or not isinstance(config, dict):
+        raise ValueError(f"{module_name}.{class_name} is not supported (yet)")
+    cls = getattr(module, class_name)  # the module's "not supported (yet)" AttributeError
+    return cls(**{k: _deserialize(v) for k, v in config.items()})
 
 
 __all__ = ["Variable", "Optimizer", *_CLASSES, "get", "schedules"]

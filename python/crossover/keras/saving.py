@@ -17,6 +17,7 @@ from .. import _core
 from .._args import SEE_SUPPORTED, reject_unsupported, unsupported_attribute
 from .._versions import KERAS_VERSION
 from . import layers as layers_module
+from .optimizers import _deserialize
 
 if TYPE_CHECKING:
     from .models import Sequential
@@ -406,37 +407,6 @@ def _read_member(zf: zipfile.ZipFile, name: str, path: str) -> bytes:
         )
     with zf.open(name) as f:
         return f.read()
-
-
-# keras.* modules of the objects a compile_config names, as Keras serializes them.
-def _modules() -> dict[str, Any]:
-    from . import losses, metrics, optimizers, schedules
-
-    return {
-        "keras.optimizers": optimizers,
-        "keras.optimizers.schedules": schedules,
-        "keras.losses": losses,
-        "keras.metrics": metrics,
-    }
-
-
-def _deserialize(value: Any) -> Any:
-    """A value of a compile_config as Keras's deserialize_keras_object gives it: serialized
-    objects ({"module", "class_name", "config"}) become crossover's objects of that class (its
-    own "not supported (yet)" error for one it lacks), Keras's functions their names."""
-    if isinstance(value, list):
-        return [_deserialize(v) for v in value]
-    if not isinstance(value, dict) or "class_name" not in value:
-        return value
-    module_name, class_name = value.get("module"), value["class_name"]
-    config = value.get("config")
-    if class_name == "function" and isinstance(config, str):
-        return config  # keras.losses.sparse_categorical_crossentropy is saved by its name
-    module = _modules().get(module_name)
-    if module is None or not isinstance(config, dict):
-        raise ValueError(f"{module_name}.{class_name} is not supported (yet)")
-    cls = getattr(module, class_name)  # the module's "not supported (yet)" AttributeError
-    return cls(**{k: _deserialize(v) for k, v in config.items()})
 
 
 def _compile_from_config(model: "Sequential", compile_config: Any, path: str) -> None:
