@@ -16,12 +16,14 @@ A call() that applies something crossover has no eager implementation of raises 
 NotImplementedError naming it (and the layer)."""
 
 import inspect
+import sys
 from typing import Any, Optional
 
 import numpy as np
 
 from .. import _tensor
 from .._args import SEE_SUPPORTED
+from . import layers
 from .layers import _calls
 
 
@@ -208,3 +210,6 @@ def model_call(
         return model.call(x, **kwargs)
     finally:
         _calls.pop()
+
+
+layers._register_eager(sys.modules[__name__])  # layer(x) on data: here

@@ -11,6 +11,7 @@ import shutil
 from typing import Any, Optional, Sequence
 
 from . import layers as L
+from ._trace import output_shape
 
 
 def column_widths(
@@ -37,20 +38,6 @@ def column_widths(
             remaining, ratio = remaining - cut, ratio - 1
         widths = out
     return widths
-
-
-def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A layer's per-sample output shape for a per-sample input shape."""
-    from . import _trace
-
-    if isinstance(layer, L._ModelBase):
-        for inner in layer._leaves():
-            if not isinstance(inner, L.InputLayer):
-                shape = output_shape(inner, shape)
-        return shape
-    if L._is_custom(layer):
-        return _trace.output_shape(layer, shape)
-    return tuple(L._built(layer, [shape])[0])
 
 
 def weight_counts(layer: Any, *shapes: tuple[int, ...]) -> tuple[int, int]:

@@ -23,6 +23,7 @@ import numpy as np
 from .. import _core, _tensor
 from .._args import SEE_SUPPORTED
 from . import _names, initializers
+from ._symbolic import KerasTensor, _ordered
 
 
 class _Trace:
@@ -88,8 +89,6 @@ def adds_loss(obj: Any) -> bool:
 # --- a custom layer called on a symbolic tensor ----------------------------------------------
 def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     """layer(inputs) for a custom layer on a KerasTensor: build() once, then call() traced."""
-    from .functional import KerasTensor
-
     if not isinstance(inputs, KerasTensor):
         raise NotImplementedError(
             f"custom layer '{layer.name}' ({type(layer).__name__}) called on "
@@ -151,10 +150,22 @@ def _shown(tensor: Any) -> Any:
 
 
 def output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A layer's per-sample output shape for a per-sample input shape."""
+    from .layers import InputLayer, _ModelBase, _built, _is_custom
+
+    if isinstance(layer, _ModelBase):
+        for inner in layer._leaves():
+            if not isinstance(inner, InputLayer):
+                shape = output_shape(inner, shape)
+        return shape
+    if _is_custom(layer):
+        return _custom_output_shape(layer, shape)
+    return tuple(_built(layer, [shape])[0])
+
+
+def _custom_output_shape(layer: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
     """A custom layer's per-sample output shape for a per-sample input shape (traced if need
     be)."""
-    from .functional import KerasTensor
-
     traced = getattr(layer, "_traced_shapes", None)
     if traced is not None and traced[0] == tuple(shape):
         return traced[1]
@@ -181,9 +192,6 @@ def expand(model: Any, leaves: list[Any]) -> list[Any]:
     cached = getattr(model, "_custom_trace", None)
     if cached is not None and cached[0] == key:
         return list(cached[1])
-    from . import _summary
-    from .functional import KerasTensor, _ordered
-
     if isinstance(first, InputLayer):
         entry, rest = first, leaves[1:]
     else:  # Dense(input_shape=...) first: the graph's own input
@@ -200,7 +208,7 @@ def expand(model: Any, leaves: list[Any]) -> list[Any]:
         if _is_custom(leaf):
             x = custom_call(leaf, x, {})
         else:
-            x = KerasTensor((None, *_summary.output_shape(leaf, tuple(x.shape[1:]))), leaf, [x])
+            x = KerasTensor((None, *output_shape(leaf, tuple(x.shape[1:]))), leaf, [x])
     tensors = _ordered([x])
     if tensors[0] is not inputs_tensor:
         raise ValueError("the model's output does not depend on its input")
@@ -252,8 +260,6 @@ def _node(
     shape: tuple[int, ...],
     weight: Any = None,
 ) -> Any:
-    from .functional import KerasTensor
-
     layer = _op_layer(core_make, signature, op, weight)
     out = KerasTensor((None, *shape), layer, inputs)
     layer._output_tensor = out
@@ -261,8 +267,6 @@ def _node(
 
 
 def _is_tensor(v: Any) -> bool:
-    from .functional import KerasTensor
-
     return isinstance(v, KerasTensor)
 
 
@@ -304,10 +308,9 @@ def binary(op: str, a: Any, b: Any) -> Any:
     if ta and tb:
         sa, sb = tuple(a.shape[1:]), tuple(b.shape[1:])
         if sa == sb and op == "add" and not _traces:
-            from .functional import call
             from .layers import Add
 
-            return call(Add(), [a, b], {})  # x + y in a functional model: an Add layer
+            return Add()([a, b])  # x + y in a functional model: an Add layer
         same_rest = len(sa) == len(sb) and len(sa) > 0 and sa[:-1] == sb[:-1]
         if sa == sb:
             out = sa

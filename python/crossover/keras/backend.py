@@ -75,7 +75,7 @@ def set_value(x: Any, value: Any) -> None:
 # --- tf.keras.backend's legacy functions (keras/src/legacy/backend.py) ---------------------
 def is_keras_tensor(x: Any) -> bool:
     """Whether x is a symbolic tensor (keras.Input or a layer's output in a functional model)."""
-    from .functional import KerasTensor
+    from ._symbolic import KerasTensor
 
     return isinstance(x, KerasTensor)
 

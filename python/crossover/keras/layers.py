@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _core, _seed, _tensor
 from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
-from . import _names, initializers, mixed_precision
+from . import _names, _symbolic, initializers, mixed_precision
 
 if TYPE_CHECKING:
     from .models import Sequential
@@ -27,6 +27,25 @@ ShapeArg = Optional[Sequence[Optional[int]]]
 # The calls on data in progress (keras/_eager.py), outermost first: (layer, training given or
 # inherited).
 _calls: list[tuple[Any, Optional[Any]]] = []
+
+
+# Where a layer's call runs: in the modules above this one, which register here when imported
+# (keras imports both): keras/functional.py's call() on symbolic tensors (a node of the model's
+# graph), keras/_eager.py on data (call() in Python, or the engine's layer; add_loss).
+_symbolic_call: Optional[Callable[[Any, Any, dict[str, Any]], Any]] = None
+_eager: Any = None
+
+
+def _register_symbolic_call(call: Callable[[Any, Any, dict[str, Any]], Any]) -> None:
+    """Set what layer(x) on symbolic tensors runs (keras/functional.py's call)."""
+    global _symbolic_call
+    _symbolic_call = call
+
+
+def _register_eager(module: Any) -> None:
+    """Set the module that runs layer(x) and add_loss on data (keras/_eager.py)."""
+    global _eager
+    _eager = module
 
 
 def _name_scope() -> str:
@@ -295,8 +314,6 @@ class Layer(mixed_precision.HasDTypePolicy):
 
     def add_loss(self, loss: Any) -> None:
         """Keras's add_loss in a call() on data: kept in `losses` until the next call."""
-        from . import _eager
-
         _eager.add_loss(self, loss)
 
     def _clear_losses(self) -> None:
@@ -507,20 +524,14 @@ class Layer(mixed_precision.HasDTypePolicy):
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """layer(x) on symbolic tensors (keras.Input(...), another layer's output): the output
         tensor of a functional model's layer."""
-        from . import functional
-
-        if _is_custom(self) and not functional.is_symbolic(inputs):
-            from . import _eager
-
+        if _is_custom(self) and not _symbolic.is_symbolic(inputs):
             return _eager.call(self, inputs, args, kwargs)  # on data: call() run in Python
         if args:
             raise TypeError(f"{type(self).__name__}.__call__ takes the inputs only, got {args!r}")
-        if functional.is_symbolic(inputs):
-            return functional.call(self, inputs, kwargs)
+        if _symbolic.is_symbolic(inputs):
+            return _symbolic_call(self, inputs, kwargs)
         if isinstance(self, InputLayer):
             raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
-        from . import _eager
-
         return _eager.builtin_call(self, inputs, kwargs)  # on data: the engine computes it
 
     def _first_call(self, what: str) -> Any:
@@ -905,9 +916,7 @@ def Input(
 ) -> Any:
     """keras.Input: the symbolic input of a functional model (keras.Model(inputs, outputs)); in a
     Sequential list, the model's input shape."""
-    from . import functional
-
-    return functional.input_tensor(
+    return _symbolic.input_tensor(
         InputLayer(
             shape=shape,
             batch_size=batch_size,

@@ -240,14 +240,12 @@ class Sequential(_ModelBase):
     @property
     def output_shape(self) -> Optional[tuple[Optional[int], ...]]:
         """(None, ...) of the last layer's output, once the input shape is known."""
-        from . import _summary
-
         shape = self._known_input_shape()
         if shape is None:
             return None
         out = tuple(shape)
         for layer in self.layers:
-            out = _summary.output_shape(layer, out)
+            out = _trace.output_shape(layer, out)
         return (None, *out)
 
     def _leaves(self) -> list[Layer]:
