@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from crossover import keras
-from crossover.keras import models
+from crossover.keras import _sequential, models
 
 MNIST_10K = Path(__file__).resolve().parents[2] / "data" / "mnist-10k" / "mnist-10k.npz"
 
@@ -55,7 +55,8 @@ def test_inputs_are_converted_once_per_fit_not_per_step(digits, monkeypatch):
     x, y = digits
     calls = []
     convert = models._floats
-    monkeypatch.setattr(models, "_floats", lambda a, what: calls.append(what) or convert(a, what))
+    counted = lambda a, what: calls.append(what) or convert(a, what)  # noqa: E731
+    monkeypatch.setattr(_sequential, "_floats", counted)  # Sequential's module (fit converts)
     compiled().fit(x.astype(np.float64), y, batch_size=32, epochs=3, verbose=0)  # 48 steps
     assert sorted(calls) == ["x", "y"]
 

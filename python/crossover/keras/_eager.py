@@ -100,12 +100,12 @@ def call(layer: Any, inputs: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 def builtin_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     """A built-in layer (Dense, Conv2D, ...) called on data, as a custom layer's call() on data
     calls them: computed by the engine, in a one-layer model of the input's shape kept with the
-    layer (its weights live there until a model uses the layer: models.py's weight sharing
+    layer (its weights live there until a model uses the layer: _sequential.py's weight sharing
     moves them, so the layer keeps one set of weights wherever it is used). Inference mode:
     training=True is refused for the layers it changes (Dropout and the noise layers,
     BatchNormalization)."""
     from .layers import InputLayer, _changed_by_training
-    from .models import Sequential
+    from ._sequential import Sequential
 
     kwargs = dict(kwargs)
     training = kwargs.pop("training", None)

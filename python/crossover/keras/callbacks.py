@@ -428,7 +428,7 @@ class ModelCheckpoint(_LibraryCallback):
     suffix names the weight format: the ones the library writes (_core.checkpoint_suffixes():
     .weights.h5, .safetensors). Deciding, the messages and the weights file are the library's
     callback in both cases; for `.keras` it writes the weights to a private folder and this class
-    puts them in the archive (saving.write_archive) at the path Keras's rule formats."""
+    puts them in the archive (_archive.write_archive) at the path Keras's rule formats."""
 
     def __init__(
         self,
@@ -441,7 +441,7 @@ class ModelCheckpoint(_LibraryCallback):
         save_freq: Any = "epoch",
         initial_value_threshold: Optional[float] = None,
     ) -> None:
-        from . import saving
+        from . import _archive
 
         super().__init__()
         reject_unsupported(
@@ -466,7 +466,7 @@ class ModelCheckpoint(_LibraryCallback):
                     f"filepath={self.filepath!r}"
                 )
         else:
-            saving._refuse_legacy_h5(self.filepath, "ModelCheckpoint")
+            _archive._refuse_legacy_h5(self.filepath, "ModelCheckpoint")
             if not self.filepath.endswith(".keras"):
                 raise ValueError(
                     "ModelCheckpoint: the filepath provided must end in `.keras` (Keras model "
@@ -483,7 +483,7 @@ class ModelCheckpoint(_LibraryCallback):
         if not save_weights_only:
             staging = tempfile.mkdtemp(prefix="crossover-checkpoint-")
             weakref.finalize(self, shutil.rmtree, staging, True)
-            self._staged = library_path = os.path.join(staging, saving.WEIGHTS_MEMBER)
+            self._staged = library_path = os.path.join(staging, _archive.WEIGHTS_MEMBER)
         self._core = _core.ModelCheckpoint(
             library_path,
             monitor,
@@ -537,7 +537,7 @@ class ModelCheckpoint(_LibraryCallback):
     def _into_archive(self, path: str, library_hook: Callable[[], None]) -> None:
         """Runs the library's hook, which may write the weights to the staging file, and puts
         them in a `.keras` archive at `path` when it did."""
-        from . import saving
+        from . import _archive
 
         staged = self._staged
         assert staged is not None
@@ -550,7 +550,7 @@ class ModelCheckpoint(_LibraryCallback):
                 folder = os.path.dirname(path)
                 if folder:
                     os.makedirs(folder, exist_ok=True)
-                saving.write_archive(
+                _archive.write_archive(
                     self.model, path, lambda p: shutil.move(staged, p), "ModelCheckpoint"
                 )
         finally:

@@ -30,158 +30,10 @@ from .._args import SEE_SUPPORTED, reject_unsupported
 from . import _eager, _names, _trace
 import numpy as np
 
+from ._graph import _Modes, _as_mode, _modes, _tracing, call
+from ._sequential import Sequential, shared_with
 from ._symbolic import KerasTensor, _ordered, input_tensor, is_symbolic
-from .layers import (
-    InputLayer,
-    Layer,
-    _built,
-    _changed_by_training,
-    _is_custom,
-    _register_symbolic_call,
-)
-from .models import Sequential, shared_with
-
-# Inside a subclassed model's traced call() (depth): layers may be given training= (the engine
-# runs them in training mode in fit, in inference mode elsewhere, as the call meant), and a
-# Sequential called on a symbolic tensor adds its layers in its place.
-_tracing = [0]
-
-
-class _Modes:
-    """A subclassed model's call() traced for keyword arguments of its own (Subclassed.
-    _call_variant): the training mode Keras would run each layer that training changes in
-    (Dropout, the noise layers, BatchNormalization, a custom layer's dropout): the `training=`
-    given to its call, else the enclosing call's, else inference (`seen`: the modes met). The
-    engine runs a graph in one mode."""
-
-    def __init__(self, training: Optional[bool], seen: Optional[set[bool]] = None) -> None:
-        self.training = training
-        self.seen: set[bool] = set() if seen is None else seen
-
-
-_modes: list[_Modes] = []
-
-
-def _as_mode(training: Any) -> Optional[bool]:
-    return None if training is None else bool(training)
-
-
-def call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
-    """layer(inputs) on symbolic tensors: the output tensor of the call, recorded."""
-    if not _modes:
-        return _call(layer, inputs, kwargs)
-    # Inside a call() traced for keywords of its own: the mode this call runs in, which the
-    # layers it calls inherit (a model's, a custom layer's).
-    given = _as_mode(kwargs.get("training"))
-    mode = _Modes(given if given is not None else _modes[-1].training, _modes[-1].seen)
-    _modes.append(mode)
-    try:
-        out = _call(layer, inputs, kwargs)
-    finally:
-        _modes.pop()
-    if _changed_by_training(layer):
-        mode.seen.add(bool(mode.training))
-    return out
-
-
-def _call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> KerasTensor:
-    owner = type(layer).__name__
-    reject_unsupported(f"{owner}.__call__", mask=(kwargs.pop("mask", None), None))
-    training = kwargs.pop("training", None)
-    if isinstance(layer, Subclassed):
-        return layer._call_symbolic(inputs, training, kwargs)
-    if training is not None and not _tracing[0]:
-        raise NotImplementedError(
-            f"{owner}.__call__: training={training!r} is not supported (yet): in a crossover "
-            "model, layers run in training mode in fit and in inference mode in evaluate and "
-            f"predict; {SEE_SUPPORTED}"
-        )
-    if kwargs:
-        raise TypeError(f"{owner}.__call__ got unexpected keyword arguments {sorted(kwargs)}")
-    tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-    for t in tensors:
-        if not isinstance(t, KerasTensor):
-            raise TypeError(
-                f"{owner}: a functional model's layer is called on symbolic tensors only "
-                f"(keras.Input(...) or another layer's output), got {type(t).__name__} among them"
-            )
-    if isinstance(layer, Layer) and _is_custom(layer):
-        return _trace.custom_call(layer, inputs, {"training": training, **kwargs})
-    if isinstance(layer, Layer):
-        layer._refuse_python_code()
-    if isinstance(layer, InputLayer):
-        raise TypeError("an InputLayer is not called: keras.Input(shape=...) makes the input")
-    if isinstance(layer, Sequential):
-        out = tensors[0] if len(tensors) == 1 else tensors
-        if not layer.built and len(tensors) == 1:
-            layer.build(tensors[0].shape)  # as Keras builds a model at its first call
-        leaves = [inner for inner in layer._leaves() if not isinstance(inner, InputLayer)]
-        if not isinstance(layer, Functional):
-            for inner in leaves:
-                out = call(inner, out, {})
-            return out
-        # A functional model's layers were called once already, making it: the model applied
-        # as a layer calls them again, on this input (a chain of them only, as Sequential.add
-        # takes it); their first outputs stay the model's own.
-        if not layer._is_chain():
-            raise NotImplementedError(
-                f"functional model '{layer.name}' called as a layer: only a functional model "
-                f"whose layers form a chain is supported (yet); {SEE_SUPPORTED}"
-            )
-        kept = [inner._output_tensor for inner in leaves]
-        for inner in leaves:
-            inner._output_tensor = None
-        try:
-            for inner in leaves:
-                out = call(inner, out, {})
-        finally:
-            for inner, first in zip(leaves, kept):
-                inner._output_tensor = first
-        return out
-    if isinstance(layer, Sequential):
-        raise NotImplementedError(
-            f"a model ('{layer.name}') called on a symbolic tensor, as a layer of a functional "
-            f"model, is not supported (yet); {SEE_SUPPORTED}"
-        )
-    merges = getattr(layer, "_merges", False)
-    if merges and len(tensors) < 2:
-        raise ValueError(
-            f"A merge layer should be called on a list of at least 2 inputs. Got {len(tensors)} "
-            "inputs."
-        )
-    if not merges and len(tensors) != 1:
-        raise ValueError(
-            f"Layer '{layer.name}' expects 1 input, but it received {len(tensors)} input tensors."
-        )
-    if merges:
-        shape = layer._merged_shape([tuple(t.shape[1:]) for t in tensors])
-    else:
-        shape = _trace.output_shape(layer, tuple(tensors[0].shape[1:]))
-    first = getattr(layer, "_output_tensor", None)
-    if first is not None:  # a shared layer: its weights must fit this call as its first
-        _check_call_again(layer, first, tensors)
-    out = KerasTensor((None, *shape), layer, tensors, getattr(layer, "_calls", 0))
-    layer._calls = out._node + 1
-    if first is None:
-        layer._output_tensor = out  # Keras's layer.output: its first call's
-    return out
-
-
-def _check_call_again(layer: Any, first: "KerasTensor", tensors: list["KerasTensor"]) -> None:
-    """A layer called again takes its first call's weights: the same shapes, else Keras's
-    error for an input that does not fit the layer."""
-    if not isinstance(layer, Layer) or isinstance(layer, Sequential):
-        return
-    shapes = [tuple(t.shape[1:]) for t in tensors]
-    before = [tuple(t.shape[1:]) for t in first._inputs]
-    want = [tuple(w[1]) for w in _built(layer, before)[1]]
-    got = [tuple(w[1]) for w in _built(layer, shapes)[1]]
-    if want != got:
-        raise ValueError(
-            f'Input 0 of layer "{layer.name}" is incompatible with the layer: its weights were '
-            f"made for inputs of shape {[(None, *s) for s in before]} at its first call, but "
-            f"it received {[(None, *s) for s in shapes]}"
-        )
+from .layers import InputLayer, Layer
 
 
 def _model_outputs(value: Any) -> tuple[list[KerasTensor], Optional[list[str]]]:
@@ -271,6 +123,8 @@ class Functional(Sequential):
     """keras.Model(inputs, outputs): the layers between them, as a graph. model.layers lists the
     InputLayer too, as Keras's does."""
 
+    _functional_class = True
+
     def __init__(
         self,
         inputs: Any,
@@ -326,7 +180,7 @@ class Functional(Sequential):
     def _x_array(self, x: Any, what: str) -> np.ndarray:
         """x for the engine: with several inputs, a list (in the model's order) or a dict (keyed
         as the inputs) of arrays, one row each per sample, packed side by side."""
-        from . import models
+        from . import _sequential
 
         inputs = getattr(self, "_input_tensors", None)
         if inputs is None or len(inputs) == 1:
@@ -334,7 +188,7 @@ class Functional(Sequential):
                 x = next(iter(x.values()))
             elif isinstance(x, (list, tuple)) and len(x) == 1 and np.ndim(x[0]) >= 1:
                 x = x[0]
-            return models._floats(x, what)
+            return _sequential._floats(x, what)
         keys = self._input_names
         if isinstance(x, dict):
             for k in keys:
@@ -353,7 +207,7 @@ class Functional(Sequential):
                 f"input tensors. Pass the inputs as a list of {len(inputs)} arrays, or a dict "
                 f"keyed by {keys}"
             )
-        arrays = [models._floats(a, what) for a in arrays]
+        arrays = [_sequential._floats(a, what) for a in arrays]
         sizes = [a.shape[0] if a.ndim else 0 for a in arrays]
         if len(set(sizes)) != 1:
             raise ValueError(
@@ -416,7 +270,7 @@ class Functional(Sequential):
         """y of a model of several outputs, for the engine: a list (in the outputs' order) or a
         dict (keyed as output_names) of arrays, packed side by side, each output's flattened
         (a class index for sparse_categorical_crossentropy)."""
-        from . import models
+        from . import _sequential
 
         names, outputs = self.output_names, self.outputs
         if isinstance(y, dict):
@@ -438,7 +292,7 @@ class Functional(Sequential):
             )
         columns = []
         for a, t, name, loss in zip(arrays, outputs, names, self._output_losses):
-            a = models._floats(a, what)
+            a = _sequential._floats(a, what)
             n = a.shape[0] if a.ndim else 0
             if loss == "sparse_categorical_crossentropy":
                 if not (a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)):
@@ -526,7 +380,7 @@ class Functional(Sequential):
 def _sample_shape(x: Any, who: str) -> Any:
     """The per-sample shape of data given to a subclassed model before it is traced: a dict
     (by key) or list of them for several inputs."""
-    from .models import _is_dataset
+    from ._sequential import _is_dataset
 
     if _is_dataset(x):
         x = x._for_fit(who)[0]
@@ -780,7 +634,7 @@ class Subclassed(Functional):
         """model(x, is_training=True): Keras passes the keywords to call(), whose Python code may
         branch on them (`if not is_training: x = tf.nn.softmax(x)`). call() is traced once per
         distinct set of their values (and of `training`, and input shape) into a graph model of
-        the same layers (their weights shared: models.py), each layer that training changes in
+        the same layers (their weights shared: _sequential.py), each layer that training changes in
         the mode Keras would run it in; that graph runs in the engine: its training pass where
         those layers train (dropout on, batch statistics; recorded by a GradientTape), else
         inference (predict), or where it has none, the training pass under a recording tape
@@ -898,6 +752,3 @@ class Model(Subclassed, metaclass=_ModelType):
                 f"(yet): use keras.Model(inputs=..., outputs=...); {SEE_SUPPORTED}"
             )
         return Functional(*args, **kwargs)
-
-
-_register_symbolic_call(call)  # layer(x) on symbolic tensors: here

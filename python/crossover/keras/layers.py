@@ -19,7 +19,7 @@ from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupport
 from . import _names, _symbolic, initializers, mixed_precision
 
 if TYPE_CHECKING:
-    from .models import Sequential
+    from ._sequential import Sequential
 
 ActivationArg = Union[str, Callable[..., Any], None]
 ShapeArg = Optional[Sequence[Optional[int]]]
@@ -153,10 +153,11 @@ def _initializer_config(layer: "Layer", **given: Any) -> dict[str, Any]:
 
 
 class _ModelBase(mixed_precision.HasDTypePolicy):
-    """What every model class derives from (keras.Sequential, models.py): it lets this module
-    and the ones below models.py tell a model (which can be used as a layer) without importing
-    models.py."""
+    """What every model class derives from (keras.Sequential, _sequential.py): it lets this
+    module and the ones below _sequential.py tell a model (which can be used as a layer) without
+    importing it."""
 
+    _functional_class = False  # a functional model (functional.py's Functional, Subclassed)
     _subclassed = False  # a subclassed keras.Model (functional.py's Subclassed)
 
 
@@ -198,8 +199,8 @@ class Layer(mixed_precision.HasDTypePolicy):
         self.name = name if name else _names.auto_name(type(self).__name__)
         self._given_name = name
         self._input_shape = _shape(input_shape, owner)
-        # Where this layer's current weights are (models.py keeps them in step): the model whose
-        # engine holds them, or arrays kept while no model holds them; and the model it was
+        # Where this layer's current weights are (_sequential.py keeps them in step): the model
+        # whose engine holds them, or arrays kept while no model holds them; and the model it was
         # last added to (to build it on a first get_weights).
         self._weights_in: Any = None
         self._home: Optional["Sequential"] = None
@@ -1983,7 +1984,7 @@ def concatenate(inputs: Sequence[Any], axis: int = -1, **kwargs: Any) -> Any:
     return Concatenate(axis=axis, **kwargs)(inputs)
 
 
-# --- a layer's weights wherever they are (models.py keeps them in step) ----------------------
+# --- a layer's weights wherever they are (_sequential.py keeps them in step) -----------------
 def _floats(a: Any, what: str) -> np.ndarray:
     """A C-contiguous float32 array: the same array when it is one already (no copy)."""
     try:

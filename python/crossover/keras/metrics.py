@@ -6,7 +6,7 @@ rule for 'accuracy': sparse_categorical_accuracy with sparse_categorical_crossen
 categorical_accuracy with categorical_crossentropy, binary_accuracy (threshold 0.5) with
 binary_crossentropy for one output column; Keras 3 picks by the output's last axis, so for
 several it is categorical_accuracy, computed as a metric where the output's shape is known at
-compile (models.py, _binary_loss_accuracy); with mean_squared_error it counts
+compile (_sequential.py, _binary_loss_accuracy); with mean_squared_error it counts
 categorical_accuracy (argmax against argmax), which Keras's 'accuracy' is not (exact equality),
 so there only CategoricalAccuracy is taken), and mean_absolute_error, mean_squared_error,
 root_mean_squared_error, the accuracies and the top-k accuracies by their Keras names
