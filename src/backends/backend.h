@@ -286,7 +286,7 @@ class Backend {
   // does not forward it: one that tracks what was uploaded (perf's wrappers) keeps the default.
   virtual bool reads_host_memory() const { return false; }
 
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
   virtual void name parameters CROSSOVER_BACKEND_FALLBACK_##fallback arguments
 #define CROSSOVER_BACKEND_SETUP(type, name, parameters, arguments, qualifiers, fallback) \
   virtual type name parameters qualifiers CROSSOVER_BACKEND_FALLBACK_##fallback arguments

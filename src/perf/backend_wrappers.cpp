@@ -161,9 +161,9 @@ std::unique_ptr<Backend::StepGraph> TimingBackend::capture(std::function<void()>
   return std::make_unique<TimedGraph>(*this, inner_->capture(std::move(enqueue), use_graph));
 }
 
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
-  void TimingBackend::name parameters {                                    \
-    timed(Call::name, [&] { inner_->name arguments; });                    \
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
+  void TimingBackend::name parameters {                                                   \
+    timed(Call::name, [&] { inner_->name arguments; });                                   \
   }
 #include "backends/backend_ops.h"
 

@@ -30,7 +30,7 @@ class ForwardingBackend : public Backend {
   explicit ForwardingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
   Backend& inner() { return *inner_; }
 
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
   void name parameters override { inner_->name arguments; }
 #define CROSSOVER_BACKEND_SETUP(type, name, parameters, arguments, qualifiers, fallback) \
   type name parameters qualifiers override { return inner_->name arguments; }
@@ -97,7 +97,7 @@ class TimingBackend final : public ForwardingBackend {
 
   std::unique_ptr<StepGraph> capture(std::function<void()> enqueue, bool use_graph) override;
   // Every step operation, timed into its phase (backend_ops.h).
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
   void name parameters override;
 #include "backends/backend_ops.h"
 

@@ -12,8 +12,8 @@ namespace crossover::perf {
 
 const char* call_name(Call c) {
   switch (c) {
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
-  case Call::name:                                                         \
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
+  case Call::name:                                                                        \
     return #name;
 #include "backends/backend_ops.h"
     case Call::allreduce:
@@ -82,67 +82,17 @@ BackendCall& RecordingBackend::record(Call c) {
   return r;
 }
 
-// What each step operation records into its BackendCall `r`, from its parameters as
-// backends/backend_ops.h names them. An operation without its line here does not compile.
-#define RECORD_upload r.bytes = static_cast<int64_t>(bytes)
-#define RECORD_download std::memset(host_dst, 0, bytes), r.bytes = static_cast<int64_t>(bytes)
-// The download it is: the op list prices them alike.
-#define RECORD_download_async RECORD_download, r.call = Call::download
-#define RECORD_fill r.n = n
-#define RECORD_synchronize
-#define RECORD_gather_rows r.m = m, r.n = cols
-#define RECORD_dense_forward r.m = m, r.k = k, r.n = n, r.act = act, r.bias = b != nullptr
-#define RECORD_dense_backward_weights r.m = m, r.k = k, r.n = n, r.bias = db != nullptr
-#define RECORD_dense_backward_input r.m = m, r.k = k, r.n = n
-#define RECORD_conv2d_forward r.conv = s, r.m = m, r.act = act, r.bias = b != nullptr
-#define RECORD_conv2d_backward_input r.conv = s, r.m = m
-#define RECORD_conv2d_backward_weights r.conv = s, r.m = m, r.bias = db != nullptr
-#define RECORD_conv2d_transpose_forward r.conv = s, r.m = m, r.bias = b != nullptr
-#define RECORD_conv2d_transpose_backward_input r.conv = s, r.m = m
-#define RECORD_conv2d_transpose_backward_weights r.conv = s, r.m = m, r.bias = db != nullptr
-#define RECORD_pool2d_forward r.pool = s, r.m = m, r.gradient = workspace != nullptr
-#define RECORD_pool2d_backward r.pool = s, r.m = m
-#define RECORD_upsample2d_forward r.pool = s, r.m = m
-#define RECORD_upsample2d_backward r.pool = s, r.m = m
-#define RECORD_batchnorm_forward_training r.norm = s, r.m = m
-#define RECORD_batchnorm_forward_inference r.norm = s, r.m = m
-#define RECORD_batchnorm_backward r.norm = s, r.m = m
-#define RECORD_batchnorm_update_moving r.norm = s, r.m = 1
-#define RECORD_layernorm_forward \
-  r.m = rows, r.n = n, r.bias = beta != nullptr, r.gradient = mean != nullptr
-#define RECORD_layernorm_backward r.m = rows, r.n = n, r.bias = dgamma || dbeta
-#define RECORD_activation_forward r.m = m, r.n = n, r.act = act, r.in_place = x == y
-#define RECORD_activation_backward r.m = m, r.n = n, r.act = act, r.in_place = dx == dy
-#define RECORD_add r.n = n
-#define RECORD_copy_columns r.m = rows, r.n = cols
-#define RECORD_binary_forward r.m = s.rows, r.n = s.cols
-#define RECORD_binary_backward \
-  r.m = s.rows, r.n = s.cols, r.gradient = da != nullptr || db != nullptr
-#define RECORD_row_sum r.m = rows, r.n = cols
-#define RECORD_permute r.m = m, r.n = permute_values(s)
-#define RECORD_dropout_forward r.m = m, r.n = n
-#define RECORD_dropout_backward r.m = m, r.n = n
-#define RECORD_relu_dropout_backward r.m = m, r.n = n
-#define RECORD_noise_forward r.m = m, r.n = n
-#define RECORD_loss_forward_backward \
-  r.m = m, r.n = c, r.loss = loss.kind, r.act = act, r.gradient = d_out != nullptr
-#define RECORD_metric_sum r.m = m, r.n = c, r.k = target_cols
-#define RECORD_optimizer_step \
-  r.optimizer = config;       \
-  for (const ParamSlot& p : params) r.segments.push_back(p.n)
-#define RECORD_dense_backward_weights_update                                 \
-  r.m = m, r.k = k, r.n = n, r.bias = bias != nullptr, r.optimizer = config; \
-  r.segments.push_back(kernel.n);                                            \
-  if (bias) r.segments.push_back(bias->n)
-#define RECORD_advance_batch
-
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
-  void RecordingBackend::name parameters {                                 \
-    unused_arguments arguments;                                            \
-    [[maybe_unused]] BackendCall& r = record(Call::name);                  \
-    RECORD_##name;                                                         \
+// What each step operation records into its BackendCall `r`: its `record` column in
+// backends/backend_ops.h, from its parameters by name.
+#define CROSSOVER_UNPAREN(...) __VA_ARGS__
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, recorded, price) \
+  void RecordingBackend::name parameters {                                                  \
+    unused_arguments arguments;                                                             \
+    [[maybe_unused]] BackendCall& r = record(Call::name);                                   \
+    CROSSOVER_UNPAREN recorded;                                                             \
   }
 #include "backends/backend_ops.h"
+#undef CROSSOVER_UNPAREN
 
 std::unique_ptr<Backend::StepGraph> RecordingBackend::capture(std::function<void()> enqueue, bool) {
   return std::make_unique<RecordedStep>(*this, std::move(enqueue));

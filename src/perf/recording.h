@@ -23,7 +23,7 @@ namespace crossover::perf {
 // Every Backend call that does work on the device: one value per step operation of
 // backends/backend_ops.h, in its order, then the ranks' sum.
 enum class Call {
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) name,
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) name,
 #include "backends/backend_ops.h"
   // Not a Backend call: the gradients summed across the ranks (Collective::allreduce_sum), made
   // between the backward pass and the optimizer step when training over ranks. Recorded by a
@@ -113,7 +113,7 @@ class RecordingBackend final : public Backend {
   std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override;
   void batchnorm_prepare(const BatchNormShape&, int64_t) override {}
   // Every step operation, recorded (recording.cpp says what each one keeps).
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
   void name parameters override;
 #include "backends/backend_ops.h"
   void set_scope(std::string_view name) override { scope_ = name; }

@@ -51,8 +51,8 @@ std::vector<BackendCall> record_step(const ModelDesc& model, int64_t rows, Devic
 
 Phase call_phase(Call call) {
   switch (call) {
-#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase) \
-  case Call::name:                                                         \
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
+  case Call::name:                                                                        \
     return Phase::phase;
 #include "backends/backend_ops.h"
     case Call::allreduce:
@@ -515,75 +515,14 @@ Op op_of(const BackendCall& c, DeviceKind device, Mode mode) {
   o.m = c.m, o.n = c.n, o.k = c.k;
   o.calls = 1;
   o.launches = b.gpu ? 1 : 0;  // one kernel (one graph node in resident mode), unless said below
-  switch (c.call) {
-    case Call::conv2d_forward:
-    case Call::conv2d_backward_input:
-    case Call::conv2d_backward_weights:
-    case Call::conv2d_transpose_forward:
-    case Call::conv2d_transpose_backward_input:
-    case Call::conv2d_transpose_backward_weights:
-      price_conv(b);
-      break;
-    case Call::pool2d_forward:
-    case Call::pool2d_backward:
-      price_pool(b);
-      break;
-    case Call::upsample2d_forward:
-    case Call::upsample2d_backward:
-      price_upsample(b);
-      break;
-    case Call::batchnorm_forward_training:
-    case Call::batchnorm_forward_inference:
-    case Call::batchnorm_backward:
-    case Call::batchnorm_update_moving:
-      price_batch_norm(b);
-      break;
-    case Call::layernorm_forward:
-    case Call::layernorm_backward:
-      price_layer_norm(b);
-      break;
-    case Call::upload:
-    case Call::download:
-    case Call::download_async:
-    case Call::synchronize:
-    case Call::allreduce:
-    case Call::fill:
-    case Call::advance_batch:
-    case Call::gather_rows:
+  switch (c.call) {            // each operation's price family (backends/backend_ops.h)
+#define CROSSOVER_BACKEND_OP(name, parameters, arguments, fallback, phase, record, price) \
+  case Call::name:                                                                        \
+    price_##price(b);                                                                     \
+    break;
+#include "backends/backend_ops.h"
+    case Call::allreduce:  // the Collective's, not a backend operation
       price_step_call(b);
-      break;
-    case Call::dense_forward:
-    case Call::dense_backward_weights:
-    case Call::dense_backward_weights_update:
-    case Call::dense_backward_input:
-      price_dense(b);
-      break;
-    case Call::activation_forward:
-    case Call::activation_backward:
-      price_activation(b);
-      break;
-    case Call::dropout_forward:
-    case Call::dropout_backward:
-    case Call::relu_dropout_backward:
-    case Call::noise_forward:
-      price_dropout(b);
-      break;
-    case Call::add:
-    case Call::copy_columns:
-    case Call::binary_forward:
-    case Call::binary_backward:
-    case Call::row_sum:
-    case Call::permute:
-      price_merge(b);
-      break;
-    case Call::loss_forward_backward:
-      price_loss(b);
-      break;
-    case Call::metric_sum:
-      price_metric(b);
-      break;
-    case Call::optimizer_step:
-      price_optimizer(b);
       break;
   }
   return o;
