@@ -141,3 +141,50 @@ def test_the_bottom_modules_import_no_keras() -> None:
     for name in ("crossover._tensor", "crossover._tape", "crossover._args", "crossover.data"):
         keras = sorted(m for m in graph[name] if m.startswith("crossover.keras"))
         assert not keras, f"{name} imports {keras}"
+
+
+# The package's layers, bottom to top (docs/ARCHITECTURE.md, "python/"): a module imports only
+# from its own layer or the ones below it, never up. The TensorFlow-shaped modules of crossover/
+# (eager tensors, the tape, tf.data, tf.math, ...) are below keras; only these import keras:
+ABOVE_KERAS = {
+    "crossover",
+    "crossover.__main__",
+    "crossover._aliases",
+    "crossover.saved_model",
+    "crossover.train",
+}
+# Inside keras, the modules that make layers and models, in their layers (the others, such as
+# datasets or utils, import only those below them and are left out here).
+KERAS_LAYERS = [
+    ["_names", "mixed_precision", "initializers", "schedules", "losses"],
+    ["_symbolic"],
+    ["layers"],
+    ["metrics", "optimizers", "_trace"],  # a custom Metric's add_weight makes layers' Variables
+    ["_summary", "_graph", "_archive", "callbacks", "_python_step", "_py_dataset_fit"],
+    ["_sequential"],
+    ["_eager"],
+    ["functional", "saving"],
+    ["models"],
+]
+
+
+def test_the_tensorflow_shaped_modules_import_no_keras() -> None:
+    graph = _graph()
+    for name in sorted(graph):
+        if name.startswith("crossover.keras") or name in ABOVE_KERAS:
+            continue
+        keras = sorted(m for m in graph[name] if m.startswith("crossover.keras"))
+        assert not keras, f"{name} imports {keras}, which are above it"
+
+
+def test_no_keras_module_imports_one_of_a_higher_layer() -> None:
+    graph = _graph()
+    level = {f"crossover.keras.{m}": i for i, layer in enumerate(KERAS_LAYERS) for m in layer}
+    assert set(level) <= set(graph), sorted(set(level) - set(graph))
+    upward = sorted(
+        f"{name} -> {target}"
+        for name in level
+        for target in graph[name]
+        if target in level and level[target] > level[name]
+    )
+    assert not upward, f"imports pointing up a layer: {upward}"
