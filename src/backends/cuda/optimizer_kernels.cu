@@ -160,6 +160,7 @@ cudaError_t launch_advance_batch(cudaStream_t s, StepCounters* counters) {
 cudaError_t preload_optimizer_kernels() {
   return preload_each({
       reinterpret_cast<const void*>(gradient_norm_kernel),
+      reinterpret_cast<const void*>(tensor_norm_kernel),
       reinterpret_cast<const void*>(optimizer_update_kernel),
       reinterpret_cast<const void*>(advance_batch_kernel),
   });
