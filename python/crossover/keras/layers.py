@@ -30,14 +30,14 @@ _calls: list[tuple[Any, Optional[Any]]] = []
 
 
 # Where a layer's call runs: in the modules above this one, which register here when imported
-# (keras imports both): keras/functional.py's call() on symbolic tensors (a node of the model's
+# (keras imports both): keras/_graph.py's call() on symbolic tensors (a node of the model's
 # graph), keras/_eager.py on data (call() in Python, or the engine's layer; add_loss).
 _symbolic_call: Optional[Callable[[Any, Any, dict[str, Any]], Any]] = None
 _eager: Any = None
 
 
 def _register_symbolic_call(call: Callable[[Any, Any, dict[str, Any]], Any]) -> None:
-    """Set what layer(x) on symbolic tensors runs (keras/functional.py's call)."""
+    """Set what layer(x) on symbolic tensors runs (keras/_graph.py's call)."""
     global _symbolic_call
     _symbolic_call = call
 

@@ -160,8 +160,8 @@ void LossHeads::metric_sums(Backend& backend, const StepPlan& steps, const StepB
                             int64_t m, bool training, StepCounters* ctr) const {
   if (extra_metrics == 0) return;
   backend.set_scope("metrics");
-  const float* predictions = from_logits ? steps.layer_output(plan, graph.size() - 1, training)
-                                         : plan.predictions.as<float>();
+  const float* predictions =
+      from_logits ? steps.final_output(plan, training) : plan.predictions.as<float>();
   if (metrics_activate()) {  // the model's output, from the logits the loss read
     const LayerActivation& a = info.back().activation;
     backend.activation_forward(a.kind, a.alpha, predictions, plan.predictions.as<float>(), m,

@@ -138,6 +138,9 @@ struct Sequential::Impl {
   float* layer_output(const Plan& plan, std::size_t i, bool training) const {
     return steps.layer_output(plan, i, training);
   }
+  const float* final_output(const Plan& plan, bool training) const {
+    return steps.final_output(plan, training);
+  }
   // Forward over m rows of plan.input (StepPlan::forward), counted in `passes`.
   void forward(Plan& plan, int64_t m, bool training, bool final_activation, uint64_t seed,
                StepCounters* ctr, int64_t first_row = 0) {
@@ -159,8 +162,6 @@ struct Sequential::Impl {
   // Whether a training step updates each Dense layer with its weight gradient, in one backend call
   // (the backend gains from it, and nothing needs the global gradient norm first).
   bool fused_update() const;
-
-  const float* final_output(const Plan& plan, bool training) const;
 
   void gather_batch(Plan& plan, const DeviceData& d, int64_t m, const StepCounters* ctr);
 

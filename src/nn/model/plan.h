@@ -92,6 +92,10 @@ class StepPlan {
   // The output of layer i during a pass (dropout aliases its input outside training; Flatten
   // and Reshape always).
   float* layer_output(const StepBuffers& plan, std::size_t i, bool training) const;
+  // The last layer's output (the model's, with one output) during a pass.
+  float* final_output(const StepBuffers& plan, bool training) const {
+    return layer_output(plan, model_.graph->size() - 1, training);
+  }
   // Layer i's k-th input.
   const float* layer_input(const StepBuffers& plan, std::size_t i, bool training,
                            std::size_t k = 0) const;

@@ -72,10 +72,6 @@ bool Sequential::Impl::fused_update() const {
   return backend->fuses_weight_update() && opt.clipnorm == 0.0f && opt.tensor_clipnorm == 0.0f;
 }
 
-const float* Sequential::Impl::final_output(const Plan& plan, bool training) const {
-  return layer_output(plan, graph.layers.size() - 1, training);
-}
-
 void Sequential::Impl::gather_batch(Plan& plan, const DeviceData& d, int64_t m,
                                     const StepCounters* ctr) {
   backend->set_scope("batch x");
