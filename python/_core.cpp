@@ -200,6 +200,17 @@ void bind_traced_ops_and_registry(nb::module_& m) {
       d["takes_images"] = k->takes_images();
       d["is_model_input"] = k->is_model_input();
       d["merges"] = k->merges();
+      // Its Keras class's own arguments in __init__'s order (LayerKind::keras_arguments):
+      // (name, default as JSON text, required, keyword only); None where Python makes the class
+      // otherwise (keras.Input, the traced ops).
+      if (const std::optional<keras_config::Arguments> args = k->keras_arguments()) {
+        nb::list list;
+        for (const keras_config::Argument& a : *args)
+          list.append(nb::make_tuple(a.name, a.value.dump(), a.required, a.keyword));
+        d["arguments"] = list;
+      } else {
+        d["arguments"] = nb::none();
+      }
       kinds.append(d);
     }
     return kinds;

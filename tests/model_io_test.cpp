@@ -320,6 +320,50 @@ TEST(LayerKinds, EveryTypeHasOneKindFoundByItsNames) {
   EXPECT_EQ(find_cli_layer_kind("dens"), nullptr);
 }
 
+// Each kind's Keras arguments (LayerKind::keras_arguments, Python's signatures) agree with its
+// reader and writer: the defaults listed are what the reader takes for an absent field (a config
+// of the required arguments alone and one of every argument at its listed default read as the
+// same layer), and every field the writer writes is a listed argument.
+TEST(LayerKinds, KerasArgumentsAreTheReadersDefaults) {
+  using nlohmann::json;
+  int listed = 0;
+  for (const LayerKind* k : layer_kinds()) {
+    const std::string cls(k->class_name());
+    SCOPED_TRACE(cls);
+    const std::optional<keras_config::Arguments> arguments = k->keras_arguments();
+    if (!arguments) {
+      EXPECT_TRUE(k->is_model_input() || k->cli_name().empty()) << "a Keras class without them";
+      continue;
+    }
+    ++listed;
+    json required = json::object(), every = json::object();
+    std::set<std::string> names;
+    bool keyword_seen = false;
+    for (const keras_config::Argument& a : *arguments) {
+      EXPECT_TRUE(names.insert(a.name).second) << a.name << " listed twice";
+      EXPECT_FALSE(a.required && a.keyword) << a.name;
+      if (a.keyword) keyword_seen = true;
+      EXPECT_TRUE(a.keyword || !keyword_seen) << a.name << ": a positional one after a keyword";
+      for (const char* base : {"name", "dtype", "trainable", "input_shape"})
+        EXPECT_NE(a.name, base) << "every layer's own argument";
+      if (a.required) required[a.name] = a.value;
+      every[a.name] = a.value;
+    }
+    const Layer from_required = layer_from_config(cls, required.dump());
+    const Layer from_every = layer_from_config(cls, every.dump());
+    const json written = json::parse(layer_config_to_json(from_required));
+    EXPECT_EQ(written, json::parse(layer_config_to_json(from_every)));
+    for (auto it = written.begin(); it != written.end(); ++it) {
+      if (it.key() == "name" || it.key() == "trainable" || it.key() == "dtype") continue;
+      EXPECT_TRUE(names.count(it.key())) << "writes " << it.key() << ", not an argument";
+    }
+  }
+  EXPECT_EQ(listed, static_cast<int>(layer_kinds().size()) - 4);  // but InputLayer and the ops
+  // One default changed is another layer: the comparison above can fail.
+  EXPECT_NE(layer_config_to_json(layer_from_config("Dense", R"({"units": 4})")),
+            layer_config_to_json(layer_from_config("Dense", R"({"units": 4, "use_bias": false})")));
+}
+
 TEST(LayerKinds, BuildLayerGivesTheModelsShapesAndParametersLayerByLayer) {
   const Sequential m = model_from_json(slurp(keras_file("cnn_keras3.json")), "cnn.json");
   const std::vector<Shape> outs = m.layer_output_shapes();

@@ -22,6 +22,8 @@ REQUIRED = {
     "Activation": {"activation": "relu"},
     "Permute": {"dims": (2, 1)},
     "RepeatVector": {"n": 3},
+    "AveragePooling1D": {"pool_size": (2,)},  # Keras 3.15 gives the average poolings no default
+    "AveragePooling2D": {"pool_size": (2, 2)},
     "GaussianNoise": {"stddev": 0.1},
     "GaussianDropout": {"rate": 0.1},
     "SpatialDropout2D": {"rate": 0.1},

@@ -27,10 +27,10 @@ def test_arguments_as_keras_keeps_them():
         (lambda: layers.Permute((2, 3)), ValueError, "Received dims=\\(2, 3\\)"),
         (lambda: layers.Permute(()), ValueError, "Permute needs dims"),  # Keras: only (batch,)
         (lambda: layers.Permute(tuple(range(9, 0, -1))), ValueError, "at most 8"),
-        (lambda: layers.RepeatVector(0), ValueError, "should be a positive integer"),
-        (lambda: layers.RepeatVector(-2), ValueError, "should be a positive integer"),
-        (lambda: layers.RepeatVector(2.0), TypeError, "Expected an integer value for `n`"),
-        (lambda: layers.RepeatVector(True), TypeError, "Expected an integer value for `n`"),
+        (lambda: layers.RepeatVector(0), ValueError, "argument n: n must be a whole number from 1"),
+        (lambda: layers.RepeatVector(-2), ValueError, "argument n: .*got -2"),
+        (lambda: layers.RepeatVector(2.0), ValueError, "argument n: .*got 2.0"),
+        (lambda: layers.RepeatVector(True), ValueError, "argument n: .*got true"),
     ],
 )
 def test_bad_arguments_are_one_clear_error(make, error, message):

@@ -54,12 +54,12 @@ def test_predict_repeats_each_value_over_its_block():
     [("interpolation", "bilinear"), ("interpolation", "bicubic"), ("data_format", "channels_first")],
 )
 def test_an_argument_crossover_does_not_run_is_refused_naming_it(argument, value):
-    with pytest.raises(ValueError, match=f"UpSampling2D: argument {argument}="):
+    with pytest.raises(ValueError, match=f"UpSampling2D: argument {argument}[=:]"):
         layers.UpSampling2D(**{argument: value})
 
 
 def test_a_bad_size_is_refused():
-    with pytest.raises(ValueError, match="UpSampling2D: size must be an integer or a pair"):
+    with pytest.raises(ValueError, match="UpSampling2D: argument size: expected two numbers"):
         layers.UpSampling2D((1, 2, 3))
 
 

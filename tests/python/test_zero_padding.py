@@ -24,11 +24,11 @@ def test_keras_defaults_and_argument_forms():
 @pytest.mark.parametrize(
     "make,message",
     [
-        (lambda: layers.ZeroPadding2D(-1), "cannot be negative"),
-        (lambda: layers.Cropping2D(((1, -2), (0, 0))), "cannot be negative"),
-        (lambda: layers.ZeroPadding2D((1, 2, 3)), "should be either an int"),
-        (lambda: layers.ZeroPadding2D(((1, 2, 3), (0, 0))), "2 ints"),
-        (lambda: layers.Cropping2D(1.5), "should be either an int"),
+        (lambda: layers.ZeroPadding2D(-1), r"argument padding: .*whole numbers >= 0, got -1"),
+        (lambda: layers.Cropping2D(((1, -2), (0, 0))), r"cropping: .*>= 0, got \[\[1,-2\]"),
+        (lambda: layers.ZeroPadding2D((1, 2, 3)), r"padding: expected an int, \[height,"),
+        (lambda: layers.ZeroPadding2D(((1, 2, 3), (0, 0))), r"\[\[top, bottom\], \[left,"),
+        (lambda: layers.Cropping2D(1.5), "argument cropping: expected an int.*got 1.5"),
         (lambda: layers.ZeroPadding2D(data_format="channels_first"), "data_format"),
     ],
 )
@@ -125,10 +125,10 @@ def test_1d_keras_defaults_and_argument_forms():
 @pytest.mark.parametrize(
     "make,message",
     [
-        (lambda: layers.ZeroPadding1D(-1), "value >= 0"),
-        (lambda: layers.Cropping1D((1, 2, 3)), "tuple of 2 integers"),
-        (lambda: layers.Cropping1D(1.5), "tuple of 2 integers"),
-        (lambda: layers.ZeroPadding1D(("a", 1)), "integers"),
+        (lambda: layers.ZeroPadding1D(-1), "argument padding: .*>= 0, got -1"),
+        (lambda: layers.Cropping1D((1, 2, 3)), r"cropping: expected an int or \[left,"),
+        (lambda: layers.Cropping1D(1.5), "argument cropping: .*got 1.5"),
+        (lambda: layers.ZeroPadding1D(("a", 1)), "argument padding: .*whole numbers"),
         (lambda: layers.ZeroPadding1D(data_format="channels_first"), "data_format"),
     ],
 )

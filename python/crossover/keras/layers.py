@@ -8,8 +8,8 @@ to each time step), and Add and Concatenate for functional models.
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
 
+import inspect
 import json
-import operator
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -930,396 +930,222 @@ def Input(
     )
 
 
-class Flatten(Layer):
-    def __init__(self, data_format: Optional[str] = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.data_format = data_format  # no effect on a flatten of one sample's values
-        shape = {"input_shape": list(self._input_shape)} if self._input_shape else {}
-        self._layer = _engine_layer("Flatten", **shape)
+# --- the built-in layers: each class's signature, defaults and refusals are its engine kind's --
+_KINDS = {k["class_name"]: k for k in _core.layer_kinds() if k["arguments"] is not None}
 
 
-class Dense(Layer):
-    def __init__(
-        self,
-        units: int,
-        activation: ActivationArg = None,
-        use_bias: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        kernel_regularizer: Any = None,
-        bias_regularizer: Any = None,
-        activity_regularizer: Any = None,
-        kernel_constraint: Any = None,
-        bias_constraint: Any = None,
-        lora_rank: Optional[int] = None,
-        quantization_config: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        reject_unsupported(
-            "Dense",
-            kernel_regularizer=(kernel_regularizer, None),
-            bias_regularizer=(bias_regularizer, None),
-            activity_regularizer=(activity_regularizer, None),
-            kernel_constraint=(kernel_constraint, None),
-            bias_constraint=(bias_constraint, None),
-            lora_rank=(lora_rank, None),
-            quantization_config=(quantization_config, None),
-        )
-        try:
-            self.units = operator.index(units)
-        except TypeError:
-            raise TypeError(f"Dense: units must be an integer, got {units!r}") from None
-        activation = _deserialized_activation(activation)  # a model file's dict
-        self.activation = _activation_name(activation)
-        self.use_bias = bool(use_bias)
-        self._layer = _engine_layer(
-            "Dense",
-            units=self.units,
-            activation=_activation_config(activation),
-            use_bias=self.use_bias,
-            **_initializer_config(
-                self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
-            ),
-        )
+def _config_value(owner: str, argument: str, value: Any) -> Any:
+    """An argument as a Keras config holds it (JSON): tuples as lists, numpy's numbers as
+    Python's, an object with a config (a regularizer, a constraint) serialized as Keras does, a
+    function by its name. The engine's reader then takes it or refuses it, naming the argument."""
+    if isinstance(value, (list, tuple)):
+        return [_config_value(owner, argument, v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _config_value(owner, argument, v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return _config_value(owner, argument, value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Layer):  # a wrapper's layer
+        return _serialized(value)
+    if hasattr(value, "get_config"):
+        return {"class_name": type(value).__name__, "config": value.get_config()}
+    if callable(value):
+        return str(getattr(value, "__name__", value))
+    raise TypeError(f"{owner}: argument {argument}: cannot take {value!r} ({type(value).__name__})")
 
+
+def _attribute(argument: str, value: Any) -> Any:
+    """A config's value as Keras keeps the argument on the layer: sizes and shapes as tuples
+    (kernel_size, strides, padding, target_shape), an axis list as a list."""
+    if isinstance(value, list) and argument != "axis":
+        return tuple(_attribute(argument, v) for v in value)
+    return value
+
+
+class _Builtin(Layer):
+    """A Keras class the engine has a kind of (src/nn/layers/<kind>.cpp). Its arguments, their
+    order and Keras's defaults are the kind's (LayerKind::keras_arguments, through
+    _core.layer_kinds()); a class states `kind=` and nothing of them. The values given go to the
+    engine's reader, which refuses what crossover cannot run, naming the argument; the layer then
+    keeps each argument as Keras does, as the engine read it (a pool's strides resolved, sizes
+    as tuples), the activation by its name and the initializers as objects."""
+
+    _kind: str
+    _arguments: list[tuple[str, Any, bool, bool]]  # (name, default, required, keyword only)
+    _declares_input = False
+
+    def __init_subclass__(cls, kind: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if kind is None:
+            return  # a user's subclass, or a base shared by classes
+        spec = _KINDS[kind]
+        cls._kind = kind
+        cls._arguments = [(n, json.loads(d), r, k) for n, d, r, k in spec["arguments"]]
+        cls._declares_input = kind == "Flatten"  # a Sequential's first layer may declare it
+        if "__init__" not in vars(cls):
+            cls.__init__ = _builtin_init(cls)  # type: ignore[method-assign]
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The class's own arguments from a call (as Python binds a signature), each given one or
+        its default; what is left in kwargs is every layer's (name, input_shape, ...)."""
+        owner = type(self).__name__
+        positional = [a for a in self._arguments if not a[3]]
+        if len(args) > len(positional):
+            raise TypeError(
+                f"{owner}() takes at most {len(positional)} positional arguments "
+                f"({', '.join(a[0] for a in positional)}), got {len(args)}"
+            )
+        values: dict[str, Any] = {}
+        for (name, _, _, _), value in zip(positional, args):
+            if name in kwargs:
+                raise TypeError(f"{owner}() got multiple values for argument '{name}'")
+            values[name] = value
+        missing = []
+        for name, default, required, _ in self._arguments:
+            if name in values:
+                continue
+            if name in kwargs:
+                values[name] = kwargs.pop(name)
+            elif required:
+                missing.append(name)
+            else:
+                values[name] = default
+        if missing:
+            raise TypeError(
+                f"{owner}() missing {len(missing)} required argument"
+                f"{'s' if len(missing) > 1 else ''}: {', '.join(repr(m) for m in missing)}"
+            )
+        return values
+
+    def _set_up(self, values: dict[str, Any]) -> None:
+        """The engine's layer from the arguments, and the arguments kept as Keras keeps them."""
+        owner = type(self).__name__
+        config: dict[str, Any] = {}
+        initializers_given = {}
+        for name, value in values.items():
+            if name == "activation":
+                value = _deserialized_activation(value)  # a model file's dict
+                self.activation = _activation_name(value)
+                config[name] = _activation_config(value)
+            elif name.endswith("_initializer"):
+                initializers_given[name] = value
+            else:
+                config[name] = _config_value(owner, name, value)
+        config.update(_initializer_config(self, **initializers_given))
+        if self._declares_input and self._input_shape:
+            config["input_shape"] = list(self._input_shape)
+        self._layer = _engine_layer(self._kind, **config)
+        written = json.loads(self._layer.keras_config())
+        for name, value in values.items():
+            if name == "activation" or name.endswith("_initializer"):
+                continue
+            if name == "axis" or written.get(name) is None:
+                # Keras keeps an axis as given (-1, or [-1]); a seed the engine does not use
+                # (its noise comes from the model's) is kept as given too.
+                setattr(self, name, value)
+            else:
+                setattr(self, name, _attribute(name, written[name]))
+
+
+def _builtin_init(cls: type) -> Callable[..., None]:
+    """The __init__ of a _Builtin class, with its Keras signature (inspect.signature shows it)."""
+
+    def __init__(self: _Builtin, *args: Any, **kwargs: Any) -> None:
+        values = self._bind(args, kwargs)
+        Layer.__init__(self, **kwargs)
+        self._set_up(values)
+
+    kinds = inspect.Parameter
+    parameters = [inspect.Parameter("self", kinds.POSITIONAL_OR_KEYWORD)]
+    for name, default, required, keyword in cls._arguments:
+        kind = kinds.KEYWORD_ONLY if keyword else kinds.POSITIONAL_OR_KEYWORD
+        if required:
+            parameters.append(inspect.Parameter(name, kind))
+        else:
+            parameters.append(inspect.Parameter(name, kind, default=_attribute(name, default)))
+    parameters.append(inspect.Parameter("kwargs", kinds.VAR_KEYWORD))
+    # Keyword-only ones after the positional ones, as a signature has them.
+    parameters.sort(key=lambda p: p.kind == kinds.KEYWORD_ONLY and p.name != "kwargs")
+    parameters.sort(key=lambda p: p.kind == kinds.VAR_KEYWORD)
+    __init__.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    __init__.__qualname__ = f"{cls.__name__}.__init__"
+    return __init__
+
+
+class _KernelAndBias(_Builtin):
+    """Dense and the convolutions: a kernel and, with use_bias, a bias."""
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
+
+    @property
+    def kernel(self) -> Optional[_tensor.Tensor]:
+        return self._weight("kernel")
+
+    @property
+    def bias(self) -> Optional[_tensor.Tensor]:
+        return self._weight("bias")
+
+
+class Flatten(_Builtin, kind="Flatten"):
+    pass
+
+
+class Dense(_KernelAndBias, kind="Dense"):
     def get_config(self) -> dict[str, Any]:
         # Keras 3.15's Dense writes its quantization (none here) too.
         return {**super().get_config(), "quantization_config": None}
 
-    def _weight_kinds(self) -> list[tuple[str, bool]]:
-        return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
 
-    @property
-    def kernel(self) -> Optional[_tensor.Tensor]:
-        return self._weight("kernel")
-
-    @property
-    def bias(self) -> Optional[_tensor.Tensor]:
-        return self._weight("bias")
+class Dropout(_Builtin, kind="Dropout"):
+    """Keras's Dropout. Its masks come from the model's seed (compile), not a seed of its own:
+    `seed` is taken and has no effect, as for the noise layers."""
 
 
-class Dropout(Layer):
-    def __init__(
-        self, rate: float, noise_shape: Any = None, seed: Optional[int] = None, **kwargs: Any
-    ) -> None:
-        super().__init__(**kwargs)
-        # crossover's dropout draws from the model's seed (compile), not a per-layer one.
-        reject_unsupported("Dropout", noise_shape=(noise_shape, None), seed=(seed, None))
-        self.rate = float(rate)
-        self._layer = _engine_layer("Dropout", rate=self.rate)
-
-
-def _fraction(owner: str, argument: str, value: Any, one_allowed: bool) -> None:
-    """Keras's check of a noise layer's stddev or rate (0 <= value <= 1), and 1 refused where
-    Keras would divide by it."""
-    if not 0 <= value <= 1:
-        raise ValueError(
-            f"Invalid value received for argument `{argument}`. Expected a float value between 0 "
-            f"and 1. Received: {argument}={value}"
-        )
-    if value == 1 and not one_allowed:
-        raise ValueError(
-            f"{owner}: argument {argument}=1 is not supported by crossover: it drops every value "
-            f"(Keras divides by 1 - {argument} = 0); use {argument} < 1"
-        )
-
-
-class GaussianNoise(Layer):
+class GaussianNoise(_Builtin, kind="GaussianNoise"):
     """Keras's GaussianNoise: x + N(0, stddev) in training, the identity in evaluate and predict.
     The noise comes from the model's seed (compile), as Dropout's masks."""
 
-    def __init__(self, stddev: float, seed: Optional[int] = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        _fraction("GaussianNoise", "stddev", stddev, True)
-        reject_unsupported("GaussianNoise", seed=(seed, None))
-        self.stddev = stddev
-        self.seed = seed
-        self._layer = _engine_layer("GaussianNoise", stddev=float(stddev))
 
-    def get_config(self) -> dict[str, Any]:
-        return {**self._base_config(), "stddev": self.stddev, "seed": self.seed}
-
-
-class GaussianDropout(Layer):
+class GaussianDropout(_Builtin, kind="GaussianDropout"):
     """Keras's GaussianDropout: x * N(1, sqrt(rate / (1 - rate))) in training, the identity in
     evaluate and predict."""
 
-    def __init__(self, rate: float, seed: Optional[int] = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        _fraction("GaussianDropout", "rate", rate, False)
-        reject_unsupported("GaussianDropout", seed=(seed, None))
-        self.rate = rate
-        self.seed = seed
-        self._layer = _engine_layer("GaussianDropout", rate=float(rate))
 
-    def get_config(self) -> dict[str, Any]:
-        return {**self._base_config(), "rate": self.rate, "seed": self.seed}
-
-
-class SpatialDropout2D(Layer):
+class SpatialDropout2D(_Builtin, kind="SpatialDropout2D"):
     """Keras's SpatialDropout2D: whole channels of each (height, width, channels) sample dropped
     in training (the rest scaled by 1 / (1 - rate)), the identity in evaluate and predict."""
 
-    def __init__(
-        self,
-        rate: float,
-        data_format: Optional[str] = None,
-        seed: Optional[int] = None,
-        name: Optional[str] = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(name=name, dtype=dtype)
-        _fraction("SpatialDropout2D", "rate", rate, False)
-        if isinstance(data_format, str):
-            data_format = data_format.lower()
-        if data_format not in (None, "channels_last", "channels_first"):
-            raise ValueError(
-                'The `data_format` argument must be one of {"channels_first", "channels_last"}. '
-                f"Received: data_format={data_format}"
-            )
-        _channels_last("SpatialDropout2D", data_format)
-        reject_unsupported("SpatialDropout2D", seed=(seed, None))
-        self.rate = rate
-        self.seed = seed
-        self.data_format = "channels_last"
-        self._layer = _engine_layer("SpatialDropout2D", rate=float(rate))
-
     def get_config(self) -> dict[str, Any]:
         # Keras 3.15's own: no "trainable", and the variables' dtype rather than the policy.
-        return {
-            "rate": self.rate,
-            "seed": self.seed,
-            "name": self.name,
-            "dtype": "float32",
-            "data_format": self.data_format,
-        }
+        return {**json.loads(self._layer.keras_config()), "name": self.name}
 
 
-class Activation(Layer):
-    def __init__(self, activation: ActivationArg, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        activation = _deserialized_activation(activation)  # a model file's dict
-        self.activation = _activation_name(activation)
-        self._layer = _engine_layer("Activation", activation=_activation_config(activation))
+class Activation(_Builtin, kind="Activation"):
+    pass
 
 
-def _pair(value: Any, owner: str, argument: str) -> list[int]:
-    """Keras's int-or-tuple arguments (kernel_size, strides, pool_size) as [height, width]."""
-    items = [value, value] if isinstance(value, int) else list(value)
-    if len(items) != 2:
-        raise ValueError(f"{owner}: {argument} must be an integer or a pair, got {value!r}")
-    try:
-        return [operator.index(v) for v in items]
-    except TypeError:
-        raise TypeError(f"{owner}: {argument} must be integers, got {value!r}") from None
+class _Convolution2D(_KernelAndBias):
+    """Conv2D, Conv1D and Conv2DTranspose."""
 
 
-def _channels_last(owner: str, data_format: Optional[str]) -> None:
-    if data_format not in (None, "channels_last"):
-        reject_unsupported(owner, data_format=(data_format, "channels_last"))
+class Conv2D(_Convolution2D, kind="Conv2D"):
+    pass
 
 
-class _Convolution2D(Layer):
-    """What Conv2D and Conv2DTranspose share: Keras's checks of their common arguments, the
-    engine's layer, and the kernel and bias weights."""
-
-    def _set_up(
-        self,
-        name: str,
-        filters: Any,
-        kernel_size: Any,
-        strides: Any,
-        padding: str,
-        data_format: Optional[str],
-        dilation_rate: Any,
-        activation: ActivationArg,
-        use_bias: bool,
-        kernel_initializer: Any,
-        bias_initializer: Any,
-        unsupported: dict[str, tuple[Any, Any]],
-        sizes: Callable[[Any, str, str], list[int]] = None,  # type: ignore[assignment]
-    ) -> None:
-        _channels_last(name, data_format)
-        reject_unsupported(name, **unsupported)
-        try:
-            self.filters = operator.index(filters)
-        except TypeError:
-            raise TypeError(f"{name}: filters must be an integer, got {filters!r}") from None
-        sizes = sizes or _pair  # Conv1D's: one number each (_single)
-        self.kernel_size = tuple(sizes(kernel_size, name, "kernel_size"))
-        self.strides = tuple(sizes(strides, name, "strides"))
-        # Above 1 only with strides 1: the engine refuses the rest in Keras's words.
-        self.dilation_rate = tuple(sizes(dilation_rate, name, "dilation_rate"))
-        self.padding = str(padding).lower()
-        activation = _deserialized_activation(activation)  # a model file's dict
-        self.activation = _activation_name(activation)
-        self.use_bias = bool(use_bias)
-        self._layer = _engine_layer(
-            name,
-            filters=self.filters,
-            kernel_size=list(self.kernel_size),
-            strides=list(self.strides),
-            padding=self.padding,
-            dilation_rate=list(self.dilation_rate),
-            activation=_activation_config(activation),
-            use_bias=self.use_bias,
-            **_initializer_config(
-                self, kernel_initializer=kernel_initializer, bias_initializer=bias_initializer
-            ),
-        )
-
-    def _set_up_convolution(
-        self, name: str, sizes: Callable[[Any, str, str], list[int]], given: dict[str, Any]
-    ) -> None:
-        """Conv2D's and Conv1D's: _set_up from their arguments (`given`, the __init__'s locals),
-        refusing groups other than 1, regularizers and constraints."""
-        self._set_up(
-            name,
-            *(given[k] for k in ("filters", "kernel_size", "strides", "padding", "data_format")),
-            *(given[k] for k in ("dilation_rate", "activation", "use_bias")),
-            given["kernel_initializer"],
-            given["bias_initializer"],
-            dict(
-                groups=(given["groups"], 1),
-                **{
-                    k: (given[k], None)
-                    for k in (
-                        "kernel_regularizer",
-                        "bias_regularizer",
-                        "activity_regularizer",
-                        "kernel_constraint",
-                        "bias_constraint",
-                    )
-                },
-            ),
-            sizes=sizes,
-        )
-
-    def _weight_kinds(self) -> list[tuple[str, bool]]:
-        return [("kernel", True)] + ([("bias", True)] if self.use_bias else [])
-
-    @property
-    def kernel(self) -> Optional[_tensor.Tensor]:
-        return self._weight("kernel")
-
-    @property
-    def bias(self) -> Optional[_tensor.Tensor]:
-        return self._weight("bias")
-
-
-class Conv2D(_Convolution2D):
-    def __init__(
-        self,
-        filters: int,
-        kernel_size: Any,
-        strides: Any = (1, 1),
-        padding: str = "valid",
-        data_format: Optional[str] = None,
-        dilation_rate: Any = (1, 1),
-        groups: int = 1,
-        activation: ActivationArg = None,
-        use_bias: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        kernel_regularizer: Any = None,
-        bias_regularizer: Any = None,
-        activity_regularizer: Any = None,
-        kernel_constraint: Any = None,
-        bias_constraint: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self._set_up_convolution("Conv2D", _pair, locals())
-
-
-def _single(value: Any, owner: str, argument: str) -> list[int]:
-    """A 1-D layer's size argument as Keras takes it: an int or a sequence of one int."""
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    if len(items) != 1 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-        raise ValueError(
-            f"The `{argument}` argument must be a tuple of 1 integers. Received {argument}={value}"
-        )
-    return items
-
-
-class Conv1D(_Convolution2D):
+class Conv1D(_Convolution2D, kind="Conv1D"):
     """Keras's Conv1D (channels_last) over (steps, channels) samples: kernel (kernel_size,
     in_channels, filters); padding 'valid' or 'same' ('causal' is not supported)."""
 
-    def __init__(
-        self,
-        filters: int,
-        kernel_size: Any,
-        strides: Any = 1,
-        padding: str = "valid",
-        data_format: Optional[str] = None,
-        dilation_rate: Any = 1,
-        groups: int = 1,
-        activation: ActivationArg = None,
-        use_bias: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        kernel_regularizer: Any = None,
-        bias_regularizer: Any = None,
-        activity_regularizer: Any = None,
-        kernel_constraint: Any = None,
-        bias_constraint: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self._set_up_convolution("Conv1D", _single, locals())
 
-
-class Conv2DTranspose(_Convolution2D):
+class Conv2DTranspose(_Convolution2D, kind="Conv2DTranspose"):
     """Keras's Conv2DTranspose (channels_last): the transposed convolution, kernel (kernel_h,
     kernel_w, filters, in_channels); output_padding None only (Keras's output size: 'valid' (in -
     1) * stride + max(span, stride), 'same' in * stride, span the kernel's dilated extent,
     (kernel - 1) * dilation_rate + 1)."""
-
-    def __init__(
-        self,
-        filters: int,
-        kernel_size: Any,
-        strides: Any = (1, 1),
-        padding: str = "valid",
-        output_padding: Any = None,
-        data_format: Optional[str] = None,
-        dilation_rate: Any = (1, 1),
-        activation: ActivationArg = None,
-        use_bias: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        kernel_regularizer: Any = None,
-        bias_regularizer: Any = None,
-        activity_regularizer: Any = None,
-        kernel_constraint: Any = None,
-        bias_constraint: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self._set_up(
-            "Conv2DTranspose",
-            filters,
-            kernel_size,
-            strides,
-            padding,
-            data_format,
-            dilation_rate,
-            activation,
-            use_bias,
-            kernel_initializer,
-            bias_initializer,
-            dict(
-                output_padding=(output_padding, None),
-                kernel_regularizer=(kernel_regularizer, None),
-                bias_regularizer=(bias_regularizer, None),
-                activity_regularizer=(activity_regularizer, None),
-                kernel_constraint=(kernel_constraint, None),
-                bias_constraint=(bias_constraint, None),
-            ),
-        )
-        self.output_padding = None
 
 
 Convolution1D = Conv1D
@@ -1327,93 +1153,48 @@ Convolution2D = Conv2D
 Convolution2DTranspose = Conv2DTranspose
 
 
-class _Pooling2D(Layer):
-    """What MaxPooling2D and AveragePooling2D share: their arguments (the engine's kind is the
-    class's name)."""
-
-    def __init__(
-        self,
-        pool_size: Any = (2, 2),
-        strides: Any = None,
-        padding: str = "valid",
-        data_format: Optional[str] = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        owner = type(self).__name__
-        _channels_last(owner, data_format)
-        sizes = type(self)._sizes  # _pair; the 1-D poolings' _single
-        self.pool_size = tuple(sizes(pool_size, owner, "pool_size"))
-        self.strides = (
-            self.pool_size if strides is None else tuple(sizes(strides, owner, "strides"))
-        )
-        self.padding = str(padding).lower()
-        self._layer = _engine_layer(
-            owner, pool_size=list(self.pool_size), strides=list(self.strides), padding=self.padding
-        )
-
-    _sizes = staticmethod(lambda value, owner, argument: _pair(value, owner, argument))
+class _Pooling2D(_Builtin):
+    """MaxPooling2D, AveragePooling2D and the 1-D ones."""
 
 
-class MaxPooling2D(_Pooling2D):
+class MaxPooling2D(_Pooling2D, kind="MaxPooling2D"):
     """Keras's MaxPooling2D: each window's maximum."""
 
 
-class AveragePooling2D(_Pooling2D):
+class AveragePooling2D(_Pooling2D, kind="AveragePooling2D"):
     """Keras's AveragePooling2D: each window's mean."""
 
 
-class _GlobalPooling2D(Layer):
-    """(height, width, channels) -> (channels): each channel's mean or maximum."""
-
-    def __init__(
-        self, data_format: Optional[str] = None, keepdims: bool = False, **kwargs: Any
-    ) -> None:
-        super().__init__(**kwargs)
-        name = type(self).__name__
-        _channels_last(name, data_format)
-        reject_unsupported(name, keepdims=(keepdims, False))
-        self._layer = _engine_layer(name)
+class _GlobalPooling2D(_Builtin):
+    """(height, width, channels) -> (channels), or (steps, channels) -> (channels): each
+    channel's mean or maximum."""
 
 
-class GlobalAveragePooling2D(_GlobalPooling2D):
+class GlobalAveragePooling2D(_GlobalPooling2D, kind="GlobalAveragePooling2D"):
     pass
 
 
-class GlobalMaxPooling2D(_GlobalPooling2D):
+class GlobalMaxPooling2D(_GlobalPooling2D, kind="GlobalMaxPooling2D"):
     pass
 
 
 class _Pooling1D(_Pooling2D):
-    """What MaxPooling1D and AveragePooling1D share over (steps, channels) samples: one number
-    each for the window and its strides (the engine's 2-D pooling over one row)."""
-
-    def __init__(
-        self,
-        pool_size: Any = 2,
-        strides: Any = None,
-        padding: str = "valid",
-        data_format: Optional[str] = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(pool_size, strides, padding, data_format, **kwargs)
-
-    _sizes = staticmethod(lambda value, owner, argument: _single(value, owner, argument))
+    """MaxPooling1D and AveragePooling1D over (steps, channels) samples."""
 
 
-class MaxPooling1D(_Pooling1D):
+class MaxPooling1D(_Pooling1D, kind="MaxPooling1D"):
     """Keras's MaxPooling1D: each window of steps' maximum."""
 
 
-class AveragePooling1D(_Pooling1D):
+class AveragePooling1D(_Pooling1D, kind="AveragePooling1D"):
     """Keras's AveragePooling1D: each window of steps' mean."""
 
 
-class GlobalAveragePooling1D(_GlobalPooling2D):
+class GlobalAveragePooling1D(_GlobalPooling2D, kind="GlobalAveragePooling1D"):
     """(steps, channels) -> (channels): each channel's mean over the steps."""
 
 
-class GlobalMaxPooling1D(_GlobalPooling2D):
+class GlobalMaxPooling1D(_GlobalPooling2D, kind="GlobalMaxPooling1D"):
     """(steps, channels) -> (channels): each channel's maximum over the steps."""
 
 
@@ -1423,119 +1204,35 @@ GlobalAvgPool1D = GlobalAveragePooling1D
 GlobalMaxPool1D = GlobalMaxPooling1D
 
 
-class Reshape(Layer):
-    def __init__(self, target_shape: Sequence[int], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.target_shape = tuple(int(d) for d in target_shape)
-        self._layer = _engine_layer("Reshape", target_shape=list(self.target_shape))
+class Reshape(_Builtin, kind="Reshape"):
+    pass
 
 
-class UpSampling2D(Layer):
+class UpSampling2D(_Builtin, kind="UpSampling2D"):
     """Keras's UpSampling2D with interpolation 'nearest': each value of a (height, width,
     channels) sample repeated over a size[0] x size[1] block."""
 
-    def __init__(
-        self,
-        size: Any = (2, 2),
-        data_format: Optional[str] = None,
-        interpolation: str = "nearest",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        _channels_last("UpSampling2D", data_format)
-        self.size = tuple(_pair(size, "UpSampling2D", "size"))
-        self.interpolation = str(interpolation).lower()
-        reject_unsupported("UpSampling2D", interpolation=(self.interpolation, "nearest"))
-        self.data_format = "channels_last"
-        self._layer = _engine_layer(
-            "UpSampling2D", size=list(self.size), interpolation=self.interpolation
-        )
 
-
-def _margins(value: Any, owner: str, argument: str) -> list[list[int]]:
-    """Keras's padding / cropping: an int, (symmetric_height, symmetric_width), or ((top,
-    bottom), (left, right)), as [[top, bottom], [left, right]]; each a whole number >= 0."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        sides = [[value, value], [value, value]]
-    elif hasattr(value, "__len__") and len(value) == 2:
-        sides = [[v, v] if isinstance(v, int) else list(v) for v in value]
-    else:
-        raise ValueError(
-            f"{owner}: `{argument}` should be either an int, a tuple of 2 ints, or a tuple of 2 "
-            f"tuples of 2 ints ((top, bottom), (left, right)). Received: {argument}={value!r}"
-        )
-    if any(len(side) != 2 for side in sides):
-        raise ValueError(f"{owner}: each entry of `{argument}` must be 2 ints, got {value!r}")
-    try:
-        sides = [[operator.index(v) for v in side] for side in sides]
-    except TypeError:
-        raise TypeError(f"{owner}: `{argument}` must hold integers, got {value!r}") from None
-    if any(v < 0 for side in sides for v in side):
-        raise ValueError(f"{owner}: `{argument}` cannot be negative. Received: {value!r}")
-    return sides
-
-
-class ZeroPadding2D(Layer):
+class ZeroPadding2D(_Builtin, kind="ZeroPadding2D"):
     """Keras's ZeroPadding2D: zeros added around each (height, width, channels) sample, padding
     ((top, bottom), (left, right)) rows and columns."""
 
-    def __init__(self, padding: Any = (1, 1), data_format: Optional[str] = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        _channels_last("ZeroPadding2D", data_format)
-        sides = _margins(padding, "ZeroPadding2D", "padding")
-        self.padding = tuple(tuple(side) for side in sides)
-        self.data_format = "channels_last"
-        self._layer = _engine_layer("ZeroPadding2D", padding=sides)
 
-
-class Cropping2D(Layer):
+class Cropping2D(_Builtin, kind="Cropping2D"):
     """Keras's Cropping2D: cropping ((top, bottom), (left, right)) rows and columns removed from
     each (height, width, channels) sample."""
 
-    def __init__(
-        self, cropping: Any = ((0, 0), (0, 0)), data_format: Optional[str] = None, **kwargs: Any
-    ):
-        super().__init__(**kwargs)
-        _channels_last("Cropping2D", data_format)
-        sides = _margins(cropping, "Cropping2D", "cropping")
-        self.cropping = tuple(tuple(side) for side in sides)
-        self.data_format = "channels_last"
-        self._layer = _engine_layer("Cropping2D", cropping=sides)
 
-
-class Permute(Layer):
+class Permute(_Builtin, kind="Permute"):
     """Keras's Permute: each sample's axes reordered, dims a permutation of 1..rank (the batch
     axis not counted): output axis i is input axis dims[i]."""
-
-    def __init__(self, dims: Sequence[int], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.dims = tuple(dims)
-        if sorted(self.dims) != list(range(1, len(self.dims) + 1)):
-            raise ValueError(
-                "Invalid permutation argument `dims` for Permute Layer. The set of indices in "
-                f"`dims` must be consecutive and start from 1. Received dims={dims}"
-            )
-        try:
-            axes = [operator.index(d) for d in self.dims]
-        except TypeError:
-            raise TypeError(f"Permute: `dims` must hold integers, got {dims!r}") from None
-        self._layer = _engine_layer("Permute", dims=axes)
 
     def get_config(self) -> dict[str, Any]:
         return {**self._base_config(), "dims": self.dims}
 
 
-class RepeatVector(Layer):
+class RepeatVector(_Builtin, kind="RepeatVector"):
     """Keras's RepeatVector: each (features) sample repeated n times, giving (n, features)."""
-
-    def __init__(self, n: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if not isinstance(n, int) or isinstance(n, bool):
-            raise TypeError(f"Expected an integer value for `n`, got {type(n)}.")
-        if n <= 0:
-            raise ValueError(f"Argument `n` should be a positive integer. Received: n={n}")
-        self.n = n
-        self._layer = _engine_layer("RepeatVector", n=n)
 
     def get_config(self) -> dict[str, Any]:
         return {**self._base_config(), "n": self.n}
@@ -1588,113 +1285,19 @@ def _layer_from_serialized(value: dict[str, Any], owner: str) -> Layer:
     return cls.from_config(dict(value.get("config") or {}))
 
 
-def _margins1d(value: Any, owner: str, argument: str) -> list[int]:
-    """The 1D layers' padding / cropping: an int, or (left, right), each a whole number >= 0, as
-    Keras's standardize_tuple(value, 2, allow_zero=True) takes it."""
-    message = (
-        f"The `{argument}` argument must be a tuple of 2 integers. Received {argument}={value}"
-    )
-    if isinstance(value, int) and not isinstance(value, bool):
-        sides = [value, value]
-    else:
-        try:
-            sides = list(value)
-        except TypeError:
-            raise ValueError(f"{owner}: {message}") from None
-        if len(sides) != 2:
-            raise ValueError(f"{owner}: {message}")
-    try:
-        sides = [operator.index(v) for v in sides]
-    except TypeError:
-        raise ValueError(f"{owner}: {message}, its entries must be integers") from None
-    if any(v < 0 for v in sides):
-        raise ValueError(f"{owner}: {message}, including values that do not satisfy `value >= 0`")
-    return sides
-
-
-class ZeroPadding1D(Layer):
+class ZeroPadding1D(_Builtin, kind="ZeroPadding1D"):
     """Keras's ZeroPadding1D: `padding` (left, right) zero steps added to each (steps, features)
     sample."""
 
-    def __init__(self, padding: Any = 1, data_format: Optional[str] = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        _channels_last("ZeroPadding1D", data_format)
-        sides = _margins1d(padding, "ZeroPadding1D", "padding")
-        self.padding = tuple(sides)
-        self.data_format = "channels_last"
-        self._layer = _engine_layer("ZeroPadding1D", padding=sides)
 
-
-class Cropping1D(Layer):
+class Cropping1D(_Builtin, kind="Cropping1D"):
     """Keras's Cropping1D: `cropping` (left, right) steps removed from each (steps, features)
     sample."""
 
-    def __init__(self, cropping: Any = (1, 1), **kwargs: Any):
-        super().__init__(**kwargs)
-        sides = _margins1d(cropping, "Cropping1D", "cropping")
-        self.cropping = tuple(sides)
-        self._layer = _engine_layer("Cropping1D", cropping=sides)
 
-
-class BatchNormalization(Layer):
+class BatchNormalization(_Builtin, kind="BatchNormalization"):
     """Keras's BatchNormalization over the last axis: the batch's statistics in fit (updating
     the moving ones), the moving statistics in evaluate and predict."""
-
-    def __init__(
-        self,
-        axis: int = -1,
-        momentum: float = 0.99,
-        epsilon: float = 1e-3,
-        center: bool = True,
-        scale: bool = True,
-        beta_initializer: Any = "zeros",
-        gamma_initializer: Any = "ones",
-        moving_mean_initializer: Any = "zeros",
-        moving_variance_initializer: Any = "ones",
-        beta_regularizer: Any = None,
-        gamma_regularizer: Any = None,
-        beta_constraint: Any = None,
-        gamma_constraint: Any = None,
-        synchronized: bool = False,
-        renorm: bool = False,
-        renorm_clipping: Any = None,
-        renorm_momentum: float = 0.99,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        owner = "BatchNormalization"
-        if isinstance(axis, (list, tuple)) and len(axis) == 1:
-            axis = axis[0]
-        reject_unsupported(owner, axis=(axis, -1))
-        reject_unsupported(
-            owner,
-            beta_regularizer=(beta_regularizer, None),
-            gamma_regularizer=(gamma_regularizer, None),
-            beta_constraint=(beta_constraint, None),
-            gamma_constraint=(gamma_constraint, None),
-            synchronized=(synchronized, False),
-            renorm=(renorm, False),
-            renorm_clipping=(renorm_clipping, None),
-        )
-        self.axis = -1
-        self.momentum = float(momentum)
-        self.epsilon = float(epsilon)
-        self.center = bool(center)
-        self.scale = bool(scale)
-        self._layer = _engine_layer(
-            "BatchNormalization",
-            momentum=self.momentum,
-            epsilon=self.epsilon,
-            center=self.center,
-            scale=self.scale,
-            **_initializer_config(
-                self,
-                beta_initializer=beta_initializer,
-                gamma_initializer=gamma_initializer,
-                moving_mean_initializer=moving_mean_initializer,
-                moving_variance_initializer=moving_variance_initializer,
-            ),
-        )
 
     def _weight_kinds(self) -> list[tuple[str, bool]]:
         kinds = [("gamma", True)] if self.scale else []
@@ -1718,52 +1321,9 @@ class BatchNormalization(Layer):
         return self._weight("moving_variance")
 
 
-class LayerNormalization(Layer):
+class LayerNormalization(_Builtin, kind="LayerNormalization"):
     """Keras's LayerNormalization over the last axis: each sample's last-axis vector normalized
     by its own mean and variance, then scaled by gamma and shifted by beta."""
-
-    def __init__(
-        self,
-        axis: Any = -1,
-        epsilon: float = 1e-3,
-        center: bool = True,
-        scale: bool = True,
-        rms_scaling: bool = False,
-        beta_initializer: Any = "zeros",
-        gamma_initializer: Any = "ones",
-        beta_regularizer: Any = None,
-        gamma_regularizer: Any = None,
-        beta_constraint: Any = None,
-        gamma_constraint: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        owner = "LayerNormalization"
-        as_list = isinstance(axis, (list, tuple))  # Keras keeps the form given, in its config
-        if as_list and len(axis) == 1:
-            axis = axis[0]
-        reject_unsupported(owner, axis=(axis, -1), rms_scaling=(bool(rms_scaling), False))
-        reject_unsupported(
-            owner,
-            beta_regularizer=(beta_regularizer, None),
-            gamma_regularizer=(gamma_regularizer, None),
-            beta_constraint=(beta_constraint, None),
-            gamma_constraint=(gamma_constraint, None),
-        )
-        self.axis = [-1] if as_list else -1
-        self.epsilon = float(epsilon)
-        self.center = bool(center)
-        self.scale = bool(scale)
-        self.rms_scaling = False
-        self._layer = _engine_layer(
-            "LayerNormalization",
-            epsilon=self.epsilon,
-            center=self.center,
-            scale=self.scale,
-            **_initializer_config(
-                self, beta_initializer=beta_initializer, gamma_initializer=gamma_initializer
-            ),
-        )
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "axis": self.axis}
@@ -1820,48 +1380,25 @@ class ReLU(Layer):
         return {**self._base_config(), "max_value": None, "negative_slope": 0.0, "threshold": 0.0}
 
 
-class LeakyReLU(Layer):
+class LeakyReLU(_Builtin, kind="LeakyReLU"):
     """Keras's LeakyReLU: x where x >= 0, else negative_slope * x (Keras 3's default 0.3; the
     activation 'leaky_relu' has 0.2). tf.keras 2's `alpha` is read as negative_slope, as Keras 3
     does."""
 
-    def __init__(self, negative_slope: float = 0.3, **kwargs: Any) -> None:
-        if "alpha" in kwargs:
-            negative_slope = kwargs.pop("alpha")
-        super().__init__(**kwargs)
-        self.negative_slope = float(negative_slope)
-        self._layer = _engine_layer("LeakyReLU", negative_slope=self.negative_slope)
 
-
-class Rescaling(Layer):
+class Rescaling(_Builtin, kind="Rescaling"):
     """Keras's Rescaling: x * scale + offset, element by element, in training and inference alike
     (scale=1 / 255 makes pixels of 0-255 into 0-1); no weights. scale and offset are numbers:
     Keras's per-channel arrays are not supported (yet)."""
 
-    def __init__(self, scale: Any, offset: Any = 0.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        for argument, value in (("scale", scale), ("offset", offset)):
-            if np.ndim(value) != 0:
-                raise NotImplementedError(
-                    f"Rescaling: {argument} as an array (per channel) is not supported (yet) by "
-                    f"crossover: give one number; {SEE_SUPPORTED}"
-                )
-        self.scale = float(scale)
-        self.offset = float(offset)
-        self._layer = _engine_layer("Rescaling", scale=self.scale, offset=self.offset)
 
-
-class ELU(Layer):
+class ELU(_Builtin, kind="ELU"):
     """Keras's ELU: x where x > 0, else alpha * (exp(x) - 1)."""
 
-    def __init__(self, alpha: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.alpha = float(alpha)
-        self._layer = _engine_layer("ELU", alpha=self.alpha)
 
-
-class _Merge(Layer):
-    """What Add and Concatenate share: two or more inputs, in a functional model."""
+class _Merge(_Builtin):
+    """What Add, Concatenate and the element-wise merges share: two or more inputs, in a
+    functional model."""
 
     _merges = True
 
@@ -1869,12 +1406,8 @@ class _Merge(Layer):
         raise NotImplementedError
 
 
-class Add(_Merge):
+class Add(_Merge, kind="Add"):
     """keras.layers.Add: the element-wise sum of inputs of one shape (a skip connection)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._layer = _engine_layer("Add")
 
     def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         for s in shapes[1:]:
@@ -1886,13 +1419,8 @@ class Add(_Merge):
         return shapes[0]
 
 
-class Concatenate(_Merge):
+class Concatenate(_Merge, kind="Concatenate"):
     """keras.layers.Concatenate along the last axis (axis=-1, Keras's default)."""
-
-    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.axis = int(axis)
-        self._layer = _engine_layer("Concatenate", axis=self.axis)
 
     def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         if self.axis not in (-1, len(shapes[0])):
@@ -1913,10 +1441,6 @@ class _Elementwise(_Merge):
     """Subtract, Multiply, Maximum, Minimum, Average: two inputs of one shape, or one whose last
     axis is 1 (broadcast)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._layer = _engine_layer(type(self).__name__)
-
     def _merged_shape(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         if len(shapes) != 2:
             raise NotImplementedError(
@@ -1934,25 +1458,24 @@ class _Elementwise(_Merge):
         )
 
 
-class Subtract(_Elementwise):
+class Subtract(_Elementwise, kind="Subtract"):
     """keras.layers.Subtract: the first input minus the second."""
 
 
-class Multiply(_Elementwise):
+class Multiply(_Elementwise, kind="Multiply"):
     """keras.layers.Multiply: the element-wise product."""
 
 
-class Maximum(_Elementwise):
+class Maximum(_Elementwise, kind="Maximum"):
     """keras.layers.Maximum: the element-wise maximum."""
 
 
-class Minimum(_Elementwise):
+class Minimum(_Elementwise, kind="Minimum"):
     """keras.layers.Minimum: the element-wise minimum."""
 
 
-class Average(_Elementwise):
+class Average(_Elementwise, kind="Average"):
     """keras.layers.Average: the element-wise mean."""
-
 
 def subtract(inputs: Sequence[Any], **kwargs: Any) -> Any:
     return Subtract(**kwargs)(inputs)

@@ -36,6 +36,10 @@ class ActivationLayerKind final : public AppliesActivationKind {
   LayerType type() const override { return LayerType::activation; }
   std::string_view class_name() const override { return "Activation"; }
   std::string_view base_name() const override { return "activation"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("activation", "relu")};
+  }
 
   // ---- command line: activation:NAME ----
   std::string_view cli_name() const override { return "activation"; }

@@ -24,6 +24,9 @@ class AddKind final : public LayerKind {
   LayerType type() const override { return LayerType::add; }
   std::string_view class_name() const override { return "Add"; }
   std::string_view base_name() const override { return "add"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{};
+  }
   bool merges() const override { return true; }
   bool keeps_shape() const override { return true; }
 

@@ -41,6 +41,25 @@ class BatchNormalizationKind final : public LayerKind {
   LayerType type() const override { return LayerType::batch_normalization; }
   std::string_view class_name() const override { return "BatchNormalization"; }
   std::string_view base_name() const override { return "batch_normalization"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"axis", -1},
+                                   {"momentum", 0.99},
+                                   {"epsilon", 0.001},
+                                   {"center", true},
+                                   {"scale", true},
+                                   {"beta_initializer", "zeros"},
+                                   {"gamma_initializer", "ones"},
+                                   {"moving_mean_initializer", "zeros"},
+                                   {"moving_variance_initializer", "ones"},
+                                   {"beta_regularizer", nullptr},
+                                   {"gamma_regularizer", nullptr},
+                                   {"beta_constraint", nullptr},
+                                   {"gamma_constraint", nullptr},
+                                   {"renorm", false},
+                                   {"renorm_clipping", nullptr},
+                                   {"renorm_momentum", 0.99},
+                                   {"synchronized", false}};
+  }
   bool keeps_shape() const override { return true; }
   // Keras saves a layer's trainable variables, then its non-trainable ones.
   std::vector<std::string> weight_names(const Layer& l) const override {

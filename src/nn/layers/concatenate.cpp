@@ -28,6 +28,9 @@ class ConcatenateKind final : public LayerKind {
   LayerType type() const override { return LayerType::concatenate; }
   std::string_view class_name() const override { return "Concatenate"; }
   std::string_view base_name() const override { return "concatenate"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"axis", -1}};
+  }
   bool merges() const override { return true; }
 
   // ---- Keras config ----

@@ -32,6 +32,15 @@ class Conv2DKind : public ConvolutionKind {
   std::string_view class_name() const override { return "Conv2D"; }
   std::vector<std::string_view> aliases() const override { return {"Convolution2D"}; }
   std::string_view base_name() const override { return "conv2d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::keyword, keras_config::required;
+    return keras_config::Arguments{
+               required("filters", 4), required("kernel_size", {3, 3}), {"strides", {1, 1}},
+               {"padding", "valid"},   {"data_format", nullptr},        {"dilation_rate", {1, 1}},
+               {"groups", 1},          {"activation", nullptr}} +
+           keras_config::kernel_and_bias_arguments() +
+           keras_config::Arguments{keyword("lora_rank", nullptr), keyword("lora_alpha", nullptr)};
+  }
   std::string_view cli_name() const override { return "conv"; }
   std::string_view cli_syntax() const override {
     return "conv:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES[:DILATION]]]]";
@@ -95,6 +104,15 @@ class Conv1DKind final : public Conv2DKind {
   std::string_view class_name() const override { return "Conv1D"; }
   std::vector<std::string_view> aliases() const override { return {"Convolution1D"}; }
   std::string_view base_name() const override { return "conv1d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::keyword, keras_config::required;
+    return keras_config::Arguments{
+               required("filters", 4), required("kernel_size", 3), {"strides", 1},
+               {"padding", "valid"},   {"data_format", nullptr},   {"dilation_rate", 1},
+               {"groups", 1},          {"activation", nullptr}} +
+           keras_config::kernel_and_bias_arguments() +
+           keras_config::Arguments{keyword("lora_rank", nullptr), keyword("lora_alpha", nullptr)};
+  }
   std::string_view cli_name() const override { return {}; }
   std::string_view cli_syntax() const override { return {}; }
   bool takes_images() const override { return false; }

@@ -36,6 +36,14 @@ class Conv2DTransposeKind final : public ConvolutionKind {
   std::string_view class_name() const override { return "Conv2DTranspose"; }
   std::vector<std::string_view> aliases() const override { return {"Convolution2DTranspose"}; }
   std::string_view base_name() const override { return "conv2d_transpose"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("filters", 4),      required("kernel_size", {3, 3}),
+                                   {"strides", {1, 1}},         {"padding", "valid"},
+                                   {"output_padding", nullptr}, {"data_format", nullptr},
+                                   {"dilation_rate", {1, 1}},   {"activation", nullptr}} +
+           keras_config::kernel_and_bias_arguments();
+  }
   std::string_view cli_name() const override { return "conv_transpose"; }
   std::string_view cli_syntax() const override {
     return "conv_transpose:FILTERS:KERNEL[:ACTIVATION[:PADDING[:STRIDES[:DILATION]]]]";

@@ -29,6 +29,13 @@ class DenseKind final : public LayerKind {
   LayerType type() const override { return LayerType::dense; }
   std::string_view class_name() const override { return "Dense"; }
   std::string_view base_name() const override { return "dense"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("units", 4), {"activation", nullptr}} +
+           keras_config::kernel_and_bias_arguments() +
+           keras_config::Arguments{
+               {"lora_rank", nullptr}, {"lora_alpha", nullptr}, {"quantization_config", nullptr}};
+  }
   bool has_matrix_products() const override { return true; }
   std::vector<std::string> weight_names(const Layer& l) const override {
     const DenseArgs& a = l.args<DenseArgs>();

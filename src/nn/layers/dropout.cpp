@@ -30,6 +30,11 @@ class DropoutKind final : public LayerKind {
   LayerType type() const override { return LayerType::dropout; }
   std::string_view class_name() const override { return "Dropout"; }
   std::string_view base_name() const override { return "dropout"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{
+        required("rate", 0.5), {"noise_shape", nullptr}, {"seed", nullptr}};
+  }
   bool keeps_shape() const override { return true; }
 
   // ---- command line: dropout:RATE ----

@@ -93,6 +93,9 @@ class MergeKind final : public TwoInputKind {
   LayerType type() const override { return type_; }
   std::string_view class_name() const override { return class_; }
   std::string_view base_name() const override { return base_; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{};
+  }
   void from_keras(keras_config::Reader&, Layer& l) const override {
     l.args<ElementwiseArgs>().op = op_;
   }

@@ -25,6 +25,9 @@ class ELUKind final : public AppliesActivationKind {
   LayerType type() const override { return LayerType::elu; }
   std::string_view class_name() const override { return "ELU"; }
   std::string_view base_name() const override { return "elu"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"alpha", 1.0}};
+  }
   void describe(const Layer& l, nlohmann::json& j) const override {
     j["alpha"] = keras_config::decimal(l.args<ActivationArgs>().activation.alpha);
   }

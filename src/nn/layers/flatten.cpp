@@ -24,6 +24,9 @@ class FlattenKind final : public LayerKind {
   LayerType type() const override { return LayerType::flatten; }
   std::string_view class_name() const override { return "Flatten"; }
   std::string_view base_name() const override { return "flatten"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"data_format", nullptr}};
+  }
   void describe_fused(const Layer&, FusedLayerView& v) const override {
     v.kind = FusedLayerView::Kind::reshape;
   }

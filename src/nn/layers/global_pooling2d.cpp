@@ -32,6 +32,9 @@ class GlobalPooling2DKind final : public PoolingKind {
   std::string_view class_name() const override {
     return max_ ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D";
   }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"data_format", nullptr}, {"keepdims", false}};
+  }
   std::vector<std::string_view> aliases() const override {
     return {max_ ? "GlobalMaxPool2D" : "GlobalAvgPool2D"};
   }

@@ -140,7 +140,10 @@ Padding Reader::padding() {
 
 void Reader::channels_last() {
   if (const json* f = find("data_format")) {
-    if (!f->is_string() || f->get<std::string>() != "channels_last")
+    // Any case, as Keras's standardize_data_format lowers it.
+    std::string name = f->is_string() ? f->get<std::string>() : std::string();
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name != "channels_last")
       fail("data_format", "data_format " + brief(*f) + " is not supported: only channels_last");
   }
 }
@@ -225,6 +228,22 @@ void Reader::kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& b
   kernel = initializer("kernel_initializer", kernel);
   bias = initializer("bias_initializer", bias);
   refuse_regularizers({"kernel", "bias"}, true);
+}
+
+Arguments kernel_and_bias_arguments() {
+  return {{"use_bias", true},
+          {"kernel_initializer", "glorot_uniform"},
+          {"bias_initializer", "zeros"},
+          {"kernel_regularizer", nullptr},
+          {"bias_regularizer", nullptr},
+          {"activity_regularizer", nullptr},
+          {"kernel_constraint", nullptr},
+          {"bias_constraint", nullptr}};
+}
+
+Arguments operator+(Arguments a, const Arguments& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 void write_null_regularizers(ojson& c, std::initializer_list<const char*> weights, bool activity) {

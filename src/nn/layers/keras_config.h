@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nn/initializers.h"
 #include "nn/layer.h"
@@ -34,6 +35,32 @@ std::string brief(const json& v);
 bool is_null_or_absent(const json& obj, const char* key);
 // null, absent or false: a feature left off.
 bool flag_is_false(const json& v);
+
+// One argument of a kind's Keras class (LayerKind::keras_arguments), as Keras 3.15's __init__
+// takes it: its name and its default as JSON (null for None, [1, 1] for (1, 1)). A required
+// argument has no default; its `value` is an example, with which the registry's test reads the
+// kind. A keyword argument is taken by name only (Keras's **kwargs: Conv2D's lora_rank). The
+// arguments every layer takes (name, dtype, trainable, input_shape) are not listed. Python's
+// keras.layers makes each class's signature from the list (crossover/keras/layers.py), and
+// tests/layer_arguments_test.cpp checks it against the kind's reader and writer.
+struct Argument {
+  std::string name;
+  json value;
+  bool required = false;
+  bool keyword = false;
+};
+using Arguments = std::vector<Argument>;
+inline Argument required(std::string name, json example) {
+  return {std::move(name), std::move(example), true, false};
+}
+inline Argument keyword(std::string name, json fallback) {
+  return {std::move(name), std::move(fallback), false, true};
+}
+// Keras's use_bias, kernel_initializer, bias_initializer, the regularizers (activity's too) and
+// the constraints: Dense's and the convolutions' arguments after activation.
+Arguments kernel_and_bias_arguments();
+// `a` followed by `b`.
+Arguments operator+(Arguments a, const Arguments& b);
 
 // Where a layer is, for messages.
 struct LayerRef {

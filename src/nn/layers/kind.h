@@ -283,6 +283,11 @@ class LayerKind {
   // Whether Keras 3 writes a "build_config" for the layer (its build() makes weights or checks
   // the input); none for InputLayer, Dropout, Activation, pooling and Reshape.
   virtual bool keras_build_config() const { return false; }
+  // The Keras class's own arguments, in its __init__'s order with Keras 3.15's defaults
+  // (keras_config::Argument): Python's keras.layers makes the class's signature from them, and
+  // passes them to from_keras. nullopt for the kinds Python does not make so (InputLayer, which
+  // keras.Input makes; the traced ops, which have no Keras class).
+  virtual std::optional<keras_config::Arguments> keras_arguments() const { return std::nullopt; }
   // Validates, before the model multiplies anything, that the layer's parameters on samples of
   // `width` values with `channels` in the last axis are of a sane size; returns the width of its
   // output where it knows it without building (Dense), else `width`.

@@ -31,6 +31,20 @@ class LayerNormalizationKind final : public LayerKind {
   LayerType type() const override { return LayerType::layer_normalization; }
   std::string_view class_name() const override { return "LayerNormalization"; }
   std::string_view base_name() const override { return "layer_normalization"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::keyword;
+    return keras_config::Arguments{{"axis", -1},
+                                   {"epsilon", 0.001},
+                                   {"center", true},
+                                   {"scale", true},
+                                   {"beta_initializer", "zeros"},
+                                   {"gamma_initializer", "ones"},
+                                   {"beta_regularizer", nullptr},
+                                   {"gamma_regularizer", nullptr},
+                                   {"beta_constraint", nullptr},
+                                   {"gamma_constraint", nullptr},
+                                   keyword("rms_scaling", false)};
+  }
   bool keeps_shape() const override { return true; }
   std::vector<std::string> weight_names(const Layer& l) const override {
     std::vector<std::string> names;

@@ -27,19 +27,27 @@ class LeakyReLUKind final : public AppliesActivationKind {
   LayerType type() const override { return LayerType::leaky_relu; }
   std::string_view class_name() const override { return "LeakyReLU"; }
   std::string_view base_name() const override { return "leaky_re_lu"; }
+  // tf.keras 2's `alpha` is read as negative_slope, as Keras 3.15 does.
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::keyword;
+    return keras_config::Arguments{{"negative_slope", 0.3}, keyword("alpha", nullptr)};
+  }
   void describe(const Layer& l, nlohmann::json& j) const override {
     j["negative_slope"] = keras_config::decimal(l.args<ActivationArgs>().activation.alpha);
   }
 
-  // Keras 3 writes negative_slope; tf.keras 2 wrote alpha.
+  // Keras 3 writes negative_slope; tf.keras 2 wrote alpha, which Keras 3.15 takes in its place
+  // when given (LeakyReLU(alpha=0.1)).
   void from_keras(Reader& cfg, Layer& l) const override {
-    const json* slope = cfg.find("negative_slope");
-    const double s = slope ? cfg.number("negative_slope", 0.3) : cfg.number("alpha", 0.3);
+    const bool alpha = cfg.find("alpha") != nullptr;
+    const char* key = alpha ? "alpha" : "negative_slope";
+    cfg.accept({"negative_slope", "alpha"});
+    const double s = cfg.number(key, 0.3);
     try {
       const Layer made = LeakyReLU(s);
       l.args<ActivationArgs>() = made.args<ActivationArgs>();
     } catch (const Error&) {
-      cfg.fail(slope ? "negative_slope" : "alpha", fmt::format("must be at least 0, got {}", s));
+      cfg.fail(key, fmt::format("must be at least 0, got {}", s));
     }
   }
   void to_keras(const Layer& l, ojson& c) const override {

@@ -117,6 +117,10 @@ class GaussianNoiseKind final : public NoiseKindBase {
   LayerType type() const override { return LayerType::gaussian_noise; }
   std::string_view class_name() const override { return "GaussianNoise"; }
   std::string_view base_name() const override { return "gaussian_noise"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("stddev", 0.1), {"seed", nullptr}};
+  }
   bool keeps_shape() const override { return true; }
 
   // ---- command line: gnoise:STDDEV ----
@@ -153,6 +157,10 @@ class GaussianDropoutKind final : public NoiseKindBase {
   LayerType type() const override { return LayerType::gaussian_dropout; }
   std::string_view class_name() const override { return "GaussianDropout"; }
   std::string_view base_name() const override { return "gaussian_dropout"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("rate", 0.1), {"seed", nullptr}};
+  }
   bool keeps_shape() const override { return true; }
 
   // ---- command line: gdropout:RATE ----
@@ -192,6 +200,11 @@ class SpatialDropout2DKind final : public NoiseKindBase {
   LayerType type() const override { return LayerType::spatial_dropout2d; }
   std::string_view class_name() const override { return "SpatialDropout2D"; }
   std::string_view base_name() const override { return "spatial_dropout2d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{
+        required("rate", 0.1), {"data_format", nullptr}, {"seed", nullptr}};
+  }
   bool takes_images() const override { return true; }
 
   // ---- command line: sdropout:RATE ----

@@ -69,6 +69,10 @@ class PermuteKind final : public LayerKind {
   LayerType type() const override { return LayerType::permute; }
   std::string_view class_name() const override { return "Permute"; }
   std::string_view base_name() const override { return "permute"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("dims", {2, 1})};
+  }
   // Keras 3.15 writes one (its InputSpec checks the input's rank when it builds).
   bool keras_build_config() const override { return true; }
 
@@ -135,6 +139,10 @@ class RepeatVectorKind final : public LayerKind {
   LayerType type() const override { return LayerType::repeat_vector; }
   std::string_view class_name() const override { return "RepeatVector"; }
   std::string_view base_name() const override { return "repeat_vector"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("n", 3)};
+  }
   bool keras_build_config() const override { return true; }
 
   // ---- command line: repeat:N ----

@@ -61,6 +61,12 @@ class Pooling1DKind final : public PoolingKind {
   std::string_view class_name() const override {
     return max_ ? "MaxPooling1D" : "AveragePooling1D";
   }
+  // Keras 3.15: MaxPooling1D's pool_size defaults to 2, AveragePooling1D's is required.
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    keras_config::Argument pool{"pool_size", 2, !max_};
+    return keras_config::Arguments{
+        pool, {"strides", nullptr}, {"padding", "valid"}, {"data_format", nullptr}};
+  }
   std::vector<std::string_view> aliases() const override {
     return {max_ ? "MaxPool1D" : "AvgPool1D"};
   }
@@ -113,6 +119,9 @@ class GlobalPooling1DKind final : public PoolingKind {
   }
   std::string_view class_name() const override {
     return max_ ? "GlobalMaxPooling1D" : "GlobalAveragePooling1D";
+  }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"data_format", nullptr}, {"keepdims", false}};
   }
   std::vector<std::string_view> aliases() const override {
     return {max_ ? "GlobalMaxPool1D" : "GlobalAvgPool1D"};

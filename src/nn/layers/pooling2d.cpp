@@ -44,6 +44,12 @@ class Pooling2DKind final : public PoolingKind {
   std::string_view class_name() const override {
     return max_ ? "MaxPooling2D" : "AveragePooling2D";
   }
+  // Keras 3.15: MaxPooling2D's pool_size defaults to (2, 2), AveragePooling2D's is required.
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    keras_config::Argument pool{"pool_size", {2, 2}, !max_};
+    return keras_config::Arguments{
+        pool, {"strides", nullptr}, {"padding", "valid"}, {"data_format", nullptr}};
+  }
   std::vector<std::string_view> aliases() const override {
     return {max_ ? "MaxPool2D" : "AvgPool2D"};
   }

@@ -43,6 +43,10 @@ class RescalingKind final : public LayerKind {
   LayerType type() const override { return LayerType::rescaling; }
   std::string_view class_name() const override { return "Rescaling"; }
   std::string_view base_name() const override { return "rescaling"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("scale", 0.5), {"offset", 0.0}};
+  }
   bool keeps_shape() const override { return true; }
 
   // ---- command line: rescale:SCALE[:OFFSET] ----
@@ -61,6 +65,9 @@ class RescalingKind final : public LayerKind {
   // ---- Keras config: scale (required) and offset, numbers (Keras also takes arrays) ----
   void from_keras(Reader& cfg, Layer& l) const override {
     if (!cfg.find("scale")) cfg.fail("scale", "Rescaling needs a scale");
+    for (const char* key : {"scale", "offset"})
+      if (const json* v = cfg.find(key); v && v->is_array())
+        cfg.fail(key, "an array (per channel) is not supported (yet): give one number");
     const double scale = cfg.number("scale", 1.0), offset = cfg.number("offset", 0.0);
     try {
       l.args<RescalingArgs>() = Rescaling(scale, offset).args<RescalingArgs>();

@@ -38,6 +38,10 @@ class ReshapeKind final : public LayerKind {
   LayerType type() const override { return LayerType::reshape; }
   std::string_view class_name() const override { return "Reshape"; }
   std::string_view base_name() const override { return "reshape"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{required("target_shape", {4})};
+  }
   void describe_fused(const Layer&, FusedLayerView& v) const override {
     v.kind = FusedLayerView::Kind::reshape;
   }

@@ -48,6 +48,11 @@ class TimeDistributedKind final : public LayerKind {
   LayerType type() const override { return LayerType::time_distributed; }
   std::string_view class_name() const override { return "TimeDistributed"; }
   std::string_view base_name() const override { return "time_distributed"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    using keras_config::required;
+    return keras_config::Arguments{
+        required("layer", {{"class_name", "Dense"}, {"config", {{"units", 2}}}})};
+  }
   std::string_view inner_attribute(const Layer&, std::size_t) const override { return "layer"; }
 
   void describe(const Layer& l, nlohmann::json& j) const override {

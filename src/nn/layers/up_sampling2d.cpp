@@ -48,6 +48,10 @@ class UpSampling2DKind final : public LayerKind {
   LayerType type() const override { return LayerType::up_sampling2d; }
   std::string_view class_name() const override { return "UpSampling2D"; }
   std::string_view base_name() const override { return "up_sampling2d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{
+        {"size", {2, 2}}, {"data_format", nullptr}, {"interpolation", "nearest"}};
+  }
   bool takes_images() const override { return true; }
 
   // ---- command line: upsample[:SIZE] ----

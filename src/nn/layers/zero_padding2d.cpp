@@ -257,6 +257,9 @@ class ZeroPadding2DKind final : public MarginsKind {
   LayerType type() const override { return LayerType::zero_padding2d; }
   std::string_view class_name() const override { return "ZeroPadding2D"; }
   std::string_view base_name() const override { return "zero_padding2d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"padding", {1, 1}}, {"data_format", nullptr}};
+  }
 
   // ---- command line: zeropad[:H[xW]] ----
   std::string_view cli_name() const override { return "zeropad"; }
@@ -292,6 +295,9 @@ class Cropping2DKind final : public MarginsKind {
   LayerType type() const override { return LayerType::cropping2d; }
   std::string_view class_name() const override { return "Cropping2D"; }
   std::string_view base_name() const override { return "cropping2d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"cropping", {{0, 0}, {0, 0}}}, {"data_format", nullptr}};
+  }
 
   // ---- command line: crop[:H[xW]] ----
   std::string_view cli_name() const override { return "crop"; }
@@ -325,6 +331,9 @@ class ZeroPadding1DKind final : public MarginsKind {
   LayerType type() const override { return LayerType::zero_padding1d; }
   std::string_view class_name() const override { return "ZeroPadding1D"; }
   std::string_view base_name() const override { return "zero_padding1d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"padding", 1}, {"data_format", nullptr}};
+  }
   void describe(const Layer& l, nlohmann::json& j) const override {
     const Margins2& m = l.args<ZeroPadding1DArgs>().padding;
     j["padding"] = nlohmann::json::array({m.top, m.bottom});
@@ -352,6 +361,9 @@ class Cropping1DKind final : public MarginsKind {
   LayerType type() const override { return LayerType::cropping1d; }
   std::string_view class_name() const override { return "Cropping1D"; }
   std::string_view base_name() const override { return "cropping1d"; }
+  std::optional<keras_config::Arguments> keras_arguments() const override {
+    return keras_config::Arguments{{"cropping", {1, 1}}};
+  }
   void describe(const Layer& l, nlohmann::json& j) const override {
     const Margins2& m = l.args<Cropping1DArgs>().cropping;
     j["cropping"] = nlohmann::json::array({m.top, m.bottom});
