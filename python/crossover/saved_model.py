@@ -29,12 +29,12 @@ def save(obj: Any, export_dir: Any, signatures: Any = None, options: Any = None)
     does) gets the model as a Keras 3 `.keras` archive, export_dir/model.keras; not a TensorFlow
     SavedModel (no saved_model.pb)."""
     from .keras import saving
-    from .keras.models import Sequential
+    from .keras.models import Model
 
     reject_unsupported(
         "tf.saved_model.save", signatures=(signatures, None), options=(options, None)
     )
-    if not isinstance(obj, Sequential):
+    if not isinstance(obj, Model):
         raise TypeError(
             "tf.saved_model.save: crossover saves a crossover.keras model (Sequential or "
             f"functional), got {type(obj).__name__}"

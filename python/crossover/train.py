@@ -496,21 +496,21 @@ def _read_checkpoint(prefix: str, who: str) -> _Stored:
 # --- the object graph -------------------------------------------------------------------------
 def _classes() -> tuple[Any, Any, Any, Any]:
     from .keras.layers import Layer, Weight
-    from .keras.models import Sequential
+    from .keras.models import Model
     from .keras.optimizers import Optimizer
 
-    return Weight, Sequential, Layer, Optimizer
+    return Weight, Model, Layer, Optimizer
 
 
 def _kind(obj: Any) -> Optional[str]:
     """What the checkpoint keeps of an object, or None when it keeps nothing of it (not a
     trackable object)."""
-    Weight, Sequential, Layer, Optimizer = _classes()
+    Weight, Model, Layer, Optimizer = _classes()
     if isinstance(obj, Checkpoint):
         return "checkpoint"
     if isinstance(obj, Weight):
         return "variable"
-    if isinstance(obj, Sequential):
+    if isinstance(obj, Model):
         return "model"
     if isinstance(obj, Layer):
         return "layer"

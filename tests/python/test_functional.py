@@ -57,6 +57,10 @@ def test_symbolic_tensors_and_the_model_made_from_them() -> None:
     model = keras.Model(inputs=inp, outputs=h)
     assert isinstance(model, keras.Model) and type(model).__name__ == "Functional"
     assert isinstance(keras.Sequential([layers.Dense(2)]), keras.Model)
+    # Keras's hierarchy: Sequential and Functional are both Models, neither is the other.
+    assert issubclass(keras.Sequential, keras.Model) and not isinstance(model, keras.Sequential)
+    with pytest.raises(AttributeError, match="'Functional' object has no attribute 'add'"):
+        model.add(layers.Dense(2))
     assert [type(l).__name__ for l in model.layers] == ["InputLayer", "Dense"]
     assert model.input is inp and model.outputs == [h] and model.output_shape == (None, 4)
     assert model.count_params() == 28

@@ -156,16 +156,14 @@ def shared_with(calls: list[Any]) -> list[int]:
     return [-1 if first.setdefault(id(l), i) == i else first[id(l)] for i, l in enumerate(calls)]
 
 
-class Sequential(_ModelBase):
-    """keras.Sequential: a stack of layers, given as a list or with add(). Its dtype_policy is
-    the global one when it was made (Keras's); its layers' own decide what the engine trains in."""
+class _Model(_ModelBase):
+    """What every model is, as Keras's Model is to its Sequential and Functional: the engine's
+    model of its layers, compile, fit, evaluate, predict, the weights, saving, summary. Its
+    dtype_policy is the global one when it was made (Keras's); its layers' own decide what the
+    engine trains in. Sequential (below) adds add() and pop(); functional.py's Functional a graph
+    of layer calls, and Subclassed the graph traced from a subclass's call()."""
 
-    def __init__(
-        self,
-        layers: Optional[Iterable[Layer]] = None,
-        name: Optional[str] = None,
-        trainable: bool = True,
-    ) -> None:
+    def __init__(self, name: Optional[str] = None, trainable: bool = True) -> None:
         # Keras's model.trainable (False: none of its layers trains; the setter sets each's).
         self._trainable = bool(trainable)
         self.name = name or _names.auto_name("Sequential")
@@ -188,52 +186,11 @@ class Sequential(_ModelBase):
         # Keras's: the model's own policy is the global one when it is made. What the engine
         # trains in comes from its layers' policies (_precision).
         self._dtype_policy = mixed_precision.dtype_policy()
-        for layer in layers or []:
-            self.add(layer)
 
     # --- building -------------------------------------------------------------------------
-    def add(self, layer: Any) -> None:
-        if isinstance(layer, _symbolic.KerasTensor) and isinstance(layer._layer, InputLayer):
-            layer = layer._layer  # Sequential([keras.Input(shape), ...])
-        if isinstance(layer, Sequential) and layer._functional_class and not layer._is_chain():
-            raise NotImplementedError(
-                f"functional model '{layer.name}' used as a layer of a Sequential model: only a "
-                f"functional model whose layers form a chain is supported (yet); {SEE_SUPPORTED}"
-            )
-        if isinstance(layer, Sequential):
-            if layer is self or self in layer._models_inside():
-                raise ValueError("A Sequential model cannot contain itself")
-            self._stash_weights()
-            self._layers.append(layer)
-            self._core = None
-            self._user_compiled = False
-            return
-        if not isinstance(layer, Layer):
-            raise ValueError(
-                f"Only instances of crossover.keras.layers.Layer can be added to a Sequential "
-                f"model, got {layer!r} (of type {type(layer).__name__})"
-            )
-        if isinstance(layer, InputLayer) and self._layers:
-            raise ValueError("An InputLayer can only be the first layer of a Sequential model")
-        self._stash_weights()
-        self._layers.append(layer)
-        layer._home = self
-        self._core = None  # rebuilt (and compiled again) on next use, as Keras requires
-        self._user_compiled = False
-
     @property
     def layers(self) -> list[Any]:
         return [l for l in self._layers if not isinstance(l, InputLayer)]
-
-    def pop(self, rebuild: bool = True) -> Any:
-        """Keras's pop: removes and returns the last layer (the others keep their weights)."""
-        if not self.layers:
-            raise TypeError("There are no layers in the model.")
-        self._stash_weights()
-        layer = self._layers.pop()
-        self._core = None
-        self._user_compiled = False
-        return layer
 
     @property
     def output_shape(self) -> Optional[tuple[Optional[int], ...]]:
@@ -251,7 +208,7 @@ class Sequential(_ModelBase):
         model's InputLayer only where it comes first)."""
         leaves: list[Layer] = []
         for item in self._layers:
-            inner = item._leaves() if isinstance(item, Sequential) else [item]
+            inner = item._leaves() if isinstance(item, _ModelBase) else [item]
             if leaves:
                 inner = [l for l in inner if not isinstance(l, InputLayer)]
             leaves.extend(inner)
@@ -260,7 +217,7 @@ class Sequential(_ModelBase):
     def _models_inside(self) -> list["Sequential"]:
         found: list[Sequential] = []
         for item in self._layers:
-            if isinstance(item, Sequential):
+            if isinstance(item, _ModelBase):
                 found += [item] + item._models_inside()
         return found
 
@@ -310,7 +267,7 @@ class Sequential(_ModelBase):
         found = set() if found is None else found
         frozen = frozen or not self.trainable
         for item in self._layers:
-            if isinstance(item, Sequential):
+            if isinstance(item, _ModelBase):
                 item._frozen_leaves(frozen, found)
             elif frozen or not item.trainable:
                 found.add(id(item))
@@ -363,7 +320,7 @@ class Sequential(_ModelBase):
             values = None
             if isinstance(source, list):
                 values = source
-            elif isinstance(source, Sequential) and source._core is not None:
+            elif isinstance(source, _ModelBase) and source._core is not None:
                 values = source._own_layer_weights(layer)
             if values is not None:
                 if len(values) != b - a or any(
@@ -1322,12 +1279,12 @@ class Sequential(_ModelBase):
     def __getattr__(self, name: str) -> Any:
         if name in _UNSUPPORTED_METHODS:
             raise AttributeError(
-                f"Sequential.{name} is not supported (yet): {_UNSUPPORTED_METHODS[name]}; "
-                f"{SEE_SUPPORTED}"
+                f"{type(self).__name__}.{name} is not supported (yet): "
+                f"{_UNSUPPORTED_METHODS[name]}; {SEE_SUPPORTED}"
             )
         if name in ("input", "output", "inputs", "outputs"):
             raise self._graph_attribute_error(name)  # (their property raised it first)
-        raise AttributeError(f"'Sequential' object has no attribute {name!r}")
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
 
 
 _UNSUPPORTED_METHODS = {
@@ -1453,6 +1410,59 @@ _LOSS_CLASSES = {
 }
 
 
+class Sequential(_Model):
+    """keras.Sequential: a stack of layers, given as a list or with add()."""
+
+    def __init__(
+        self,
+        layers: Optional[Iterable[Layer]] = None,
+        name: Optional[str] = None,
+        trainable: bool = True,
+    ) -> None:
+        super().__init__(name=name, trainable=trainable)
+        for layer in layers or []:
+            self.add(layer)
+
+    def add(self, layer: Any) -> None:
+        if isinstance(layer, _symbolic.KerasTensor) and isinstance(layer._layer, InputLayer):
+            layer = layer._layer  # Sequential([keras.Input(shape), ...])
+        if isinstance(layer, _ModelBase) and layer._functional_class and not layer._is_chain():
+            raise NotImplementedError(
+                f"functional model '{layer.name}' used as a layer of a Sequential model: only a "
+                f"functional model whose layers form a chain is supported (yet); {SEE_SUPPORTED}"
+            )
+        if isinstance(layer, _ModelBase):
+            if layer is self or self in layer._models_inside():
+                raise ValueError("A Sequential model cannot contain itself")
+            self._stash_weights()
+            self._layers.append(layer)
+            self._core = None
+            self._user_compiled = False
+            return
+        if not isinstance(layer, Layer):
+            raise ValueError(
+                f"Only instances of crossover.keras.layers.Layer can be added to a Sequential "
+                f"model, got {layer!r} (of type {type(layer).__name__})"
+            )
+        if isinstance(layer, InputLayer) and self._layers:
+            raise ValueError("An InputLayer can only be the first layer of a Sequential model")
+        self._stash_weights()
+        self._layers.append(layer)
+        layer._home = self
+        self._core = None  # rebuilt (and compiled again) on next use, as Keras requires
+        self._user_compiled = False
+
+    def pop(self, rebuild: bool = True) -> Any:
+        """Keras's pop: removes and returns the last layer (the others keep their weights)."""
+        if not self.layers:
+            raise TypeError("There are no layers in the model.")
+        self._stash_weights()
+        layer = self._layers.pop()
+        self._core = None
+        self._user_compiled = False
+        return layer
+
+
 class _CompileMetrics:
     """Keras 3's CompileMetrics: compile's metrics as one, named "compile_metrics", updated
     together (update_state(y, y_pred)), its result() a dict of each one's by name."""
@@ -1516,7 +1526,7 @@ def _latest_of(
     place = layer._weights_in
     if isinstance(place, list):
         return place
-    if not isinstance(place, Sequential) or place._core is None or not place._core.compiled:
+    if not isinstance(place, _ModelBase) or place._core is None or not place._core.compiled:
         place = model
     if id(place) not in read:
         read[id(place)] = [value for _, value in place._core.get_weights()]

@@ -31,9 +31,9 @@ from . import _eager, _names, _trace
 import numpy as np
 
 from ._graph import _Modes, _as_mode, _modes, _tracing, call
-from ._sequential import Sequential, shared_with
+from ._sequential import _Model, shared_with
 from ._symbolic import KerasTensor, _ordered, input_tensor, is_symbolic
-from .layers import InputLayer, Layer
+from .layers import InputLayer, Layer, _ModelBase
 
 
 def _model_outputs(value: Any) -> tuple[list[KerasTensor], Optional[list[str]]]:
@@ -119,7 +119,7 @@ def _keras_layers(engine_layers: list[Any]) -> list[Any]:
     return out
 
 
-class Functional(Sequential):
+class Functional(_Model):
     """keras.Model(inputs, outputs): the layers between them, as a graph. model.layers lists the
     InputLayer too, as Keras's does."""
 
@@ -228,12 +228,6 @@ class Functional(Sequential):
         )
 
     # --- structure ----------------------------------------------------------------------------
-    def add(self, layer: Any) -> None:
-        raise AttributeError("'Functional' object has no attribute 'add'")
-
-    def pop(self, rebuild: bool = True) -> Any:
-        raise AttributeError("'Functional' object has no attribute 'pop'")
-
     def build(self, input_shape: Any = None) -> None:
         """Built when made: its input's shape is known."""
 
@@ -465,7 +459,7 @@ class Subclassed(Functional):
                 f"Model.__init__ of a subclassed model ({type(self).__name__}) takes name= only, "
                 f"got {list(args) + sorted(kwargs)}"
             )
-        Sequential.__init__(self, name=name or _names.auto_name(type(self).__name__))
+        _Model.__init__(self, name=name or _names.auto_name(type(self).__name__))
         self._given_name = self.name
         self._input_tensor: Optional[KerasTensor] = None
         self._output_tensor: Optional[KerasTensor] = None
@@ -545,7 +539,7 @@ class Subclassed(Functional):
         if self._compile_args is not None:
             args, kwargs = self._compile_args
             self._compile_args = None
-            Sequential.compile(self, *args, **kwargs)
+            _Model.compile(self, *args, **kwargs)
 
     def _trace_for(self, x: Any, who: str) -> None:
         if not self._traced:
@@ -580,12 +574,12 @@ class Subclassed(Functional):
         """Keras compiles a subclassed model before it knows its input: the settings wait for
         the trace (the first fit, evaluate, predict, call or build)."""
         if self._traced:
-            Sequential.compile(self, *args, **kwargs)
+            _Model.compile(self, *args, **kwargs)
             return
         from . import optimizers as optimizers_module
 
         # Keyword arguments from here on (compile("adam", "mse") waits as optimizer=, loss=).
-        given = inspect.signature(Sequential.compile).bind(self, *args, **kwargs).arguments
+        given = inspect.signature(_Model.compile).bind(self, *args, **kwargs).arguments
         given.pop("self")
         self.optimizer = optimizers_module.from_identifier(given.get("optimizer", "rmsprop"))
         self._compile_args = ((), {**given, "optimizer": self.optimizer})
@@ -597,16 +591,16 @@ class Subclassed(Functional):
         compiled = self._user_compiled or getattr(self, "_step_compiled", False)
         if self._compile_args is None and not compiled:
             raise ValueError("You must call `compile()` before using the model (fit).")
-        return Sequential.fit(self, x, y, *args, **kwargs)
+        return _Model.fit(self, x, y, *args, **kwargs)
 
     def evaluate(self, x: Any = None, y: Any = None, *args: Any, **kwargs: Any) -> Any:
         if x is not None:
             self._trace_for(x, "evaluate")
-        return Sequential.evaluate(self, x, y, *args, **kwargs)
+        return _Model.evaluate(self, x, y, *args, **kwargs)
 
     def predict(self, x: Any, *args: Any, **kwargs: Any) -> Any:
         self._trace_for(x, "predict")
-        return Sequential.predict(self, x, *args, **kwargs)
+        return _Model.predict(self, x, *args, **kwargs)
 
     def __call__(self, inputs: Any, training: Any = None, mask: Any = None, **kwargs: Any) -> Any:
         if is_symbolic(inputs):
@@ -624,7 +618,7 @@ class Subclassed(Functional):
             if out is not None:
                 return out
         self._trace_for(inputs, "Model.__call__")
-        return Sequential.__call__(self, inputs, training=training, mask=mask)
+        return _Model.__call__(self, inputs, training=training, mask=mask)
 
     def _compiled(self) -> bool:
         return bool(self._user_compiled or self._compile_args or getattr(self, "_step_compiled", 0))
@@ -674,8 +668,8 @@ class Subclassed(Functional):
             )
         train = next(iter(variant._modes)) if variant._modes else _tape.recording()
         if train:
-            return Sequential.__call__(variant, inputs, training=True)
-        return Sequential.__call__(variant, inputs)
+            return _Model.__call__(variant, inputs, training=True)
+        return _Model.__call__(variant, inputs)
 
     def _trace_variant(self, shape: tuple[int, ...], training: Any, kwargs: dict[str, Any]) -> Any:
         """call(x, **kwargs) traced on a symbolic input: a graph model of the model's layers
@@ -700,7 +694,7 @@ class Subclassed(Functional):
 
     def summary(self, *args: Any, **kwargs: Any) -> None:
         """Keras 3's table for a subclassed model, built or not (_summary.py)."""
-        Sequential.summary(self, *args, **kwargs)
+        _Model.summary(self, *args, **kwargs)
 
     def _tracked_layers(self) -> list[Any]:
         """Keras's model.layers of a subclassed model: the layers (and models) held in its
@@ -711,7 +705,7 @@ class Subclassed(Functional):
                 continue
             values = list(value.values()) if isinstance(value, dict) else value
             for v in values if isinstance(values, (list, tuple)) else [values]:
-                if isinstance(v, (Layer, Sequential)) and not any(v is f for f in found):
+                if isinstance(v, (Layer, _ModelBase)) and not any(v is f for f in found):
                     found.append(v)
         return found
 
@@ -733,10 +727,10 @@ class _ModelType(type):
     """isinstance(m, keras.Model) holds for every crossover model, as for Keras's."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, Sequential)
+        return isinstance(obj, _ModelBase)
 
     def __subclasscheck__(cls, sub: Any) -> bool:
-        return isinstance(sub, type) and issubclass(sub, Sequential)
+        return isinstance(sub, type) and issubclass(sub, _ModelBase)
 
 
 class Model(Subclassed, metaclass=_ModelType):

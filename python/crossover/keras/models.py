@@ -47,7 +47,7 @@ def clone_model(
     )
     if kwargs:
         raise ValueError(f"clone_model: unexpected keyword argument(s): {sorted(kwargs)}")
-    if not isinstance(model, Sequential):
+    if not isinstance(model, Model):
         raise ValueError(
             f"clone_model: expected a crossover.keras model, got {type(model).__name__}"
         )
