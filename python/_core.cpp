@@ -281,6 +281,13 @@ void bind_optimizer_constructors(nb::module_& m) {
     }
     return out;
   });
+  // Why a value cannot be a loss's one argument (Huber's delta), or "": the engine's rule, which
+  // keras.losses' classes ask when they are made, as Keras checks.
+  m.def("loss_parameter_problem", [](const std::string& name, double value) {
+    const std::optional<LossKind> kind = find_loss(name);
+    if (!kind) throw Error("loss_parameter_problem", "unknown loss '" + name + "'");
+    return loss_parameter_problem(loss_rules(*kind), value);
+  });
   // Each Keras optimizer class the engine has: its name, default name, learning rate and weight
   // decay defaults, and its own arguments [(name, default, type)] in Keras's order, type one of
   // "number", "float32", "flag", "refused".

@@ -162,10 +162,8 @@ std::string parse_loss_name(const json& v, const std::string& where, bool& from_
           throw Error(where, fmt::format("compile_config field loss: {} must be a number, got {}",
                                          r.parameter, brief(*a)));
         parameter = a->get<double>();
-        if (!(parameter > 0.0) || !std::isfinite(parameter))
-          throw Error(where,
-                      fmt::format("compile_config field loss: {} {} must be positive, got {}",
-                                  r.class_name, r.parameter, brief(*a)));
+        if (const std::string why = loss_parameter_problem(r, parameter); !why.empty())
+          throw Error(where, fmt::format("compile_config field loss: {} {}", r.class_name, why));
       }
     }
   } else {

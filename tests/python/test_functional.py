@@ -271,3 +271,14 @@ def test_models_called_as_layers_of_a_functional_model_share_their_weights():
     assert history["loss"][-1] < history["loss"][0]
     composed = decoder.predict(encoder.predict(x, verbose=0), verbose=0)
     np.testing.assert_allclose(autoencoder.predict(x, verbose=0), composed, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "argument, value",
+    [("sparse", True), ("ragged", True), ("optional", True), ("tensor", np.zeros((2, 4)))],
+)
+def test_an_input_crossover_cannot_take_is_refused_by_the_engine_naming_it(argument, value):
+    # keras.Input takes Keras 3.15's arguments; the engine's InputLayer reader refuses these.
+    name = "input_tensor" if argument == "tensor" else argument
+    with pytest.raises(ValueError, match=f"InputLayer: argument {name}: "):
+        keras.Input((4,), **{argument: value})

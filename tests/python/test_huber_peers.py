@@ -83,7 +83,7 @@ def test_huber_trains_as_keras_does(delta, tmp_path: Path) -> None:
 
 
 def test_huber_object_refuses_what_keras_refuses_and_trains_through_a_tape() -> None:
-    with pytest.raises(ValueError, match="delta must be a positive number"):
+    with pytest.raises(ValueError, match="Huber: delta must be positive, got 0"):
         keras.losses.Huber(delta=0)
     rs = np.random.RandomState(1)
     x, y = rs.rand(16, 4).astype(np.float32), rs.randn(16, 2).astype(np.float32)

@@ -870,14 +870,6 @@ class InputLayer(Layer):
         name: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
-        # Keras writes sparse and ragged as false in its config: false is the default here too.
-        reject_unsupported(
-            "InputLayer",
-            sparse=(bool(sparse), False),
-            ragged=(bool(ragged), False),
-            optional=(bool(optional), False),
-            input_tensor=(input_tensor, None),
-        )
         # Its dtype is the input's (Keras: floatx when not given), not a policy: float32 only.
         if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
             raise ValueError(
@@ -892,7 +884,15 @@ class InputLayer(Layer):
         if self._input_shape is None:
             raise ValueError("InputLayer: give the per-sample shape, e.g. shape=(28, 28)")
         self.batch_size = batch_size
-        self._layer = _engine_layer("InputLayer", shape=list(self._input_shape))
+        # sparse, ragged, optional and a tensor are the engine's reader's to refuse, naming them.
+        self._layer = _engine_layer(
+            "InputLayer",
+            shape=list(self._input_shape),
+            sparse=bool(sparse),
+            ragged=bool(ragged),
+            optional=bool(optional),
+            input_tensor=None if input_tensor is None else type(input_tensor).__name__,
+        )
 
     def get_config(self) -> dict[str, Any]:
         """Keras 3.15's InputLayer config: the batch shape, the input's dtype as a name."""
@@ -911,9 +911,11 @@ def Input(
     batch_size: Optional[int] = None,
     dtype: Any = None,
     sparse: Optional[bool] = None,
+    ragged: Optional[bool] = None,
     batch_shape: ShapeArg = None,
     name: Optional[str] = None,
     tensor: Any = None,
+    optional: bool = False,
 ) -> Any:
     """keras.Input: the symbolic input of a functional model (keras.Model(inputs, outputs)); in a
     Sequential list, the model's input shape."""
@@ -923,9 +925,11 @@ def Input(
             batch_size=batch_size,
             dtype=dtype,
             sparse=sparse,
+            ragged=ragged,
             batch_shape=batch_shape,
             name=name,
             input_tensor=tensor,
+            optional=optional,
         )
     )
 

@@ -463,10 +463,18 @@ class Huber(Loss):
 
     _library_name = "huber"
 
-    def __init__(self, delta: float = 1.0, name: str = "huber_loss", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        delta: float = RULES["huber"]["parameter_default"],  # the unit's (Keras's 1.0)
+        name: str = "huber_loss",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name=name, **kwargs)
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0:
-            raise ValueError(f"Huber: delta must be a positive number, got {delta!r}")
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+            raise ValueError(f"Huber: delta must be a number, got {delta!r}")
+        why = _core.loss_parameter_problem("huber", float(delta))  # the engine's rule
+        if why:
+            raise ValueError(f"Huber: {why}")
         self.delta = float(delta)
         self._fn_kwargs = {"delta": self.delta}
 

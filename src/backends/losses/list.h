@@ -51,6 +51,11 @@ inline std::string loss_names() {
   return out;
 }
 
+// Why `value` cannot be the loss's one argument (Huber's delta: positive and finite), "<parameter>
+// must be positive, got <value>"; empty when it can. compile, the compile_config reader and
+// Python's loss classes all ask it. Host code (losses/list.cpp).
+std::string loss_parameter_problem(const losses::LossRules& r, double value);
+
 // One sample (row r): activation `act` of the logits z (c values) into p, the loss and whether it
 // is right, and the gradient of (loss / m) with respect to z into d (when d is not null).
 // Softmax with a cross-entropy and sigmoid with binary cross-entropy use the fused gradient

@@ -26,9 +26,8 @@ LossConfig parse_loss(const LossSpec& spec, const char* who) {
   LossConfig c(*kind);
   if (!rules.parameter.empty()) {
     const double v = std::isnan(spec.parameter) ? rules.parameter_default : spec.parameter;
-    if (!(v > 0.0) || !std::isfinite(v))
-      throw Error(who,
-                  fmt::format("{}: {} must be positive, got {}", rules.name, rules.parameter, v));
+    if (const std::string why = loss_parameter_problem(rules, v); !why.empty())
+      throw Error(who, fmt::format("{}: {}", rules.name, why));
     c.parameter = static_cast<float>(v);
   } else if (!std::isnan(spec.parameter)) {
     throw Error(who, fmt::format("{} takes no argument", rules.name));
