@@ -231,9 +231,10 @@ TEST(Conv2D, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
             }).find("layer 'conv2d' field data_format"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              model_from_json(with(dilated, "\"kernel_regularizer\": null",
-                                   "\"kernel_regularizer\": {\"class_name\": \"L2\"}"),
-                              "convnet.json");
+              model_from_json(
+                  with(dilated, "\"kernel_regularizer\": null",
+                       "\"kernel_regularizer\": {\"class_name\": \"OrthogonalRegularizer\"}"),
+                  "convnet.json");
             }).find("layer 'conv2d' field kernel_regularizer"),
             std::string::npos);
 }

@@ -518,6 +518,32 @@ TEST_F(CudaBackendTest, LossesMatchCpuIncludingCounters) {
       }
 }
 
+// Keras's weight regularizers: the penalty into loss_sum and its gradient into grad, as the CPU's;
+// without a gradient (evaluate), the penalty alone.
+TEST_F(CudaBackendTest, RegularizeMatchesCpu) {
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{70001}})
+    for (bool gradient : {true, false}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (gradient ? " with grad" : " penalty only"));
+      auto w = random_values(static_cast<std::size_t>(n), static_cast<uint32_t>(900 + n));
+      w[0] = 0.0f;  // sign(0) = 0
+      const auto g = random_values(static_cast<std::size_t>(n), static_cast<uint32_t>(901 + n));
+      StepCounters start;
+      start.loss_sum = 0.25;
+      Memory cm(*cpu_), gm(*gpu_);
+      StepCounters* cc = cm.counters(start);
+      StepCounters* gc = gm.counters(start);
+      float* gcpu = gradient ? cm.values(g) : nullptr;
+      float* ggpu = gradient ? gm.values(g) : nullptr;
+      cpu_->regularize(cm.values(w), gcpu, n, 0.03f, 0.2f, cc, 7);
+      gpu_->regularize(gm.values(w), ggpu, n, 0.03f, 0.2f, gc, 7);
+      if (gradient)
+        expect_close(gm.get(ggpu, static_cast<std::size_t>(n)),
+                     cm.get(gcpu, static_cast<std::size_t>(n)), 1e-6, 1e-7, "grad");
+      const StepCounters want = cm.get_counters(cc), got = gm.get_counters(gc);
+      EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-6 * std::abs(want.loss_sum));
+    }
+}
+
 // ---- optimizer ----------------------------------------------------------------------------------
 
 TEST_F(CudaBackendTest, OptimizerStepsMatchCpu) {

@@ -69,8 +69,9 @@ struct FusedModelView {
   OptimizerConfig optimizer;
   int ranks = 1;
   bool sample_weights = false;
-  int extra_metrics = 0;  // compiled metrics beyond the loss's accuracy
-  bool fp32 = true;       // the dense GEMMs' precision is fp32 (not tf32, not bf16)
+  int extra_metrics = 0;     // compiled metrics beyond the loss's accuracy
+  bool fp32 = true;          // the dense GEMMs' precision is fp32 (not tf32, not bf16)
+  bool regularized = false;  // a weight has a regularizer (Keras's kernel_regularizer)
 };
 
 // "" and `step`'s layers, loss and optimizer filled when the model is eligible; otherwise one

@@ -473,6 +473,17 @@ void price_metric(OpBuilder& b) {
   o.bytes_written = 0;
 }
 
+// A weight's regularizer (Keras's kernel_regularizer): reads the weight (and the gradient it adds
+// to), writes the gradient; its penalty is one sum.
+void price_regularizer(OpBuilder& b) {
+  Op& o = b.o;
+  o.name = b.at + (b.c.gradient ? "weight penalty and its gradient" : "weight penalty");
+  o.kernel = "regularize";
+  o.elements = b.n;
+  o.bytes_read = kFloat * b.n * (b.c.gradient ? 2 : 1);
+  o.bytes_written = b.c.gradient ? kFloat * b.n : 0;
+}
+
 // ---- the optimizer: every parameter, one call ----
 void price_optimizer(OpBuilder& b) {
   const BackendCall& c = b.c;

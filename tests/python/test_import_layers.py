@@ -156,7 +156,7 @@ ABOVE_KERAS = {
 # Inside keras, the modules that make layers and models, in their layers (the others, such as
 # datasets or utils, import only those below them and are left out here).
 KERAS_LAYERS = [
-    ["_names", "mixed_precision", "initializers", "schedules", "losses"],
+    ["_names", "mixed_precision", "initializers", "regularizers", "schedules", "losses"],
     ["_symbolic"],
     ["layers"],
     ["metrics", "optimizers", "_trace"],  # a custom Metric's add_weight makes layers' Variables

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._args import unsupported_attribute
 from . import activations, backend, callbacks, initializers, layers, models, optimizers
+from . import regularizers  # L1, L2, L1L2: a layer's kernel_regularizer, bias_regularizer
 from . import datasets, losses, metrics, ops, utils  # api block
 from . import random  # SeedGenerator, dropout (custom layers: keras/_trace.py)
 from . import config, mixed_precision  # dtype policies
@@ -31,6 +32,7 @@ __all__ += [
     "backend",
     "callbacks",
     "initializers",
+    "regularizers",
     "layers",
     "models",
     "optimizers",

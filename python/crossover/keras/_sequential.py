@@ -1083,8 +1083,21 @@ class _Model(_ModelBase):
 
     @property
     def losses(self) -> list[_tensor.Tensor]:
-        """Keras's regularization losses: none (crossover's layers take no regularizers)."""
-        return []
+        """Keras's: the regularization losses of the trainable weights, each the penalty of a
+        layer's kernel_regularizer or bias_regularizer on the weight's current values (what the
+        engine adds to each step's loss), in the layers' order, kernel before bias."""
+        if not self.built:
+            return []
+        frozen = self._frozen_leaves()
+        out = []
+        for layer in self._weight_leaves():
+            if id(layer) in frozen:
+                continue
+            for weight in ("kernel", "bias"):
+                regularizer = getattr(layer, f"{weight}_regularizer", None)
+                if regularizer is not None and layer._weight(weight) is not None:
+                    out.append(regularizer(np.asarray(layer._weight(weight))))
+        return out
 
     @property
     def non_trainable_weights(self) -> list[_tensor.Tensor]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _core, _seed, _tensor
 from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported, unsupported_attribute
-from . import _names, _symbolic, initializers, mixed_precision
+from . import _names, _symbolic, initializers, mixed_precision, regularizers
 
 if TYPE_CHECKING:
     from ._sequential import Sequential
@@ -961,6 +961,10 @@ def _config_value(owner: str, argument: str, value: Any) -> Any:
     raise TypeError(f"{owner}: argument {argument}: cannot take {value!r} ({type(value).__name__})")
 
 
+# The regularizers the engine runs (kernel_regularizer, bias_regularizer: L1, L2, L1L2).
+_REGULARIZED = ("kernel_regularizer", "bias_regularizer")
+
+
 def _attribute(argument: str, value: Any) -> Any:
     """A config's value as Keras keeps the argument on the layer: sizes and shapes as tuples
     (kernel_size, strides, padding, target_shape), an axis list as a list."""
@@ -1036,6 +1040,11 @@ class _Builtin(Layer):
                 config[name] = _activation_config(value)
             elif name.endswith("_initializer"):
                 initializers_given[name] = value
+            elif name in _REGULARIZED:
+                # Kept as Keras keeps it (an L2 object for 'l2'); the engine reads its config.
+                value = regularizers.get(value)
+                setattr(self, name, value)
+                config[name] = _config_value(owner, name, value)
             else:
                 config[name] = _config_value(owner, name, value)
         config.update(_initializer_config(self, **initializers_given))
@@ -1044,7 +1053,7 @@ class _Builtin(Layer):
         self._layer = _engine_layer(self._kind, **config)
         written = json.loads(self._layer.keras_config())
         for name, value in values.items():
-            if name == "activation" or name.endswith("_initializer"):
+            if name == "activation" or name.endswith("_initializer") or name in _REGULARIZED:
                 continue
             if name == "axis" or written.get(name) is None:
                 # Keras keeps an axis as given (-1, or [-1]); a seed the engine does not use

@@ -573,6 +573,13 @@ class CudaBackend final : public Backend {
   }
 
   // ---- optimizer ----
+  void regularize(const float* value, float* grad, int64_t n, float l1, float l2,
+                  StepCounters* counters, int64_t rows) override {
+    if (planning_ || n <= 0) return;
+    activate();
+    check(cuda::launch_regularize(stream_, value, grad, n, l1, l2, counters, rows, reduction_),
+          "regularize kernel launch");
+  }
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override {
     if (optimizer_third_slot(config))

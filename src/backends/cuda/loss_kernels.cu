@@ -80,7 +80,44 @@ __global__ void metric_kernel(MetricKind kind, const float* __restrict__ pred,
   }
 }
 
+// A weight regularizer's penalty and gradient (kernel_math.h), a thread per value; the penalty's
+// per-block sums added to the counters in block order by the last block, as the loss's.
+__global__ void regularize_kernel(const float* __restrict__ value, float* __restrict__ grad,
+                                  int64_t n, float l1, float l2, StepCounters* counters,
+                                  double rows, double* partials, unsigned int* ticket) {
+  double p = 0.0;
+  for (int64_t i = global_thread(); i < n; i += grid_stride()) {
+    p += regularizer_penalty(value[i], l1, l2);
+    if (grad) grad[i] += regularizer_gradient(value[i], l1, l2);
+  }
+  __shared__ double sh[kLossThreads];
+  __shared__ bool last;
+  p = block_sum(p, sh);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = p;
+    last = last_block_done(ticket);
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    double total = 0.0;
+    for (unsigned b = 0; b < gridDim.x; ++b) total += __ldcg(partials + b);
+    counters->loss_sum += total * rows;
+    *ticket = 0;
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_regularize(cudaStream_t s, const float* value, float* grad, int64_t n, float l1,
+                              float l2, StepCounters* counters, int64_t rows,
+                              const ReductionScratch& scratch) {
+  if (n <= 0) return cudaSuccess;
+  const int blocks = blocks_for(n, kLossThreads, kLossMaxBlocks);
+  regularize_kernel<<<blocks, kLossThreads, 0, s>>>(value, grad, n, l1, l2, counters,
+                                                    static_cast<double>(rows),
+                                                    scratch.loss_partials, scratch.tickets + 0);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_loss(cudaStream_t s, LossConfig loss, ActivationKind act, const float* out,
                         const float* targets, const float* weights, float* probs, float* d_out,
@@ -109,6 +146,7 @@ cudaError_t preload_loss_kernels() {
   return preload_each({
       reinterpret_cast<const void*>(loss_kernel),
       reinterpret_cast<const void*>(metric_kernel),
+      reinterpret_cast<const void*>(regularize_kernel),
   });
 }
 

@@ -58,9 +58,11 @@ class Conv2DKind : public ConvolutionKind {
     place_kernel(l, b.shape, c);
     c.in_c = b.shape[2];
     c.out_c = a.filters;
-    b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, c.in_c, a.filters},
-                a.kernel_initializer);
-    if (a.use_bias) b.add_param("bias", {a.filters}, a.bias_initializer);
+    b.regularize(b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, c.in_c, a.filters},
+                             a.kernel_initializer),
+                 a.kernel_regularizer);
+    if (a.use_bias)
+      b.regularize(b.add_param("bias", {a.filters}, a.bias_initializer), a.bias_regularizer);
     b.shape = {c.out_h, c.out_w, c.out_c};
   }
 
@@ -128,8 +130,10 @@ class Conv1DKind final : public Conv2DKind {
     place_kernel(l, {1, b.shape[0], b.shape[1]}, c);
     c.in_c = b.shape[1];
     c.out_c = a.filters;
-    b.add_param("kernel", {a.kernel_size.w, c.in_c, a.filters}, a.kernel_initializer);
-    if (a.use_bias) b.add_param("bias", {a.filters}, a.bias_initializer);
+    b.regularize(b.add_param("kernel", {a.kernel_size.w, c.in_c, a.filters}, a.kernel_initializer),
+                 a.kernel_regularizer);
+    if (a.use_bias)
+      b.regularize(b.add_param("bias", {a.filters}, a.bias_initializer), a.bias_regularizer);
     b.shape = {c.out_w, c.out_c};
   }
 

@@ -7,6 +7,7 @@
 
 #include "nn/initializers.h"
 #include "nn/layer.h"
+#include "nn/regularizers.h"
 
 namespace crossover {
 
@@ -20,6 +21,7 @@ struct ConvArgs {
   bool use_bias = true;
   Initializer kernel_initializer = GlorotUniform();
   Initializer bias_initializer = Zeros();
+  Regularizer kernel_regularizer, bias_regularizer;  // Keras's kernel_regularizer, bias_regularizer
 };
 
 // 2-D convolution over (height, width, channels) samples: y = activation(conv(x, kernel) + bias);

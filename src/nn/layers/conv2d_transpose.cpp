@@ -73,9 +73,11 @@ class Conv2DTransposeKind final : public ConvolutionKind {
                                       out_h, out_w, c.out_h, c.out_w, in_h, in_w));
     c.in_c = a.filters;
     c.out_c = in_c;
-    b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, a.filters, in_c},
-                a.kernel_initializer);
-    if (a.use_bias) b.add_param("bias", {a.filters}, a.bias_initializer);
+    b.regularize(b.add_param("kernel", {a.kernel_size.h, a.kernel_size.w, a.filters, in_c},
+                             a.kernel_initializer),
+                 a.kernel_regularizer);
+    if (a.use_bias)
+      b.regularize(b.add_param("bias", {a.filters}, a.bias_initializer), a.bias_regularizer);
     b.shape = {out_h, out_w, a.filters};
   }
 

@@ -107,7 +107,8 @@ void ConvolutionKind::from_keras(Reader& cfg, Layer& l) const {
     if (!g->is_number_integer() || g->get<int64_t>() != 1)
       cfg.fail("groups", "groups " + brief(*g) + " is not supported: only 1");
   cfg.activation(a.activation);
-  cfg.kernel_and_bias(a.use_bias, a.kernel_initializer, a.bias_initializer);
+  cfg.kernel_and_bias(a.use_bias, a.kernel_initializer, a.bias_initializer, a.kernel_regularizer,
+                      a.bias_regularizer);
 }
 
 void ConvolutionKind::to_keras(const Layer& l, ojson& c) const {
@@ -121,7 +122,8 @@ void ConvolutionKind::to_keras(const Layer& l, ojson& c) const {
   c["dilation_rate"] = sizes<ojson>(a.dilation_rate, one_d());
   if (!transposed()) c["groups"] = 1;
   c["activation"] = activation_json(a.activation);
-  write_kernel_and_bias(c, a.use_bias, a.kernel_initializer, a.bias_initializer, true);
+  write_kernel_and_bias(c, a.use_bias, a.kernel_initializer, a.bias_initializer,
+                        a.kernel_regularizer, a.bias_regularizer, true);
 }
 
 int64_t ConvolutionKind::check_size(const Layer& l, int64_t width, int64_t channels,

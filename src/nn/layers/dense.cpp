@@ -64,13 +64,15 @@ class DenseKind final : public LayerKind {
     DenseArgs& a = l.args<DenseArgs>();
     a.units = cfg.count("units", "Dense needs units");
     cfg.activation(a.activation);
-    cfg.kernel_and_bias(a.use_bias, a.kernel_initializer, a.bias_initializer);
+    cfg.kernel_and_bias(a.use_bias, a.kernel_initializer, a.bias_initializer, a.kernel_regularizer,
+                        a.bias_regularizer);
   }
   void to_keras(const Layer& l, ojson& c) const override {
     const DenseArgs& a = l.args<DenseArgs>();
     c["units"] = a.units;
     c["activation"] = activation_json(a.activation);
-    write_kernel_and_bias(c, a.use_bias, a.kernel_initializer, a.bias_initializer, false);
+    write_kernel_and_bias(c, a.use_bias, a.kernel_initializer, a.bias_initializer,
+                          a.kernel_regularizer, a.bias_regularizer, false);
   }
   bool keras_build_config() const override { return true; }
   int64_t check_size(const Layer& l, int64_t width, int64_t,
@@ -99,9 +101,11 @@ class DenseKind final : public LayerKind {
     const Layer& l = b.layer;
     const DenseArgs& a = l.args<DenseArgs>();
     if (b.shape.empty()) throw Error(l.name, "Dense needs samples of at least one axis");
-    b.add_param(a.weight_name.empty() ? "kernel" : a.weight_name, {b.shape.back(), a.units},
-                a.kernel_initializer, a.weight_trainable);
-    if (a.use_bias) b.add_param("bias", {a.units}, a.bias_initializer);
+    b.regularize(b.add_param(a.weight_name.empty() ? "kernel" : a.weight_name,
+                             {b.shape.back(), a.units}, a.kernel_initializer, a.weight_trainable),
+                 a.kernel_regularizer);
+    if (a.use_bias)
+      b.regularize(b.add_param("bias", {a.units}, a.bias_initializer), a.bias_regularizer);
     b.shape.back() = a.units;
   }
   // The rows of the products for a batch of m samples (m times the positions of a sample's last

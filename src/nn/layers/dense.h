@@ -7,6 +7,7 @@
 
 #include "nn/initializers.h"
 #include "nn/layer.h"
+#include "nn/regularizers.h"
 
 namespace crossover {
 
@@ -16,6 +17,7 @@ struct DenseArgs {
   bool use_bias = true;
   Initializer kernel_initializer = GlorotUniform();
   Initializer bias_initializer = Zeros();
+  Regularizer kernel_regularizer, bias_regularizer;  // Keras's kernel_regularizer, bias_regularizer
   // A custom layer's matmul (Python's tracing): the kernel's variable name, as its add_weight
   // names it ("kernel" where empty), and whether it trains (add_weight's trainable).
   std::string weight_name;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -223,11 +224,60 @@ void Reader::refuse_regularizers(std::initializer_list<const char*> weights, boo
     refuse_set((std::string(w) + "_constraint").c_str(), "constraints are not supported");
 }
 
-void Reader::kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias) {
+void Reader::kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias,
+                             Regularizer& kernel_regularizer, Regularizer& bias_regularizer) {
   use_bias = flag("use_bias", use_bias);
   kernel = initializer("kernel_initializer", kernel);
   bias = initializer("bias_initializer", bias);
-  refuse_regularizers({"kernel", "bias"}, true);
+  kernel_regularizer = regularizer("kernel_regularizer");
+  bias_regularizer = regularizer("bias_regularizer");
+  refuse_set("activity_regularizer", "activity regularizers are not supported (yet)");
+  for (const char* w : {"kernel_constraint", "bias_constraint"})
+    refuse_set(w, "constraints are not supported");
+}
+
+Regularizer Reader::regularizer(const char* key) {
+  const json* v = find(key);
+  if (!v) return {};
+  Regularizer r;
+  // Keras's names (keras.regularizers.get): the classes and their snake-case aliases, each with
+  // its own defaults (L1(0.01), L2(0.01), L1L2(0, 0)).
+  const auto of_class = [&](const std::string& cls) {
+    if (cls == "L1" || cls == "l1") {
+      r.kind = Regularizer::Kind::l1;
+      r.l1 = 0.01;
+    } else if (cls == "L2" || cls == "l2") {
+      r.kind = Regularizer::Kind::l2;
+      r.l2 = 0.01;
+    } else if (cls == "L1L2" || cls == "l1_l2") {
+      r.kind = Regularizer::Kind::l1_l2;
+    } else {
+      fail(key, "regularizer " + brief(*v) +
+                    " is not supported: L1, L2 and L1L2 (keras.regularizers) only");
+    }
+  };
+  if (v->is_string()) {
+    of_class(v->get<std::string>());
+    return r;
+  }
+  const auto cls = v->is_object() ? v->find("class_name") : v->end();
+  if (cls == v->end() || !cls->is_string())
+    fail(key, "expected a regularizer (\"l2\" or a serialized L1, L2 or L1L2), got " + brief(*v));
+  of_class(cls->get<std::string>());
+  if (auto cfg = v->find("config"); cfg != v->end() && cfg->is_object()) {
+    for (auto it = cfg->begin(); it != cfg->end(); ++it) {
+      const bool l1 = it.key() == "l1", l2 = it.key() == "l2";
+      if ((!l1 && !l2) || (l1 && r.kind == Regularizer::Kind::l2) ||
+          (l2 && r.kind == Regularizer::Kind::l1))
+        fail(key, "regularizer " + brief(*v) + ": unexpected field " + printable(it.key()));
+      if (it->is_null()) continue;  // Keras's None: the class's default
+      if (!it->is_number() || !(it->get<double>() >= 0.0) || !std::isfinite(it->get<double>()))
+        fail(key, "regularizer " + brief(*v) + ": " + it.key() + " must be a number >= 0, got " +
+                      brief(*it));
+      (l1 ? r.l1 : r.l2) = it->get<double>();
+    }
+  }
+  return r;
 }
 
 Arguments kernel_and_bias_arguments() {
@@ -252,12 +302,40 @@ void write_null_regularizers(ojson& c, std::initializer_list<const char*> weight
   for (const char* w : weights) c[std::string(w) + "_constraint"] = nullptr;
 }
 
+ojson regularizer_json(const Regularizer& r) {
+  ojson config = ojson::object();
+  const char* cls = "L1L2";
+  switch (r.kind) {
+    case Regularizer::Kind::none:
+      return nullptr;
+    case Regularizer::Kind::l1:  // Keras's L1 keeps its factor as a float32 tensor
+      cls = "L1";
+      config["l1"] = static_cast<double>(static_cast<float>(r.l1));
+      break;
+    case Regularizer::Kind::l2:
+      cls = "L2";
+      config["l2"] = r.l2;
+      break;
+    case Regularizer::Kind::l1_l2:
+      config["l1"] = r.l1;
+      config["l2"] = r.l2;
+      break;
+  }
+  return ojson{{"module", "keras.regularizers"},
+               {"class_name", cls},
+               {"config", config},
+               {"registered_name", nullptr}};
+}
+
 void write_kernel_and_bias(ojson& c, bool use_bias, const Initializer& kernel,
-                           const Initializer& bias, bool activity) {
+                           const Initializer& bias, const Regularizer& kernel_regularizer,
+                           const Regularizer& bias_regularizer, bool activity) {
   c["use_bias"] = use_bias;
   c["kernel_initializer"] = initializer_json(kernel);
   c["bias_initializer"] = initializer_json(bias);
   write_null_regularizers(c, {"kernel", "bias"}, activity);
+  c["kernel_regularizer"] = regularizer_json(kernel_regularizer);
+  c["bias_regularizer"] = regularizer_json(bias_regularizer);
 }
 
 bool Reader::flag(const char* key, bool fallback) {

@@ -14,6 +14,7 @@
 
 #include "nn/initializers.h"
 #include "nn/layer.h"
+#include "nn/regularizers.h"
 
 namespace crossover {
 class LayerKind;  // nn/layers/kind.h
@@ -128,7 +129,11 @@ class Reader {
   // Dense's and the convolutions' shared fields: use_bias, kernel_initializer and
   // bias_initializer (each left as it is, the layer's default, when absent), then
   // refuse_regularizers({"kernel", "bias"}, true).
-  void kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias);
+  void kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias,
+                       Regularizer& kernel_regularizer, Regularizer& bias_regularizer);
+  // A weight regularizer (Keras's "l1", "l2", "l1_l2" or a serialized L1, L2 or L1L2): none when
+  // absent or null; any other (OrthogonalRegularizer, a custom one) refused naming the field.
+  Regularizer regularizer(const char* key);
   // Refuses the fields no accessor read that are set.
   void refuse_unread() const;
 
@@ -182,10 +187,15 @@ ojson layer_json(const Layer& l, const Shape& input = {});
 
 // refuse_regularizers's counterpart: each of those fields written null.
 void write_null_regularizers(ojson& c, std::initializer_list<const char*> weights, bool activity);
-// kernel_and_bias's counterpart: use_bias, the initializers, then write_null_regularizers (with
-// activity_regularizer where `activity`: the convolutions write it, Dense does not).
+// A regularizer as Keras 3.15 serializes it ({"module": "keras.regularizers", "class_name": "L2",
+// "config": {"l2": 0.01}, ...}); null for none.
+ojson regularizer_json(const Regularizer& r);
+// kernel_and_bias's counterpart: use_bias, the initializers, the regularizers, then the rest of
+// write_null_regularizers's fields null (activity_regularizer where `activity`: the convolutions
+// write it, Dense does not).
 void write_kernel_and_bias(ojson& c, bool use_bias, const Initializer& kernel,
-                           const Initializer& bias, bool activity);
+                           const Initializer& bias, const Regularizer& kernel_regularizer,
+                           const Regularizer& bias_regularizer, bool activity);
 
 // The layer's activation as Keras 3 writes it: its name, or (leaky_relu and elu with another
 // parameter than the name's default) the LeakyReLU or ELU layer given as the activation.

@@ -67,6 +67,9 @@ struct LayerParam {
   // (layers/<layer>/vars), else the path of the inner layer that holds it ("layer":
   // layers/time_distributed/layer/vars; "forward_layer/cell").
   std::string group;
+  // Keras's regularizer of the weight (a Dense's kernel_regularizer): its penalty joins the loss
+  // and its gradient the weight's (Backend::regularize), in each step.
+  Regularizer regularizer;
 };
 
 // What a layer's build() derives from its input shape; the model keeps one per layer.
@@ -149,6 +152,9 @@ class LayerBuilder {
   // "<layer>/<inner>/<variable>" and kept under inner_attribute(i) in the weights files. Returns
   // its output shape. A kind with inner layers builds each once, in order.
   Shape build_inner(std::size_t i, const Shape& in);
+  // Gives parameter p (add_param's index) the layer's regularizer of it (kernel_regularizer);
+  // none leaves it unregularized. A shared layer's later call gives its first call's again.
+  void regularize(int p, const Regularizer& regularizer);
   // A layer called again (a shared layer): add_param hands back these parameters of its first
   // call, in order, instead of adding new ones, each of the shape it asks for or Error.
   void reuse(std::vector<int> first_call_params) { reuse_ = std::move(first_call_params); }

@@ -102,6 +102,11 @@ int LayerBuilder::add_param(const std::string& variable, const Shape& param_shap
   return p;
 }
 
+void LayerBuilder::regularize(int p, const Regularizer& regularizer) {
+  if (outer_) return outer_->regularize(p, regularizer);
+  params_[static_cast<std::size_t>(p)].regularizer = regularizer;
+}
+
 int LayerBuilder::add(const std::string& name, const std::string& group, const Shape& param_shape,
                       const Initializer& initializer, bool trainable) {
   if (outer_) return outer_->add(name, group, param_shape, initializer, trainable);

@@ -110,6 +110,22 @@ void ParameterArena::allocate_call_gradients(Backend& backend, const ModelGraph&
   }
 }
 
+bool ParameterArena::regularized(const std::vector<char>& trains) const {
+  for (const LayerParam& p : params)
+    if (p.regularizer.any() && updates(p, trains)) return true;
+  return false;
+}
+
+void ParameterArena::regularize(Backend& backend, bool training, const std::vector<char>& trains,
+                                StepCounters* counters, int64_t rows) const {
+  for (const LayerParam& p : params) {
+    if (!p.regularizer.any() || !updates(p, trains)) continue;
+    backend.regularize(value(p), training ? grad(p) : nullptr, p.n,
+                       static_cast<float>(p.regularizer.l1), static_cast<float>(p.regularizer.l2),
+                       counters, rows);
+  }
+}
+
 void ParameterArena::add_call_gradients(Backend& backend, const ModelGraph& graph, std::size_t i,
                                         const std::vector<char>& trains) const {
   for (std::size_t k = 0; k < params.size(); ++k) {

@@ -69,6 +69,13 @@ struct ParameterArena {
   // Each parameter's initializer (the layer's: Keras's defaults are glorot-uniform kernels and
   // zero biases), drawn on the host (nn/initializers.h).
   void initialize(Backend& backend, uint64_t seed) const;
+  // Whether a parameter that trains has a regularizer (Keras's kernel_regularizer, ...).
+  bool regularized(const std::vector<char>& trains) const;
+  // Keras's regularizers, in a step of `rows` rows: each trainable parameter's penalty into the
+  // step's loss sum, and in training its gradient into the parameter's (Backend::regularize).
+  // Keras counts the trainable weights' regularizers only: a frozen layer's adds nothing.
+  void regularize(Backend& backend, bool training, const std::vector<char>& trains,
+                  StepCounters* counters, int64_t rows) const;
   // After the backward call of entry i: its weight gradients (in call_grads) added into the
   // parameters' (a later call of the same layer wrote those).
   void add_call_gradients(Backend& backend, const ModelGraph& graph, std::size_t i,

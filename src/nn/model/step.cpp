@@ -28,6 +28,7 @@ void Sequential::Impl::plan_fused_step(const Plan& plan, const DeviceData& d, ui
   v.sample_weights = d.w_rows != nullptr;
   v.extra_metrics = losses.extra_metrics;
   v.fp32 = copts.precision == "fp32";
+  v.regularized = arena.regularized(trains);
   for (std::size_t i = 0; i < graph.layers.size(); ++i) {
     const Layer& l = graph.layers[i];
     const LayerInfo& li = info[i];
@@ -69,7 +70,9 @@ void Sequential::Impl::plan_fused_step(const Plan& plan, const DeviceData& d, ui
 }
 
 bool Sequential::Impl::fused_update() const {
-  return backend->fuses_weight_update() && opt.clipnorm == 0.0f && opt.tensor_clipnorm == 0.0f;
+  // A regularizer's gradient joins the weight's after backward: no update inside it.
+  return backend->fuses_weight_update() && opt.clipnorm == 0.0f && opt.tensor_clipnorm == 0.0f &&
+         !arena.regularized(trains);
 }
 
 void Sequential::Impl::gather_batch(Plan& plan, const DeviceData& d, int64_t m,
@@ -139,6 +142,10 @@ void Sequential::Impl::train_step(Plan& plan, const DeviceData& d, const Shard& 
     backend->set_scope("allreduce");
     exchange->sum_gradients(*backend, grads, arena.floats);
   }
+  if (arena.regularized(trains)) {  // each rank its rows' share of the penalty, all its gradient
+    backend->set_scope("regularizers");
+    arena.regularize(*backend, true, trains, ctr, s.rows);
+  }
   backend->set_scope("optimizer");
   // Fused: every Dense layer was updated in backward; the other layers' parameters (none in an
   // MLP) and the step's bookkeeping remain. Never the moving statistics.
@@ -159,6 +166,10 @@ void Sequential::Impl::eval_step(Plan& plan, const DeviceData& d, int64_t m) {
     losses.metric_sums(*backend, steps, plan, m, false, ctr);
   } else {
     losses.head_losses(*backend, steps, plan, batch_weights(plan, d), m, m, false, ctr);
+  }
+  if (arena.regularized(trains)) {  // Keras's evaluate loss holds them too
+    backend->set_scope("regularizers");
+    arena.regularize(*backend, false, trains, ctr, m);
   }
   backend->set_scope("");
   backend->advance_batch(ctr);
