@@ -419,10 +419,12 @@ TEST(BatchNormalization, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
   EXPECT_EQ(refusal("\"synchronized\": false", "\"synchronized\": true"),
             "bn.json: layer 'batch_normalization' field synchronized: synchronized true is not "
             "supported: only false");
-  EXPECT_EQ(
-      refusal("\"gamma_regularizer\": null", "\"gamma_regularizer\": {\"class_name\": \"L2\"}"),
-      "bn.json: layer 'batch_normalization' field gamma_regularizer: regularizers are not "
-      "supported");
+  // L1, L2 and L1L2 run (tests/regularizer_test.cpp); another regularizer is refused by name.
+  EXPECT_EQ(refusal("\"gamma_regularizer\": null",
+                    "\"gamma_regularizer\": {\"class_name\": \"OrthogonalRegularizer\"}"),
+            "bn.json: layer 'batch_normalization' field gamma_regularizer: regularizer "
+            "{\"class_name\":\"OrthogonalRegularizer\"} is not supported: L1, L2 and L1L2 "
+            "(keras.regularizers) only");
   EXPECT_EQ(refusal("\"beta_constraint\": null", "\"beta_constraint\": \"NonNeg\""),
             "bn.json: layer 'batch_normalization' field beta_constraint: constraints are not "
             "supported");

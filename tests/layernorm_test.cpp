@@ -316,10 +316,12 @@ TEST(LayerNormalization, KerasJsonWithAnUnsupportedArgumentIsRefusedNamingIt) {
             "the last axis (-1)");
   EXPECT_EQ(refusal("\"epsilon\": 0.001", "\"epsilon\": 0"),
             "ln.json: layer 'layer_normalization' field epsilon: epsilon must be positive, got 0");
-  EXPECT_EQ(
-      refusal("\"gamma_regularizer\": null", "\"gamma_regularizer\": {\"class_name\": \"L2\"}"),
-      "ln.json: layer 'layer_normalization' field gamma_regularizer: regularizers are not "
-      "supported");
+  // L1, L2 and L1L2 run (tests/regularizer_test.cpp); another regularizer is refused by name.
+  EXPECT_EQ(refusal("\"gamma_regularizer\": null",
+                    "\"gamma_regularizer\": {\"class_name\": \"OrthogonalRegularizer\"}"),
+            "ln.json: layer 'layer_normalization' field gamma_regularizer: regularizer "
+            "{\"class_name\":\"OrthogonalRegularizer\"} is not supported: L1, L2 and L1L2 "
+            "(keras.regularizers) only");
   // Keras 3 before build writes -1; tf.keras 2 the last axis' index: both accepted.
   EXPECT_EQ(refusal("\"axis\": [-1]", "\"axis\": -1"), "");
   EXPECT_EQ(refusal("\"axis\": [-1]", "\"axis\": [1]"), "");

@@ -52,7 +52,6 @@ def test_fit_updates_the_moving_statistics_and_predict_uses_them():
     [
         ("renorm", True),
         ("synchronized", True),
-        ("gamma_regularizer", "l2"),
         ("beta_constraint", "non_neg"),
     ],
 )

@@ -52,7 +52,6 @@ def test_each_sample_is_normalised_by_its_own_statistics_in_fit_and_predict():
     "argument, value",
     [
         ("rms_scaling", True),
-        ("gamma_regularizer", "l2"),
         ("beta_constraint", "non_neg"),
     ],
 )

@@ -24,6 +24,7 @@ from .layers import (
     Flatten,
     InputLayer,
     Layer,
+    _REGULARIZED_WEIGHTS,
     _ModelBase,
     _changed_by_training,
     _engine_layer,
@@ -1084,8 +1085,9 @@ class _Model(_ModelBase):
     @property
     def losses(self) -> list[_tensor.Tensor]:
         """Keras's: the regularization losses of the trainable weights, each the penalty of a
-        layer's kernel_regularizer or bias_regularizer on the weight's current values (what the
-        engine adds to each step's loss), in the layers' order, kernel before bias."""
+        layer's kernel_regularizer, bias_regularizer, gamma_regularizer or beta_regularizer on the
+        weight's current values (what the engine adds to each step's loss), in the layers' order
+        and each layer's weights' (kernel before bias, gamma before beta)."""
         if not self.built:
             return []
         frozen = self._frozen_leaves()
@@ -1093,7 +1095,7 @@ class _Model(_ModelBase):
         for layer in self._weight_leaves():
             if id(layer) in frozen:
                 continue
-            for weight in ("kernel", "bias"):
+            for weight in _REGULARIZED_WEIGHTS:
                 regularizer = getattr(layer, f"{weight}_regularizer", None)
                 if regularizer is not None and layer._weight(weight) is not None:
                     out.append(regularizer(np.asarray(layer._weight(weight))))

@@ -961,8 +961,9 @@ def _config_value(owner: str, argument: str, value: Any) -> Any:
     raise TypeError(f"{owner}: argument {argument}: cannot take {value!r} ({type(value).__name__})")
 
 
-# The regularizers the engine runs (kernel_regularizer, bias_regularizer: L1, L2, L1L2).
-_REGULARIZED = ("kernel_regularizer", "bias_regularizer")
+# The weights whose regularizers the engine runs (L1, L2, L1L2), in Keras's order of the weights.
+_REGULARIZED_WEIGHTS = ("kernel", "bias", "gamma", "beta")
+_REGULARIZED = tuple(f"{w}_regularizer" for w in _REGULARIZED_WEIGHTS)
 
 
 def _attribute(argument: str, value: Any) -> Any:

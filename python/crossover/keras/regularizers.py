@@ -1,6 +1,6 @@
 """keras.regularizers: Keras 3's weight regularizers that the engine runs, L1, L2 and L1L2 (and
 their names 'l1', 'l2', 'l1_l2'), given as a Dense's or a convolution's kernel_regularizer or
-bias_regularizer. The engine adds each one's penalty to the step's loss, in fit and in evaluate,
+bias_regularizer, or a normalization layer's gamma_regularizer or beta_regularizer. The engine adds each one's penalty to the step's loss, in fit and in evaluate,
 and its gradient to the weight's before the optimizer (src/nn/regularizers.h, the backends'
 `regularize`); the classes here carry the factors, compute the penalty of an array (a model's
 `losses`) and serialize as Keras does. Another regularizer (OrthogonalRegularizer, a function of
@@ -17,8 +17,10 @@ from .._args import unsupported_attribute
 
 def _factor(value: Any, name: str) -> float:
     """Keras's validate_float_arg: a number >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (
-        math.isfinite(float(value)) and float(value) >= 0
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.number))
+        or not (math.isfinite(float(value)) and float(value) >= 0)
     ):
         raise ValueError(
             f"Invalid value for argument {name}: expected a non-negative float."

@@ -103,7 +103,7 @@ class BatchNormalizationKind final : public LayerKind {
     a.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
     a.moving_mean_initializer = cfg.initializer("moving_mean_initializer", Zeros());
     a.moving_variance_initializer = cfg.initializer("moving_variance_initializer", Ones());
-    cfg.refuse_regularizers({"beta", "gamma"}, false);
+    cfg.weight_regularizers({{"beta", &a.beta_regularizer}, {"gamma", &a.gamma_regularizer}});
     for (const char* f : {"synchronized", "renorm"})
       if (const json* v = cfg.find(f); v && !flag_is_false(*v))
         cfg.fail(f, std::string(f) + " " + brief(*v) + " is not supported: only false");
@@ -122,7 +122,7 @@ class BatchNormalizationKind final : public LayerKind {
     c["gamma_initializer"] = initializer_json(a.gamma_initializer);
     c["moving_mean_initializer"] = initializer_json(a.moving_mean_initializer);
     c["moving_variance_initializer"] = initializer_json(a.moving_variance_initializer);
-    write_null_regularizers(c, {"beta", "gamma"}, false);
+    write_weight_regularizers(c, {{"beta", &a.beta_regularizer}, {"gamma", &a.gamma_regularizer}});
     c["synchronized"] = false;
     c["renorm"] = false;
     c["renorm_clipping"] = nullptr;
@@ -157,8 +157,10 @@ class BatchNormalizationKind final : public LayerKind {
                                 .epsilon = static_cast<float>(a.epsilon),
                                 .scale = a.scale,
                                 .center = a.center};
-    if (a.scale) b.add_param("gamma", {channels}, a.gamma_initializer);
-    if (a.center) b.add_param("beta", {channels}, a.beta_initializer);
+    if (a.scale)
+      b.regularize(b.add_param("gamma", {channels}, a.gamma_initializer), a.gamma_regularizer);
+    if (a.center)
+      b.regularize(b.add_param("beta", {channels}, a.beta_initializer), a.beta_regularizer);
     b.add_param("moving_mean", {channels}, a.moving_mean_initializer, false);
     b.add_param("moving_variance", {channels}, a.moving_variance_initializer, false);
   }

@@ -5,6 +5,7 @@
 
 #include "nn/initializers.h"
 #include "nn/layer.h"
+#include "nn/regularizers.h"
 
 namespace crossover {
 
@@ -17,6 +18,7 @@ struct BatchNormArgs {
   bool scale = true;   // gamma
   Initializer gamma_initializer = Ones();
   Initializer beta_initializer = Zeros();
+  Regularizer gamma_regularizer, beta_regularizer;  // Keras's, of the trainable weights
   Initializer moving_mean_initializer = Zeros();
   Initializer moving_variance_initializer = Ones();
 };

@@ -216,24 +216,20 @@ int64_t Reader::last_axis() {
   return one.get<int64_t>();
 }
 
-void Reader::refuse_regularizers(std::initializer_list<const char*> weights, bool activity) {
-  for (const char* w : weights)
-    refuse_set((std::string(w) + "_regularizer").c_str(), "regularizers are not supported");
-  if (activity) refuse_set("activity_regularizer", "regularizers are not supported");
-  for (const char* w : weights)
-    refuse_set((std::string(w) + "_constraint").c_str(), "constraints are not supported");
-}
-
 void Reader::kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias,
                              Regularizer& kernel_regularizer, Regularizer& bias_regularizer) {
   use_bias = flag("use_bias", use_bias);
   kernel = initializer("kernel_initializer", kernel);
   bias = initializer("bias_initializer", bias);
-  kernel_regularizer = regularizer("kernel_regularizer");
-  bias_regularizer = regularizer("bias_regularizer");
+  weight_regularizers({{"kernel", &kernel_regularizer}, {"bias", &bias_regularizer}});
   refuse_set("activity_regularizer", "activity regularizers are not supported (yet)");
-  for (const char* w : {"kernel_constraint", "bias_constraint"})
-    refuse_set(w, "constraints are not supported");
+}
+
+void Reader::weight_regularizers(
+    std::initializer_list<std::pair<const char*, Regularizer*>> weights) {
+  for (const auto& [w, r] : weights) *r = regularizer((std::string(w) + "_regularizer").c_str());
+  for (const auto& [w, r] : weights)
+    refuse_set((std::string(w) + "_constraint").c_str(), "constraints are not supported");
 }
 
 Regularizer Reader::regularizer(const char* key) {
@@ -325,6 +321,12 @@ ojson regularizer_json(const Regularizer& r) {
                {"class_name", cls},
                {"config", config},
                {"registered_name", nullptr}};
+}
+
+void write_weight_regularizers(
+    ojson& c, std::initializer_list<std::pair<const char*, const Regularizer*>> weights) {
+  for (const auto& [w, r] : weights) c[std::string(w) + "_regularizer"] = regularizer_json(*r);
+  for (const auto& [w, r] : weights) c[std::string(w) + "_constraint"] = nullptr;
 }
 
 void write_kernel_and_bias(ojson& c, bool use_bias, const Initializer& kernel,

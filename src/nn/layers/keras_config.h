@@ -122,18 +122,17 @@ class Reader {
   void refuse_set(const char* key, const std::string& why);
   // The field must be null, absent or false; otherwise fail(key, why).
   void refuse_true(const char* key, const std::string& why);
-  // What Keras keeps beside a layer's weights and crossover refuses set: "<w>_regularizer" for
-  // each weight w ("kernel", "bias"; "beta", "gamma"), "activity_regularizer" where `activity`,
-  // then "<w>_constraint" for each.
-  void refuse_regularizers(std::initializer_list<const char*> weights, bool activity);
   // Dense's and the convolutions' shared fields: use_bias, kernel_initializer and
-  // bias_initializer (each left as it is, the layer's default, when absent), then
-  // refuse_regularizers({"kernel", "bias"}, true).
+  // bias_initializer (each left as it is, the layer's default, when absent), the kernel's and
+  // the bias's regularizers (weight_regularizers); activity_regularizer refused when set.
   void kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias,
                        Regularizer& kernel_regularizer, Regularizer& bias_regularizer);
   // A weight regularizer (Keras's "l1", "l2", "l1_l2" or a serialized L1, L2 or L1L2): none when
   // absent or null; any other (OrthogonalRegularizer, a custom one) refused naming the field.
   Regularizer regularizer(const char* key);
+  // Each weight's "<w>_regularizer" (regularizer()) into its Regularizer, then each
+  // "<w>_constraint" refused when set: {{"beta", &a.beta_regularizer}, ...}.
+  void weight_regularizers(std::initializer_list<std::pair<const char*, Regularizer*>> weights);
   // Refuses the fields no accessor read that are set.
   void refuse_unread() const;
 
@@ -185,11 +184,16 @@ ojson layer_config(const Layer& l);
 // "registered_name"}, and "build_config" where the kind writes one and `input` is known).
 ojson layer_json(const Layer& l, const Shape& input = {});
 
-// refuse_regularizers's counterpart: each of those fields written null.
+// "<w>_regularizer" for each weight w, "activity_regularizer" where `activity`, then
+// "<w>_constraint" for each, all null: the fields Keras writes beside a layer's weights.
 void write_null_regularizers(ojson& c, std::initializer_list<const char*> weights, bool activity);
 // A regularizer as Keras 3.15 serializes it ({"module": "keras.regularizers", "class_name": "L2",
 // "config": {"l2": 0.01}, ...}); null for none.
 ojson regularizer_json(const Regularizer& r);
+// weight_regularizers's counterpart: each "<w>_regularizer" as regularizer_json, then each
+// "<w>_constraint" null.
+void write_weight_regularizers(
+    ojson& c, std::initializer_list<std::pair<const char*, const Regularizer*>> weights);
 // kernel_and_bias's counterpart: use_bias, the initializers, the regularizers, then the rest of
 // write_null_regularizers's fields null (activity_regularizer where `activity`: the convolutions
 // write it, Dense does not).

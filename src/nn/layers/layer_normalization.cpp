@@ -80,7 +80,7 @@ class LayerNormalizationKind final : public LayerKind {
     cfg.refuse_true("rms_scaling", "rms_scaling true is not supported: only false");
     a.beta_initializer = cfg.initializer("beta_initializer", Zeros());
     a.gamma_initializer = cfg.initializer("gamma_initializer", Ones());
-    cfg.refuse_regularizers({"beta", "gamma"}, false);
+    cfg.weight_regularizers({{"beta", &a.beta_regularizer}, {"gamma", &a.gamma_regularizer}});
   }
   // As Keras 3.15 writes a built layer (its build() turns axis -1 into [-1]).
   void to_keras(const Layer& l, ojson& c) const override {
@@ -92,7 +92,7 @@ class LayerNormalizationKind final : public LayerKind {
     c["rms_scaling"] = false;
     c["beta_initializer"] = initializer_json(a.beta_initializer);
     c["gamma_initializer"] = initializer_json(a.gamma_initializer);
-    write_null_regularizers(c, {"beta", "gamma"}, false);
+    write_weight_regularizers(c, {{"beta", &a.beta_regularizer}, {"gamma", &a.gamma_regularizer}});
   }
   bool keras_build_config() const override { return true; }
 
@@ -113,8 +113,8 @@ class LayerNormalizationKind final : public LayerKind {
                                 .epsilon = static_cast<float>(a.epsilon),
                                 .scale = a.scale,
                                 .center = a.center};
-    if (a.scale) b.add_param("gamma", {n}, a.gamma_initializer);
-    if (a.center) b.add_param("beta", {n}, a.beta_initializer);
+    if (a.scale) b.regularize(b.add_param("gamma", {n}, a.gamma_initializer), a.gamma_regularizer);
+    if (a.center) b.regularize(b.add_param("beta", {n}, a.beta_initializer), a.beta_regularizer);
   }
   // Each row's mean and 1 / sqrt(variance + epsilon), which the backward pass reads.
   std::size_t workspace_bytes(const Layer&, const LayerState& li, Backend&,

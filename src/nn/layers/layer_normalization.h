@@ -5,6 +5,7 @@
 
 #include "nn/initializers.h"
 #include "nn/layer.h"
+#include "nn/regularizers.h"
 
 namespace crossover {
 
@@ -16,6 +17,7 @@ struct LayerNormArgs {
   bool scale = true;   // gamma
   Initializer gamma_initializer = Ones();
   Initializer beta_initializer = Zeros();
+  Regularizer gamma_regularizer, beta_regularizer;  // Keras's, of the trainable weights
 };
 
 // Keras's LayerNormalization over the last axis (axis=-1 only; rms_scaling=False only): each
