@@ -153,31 +153,39 @@ void bind_traced_ops_and_registry(nb::module_& m) {
         return ConstantOp(parse_binary_op(op), constant, constant_first);
       },
       nb::arg("op"), nb::arg("constant"), nb::arg("constant_first") = false);
-  // Its weight drawn by `initializer` (Keras 3's serialization, JSON text), as add_weight's.
+  // Its weight drawn by `initializer` (Keras 3's serialization, JSON text), as add_weight's, and
+  // regularized by `regularizer` (JSON text: null, or a serialized L1, L2, L1L2).
   m.def(
       "WeightOp",
       [](std::string_view op, Shape shape, std::string name, std::string_view initializer,
-         bool trainable, bool weight_first) {
-        return WeightOp(parse_binary_op(op), std::move(shape),
-                        initializer_from_keras_json(initializer, "initializer"), std::move(name),
-                        trainable, weight_first);
+         bool trainable, bool weight_first, std::string_view regularizer) {
+        Layer l = WeightOp(parse_binary_op(op), std::move(shape),
+                           initializer_from_keras_json(initializer, "initializer"), std::move(name),
+                           trainable, weight_first);
+        l.args<UnaryOpArgs>().regularizer =
+            keras_config::regularizer_from_keras_json(regularizer, "add_weight");
+        return l;
       },
       nb::arg("op"), nb::arg("shape"), nb::arg("name"), nb::arg("initializer"),
-      nb::arg("trainable") = true, nb::arg("weight_first") = false);
+      nb::arg("trainable") = true, nb::arg("weight_first") = false,
+      nb::arg("regularizer") = "null");
   m.def("Reduce", &ReduceLastAxis, nb::arg("mean"));
   // x . w for a custom layer's weight w (inputs, units): a Dense without bias whose kernel is
   // named and drawn as add_weight named and drew it.
   m.def(
       "MatMul",
-      [](int64_t units, std::string name, std::string_view initializer, bool trainable) {
+      [](int64_t units, std::string name, std::string_view initializer, bool trainable,
+         std::string_view regularizer) {
         Layer l = Dense(units, "linear", false);
         DenseArgs& a = l.args<DenseArgs>();
         a.weight_name = std::move(name);
         a.kernel_initializer = initializer_from_keras_json(initializer, "initializer");
         a.weight_trainable = trainable;
+        a.kernel_regularizer = keras_config::regularizer_from_keras_json(regularizer, "add_weight");
         return l;
       },
-      nb::arg("units"), nb::arg("name"), nb::arg("initializer"), nb::arg("trainable") = true);
+      nb::arg("units"), nb::arg("name"), nb::arg("initializer"), nb::arg("trainable") = true,
+      nb::arg("regularizer") = "null");
   // A layer built alone on per-sample input shapes (nn/layers/kind.h): its output shape and its
   // parameters (name, shape, trainable), for the symbolic calls and summary() of keras.layers.
   m.def("build_layer", [](const Layer& layer, const std::vector<Shape>& in_shapes) {

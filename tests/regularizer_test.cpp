@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "formats/model_config.h"
 #include "nn/layers.h"
+#include "nn/layers/keras_config.h"
 #include "nn/optimizers.h"
 #include "nn/sequential.h"
 #include "test_util.h"
@@ -154,6 +155,12 @@ TEST(Regularizers, KerasJsonFormsAreReadWrittenAndRefusedByName) {
     EXPECT_NE(message.find("argument kernel_regularizer: "), std::string::npos) << message;
     EXPECT_NE(message.find(why), std::string::npos) << message;
   }
+  // A custom layer's add_weight(regularizer=...), as Python hands it over.
+  EXPECT_EQ(keras_config::regularizer_from_keras_json(R"("l2")", "add_weight").l2, 0.01);
+  EXPECT_FALSE(keras_config::regularizer_from_keras_json("null", "add_weight").any());
+  const std::string custom = testing_util::error_of(
+      [] { keras_config::regularizer_from_keras_json(R"("my_regularizer")", "add_weight"); });
+  EXPECT_EQ(custom.rfind("add_weight: argument regularizer: ", 0), 0u) << custom;
   const std::string activity = testing_util::error_of([] {
     layer_from_config("Conv2D", R"({"filters": 2, "kernel_size": 3,
                                           "activity_regularizer": "l2"})");

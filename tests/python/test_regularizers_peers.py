@@ -118,3 +118,64 @@ def test_regularizers_round_trip_through_the_models_json_and_config() -> None:
     back = keras.models.model_from_json(model.to_json())
     assert back.to_json() == model.to_json()
     assert isinstance(back.layers[0].bias_regularizer, regularizers.L1)
+
+
+LINEAR = """
+class Linear(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.units = units
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1], self.units), initializer="glorot_uniform",
+                                 regularizer=keras.regularizers.L2(0.05))
+        self.b = self.add_weight(shape=(self.units,), initializer="zeros", regularizer="l1")
+
+    def call(self, x):
+        return keras.ops.matmul(x, self.w) + self.b
+"""
+
+KERAS_CUSTOM = """
+    import json
+    import numpy as np
+    import keras
+{linear}
+    x, y = np.load("x.npy"), np.load("y.npy")
+    weights = [np.load(f"w{{i}}.npy") for i in range(4)]
+    model = keras.Sequential([keras.Input((5,)), Linear(4), keras.layers.Activation("tanh"),
+                              keras.layers.Dense(3, activation="softmax")])
+    model.set_weights(weights)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    h = model.fit(x, y, epochs=2, batch_size=4, shuffle=False, verbose=0).history
+    print(json.dumps({{"loss": h["loss"], "weights": [w.tolist() for w in model.get_weights()],
+                      "losses": [float(l) for l in model.losses]}}))
+"""
+
+
+def test_a_custom_layers_add_weight_regularizer_trains_as_keras_does(tmp_path: Path) -> None:
+    namespace: dict = {"keras": keras}
+    exec(LINEAR, namespace)
+    rs = np.random.RandomState(4)
+    x = rs.rand(16, 5).astype(np.float32)
+    y = rs.randint(0, 3, 16).astype(np.float32)
+    model = keras.Sequential(
+        [
+            keras.Input((5,)),
+            namespace["Linear"](4),
+            layers.Activation("tanh"),
+            layers.Dense(3, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    initial = model.get_weights()
+    initial[1] = rs.uniform(-0.5, 0.5, initial[1].shape).astype(np.float32)  # b: l1 at work
+    model.set_weights(initial)
+    save_arrays(tmp_path, x, y, initial)
+    linear = "\n".join("    " + line for line in LINEAR.splitlines())
+    theirs = run_keras(KERAS_CUSTOM.format(linear=linear), tmp_path)
+    assert len(model.losses) == 2
+    h = model.fit(x, y, epochs=2, batch_size=4, shuffle=False, verbose=0).history
+    np.testing.assert_allclose(h["loss"], theirs["loss"], rtol=2e-5)
+    for mine, keras_w in zip(model.get_weights(), theirs["weights"]):
+        np.testing.assert_allclose(mine, np.array(keras_w, np.float32), rtol=1e-4, atol=2e-6)
+    np.testing.assert_allclose([float(p) for p in model.losses], theirs["losses"], rtol=2e-5)

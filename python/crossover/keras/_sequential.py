@@ -1085,20 +1085,14 @@ class _Model(_ModelBase):
     @property
     def losses(self) -> list[_tensor.Tensor]:
         """Keras's: the regularization losses of the trainable weights, each the penalty of a
-        layer's kernel_regularizer, bias_regularizer, gamma_regularizer or beta_regularizer on the
-        weight's current values (what the engine adds to each step's loss), in the layers' order
-        and each layer's weights' (kernel before bias, gamma before beta)."""
+        layer's kernel_regularizer, bias_regularizer, gamma_regularizer or beta_regularizer, or
+        of a custom layer's add_weight(regularizer=...), on the weight's current values (what the
+        engine adds to each step's loss), layer by layer in the model's order."""
         if not self.built:
             return []
-        frozen = self._frozen_leaves()
-        out = []
-        for layer in self._weight_leaves():
-            if id(layer) in frozen:
-                continue
-            for weight in _REGULARIZED_WEIGHTS:
-                regularizer = getattr(layer, f"{weight}_regularizer", None)
-                if regularizer is not None and layer._weight(weight) is not None:
-                    out.append(regularizer(np.asarray(layer._weight(weight))))
+        out: list[_tensor.Tensor] = []
+        for item in self._layers:
+            _weight_penalties(item, True, out)
         return out
 
     @property
@@ -1309,6 +1303,28 @@ _UNSUPPORTED_METHODS = {
     "predict_on_batch": "use predict()",
     "fit_generator": "fit takes numpy arrays",
 }
+
+
+def _weight_penalties(layer: Any, trainable: bool, out: list[_tensor.Tensor]) -> None:
+    """The penalties of `layer`'s regularized trainable weights into `out` (_Model.losses): a
+    model's layers', a custom layer's own (add_weight's) then its sublayers', a built-in layer's
+    kernel, bias, gamma, beta. A frozen layer's weights add none, as Keras counts trainable ones."""
+    trainable = trainable and layer.trainable
+    if isinstance(layer, _ModelBase):
+        for item in layer._layers:
+            _weight_penalties(item, trainable, out)
+        return
+    if not trainable:
+        return
+    for w in layer.__dict__.get("_custom_weights", []):
+        if w.trainable and w.regularizer is not None:
+            out.append(w.regularizer(np.asarray(w, dtype=np.float32)))
+    for weight in _REGULARIZED_WEIGHTS:
+        regularizer = getattr(layer, f"{weight}_regularizer", None)
+        if regularizer is not None and layer._weight(weight) is not None:
+            out.append(regularizer(np.asarray(layer._weight(weight))))
+    for sub in layer._sublayers():
+        _weight_penalties(sub, trainable, out)
 
 
 def _output_heads(

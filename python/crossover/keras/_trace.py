@@ -15,6 +15,7 @@ keras.random.dropout. Anything else (Python control flow on a tensor's values, a
 NotImplementedError naming the op and the layer, never a model that computes something else."""
 
 import inspect
+import json
 import sys
 from typing import Any, Optional
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from .. import _core, _tensor
 from .._args import SEE_SUPPORTED
-from . import _names, initializers
+from . import _names, initializers, regularizers
 from ._symbolic import KerasTensor, _ordered
 
 
@@ -335,7 +336,9 @@ def binary(op: str, a: Any, b: Any) -> Any:
 
         def make() -> Any:
             init = initializers._to_json(w.initializer)
-            return _core.WeightOp(op, list(w.shape), w.name, init, w.trainable, weight_first)
+            return _core.WeightOp(
+                op, list(w.shape), w.name, init, w.trainable, weight_first, _regularizer_json(w)
+            )
 
         sig = ("weight", op, w.shape, w.name, weight_first)
         return _node(make, sig, op, [tensor], shape, weight=w)
@@ -344,6 +347,11 @@ def binary(op: str, a: Any, b: Any) -> Any:
         raise not_supported(f"{op} of a symbolic tensor and {type(other).__name__}")
     sig = ("constant", op, c, weight_first)
     return _node(lambda: _core.ConstantOp(op, c, weight_first), sig, op, [tensor], shape)
+
+
+def _regularizer_json(w: Any) -> str:
+    """add_weight's regularizer as the engine reads it (JSON text; null for none)."""
+    return json.dumps(None if w.regularizer is None else regularizers.serialize(w.regularizer))
 
 
 def negative(x: Any) -> Any:
@@ -366,7 +374,7 @@ def matmul(a: Any, b: Any) -> Any:
 
     def make() -> Any:
         init = initializers._to_json(w.initializer)
-        return _core.MatMul(int(w.shape[1]), w.name, init, w.trainable)
+        return _core.MatMul(int(w.shape[1]), w.name, init, w.trainable, _regularizer_json(w))
 
     sig = ("matmul", w.shape, w.name)
     return _node(make, sig, "matmul", [a], (int(w.shape[1]),), weight=w)

@@ -227,10 +227,16 @@ class Layer(mixed_precision.HasDTypePolicy):
     ) -> "Weight":
         """A custom layer's weight (Keras's add_weight): recorded here, made by the engine
         (its initializer drawn there) when the model is built; the op of call() that uses it
-        (matmul, x + w, x * w) holds it."""
+        (matmul, x + w, x * w) holds it. A regularizer (L1, L2, L1L2) joins the step's loss
+        and the weight's gradient in the engine, as a Dense's kernel_regularizer does."""
+        regularizer = regularizers.get(regularizer)
+        if regularizer is not None and not isinstance(regularizer, regularizers.Regularizer):
+            raise NotImplementedError(
+                f"{type(self).__name__}.add_weight: regularizer {regularizer!r} is not supported "
+                f"(yet): the engine runs keras.regularizers' L1, L2 and L1L2; {SEE_SUPPORTED}"
+            )
         reject_unsupported(
             f"{type(self).__name__}.add_weight",
-            regularizer=(regularizer, None),
             constraint=(constraint, None),
             overwrite_with_gradient=(overwrite_with_gradient, False),
         )
@@ -246,6 +252,7 @@ class Layer(mixed_precision.HasDTypePolicy):
         weights = self.__dict__.setdefault("_custom_weights", [])
         # Keras's automatic name: variable, variable_1, ... numbered in the process.
         weight = Weight(self, name or _names.uniquify("variable"), dims, init, bool(trainable))
+        weight.regularizer = regularizer
         weight._scope = _name_scope()  # Keras's path: the outer layers called on data
         weights.append(weight)
         return weight

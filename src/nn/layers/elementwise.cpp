@@ -168,7 +168,8 @@ class UnaryOpKind final : public LayerKind {
                                 " with samples of " + "shape " + shape_to_string(b.shape) +
                                 " is not supported (yet): crossover broadcasts a scalar weight "
                                 "or one of the last axis's size (a bias)");
-      b.add_param(variable(l), a.weight_shape, a.initializer, a.weight_trainable);
+      b.regularize(b.add_param(variable(l), a.weight_shape, a.initializer, a.weight_trainable),
+                   a.regularizer);
     }
     (a.operand_first ? s.a : s.b) = other;
     (a.operand_first ? s.b : s.a) = Broadcast::full;

@@ -7,6 +7,7 @@
 
 #include "nn/initializers.h"
 #include "nn/layer.h"
+#include "nn/regularizers.h"
 
 namespace crossover {
 
@@ -25,6 +26,7 @@ struct UnaryOpArgs {
   Initializer initializer = GlorotUniform();
   std::string weight_name;
   bool weight_trainable = true;
+  Regularizer regularizer;  // add_weight's regularizer (L1, L2, L1L2)
   double constant = 0.0;
   bool operand_first = false;
 };

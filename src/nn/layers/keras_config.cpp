@@ -323,6 +323,19 @@ ojson regularizer_json(const Regularizer& r) {
                {"registered_name", nullptr}};
 }
 
+Regularizer regularizer_from_keras_json(std::string_view text, const std::string& where) {
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(where, std::string("argument regularizer: not JSON: ") + e.what());
+  }
+  const json cfg = json{{"regularizer", value}};
+  const LayerRef ref{where, 0, "", "", true};
+  Reader reader(cfg, ref);
+  return reader.regularizer("regularizer");
+}
+
 void write_weight_regularizers(
     ojson& c, std::initializer_list<std::pair<const char*, const Regularizer*>> weights) {
   for (const auto& [w, r] : weights) c[std::string(w) + "_regularizer"] = regularizer_json(*r);

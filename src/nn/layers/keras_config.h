@@ -190,6 +190,10 @@ void write_null_regularizers(ojson& c, std::initializer_list<const char*> weight
 // A regularizer as Keras 3.15 serializes it ({"module": "keras.regularizers", "class_name": "L2",
 // "config": {"l2": 0.01}, ...}); null for none.
 ojson regularizer_json(const Regularizer& r);
+// A regularizer from its Keras JSON text ("l2", a serialized L2, null), as a layer's field is
+// read (Reader::regularizer): what a custom layer's add_weight(regularizer=...) hands the engine.
+// Error(where, "argument regularizer: ...") for one crossover does not run.
+Regularizer regularizer_from_keras_json(std::string_view text, const std::string& where);
 // weight_regularizers's counterpart: each "<w>_regularizer" as regularizer_json, then each
 // "<w>_constraint" null.
 void write_weight_regularizers(
