@@ -208,6 +208,7 @@ void bind_traced_ops_and_registry(nb::module_& m) {
       d["takes_images"] = k->takes_images();
       d["is_model_input"] = k->is_model_input();
       d["merges"] = k->merges();
+      d["declares_input"] = k->declares_input();
       // Its Keras class's own arguments in __init__'s order (LayerKind::keras_arguments):
       // (name, default as JSON text, required, keyword only); None where Python makes the class
       // otherwise (keras.Input, the traced ops).

@@ -421,6 +421,13 @@ TEST(Cli, AKerasFilesOptimizerOrLossArgumentOutOfRangeIsOneLineAndExitCode2) {
   std::ofstream(dir + "/huber.json") << huber.dump();
   expect_usage_error("train --model " + dir + "/huber.json --data mnist-10k --epochs 1",
                      "huber.json: compile_config field loss: Huber delta must be positive, got -1");
+  // A regularizer crossover does not run: one line naming the layer and the field, exit code 2.
+  nlohmann::json regularized = model;
+  regularized["config"]["layers"][2]["config"]["kernel_regularizer"] = {
+      {"module", "keras.regularizers"}, {"class_name", "L2"}, {"config", {{"l2", -0.5}}}};
+  std::ofstream(dir + "/regularized.json") << regularized.dump();
+  expect_usage_error("train --model " + dir + "/regularized.json --data mnist-10k --epochs 1",
+                     "regularized.json: layer 'dense' field kernel_regularizer: regularizer ");
 }
 
 TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {

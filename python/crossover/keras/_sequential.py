@@ -1321,8 +1321,9 @@ def _weight_penalties(layer: Any, trainable: bool, out: list[_tensor.Tensor]) ->
             out.append(w.regularizer(np.asarray(w, dtype=np.float32)))
     for weight in _REGULARIZED_WEIGHTS:
         regularizer = getattr(layer, f"{weight}_regularizer", None)
-        if regularizer is not None and layer._weight(weight) is not None:
-            out.append(regularizer(np.asarray(layer._weight(weight))))
+        value = layer._weight(weight) if regularizer is not None else None
+        if value is not None:
+            out.append(regularizer(np.asarray(value)))
     for sub in layer._sublayers():
         _weight_penalties(sub, trainable, out)
 

@@ -1000,7 +1000,7 @@ class _Builtin(Layer):
         spec = _KINDS[kind]
         cls._kind = kind
         cls._arguments = [(n, json.loads(d), r, k) for n, d, r, k in spec["arguments"]]
-        cls._declares_input = kind == "Flatten"  # a Sequential's first layer may declare it
+        cls._declares_input = spec["declares_input"]  # Flatten: it may declare the model's input
         if "__init__" not in vars(cls):
             cls.__init__ = _builtin_init(cls)  # type: ignore[method-assign]
 
@@ -1087,10 +1087,9 @@ def _builtin_init(cls: type) -> Callable[..., None]:
             parameters.append(inspect.Parameter(name, kind))
         else:
             parameters.append(inspect.Parameter(name, kind, default=_attribute(name, default)))
+    # The kind lists its keyword-only arguments last (LayerKinds.KerasArgumentsAreTheReaders-
+    # Defaults checks it), as a signature has them.
     parameters.append(inspect.Parameter("kwargs", kinds.VAR_KEYWORD))
-    # Keyword-only ones after the positional ones, as a signature has them.
-    parameters.sort(key=lambda p: p.kind == kinds.KEYWORD_ONLY and p.name != "kwargs")
-    parameters.sort(key=lambda p: p.kind == kinds.VAR_KEYWORD)
     __init__.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     __init__.__qualname__ = f"{cls.__name__}.__init__"
     return __init__
