@@ -534,8 +534,8 @@ TEST_F(CudaBackendTest, RegularizeMatchesCpu) {
       StepCounters* gc = gm.counters(start);
       float* gcpu = gradient ? cm.values(g) : nullptr;
       float* ggpu = gradient ? gm.values(g) : nullptr;
-      cpu_->regularize(cm.values(w), gcpu, n, 0.03f, 0.2f, cc, 7);
-      gpu_->regularize(gm.values(w), ggpu, n, 0.03f, 0.2f, gc, 7);
+      cpu_->regularize(cm.values(w), gcpu, n, 0.03f, 0.2f, 0.0f, cc, 7);
+      gpu_->regularize(gm.values(w), ggpu, n, 0.03f, 0.2f, 0.0f, gc, 7);
       if (gradient)
         expect_close(gm.get(ggpu, static_cast<std::size_t>(n)),
                      cm.get(gcpu, static_cast<std::size_t>(n)), 1e-6, 1e-7, "grad");

@@ -358,7 +358,8 @@ TEST(LayerKinds, KerasArgumentsAreTheReadersDefaults) {
       EXPECT_TRUE(names.count(it.key())) << "writes " << it.key() << ", not an argument";
     }
   }
-  EXPECT_EQ(listed, static_cast<int>(layer_kinds().size()) - 4);  // but InputLayer and the ops
+  // All but InputLayer and the traced ops (BinaryOp, UnaryOp, Reduce, AddLoss).
+  EXPECT_EQ(listed, static_cast<int>(layer_kinds().size()) - 5);
   // One default changed is another layer: the comparison above can fail.
   EXPECT_NE(layer_config_to_json(layer_from_config("Dense", R"({"units": 4})")),
             layer_config_to_json(layer_from_config("Dense", R"({"units": 4, "use_bias": false})")));
@@ -433,15 +434,19 @@ TEST(ModelIoKerasJson, RefusesWhatItCannotRunWithOneLineNamingLayerAndField) {
                    "class_name Graph is not supported: only Sequential and functional models");
   const json l2 = json::parse(R"({"module": "keras.regularizers", "class_name": "L2",
                                    "config": {"l2": 0.01}, "registered_name": null})");
-  // L1, L2 and L1L2 as kernel and bias regularizers run (tests/regularizer_test.cpp); others,
-  // and activity regularizers, are refused naming the field.
+  // L1, L2 and L1L2 as kernel, bias and activity regularizers run (tests/regularizer_test.cpp,
+  // activity_regularizer_test.cpp); others are refused naming the field.
   const json orthogonal = json::parse(R"({"module": "keras.regularizers",
       "class_name": "OrthogonalRegularizer", "config": {"factor": 0.01, "mode": "rows"}})");
   EXPECT_ERROR_HAS(
       model_from_json(keras3_with("dense", "kernel_regularizer", orthogonal), "r.json"),
       "r.json: layer 'dense' field kernel_regularizer: regularizer ");
-  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense_1", "activity_regularizer", l2), "r"),
-                   "layer 'dense_1' field activity_regularizer: activity regularizers are not");
+  EXPECT_ERROR_HAS(model_from_json(keras3_with("dense_1", "activity_regularizer", orthogonal), "r"),
+                   "layer 'dense_1' field activity_regularizer: regularizer ");
+  const Sequential with_activity =
+      model_from_json(keras3_with("dense_1", "activity_regularizer", l2), "r");
+  EXPECT_EQ(with_activity.layers().back().name, "dense_1");
+  EXPECT_EQ(with_activity.layers().back().activity.l2, 0.01);
   const json maxnorm = json::parse(R"({"class_name": "MaxNorm", "config": {"max_value": 2}})");
   EXPECT_ERROR_HAS(model_from_json(keras3_with("dense", "bias_constraint", maxnorm), "c"),
                    "layer 'dense' field bias_constraint: constraints are not supported");

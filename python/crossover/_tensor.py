@@ -731,6 +731,8 @@ def _unary_float(name: str, f: Any, grad: Any) -> Any:
     """An element-wise op of a float tensor; grad(x, out, g) is its backward, with these ops."""
 
     def op(x: Any, name: Any = None) -> Tensor:
+        if (trace := _traced(x)) is not None:
+            return trace.unary(op.__name__, x, f"tf.{op.__name__}")
         v = _float_arg(x, op.__name__)
 
         def backward(g: Any, need: Any) -> Any:
@@ -837,6 +839,8 @@ rsqrt = _unary_float(
 
 
 def square(x: Any, name: Any = None) -> Tensor:
+    if (trace := _traced(x)) is not None:
+        return trace.unary("square", x, "tf.square")
     v = _arr(x)
     return _out(np.square(v), (x,), lambda g, need: (multiply(g, multiply(x, 2)),))
 

@@ -227,13 +227,14 @@ CROSSOVER_BACKEND_OP(metric_sum, (MetricKind kind, const float* pred, const floa
 // Reads counters->step (t = step + 1), writes counters->learning_rate from the schedule,
 // applies clipping, then increments counters->step and counters->batch_index. With no params
 // (the layers were updated by dense_backward_weights_update) only that bookkeeping is done.
-// Keras's weight regularizers (nn/regularizers.h) of one parameter of n values: its penalty,
-// l1 sum(|value|) + l2 sum(value^2), times `rows` added to counters->loss_sum (a batch's loss
+// Keras's regularizers (nn/regularizers.h) of n values (a parameter's, after backward and the
+// ranks' sum, before optimizer_step; a layer's output under an activity regularizer or an
+// add_loss term, in the passes): the penalty, l1 sum(|value|) + l2 sum(value^2) + linear
+// sum(value), times `rows` added to counters->loss_sum where counters is not null (a batch's loss
 // holds it, as Keras's compute_loss adds the layers' losses, in fit and in evaluate); where grad
-// is not null, its gradient, l1 sign(value) + 2 l2 value, added to grad (kernel_math.h's
-// regularizer_penalty and regularizer_gradient). After backward and the ranks' sum, before
-// optimizer_step.
-CROSSOVER_BACKEND_OP(regularize, (const float* value, float* grad, int64_t n, float l1, float l2, StepCounters* counters, int64_t rows), (value, grad, n, l1, l2, counters, rows), pure, optimizer, (r.n = n, r.gradient = grad != nullptr), regularizer)
+// is not null, its gradient, l1 sign(value) + 2 l2 value + linear, added to grad (kernel_math.h's
+// regularizer_penalty and regularizer_gradient).
+CROSSOVER_BACKEND_OP(regularize, (const float* value, float* grad, int64_t n, float l1, float l2, float linear, StepCounters* counters, int64_t rows), (value, grad, n, l1, l2, linear, counters, rows), pure, optimizer, (r.n = n, r.gradient = grad != nullptr), regularizer)
 CROSSOVER_BACKEND_OP(optimizer_step, (const OptimizerConfig& config, std::span<const ParamSlot> params, StepCounters* counters), (config, params, counters), pure, optimizer, (r.optimizer = config; for (const ParamSlot& p : params) r.segments.push_back(p.n)), optimizer)
 
 // ---- the weight gradient and that layer's update in one call ----

@@ -28,7 +28,8 @@ std::string rules_broken(const FusedModelView& m) {
   if (m.ranks > 1) return fmt::format("it trains on {} ranks (one process only)", m.ranks);
   if (m.sample_weights) return "the fit has sample or class weights";
   if (m.extra_metrics > 0) return "it computes metrics beyond the loss's accuracy";
-  if (m.regularized) return "a weight has a regularizer";
+  if (m.regularized)
+    return "a weight or a layer's output has a regularizer, or a layer adds a loss";
   if (!m.fp32) return "its dense products are not fp32";
   if (m.loss != LossKind::sparse_categorical_crossentropy &&
       m.loss != LossKind::categorical_crossentropy)

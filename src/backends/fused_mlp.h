@@ -69,9 +69,11 @@ struct FusedModelView {
   OptimizerConfig optimizer;
   int ranks = 1;
   bool sample_weights = false;
-  int extra_metrics = 0;     // compiled metrics beyond the loss's accuracy
-  bool fp32 = true;          // the dense GEMMs' precision is fp32 (not tf32, not bf16)
-  bool regularized = false;  // a weight has a regularizer (Keras's kernel_regularizer)
+  int extra_metrics = 0;  // compiled metrics beyond the loss's accuracy
+  bool fp32 = true;       // the dense GEMMs' precision is fp32 (not tf32, not bf16)
+  // A weight has a regularizer (Keras's kernel_regularizer), or a layer's output (its
+  // activity_regularizer, an add_loss term): terms the fused step does not compute.
+  bool regularized = false;
 };
 
 // "" and `step`'s layers, loss and optimizer filled when the model is eligible; otherwise one

@@ -11,15 +11,16 @@
 
 namespace crossover {
 
-// Keras's weight regularizers (L1, L2, L1L2) at one weight w, in float32 as Keras's: its share
-// of the penalty, l1 |w| + l2 w^2, and of its gradient, l1 sign(w) + 2 l2 w (sign(0) = 0, as
-// TensorFlow's).
-CROSSOVER_HD float regularizer_penalty(float w, float l1, float l2) {
-  return l1 * (w < 0.0f ? -w : w) + l2 * (w * w);
+// Keras's regularizers (L1, L2, L1L2) at one value w (a weight, or an output under an activity
+// regularizer), and an add_loss term's sum (linear), in float32 as Keras's: its share of the
+// penalty, l1 |w| + l2 w^2 + linear w, and of its gradient, l1 sign(w) + 2 l2 w + linear
+// (sign(0) = 0, as TensorFlow's).
+CROSSOVER_HD float regularizer_penalty(float w, float l1, float l2, float linear) {
+  return l1 * (w < 0.0f ? -w : w) + l2 * (w * w) + linear * w;
 }
-CROSSOVER_HD float regularizer_gradient(float w, float l1, float l2) {
+CROSSOVER_HD float regularizer_gradient(float w, float l1, float l2, float linear) {
   const float sign = w > 0.0f ? 1.0f : (w < 0.0f ? -1.0f : 0.0f);
-  return l1 * sign + 2.0f * l2 * w;
+  return l1 * sign + 2.0f * l2 * w + linear;
 }
 
 CROSSOVER_HD float scheduled_learning_rate(const LearningRateSchedule& s, int64_t step) {

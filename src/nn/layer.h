@@ -18,6 +18,7 @@
 #include "backends/backend.h"
 #include "core/tensor.h"
 #include "nn/initializers.h"
+#include "nn/regularizers.h"
 
 namespace crossover {
 
@@ -73,6 +74,10 @@ struct Layer {
   // and no update in fit, and count as non-trainable; a BatchNormalization runs in inference mode
   // in fit (its moving statistics used, not updated). The order of the weights is unchanged.
   bool trainable = true;
+  // Keras's activity_regularizer (every layer takes one): its penalty on the layer's output,
+  // divided by the batch's size as Keras 3 divides it, joins the loss of fit's and evaluate's
+  // steps, and its gradient the output's (StepPlan's passes). ActivityRegularization's l1 and l2.
+  Regularizer activity;
   // The layers this one is built from, each of its own kind (LayerBuilder::build_inner): a
   // wrapper's layer (TimeDistributed), a recurrent layer's cell. Their parameters count as this
   // layer's, each named "<layer>/<inner>/<variable>" and kept in Keras's weights files under the

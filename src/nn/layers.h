@@ -11,6 +11,7 @@
 
 #include "nn/layer.h"
 #include "nn/layers/activation.h"
+#include "nn/layers/activity_regularization.h"
 #include "nn/layers/add.h"
 #include "nn/layers/batch_normalization.h"
 #include "nn/layers/concatenate.h"

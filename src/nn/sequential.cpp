@@ -143,15 +143,16 @@ std::vector<NamedTensor> Sequential::gradients(const Tensor& x, const Tensor& y)
   for (std::size_t i = 0; i < m.graph.layers.size(); ++i)
     if (layer_kind(m.graph.layers[i]).random_in_training(m.graph.layers[i]))
       throw Error("gradients", "dropout layers must have rate 0 for a deterministic gradient");
-  // A training pass (dropout at rate 0 keeps every unit), then its backward pass.
-  m.forward(plan, n, true, false, 0, m.eval_counters());
+  // A training pass (dropout at rate 0 keeps every unit), then its backward pass; the layers'
+  // loss terms (activity regularizers, add_loss) join the loss's gradient, as in fit's step.
+  m.forward(plan, n, true, false, 0, m.eval_counters(), 0, n);
   // A frozen layer's gradients are not computed: they read zero.
   m.backend->fill(m.arena.data() + m.arena.floats, 0.0f, m.arena.floats);
   m.backend->loss_forward_backward(m.losses.loss, m.losses.loss_activation(),
                                    m.final_output(plan, true), plan.targets.as<float>(), nullptr,
                                    nullptr, plan.grads[0].as<float>(), n, m.output_width(), nullptr,
                                    n);
-  m.backward(&plan, n);
+  m.backward(&plan, n, nullptr, n);
   m.backend->synchronize();
   std::vector<NamedTensor> out;
   for (const Impl::Param& p : m.arena.params) {

@@ -211,8 +211,9 @@ class GraphBuilder {
   // those of the first call.
   int again(int call, std::vector<int> inputs);
   int again(int call, int input) { return again(call, std::vector<int>{input}); }
-  // The layers that `output` depends on, in order, ending with it (those it does not depend on
-  // are left out, as Keras leaves them out of keras.Model(inputs, outputs)). The model's inputs
+  // The layers that `output` and the add_loss terms (AddLoss, before it) depend on, in order,
+  // ending with it (those they do not depend on are left out, as Keras leaves them out of
+  // keras.Model(inputs, outputs)). The model's inputs
   // are the inputs made here, in `model_inputs`' order (empty: the order they were made in).
   LayerGraph graph(int output, std::vector<int> model_inputs = {}) const;
   // The same for a model of several outputs, in this order.

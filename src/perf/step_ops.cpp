@@ -473,11 +473,12 @@ void price_metric(OpBuilder& b) {
   o.bytes_written = 0;
 }
 
-// A weight's regularizer (Keras's kernel_regularizer): reads the weight (and the gradient it adds
-// to), writes the gradient; its penalty is one sum.
+// A regularizer (a weight's kernel_regularizer after backward; a layer's activity regularizer or
+// add_loss term, in the passes): reads the values (and the gradient it adds to), writes the
+// gradient; its penalty is one sum.
 void price_regularizer(OpBuilder& b) {
   Op& o = b.o;
-  o.name = b.at + (b.c.gradient ? "weight penalty and its gradient" : "weight penalty");
+  o.name = b.at + (b.c.gradient ? "penalty gradient" : "penalty");
   o.kernel = "regularize";
   o.elements = b.n;
   o.bytes_read = kFloat * b.n * (b.c.gradient ? 2 : 1);

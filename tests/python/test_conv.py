@@ -59,7 +59,7 @@ def test_keras_defaults_and_int_or_tuple_arguments():
     [
         (lambda: layers.Conv2D(8, 3, groups=2), "groups"),
         (lambda: layers.Conv2D(8, 3, data_format="channels_first"), "data_format"),
-        (lambda: layers.Conv2D(8, 3, activity_regularizer="l2"), "activity_regularizer"),
+        (lambda: layers.Conv2D(8, 3, kernel_constraint="max_norm"), "kernel_constraint"),
         (lambda: layers.Conv2D(8, 3, padding="causal"), "padding"),
         (lambda: layers.MaxPooling2D(0), "pool_size"),
     ],

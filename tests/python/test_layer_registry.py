@@ -16,7 +16,7 @@ from crossover.keras import layers
 
 # The ops a custom layer's call() is traced into (keras/_trace.py): engine kinds without a Keras
 # layer class, which model files refuse.
-ENGINE_ONLY = {"BinaryOp", "UnaryOp", "Reduce"}
+ENGINE_ONLY = {"BinaryOp", "UnaryOp", "Reduce", "AddLoss"}
 KINDS = [k for k in _core.layer_kinds() if k["class_name"] not in ENGINE_ONLY]
 
 # What a kind cannot be made without (Keras gives these no default either).

@@ -98,8 +98,6 @@ def test_regularized_models_train_as_keras_does(optimizer: str, tmp_path: Path) 
 def test_a_regularizer_the_engine_lacks_is_one_clear_error_naming_the_argument() -> None:
     with pytest.raises(ValueError, match="Dense: argument kernel_regularizer: regularizer"):
         layers.Dense(3, kernel_regularizer=lambda w: 0.1 * w.sum())
-    with pytest.raises(ValueError, match="activity_regularizer"):
-        layers.Dense(3, activity_regularizer="l2")
     with pytest.raises(ValueError, match="Invalid value for argument l2"):
         regularizers.L2(-1.0)
     with pytest.raises(AttributeError, match="OrthogonalRegularizer is not in the engine"):

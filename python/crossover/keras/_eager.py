@@ -145,8 +145,11 @@ def add_loss(layer: Any, loss: Any) -> None:
     from . import _trace
 
     values = list(loss) if isinstance(loss, (list, tuple)) else [loss]
-    if any(_trace.symbolic(v) for v in values) or _trace._traces:
-        raise _trace.not_in_a_model(layer)
+    traced = any(_trace.is_loss_term(v) or _trace.symbolic(v) for v in values)
+    if traced or _trace._sinks:  # in a call() traced into a model: terms of its graph
+        for v in values:
+            _trace.add_loss_term(layer, v)
+        return
     if not _calls:
         raise ValueError(
             "`add_loss()` can only be called from inside `build()` or `call()`, on a tensor "

@@ -938,6 +938,14 @@ class _Model(_ModelBase):
         loss = self.loss if self._user_compiled else None
         if loss is None:
             raise ValueError("No loss to compute. Provide a `loss` argument in `compile()`.")
+        if self.built and (any(_has_loss_terms(item) for item in self._layers) or self.losses):
+            # Keras's adds model.losses, which the engine computes in its own steps only.
+            raise NotImplementedError(
+                f"compute_loss of model '{self.name}': its regularizers or add_loss() terms are "
+                "computed by the engine in fit's and evaluate's own steps, not under a "
+                "GradientTape (a custom train_step, or a loss or metric computed in Python): "
+                f"not supported (yet); {SEE_SUPPORTED}"
+            )
         if getattr(self, "_eager_loss", None) is not None:
             return self._eager_loss(y, y_pred, sample_weight)
         if not isinstance(loss, losses_module.Loss):
@@ -1082,6 +1090,11 @@ class _Model(_ModelBase):
                     out.append(_tape.tag_variable(_tensor.tensor(values[i]), layer, i))
         return out
 
+    def add_loss(self, loss: Any) -> None:
+        """Keras's add_loss in a subclassed model's call(): traced, a term of fit's and
+        evaluate's loss (keras/_trace.py's LossTerm), as a layer's."""
+        Layer.add_loss(self, loss)  # type: ignore[arg-type]
+
     @property
     def losses(self) -> list[_tensor.Tensor]:
         """Keras's: the regularization losses of the trainable weights, each the penalty of a
@@ -1090,6 +1103,13 @@ class _Model(_ModelBase):
         engine adds to each step's loss), layer by layer in the model's order."""
         if not self.built:
             return []
+        if any(_has_loss_terms(item) for item in self._layers):
+            raise NotImplementedError(
+                f"model '{self.name}'.losses: the model's activity regularizers or add_loss() "
+                "terms are computed by the engine in fit and evaluate, not as tensors of a "
+                "call (a GradientTape loop's sum(model.losses)): not supported (yet); "
+                f"{SEE_SUPPORTED}"
+            )
         out: list[_tensor.Tensor] = []
         for item in self._layers:
             _weight_penalties(item, True, out)
@@ -1303,6 +1323,22 @@ _UNSUPPORTED_METHODS = {
     "predict_on_batch": "use predict()",
     "fit_generator": "fit takes numpy arrays",
 }
+
+
+def _has_loss_terms(layer: Any) -> bool:
+    """Whether a layer (or a model, or a custom layer's traced ops) has an activity regularizer
+    or an add_loss() term (keras/_trace.py's AddLoss and ActivityRegularization ops)."""
+    if isinstance(layer, _ModelBase):
+        return any(_has_loss_terms(item) for item in layer._layers)
+    if getattr(layer, "activity_regularizer", None) is not None:
+        return True
+    signature = getattr(layer, "_signature", None)
+    if signature and signature[0] in ("add_loss", "activity"):
+        return True
+    ops = layer.__dict__.get("_op_layers", [])
+    return any(_has_loss_terms(op) for op in ops) or any(
+        _has_loss_terms(sub) for sub in layer._sublayers()
+    )
 
 
 def _weight_penalties(layer: Any, trainable: bool, out: list[_tensor.Tensor]) -> None:

@@ -119,7 +119,9 @@ def is_symbolic(value: Any) -> bool:
 
 def _ordered(outputs: list[KerasTensor]) -> list[KerasTensor]:
     """The tensors the outputs depend on, in Keras's order of its layers (Functional's
-    _operations: by decreasing depth from the outputs, ties in depth-first order)."""
+    _operations: by decreasing depth from the outputs, ties in depth-first order), with the
+    add_loss terms their calls made (keras/_trace.py: the tensors that ride on a call's output,
+    read by no layer), each before the output it rides on."""
     post: list[KerasTensor] = []
     seen: set[int] = set()
 
@@ -129,6 +131,8 @@ def _ordered(outputs: list[KerasTensor]) -> list[KerasTensor]:
         seen.add(id(t))
         for parent in t._inputs:
             visit(parent)
+        for rider in getattr(t, "_riders", ()):
+            visit(rider)
         post.append(t)
 
     for output in outputs:

@@ -10,9 +10,13 @@ The ops a call() may apply: +, -, *, / (and add, subtract, multiply, divide, max
 between two tensors of one shape, or one whose last axis is 1 (keepdims), between a tensor and a
 weight of the last axis's size (a bias) or a scalar weight, or a Python number; unary minus;
 matmul of a (batch, K) tensor by a (K, M) weight; relu, sigmoid, tanh, softmax and the other
-activations; mean and sum over the last axis with keepdims=True; concatenate on the last axis;
-keras.random.dropout. Anything else (Python control flow on a tensor's values, another op) raises
-NotImplementedError naming the op and the layer, never a model that computes something else."""
+activations, exp, square; mean and sum over the last axis with keepdims=True; concatenate on the
+last axis; keras.random.dropout. add_loss() of a number times the mean or the sum of every value
+of a tensor (ops.mean(x), tf.reduce_sum(x): a LossTerm), or of a sum of such terms, adds them to
+the loss of fit and evaluate (an AddLoss node each, nn/layers/activity_regularization.cpp); a
+layer's activity_regularizer (L1, L2, L1L2) is an ActivityRegularization node on its output.
+Anything else (Python control flow on a tensor's values, another op) raises NotImplementedError
+naming the op and the layer, never a model that computes something else."""
 
 import inspect
 import json
@@ -39,6 +43,133 @@ class _Trace:
 
 
 _traces: list[_Trace] = []
+# The add_loss terms (AddLoss nodes) of each call being traced (a custom layer's, a subclassed
+# model's): the call's outputs carry them (_finish_call), so that the model's graph holds them.
+_sinks: list[list[KerasTensor]] = []
+
+
+class LossTerm:
+    """What add_loss() takes in a traced call: a sum of terms `scale * mean(x)` or
+    `scale * sum(x)`, x a symbolic tensor and the mean or sum over every value of the batch (Keras
+    adds such a scalar to the loss). Numbers scale it; terms add; nothing else is an op on it."""
+
+    def __init__(self, terms: list[tuple[KerasTensor, bool, float]]) -> None:
+        self.terms = terms  # (tensor, mean, scale)
+        self.shape: tuple[int, ...] = ()
+
+    def _scaled(self, factor: Any, op: str) -> "LossTerm":
+        c = _number(factor)
+        if c is None:
+            raise not_supported(f"{op} of a loss term (a mean or sum) and {type(factor).__name__}")
+        return LossTerm([(t, mean, scale * c) for t, mean, scale in self.terms])
+
+    def __mul__(self, other: Any) -> "LossTerm":
+        return self._scaled(other, "multiply")
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> "LossTerm":
+        c = _number(other)
+        if c is None or c == 0:
+            raise not_supported(f"divide of a loss term (a mean or sum) by {other!r}")
+        return self._scaled(1.0 / c, "divide")
+
+    def __neg__(self) -> "LossTerm":
+        return self._scaled(-1.0, "negative")
+
+    def __pos__(self) -> "LossTerm":
+        return self
+
+    def __add__(self, other: Any) -> "LossTerm":
+        if isinstance(other, LossTerm):
+            return LossTerm(self.terms + other.terms)
+        if _number(other) == 0.0:
+            return self  # sum(model.losses) starts from 0
+        raise not_supported(f"add of a loss term (a mean or sum) and {type(other).__name__}")
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> "LossTerm":
+        return self + (-other if isinstance(other, LossTerm) else _refuse_term(other, "subtract"))
+
+    def __rsub__(self, other: Any) -> "LossTerm":
+        return -self + other
+
+    def __bool__(self) -> bool:
+        raise not_supported("Python control flow on a loss term's value")
+
+    def __float__(self) -> float:
+        raise not_supported("the value of a loss term (a mean or sum of a symbolic tensor)")
+
+    def __repr__(self) -> str:
+        parts = [f"{s:g} * {'mean' if m else 'sum'}({t.name})" for t, m, s in self.terms]
+        return f"<LossTerm {' + '.join(parts)}>"
+
+
+def _refuse_term(other: Any, op: str) -> Any:
+    raise not_supported(f"{op} of a loss term (a mean or sum) and {type(other).__name__}")
+
+
+def is_loss_term(value: Any) -> bool:
+    return isinstance(value, LossTerm)
+
+
+def add_loss_term(layer: Any, value: Any) -> None:
+    """add_loss(value) in a traced call: an AddLoss node per term, carried by the call's outputs.
+    A symbolic tensor that is not a full mean or sum (a per-sample loss) is refused."""
+    if not isinstance(value, LossTerm):
+        raise not_supported(
+            f"add_loss() of a symbolic tensor of shape {getattr(value, 'shape', None)} (crossover "
+            "adds a number times the mean or the sum of a tensor's values: ops.mean(x), "
+            "tf.reduce_sum(x))"
+        )
+    if not _sinks:
+        raise not_in_a_model(layer)
+    for tensor, mean, scale in value.terms:
+        sig = ("add_loss", mean, scale)
+        made = lambda m=mean, s=scale: _core.AddLoss(s, m)  # noqa: E731
+        _sinks[-1].append(_node(made, sig, "add_loss", [tensor], tuple(tensor.shape[1:])))
+
+
+def finish_outputs(sinks: list[KerasTensor], out: Any) -> Any:
+    """A traced model call's outputs (a tensor, or a list, tuple or dict of them) with its
+    add_loss terms (_finish_call)."""
+    if not sinks:
+        return out
+    if isinstance(out, KerasTensor):
+        return _finish_call(sinks, [out]).get(id(out), out)
+    items = list(out.values()) if isinstance(out, dict) else list(out)
+    tensors = [t for t in items if isinstance(t, KerasTensor)]
+    if not tensors:
+        raise not_supported("add_loss() in a call() that returns no symbolic tensor")
+    replaced = _finish_call(sinks, tensors)
+    new = [replaced.get(id(t), t) if isinstance(t, KerasTensor) else t for t in items]
+    if isinstance(out, dict):
+        return dict(zip(out.keys(), new))
+    return type(out)(new) if isinstance(out, tuple) else new
+
+
+def _finish_call(sinks: list[KerasTensor], outputs: list[KerasTensor]) -> dict[int, KerasTensor]:
+    """A traced call's add_loss terms: one on an output itself becomes that output (an AddLoss
+    is the identity on its input), the others ride on the first output (_symbolic._ordered
+    visits them with it). Returns the outputs replaced, by id."""
+    replaced: dict[int, KerasTensor] = {}
+    riders = []
+    for sink in sinks:
+        source = sink._inputs[0]
+        at = replaced.get(id(source), source)
+        if any(at is o or replaced.get(id(o)) is at for o in outputs):
+            sink._inputs = [at]
+            replaced[id(source)] = sink
+            for o in outputs:
+                if replaced.get(id(o)) is at:
+                    replaced[id(o)] = sink
+        else:
+            riders.append(sink)
+    if riders:
+        first = replaced.get(id(outputs[0]), outputs[0])
+        first._riders = list(getattr(first, "_riders", [])) + riders
+    return replaced
 
 
 def _engine(class_name: str, **config: Any) -> Any:
@@ -60,31 +191,19 @@ def not_supported(what: str) -> NotImplementedError:
     return NotImplementedError(
         f"{what} {_where()} is not supported (yet): crossover traces a custom layer's call() "
         "into engine ops (element-wise arithmetic with broadcasting of the last axis, matmul "
-        "by a weight, activations, mean and sum over the last axis, concatenate, dropout); "
+        "by a weight, activations, exp, square, mean and sum over the last axis, concatenate, "
+        "dropout, add_loss of a mean or sum); "
         f"{SEE_SUPPORTED}"
     )
 
 
 def not_in_a_model(layer: Any) -> NotImplementedError:
-    """add_loss in a call() traced into a model: the engine trains only the compiled loss."""
+    """add_loss of a symbolic value outside a traced call (a functional model's add_loss)."""
     return NotImplementedError(
-        f"add_loss() in the call() of '{layer.name}' ({type(layer).__name__}) in a model that "
-        "fit, evaluate or predict runs is not supported (yet): crossover's engine trains the "
-        "loss given to compile() only (add_loss works in calls on data, where `layer.losses` "
-        f"has it); {SEE_SUPPORTED}"
+        f"add_loss() on '{layer.name}' ({type(layer).__name__}) of a symbolic value outside a "
+        "layer's or a model's call() is not supported (yet): call add_loss in call(); "
+        f"{SEE_SUPPORTED}"
     )
-
-
-def adds_loss(obj: Any) -> bool:
-    """Whether a class's own call() calls self.add_loss (looked for before it is traced: the
-    loss's expression would fail first, with a message about its op)."""
-    for cls in type(obj).__mro__:
-        if cls.__module__.startswith("crossover."):
-            break
-        code = getattr(vars(cls).get("call"), "__code__", None)
-        if code is not None and "add_loss" in code.co_names:
-            return True
-    return False
 
 
 # --- a custom layer called on a symbolic tensor ----------------------------------------------
@@ -98,13 +217,12 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
         )
     if _traces and _traces[-1].layer is layer:
         raise NotImplementedError(f"layer '{layer.name}' calling itself is not supported (yet)")
-    if adds_loss(layer):
-        raise not_in_a_model(layer)
     if not getattr(layer, "_custom_built", False):
         layer.build(tuple(inputs.shape))
         layer._custom_built = True
     trace = _Trace(layer)
     _traces.append(trace)
+    _sinks.append([])
     try:
         try:
             params = inspect.signature(layer.call).parameters
@@ -117,7 +235,11 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
         if unknown:
             raise TypeError(f"{type(layer).__name__}.call got unexpected arguments {unknown}")
         out = layer.call(inputs, **given)
+        if isinstance(out, KerasTensor):
+            out = _finish_call(_sinks[-1], [out]).get(id(out), out)
+            out = _activity(layer, out)
     finally:
+        _sinks.pop()
         _traces.pop()
     if not isinstance(out, KerasTensor):
         raise NotImplementedError(
@@ -141,6 +263,19 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     # The call as one node (summary's row, Layer.output); the graph holds its ops.
     layer._output_tensor = KerasTensor(out.shape, layer, [_shown(inputs)])
     return out
+
+
+def _activity(layer: Any, out: KerasTensor) -> KerasTensor:
+    """A custom layer's activity_regularizer (L1, L2, L1L2): an ActivityRegularization node on
+    its output (Keras adds R(output) / batch size to the loss)."""
+    r = getattr(layer, "activity_regularizer", None)
+    if r is None:
+        return out
+    if not isinstance(r, regularizers.Regularizer):
+        raise not_supported(f"activity_regularizer {r!r} (crossover runs L1, L2 and L1L2)")
+    l1, l2 = regularizers._factors(r)
+    made = lambda: _engine("ActivityRegularization", l1=l1, l2=l2)  # noqa: E731
+    return _node(made, ("activity", l1, l2), "activity_regularization", [out], tuple(out.shape[1:]))
 
 
 def _shown(tensor: Any) -> Any:
@@ -406,8 +541,22 @@ def _last_axis(x: Any, axis: Any, op: str) -> None:
         raise not_supported(f"{op} over axis {axis!r} (crossover has the last axis, -1)")
 
 
+def unary(op: str, x: Any, api: str = "") -> Any:
+    """exp (the exponential activation) and square (x * x) of a symbolic tensor."""
+    if not _is_tensor(x):
+        raise not_supported(f"{op} of {type(x).__name__}")
+    if op == "exp":
+        return activation("exponential", x)
+    if op == "square":
+        return binary("multiply", x, x)
+    raise not_supported(api or f"the op '{op}'")
+
+
 def reduce(op: str, x: Any, axis: Any, keepdims: bool) -> Any:
-    """mean or sum over the last axis, keepdims=True."""
+    """mean or sum over the last axis, keepdims=True; over every value (axis None: a LossTerm,
+    for add_loss)."""
+    if axis is None and not keepdims and _is_tensor(x):
+        return LossTerm([(x, op == "mean", 1.0)])
     _last_axis(x, axis, op)
     if not keepdims:
         raise not_supported(f"{op} with keepdims=False (crossover keeps the axis: keepdims=True)")

@@ -497,8 +497,6 @@ class Subclassed(Functional):
             raise TypeError(
                 f"{type(self).__name__}.call() got an unexpected keyword argument '{unknown[0]}'"
             )
-        if _trace.adds_loss(self):
-            raise _trace.not_in_a_model(self)
         if "training" in params:
             if _modes:  # traced for keywords of its own: the mode Keras would call it in
                 mode = _modes[-1].training
@@ -512,9 +510,12 @@ class Subclassed(Functional):
                 # runs each in fit's mode or in inference's.
                 kwargs["training"] = True
         _tracing[0] += 1
+        _trace._sinks.append([])  # its add_loss terms, carried by its outputs
         try:
-            return self.call(inputs, **kwargs)
+            out = self.call(inputs, **kwargs)
+            return _trace.finish_outputs(_trace._sinks[-1], out)
         finally:
+            _trace._sinks.pop()
             _tracing[0] -= 1
 
     @property

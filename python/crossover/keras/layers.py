@@ -172,6 +172,7 @@ class Layer(mixed_precision.HasDTypePolicy):
         input_dim: Optional[int] = None,
         dtype: Any = None,
         trainable: bool = True,
+        activity_regularizer: Any = None,
         **kwargs: Any,
     ) -> None:
         owner = type(self).__name__
@@ -186,6 +187,10 @@ class Layer(mixed_precision.HasDTypePolicy):
         # Keras's frozen layer (trainable=False): its weights are not trained; fit sees a change
         # at the next compile (the model reads the flags then), as in Keras.
         self._trainable = trainable
+        # Keras's: a penalty on the layer's output, divided by the batch's size, in the loss of
+        # fit and evaluate (a built-in layer's engine layer holds it; a custom layer's traced
+        # call() ends in an ActivityRegularization op).
+        self.activity_regularizer = regularizers.get(activity_regularizer)
         # Keras's: the policy is fixed when the layer is made (the global one unless given).
         self._dtype_policy = mixed_precision.get(dtype)
         mixed_precision.engine_precision(self._dtype_policy)  # refuses what crossover lacks
@@ -1048,7 +1053,7 @@ class _Builtin(Layer):
                 config[name] = _activation_config(value)
             elif name.endswith("_initializer"):
                 initializers_given[name] = value
-            elif name in _REGULARIZED:
+            elif name in _REGULARIZED or name == "activity_regularizer":
                 # Kept as Keras keeps it (an L2 object for 'l2'); the engine reads its config.
                 value = regularizers.get(value)
                 setattr(self, name, value)
@@ -1056,12 +1061,22 @@ class _Builtin(Layer):
             else:
                 config[name] = _config_value(owner, name, value)
         config.update(_initializer_config(self, **initializers_given))
+        if "activity_regularizer" not in values and self.activity_regularizer is not None:
+            # Every layer's (Keras's base Layer), where the class does not list it.
+            config["activity_regularizer"] = _config_value(
+                owner, "activity_regularizer", self.activity_regularizer
+            )
         if self._declares_input and self._input_shape:
             config["input_shape"] = list(self._input_shape)
         self._layer = _engine_layer(self._kind, **config)
         written = json.loads(self._layer.keras_config())
         for name, value in values.items():
-            if name == "activation" or name.endswith("_initializer") or name in _REGULARIZED:
+            if (
+                name == "activation"
+                or name.endswith("_initializer")
+                or name in _REGULARIZED
+                or name == "activity_regularizer"
+            ):
                 continue
             if name == "axis" or written.get(name) is None:
                 # Keras keeps an axis as given (-1, or [-1]); a seed the engine does not use
@@ -1416,6 +1431,15 @@ class ELU(_Builtin, kind="ELU"):
     """Keras's ELU: x where x > 0, else alpha * (exp(x) - 1)."""
 
 
+class ActivityRegularization(_Builtin, kind="ActivityRegularization"):
+    """Keras's ActivityRegularization(l1, l2): the identity, whose output's penalty l1 sum(|y|) +
+    l2 sum(y^2), divided by the batch's size, joins the loss of fit and evaluate."""
+
+    def _set_up(self, values: dict[str, Any]) -> None:
+        super()._set_up(values)
+        self.activity_regularizer = regularizers.L1L2(l1=self.l1, l2=self.l2)  # Keras's
+
+
 class _Merge(_Builtin):
     """What Add, Concatenate and the element-wise merges share: two or more inputs, in a
     functional model."""
@@ -1692,6 +1716,7 @@ __all__ = [
     "LeakyReLU",
     "ELU",
     "Rescaling",
+    "ActivityRegularization",
     "Add",
     "Subtract",
     "Multiply",

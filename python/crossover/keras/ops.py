@@ -104,7 +104,7 @@ def _unary(f: Any) -> Any:
 
     def op(x: Any) -> _tensor.Tensor:
         if _trace.symbolic(x):
-            raise _trace.not_supported(f"keras.ops.{f.__name__}")
+            return _trace.unary(f.__name__, x, f"keras.ops.{f.__name__}")
         if recorded is not None and np.asarray(_tensor._plain(x)).dtype.kind == "f":
             return getattr(_tensor, recorded)(x)
         return _tensor.tensor(f(_a(x)))

@@ -1,10 +1,13 @@
-"""keras.regularizers: Keras 3's weight regularizers that the engine runs, L1, L2 and L1L2 (and
-their names 'l1', 'l2', 'l1_l2'), given as a Dense's or a convolution's kernel_regularizer or
-bias_regularizer, or a normalization layer's gamma_regularizer or beta_regularizer. The engine adds each one's penalty to the step's loss, in fit and in evaluate,
-and its gradient to the weight's before the optimizer (src/nn/regularizers.h, the backends'
-`regularize`); the classes here carry the factors, compute the penalty of an array (a model's
-`losses`) and serialize as Keras does. Another regularizer (OrthogonalRegularizer, a function of
-one's own) is refused by the engine, naming the argument."""
+"""keras.regularizers: Keras 3's regularizers that the engine runs, L1, L2 and L1L2 (and their
+names 'l1', 'l2', 'l1_l2'), given as a Dense's or a convolution's kernel_regularizer or
+bias_regularizer, a normalization layer's gamma_regularizer or beta_regularizer, or any layer's
+activity_regularizer. The engine adds each one's penalty to the step's loss, in fit and in
+evaluate (an activity regularizer's divided by the batch's size, as Keras 3 divides it), and its
+gradient to the weight's before the optimizer, or to the layer output's in the backward pass
+(src/nn/regularizers.h, the backends' `regularize`); the classes here carry the factors, compute
+the penalty of an array (a model's `losses`) and serialize as Keras does. Another regularizer
+(OrthogonalRegularizer, a function of one's own) is refused by the engine, naming the
+argument."""
 
 import math
 from typing import Any, Optional
@@ -91,6 +94,11 @@ class L2(Regularizer):
 
     def get_config(self) -> dict[str, Any]:
         return {"l2": self.l2}
+
+
+def _factors(regularizer: Regularizer) -> tuple[float, float]:
+    """(l1, l2) of an L1, L2 or L1L2."""
+    return float(getattr(regularizer, "l1", 0.0)), float(getattr(regularizer, "l2", 0.0))
 
 
 l1 = L1

@@ -154,7 +154,7 @@ class CpuBackend final : public Backend {
                              int64_t mean_rows) override;
   void metric_sum(MetricKind kind, const float* pred, const float* targets, int64_t m, int64_t c,
                   int64_t target_cols, float parameter, double* sum) override;
-  void regularize(const float* value, float* grad, int64_t n, float l1, float l2,
+  void regularize(const float* value, float* grad, int64_t n, float l1, float l2, float linear,
                   StepCounters* counters, int64_t rows) override;
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,
                       StepCounters* counters) override;

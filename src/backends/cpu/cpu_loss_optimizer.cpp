@@ -72,12 +72,13 @@ void CpuBackend::metric_sum(MetricKind kind, const float* pred, const float* tar
 }
 
 void CpuBackend::regularize(const float* value, float* grad, int64_t n, float l1, float l2,
-                            StepCounters* counters, int64_t rows) {
+                            float linear, StepCounters* counters, int64_t rows) {
+  if (grad)
+    for (int64_t i = 0; i < n; ++i) grad[i] += regularizer_gradient(value[i], l1, l2, linear);
+  if (!counters) return;
   // In order, one thread: the sum is the same for every thread count.
   double penalty = 0.0;
-  for (int64_t i = 0; i < n; ++i) penalty += regularizer_penalty(value[i], l1, l2);
-  if (grad)
-    for (int64_t i = 0; i < n; ++i) grad[i] += regularizer_gradient(value[i], l1, l2);
+  for (int64_t i = 0; i < n; ++i) penalty += regularizer_penalty(value[i], l1, l2, linear);
   counters->loss_sum += penalty * static_cast<double>(rows);
 }
 

@@ -573,11 +573,12 @@ class CudaBackend final : public Backend {
   }
 
   // ---- optimizer ----
-  void regularize(const float* value, float* grad, int64_t n, float l1, float l2,
+  void regularize(const float* value, float* grad, int64_t n, float l1, float l2, float linear,
                   StepCounters* counters, int64_t rows) override {
-    if (planning_ || n <= 0) return;
+    if (planning_ || n <= 0 || (!grad && !counters)) return;
     activate();
-    check(cuda::launch_regularize(stream_, value, grad, n, l1, l2, counters, rows, reduction_),
+    check(cuda::launch_regularize(stream_, value, grad, n, l1, l2, linear, counters, rows,
+                                  reduction_),
           "regularize kernel launch");
   }
   void optimizer_step(const OptimizerConfig& config, std::span<const ParamSlot> params,

@@ -119,10 +119,11 @@ cudaError_t launch_metric(cudaStream_t s, MetricKind kind, const float* pred, co
                           int64_t m, int64_t c, int64_t target_cols, float parameter, double* sum,
                           const ReductionScratch& scratch);
 
-// Backend::regularize: the penalty of n weights times rows into counters->loss_sum (per-block
-// sums added in block order by the last block), and its gradient into grad where not null.
+// Backend::regularize: the penalty of n values times rows into counters->loss_sum where counters
+// is not null (per-block sums added in block order by the last block), and its gradient into
+// grad where not null.
 cudaError_t launch_regularize(cudaStream_t s, const float* value, float* grad, int64_t n, float l1,
-                              float l2, StepCounters* counters, int64_t rows,
+                              float l2, float linear, StepCounters* counters, int64_t rows,
                               const ReductionScratch& scratch);
 
 // Keras's clipnorm: each slot's tensor_clip_divisor into its descriptor (one block per slot).

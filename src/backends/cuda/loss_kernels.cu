@@ -80,16 +80,18 @@ __global__ void metric_kernel(MetricKind kind, const float* __restrict__ pred,
   }
 }
 
-// A weight regularizer's penalty and gradient (kernel_math.h), a thread per value; the penalty's
+// A regularizer's penalty and gradient (kernel_math.h), a thread per value; the penalty's
 // per-block sums added to the counters in block order by the last block, as the loss's.
 __global__ void regularize_kernel(const float* __restrict__ value, float* __restrict__ grad,
-                                  int64_t n, float l1, float l2, StepCounters* counters,
-                                  double rows, double* partials, unsigned int* ticket) {
+                                  int64_t n, float l1, float l2, float linear,
+                                  StepCounters* counters, double rows, double* partials,
+                                  unsigned int* ticket) {
   double p = 0.0;
   for (int64_t i = global_thread(); i < n; i += grid_stride()) {
-    p += regularizer_penalty(value[i], l1, l2);
-    if (grad) grad[i] += regularizer_gradient(value[i], l1, l2);
+    p += regularizer_penalty(value[i], l1, l2, linear);
+    if (grad) grad[i] += regularizer_gradient(value[i], l1, l2, linear);
   }
+  if (!counters) return;  // the gradient only (every block alike: no block waits on a ticket)
   __shared__ double sh[kLossThreads];
   __shared__ bool last;
   p = block_sum(p, sh);
@@ -109,11 +111,11 @@ __global__ void regularize_kernel(const float* __restrict__ value, float* __rest
 }  // namespace
 
 cudaError_t launch_regularize(cudaStream_t s, const float* value, float* grad, int64_t n, float l1,
-                              float l2, StepCounters* counters, int64_t rows,
+                              float l2, float linear, StepCounters* counters, int64_t rows,
                               const ReductionScratch& scratch) {
   if (n <= 0) return cudaSuccess;
   const int blocks = blocks_for(n, kLossThreads, kLossMaxBlocks);
-  regularize_kernel<<<blocks, kLossThreads, 0, s>>>(value, grad, n, l1, l2, counters,
+  regularize_kernel<<<blocks, kLossThreads, 0, s>>>(value, grad, n, l1, l2, linear, counters,
                                                     static_cast<double>(rows),
                                                     scratch.loss_partials, scratch.tickets + 0);
   return cudaGetLastError();

@@ -222,7 +222,6 @@ void Reader::kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& b
   kernel = initializer("kernel_initializer", kernel);
   bias = initializer("bias_initializer", bias);
   weight_regularizers({{"kernel", &kernel_regularizer}, {"bias", &bias_regularizer}});
-  refuse_set("activity_regularizer", "activity regularizers are not supported (yet)");
 }
 
 void Reader::weight_regularizers(
@@ -294,7 +293,8 @@ Arguments operator+(Arguments a, const Arguments& b) {
 
 void write_null_regularizers(ojson& c, std::initializer_list<const char*> weights, bool activity) {
   for (const char* w : weights) c[std::string(w) + "_regularizer"] = nullptr;
-  if (activity) c["activity_regularizer"] = nullptr;
+  // A layer's own (layer_config wrote it first, where Keras's base config has it).
+  if (activity && !c.contains("activity_regularizer")) c["activity_regularizer"] = nullptr;
   for (const char* w : weights) c[std::string(w) + "_constraint"] = nullptr;
 }
 
@@ -680,6 +680,8 @@ void read_layer_config(const LayerKind& kind, const json& cfg, const LayerRef& r
   else if (const json* dim = reader.find("input_dim"))
     out.declared_input = parse_shape(json::array({*dim}), false, ref, "input_dim");
   reader.accept({"input_shape", "input_dim"});
+  // Keras's base Layer takes an activity_regularizer for every class but InputLayer.
+  if (!kind.is_model_input()) l.activity = reader.regularizer("activity_regularizer");
   reader.declared_input = out.declared_input;
   kind.from_keras(reader, l);
   reader.refuse_unread();
@@ -711,6 +713,10 @@ ojson layer_config(const Layer& l) {
   if (!kind.is_model_input())
     c = ojson{
         {"name", l.name}, {"trainable", l.trainable}, {"dtype", dtype_policy_json(l.dtype_policy)}};
+  // Keras's base config holds a layer's activity_regularizer when it has one (the kinds that
+  // list it write null in their place otherwise).
+  if (l.activity.kind != Regularizer::Kind::none && !kind.is_model_input())
+    c["activity_regularizer"] = regularizer_json(l.activity);
   kind.to_keras(l, c);
   return c;
 }
@@ -731,14 +737,19 @@ Layer Reader::layer(const char* key, const std::string& missing) {
   if (!v) fail(key, missing);
   std::set<std::string> names;
   // Its messages: "<this layer> field <key>: <the inner entry's message>".
+  Layer inner;
   try {
-    return parse_layer(*v, ref_.index, ref_.where, names).layer;
+    inner = parse_layer(*v, ref_.index, ref_.where, names).layer;
   } catch (const Error& e) {
     std::string why = e.what();
     const std::string prefix = ref_.where + ": ";
     if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
     fail(key, why);
   }
+  // Keras divides its penalty by the rows the wrapper hands it (batch x steps), not the batch.
+  if (inner.activity.kind != Regularizer::Kind::none)
+    fail(key, "an inner layer's activity_regularizer is not supported (yet)");
+  return inner;
 }
 
 }  // namespace crossover::keras_config

@@ -124,7 +124,8 @@ class Reader {
   void refuse_true(const char* key, const std::string& why);
   // Dense's and the convolutions' shared fields: use_bias, kernel_initializer and
   // bias_initializer (each left as it is, the layer's default, when absent), the kernel's and
-  // the bias's regularizers (weight_regularizers); activity_regularizer refused when set.
+  // the bias's regularizers (weight_regularizers). (activity_regularizer is every layer's:
+  // read_layer_config reads it into Layer::activity.)
   void kernel_and_bias(bool& use_bias, Initializer& kernel, Initializer& bias,
                        Regularizer& kernel_regularizer, Regularizer& bias_regularizer);
   // A weight regularizer (Keras's "l1", "l2", "l1_l2" or a serialized L1, L2 or L1L2): none when

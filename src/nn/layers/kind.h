@@ -209,6 +209,10 @@ struct ForwardStep : LayerStep {
   uint64_t seed;          // dropout's
   StepCounters* counters;
   int64_t first_row;  // the global batch row of row 0 (dropout draws by the global row)
+  // A pass whose loss is asked for (fit's and evaluate's steps): the global batch's rows, by
+  // which Keras's add_loss terms and activity regularizers are divided; 0 in the other passes
+  // (predict, a custom loop's), which add no such term.
+  int64_t loss_rows = 0;
 };
 
 // Backward from g, the gradient with respect to the layer's output (with respect to its
@@ -225,6 +229,8 @@ struct BackwardStep : LayerStep {
   // A merging layer's input gradients, one per input, to be written (not added to); null where an
   // input needs none. Single-input layers leave theirs in g as above.
   std::span<float* const> input_grads = {};
+  // ForwardStep::loss_rows: the add_loss terms' gradients join where it is above 0.
+  int64_t loss_rows = 0;
   void swap() { std::swap(g, spare); }
 };
 
@@ -306,6 +312,9 @@ class LayerKind {
   // Add, Concatenate: the layer takes two or more inputs (LayerStep::xs,
   // BackwardStep::input_grads); every other kind takes one.
   virtual bool merges() const { return false; }
+  // AddLoss (an add_loss term of a traced call()): the layer adds to the loss, so the model's
+  // graph may leave its output unread; the backward pass starts at it too.
+  virtual bool adds_loss() const { return false; }
   // InputLayer and Flatten: the layer may declare the model's input shape.
   virtual bool declares_input() const { return false; }
   // InputLayer: not a computation but the model's input (only ever its first layer).

@@ -54,6 +54,8 @@ CROSSOVER_LAYER_KIND(max_pooling1d)  // nn/layers/pooling1d.cpp
 CROSSOVER_LAYER_KIND(average_pooling1d)  // nn/layers/pooling1d.cpp
 CROSSOVER_LAYER_KIND(global_average_pooling1d)  // nn/layers/pooling1d.cpp
 CROSSOVER_LAYER_KIND(global_max_pooling1d)  // nn/layers/pooling1d.cpp
+CROSSOVER_LAYER_KIND(activity_regularization)  // nn/layers/activity_regularization.cpp
+CROSSOVER_LAYER_KIND(add_loss)  // nn/layers/activity_regularization.cpp
 // clang-format on
 
 #undef CROSSOVER_LAYER_KIND

@@ -37,6 +37,12 @@ void ModelGraph::name_layers() {
     if (shared_with[i] < 0) name(name, layers[i]);  // a shared one: its first call's
 }
 
+bool ModelGraph::has_loss_terms() const {
+  for (const Layer& l : layers)
+    if (l.activity.any() || layer_kind(l).adds_loss()) return true;
+  return false;
+}
+
 Shape ModelGraph::packed_shape() const {
   int64_t total = 0;
   for (int i : model_inputs)
@@ -85,8 +91,9 @@ ModelGraph::ModelGraph(LayerGraph graph, std::string model_name, bool is_functio
   }
   set_model_outputs(std::move(graph.output_layers));
   for (std::size_t i = 0; i + 1 < n; ++i)
-    if (readers[i] == 0 && std::find(model_outputs.begin(), model_outputs.end(),
-                                     static_cast<int>(i)) == model_outputs.end())
+    if (readers[i] == 0 && !layer_kind(layers[i]).adds_loss() &&
+        std::find(model_outputs.begin(), model_outputs.end(), static_cast<int>(i)) ==
+            model_outputs.end())
       throw Error(layers[i].name, several_outputs()
                                       ? "no layer reads its output, and it is not one of the "
                                         "model's outputs"
@@ -229,9 +236,18 @@ LayerGraph GraphBuilder::graph(std::vector<int> outputs, std::vector<int> model_
     if (i > last)
       throw Error("GraphBuilder", fmt::format("the output does not depend on input {}", i));
   }
-  // The layers the outputs depend on, kept in their order (a layer reads only earlier ones).
+  // The layers the outputs and the add_loss terms depend on, kept in their order (a layer reads
+  // only earlier ones).
   std::vector<char> used(g_.layers.size(), 0);
   for (int o : outputs) used[static_cast<std::size_t>(o)] = 1;
+  for (std::size_t i = 0; i < g_.layers.size(); ++i) {
+    if (!layer_kind(g_.layers[i]).adds_loss()) continue;
+    if (i > static_cast<std::size_t>(last))
+      throw Error("GraphBuilder", fmt::format("the add_loss term {} comes after the model's last "
+                                              "output: add it before",
+                                              i));
+    used[i] = 1;
+  }
   for (int i : model_inputs) used[static_cast<std::size_t>(i)] = 1;
   for (std::size_t i = static_cast<std::size_t>(last) + 1; i-- > 0;)
     if (used[i])

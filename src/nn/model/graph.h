@@ -44,6 +44,9 @@ struct ModelGraph {
   std::vector<int> model_outputs;
 
   std::size_t size() const { return layers.size(); }
+  // Whether a pass adds terms to the loss besides the compiled one: an activity regularizer
+  // (Layer::activity) or an add_loss term (LayerKind::adds_loss).
+  bool has_loss_terms() const;
   // The first call of entry i's layer (i itself unless it calls a shared layer again).
   std::size_t first_call(std::size_t i) const {
     return shared_with[i] < 0 ? i : static_cast<std::size_t>(shared_with[i]);

@@ -77,7 +77,8 @@ int LossHeads::final_activation_layer() const {
 
 int LossHeads::deferred_layer(int out, bool logits, LossKind kind) const {
   const Layer& l = graph.layers[static_cast<std::size_t>(out)];
-  if (!layer_kind(l).defers_activation()) return -1;
+  // An activity regularizer reads the activated output.
+  if (!layer_kind(l).defers_activation() || l.activity.any()) return -1;
   const ActivationKind a = layer_kind(l).activation(l).kind;
   // A softmax over the last axis of samples of several axes is the layer's own: the loss ops
   // apply theirs over the whole sample. (Binary cross-entropy reads its input as sigmoid

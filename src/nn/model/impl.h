@@ -142,15 +142,19 @@ struct Sequential::Impl {
     return steps.final_output(plan, training);
   }
   // Forward over m rows of plan.input (StepPlan::forward), counted in `passes`.
+  // loss_rows > 0: a pass whose loss is asked for, with the layers' loss terms (activity
+  // regularizers, add_loss) over a global batch of that many rows.
   void forward(Plan& plan, int64_t m, bool training, bool final_activation, uint64_t seed,
-               StepCounters* ctr, int64_t first_row = 0) {
+               StepCounters* ctr, int64_t first_row = 0, int64_t loss_rows = 0) {
     ++passes;
-    steps.forward(plan, m, training, final_activation, losses.loss_outputs(), seed, ctr, first_row);
+    steps.forward(plan, m, training, final_activation, losses.loss_outputs(), seed, ctr, first_row,
+                  loss_rows);
   }
   void update_moving_statistics(Plan& plan) { steps.update_moving_statistics(plan); }
   // Backward from the losses' gradients (StepPlan::backward).
-  void backward(Plan* plan, int64_t m, const StepCounters* update = nullptr) {
-    steps.backward(plan, m, losses.loss_outputs(), update);
+  void backward(Plan* plan, int64_t m, const StepCounters* update = nullptr,
+                int64_t loss_rows = 0) {
+    steps.backward(plan, m, losses.loss_outputs(), update, false, loss_rows);
   }
 
   // CompileOptions::fused_step: fit's steps as one kernel each, when the model and the device

@@ -122,7 +122,7 @@ void ParameterArena::regularize(Backend& backend, bool training, const std::vect
     if (!p.regularizer.any() || !updates(p, trains)) continue;
     backend.regularize(value(p), training ? grad(p) : nullptr, p.n,
                        static_cast<float>(p.regularizer.l1), static_cast<float>(p.regularizer.l2),
-                       counters, rows);
+                       0.0f, counters, rows);
   }
 }
 

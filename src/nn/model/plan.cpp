@@ -9,6 +9,16 @@
 
 namespace crossover {
 
+namespace {
+
+// An activity regularizer's factor over a batch of `rows`: Keras divides the penalty by the
+// batch's size.
+float activity_factor(double factor, int64_t rows) {
+  return static_cast<float>(factor / static_cast<double>(rows));
+}
+
+}  // namespace
+
 // The gradients of a backward pass: the plan's buffers, each taken and given back (LIFO, so that
 // a stack of layers alternates between two); counting only, stand-ins that count how many are in
 // use at once.
@@ -125,7 +135,7 @@ const float* StepPlan::layer_input(const StepBuffers& plan, std::size_t i, bool 
 
 void StepPlan::forward(StepBuffers& plan, int64_t m, bool training, bool final_activation,
                        std::span<const LossOutput> outputs, uint64_t seed, StepCounters* ctr,
-                       int64_t first_row) {
+                       int64_t first_row, int64_t loss_rows) {
   const ModelGraph& graph = *model_.graph;
   const std::vector<LayerState>& info = *model_.states;
   Backend& be = backend();
@@ -155,9 +165,15 @@ void StepPlan::forward(StepBuffers& plan, int64_t m, bool training, bool final_a
                      !final_activation && deferred,
                      seed,
                      ctr,
-                     first_row};
+                     first_row,
+                     loss_rows};
     step.trainable = (*model_.trains)[i] != 0;
     layer_kind(l).forward(step);
+    if (loss_rows > 0 && ctr && l.activity.any()) {  // Keras's: R(output) / the batch's size
+      be.regularize(layer_output(plan, i, training), nullptr, m * info[i].out_width,
+                    activity_factor(l.activity.l1, loss_rows),
+                    activity_factor(l.activity.l2, loss_rows), 0.0f, ctr, loss_rows);
+    }
   }
 }
 
@@ -176,7 +192,7 @@ void StepPlan::update_moving_statistics(StepBuffers& plan) const {
 }
 
 int StepPlan::backward(StepBuffers* plan, int64_t m, std::span<const LossOutput> outputs,
-                       const StepCounters* update, bool count_only) {
+                       const StepCounters* update, bool count_only, int64_t loss_rows) {
   const ModelGraph& graph = *model_.graph;
   const std::vector<LayerState>& info = *model_.states;
   const ParameterArena& arena = *model_.arena;
@@ -194,6 +210,13 @@ int StepPlan::backward(StepBuffers* plan, int64_t m, std::span<const LossOutput>
     pending_[static_cast<std::size_t>(o.layer)] = pool.take();
     done_[static_cast<std::size_t>(o.layer)] = o.deferred ? 1 : 0;
   }
+  // An add_loss term that no layer reads: its gradient starts from zero (its backward adds the
+  // term's).
+  for (std::size_t i = 0; i < n && (loss_rows > 0 || count_only); ++i) {
+    if (!layer_kind(graph.layers[i]).adds_loss() || pending_[i] || !needs_grad[i]) continue;
+    pending_[i] = pool.take();
+    if (!count_only) backend().fill(pending_[i], 0.0f, m * info[i].out_width);
+  }
   for (std::size_t i = n; i-- > 0;) {
     if (!needs_grad[i] || !pending_[i]) continue;
     const Layer& l = graph.layers[i];
@@ -204,7 +227,7 @@ int StepPlan::backward(StepBuffers* plan, int64_t m, std::span<const LossOutput>
     // relu's only reader.
     const int below = graph.inputs[i].size() == 1 ? graph.inputs[i][0] : -1;
     const bool after_relu =
-        below >= 0 && graph.readers[below] == 1 &&
+        below >= 0 && graph.readers[below] == 1 && !graph.layers[below].activity.any() &&
         layer_kind(graph.layers[below]).applies_activation() &&
         info[static_cast<std::size_t>(below)].activation.kind == ActivationKind::relu;
     float* spare = pool.take();
@@ -229,10 +252,22 @@ int StepPlan::backward(StepBuffers* plan, int64_t m, std::span<const LossOutput>
                       after_relu,
                       graph.called_again(i) ? nullptr : update,
                       model_.optimizer,
-                      input_grads_};
+                      input_grads_,
+                      loss_rows};
     step.trainable = trains[i] != 0;
     if (!count_only) {
       backend().set_scope(l.name);
+      if (loss_rows > 0 && l.activity.any()) {
+        // Its activity regularizer's gradient joins the output's (never one past the activation:
+        // neither the loss op nor a dropout applies a penalized layer's).
+        if (done_[i])
+          throw Error("backward",
+                      "internal: an activity regularizer's gradient "
+                      "after its layer's activation");
+        backend().regularize(layer_output(*plan, i, true), step.g, m * info[i].out_width,
+                             activity_factor(l.activity.l1, loss_rows),
+                             activity_factor(l.activity.l2, loss_rows), 0.0f, nullptr, 0);
+      }
       kind.backward(step);
       if (summed) arena.add_call_gradients(backend(), graph, i, trains);
     }

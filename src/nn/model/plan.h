@@ -103,9 +103,13 @@ class StepPlan {
   // Forward over m rows of plan.input. In training the deferred activations (`outputs`) are
   // left to the loss op; with `final_activation` (predict) every activation is applied.
   // first_row: the global batch row of plan.input's row 0 (dropout draws by the global row).
+  // loss_rows > 0 (a pass whose loss is asked for: fit's and evaluate's steps; the global
+  // batch's rows): each layer's activity regularizer (Layer::activity, divided by loss_rows as
+  // Keras divides it by the batch's size) and each add_loss term (AddLoss) adds its penalty,
+  // times loss_rows, to ctr's loss sum.
   void forward(StepBuffers& plan, int64_t m, bool training, bool final_activation,
                std::span<const LossOutput> outputs, uint64_t seed, StepCounters* ctr,
-               int64_t first_row = 0);
+               int64_t first_row = 0, int64_t loss_rows = 0);
   // After a training forward pass: each batch normalization's moving statistics take in the
   // batch's (Keras updates them in the layer's call in training).
   void update_moving_statistics(StepBuffers& plan) const;
@@ -118,9 +122,12 @@ class StepPlan {
   // counters, when the backend fuses the update and the exchange allows it), each layer's
   // parameters are updated with their gradient as it is made; without, the gradients are left
   // for optimizer_step or for reading. With `count_only` (plan null) no call is made: it returns
-  // how many of the buffers the pass has in use at once.
+  // how many of the buffers the pass has in use at once. loss_rows > 0 (forward's): the activity
+  // regularizers' and add_loss terms' gradients join their outputs' (an add_loss term that no
+  // layer reads starts from zero).
   int backward(StepBuffers* plan, int64_t m, std::span<const LossOutput> outputs,
-               const StepCounters* update = nullptr, bool count_only = false);
+               const StepCounters* update = nullptr, bool count_only = false,
+               int64_t loss_rows = 0);
 
  private:
   class GradientPool;

@@ -28,7 +28,7 @@ void Sequential::Impl::plan_fused_step(const Plan& plan, const DeviceData& d, ui
   v.sample_weights = d.w_rows != nullptr;
   v.extra_metrics = losses.extra_metrics;
   v.fp32 = copts.precision == "fp32";
-  v.regularized = arena.regularized(trains);
+  v.regularized = arena.regularized(trains) || graph.has_loss_terms();
   for (std::size_t i = 0; i < graph.layers.size(); ++i) {
     const Layer& l = graph.layers[i];
     const LayerInfo& li = info[i];
@@ -117,7 +117,7 @@ void Sequential::Impl::train_step(Plan& plan, const DeviceData& d, const Shard& 
   float* grads = arena.gradients();
   if (s.rows > 0) {
     gather_batch(plan, d, s.rows, ctr);
-    forward(plan, s.rows, true, false, seed, ctr, s.first_row);
+    forward(plan, s.rows, true, false, seed, ctr, s.first_row, s.global_rows);
     update_moving_statistics(plan);
     backend->set_scope("loss");
     // The gradient of the loss summed over these rows over the global batch's rows: the ranks'
@@ -132,7 +132,7 @@ void Sequential::Impl::train_step(Plan& plan, const DeviceData& d, const Shard& 
       losses.head_losses(*backend, steps, plan, batch_weights(plan, d), s.rows, s.global_rows, true,
                          ctr);
     }
-    backward(&plan, s.rows, fused ? ctr : nullptr);
+    backward(&plan, s.rows, fused ? ctr : nullptr, s.global_rows);
   } else {
     // A rank with no rows in this batch (fewer rows than ranks) adds nothing to the sum.
     backend->set_scope("allreduce");
@@ -157,7 +157,7 @@ void Sequential::Impl::train_step(Plan& plan, const DeviceData& d, const Shard& 
 void Sequential::Impl::eval_step(Plan& plan, const DeviceData& d, int64_t m) {
   StepCounters* ctr = eval_counters();
   gather_batch(plan, d, m, ctr);
-  forward(plan, m, false, false, 0, ctr);
+  forward(plan, m, false, false, 0, ctr, 0, m);
   backend->set_scope("loss");
   if (losses.heads.empty()) {
     backend->loss_forward_backward(
