@@ -171,6 +171,7 @@ void bind_traced_ops_and_registry(nb::module_& m) {
       nb::arg("regularizer") = "null");
   m.def("Reduce", &ReduceLastAxis, nb::arg("mean"));
   m.def("AddLoss", &AddLoss, nb::arg("scale"), nb::arg("mean"));
+  m.def("Sqrt", &Sqrt);
   // x . w for a custom layer's weight w (inputs, units): a Dense without bias whose kernel is
   // named and drawn as add_weight named and drew it.
   m.def(

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/kernel_math.h"
+#include "core/error.h"
 #include "formats/model_config.h"
 #include "nn/layers.h"
 #include "nn/layers/kind.h"
@@ -120,6 +121,18 @@ TEST(Activations, DerivativesMatchFloat64FiniteDifferences) {
       EXPECT_NEAR(activation_derivative(k, x, y, alpha), fd, 1e-7 * std::max(1.0, std::abs(fd)))
           << activation_name(k) << " at " << x;
     }
+}
+
+// A traced call()'s square root (not a Keras activation): its value and its derivative from
+// the output, against the float64 value and central differences, where it is defined.
+TEST(Activations, SqrtAndItsDerivativeFromTheOutput) {
+  for (double x : {1e-4, 0.02, 0.7, 1.9, 4.0, 80.0}) {
+    const double h = 1e-3 * x, y = std::sqrt(x);
+    EXPECT_NEAR(activation_value(ActivationKind::sqrt, x, 0.0), y, 1e-15 * y);
+    const double fd = (std::sqrt(x + h) - std::sqrt(x - h)) / (2 * h);
+    EXPECT_NEAR(activation_derivative(ActivationKind::sqrt, x, y, 0.0), fd, 1e-6 * fd) << x;
+  }
+  EXPECT_THROW(parse_activation("sqrt"), Error);  // not a Keras activation name
 }
 
 // The backend's backward pass: dx = dy * act'(x), from y (and x for gelu and swish).

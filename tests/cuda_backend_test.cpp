@@ -348,6 +348,24 @@ TEST_F(CudaBackendTest, ActivationsMatchCpu) {
     }
 }
 
+// A traced call()'s square root (ActivationKind::sqrt), on positive values.
+TEST_F(CudaBackendTest, SqrtMatchesCpu) {
+  const int64_t m = 33, n = 13;
+  const std::size_t total = static_cast<std::size_t>(m * n);
+  const auto x = random_values(total, 450, 0.01f, 4.0f), dy = random_values(total, 451);
+  Memory c(*cpu_), g(*gpu_);
+  float* yc = c.poisoned(total);
+  float* yg = g.poisoned(total);
+  cpu_->activation_forward(ActivationKind::sqrt, 0.0f, c.values(x), yc, m, n);
+  gpu_->activation_forward(ActivationKind::sqrt, 0.0f, g.values(x), yg, m, n);
+  expect_close(g.get(yg, total), c.get(yc, total), 1e-6, 1e-7, "y");
+  float* dxc = c.poisoned(total);
+  float* dxg = g.poisoned(total);
+  cpu_->activation_backward(ActivationKind::sqrt, 0.0f, nullptr, yc, c.values(dy), dxc, m, n);
+  gpu_->activation_backward(ActivationKind::sqrt, 0.0f, nullptr, yg, g.values(dy), dxg, m, n);
+  expect_close(g.get(dxg, total), c.get(dxc, total), 1e-5, 1e-7, "dx");
+}
+
 TEST_F(CudaBackendTest, DropoutDrawsTheCpuMaskExactly) {
   for (auto [m, n, rate] :
        {std::tuple{33, 97, 0.2f}, std::tuple{7, 1000, 0.5f}, std::tuple{3, 5, 0.0f}}) {

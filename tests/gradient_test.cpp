@@ -43,6 +43,8 @@ double act(ActivationKind a, double x, double alpha = 0) {
       return x / (1 + std::exp(-x));
     case ActivationKind::exponential:
       return std::exp(x);
+    case ActivationKind::sqrt:
+      return std::sqrt(x);
     default:
       return x;
   }
@@ -1662,6 +1664,27 @@ TEST(Gradients, EachElementWiseOpWithBroadcastingMatchesFiniteDifferences) {
                    {5},
                    false,
                    g.graph(g.add(Dense(3, "sigmoid"), added))});
+}
+
+// A siamese distance as Keras's examples trace it (a Lambda of ops.sqrt(ops.maximum(ops.sum(
+// ops.square(x - y), axis=1, keepdims=True), epsilon))): x * x of one tensor, a constant maximum
+// and the square root.
+TEST(Gradients, ATracedEuclideanDistanceMatchesFiniteDifferences) {
+  GraphBuilder g;
+  const int x = g.input({5});
+  const int a = g.add(Dense(4, "sigmoid"), x);
+  const int b = g.add(Dense(4, "tanh"), x);
+  const int diff = g.add(BinaryOpLayer(BinaryOp::subtract), {a, b});
+  const int square = g.add(BinaryOpLayer(BinaryOp::multiply), {diff, diff});
+  const int sum = g.add(ReduceLastAxis(false), square);
+  const int floor = g.add(ConstantOp(BinaryOp::maximum, 1e-7), sum);
+  const int distance = g.add(Sqrt(), floor);
+  check_gradients({"euclidean distance",
+                   {},
+                   "mean_squared_error",
+                   {5},
+                   false,
+                   g.graph(g.add(Dense(2, "sigmoid"), g.add(Concatenate(), {distance, a})))});
 }
 
 }  // namespace

@@ -128,8 +128,13 @@ def recording() -> bool:
 
 def training_call(model: Any, inputs: Any) -> _tensor.Tensor:
     """model(x, training=True): the engine's training pass (dropout on, batch normalization on
-    the batch's statistics); recorded by the tapes recording now."""
-    x = np.ascontiguousarray(np.asarray(_tensor._plain(inputs), dtype=np.float32))
+    the batch's statistics); recorded by the tapes recording now. A model of several inputs
+    takes them as predict does (a list or a dict: packed side by side, model._x_array)."""
+    plain = _tensor._plain(inputs)
+    if hasattr(model, "_x_array"):
+        x = np.ascontiguousarray(model._x_array(plain, "x"), dtype=np.float32)
+    else:
+        x = np.ascontiguousarray(np.asarray(plain, dtype=np.float32))
     core = model._device_model()
     out = _tensor.tensor(core.training_forward(x))
     # The engine keeps one training pass: this one, from now on (an earlier call's outputs can

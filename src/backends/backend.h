@@ -48,6 +48,9 @@ enum class ActivationKind {
   softplus,
   swish,
   exponential,
+  // Not a Keras activation (parse_activation refuses the name): the square root of a custom
+  // layer's traced call() (tf.sqrt, keras.ops.sqrt), an Activation layer of it (Sqrt()).
+  sqrt,
 };
 
 // Whether the loss op may apply the activation to the final layer's logits (linear, relu,

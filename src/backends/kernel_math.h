@@ -272,6 +272,8 @@ CROSSOVER_HD T activation_value(ActivationKind a, T x, T alpha) {
       return x / (one + std::exp(-x));
     case ActivationKind::exponential:
       return std::exp(x);
+    case ActivationKind::sqrt:
+      return std::sqrt(x);
     default:
       return x;  // linear
   }
@@ -307,6 +309,8 @@ CROSSOVER_HD T activation_derivative(ActivationKind a, T x, T y, T alpha) {
     }
     case ActivationKind::exponential:
       return y;
+    case ActivationKind::sqrt:  // 1 / (2 sqrt(x)), as TensorFlow's from the output
+      return T(0.5) / y;
     default:
       return one;  // linear
   }

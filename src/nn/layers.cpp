@@ -66,6 +66,8 @@ std::string_view activation_name(ActivationKind a) {
       return "silu";
     case ActivationKind::exponential:
       return "exponential";
+    case ActivationKind::sqrt:
+      return "sqrt";
   }
   return "linear";
 }

@@ -39,6 +39,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
 
 # Public classes that are not kinds of their own: what each makes.
 PYTHON_ONLY = {"Layer": None, "Input": "InputLayer", "Softmax": "Activation", "ReLU": "Activation"}
+PYTHON_ONLY.update(Lambda=None)  # traced as a custom layer's call() (keras/_trace.py)
 PYTHON_ONLY.update(add="Add", concatenate="Concatenate")  # keras.layers.add([a, b]): Add()(...)
 PYTHON_ONLY.update(
     subtract="Subtract", multiply="Multiply", maximum="Maximum", minimum="Minimum",

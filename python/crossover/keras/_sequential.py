@@ -111,6 +111,37 @@ def _class_weights(class_weight: Any, sample_weight: Any) -> dict[int, float]:
         ) from None
 
 
+def _arrays(data: Any) -> Any:
+    """Data for a Python step: an array, or a list, tuple or dict of arrays (a model of several
+    inputs or outputs, given as Keras takes them), each as a numpy array. A list of numbers or of
+    lists is one array."""
+    if isinstance(data, dict):
+        return {k: np.asarray(_tensor._plain(v)) for k, v in data.items()}
+    if (
+        isinstance(data, (list, tuple))
+        and len(data) > 1
+        and all(isinstance(v, np.ndarray) and v.ndim >= 1 for v in data)  # Tensors are arrays
+    ):
+        return type(data)(np.asarray(_tensor._plain(v)) for v in data)
+    return np.asarray(_tensor._plain(data))
+
+
+def _rows(data: Any, rows: Any) -> Any:
+    """The rows of _arrays' data (each array's, in a list, tuple or dict)."""
+    if isinstance(data, dict):
+        return {k: v[rows] for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(v[rows] for v in data)
+    return data[rows]
+
+
+def _count(data: Any) -> int:
+    """How many samples _arrays' data holds."""
+    if isinstance(data, dict):
+        return len(next(iter(data.values())))
+    return len(data[0]) if isinstance(data, (list, tuple)) else len(data)
+
+
 def _validation_arrays(validation_data: Any) -> tuple[Any, Any, Any]:
     """validation_data as (x_val, y_val, sample_weight_val or None): a tuple of two or three
     arrays, or a batched dataset of (x, y) or (x, y, sample_weight) elements."""
@@ -848,17 +879,18 @@ class _Model(_ModelBase):
         x, y, batch_size, shuffle = _from_dataset(x, y, batch_size, shuffle, "fit")
         if x is None or y is None:
             raise ValueError("fit: give both x and y (numpy arrays)")
-        xs, ys = np.asarray(_tensor._plain(x)), np.asarray(_tensor._plain(y))
-        ws = _sample_weights(sample_weight, len(xs), "sample_weight")
+        xs, ys = _arrays(x), _arrays(y)  # several inputs or outputs: lists (or dicts) of arrays
+        ws = _sample_weights(sample_weight, _count(xs), "sample_weight")
         vx = vy = None
         if validation_data is not None:
             vx, vy, _ = _validation_arrays(validation_data)
         elif validation_split:
-            n_train = math.ceil(len(xs) * (1.0 - validation_split))
-            xs, vx, ys, vy = xs[:n_train], xs[n_train:], ys[:n_train], ys[n_train:]
+            n_train = math.ceil(_count(xs) * (1.0 - validation_split))
+            train, held = slice(None, n_train), slice(n_train, None)
+            xs, vx, ys, vy = _rows(xs, train), _rows(xs, held), _rows(ys, train), _rows(ys, held)
             ws = None if ws is None else ws[:n_train]
         batch = 32 if batch_size is None else int(batch_size)
-        n, level = len(xs), _verbosity(verbose)
+        n, level = _count(xs), _verbosity(verbose)
         steps = math.ceil(n / batch)
         callback_list = (
             callbacks
@@ -883,7 +915,8 @@ class _Model(_ModelBase):
                 rows = order[step * batch : (step + 1) * batch]
                 if batches:
                     callback_list.on_train_batch_begin(step)
-                data = (xs[rows], ys[rows]) if ws is None else (xs[rows], ys[rows], ws[rows])
+                data = (_rows(xs, rows), _rows(ys, rows))
+                data = data if ws is None else (*data, ws[rows])
                 raw = self.train_step(data)
                 logs = _float_logs(raw, "train_step")
                 done = step + 1
@@ -912,13 +945,13 @@ class _Model(_ModelBase):
     def _evaluate_by_steps(self, x: Any, y: Any, batch: int, level: int) -> dict[str, float]:
         """evaluate through the model's test_step (Keras's own loop when it has none): the
         metrics reset, then test_step((x, y)) per batch; the last logs it returned."""
-        xs, ys = np.asarray(_tensor._plain(x)), np.asarray(_tensor._plain(y))
+        xs, ys = _arrays(x), _arrays(y)
         for metric in _step_metrics(self):
             metric.reset_state()
-        steps, logs, start = math.ceil(len(xs) / batch), {}, time.monotonic()
+        steps, logs, start = math.ceil(_count(xs) / batch), {}, time.monotonic()
         for step in range(steps):
             rows = slice(step * batch, (step + 1) * batch)
-            logs = _float_logs(self.test_step((xs[rows], ys[rows])), "test_step")
+            logs = _float_logs(self.test_step((_rows(xs, rows), _rows(ys, rows))), "test_step")
         if level:
             _core.ProgressBar(steps, False).finish(steps, time.monotonic() - start,
                                                    list(logs.items()))  # fmt: skip

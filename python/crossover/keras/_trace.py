@@ -191,8 +191,8 @@ def not_supported(what: str) -> NotImplementedError:
     return NotImplementedError(
         f"{what} {_where()} is not supported (yet): crossover traces a custom layer's call() "
         "into engine ops (element-wise arithmetic with broadcasting of the last axis, matmul "
-        "by a weight, activations, exp, square, mean and sum over the last axis, concatenate, "
-        "dropout, add_loss of a mean or sum); "
+        "by a weight, activations, exp, square, sqrt, mean and sum over the last axis, "
+        "concatenate, dropout, add_loss of a mean or sum); "
         f"{SEE_SUPPORTED}"
     )
 
@@ -208,17 +208,21 @@ def not_in_a_model(layer: Any) -> NotImplementedError:
 
 # --- a custom layer called on a symbolic tensor ----------------------------------------------
 def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
-    """layer(inputs) for a custom layer on a KerasTensor: build() once, then call() traced."""
-    if not isinstance(inputs, KerasTensor):
+    """layer(inputs) for a custom layer on a KerasTensor, or on a list or tuple of them (a VAE's
+    Sampling((z_mean, z_log_var)), a Lambda over two towers): build() once (with the list of
+    shapes for a list, as Keras builds it), then call() traced."""
+    tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not tensors or not all(isinstance(t, KerasTensor) for t in tensors):
         raise NotImplementedError(
             f"custom layer '{layer.name}' ({type(layer).__name__}) called on "
-            f"{type(inputs).__name__}: crossover traces custom layers called on one tensor; "
-            f"{SEE_SUPPORTED}"
+            f"{type(inputs).__name__}: crossover traces custom layers called on a symbolic "
+            f"tensor or a list of them; {SEE_SUPPORTED}"
         )
     if _traces and _traces[-1].layer is layer:
         raise NotImplementedError(f"layer '{layer.name}' calling itself is not supported (yet)")
     if not getattr(layer, "_custom_built", False):
-        layer.build(tuple(inputs.shape))
+        shapes = [tuple(t.shape) for t in tensors]
+        layer.build(shapes[0] if isinstance(inputs, KerasTensor) else type(inputs)(shapes))
         layer._custom_built = True
     trace = _Trace(layer)
     _traces.append(trace)
@@ -244,10 +248,10 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
     if not isinstance(out, KerasTensor):
         raise NotImplementedError(
             f"the call() of layer '{layer.name}' ({type(layer).__name__}) returned "
-            f"{type(out).__name__}: crossover traces call() into ops on one symbolic tensor "
+            f"{type(out).__name__}: crossover traces call() into ops on symbolic tensors "
             f"and takes one tensor out; {SEE_SUPPORTED}"
         )
-    if out is inputs:
+    if any(out is t for t in tensors):
         raise NotImplementedError(
             f"the call() of layer '{layer.name}' ({type(layer).__name__}) returned its input "
             f"unchanged: an identity layer is not supported (yet); {SEE_SUPPORTED}"
@@ -259,9 +263,10 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
             f"use ({', '.join(unused)}): not supported (yet); {SEE_SUPPORTED}"
         )
     layer._op_layers = trace.made
-    layer._traced_shapes = (tuple(inputs.shape[1:]), tuple(out.shape[1:]))
+    if isinstance(inputs, KerasTensor):
+        layer._traced_shapes = (tuple(inputs.shape[1:]), tuple(out.shape[1:]))
     # The call as one node (summary's row, Layer.output); the graph holds its ops.
-    layer._output_tensor = KerasTensor(out.shape, layer, [_shown(inputs)])
+    layer._output_tensor = KerasTensor(out.shape, layer, [_shown(t) for t in tensors])
     return out
 
 
@@ -542,13 +547,16 @@ def _last_axis(x: Any, axis: Any, op: str) -> None:
 
 
 def unary(op: str, x: Any, api: str = "") -> Any:
-    """exp (the exponential activation) and square (x * x) of a symbolic tensor."""
+    """exp (the exponential activation), square (x * x) and sqrt (the engine's Sqrt op) of a
+    symbolic tensor."""
     if not _is_tensor(x):
         raise not_supported(f"{op} of {type(x).__name__}")
     if op == "exp":
         return activation("exponential", x)
     if op == "square":
         return binary("multiply", x, x)
+    if op == "sqrt":
+        return _node(_core.Sqrt, ("sqrt",), "sqrt", [x], tuple(x.shape[1:]))
     raise not_supported(api or f"the op '{op}'")
 
 

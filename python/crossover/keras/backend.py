@@ -134,7 +134,9 @@ def square(x: Any) -> _tensor.Tensor:
 
 
 def sqrt(x: Any) -> _tensor.Tensor:
-    """tf.sqrt of x clipped below at 0 (the legacy backend's)."""
+    """tf.sqrt of x clipped below at 0 (the legacy backend's); traced on a symbolic tensor."""
+    if _tensor._traced(x) is not None:
+        return _tensor.sqrt(_tensor.maximum(x, 0.0))
     x = _tensor.convert_to_tensor(x)
     return _tensor.sqrt(_tensor.maximum(x, _tensor.convert_to_tensor(0.0, x.dtype)))
 

@@ -88,10 +88,12 @@ def _built(layer: Any, shapes: list[tuple[int, ...]]) -> tuple[list[int], list[A
 
 
 def _is_custom(layer: Any) -> bool:
-    """A user's direct subclass of keras.layers.Layer with its own call()."""
+    """A user's direct subclass of keras.layers.Layer with its own call(), or a Lambda: a call()
+    in Python, traced into the model's graph (keras/_trace.py) and run in Python on data."""
     for cls in type(layer).__mro__:
         if cls.__module__.startswith("crossover."):
-            return cls is Layer and any("call" in vars(c) for c in _user_classes(layer))
+            user_call = cls is Layer and any("call" in vars(c) for c in _user_classes(layer))
+            return user_call or getattr(cls, "_python_call", False)
     return False
 
 
@@ -1431,6 +1433,57 @@ class ELU(_Builtin, kind="ELU"):
     """Keras's ELU: x where x > 0, else alpha * (exp(x) - 1)."""
 
 
+class Lambda(Layer):
+    """Keras's Lambda(function, output_shape=None, mask=None, arguments=None): the function of
+    the layer's input (a tensor, or the list it is called on), with `arguments` as keywords (and
+    `training` where the function takes it). Its ops on symbolic tensors are traced into the
+    model's graph as a custom layer's call() is (keras/_trace.py: the ops crossover has; any
+    other is one NotImplementedError naming it); on data it runs in Python. The output's shape
+    is the traced one's (`output_shape` is kept, as Keras keeps it). A mask is not supported
+    (yet); a model holding a Lambda cannot be written as a Keras model file (Keras writes the
+    function's bytecode), its weights can."""
+
+    _python_call = True  # _is_custom: traced like a custom layer's call()
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        output_shape: Any = None,
+        mask: Any = None,
+        arguments: Optional[dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not callable(function):
+            raise TypeError(f"Lambda: function must be callable, got {type(function).__name__}")
+        reject_unsupported("Lambda", mask=(mask, None))
+        self.function = function
+        self.arguments = dict(arguments or {})
+        self.mask = mask
+        self.supports_masking = False
+        self._output_shape = output_shape
+        try:
+            names = inspect.getfullargspec(function).args
+        except TypeError:
+            names = []
+        self._fn_expects_training_arg = "training" in names
+        self._fn_expects_mask_arg = "mask" in names
+
+    def call(self, inputs: Any, mask: Any = None, training: Any = None) -> Any:
+        kwargs = dict(self.arguments)
+        if self._fn_expects_mask_arg:
+            kwargs["mask"] = mask
+        if self._fn_expects_training_arg:
+            kwargs["training"] = training
+        return self.function(inputs, **kwargs)
+
+    def get_config(self) -> dict[str, Any]:
+        raise NotImplementedError(
+            "Lambda.get_config: crossover does not serialize a Python function (Keras writes "
+            f"its bytecode); save the model's weights instead; {SEE_SUPPORTED}"
+        )
+
+
 class ActivityRegularization(_Builtin, kind="ActivityRegularization"):
     """Keras's ActivityRegularization(l1, l2): the identity, whose output's penalty l1 sum(|y|) +
     l2 sum(y^2), divided by the batch's size, joins the loss of fit and evaluate."""
@@ -1657,7 +1710,6 @@ _NOT_YET = {
     "PReLU": "parametric ReLU activations",
     "GRU": "recurrent layers",
     "SimpleRNN": "recurrent layers",
-    "Lambda": "Python code inside the model (the model runs in C++)",
     "Normalization": "preprocessing layers",
 }
 
@@ -1717,6 +1769,7 @@ __all__ = [
     "ELU",
     "Rescaling",
     "ActivityRegularization",
+    "Lambda",
     "Add",
     "Subtract",
     "Multiply",

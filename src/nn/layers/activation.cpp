@@ -13,6 +13,13 @@ Layer Activation(std::string_view activation) {
   return l;
 }
 
+Layer Sqrt() {
+  Layer l;
+  l.type = LayerType::activation;
+  l.args<ActivationArgs>().activation = {ActivationKind::sqrt, 0.0f};
+  return l;
+}
+
 void AppliesActivationKind::forward(const ForwardStep& s) const {
   s.backend.activation_forward(forward_activation(s), s.state.activation.alpha, s.x, s.y,
                                activation_rows(s.state, s.m), activation_cols(s.state));

@@ -16,6 +16,9 @@ struct ActivationArgs {
 
 // Applies an activation on its own.
 Layer Activation(std::string_view activation);
+// The square root of a custom layer's traced call() (tf.sqrt, keras.ops.sqrt): an Activation of
+// ActivationKind::sqrt, which no Keras model file holds (Keras has no such activation).
+Layer Sqrt();
 // Keras's LeakyReLU layer: x where x >= 0, else negative_slope * x. Requires negative_slope >= 0.
 Layer LeakyReLU(double negative_slope = 0.3);
 // Keras's ELU layer: x where x > 0, else alpha * (exp(x) - 1). Requires alpha >= 0.

@@ -194,6 +194,11 @@ void Reader::activation(LayerActivation& l, const char* key) {
 
 ojson activation_json(const LayerActivation& l) {
   const ActivationKind a = l.kind;
+  if (a == ActivationKind::sqrt)
+    throw Error("sqrt",
+                "an op of a custom layer's call() (sqrt) has no Keras layer class: "
+                "writing it in a Keras model file is not supported (yet); save the "
+                "weights instead");
   if ((a != ActivationKind::leaky_relu && a != ActivationKind::elu) ||
       l.alpha == default_activation_alpha(a))
     return std::string(activation_name(a));
