@@ -222,5 +222,59 @@ TEST(ActivityRegularizers, KerasJsonFormsAreReadWrittenAndRefusedByName) {
             std::string::npos);
 }
 
+// With several outputs the reported loss is the outputs' weighted losses plus the terms (the
+// model's own counters hold them): the loss of the same model without the terms, plus them.
+TEST(ActivityRegularizers, AModelOfSeveralOutputsReportsItsTerms) {
+  const auto model = [](double l2) {
+    GraphBuilder g;
+    const int x = g.input({5});
+    Layer hidden = Dense(4, "tanh");
+    hidden.activity = {Regularizer::Kind::l2, 0.0, l2};
+    const int h = g.add(hidden, x);
+    const int a = g.add(Dense(3, "softmax"), h), b = g.add(Dense(2), h);
+    Sequential m(g.graph({a, b}, {}));
+    m.compile_outputs(
+        SGD(), {{{"sparse_categorical_crossentropy"}, 1.0, {}}, {{"mean_squared_error"}, 0.5, {}}},
+        {.threads = 1});
+    return m;
+  };
+  Sequential with = model(0.25), plain = model(0.0);
+  plain.set_weights(with.get_weights());
+  const int64_t n = 8;
+  const Tensor x = random_tensor({n, 5}, 21, -1.0f, 1.0f);
+  Tensor y({n, 3});  // the class index, then the second output's two targets
+  for (int64_t i = 0; i < n; ++i) {
+    y[i * 3] = static_cast<float>(i % 3);
+    y[i * 3 + 1] = 0.5f;
+    y[i * 3 + 2] = -0.5f;
+  }
+  const std::vector<NamedTensor> w = with.get_weights();
+  double penalty = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < 4; ++j) {
+      double s = w[1].value[j];
+      for (int64_t i = 0; i < 5; ++i) s += x[r * 5 + i] * w[0].value[i * 4 + j];
+      penalty += 0.25 * std::tanh(s) * std::tanh(s);
+    }
+  const EvaluateOptions all{.batch_size = n, .verbose = 0};
+  EXPECT_NEAR(with.evaluate(x, y, all).loss - plain.evaluate(x, y, all).loss,
+              penalty / static_cast<double>(n), 1e-5);
+}
+
+// from_logits takes a final softmax's input back as the logits; an activity regularizer on that
+// layer reads its activated output, which the step would then not compute: refused by name.
+TEST(ActivityRegularizers, FromLogitsUnderTheOutputsActivityRegularizerIsRefused) {
+  Layer out = Dense(3, "softmax");
+  out.name = "probabilities";
+  out.activity = {Regularizer::Kind::l1, 0.01, 0.0};
+  Sequential model({Input({4}), out});
+  const std::string message = testing_util::error_of([&] {
+    model.compile(SGD(), LossSpec{"sparse_categorical_crossentropy", true}, {}, {.threads = 1});
+  });
+  EXPECT_NE(message.find("from_logits=True on output 'probabilities'"), std::string::npos)
+      << message;
+  model.compile(SGD(), "sparse_categorical_crossentropy", {}, {.threads = 1});  // without: fine
+}
+
 }  // namespace
 }  // namespace crossover

@@ -7,6 +7,7 @@ batch's holds the terms), the trained weights and evaluate's loss agree to float
 runs in a subprocess with the peers' Python ($CROSSOVER_PEERS_PYTHON, else
 bench/peers/.venv/bin/python); without one, skipped with a message saying so."""
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,64 @@ def test_the_guides_identity_layer_trains_a_functional_model() -> None:
     assert len(model.layers) == 4  # the penalty layer is one layer, as Keras lists it
 
 
+TWO_OUTPUTS = """
+    import json
+    import numpy as np
+    import keras
+    from keras import layers
+    L2 = keras.regularizers.L2
+    i = keras.Input((3,))
+    h = layers.Dense(4, kernel_initializer="ones", activity_regularizer=L2(0.5))(i)
+    a = layers.Dense(1, kernel_initializer="ones")(h)
+    b = layers.Dense(1, kernel_initializer="ones", kernel_regularizer=L2(0.1))(h)
+    m = keras.Model(i, [a, b])
+    m.compile(optimizer=keras.optimizers.SGD(0.01), loss=["mse", "mse"])
+    x = np.random.RandomState(0).rand(16, 3).astype("float32")
+    y = [np.zeros((16, 1), "float32"), np.ones((16, 1), "float32")]
+    h = m.fit(x, y, epochs=2, batch_size=8, shuffle=False, verbose=0).history
+    print(json.dumps({"loss": h["loss"], "evaluate": m.evaluate(x, y, batch_size=16, verbose=0)}))
+"""
+
+
+def test_a_model_of_two_outputs_reports_its_terms_as_keras_does(tmp_path: Path) -> None:
+    """The reported loss is the outputs' losses plus the activity and weight penalties."""
+    theirs = run_keras(TWO_OUTPUTS, tmp_path)
+    namespace: dict = {}
+    code = TWO_OUTPUTS.replace("import keras", "from crossover import keras")
+    code = code.replace("from keras import layers", "from crossover.keras import layers")
+    exec(textwrap.dedent(code.split("    print(")[0]), namespace)
+    np.testing.assert_allclose(namespace["h"]["loss"], theirs["loss"], rtol=2e-5)
+    mine = namespace["m"].evaluate(namespace["x"], namespace["y"], batch_size=16, verbose=0)
+    np.testing.assert_allclose(mine, theirs["evaluate"], rtol=2e-5)
+
+
+class SquaredPenalty(keras.layers.Layer):
+    """A term computed from the call's own output (the engine's last layer must stay the
+    model's output: the term rides on an identity op of it)."""
+
+    def call(self, inputs):
+        y = keras.activations.relu(inputs)
+        self.add_loss(0.01 * ops.sum(ops.square(y)))
+        return y
+
+
+@pytest.mark.parametrize("kind", ["sequential", "functional"])
+def test_a_term_of_the_calls_own_output(kind: str) -> None:
+    if kind == "sequential":
+        model = keras.Sequential([keras.Input((4,)), layers.Dense(3), SquaredPenalty()])
+    else:
+        inputs = keras.Input((4,))
+        model = keras.Model(inputs, SquaredPenalty()(layers.Dense(3)(inputs)))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.RandomState(8).uniform(-1, 1, (10, 4)).astype(np.float32)
+    y = np.zeros((10, 3), np.float32)
+    kernel, bias = model.get_weights()
+    hidden = np.maximum(x @ kernel + bias, 0)
+    np.testing.assert_allclose(model.predict(x, verbose=0), hidden, rtol=1e-6, atol=1e-7)
+    expected = np.mean(np.square(hidden)) + 0.01 * np.square(hidden).sum()
+    assert model.evaluate(x, y, batch_size=10, verbose=0) == pytest.approx(expected, rel=1e-5)
+
+
 def test_activity_regularizers_round_trip_through_config_and_json() -> None:
     dense = layers.Dense(4, activity_regularizer=regularizers.L1L2(0.5, 0.25))
     assert isinstance(dense.activity_regularizer, regularizers.L1L2)
@@ -172,6 +231,15 @@ def test_what_the_engine_lacks_is_one_clear_error() -> None:
     inputs = keras.Input((3,))
     with pytest.raises(NotImplementedError, match="add_loss.. of a symbolic tensor of shape"):
         PerSample()(inputs)
+
+    class TrainingOnly(keras.layers.Layer):
+        def call(self, x, training=None):
+            if training:  # Keras adds the term in fit only; one trace cannot tell
+                self.add_loss(ops.mean(x))
+            return x * 2.0
+
+    with pytest.raises(NotImplementedError, match="which takes `training`"):
+        TrainingOnly()(inputs)
     # A GradientTape loop's sum(model.losses) would miss the engine's terms: refused.
     model = keras.Sequential([keras.Input((3,)), layers.Dense(2, activity_regularizer="l2")])
     with pytest.raises(NotImplementedError, match="activity regularizers or add_loss"):

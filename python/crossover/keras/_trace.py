@@ -131,6 +131,18 @@ def add_loss_term(layer: Any, value: Any) -> None:
         _sinks[-1].append(_node(made, sig, "add_loss", [tensor], tuple(tensor.shape[1:])))
 
 
+def refuse_terms_under_training(owner: Any, params: Any) -> None:
+    """add_loss in a call() that takes `training`: traced once, in training mode, a term under
+    `if training:` would join evaluate's loss too, where Keras leaves it out. Refused."""
+    if _sinks and _sinks[-1] and "training" in params:
+        raise NotImplementedError(
+            f"add_loss() in the call() of '{owner.name}' ({type(owner).__name__}), which takes "
+            "`training`, is not supported (yet): crossover traces call() once, in training "
+            "mode, so a term Keras adds only in training would count in evaluate too; "
+            f"{SEE_SUPPORTED}"
+        )
+
+
 def finish_outputs(sinks: list[KerasTensor], out: Any) -> Any:
     """A traced model call's outputs (a tensor, or a list, tuple or dict of them) with its
     add_loss terms (_finish_call)."""
@@ -151,8 +163,11 @@ def finish_outputs(sinks: list[KerasTensor], out: Any) -> Any:
 
 def _finish_call(sinks: list[KerasTensor], outputs: list[KerasTensor]) -> dict[int, KerasTensor]:
     """A traced call's add_loss terms: one on an output itself becomes that output (an AddLoss
-    is the identity on its input), the others ride on the first output (_symbolic._ordered
-    visits them with it). Returns the outputs replaced, by id."""
+    is the identity on its input); the others ride on an output (_symbolic._ordered visits them
+    before it): on the first, or, for a term computed from an output (add_loss(ops.sum(
+    ops.square(y))); return y), on an identity op of that output, so that the term comes after
+    the output it reads and before the call's output (the engine's last layer is a model's
+    output). Returns the outputs replaced, by id."""
     replaced: dict[int, KerasTensor] = {}
     riders = []
     for sink in sinks:
@@ -166,10 +181,30 @@ def _finish_call(sinks: list[KerasTensor], outputs: list[KerasTensor]) -> dict[i
                     replaced[id(o)] = sink
         else:
             riders.append(sink)
-    if riders:
-        first = replaced.get(id(outputs[0]), outputs[0])
-        first._riders = list(getattr(first, "_riders", [])) + riders
+    for sink in riders:
+        current = [replaced.get(id(o), o) for o in outputs]
+        read = next((i for i, c in enumerate(current) if _reads(sink, c)), None)
+        if read is None:
+            carrier = current[0]
+        else:
+            carrier = identity(current[read])
+            replaced[id(outputs[read])] = carrier
+        carrier._riders = list(getattr(carrier, "_riders", [])) + [sink]
     return replaced
+
+
+def _reads(tensor: KerasTensor, source: KerasTensor) -> bool:
+    """Whether `tensor` is computed from `source`."""
+    seen: set[int] = set()
+    stack = list(tensor._inputs)
+    while stack:
+        t = stack.pop()
+        if t is source:
+            return True
+        if id(t) not in seen:
+            seen.add(id(t))
+            stack.extend(t._inputs)
+    return False
 
 
 def _engine(class_name: str, **config: Any) -> Any:
@@ -239,6 +274,7 @@ def custom_call(layer: Any, inputs: Any, kwargs: dict[str, Any]) -> Any:
         if unknown:
             raise TypeError(f"{type(layer).__name__}.call got unexpected arguments {unknown}")
         out = layer.call(inputs, **given)
+        refuse_terms_under_training(layer, params)
         if isinstance(out, KerasTensor):
             out = _finish_call(_sinks[-1], [out]).get(id(out), out)
             out = _activity(layer, out)

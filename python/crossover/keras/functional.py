@@ -513,6 +513,7 @@ class Subclassed(Functional):
         _trace._sinks.append([])  # its add_loss terms, carried by its outputs
         try:
             out = self.call(inputs, **kwargs)
+            _trace.refuse_terms_under_training(self, params)
             return _trace.finish_outputs(_trace._sinks[-1], out)
         finally:
             _trace._sinks.pop()

@@ -76,6 +76,21 @@ void Sequential::compile(OptimizerConfig optimizer, const LossSpec& spec,
 
 namespace {
 
+// from_logits takes a final softmax's or sigmoid's input back as the logits (the step leaves the
+// activation to the loss), but an activity regularizer on that layer penalizes its activated
+// output, which the step then does not compute.
+void refuse_logits_under_activity(const ModelGraph& g, int layer, bool from_logits) {
+  const Layer& l = g.layers[static_cast<std::size_t>(layer)];
+  const ActivationKind a = layer_kind(l).activation(l).kind;
+  if (from_logits && l.activity.any() &&
+      (a == ActivationKind::softmax || a == ActivationKind::sigmoid))
+    throw Error("compile",
+                fmt::format("from_logits=True on output '{}', whose activity_regularizer reads its "
+                            "{} output, is not supported (yet): the loss would take the "
+                            "activation's input back as the logits",
+                            l.name, activation_name(a)));
+}
+
 void refuse_during_fit(const Sequential::Impl& m) {
   if (m.fitting)
     throw Error("compile", "called during fit (from a callback): the model is being trained");
@@ -88,6 +103,8 @@ void compile_model(Sequential::Impl& m, OptimizerConfig optimizer, const LossSpe
   refuse_during_fit(m);
   // from_logits with a final activation is Keras's too (final_activation_layer).
   const LossConfig loss = parse_loss(spec, "compile");
+  if (m.losses.heads.empty())
+    refuse_logits_under_activity(m.graph, static_cast<int>(m.graph.size()) - 1, spec.from_logits);
   const std::string loss_name(loss_rules(loss.kind).name);
   std::vector<MetricSpec> compiled_metrics = compile_metrics(std::move(metrics), loss.kind);
   if (m.built && m.losses.heads.empty())
@@ -186,6 +203,7 @@ void Sequential::compile_outputs(OptimizerConfig optimizer, std::vector<OutputLo
     h.layer = m.graph.model_outputs[j];
     const std::string& out_name = m.graph.layers[static_cast<std::size_t>(h.layer)].name;
     h.loss = parse_loss(o.loss, "compile");
+    refuse_logits_under_activity(m.graph, h.layer, o.loss.from_logits);
     h.loss_name = loss_rules(h.loss.kind).name;
     h.from_logits = o.loss.from_logits;
     if (!std::isfinite(o.weight))

@@ -250,6 +250,8 @@ EvaluateResult LossHeads::result_of(std::span<const StepCounters> t) const {
     return r;
   }
   r.samples = static_cast<int64_t>(t[1].sample_count);
+  // The regularizers' and add_loss terms' penalties, which the model's own counters hold.
+  r.loss = c.loss_sum / std::max(t[1].sample_count, 1.0);
   for (std::size_t j = 0; j < heads.size(); ++j) {
     const StepCounters& hc = t[1 + j];
     const double loss_j = hc.loss_sum / std::max(hc.sample_count, 1.0);
