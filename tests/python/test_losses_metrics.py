@@ -70,6 +70,22 @@ def test_a_loss_argument_the_engine_does_not_run_trains_in_python_steps(make):
     assert float(loss(y, m.predict(x, verbose=0))) < before
 
 
+def test_a_python_step_takes_data_as_keras_gives_it():
+    """A loss function gets y_true of the outputs' rank ((N,) targets against (N, 1) outputs:
+    Keras's squeeze_or_expand_to_same_rank), and fit takes x and y in lists of one array."""
+
+    def squared(y_true, y_pred):
+        return keras.ops.mean(keras.ops.square(y_true - y_pred), axis=-1)
+
+    rs = np.random.RandomState(3)
+    x, y = rs.rand(12, 4).astype(np.float32), rs.rand(12).astype(np.float32)
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    m.compile(optimizer="sgd", loss=squared)
+    before = np.mean(np.square(y[:, None] - m.predict(x, verbose=0)))  # not (12, 12)
+    history = m.fit([x], [y], batch_size=12, epochs=1, verbose=0).history
+    assert history["loss"][0] == pytest.approx(before, rel=1e-5)
+
+
 def test_from_logits_after_a_softmax_trains_on_the_softmax_input_and_predicts_its_output():
     # Keras 3 (TensorFlow) takes the softmax's input back as the logits (and warns):
     # test_from_logits_peers.py checks it against Keras itself.

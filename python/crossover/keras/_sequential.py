@@ -113,10 +113,12 @@ def _class_weights(class_weight: Any, sample_weight: Any) -> dict[int, float]:
 
 def _arrays(data: Any) -> Any:
     """Data for a Python step: an array, or a list, tuple or dict of arrays (a model of several
-    inputs or outputs, given as Keras takes them), each as a numpy array. A list of numbers or of
-    lists is one array."""
+    inputs or outputs, given as Keras takes them), each as a numpy array; a list of one array is
+    that array, and a list of numbers or of lists one array."""
     if isinstance(data, dict):
         return {k: np.asarray(_tensor._plain(v)) for k, v in data.items()}
+    if isinstance(data, (list, tuple)) and len(data) == 1 and isinstance(data[0], np.ndarray):
+        return np.asarray(_tensor._plain(data[0]))
     if (
         isinstance(data, (list, tuple))
         and len(data) > 1
