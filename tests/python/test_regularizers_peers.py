@@ -177,3 +177,47 @@ def test_a_custom_layers_add_weight_regularizer_trains_as_keras_does(tmp_path: P
     for mine, keras_w in zip(model.get_weights(), theirs["weights"]):
         np.testing.assert_allclose(mine, np.array(keras_w, np.float32), rtol=1e-4, atol=2e-6)
     np.testing.assert_allclose([float(p) for p in model.losses], theirs["losses"], rtol=2e-5)
+
+
+PYTHON_STEP = """
+    import json
+    import numpy as np
+    import keras
+    from keras import layers, ops, regularizers
+
+    def halved_squares(y_true, y_pred):
+        return ops.mean(ops.square(y_true - y_pred) * 0.5, axis=-1)
+
+    m = keras.Sequential([
+        keras.Input((5,)),
+        layers.Dense(6, activation="tanh", kernel_regularizer=regularizers.L1L2(0.01, 0.02),
+                     bias_regularizer="l2"),
+        layers.BatchNormalization(gamma_regularizer=regularizers.L2(0.1)),
+        layers.Dense(2, kernel_regularizer=regularizers.L1(0.05)),
+    ])
+    m.compile(optimizer=keras.optimizers.SGD(0.1), loss=halved_squares)
+    rs = np.random.RandomState(0)
+    x, y = rs.rand(32, 5).astype("float32"), rs.rand(32, 2).astype("float32")
+    ws = [rs.uniform(-0.6, 0.6, w.shape).astype("float32") for w in m.get_weights()]
+    ws[5] = np.abs(ws[5]) + 0.5  # the moving variance
+    m.set_weights(ws)
+    h = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0).history
+    print(json.dumps({"loss": h["loss"], "weights": [w.tolist() for w in m.get_weights()]}))
+"""
+
+
+def test_a_python_steps_loss_holds_the_weight_penalties_as_keras_does(tmp_path: Path) -> None:
+    """A loss the engine has no op for trains in Python steps (keras/_python_step.py), where
+    compute_loss adds the weight penalties with recorded ops on the tape's variables (Keras's
+    compute_loss adds model.losses): the losses and weights against Keras 3.15."""
+    import textwrap
+
+    theirs = run_keras(PYTHON_STEP, tmp_path)
+    code = textwrap.dedent(PYTHON_STEP.split("    print(")[0])
+    code = code.replace("import keras", "from crossover import keras")
+    code = code.replace("from keras import", "from crossover.keras import")
+    namespace: dict = {}
+    exec(code, namespace)
+    np.testing.assert_allclose(namespace["h"]["loss"], theirs["loss"], rtol=2e-5)
+    for mine, keras_w in zip(namespace["m"].get_weights(), theirs["weights"]):
+        np.testing.assert_allclose(mine, np.array(keras_w, np.float32), rtol=1e-4, atol=2e-6)

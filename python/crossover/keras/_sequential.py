@@ -16,7 +16,7 @@ from .._args import SEE_SUPPORTED, reject_unknown, reject_unsupported
 from . import _graph, _names, _symbolic, _trace
 from . import losses as losses_module
 from . import metrics as metrics_module
-from . import mixed_precision
+from . import mixed_precision, regularizers
 from . import optimizers as optimizers_module
 from . import _archive, _py_dataset_fit, _python_step
 from .callbacks import CallbackList, History
@@ -973,19 +973,24 @@ class _Model(_ModelBase):
         loss = self.loss if self._user_compiled else None
         if loss is None:
             raise ValueError("No loss to compute. Provide a `loss` argument in `compile()`.")
-        if self.built and (any(_has_loss_terms(item) for item in self._layers) or self.losses):
-            # Keras's adds model.losses, which the engine computes in its own steps only.
+        # Keras's adds model.losses: the weight penalties, with recorded ops on the weights.
+        penalties = _tape_penalties(self) if self.built else []
+        if penalties is None or (self.built and any(_has_loss_terms(i) for i in self._layers)):
             raise NotImplementedError(
-                f"compute_loss of model '{self.name}': its regularizers or add_loss() terms are "
-                "computed by the engine in fit's and evaluate's own steps, not under a "
-                "GradientTape (a custom train_step, or a loss or metric computed in Python): "
-                f"not supported (yet); {SEE_SUPPORTED}"
+                f"compute_loss of model '{self.name}': its activity regularizers, add_loss() "
+                "terms or a custom layer's weight regularizers are computed by the engine in "
+                "fit's and evaluate's own steps, not under a GradientTape (a custom train_step, "
+                f"or a loss or metric computed in Python): not supported (yet); {SEE_SUPPORTED}"
             )
         if getattr(self, "_eager_loss", None) is not None:
-            return self._eager_loss(y, y_pred, sample_weight)
-        if not isinstance(loss, losses_module.Loss):
-            loss = _LOSS_CLASSES[losses_module.library_name(loss)]()
-        return loss(y, y_pred, sample_weight)
+            total = self._eager_loss(y, y_pred, sample_weight)
+        else:
+            if not isinstance(loss, losses_module.Loss):
+                loss = _LOSS_CLASSES[losses_module.library_name(loss)]()
+            total = loss(y, y_pred, sample_weight)
+        for penalty in penalties:
+            total = _tensor.add(total, penalty)
+        return total
 
     def train_step(self, data: Any) -> dict[str, Any]:
         """Keras's default train_step (a subclass's calls it as super().train_step(data)): one
@@ -1374,6 +1379,58 @@ def _has_loss_terms(layer: Any) -> bool:
     return any(_has_loss_terms(op) for op in ops) or any(
         _has_loss_terms(sub) for sub in layer._sublayers()
     )
+
+
+def _tape_penalties(model: Any) -> Optional[list[_tensor.Tensor]]:
+    """Keras's model.losses under a GradientTape (compute_loss in a Python step): each trainable
+    regularized weight's penalty, l1 sum(|w|) + l2 sum(w^2) in float32 as Keras's L1L2, with
+    recorded ops on the weight as model.trainable_weights gives it (so the tape differentiates
+    it by variable); None where a custom layer's add_weight has a regularizer (its weight is
+    one of its traced ops', not reached here)."""
+    found: list[tuple[Any, str, Any]] = []
+    if not _regularized_weights(model, True, found):
+        return None
+    if not found:
+        return []
+    tagged = {}
+    for t in model.trainable_weights:
+        layer, index = t._crossover_variable
+        tagged[(id(layer), index)] = t
+    out = []
+    for layer, name, regularizer in found:
+        names = [n for n, _ in layer._weight_kinds()]
+        weight = tagged.get((id(layer), names.index(name))) if name in names else None
+        if weight is None:
+            continue
+        l1, l2 = regularizers._factors(regularizer)
+        penalty = _tensor.convert_to_tensor(np.float32(0.0))
+        if l1:
+            term = _tensor.reduce_sum(_tensor.abs(weight))
+            penalty = _tensor.add(penalty, _tensor.multiply(term, np.float32(l1)))
+        if l2:
+            term = _tensor.reduce_sum(_tensor.square(weight))
+            penalty = _tensor.add(penalty, _tensor.multiply(term, np.float32(l2)))
+        out.append(penalty)
+    return out
+
+
+def _regularized_weights(layer: Any, trainable: bool, out: list[tuple[Any, str, Any]]) -> bool:
+    """The trainable regularized weights of built-in layers, (layer, weight name, regularizer),
+    in _weight_penalties' order into `out`; False where a custom layer's own weight has one."""
+    trainable = trainable and layer.trainable
+    if isinstance(layer, _ModelBase):
+        return all(_regularized_weights(item, trainable, out) for item in layer._layers)
+    if not trainable:
+        return True
+    if any(
+        w.trainable and w.regularizer is not None for w in layer.__dict__.get("_custom_weights", [])
+    ):
+        return False
+    for weight in _REGULARIZED_WEIGHTS:
+        regularizer = getattr(layer, f"{weight}_regularizer", None)
+        if regularizer is not None:
+            out.append((layer, weight, regularizer))
+    return all(_regularized_weights(sub, trainable, out) for sub in layer._sublayers())
 
 
 def _weight_penalties(layer: Any, trainable: bool, out: list[_tensor.Tensor]) -> None:
