@@ -211,3 +211,21 @@ def test_a_metric_of_the_users_makes_its_variables_after_the_base_init():
     assert float(metric.result()) == pytest.approx(0.5)
     metric.reset_state()
     assert [float(v.numpy()) for v in metric.variables] == [0.0, 0.0]
+
+
+def test_a_python_loss_of_keras_ops_abs_has_a_gradient():
+    """keras.ops.abs on the outputs is recorded by the Python step's tape (numpy's function is
+    named `absolute`; the op was computed unrecorded, and apply_gradients found no gradient)."""
+
+    def absolute_error(y_true, y_pred):
+        return keras.ops.mean(keras.ops.abs(y_true - y_pred), axis=-1)
+
+    rs = np.random.RandomState(4)
+    x, y = rs.rand(12, 4).astype(np.float32), rs.rand(12, 2).astype(np.float32)
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    m.compile(optimizer="sgd", loss=absolute_error)
+    before = np.mean(np.abs(y - m.predict(x, verbose=0)))
+    kernel = m.get_weights()[0]
+    history = m.fit(x, y, batch_size=12, epochs=1, verbose=0).history
+    assert history["loss"][0] == pytest.approx(before, rel=1e-5)
+    assert not np.array_equal(m.get_weights()[0], kernel)

@@ -100,16 +100,17 @@ def one_hot(x: Any, num_classes: int, axis: int = -1, dtype: Any = None) -> _ten
 
 
 def _unary(f: Any) -> Any:
-    recorded = f.__name__ if f.__name__ in ("exp", "log", "sqrt", "square", "abs") else None
+    name = "abs" if f is np.abs else f.__name__  # numpy's is "absolute"
+    recorded = name if name in ("exp", "log", "sqrt", "square", "abs") else None
 
     def op(x: Any) -> _tensor.Tensor:
         if _trace.symbolic(x):
-            return _trace.unary(f.__name__, x, f"keras.ops.{f.__name__}")
+            return _trace.unary(name, x, f"keras.ops.{name}")
         if recorded is not None and np.asarray(_tensor._plain(x)).dtype.kind == "f":
-            return getattr(_tensor, recorded)(x)
+            return getattr(_tensor, recorded)(x)  # recorded by a GradientTape
         return _tensor.tensor(f(_a(x)))
 
-    op.__name__ = f.__name__
+    op.__name__ = name
     return op
 
 
