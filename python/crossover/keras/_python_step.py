@@ -45,24 +45,6 @@ def eager_loss(loss: Any) -> Optional[Callable[..., Any]]:
     return None
 
 
-def _same_rank(y_true: Any, y_pred: Any) -> tuple[Any, Any]:
-    """Keras's squeeze_or_expand_to_same_rank: where the ranks differ by one and the larger's
-    last axis is 1, the smaller is expanded (rank 1) or the larger squeezed, with recorded ops
-    (y_pred's gradient goes through them)."""
-    rt, rp = len(y_true.shape), len(y_pred.shape)
-    if rt == rp + 1 and y_true.shape[-1] == 1:
-        if rp == 1:
-            y_pred = _tensor.expand_dims(y_pred, -1)
-        else:
-            y_true = _tensor.squeeze(y_true, -1)
-    if rp == rt + 1 and y_pred.shape[-1] == 1:
-        if rt == 1:
-            y_true = _tensor.expand_dims(y_true, -1)
-        else:
-            y_pred = _tensor.squeeze(y_pred, -1)
-    return y_true, y_pred
-
-
 class _FunctionLoss:
     """Keras's LossFunctionWrapper: fn(y_true, y_pred) per sample, y_true and y_pred as float32
     tensors of one rank (Keras's squeeze_or_expand_to_same_rank: targets (N,) against outputs
@@ -74,7 +56,8 @@ class _FunctionLoss:
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
         y_true = _tensor.cast(_tensor.convert_to_tensor(y_true), np.float32)
-        y_true, y_pred = _same_rank(y_true, _tensor.convert_to_tensor(y_pred))
+        # (Indexing a tensor is recorded: y_pred's gradient goes through it.)
+        y_true, y_pred = losses_module._same_rank(y_true, _tensor.convert_to_tensor(y_pred))
         values = self.fn(y_true, y_pred)
         values = _tensor.convert_to_tensor(values) if not _tensor._is_tf(values) else values
         return losses_module._eager_reduce(values, "sum_over_batch_size", sample_weight)
