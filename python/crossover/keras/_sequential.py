@@ -1152,7 +1152,7 @@ class _Model(_ModelBase):
             )
         out: list[_tensor.Tensor] = []
         for item in self._layers:
-            _weight_penalties(item, True, out)
+            _weight_penalties(item, out)
         return out
 
     @property
@@ -1383,12 +1383,13 @@ def _has_loss_terms(layer: Any) -> bool:
 
 def _tape_penalties(model: Any) -> Optional[list[_tensor.Tensor]]:
     """Keras's model.losses under a GradientTape (compute_loss in a Python step): each trainable
-    regularized weight's penalty, l1 sum(|w|) + l2 sum(w^2) in float32 as Keras's L1L2, with
-    recorded ops on the weight as model.trainable_weights gives it (so the tape differentiates
-    it by variable); None where a custom layer's add_weight has a regularizer (its weight is
-    one of its traced ops', not reached here)."""
-    found: list[tuple[Any, str, Any]] = []
-    if not _regularized_weights(model, True, found):
+    regularized weight's penalty, its regularizer called on the weight as
+    model.trainable_weights gives it (the tape records the ops and differentiates them by
+    variable); None where a custom layer's add_weight has a regularizer (its weight is one of
+    its traced ops', not reached here)."""
+    found: list[tuple[Any, Any, Any]] = []
+    _regularized_weights(model, True, found)
+    if any(not isinstance(key, str) for _, key, _ in found):
         return None
     if not found:
         return []
@@ -1400,60 +1401,44 @@ def _tape_penalties(model: Any) -> Optional[list[_tensor.Tensor]]:
     for layer, name, regularizer in found:
         names = [n for n, _ in layer._weight_kinds()]
         weight = tagged.get((id(layer), names.index(name))) if name in names else None
-        if weight is None:
-            continue
-        l1, l2 = regularizers._factors(regularizer)
-        penalty = _tensor.convert_to_tensor(np.float32(0.0))
-        if l1:
-            term = _tensor.reduce_sum(_tensor.abs(weight))
-            penalty = _tensor.add(penalty, _tensor.multiply(term, np.float32(l1)))
-        if l2:
-            term = _tensor.reduce_sum(_tensor.square(weight))
-            penalty = _tensor.add(penalty, _tensor.multiply(term, np.float32(l2)))
-        out.append(penalty)
+        if weight is not None:
+            out.append(regularizer(weight))
     return out
 
 
-def _regularized_weights(layer: Any, trainable: bool, out: list[tuple[Any, str, Any]]) -> bool:
-    """The trainable regularized weights of built-in layers, (layer, weight name, regularizer),
-    in _weight_penalties' order into `out`; False where a custom layer's own weight has one."""
-    trainable = trainable and layer.trainable
-    if isinstance(layer, _ModelBase):
-        return all(_regularized_weights(item, trainable, out) for item in layer._layers)
-    if not trainable:
-        return True
-    if any(
-        w.trainable and w.regularizer is not None for w in layer.__dict__.get("_custom_weights", [])
-    ):
-        return False
-    for weight in _REGULARIZED_WEIGHTS:
-        regularizer = getattr(layer, f"{weight}_regularizer", None)
-        if regularizer is not None:
-            out.append((layer, weight, regularizer))
-    return all(_regularized_weights(sub, trainable, out) for sub in layer._sublayers())
-
-
-def _weight_penalties(layer: Any, trainable: bool, out: list[_tensor.Tensor]) -> None:
-    """The penalties of `layer`'s regularized trainable weights into `out` (_Model.losses): a
-    model's layers', a custom layer's own (add_weight's) then its sublayers', a built-in layer's
-    kernel, bias, gamma, beta. A frozen layer's weights add none, as Keras counts trainable ones."""
+def _regularized_weights(layer: Any, trainable: bool, out: list[tuple[Any, Any, Any]]) -> None:
+    """The trainable regularized weights of `layer` (a model, or a layer and the layers it
+    holds) into `out` as (layer, key, regularizer): a custom layer's own (add_weight's, the key
+    its Weight) then a built-in layer's kernel, bias, gamma, beta (the key their name), then its
+    sublayers'. A frozen layer's add none, as Keras counts trainable weights."""
     trainable = trainable and layer.trainable
     if isinstance(layer, _ModelBase):
         for item in layer._layers:
-            _weight_penalties(item, trainable, out)
+            _regularized_weights(item, trainable, out)
         return
     if not trainable:
         return
     for w in layer.__dict__.get("_custom_weights", []):
         if w.trainable and w.regularizer is not None:
-            out.append(w.regularizer(np.asarray(w, dtype=np.float32)))
+            out.append((layer, w, w.regularizer))
     for weight in _REGULARIZED_WEIGHTS:
         regularizer = getattr(layer, f"{weight}_regularizer", None)
-        value = layer._weight(weight) if regularizer is not None else None
-        if value is not None:
-            out.append(regularizer(np.asarray(value)))
+        if regularizer is not None:
+            out.append((layer, weight, regularizer))
     for sub in layer._sublayers():
-        _weight_penalties(sub, trainable, out)
+        _regularized_weights(sub, trainable, out)
+
+
+def _weight_penalties(layer: Any, out: list[_tensor.Tensor]) -> None:
+    """The penalties of `layer`'s regularized trainable weights (_regularized_weights) on their
+    current values into `out` (_Model.losses)."""
+    found: list[tuple[Any, Any, Any]] = []
+    _regularized_weights(layer, True, found)
+    for owner, key, regularizer in found:
+        if not isinstance(key, str):  # a custom layer's Weight
+            out.append(regularizer(np.asarray(key, dtype=np.float32)))
+        elif (value := owner._weight(key)) is not None:  # None: a bias the layer lacks
+            out.append(regularizer(np.asarray(value)))
 
 
 def _output_heads(

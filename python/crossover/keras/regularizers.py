@@ -46,14 +46,19 @@ class Regularizer:
         return cls(**config)
 
     def _penalty(self, x: Any, l1: float, l2: float) -> _tensor.Tensor:
-        """l1 sum(|x|) + l2 sum(x^2) in float32, as Keras's (and the engine's) arithmetic."""
-        x = np.asarray(x, dtype=np.float32)
-        total = np.float32(0.0)
+        """l1 sum(|x|) + l2 sum(x^2) in float32, as Keras's (and the engine's) arithmetic, with
+        TensorFlow's ops: a GradientTape records them on a model's trainable variable (a Python
+        step's compute_loss differentiates the penalties so)."""
+        if not isinstance(x, _tensor.Tensor):
+            x = np.asarray(x, dtype=np.float32)
+        total = _tensor.convert_to_tensor(np.float32(0.0))
         if l1 != 0.0:
-            total += np.float32(l1) * np.sum(np.abs(x), dtype=np.float32)
+            term = _tensor.multiply(_tensor.reduce_sum(_tensor.abs(x)), np.float32(l1))
+            total = _tensor.add(total, term)
         if l2 != 0.0:
-            total += np.float32(l2) * np.sum(np.square(x), dtype=np.float32)
-        return _tensor.tensor(np.float32(total))
+            term = _tensor.multiply(_tensor.reduce_sum(_tensor.square(x)), np.float32(l2))
+            total = _tensor.add(total, term)
+        return total
 
 
 class L1L2(Regularizer):
