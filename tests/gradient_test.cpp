@@ -81,6 +81,67 @@ void dense_reference(Vec& h, Shape& shape, const DenseArgs& d, const Vec& kernel
   shape.back() = d.units;
 }
 
+// A recurrent layer (SimpleRNN, LSTM, GRU) on one (steps, features) sample, as Keras's cells
+// define it: the state from zeros, the kernel (features, gates * units) and the recurrent kernel
+// (units, gates * units) with the gates in Keras's order (LSTM i, f, c, o; GRU z, r, h), a
+// reset_after GRU's bias (2, 3 units) its input and recurrent biases.
+void recurrent_reference(Vec& h, Shape& shape, const Layer& l,
+                         const std::map<std::string, std::vector<double>>& w) {
+  const Layer& cell = l.inner.at(0);
+  const RecurrentCellArgs& a = cell.args<RecurrentCellArgs>();
+  const std::string prefix = l.name + "/" + cell.name + "/";
+  const Vec& kernel = w.at(prefix + "kernel");
+  const Vec& recurrent = w.at(prefix + "recurrent_kernel");
+  const Vec* bias = a.use_bias ? &w.at(prefix + "bias") : nullptr;
+  const auto steps = static_cast<std::size_t>(shape[0]), f = static_cast<std::size_t>(shape[1]);
+  const auto u = static_cast<std::size_t>(a.units);
+  const std::size_t gates = cell.type == LayerType::lstm_cell  ? 4
+                            : cell.type == LayerType::gru_cell ? 3
+                                                               : 1;
+  const std::size_t g = gates * u;
+  const bool reset_after = cell.type == LayerType::gru_cell && a.reset_after;
+  const auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  Vec state(u, 0.0), carry(u, 0.0), out;
+  for (std::size_t k = 0; k < steps; ++k) {
+    const std::size_t t = l.args<RecurrentArgs>().go_backwards ? steps - 1 - k : k;
+    Vec xz(g, 0.0), hz(g, 0.0);  // x . kernel (+ input bias), h . recurrent (+ recurrent bias)
+    for (std::size_t j = 0; j < g; ++j) {
+      for (std::size_t i = 0; i < f; ++i) xz[j] += h[t * f + i] * kernel[i * g + j];
+      for (std::size_t i = 0; i < u; ++i) hz[j] += state[i] * recurrent[i * g + j];
+      if (bias) xz[j] += (*bias)[j];
+      if (bias && reset_after) hz[j] += (*bias)[g + j];
+    }
+    Vec next(u);
+    for (std::size_t j = 0; j < u; ++j) {
+      if (gates == 1) {
+        next[j] = act(a.activation.kind, xz[j] + hz[j]);
+      } else if (gates == 4) {
+        const double i = sig(xz[j] + hz[j]), fg = sig(xz[u + j] + hz[u + j]);
+        const double c = std::tanh(xz[2 * u + j] + hz[2 * u + j]);
+        const double o = sig(xz[3 * u + j] + hz[3 * u + j]);
+        carry[j] = fg * carry[j] + i * c;
+        next[j] = o * std::tanh(carry[j]);
+      } else {
+        const double z = sig(xz[j] + hz[j]), r = sig(xz[u + j] + hz[u + j]);
+        double candidate = xz[2 * u + j];
+        if (reset_after) {
+          candidate += r * hz[2 * u + j];
+        } else {  // the reset gate on the state before its product
+          for (std::size_t i = 0; i < u; ++i) {
+            const double ri = sig(xz[u + i] + hz[u + i]);
+            candidate += ri * state[i] * recurrent[i * g + 2 * u + j];
+          }
+        }
+        next[j] = z * state[j] + (1 - z) * std::tanh(candidate);
+      }
+    }
+    state = next;
+    if (l.args<RecurrentArgs>().return_sequences) out.insert(out.end(), state.begin(), state.end());
+  }
+  h = l.args<RecurrentArgs>().return_sequences ? out : state;
+  shape = l.args<RecurrentArgs>().return_sequences ? Shape{shape[0], a.units} : Shape{a.units};
+}
+
 // Keras's output length and leading padding for one spatial dimension, written out again here
 // (not taken from the library): 'valid' floor((in - k) / s) + 1; 'same' ceil(in / s), with
 // TensorFlow's padding, the odd one at the end.
@@ -547,7 +608,10 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       } else if (l.type == LayerType::flatten) {
         shape = {shape_size(shape)};
       } else if (l.type == LayerType::reshape) {
-        shape = l.args<ReshapeArgs>().target_shape;        // no -1 in these tests
+        shape = l.args<ReshapeArgs>().target_shape;  // no -1 in these tests
+      } else if (l.type == LayerType::simple_rnn || l.type == LayerType::lstm ||
+                 l.type == LayerType::gru || l.type == LayerType::rnn) {
+        recurrent_reference(h, shape, l, w);
       } else if (l.type == LayerType::time_distributed) {  // a Dense on each time step
         const Layer& inner = l.inner.at(0);
         const std::string prefix = l.name + "/" + inner.name + "/";
@@ -881,6 +945,52 @@ TEST(Gradients, Pooling1DMatchesFiniteDifferences) {
                       max ? GlobalMaxPooling1D() : GlobalAveragePooling1D(), Dense(3, "softmax")},
                      "sparse_categorical_crossentropy",
                      {5, 3}});
+}
+
+// The recurrent layers on oneDNN's RNN primitives: first (no input gradient) and stacked, each
+// cell, return_sequences and go_backwards, a GRU of either reset placement, no bias.
+TEST(Gradients, RecurrentLayersMatchFiniteDifferences) {
+  auto with = [](Layer l, bool sequences, bool backwards) {
+    l.args<RecurrentArgs>().return_sequences = sequences;
+    l.args<RecurrentArgs>().go_backwards = backwards;
+    return l;
+  };
+  auto cell = [](Layer l, auto&& change) {
+    change(l.inner.at(0).args<RecurrentCellArgs>());
+    return l;
+  };
+  for (const bool backwards : {false, true}) {
+    const std::string dir = backwards ? ", go_backwards" : "";
+    check_gradients({"LSTM first, then stacked" + dir,
+                     {Input({4, 3}), with(LSTM(5), true, backwards),
+                      with(LSTM(3), false, backwards), Dense(3, "softmax")},
+                     "sparse_categorical_crossentropy",
+                     {4, 3}});
+    check_gradients({"GRU reset_after, sequences into a Dense per step" + dir,
+                     {Input({4, 3}), Dense(3, "tanh"), with(GRU(4), true, backwards), Flatten(),
+                      Dense(3, "softmax")},
+                     "sparse_categorical_crossentropy",
+                     {4, 3}});
+    check_gradients({"SimpleRNN tanh and relu" + dir,
+                     {Input({5, 2}), with(SimpleRNN(4), true, backwards),
+                      with(SimpleRNN(3, "relu"), false, backwards), Dense(3, "softmax")},
+                     "sparse_categorical_crossentropy",
+                     {5, 2}});
+  }
+  check_gradients(
+      {"GRU reset before the product, no bias",
+       {Input({4, 3}), Dense(2, "tanh"),
+        cell(GRU(4), [](RecurrentCellArgs& a) { a.reset_after = false, a.use_bias = false; }),
+        Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {4, 3}});
+  check_gradients(
+      {"LSTM without bias, SimpleRNN sigmoid",
+       {Input({3, 3}), Dense(2, "tanh"),
+        with(cell(LSTM(4), [](RecurrentCellArgs& a) { a.use_bias = false; }), true, false),
+        SimpleRNN(3, "sigmoid"), Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {3, 3}});
 }
 
 // A softmax on samples of several axes normalizes each position's last axis, as Keras's.

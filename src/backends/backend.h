@@ -157,6 +157,38 @@ struct PoolShape {
   auto operator<=>(const PoolShape&) const = default;
 };
 
+// A recurrent layer over a batch of m sequences (Keras's SimpleRNN, LSTM, GRU): x (m, steps,
+// inputs), the state starting at zeros, y the state after every step (m, steps, units) when
+// `sequences` (Keras's return_sequences), else after the last (m, units). The weights as Keras
+// keeps them, gates in Keras's order: kernel (inputs, gates * units), recurrent_kernel (units,
+// gates * units), bias (gates * units; a GRU with reset_after (2, 3 * units): input and recurrent
+// biases). LSTM gates i, f, c, o (sigmoid, tanh for c and the output); GRU z, r, h (sigmoid,
+// tanh; h = z * h_prev + (1 - z) * candidate, reset_after: the reset gate applied after the
+// recurrent product, Keras 3's default and cuDNN's); SimpleRNN one gate of `activation` (tanh,
+// relu or sigmoid). `reverse` (Keras's go_backwards): the steps last to first, and y's steps in
+// that order (Keras's reversed sequence).
+enum class RnnCell { simple, lstm, gru };
+struct RnnShape {
+  RnnCell cell = RnnCell::lstm;
+  int64_t steps = 0, inputs = 0, units = 0;
+  ActivationKind activation = ActivationKind::tanh;  // SimpleRNN's
+  bool reset_after = true;                           // GRU's
+  bool sequences = false;
+  bool reverse = false;
+  bool bias = true;  // Keras's use_bias
+  auto operator<=>(const RnnShape&) const = default;
+};
+// The gates of a cell: 1, 4 (LSTM) or 3 (GRU).
+inline int64_t rnn_gates(RnnCell c) { return c == RnnCell::lstm ? 4 : c == RnnCell::gru ? 3 : 1; }
+// The floats of its bias as Keras keeps it: gates * units, twice for a GRU with reset_after.
+inline int64_t rnn_bias_size(const RnnShape& s) {
+  return rnn_gates(s.cell) * s.units * (s.cell == RnnCell::gru && s.reset_after ? 2 : 1);
+}
+// The floats of y for m sequences.
+inline int64_t rnn_output_size(const RnnShape& s, int64_t m) {
+  return m * s.units * (s.sequences ? s.steps : 1);
+}
+
 // An element-wise operation of two operands with numpy's broadcasting, for the ops a custom
 // layer's call() applies (x - mean, x * w + b) and Keras's merging layers (Subtract, Multiply,
 // Maximum, Minimum, Average). y is (rows, cols); each operand is, in y's terms, full (rows, cols),
@@ -257,6 +289,7 @@ constexpr void unused_arguments(const T&...) {}
 #define CROSSOVER_BACKEND_FALLBACK_no_conv2d(...) CROSSOVER_BACKEND_REFUSE(no_conv2d, __VA_ARGS__)
 #define CROSSOVER_BACKEND_FALLBACK_no_batch_norm(...) \
   CROSSOVER_BACKEND_REFUSE(no_batch_norm, __VA_ARGS__)
+#define CROSSOVER_BACKEND_FALLBACK_no_rnn(...) CROSSOVER_BACKEND_REFUSE(no_rnn, __VA_ARGS__)
 #define CROSSOVER_BACKEND_FALLBACK_no_device_collective(...) \
   CROSSOVER_BACKEND_REFUSE(no_device_collective, __VA_ARGS__)
 #define CROSSOVER_BACKEND_FALLBACK_no_fused_update(...) \
@@ -301,6 +334,9 @@ class Backend {
   }
   Error no_batch_norm() const {
     return Error(device_name(), "BatchNormalization is not available on this device yet");
+  }
+  Error no_rnn() const {
+    return Error(device_name(), "recurrent layers are not available on this device yet");
   }
   Error no_device_collective() const {
     return Error(device_name(), "this backend cannot sum its memory over ranks");

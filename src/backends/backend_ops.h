@@ -20,7 +20,7 @@
 //
 // (arguments) are the parameters' names in order. `fallback` is what Backend does when a device
 // does not override it (backend.h, CROSSOVER_BACKEND_FALLBACK_*): `pure` (every device must),
-// `nothing`, `false`, or an error naming what the device lacks (no_conv2d, no_batch_norm,
+// `nothing`, `false`, or an error naming what the device lacks (no_conv2d, no_batch_norm, no_rnn,
 // no_device_collective, no_fused_update). The list is undefined again at the end.
 
 #ifndef CROSSOVER_BACKEND_OP
@@ -137,6 +137,22 @@ CROSSOVER_BACKEND_OP(batchnorm_backward, (const BatchNormShape& s, const float* 
 // (1 - momentum), per channel, in float32 as Keras computes it: momentum and 1 - momentum (taken
 // in double, as Python does) each rounded to float once (backends/kernel_math.h).
 CROSSOVER_BACKEND_OP(batchnorm_update_moving, (const BatchNormShape& s, const float* mean, const float* variance, float* moving_mean, float* moving_variance, double momentum), (s, mean, variance, moving_mean, moving_variance, momentum), no_batch_norm, elementwise, (r.norm = s, r.m = 1), batch_norm)
+
+// ---- recurrent layers (RnnShape in backend.h; m sequences) ----
+// Whether this backend has them; a model with a recurrent layer is refused at compile time on one
+// that does not, naming the layer.
+CROSSOVER_BACKEND_SETUP(bool, has_rnn, (), (), const, false)
+// The bytes of the workspace rnn_forward writes in training for rnn_backward (the gates of every
+// step), for a batch of m: the model sizes it when it plans a batch size. Also prepares what the
+// backend needs for that shape, so that no step has to.
+CROSSOVER_BACKEND_SETUP(std::size_t, rnn_workspace_bytes, (const RnnShape& s, int64_t m), (s, m), , no_rnn)
+// y (rnn_output_size) from x and the weights (b null without use_bias); in training (workspace
+// not null) it keeps in the workspace what rnn_backward needs.
+CROSSOVER_BACKEND_OP(rnn_forward, (const RnnShape& s, const float* x, const float* kernel, const float* recurrent, const float* b, float* y, void* workspace, int64_t m), (s, x, kernel, recurrent, b, y, workspace, m), no_rnn, gemm, (r.rnn = s, r.m = m, r.gradient = workspace != nullptr), rnn)
+// From the training forward's x, y and workspace and the incoming dy: dx (may be null: not
+// needed), and the weights' gradients dkernel, drecurrent, db (each written, not added to; db
+// null without use_bias).
+CROSSOVER_BACKEND_OP(rnn_backward, (const RnnShape& s, const float* x, const float* kernel, const float* recurrent, const float* b, const float* y, const float* dy, const void* workspace, float* dx, float* dkernel, float* drecurrent, float* db, int64_t m), (s, x, kernel, recurrent, b, y, dy, workspace, dx, dkernel, drecurrent, db, m), no_rnn, gemm, (r.rnn = s, r.m = m), rnn)
 
 // ---- layer normalization over the last axis: `rows` rows of n features each ----
 // y = x * inv + (beta - mean * inv), inv = gamma / sqrt(variance + epsilon), per row (Keras 3's

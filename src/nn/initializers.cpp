@@ -277,8 +277,22 @@ Fans compute_fans(const Shape& shape) {
           static_cast<double>(shape[r - 1] * receptive)};
 }
 
+namespace {
+void draw_values(const Initializer& init, const Shape& shape, const DrawKey& key,
+                 std::span<float> out);
+}  // namespace
+
 void initial_values(const Initializer& init, const Shape& shape, const DrawKey& key,
                     std::span<float> out) {
+  draw_values(init, shape, key, out);
+  const auto [offset, count] = init.ones_block;
+  if (count > 0 && offset >= 0 && offset + count <= static_cast<int64_t>(out.size()))
+    std::fill_n(out.begin() + offset, count, 1.0f);
+}
+
+namespace {
+void draw_values(const Initializer& init, const Shape& shape, const DrawKey& key,
+                 std::span<float> out) {
   const auto n = static_cast<int64_t>(out.size());
   auto uniform = [&](int64_t e) {
     return static_cast<double>(
@@ -353,5 +367,6 @@ void initial_values(const Initializer& init, const Shape& shape, const DrawKey& 
     out[static_cast<std::size_t>(e)] =
         static_cast<float>(stddev * standard_normal(key, static_cast<uint64_t>(e), cut));
 }
+}  // namespace
 
 }  // namespace crossover

@@ -10,6 +10,7 @@
 // initializer used: it is kept only to be written back to a model file.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -57,6 +58,9 @@ struct Initializer {
   Distribution distribution = Distribution::truncated_normal;
   double gain = 1.0;            // identity, orthogonal
   std::optional<int64_t> seed;  // Keras's seed, written back; the draws ignore it
+  // (offset, count): that block of the values is ones whatever the initializer draws (an LSTM's
+  // unit_forget_bias: the forget gate's bias, as Keras concatenates it). Not a Keras argument.
+  std::array<int64_t, 2> ones_block{0, 0};
   bool operator==(const Initializer&) const = default;
 };
 

@@ -27,6 +27,7 @@
 #include "nn/layers/permute.h"
 #include "nn/layers/pooling1d.h"
 #include "nn/layers/pooling2d.h"
+#include "nn/layers/recurrent.h"
 #include "nn/layers/reduce.h"
 #include "nn/layers/rescaling.h"
 #include "nn/layers/reshape.h"

@@ -103,6 +103,12 @@ std::size_t RecordingBackend::pool2d_workspace_bytes(const PoolShape& s, int64_t
   return static_cast<std::size_t>(m * s.out_h * s.out_w * s.channels) * sizeof(int32_t);
 }
 
+std::size_t RecordingBackend::rnn_workspace_bytes(const RnnShape& s, int64_t m) {
+  // The gates and states of every step, as the CPU's oneDNN keeps them, and the output sequence.
+  const int64_t per_step = m * s.units * (rnn_gates(s.cell) + 2);
+  return static_cast<std::size_t>(s.steps * per_step + rnn_output_size(s, m)) * sizeof(float);
+}
+
 // ---- RecordingCollective ----------------------------------------------------------------------
 RecordingCollective::RecordingCollective(int ranks) : ranks_(ranks) {
   if (ranks < 1) throw Error("cost model", "a step needs at least one rank");

@@ -54,6 +54,7 @@ struct BackendCall {
   ConvShape conv;                 // conv2d_* (m samples); bias as for dense
   PoolShape pool;                 // pool2d_* (m samples); gradient: forward in training
   BatchNormShape norm;            // batchnorm_* (m samples)
+  RnnShape rnn;                   // rnn_* (m sequences); gradient: forward in training
 };
 
 // A backend that computes nothing and records every call made while a captured step is replayed
@@ -110,6 +111,8 @@ class RecordingBackend final : public Backend {
   bool fuses_weight_update() const override { return fuses_weight_update_; }
   bool has_conv2d() const override { return true; }      // the CPU and CUDA backends both have them
   bool has_batch_norm() const override { return true; }  // both backends have it too
+  bool has_rnn() const override { return true; }  // priced for a GPU too, which measures none yet
+  std::size_t rnn_workspace_bytes(const RnnShape& s, int64_t m) override;
   std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override;
   void batchnorm_prepare(const BatchNormShape&, int64_t) override {}
   // Every step operation, recorded (recording.cpp says what each one keeps).

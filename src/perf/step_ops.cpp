@@ -316,6 +316,31 @@ void price_step_call(OpBuilder& b) {
   }
 }
 
+// ---- recurrent layers: each step's two products (the input's and the state's) as one GEMM of
+// (m, inputs + units) . (.., gates * units) per step, at the dense GEMMs' measured rate for that
+// shape; the gates' element-wise work rides on it. The backward pass is two such products per
+// step (the input gradients and the weight gradients). ----
+void price_rnn(OpBuilder& b) {
+  const BackendCall& c = b.c;
+  Op& o = b.o;
+  const RnnShape& s = c.rnn;
+  const int64_t m = b.m, in = s.inputs + s.units, out = rnn_gates(s.cell) * s.units;
+  const bool forward = c.call == Call::rnn_forward;
+  b.m = m * s.steps, b.k = in, b.n = out;
+  b.gemm(forward ? "gemm_forward" : "gemm_backward_input", m, in, out);
+  if (!forward) o.flops *= 2;
+  o.m = m * s.steps, o.k = in, o.n = out;
+  const char* cell = s.cell == RnnCell::lstm ? "lstm" : s.cell == RnnCell::gru ? "gru" : "rnn";
+  o.name = fmt::format("{}{} {} {}x{}->{}", b.at, cell, forward ? "forward" : "backward", s.steps,
+                       s.inputs, s.units);
+  const int64_t x = m * s.steps * s.inputs, y = rnn_output_size(s, m);
+  const int64_t w = in * out + rnn_bias_size(s), gates = m * s.steps * out;
+  o.bytes_read = kFloat * (forward ? x + w : x + w + y + gates);
+  o.bytes_written = kFloat * (forward ? y + (c.gradient ? gates : 0) : x + w);
+  o.elements = forward ? y : w;
+  if (b.gpu) o.launches = 2 * s.steps;
+}
+
 // ---- the dense layers' GEMMs ----
 void price_dense(OpBuilder& b) {
   const BackendCall& c = b.c;

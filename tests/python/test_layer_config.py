@@ -28,7 +28,10 @@ REQUIRED = {
     "GaussianDropout": {"rate": 0.1},
     "SpatialDropout2D": {"rate": 0.1},
     "TimeDistributed": {"layer": layers.Dense(3, name="inner")},
+    "RNN": {"cell": layers.LSTMCell(3, name="inner")},
 }
+for _name in ("SimpleRNN", "LSTM", "GRU", "SimpleRNNCell", "LSTMCell", "GRUCell"):
+    REQUIRED[_name] = {"units": 3}
 
 # (Lambda's config would hold its Python function, which crossover does not serialize: its
 # get_config refuses, tests/python/test_lambda_peers.py.)

@@ -35,7 +35,10 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "Permute": {"dims": [1]},
     "RepeatVector": {"n": 3},
     "TimeDistributed": {"layer": {"class_name": "Dense", "config": {"units": 3}}},
+    "RNN": {"cell": {"class_name": "LSTMCell", "config": {"units": 3}}},
 }
+for _name in ("SimpleRNN", "LSTM", "GRU", "SimpleRNNCell", "LSTMCell", "GRUCell"):
+    REQUIRED[_name] = {"units": 3}  # a cell alone is built on one step's (features)
 
 # Public classes that are not kinds of their own: what each makes.
 PYTHON_ONLY = {"Layer": None, "Input": "InputLayer", "Softmax": "Activation", "ReLU": "Activation"}
@@ -63,7 +66,7 @@ EXPANDED = {
 SEQUENCE_INPUT = {"ZeroPadding1D": [None, 8, 4], "Cropping1D": [None, 8, 4]}
 SEQUENCE_INPUT["TimeDistributed"] = [None, 8, 4]
 for _name in ("Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalAveragePooling1D",
-              "GlobalMaxPooling1D"):
+              "GlobalMaxPooling1D", "SimpleRNN", "LSTM", "GRU", "RNN"):
     SEQUENCE_INPUT[_name] = [None, 8, 4]
 
 

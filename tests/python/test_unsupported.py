@@ -13,7 +13,7 @@ from crossover import keras
     "get,name",
     [
         (lambda: keras.layers.Conv3D, "keras.layers.Conv3D"),
-        (lambda: keras.layers.LSTM, "keras.layers.LSTM"),
+        (lambda: keras.layers.Bidirectional, "keras.layers.Bidirectional"),
         (lambda: tf.keras.layers.Embedding, "keras.layers.Embedding"),
         (lambda: keras.layers.NoSuchLayer, "keras.layers.NoSuchLayer"),
         (lambda: tf.data.TFRecordDataset, "crossover.data.TFRecordDataset"),

@@ -3,7 +3,8 @@ GaussianDropout, SpatialDropout2D, Activation,
 Conv1D, Conv2D, Conv2DTranspose, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Reshape,
 UpSampling2D (channels_last),
 BatchNormalization and LayerNormalization (over the last axis), TimeDistributed (a layer applied
-to each time step), and Add and Concatenate for functional models.
+to each time step), SimpleRNN, LSTM, GRU and RNN(cell), and Add and Concatenate for functional
+models.
 
 Each is a description with Keras's argument names and defaults; the model turns it into the
 library's layer (crossover._core) when it is built."""
@@ -1300,6 +1301,101 @@ class TimeDistributed(Layer):
         return {**self._base_config(), "layer": _serialized(self.layer)}
 
 
+class _RecurrentWeights(_Builtin):
+    """A recurrent layer's or cell's weights, the cell's in Keras's order: kernel (features,
+    gates * units), recurrent_kernel (units, gates * units) and, with use_bias, bias."""
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        kinds = [("kernel", True), ("recurrent_kernel", True)]
+        return kinds + ([("bias", True)] if self.use_bias else [])
+
+    @property
+    def kernel(self) -> Optional[_tensor.Tensor]:
+        return self._weight("kernel")
+
+    @property
+    def recurrent_kernel(self) -> Optional[_tensor.Tensor]:
+        return self._weight("recurrent_kernel")
+
+    @property
+    def bias(self) -> Optional[_tensor.Tensor]:
+        return self._weight("bias")
+
+
+class SimpleRNN(_RecurrentWeights, kind="SimpleRNN"):
+    """Keras's SimpleRNN over (steps, features) samples: h = activation(x . kernel + h .
+    recurrent_kernel + bias) from h = 0, activation tanh, relu or sigmoid; the last step's state,
+    or every step's with return_sequences. The whole sequence is one oneDNN RNN primitive."""
+
+
+class LSTM(_RecurrentWeights, kind="LSTM"):
+    """Keras's LSTM (activation tanh, recurrent_activation sigmoid, Keras 3's defaults:
+    unit_forget_bias, the orthogonal recurrent kernel) over (steps, features) samples, on
+    oneDNN's LSTM primitive. dropout, recurrent_dropout, return_state and stateful are refused
+    (not yet)."""
+
+
+class GRU(_RecurrentWeights, kind="GRU"):
+    """Keras's GRU (reset_after=True, Keras 3's default and cuDNN's, on oneDNN's
+    linear-before-reset GRU; reset_after=False on its GRU) over (steps, features) samples."""
+
+
+class SimpleRNNCell(_RecurrentWeights, kind="SimpleRNNCell"):
+    """SimpleRNN's cell, for keras.layers.RNN(cell)."""
+
+
+class LSTMCell(_RecurrentWeights, kind="LSTMCell"):
+    """LSTM's cell, for keras.layers.RNN(cell)."""
+
+
+class GRUCell(_RecurrentWeights, kind="GRUCell"):
+    """GRU's cell, for keras.layers.RNN(cell)."""
+
+
+class RNN(Layer):
+    """Keras's RNN of one of Keras's cells (SimpleRNNCell, LSTMCell, GRUCell): the layer of that
+    cell (RNN(LSTMCell(n)) is LSTM(n)). A list of cells (a stacked cell) or a custom cell is not
+    supported (yet)."""
+
+    def __init__(
+        self,
+        cell: Any,
+        return_sequences: bool = False,
+        return_state: bool = False,
+        go_backwards: bool = False,
+        stateful: bool = False,
+        unroll: bool = False,
+        zero_output_for_mask: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(cell, dict):  # a model file's config: the cell serialized
+            cell = _layer_from_serialized(cell, "RNN")
+        if not isinstance(cell, (SimpleRNNCell, LSTMCell, GRUCell)):
+            raise ValueError(
+                "RNN: argument cell: crossover runs Keras's SimpleRNNCell, LSTMCell and GRUCell, "
+                f"one at a time; got {cell!r}"
+            )
+        super().__init__(**kwargs)
+        self.cell = cell
+        self.return_sequences = return_sequences
+        self.go_backwards = go_backwards
+        self._rnn_arguments = {
+            "return_sequences": return_sequences,
+            "return_state": return_state,
+            "go_backwards": go_backwards,
+            "stateful": stateful,
+            "unroll": unroll,
+            "zero_output_for_mask": zero_output_for_mask,
+        }
+        self._layer = _engine_layer("RNN", cell=_serialized(cell), **self._rnn_arguments)
+
+    def _weight_kinds(self) -> list[tuple[str, bool]]:
+        return self.cell._weight_kinds()
+
+    def get_config(self) -> dict[str, Any]:
+        return {**self._base_config(), **self._rnn_arguments, "cell": _serialized(self.cell)}
+
+
 def _serialized(layer: Layer) -> dict[str, Any]:
     """A layer as Keras serializes one inside another's config."""
     return {
@@ -1761,6 +1857,13 @@ __all__ = [
     "Permute",
     "RepeatVector",
     "TimeDistributed",
+    "SimpleRNN",
+    "LSTM",
+    "GRU",
+    "SimpleRNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "RNN",
     "BatchNormalization",
     "LayerNormalization",
     "Softmax",

@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/dnnl_rnn.h"
 #include "backends/kernel_math.h"
 #include "core/aligned.h"
 #include "core/bits.h"
@@ -61,7 +62,7 @@ class CpuBackend final : public Backend {
   void gather_rows(const float* src, int64_t cols, const int32_t* indices, int64_t batch,
                    const StepCounters* counters, int64_t m, float* dst) override;
 
-  // ---- dense layers and convolutions (cpu_dense.cpp)
+  // ---- dense layers, convolutions and recurrent layers (cpu_dense.cpp)
   void dense_forward(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
                      int64_t n, ActivationKind act) override;
   bool weights_stay_with_threads(int64_t m, int64_t k, int64_t n) const;
@@ -89,6 +90,13 @@ class CpuBackend final : public Backend {
                                        float* dx, int64_t m) override;
   void conv2d_transpose_backward_weights(const ConvShape& s, const float* x, const float* dy,
                                          float* dw, float* db, int64_t m) override;
+  bool has_rnn() const override;
+  std::size_t rnn_workspace_bytes(const RnnShape& s, int64_t m) override;
+  void rnn_forward(const RnnShape& s, const float* x, const float* kernel, const float* recurrent,
+                   const float* b, float* y, void* workspace, int64_t m) override;
+  void rnn_backward(const RnnShape& s, const float* x, const float* kernel, const float* recurrent,
+                    const float* b, const float* y, const float* dy, const void* workspace,
+                    float* dx, float* dkernel, float* drecurrent, float* db, int64_t m) override;
 
   // ---- pooling and upsampling (cpu_pooling.cpp)
   std::size_t pool2d_workspace_bytes(const PoolShape& s, int64_t m) override;
@@ -299,6 +307,7 @@ class CpuBackend final : public Backend {
   bool bf16_ = false;                       // the dense GEMMs in bf16 (Precision::bf16)
   bool amx_ = false;                        // bf16 on a CPU with AMX-BF16
   cpu::DnnlConv conv_;
+  cpu::DnnlRnn rnn_;
   cpu::DnnlMatmulBf16 matmul_;
   std::unique_ptr<float[], AlignedFree> scratch_;
   std::size_t scratch_size_ = 0;

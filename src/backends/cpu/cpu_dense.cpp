@@ -160,6 +160,22 @@ void CpuBackend::conv2d_backward_weights(const ConvShape& s, const float* x, con
                                          float* dw, float* db, int64_t m) {
   conv_.conv_backward_weights(s, x, dy, dw, db, m);
 }
+// Recurrent layers: oneDNN's RNN primitives (backends/cpu/dnnl_rnn.h).
+bool CpuBackend::has_rnn() const { return true; }
+std::size_t CpuBackend::rnn_workspace_bytes(const RnnShape& s, int64_t m) {
+  return rnn_.workspace_bytes(s, m);
+}
+void CpuBackend::rnn_forward(const RnnShape& s, const float* x, const float* kernel,
+                             const float* recurrent, const float* b, float* y, void* workspace,
+                             int64_t m) {
+  rnn_.forward(s, x, kernel, recurrent, b, y, workspace, m);
+}
+void CpuBackend::rnn_backward(const RnnShape& s, const float* x, const float* kernel,
+                              const float* recurrent, const float* b, const float* y,
+                              const float* dy, const void* workspace, float* dx, float* dkernel,
+                              float* drecurrent, float* db, int64_t m) {
+  rnn_.backward(s, x, kernel, recurrent, b, y, dy, workspace, dx, dkernel, drecurrent, db, m);
+}
 // The transposed convolution as the convolution it transposes: its forward is that
 // convolution's backward-data primitive (oneDNN's deconvolution is the same arithmetic), its
 // input gradient the convolution's forward, its kernel gradient the convolution's

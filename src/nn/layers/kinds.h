@@ -56,6 +56,13 @@ CROSSOVER_LAYER_KIND(global_average_pooling1d)  // nn/layers/pooling1d.cpp
 CROSSOVER_LAYER_KIND(global_max_pooling1d)  // nn/layers/pooling1d.cpp
 CROSSOVER_LAYER_KIND(activity_regularization)  // nn/layers/activity_regularization.cpp
 CROSSOVER_LAYER_KIND(add_loss)  // nn/layers/activity_regularization.cpp
+CROSSOVER_LAYER_KIND(simple_rnn_cell)  // nn/layers/recurrent.cpp
+CROSSOVER_LAYER_KIND(lstm_cell)  // nn/layers/recurrent.cpp
+CROSSOVER_LAYER_KIND(gru_cell)  // nn/layers/recurrent.cpp
+CROSSOVER_LAYER_KIND(simple_rnn)  // nn/layers/recurrent.cpp
+CROSSOVER_LAYER_KIND(lstm)  // nn/layers/recurrent.cpp
+CROSSOVER_LAYER_KIND(gru)  // nn/layers/recurrent.cpp
+CROSSOVER_LAYER_KIND(rnn)  // nn/layers/recurrent.cpp
 // clang-format on
 
 #undef CROSSOVER_LAYER_KIND
