@@ -157,6 +157,11 @@ void reverse_steps(const float* from, float* to, const RnnShape& s, int64_t m) {
       std::copy_n(from + (n * s.steps + t) * u, u, to + (n * s.steps + s.steps - 1 - t) * u);
 }
 
+// "RNN of 4 steps 3 -> 5, batch 32": a primitive's shape in oneDNN's messages.
+std::string described(const RnnShape& s, int64_t m) {
+  return fmt::format("RNN of {} steps {} -> {}, batch {}", s.steps, s.inputs, s.units, m);
+}
+
 // A weight: the caller's (Keras's ldigo) memory, or a block in the primitive's layout that a
 // reorder fills from it (forward) or empties into it (a gradient).
 struct Weight {
@@ -259,9 +264,24 @@ struct DnnlRnn::State {
     return p;
   }
 
+  // The primitives of a shape and batch: found in the maps, made (and kept) the first time, with
+  // oneDNN's failures naming the shape. A step only finds them: nothing is made or formatted.
   Primitive& forward_for(const RnnShape& s, int64_t m, bool training) {
     const auto key = std::tuple(s, m, training);
     if (auto it = forward.find(key); it != forward.end()) return it->second;
+    return guarded(described(s, m).c_str(), [&]() -> Primitive& {
+      return forward.emplace(key, make_forward(s, m, training)).first->second;
+    });
+  }
+  Primitive& backward_for(const RnnShape& s, int64_t m) {
+    const auto key = std::tuple(s, m);
+    if (auto it = backward.find(key); it != backward.end()) return it->second;
+    return guarded(described(s, m).c_str(), [&]() -> Primitive& {
+      return backward.emplace(key, make_backward(s, m)).first->second;
+    });
+  }
+
+  Primitive make_forward(const RnnShape& s, int64_t m, bool training) const {
     const Descs d = descs(s, m);
     const dnnl::primitive_desc pd = forward_pd(s, m, training);
     Primitive p = with_forward_arguments(s, d, pd);
@@ -281,12 +301,10 @@ struct DnnlRnn::State {
     at += a.dst_iter_c >= 0 ? aligned(d.iter.get_size()) : 0;
     if (!training) owned(p.sequence, at);
     p.layer_workspace_bytes = training ? at : 0;
-    return forward.emplace(key, std::move(p)).first->second;
+    return p;
   }
 
-  Primitive& backward_for(const RnnShape& s, int64_t m) {
-    const auto key = std::tuple(s, m);
-    if (auto it = backward.find(key); it != backward.end()) return it->second;
+  Primitive make_backward(const RnnShape& s, int64_t m) const {
     const Descs d = descs(s, m);
     const dnnl::primitive_desc hint = forward_pd(s, m, true);
     dnnl_rnn_desc_t desc = backward_desc(s, d);
@@ -316,7 +334,7 @@ struct DnnlRnn::State {
     owned(p.zeros, std::max(d.dst_layer.get_size(), d.iter.get_size()));
     if (s.sequences && s.reverse) owned(p.sequence, d.dst_layer.get_size());
     e.add_owned(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc(), engine);
-    return backward.emplace(key, std::move(p)).first->second;
+    return p;
   }
 
   // Points the forward weights (reordering them where the primitive wants its own layout) and the
@@ -353,18 +371,11 @@ DnnlRnn::State& DnnlRnn::state() {
   return *state_;
 }
 
-// "RNN 4 steps 3 -> 5, batch 32": a primitive's shape in oneDNN's messages.
-std::string described(const RnnShape& s, int64_t m) {
-  return fmt::format("RNN of {} steps {} -> {}, batch {}", s.steps, s.inputs, s.units, m);
-}
-
 std::size_t DnnlRnn::workspace_bytes(const RnnShape& s, int64_t m) {
-  const std::size_t bytes = guarded(described(s, m).c_str(), [&] {
-    state().forward_for(s, m, false);
-    state().backward_for(s, m);
-    return state().forward_for(s, m, true).layer_workspace_bytes;
-  });
-  return bytes;
+  State& st = state();
+  st.forward_for(s, m, false);
+  st.backward_for(s, m);
+  return st.forward_for(s, m, true).layer_workspace_bytes;
 }
 
 void DnnlRnn::forward(const RnnShape& s, const float* x, const float* kernel,
@@ -372,9 +383,7 @@ void DnnlRnn::forward(const RnnShape& s, const float* x, const float* kernel,
                       int64_t m) {
   const bool training = workspace != nullptr;
   State& st = state();
-  State::Primitive& p = guarded(described(s, m).c_str(), [&]() -> State::Primitive& {
-    return st.forward_for(s, m, training);
-  });
+  State::Primitive& p = st.forward_for(s, m, training);
   auto* ws = static_cast<unsigned char*>(workspace);
   unsigned char* kept = training ? ws : static_cast<unsigned char*>(p.sequence.get());
   st.point_weights(p, s, kernel, recurrent, b, static_cast<float*>(p.bias.get()));
@@ -393,11 +402,8 @@ void DnnlRnn::backward(const RnnShape& s, const float* x, const float* kernel,
                        const void* workspace, float* dx, float* dkernel, float* drecurrent,
                        float* db, int64_t m) {
   State& st = state();
-  const std::string what = described(s, m);
-  State::Primitive& f =
-      guarded(what.c_str(), [&]() -> State::Primitive& { return st.forward_for(s, m, true); });
-  State::Primitive& p =
-      guarded(what.c_str(), [&]() -> State::Primitive& { return st.backward_for(s, m); });
+  State::Primitive& f = st.forward_for(s, m, true);
+  State::Primitive& p = st.backward_for(s, m);
   const auto* ws = static_cast<const unsigned char*>(workspace);
   const std::size_t bias_floats = static_cast<std::size_t>(dnnl_bias_gates(s) * s.units);
   auto* folded = static_cast<float*>(p.bias.get());

@@ -107,7 +107,9 @@ void write_cell(const RecurrentCellArgs& a, RnnCell cell, ojson& c) {
   c["seed"] = nullptr;
 }
 
-Arguments cell_arguments(RnnCell cell) {
+// The cell's arguments in Keras's order; a layer's (`layer`) take activity_regularizer after the
+// weights' regularizers.
+Arguments cell_arguments(RnnCell cell, bool layer) {
   Arguments a{required("units", 4), {"activation", "tanh"}};
   if (cell != RnnCell::simple) a.push_back({"recurrent_activation", "sigmoid"});
   a = a + Arguments{{"use_bias", true},
@@ -115,14 +117,23 @@ Arguments cell_arguments(RnnCell cell) {
                     {"recurrent_initializer", "orthogonal"},
                     {"bias_initializer", "zeros"}};
   if (cell == RnnCell::lstm) a.push_back({"unit_forget_bias", true});
-  return a + Arguments{{"kernel_regularizer", nullptr},
-                       {"recurrent_regularizer", nullptr},
-                       {"bias_regularizer", nullptr},
-                       {"kernel_constraint", nullptr},
+  a = a + Arguments{{"kernel_regularizer", nullptr},
+                    {"recurrent_regularizer", nullptr},
+                    {"bias_regularizer", nullptr}};
+  if (layer) a.push_back({"activity_regularizer", nullptr});
+  return a + Arguments{{"kernel_constraint", nullptr},
                        {"recurrent_constraint", nullptr},
                        {"bias_constraint", nullptr},
                        {"dropout", 0.0},
                        {"recurrent_dropout", 0.0}};
+}
+
+// A fresh cell of `type`, named as Keras names the cell a SimpleRNN, LSTM or GRU makes.
+Layer make_cell(LayerType type) {
+  Layer cell;
+  cell.type = type;
+  cell.name = std::string(layer_kind(type).base_name());
+  return cell;
 }
 
 // ---- the cells ----
@@ -135,7 +146,7 @@ class CellKind final : public LayerKind {
   std::string_view base_name() const override { return base_; }
   std::optional<Arguments> keras_arguments() const override {
     const RnnCell cell = cell_of(type_);
-    Arguments a = cell_arguments(cell);
+    Arguments a = cell_arguments(cell, false);
     if (cell == RnnCell::gru) a.push_back({"reset_after", true});
     a.push_back({"seed", nullptr});
     return a;
@@ -212,9 +223,7 @@ class RecurrentKind final : public LayerKind {
       return Arguments{required("cell", {{"class_name", "LSTMCell"}, {"config", {{"units", 2}}}})} +
              base + Arguments{{"zero_output_for_mask", false}};
     const RnnCell cell = cell_of(*cell_type_);
-    Arguments a = cell_arguments(cell);
-    a.insert(a.begin() + static_cast<std::ptrdiff_t>(a.size()) - 5,
-             {"activity_regularizer", nullptr});
+    Arguments a = cell_arguments(cell, true);
     if (cell != RnnCell::simple) a.push_back({"seed", nullptr});
     a = a + base;
     if (cell == RnnCell::gru) a.push_back({"reset_after", true});
@@ -260,9 +269,7 @@ class RecurrentKind final : public LayerKind {
     // zero_output_for_mask: masks are not carried yet, so it changes nothing.
     cfg.accept({"unroll", "use_cudnn", "zero_output_for_mask"});
     if (cell_type_) {
-      Layer cell;
-      cell.type = *cell_type_;
-      cell.name = std::string(layer_kind(*cell_type_).base_name());
+      Layer cell = make_cell(*cell_type_);
       read_cell(cfg, cell_of(*cell_type_), cell.args<RecurrentCellArgs>());
       l.inner = {std::move(cell)};
     } else {
@@ -366,9 +373,7 @@ class RecurrentKind final : public LayerKind {
 
 Layer recurrent_layer(LayerType type, LayerType cell_type, int64_t units,
                       LayerActivation activation, bool return_sequences) {
-  Layer cell;
-  cell.type = cell_type;
-  cell.name = std::string(layer_kind(cell_type).base_name());
+  Layer cell = make_cell(cell_type);
   RecurrentCellArgs& c = cell.args<RecurrentCellArgs>();
   c.units = units;
   c.activation = activation;
