@@ -430,6 +430,26 @@ TEST(Cli, AKerasFilesOptimizerOrLossArgumentOutOfRangeIsOneLineAndExitCode2) {
                      "regularized.json: layer 'dense' field kernel_regularizer: regularizer ");
 }
 
+// A recurrent layer's argument the engine cannot run (dropout, return_state): one line naming
+// the file, the layer and the field, exit code 2.
+TEST(Cli, AKerasFilesRecurrentLayerArgumentCrossoverLacksIsOneLineAndExitCode2) {
+  const std::string dir = temp_folder("keras-bad-recurrent");
+  std::ifstream in(crossover::testing_util::source_dir() + "/tests/data/keras/small_keras3.json");
+  const nlohmann::json model = nlohmann::json::parse(in);
+  for (const auto& [field, value, why] :
+       {std::tuple{"dropout", nlohmann::json(0.2),
+                   "dropout in a recurrent layer is not supported (yet): it must be 0"},
+        {"return_state", nlohmann::json(true), "return_state is not supported (yet)"}}) {
+    nlohmann::json m = model;
+    m["config"]["layers"][1] = {{"class_name", "LSTM"},
+                                {"config", {{"name", "lstm"}, {"units", 8}, {field, value}}}};
+    const std::string file = dir + "/" + field + ".json";
+    std::ofstream(file) << m.dump();
+    expect_usage_error("train --model " + file + " --data mnist-10k --epochs 1",
+                       std::string(field) + ".json: layer 'lstm' field " + field + ": " + why);
+  }
+}
+
 TEST(Cli, TrainUsesTheOptimizerAndLossAKerasFileWasCompiledWith) {
   // The Keras 3 SMALL model, recompiled as SGD(0.05, momentum 0.9) + categorical_crossentropy.
   const std::string dir = temp_folder("keras-sgd");
