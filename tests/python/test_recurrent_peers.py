@@ -114,6 +114,9 @@ def test_what_crossover_cannot_run_is_one_clear_error() -> None:
         layers.SimpleRNN(4, stateful=True)
     with pytest.raises(ValueError, match="cell"):
         layers.RNN(layers.Dense(3))
+    cell_alone = keras.Sequential([keras.Input((5,)), layers.LSTMCell(3)])
+    with pytest.raises(ValueError, match="the cell of a recurrent layer"):
+        cell_alone.compile(loss="mse")
     model = keras.Sequential([keras.Input((5, 2, 1)), layers.LSTM(3)])
     with pytest.raises(ValueError, match=r"\(steps, features\)"):
         model.compile(loss="mse")
