@@ -430,15 +430,15 @@ TEST(Cli, AKerasFilesOptimizerOrLossArgumentOutOfRangeIsOneLineAndExitCode2) {
                      "regularized.json: layer 'dense' field kernel_regularizer: regularizer ");
 }
 
-// A recurrent layer's argument the engine cannot run (dropout, return_state): one line naming
-// the file, the layer and the field, exit code 2.
+// A recurrent layer's argument the engine cannot run (recurrent_dropout, return_state): one line
+// naming the file, the layer and the field, exit code 2.
 TEST(Cli, AKerasFilesRecurrentLayerArgumentCrossoverLacksIsOneLineAndExitCode2) {
   const std::string dir = temp_folder("keras-bad-recurrent");
   std::ifstream in(crossover::testing_util::source_dir() + "/tests/data/keras/small_keras3.json");
   const nlohmann::json model = nlohmann::json::parse(in);
   for (const auto& [field, value, why] :
-       {std::tuple{"dropout", nlohmann::json(0.2),
-                   "dropout in a recurrent layer is not supported (yet): it must be 0"},
+       {std::tuple{"recurrent_dropout", nlohmann::json(0.2),
+                   "recurrent_dropout is not supported (yet): it must be 0"},
         {"return_state", nlohmann::json(true), "return_state is not supported (yet)"}}) {
     nlohmann::json m = model;
     m["config"]["layers"][1] = {{"class_name", "LSTM"},

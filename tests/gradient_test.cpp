@@ -428,6 +428,15 @@ std::optional<uint64_t> g_noise_seed;
 // GaussianNoise, GaussianDropout, SpatialDropout2D in training, with the engine's draws (the
 // noise is a pure function of (seed, layer, step, element): core/philox.h), the arithmetic in
 // double but each draw's float factor as the engine makes it.
+// SpatialDropout2D's factor of element e of sample r: keep / (1 - rate), one draw per sample and
+// channel (the last axis). A recurrent layer's dropout draws its input's mask the same way.
+double spatial_keep_factor(std::size_t r, std::size_t e, const Shape& shape, float rate,
+                           uint32_t index, uint64_t seed) {
+  const auto c = static_cast<uint64_t>(shape.back());
+  const bool keep = spatial_dropout_keep(seed, index, 0, r * c + e % c, rate);
+  return keep ? double{1.0f / (1.0f - rate)} : 0.0;
+}
+
 void noise_reference(std::vector<Vec>& batch, const Shape& shape, const Layer& l, uint32_t index,
                      uint64_t seed) {
   for (std::size_t r = 0; r < batch.size(); ++r) {
@@ -441,10 +450,7 @@ void noise_reference(std::vector<Vec>& batch, const Shape& shape, const Layer& l
         const auto stddev = static_cast<float>(std::sqrt(rate / (1 - rate)));
         h[e] *= double{1.0f + stddev * philox_normal(seed, index, 0, row + e)};
       } else {
-        const float rate = l.args<SpatialDropoutArgs>().rate;
-        const auto c = static_cast<uint64_t>(shape.back());
-        const bool keep = spatial_dropout_keep(seed, index, 0, r * c + e % c, rate);
-        h[e] *= keep ? double{1.0f / (1.0f - rate)} : 0.0;
+        h[e] *= spatial_keep_factor(r, e, shape, l.args<SpatialDropoutArgs>().rate, index, seed);
       }
     }
   }
@@ -541,6 +547,14 @@ double reference_loss(const Sequential& model, const std::map<std::string, std::
       outs.push_back(batch);
       shapes.push_back(batch_shape);
       continue;
+    }
+    if (g_noise_seed && !l.inner.empty() && l.inner[0].find_args<RecurrentCellArgs>() &&
+        l.inner[0].args<RecurrentCellArgs>().dropout > 0) {  // the input's dropout mask
+      const auto rate = static_cast<float>(l.inner[0].args<RecurrentCellArgs>().dropout);
+      for (std::size_t r = 0; r < batch.size(); ++r)
+        for (std::size_t e = 0; e < batch[r].size(); ++e)
+          batch[r][e] *= spatial_keep_factor(r, e, batch_shape, rate, static_cast<uint32_t>(li),
+                                             *g_noise_seed);
     }
     if (l.type == LayerType::batch_normalization) {
       batch_norm_reference(batch, l, w);
@@ -982,6 +996,14 @@ TEST(Gradients, RecurrentLayersMatchFiniteDifferences) {
        {Input({4, 3}), Dense(2, "tanh"),
         cell(GRU(4), [](RecurrentCellArgs& a) { a.reset_after = false, a.use_bias = false; }),
         Dense(3, "softmax")},
+       "sparse_categorical_crossentropy",
+       {4, 3}});
+  // Keras's dropout on the input: one mask per sample and feature, the same at every step.
+  check_gradients(
+      {"LSTM and GRU with dropout",
+       {Input({4, 3}),
+        with(cell(LSTM(5), [](RecurrentCellArgs& a) { a.dropout = 0.4; }), true, false),
+        cell(GRU(3), [](RecurrentCellArgs& a) { a.dropout = 0.3; }), Dense(3, "softmax")},
        "sparse_categorical_crossentropy",
        {4, 3}});
   check_gradients(

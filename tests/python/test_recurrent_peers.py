@@ -101,9 +101,35 @@ def test_the_defaults_are_kerass() -> None:
     assert layers.LSTM.from_config(model.layers[0].get_config()).units == 3
 
 
+def test_dropout_drops_the_input_in_training_only() -> None:
+    """Keras's dropout on a recurrent layer's input: in fit (one mask per sample and feature, the
+    same at every step, as Keras 3's cell draws it), not in predict or evaluate."""
+    rs = np.random.RandomState(5)
+    x = rs.standard_normal((32, 6, 3)).astype(np.float32)
+    y = rs.randint(0, 3, size=32)
+
+    def model(rate: float) -> keras.Sequential:
+        return keras.Sequential(
+            [keras.Input((6, 3)), layers.GRU(4, dropout=rate), layers.Dense(3, "softmax")]
+        )
+
+    plain, dropped = model(0.0), model(0.5)
+    dropped.set_weights(plain.get_weights())
+    np.testing.assert_array_equal(dropped.predict(x, verbose=0), plain.predict(x, verbose=0))
+    assert dropped.layers[0].get_config()["dropout"] == 0.5
+    for m in (plain, dropped):
+        m.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    assert dropped.evaluate(x, y, verbose=0) == pytest.approx(plain.evaluate(x, y, verbose=0))
+    h_plain = plain.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0).history
+    h_dropped = dropped.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0).history
+    assert np.isfinite(h_dropped["loss"][0]) and h_dropped["loss"][0] != h_plain["loss"][0]
+    # Keras clamps the rates to [0, 1].
+    assert layers.LSTM(2, dropout=-0.5).get_config()["dropout"] == 0.0
+
+
 def test_what_crossover_cannot_run_is_one_clear_error() -> None:
     with pytest.raises(ValueError, match="dropout"):
-        layers.LSTM(4, dropout=0.2)
+        layers.LSTM(4, dropout=1.0)
     with pytest.raises(ValueError, match="recurrent_dropout"):
         layers.GRU(4, recurrent_dropout=0.2)
     with pytest.raises(ValueError, match="return_state"):

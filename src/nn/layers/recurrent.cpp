@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "nn/layers/kind.h"
 
@@ -37,8 +39,9 @@ struct CellProblem {
 };
 CellProblem cell_problem(RnnCell cell, const RecurrentCellArgs& a) {
   if (a.units < 1) return {"units", fmt::format("units must be at least 1, got {}", a.units)};
-  if (a.dropout != 0.0)
-    return {"dropout", "dropout in a recurrent layer is not supported (yet): it must be 0"};
+  if (!(a.dropout >= 0.0 && a.dropout < 1.0))
+    return {"dropout",
+            fmt::format("a rate of {} drops every input: it must be below 1", a.dropout)};
   if (a.recurrent_dropout != 0.0)
     return {"recurrent_dropout", "recurrent_dropout is not supported (yet): it must be 0"};
   if (cell == RnnCell::simple) {
@@ -82,8 +85,9 @@ void read_cell(Reader& cfg, RnnCell cell, RecurrentCellArgs& a) {
   cfg.weight_regularizers({{"kernel", &a.kernel_regularizer},
                            {"recurrent", &a.recurrent_regularizer},
                            {"bias", &a.bias_regularizer}});
-  a.dropout = cfg.number("dropout", 0.0);
-  a.recurrent_dropout = cfg.number("recurrent_dropout", 0.0);
+  // Keras's cells clamp both rates to [0, 1] (and write the clamped ones).
+  a.dropout = std::clamp(cfg.number("dropout", 0.0), 0.0, 1.0);
+  a.recurrent_dropout = std::clamp(cfg.number("recurrent_dropout", 0.0), 0.0, 1.0);
   // seed: the draws are the engine's; implementation: tf.keras 2's choice of kernels.
   cfg.accept({"seed", "implementation"});
   if (const CellProblem p = cell_problem(cell, a); !p.why.empty()) cfg.fail(p.field, p.why);
@@ -315,26 +319,53 @@ class RecurrentKind final : public LayerKind {
     b.shape = l.args<RecurrentArgs>().return_sequences ? Shape{steps, out[0]} : out;
   }
 
+  // Keras's dropout on the layer's input: in training, one mask per sample and feature, the same
+  // at every step (Keras 3's cells draw one mask per call of the layer), as a SpatialDropout's
+  // of the (steps, features) sample.
+  bool random_in_training(const Layer& l) const override { return has_dropout(l); }
+
+  // With dropout, the dropped input and the mask's factors (keep / (1 - rate)), a batch's input
+  // each; then the backend's workspace for the sequence.
   std::size_t workspace_bytes(const Layer& l, const LayerState& li, Backend& backend,
                               int64_t batch) const override {
-    return backend.rnn_workspace_bytes(shape(l, li), batch);
+    return dropout_bytes(l, li, batch) + backend.rnn_workspace_bytes(shape(l, li), batch);
   }
 
   void forward(const ForwardStep& s) const override {
     const LayerState& cell = s.state.inner[0];
-    s.backend.rnn_forward(shape(s.layer, s.state), s.x, weight(s, cell, "kernel"),
+    const float* x = s.x;
+    if (s.training && has_dropout(s.layer)) {
+      const Dropped d = dropped(s);
+      s.backend.noise_forward(NoiseKind::spatial_dropout, s.x, d.x, d.factor, s.m, s.state.in_width,
+                              s.state.in_shapes.front()[1],
+                              static_cast<float>(cell_args(s.layer).dropout), s.seed, s.index,
+                              s.counters, s.first_row);
+      x = d.x;
+    }
+    s.backend.rnn_forward(shape(s.layer, s.state), x, weight(s, cell, "kernel"),
                           weight(s, cell, "recurrent_kernel"), weight(s, cell, "bias"), s.y,
-                          s.training ? s.workspace : nullptr, s.m);
+                          s.training ? rnn_workspace(s) : nullptr, s.m);
   }
 
+  // With dropout: the sequence's backward on the dropped input, then its input gradient times
+  // the mask's factors, into g (whose gradient the sequence's backward has read).
   void backward(BackwardStep& s) const override {
     const LayerState& cell = s.state.inner[0];
+    const bool dropout = has_dropout(s.layer);
+    const Dropped d = dropout ? dropped(s) : Dropped{};
     auto grad = [&](const char* v) { return s.grad(cell.param(v)); };
-    s.backend.rnn_backward(shape(s.layer, s.state), s.x, weight(s, cell, "kernel"),
+    s.backend.rnn_backward(shape(s.layer, s.state), dropout ? d.x : s.x, weight(s, cell, "kernel"),
                            weight(s, cell, "recurrent_kernel"), weight(s, cell, "bias"), s.y, s.g,
-                           s.workspace, s.first ? nullptr : s.spare, grad("kernel"),
+                           rnn_workspace(s), s.first ? nullptr : s.spare, grad("kernel"),
                            grad("recurrent_kernel"), grad("bias"), s.m);
-    if (!s.first) s.swap();
+    if (!s.first && dropout) {
+      BinaryShape shape;
+      shape.rows = s.m;
+      shape.cols = s.state.in_width;
+      s.backend.binary_forward(BinaryOp::multiply, shape, s.spare, d.factor, s.g);
+    } else if (!s.first) {
+      s.swap();
+    }
     s.activation_done = false;
   }
 
@@ -342,6 +373,25 @@ class RecurrentKind final : public LayerKind {
   static const Layer& cell(const Layer& l) {
     if (l.inner.size() != 1) throw Error(l.name, "internal: a recurrent layer holds its cell");
     return l.inner.front();
+  }
+  static bool has_dropout(const Layer& l) { return cell_args(l).dropout > 0.0; }
+  // The dropout's share of the workspace for m rows, rounded up to 64 bytes (the backend's
+  // follows it).
+  static std::size_t dropout_bytes(const Layer& l, const LayerState& li, int64_t m) {
+    if (!has_dropout(l)) return 0;
+    return (2 * static_cast<std::size_t>(m * li.in_width) * sizeof(float) + 63) / 64 * 64;
+  }
+  static void* rnn_workspace(const LayerStep& s) {
+    return static_cast<unsigned char*>(s.workspace) + dropout_bytes(s.layer, s.state, s.m);
+  }
+  // Where the dropped input and its factors are in the workspace (workspace_bytes's layout).
+  struct Dropped {
+    float* x = nullptr;
+    float* factor = nullptr;
+  };
+  static Dropped dropped(const LayerStep& s) {
+    auto* x = static_cast<float*>(s.workspace);
+    return {x, x + s.m * s.state.in_width};
   }
   static const RecurrentCellArgs& cell_args(const Layer& l) {
     return cell(l).args<RecurrentCellArgs>();
