@@ -222,6 +222,32 @@ TEST(Cli, UpsampleSpecBuildsKerasLayerWithItsShape) {
   EXPECT_EQ(j["model"]["layers"][3]["size"], nlohmann::json::parse("[2, 3]"));
 }
 
+// lstm, gru and simple_rnn over MNIST's rows as steps: Keras's layers, their parameter counts
+// and output shapes; a bad item names the syntax, each once.
+TEST(Cli, RecurrentSpecsBuildKerasLayersAndBadOnesNameTheSyntax) {
+  const auto bad = run_crossover(
+      "train --model reshape:28x28,lstm:8:sideways,dense:10 --data mnist-10k --epochs 0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_EQ(lines(bad.err), 1) << bad.err;
+  for (const char* syntax : {"lstm:UNITS[:seq]", "gru:UNITS[:seq]", "simple_rnn:UNITS[:seq]"}) {
+    const std::size_t at = bad.err.find(syntax);
+    EXPECT_NE(at, std::string::npos) << bad.err;
+    EXPECT_EQ(bad.err.find(syntax, at + 1), std::string::npos) << syntax << " twice: " << bad.err;
+  }
+  const auto [r, j] = train_json(
+      "train --model reshape:28x28,lstm:8:seq,gru:6:seq,simple_rnn:4,dense:10:softmax --data "
+      "mnist-10k --epochs 0",
+      "rnn-json");
+  EXPECT_NE(r.out.find("lstm (LSTM)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(None, 28, 8)"), std::string::npos) << r.out;
+  // LSTM 4 (28 + 8 + 1) 8, GRU 3 (8 + 6 + 2) 6 (reset_after: two biases), SimpleRNN (6 + 4 + 1) 4,
+  // Dense 4 x 10 + 10.
+  EXPECT_EQ(j["model"]["parameters"], 4 * 37 * 8 + 3 * 16 * 6 + 11 * 4 + 50);
+  EXPECT_EQ(j["model"]["layers"][2]["type"], "LSTM");  // after the Flatten of the images
+  EXPECT_EQ(j["model"]["layers"][2]["return_sequences"], true);
+  EXPECT_EQ(j["model"]["layers"][4]["return_sequences"], false);
+}
+
 TEST(Cli, ZeropadAndCropSpecsBuildKerasLayersWithTheirShapes) {
   expect_usage_error("train --model zeropad:big,conv:4:3,flatten,dense:10 --data mnist-10k",
                      "zeropad[:H[xW]]");

@@ -243,6 +243,7 @@ class RecurrentKind final : public LayerKind {
   // ---- command line: lstm:UNITS[:seq], gru:UNITS[:seq], simple_rnn:UNITS[:seq] ----
   std::string_view cli_name() const override { return cli_; }
   std::string_view cli_syntax() const override {
+    if (cli_.empty()) return {};  // RNN(cell): not in the layer list
     return type_ == LayerType::lstm  ? "lstm:UNITS[:seq]"
            : type_ == LayerType::gru ? "gru:UNITS[:seq]"
                                      : "simple_rnn:UNITS[:seq]";
